@@ -1,0 +1,54 @@
+/* The cluster as wpgen sees it: device types, nodes, the links inside a node and the network
+ * between nodes, loaded from topology JSON (version 1) and checked field by field. */
+#ifndef WP_TOPOLOGY_H
+#define WP_TOPOLOGY_H
+
+#include <stddef.h>
+
+typedef enum { LINK_LOC, LINK_SHM, LINK_PCI, LINK_NVL, LINK_NET, LINK__COUNT } LinkType;
+
+typedef struct Link {
+    LinkType type;
+    double bw;          /* bytes per second */
+    double lat;         /* seconds */
+} Link;
+
+typedef struct DeviceType {
+    char *name;
+    double peak_flops;  /* bf16 (GPU) or fp32 (CPU) FLOP/s */
+    double mem_bytes;
+    double hbm_bw;      /* bytes per second */
+    double efficiency;  /* fraction of peak that compute reaches; default 0.5 */
+} DeviceType;
+
+typedef struct Node {
+    char *name;
+    int ndevices;
+    int type;           /* index into Topology.types */
+    Link intra;
+    int first_device;   /* global index of its first device */
+    int islands;        /* PCIe islands (groups of devices behind one switch); default 1 */
+} Node;
+
+typedef struct Topology {
+    char *name;
+    char *path;         /* as given on the command line (for messages) */
+    DeviceType *types; int ntypes;
+    Node *nodes; int nnodes;
+    Link net;           /* between nodes */
+    int nics_per_node;
+    int ndevices;       /* sum over nodes */
+} Topology;
+
+/* Loads and checks path. On error returns -1 and writes one line to err:
+ * "PATH: JSON.PATH: expected ..., got ...". Nothing is allocated on error. */
+int topology_load(const char *path, Topology *t, char *err, size_t errlen);
+void topology_free(Topology *t);
+
+/* Node of a global device index. */
+int topology_node_of(const Topology *t, int device);
+/* The link a transfer between two devices uses (LOC for a device with itself). */
+Link topology_link(const Topology *t, int a, int b);
+const char *link_type_name(LinkType t);
+
+#endif

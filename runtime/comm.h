@@ -1,0 +1,166 @@
+/* The communication layer of the emitted training step: point-to-point transfers and collectives
+ * over groups of ranks for the plan IR's SEND/RECV/BCAST/REDUCE/ALLREDUCE/ALLGATHER/REDUCE_SCATTER,
+ * all non-blocking, plus the few blocking calls a trainer needs around the step (barrier, scalar
+ * sums, checkpoint gather/scatter). One implementation today: runtime/mpi/ (MPI, CPU buffers).
+ *
+ * How emitted code uses it, one turn:
+ *
+ *     comm_recv(c, w1, n3, 0, &(CommInfo){17, "W3"});      // post every transfer of the turn,
+ *     comm_send(c, w0, n2, 2, &(CommInfo){17, "W2"});
+ *     comm_reduce(c, 1, d0, n1, 4, &(CommInfo){17, "D1"});
+ *     model_fwd(...);                                        // run the turn's compute,
+ *     comm_wait_turn(c);                                     // then wait for all of them.
+ *
+ * A buffer handed to a posting call belongs to the layer until comm_wait_turn returns: do not
+ * read a receive buffer or write a send buffer in between.
+ *
+ * Matching. The k-th send from a to b matches the k-th receive at b from a, whatever the labels
+ * (MPI's non-overtaking order on one tag); a receive whose size differs from its send's is a
+ * clear error. Collectives on a group match in the order they are posted, and every member must
+ * post the same collectives on that group in the same order, with the same n and root (MPI's rule
+ * for collectives; nothing here can check it cheaply). The plan verifier guarantees both: it
+ * proves every send has its receive of the same bytes and every group's members run the same
+ * collectives in the same order, and emitted code posts exactly the plan's operations in the
+ * plan's order.
+ *
+ * Failure. Every wait has a timeout (default 300 s; environment variable WP_COMM_TIMEOUT in
+ * seconds, or comm_set_timeout). When it passes, the rank prints one line to stderr naming
+ * itself, the turn, the operation, the peer or group and the label still pending, and aborts the
+ * whole job (exit status COMM_ABORT_STATUS) instead of hanging. A failing MPI call does likewise,
+ * naming the call and MPI's error string.
+ *
+ * Calls are made from one thread (the compute may use OpenMP inside; MPI_THREAD_FUNNELED). */
+#ifndef WP_COMM_H
+#define WP_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define COMM_ABORT_STATUS 3       /* exit status of a job aborted by this layer */
+#define COMM_DEFAULT_TIMEOUT 300.0
+
+typedef struct Comm Comm;
+
+/* Names an operation in error messages and traces: the plan's turn (-1: outside the step) and a
+ * short label, such as "W3" or "grad of chunk 2". The operation's name comes from the call.
+ * The label is copied (up to 47 characters), so it may live on the caller's stack. NULL is
+ * allowed: turn -1, no label. */
+typedef struct CommInfo {
+    int turn;
+    const char *label;
+} CommInfo;
+
+/* Kinds of operations, for counters and traces. COMM_UTIL counts the blocking calls. */
+typedef enum {
+    COMM_SEND, COMM_RECV, COMM_BCAST, COMM_REDUCE, COMM_ALLREDUCE, COMM_ALLGATHER,
+    COMM_REDUCE_SCATTER, COMM_UTIL, COMM__NKINDS
+} CommKind;
+
+extern const char *const comm_kind_names[COMM__NKINDS];   /* "SEND", "RECV", ... */
+
+/* --- Setup ------------------------------------------------------------------------------- */
+
+/* Initializes MPI (unless already initialized) and the layer; reads WP_COMM_TIMEOUT. */
+Comm *comm_init(int *argc, char ***argv);
+/* Waits for anything still pending, frees the groups, finalizes MPI if comm_init started it. */
+void comm_finalize(Comm *c);
+int comm_rank(const Comm *c);
+int comm_size(const Comm *c);
+
+/* Declares a group: world ranks in order, member i holding shard i in ALLGATHER/REDUCE_SCATTER.
+ * Every rank declares every group of the plan, in the plan's order, so that the returned indices
+ * (0, 1, 2, ...) agree with the plan's group indices everywhere; the members create the group's
+ * communicator (collective over the members, once, at start). Returns the group index. */
+int comm_add_group(Comm *c, const int *ranks, int n);
+
+/* Seconds after which a wait aborts the job; 0 waits forever. */
+void comm_set_timeout(Comm *c, double seconds);
+
+/* Aborts the whole job: prints "rank R: MESSAGE" and exits every rank with status `status`. */
+void comm_abort(Comm *c, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
+
+/* --- The step's operations (non-blocking: they post; comm_wait_turn completes) -------------- */
+
+/* buf, n floats, to / from a world rank. */
+void comm_send(Comm *c, const float *buf, size_t n, int peer, const CommInfo *info);
+void comm_recv(Comm *c, float *buf, size_t n, int peer, const CommInfo *info);
+
+/* Collectives on group g; `root` is a world rank, a member of g. Sums are fp32. */
+void comm_bcast(Comm *c, int g, float *buf, size_t n, int root, const CommInfo *info);
+/* buf summed over the group into buf at root; the other members' buf is left as it was. */
+void comm_reduce(Comm *c, int g, float *buf, size_t n, int root, const CommInfo *info);
+void comm_allreduce(Comm *c, int g, float *buf, size_t n, const CommInfo *info);
+
+/* Shards of a buffer of n floats over the k members of a group: member i holds
+ * [i*n/k, (i+1)*n/k), so shards differ in size by at most one and may be empty (n < k). */
+size_t comm_shard_offset(size_t n, int k, int i);
+size_t comm_shard_len(size_t n, int k, int i);
+
+/* Every member contributes its shard (comm_shard_len floats, at `shard`) and gets the whole
+ * buffer in `full` (n floats). `shard` may be full + comm_shard_offset(...): in place. */
+void comm_allgather(Comm *c, int g, const float *shard, float *full, size_t n, const CommInfo *info);
+/* The sum over the group of `full` (n floats, each member's own); member i gets shard i of the
+ * sum in `shard`. full and shard must not overlap. */
+void comm_reduce_scatter(Comm *c, int g, const float *full, float *shard, size_t n, const CommInfo *info);
+
+/* Completes everything posted: polls, aborting on timeout. Returns the seconds it waited. */
+double comm_wait_turn(Comm *c);
+/* Lets posted transfers advance without waiting. MPI moves large messages only inside MPI calls
+ * (Open MPI has no progress thread), so a long compute may call this now and then (between
+ * layers, say) to overlap them for real; it also starts delayed sends whose time has come. */
+void comm_progress(Comm *c);
+
+/* --- Blocking calls over the whole world, outside the step ---------------------------------
+ * Each first completes anything still pending, and uses the same timeout. */
+
+void comm_barrier(Comm *c);
+/* x[0..n) summed over all ranks, in place (the loss, the squared gradient norm). */
+void comm_allreduce_double(Comm *c, double *x, int n);
+/* Bytes from root to every rank (configuration, checkpoint headers). */
+void comm_bcast_bytes(Comm *c, void *buf, size_t nbytes, int root);
+/* Concatenates every rank's `mine` (n floats, n may differ per rank and be 0) in rank order into
+ * `all` at rank 0, which has room for `cap` floats; if counts is not NULL, rank 0 gets each
+ * rank's n in counts[0..size). Returns the total at rank 0, 0 elsewhere. For checkpoints. */
+size_t comm_gather(Comm *c, const float *mine, size_t n, float *all, size_t cap, size_t *counts);
+/* The inverse, for loading: rank 0 holds `all`, `total` floats, the concatenation in rank order;
+ * every rank gets the next n floats (its own n) in `mine`. The counts must add up to total. */
+void comm_scatter(Comm *c, const float *all, size_t total, float *mine, size_t n);
+
+/* --- Counters, traces, emulation ------------------------------------------------------------ */
+
+/* Per kind: calls and payload bytes named by the calls (a send's or receive's n floats, the
+ * collective's whole buffer), not bytes on the wire. wait_s: time spent in waits. */
+typedef struct CommStats {
+    uint64_t calls[COMM__NKINDS];
+    uint64_t bytes[COMM__NKINDS];
+    double wait_s;
+} CommStats;
+const CommStats *comm_stats(const Comm *c);
+void comm_reset_stats(Comm *c);
+
+/* Seconds since comm_init, on the clock the trace events use. */
+double comm_now(const Comm *c);
+
+/* One completed operation of the step. t_done is when a poll saw it complete. label is valid
+ * only during the callback. peer: the other rank (SEND/RECV), the root (BCAST/REDUCE) or -1;
+ * group: -1 for SEND/RECV. */
+typedef struct CommEvent {
+    CommKind kind;
+    int turn;
+    const char *label;
+    int peer, group;
+    size_t bytes;
+    double t_post, t_done;
+} CommEvent;
+typedef void (*CommTraceFn)(void *ud, const CommEvent *e);
+/* Calls fn for every completed step operation (NULL: off). */
+void comm_set_trace(Comm *c, CommTraceFn fn, void *ud);
+
+/* Topology emulation: sends to `peer` (-1: to every peer) go over an emulated link of latency
+ * alpha seconds and beta seconds per byte (1 / bandwidth). A send is started only once the link
+ * would have carried it (alpha + bytes * beta after it was posted, queued behind the link's
+ * earlier sends), at the first comm_wait_turn or comm_progress after that, so the receiver sees
+ * the emulated delay. 0, 0 turns it off (the default). Collectives are not delayed. */
+void comm_set_link(Comm *c, int peer, double alpha, double beta);
+
+#endif

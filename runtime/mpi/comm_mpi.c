@@ -1,0 +1,692 @@
+/* The communication layer (runtime/comm.h) over MPI, for CPU buffers: every operation of the step
+ * is one nonblocking MPI call whose request joins the pending list with a description of what it
+ * is; comm_wait_turn polls the list until it is empty, and when the timeout passes names the first
+ * operation still pending and aborts the job. Collectives run on one communicator per group,
+ * created once at start. Optionally, sends are held back by an emulated link (latency + bytes /
+ * bandwidth per peer) so that topology effects can be measured on one machine. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <mpi.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "comm.h"
+
+/* Point-to-point traffic of the step uses one tag, so MPI's non-overtaking rule gives the plan's
+ * matching (k-th send a->b with k-th receive at b from a). The blocking gather/scatter use their
+ * own tag: they can never be confused with the step's messages. */
+enum { TAG_STEP = 1, TAG_UTIL = 2 };
+
+const char *const comm_kind_names[COMM__NKINDS] = {
+    "SEND", "RECV", "BCAST", "REDUCE", "ALLREDUCE", "ALLGATHER", "REDUCE_SCATTER", "UTIL",
+};
+
+/* --- Failing loudly ---------------------------------------------------------------------- */
+
+static int g_rank = -1;   /* for messages from MPI_CHECK, which has no Comm at hand */
+
+static void __attribute__((noreturn)) die(void) {
+    fflush(stdout);
+    fflush(stderr);
+    int inited = 0, finished = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finished);
+    if (inited && !finished) MPI_Abort(MPI_COMM_WORLD, COMM_ABORT_STATUS);
+    exit(COMM_ABORT_STATUS);
+}
+
+static void __attribute__((noreturn, format(printf, 1, 2))) comm_fail(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "comm: rank %d: %s\n", g_rank, msg);
+    die();
+}
+
+static void mpi_fail(const char *call, int rc, const char *file, int line) {
+    char err[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, err, &len) != MPI_SUCCESS) snprintf(err, sizeof err, "error %d", rc);
+    comm_fail("%s:%d: %s failed: %s", file, line, call, err);
+}
+
+/* Every MPI call goes through this: our communicators return errors instead of aborting
+ * anonymously (MPI_ERRORS_RETURN), so the message can name the call. */
+#define MPI_CHECK(call) do { int rc_ = (call); if (rc_ != MPI_SUCCESS) mpi_fail(#call, rc_, __FILE__, __LINE__); } while (0)
+
+void comm_abort(Comm *c, int status, const char *fmt, ...) {
+    (void)c;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "rank %d: %s\n", g_rank, msg);
+    fflush(stdout);
+    fflush(stderr);
+    int inited = 0, finished = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finished);
+    if (inited && !finished) MPI_Abort(MPI_COMM_WORLD, status);
+    exit(status);
+}
+
+/* --- State ------------------------------------------------------------------------------- */
+
+/* Shard counts and displacements for one buffer size on one group. MPI reads these arrays until
+ * a nonblocking v-collective completes, so they live as long as the group (a plan uses few
+ * distinct sizes). */
+typedef struct Layout {
+    size_t n;
+    int *counts, *displs;
+    struct Layout *next;
+} Layout;
+
+typedef struct Group {
+    int n, *ranks;
+    int me;             /* this rank's index in ranks, -1 if not a member */
+    MPI_Comm comm;      /* MPI_COMM_NULL on non-members */
+    Layout *layouts;
+} Group;
+
+/* One posted operation. */
+typedef struct Pending {
+    uint8_t kind;       /* CommKind */
+    uint8_t done;
+    uint8_t deferred;   /* a send held back by the emulated link, not yet started */
+    const char *name;   /* for messages: comm_kind_names[kind], or the blocking call's name */
+    int turn, peer, group;
+    size_t bytes;
+    long expect;        /* receives: floats expected, checked on completion; -1: no check */
+    double t_post;
+    double start_at;    /* deferred sends: when to start */
+    const float *sbuf;  /* deferred sends: what to start */
+    int scount;
+    char label[48];
+} Pending;
+
+struct Comm {
+    MPI_Comm world;     /* our own duplicate of MPI_COMM_WORLD, errors returned */
+    int rank, size;
+    int started_mpi;    /* comm_init called MPI_Init, so comm_finalize calls MPI_Finalize */
+    double timeout;
+    struct timespec t0;
+
+    int ngroups, capgroups;
+    Group *groups;
+
+    /* The pending list: parallel arrays, because MPI_Testsome wants the requests contiguous. */
+    int npend, ndone, ndeferred, cappend;
+    Pending *pend;
+    MPI_Request *reqs;
+    MPI_Status *statuses;
+    int *indices;
+
+    CommStats stats;
+    CommTraceFn trace;
+    void *trace_ud;
+
+    /* Emulated links, per peer (NULL until comm_set_link). */
+    double *alpha, *beta, *link_free;
+};
+
+double comm_now(const Comm *c) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - c->t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - c->t0.tv_nsec);
+}
+
+int comm_rank(const Comm *c) { return c->rank; }
+int comm_size(const Comm *c) { return c->size; }
+const CommStats *comm_stats(const Comm *c) { return &c->stats; }
+void comm_reset_stats(Comm *c) { memset(&c->stats, 0, sizeof c->stats); }
+void comm_set_trace(Comm *c, CommTraceFn fn, void *ud) { c->trace = fn; c->trace_ud = ud; }
+
+void comm_set_timeout(Comm *c, double seconds) {
+    if (!(seconds >= 0)) comm_fail("comm_set_timeout: %g: expected seconds >= 0", seconds);
+    c->timeout = seconds;
+}
+
+static void *xrealloc(void *p, size_t bytes) {
+    void *q = realloc(p, bytes ? bytes : 1);
+    if (!q) comm_fail("out of memory (%zu bytes)", bytes);
+    return q;
+}
+
+/* --- Setup ------------------------------------------------------------------------------- */
+
+Comm *comm_init(int *argc, char ***argv) {
+    Comm *c = xrealloc(NULL, sizeof *c);
+    memset(c, 0, sizeof *c);
+    clock_gettime(CLOCK_MONOTONIC, &c->t0);
+    int inited = 0;
+    MPI_CHECK(MPI_Initialized(&inited));
+    if (!inited) {
+        /* Compute may run OpenMP threads, but only the main thread calls MPI. */
+        int provided;
+        MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+        c->started_mpi = 1;
+    }
+    MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c->world));
+    MPI_CHECK(MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN));
+    MPI_CHECK(MPI_Comm_rank(c->world, &c->rank));
+    MPI_CHECK(MPI_Comm_size(c->world, &c->size));
+    g_rank = c->rank;
+
+    c->timeout = COMM_DEFAULT_TIMEOUT;
+    const char *env = getenv("WP_COMM_TIMEOUT");
+    if (env && *env) {
+        char *end;
+        errno = 0;
+        double t = strtod(env, &end);
+        if (errno || *end || !(t >= 0)) comm_fail("WP_COMM_TIMEOUT=%s: expected a number of seconds >= 0", env);
+        c->timeout = t;
+    }
+    return c;
+}
+
+static double wait_all(Comm *c);
+
+void comm_finalize(Comm *c) {
+    if (!c) return;
+    wait_all(c);
+    for (int g = 0; g < c->ngroups; g++) {
+        Group *gr = &c->groups[g];
+        if (gr->comm != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_free(&gr->comm));
+        for (Layout *l = gr->layouts, *next; l; l = next) {
+            next = l->next;
+            free(l->counts);
+            free(l->displs);
+            free(l);
+        }
+        free(gr->ranks);
+    }
+    MPI_CHECK(MPI_Comm_free(&c->world));
+    if (c->started_mpi) MPI_CHECK(MPI_Finalize());
+    free(c->groups);
+    free(c->pend);
+    free(c->reqs);
+    free(c->statuses);
+    free(c->indices);
+    free(c->alpha);
+    free(c->beta);
+    free(c->link_free);
+    free(c);
+}
+
+int comm_add_group(Comm *c, const int *ranks, int n) {
+    int index = c->ngroups;
+    if (n < 1 || n > c->size) comm_fail("group %d: %d members, expected 1 to %d", index, n, c->size);
+    for (int i = 0; i < n; i++) {
+        if (ranks[i] < 0 || ranks[i] >= c->size)
+            comm_fail("group %d: member %d is rank %d, outside the world of %d", index, i, ranks[i], c->size);
+        for (int j = 0; j < i; j++)
+            if (ranks[j] == ranks[i]) comm_fail("group %d: rank %d appears twice", index, ranks[i]);
+    }
+    if (c->ngroups == c->capgroups) {
+        c->capgroups = c->capgroups ? 2 * c->capgroups : 8;
+        c->groups = xrealloc(c->groups, (size_t)c->capgroups * sizeof *c->groups);
+    }
+    Group *gr = &c->groups[c->ngroups++];
+    memset(gr, 0, sizeof *gr);
+    gr->n = n;
+    gr->ranks = xrealloc(NULL, (size_t)n * sizeof *gr->ranks);
+    memcpy(gr->ranks, ranks, (size_t)n * sizeof *ranks);
+    gr->me = -1;
+    gr->comm = MPI_COMM_NULL;
+    for (int i = 0; i < n; i++)
+        if (ranks[i] == c->rank) gr->me = i;
+    if (gr->me >= 0) {
+        /* Collective over the members only. Every rank declares the groups in the same order, so
+         * the creations a rank takes part in come in one global order and cannot deadlock; the
+         * tag tells them apart besides. Group order = member order, so shard i is on ranks[i]. */
+        MPI_Group world_group, group;
+        MPI_CHECK(MPI_Comm_group(c->world, &world_group));
+        MPI_CHECK(MPI_Group_incl(world_group, n, ranks, &group));
+        MPI_CHECK(MPI_Comm_create_group(c->world, group, index, &gr->comm));
+        MPI_CHECK(MPI_Comm_set_errhandler(gr->comm, MPI_ERRORS_RETURN));
+        MPI_CHECK(MPI_Group_free(&group));
+        MPI_CHECK(MPI_Group_free(&world_group));
+    }
+    return index;
+}
+
+void comm_set_link(Comm *c, int peer, double alpha, double beta) {
+    if (peer < -1 || peer >= c->size) comm_fail("comm_set_link: peer %d outside the world of %d", peer, c->size);
+    if (!(alpha >= 0) || !(beta >= 0)) comm_fail("comm_set_link: alpha %g, beta %g: expected >= 0", alpha, beta);
+    if (!c->alpha) {
+        c->alpha = xrealloc(NULL, (size_t)c->size * sizeof(double));
+        c->beta = xrealloc(NULL, (size_t)c->size * sizeof(double));
+        c->link_free = xrealloc(NULL, (size_t)c->size * sizeof(double));
+        for (int p = 0; p < c->size; p++) c->alpha[p] = c->beta[p] = c->link_free[p] = 0;
+    }
+    for (int p = 0; p < c->size; p++)
+        if (peer == -1 || p == peer) { c->alpha[p] = alpha; c->beta[p] = beta; }
+}
+
+/* --- The pending list -------------------------------------------------------------------- */
+
+static const char *group_desc(const Comm *c, int g, char *buf, size_t len) {
+    const Group *gr = &c->groups[g];
+    int k = snprintf(buf, len, "group %d (ranks ", g);
+    for (int i = 0; i < gr->n && k < (int)len; i++) {
+        if (i == 8 && gr->n > 9) { k += snprintf(buf + k, len - (size_t)k, ",...,%d", gr->ranks[gr->n - 1]); break; }
+        k += snprintf(buf + k, len - (size_t)k, "%s%d", i ? "," : "", gr->ranks[i]);
+    }
+    if (k < (int)len) snprintf(buf + k, len - (size_t)k, ")");
+    return buf;
+}
+
+/* "SEND "W3" to rank 1 in turn 17", "REDUCE "D1" to rank 0 on group 2 (ranks 0,2) in turn 5" */
+static const char *op_desc(const Comm *c, const Pending *p, char *buf, size_t len) {
+    char gbuf[128] = "", label[64] = "";
+    if (p->label[0]) snprintf(label, sizeof label, " \"%s\"", p->label);
+    const char *dir = p->kind == COMM_SEND ? " to" : p->kind == COMM_RECV ? " from"
+                    : p->kind == COMM_BCAST ? " from root" : p->kind == COMM_REDUCE ? " to root" : " with";
+    char peer[32] = "";
+    if (p->peer >= 0) snprintf(peer, sizeof peer, "%s rank %d", dir, p->peer);
+    if (p->group >= 0) group_desc(c, p->group, gbuf, sizeof gbuf);
+    char turn[32] = "outside the step";
+    if (p->turn >= 0) snprintf(turn, sizeof turn, "turn %d", p->turn);
+    snprintf(buf, len, "%s%s%s%s%s in %s (%zu bytes)", p->name, label, peer,
+             p->group >= 0 ? " on " : "", gbuf, turn, p->bytes);
+    return buf;
+}
+
+static void __attribute__((noreturn)) op_fail(const Comm *c, const Pending *p, const char *what) {
+    char d[320];
+    comm_fail("%s: %s", op_desc(c, p, d, sizeof d), what);
+}
+
+/* Adds an operation; the caller starts it into c->reqs[returned index]. */
+static int post(Comm *c, CommKind kind, const char *name, const CommInfo *info, int peer, int group, size_t bytes) {
+    if (c->npend == c->cappend) {
+        c->cappend = c->cappend ? 2 * c->cappend : 64;
+        size_t cap = (size_t)c->cappend;
+        c->pend = xrealloc(c->pend, cap * sizeof *c->pend);
+        /* Requests are handles: moving them is fine while they are active. */
+        c->reqs = xrealloc(c->reqs, cap * sizeof *c->reqs);
+        c->statuses = xrealloc(c->statuses, cap * sizeof *c->statuses);
+        c->indices = xrealloc(c->indices, cap * sizeof *c->indices);
+    }
+    int i = c->npend++;
+    Pending *p = &c->pend[i];
+    p->kind = (uint8_t)kind;
+    p->done = 0;
+    p->deferred = 0;
+    p->name = name ? name : comm_kind_names[kind];
+    p->turn = info ? info->turn : -1;
+    p->peer = peer;
+    p->group = group;
+    p->bytes = bytes;
+    p->expect = -1;
+    p->t_post = comm_now(c);
+    p->start_at = 0;
+    p->sbuf = NULL;
+    p->scount = 0;
+    p->label[0] = 0;
+    if (info && info->label) snprintf(p->label, sizeof p->label, "%s", info->label);
+    c->reqs[i] = MPI_REQUEST_NULL;
+    if (kind != COMM_UTIL) {
+        c->stats.calls[kind]++;
+        c->stats.bytes[kind] += bytes;
+    }
+    return i;
+}
+
+static void complete(Comm *c, int i, MPI_Status *st) {
+    Pending *p = &c->pend[i];
+    if (p->expect >= 0) {
+        int got = 0;
+        MPI_CHECK(MPI_Get_count(st, MPI_FLOAT, &got));
+        if (got != p->expect) {
+            char what[128];
+            snprintf(what, sizeof what, "expected %ld floats, the matching send had %d", p->expect, got);
+            op_fail(c, p, what);
+        }
+    }
+    p->done = 1;
+    c->ndone++;
+    if (c->trace && p->kind != COMM_UTIL) {
+        CommEvent e = { (CommKind)p->kind, p->turn, p->label, p->peer, p->group, p->bytes, p->t_post, comm_now(c) };
+        c->trace(c->trace_ud, &e);
+    }
+}
+
+/* Starts the held-back sends whose emulated link time has passed, in the order they were posted
+ * (for one peer their start times never decrease, so MPI sees them in the plan's order). Returns
+ * the earliest start still to come, or 0. */
+static double start_due(Comm *c, double now) {
+    double next = 0;
+    if (!c->ndeferred) return 0;
+    for (int i = 0; i < c->npend; i++) {
+        Pending *p = &c->pend[i];
+        if (!p->deferred) continue;
+        if (p->start_at <= now) {
+            MPI_CHECK(MPI_Isend(p->sbuf, p->scount, MPI_FLOAT, p->peer, TAG_STEP, c->world, &c->reqs[i]));
+            p->deferred = 0;
+            c->ndeferred--;
+        } else if (next == 0 || p->start_at < next) {
+            next = p->start_at;
+        }
+    }
+    return next;
+}
+
+static void poll_once(Comm *c) {
+    if (c->ndone == c->npend) return;
+    int out = 0;
+    int rc = MPI_Testsome(c->npend, c->reqs, &out, c->indices, c->statuses);
+    if (rc == MPI_ERR_IN_STATUS) {
+        for (int j = 0; j < out; j++) {
+            int e = c->statuses[j].MPI_ERROR;
+            if (e != MPI_SUCCESS) {
+                char err[MPI_MAX_ERROR_STRING];
+                int len = 0;
+                MPI_Error_string(e, err, &len);
+                op_fail(c, &c->pend[c->indices[j]], err);
+            }
+        }
+    } else {
+        MPI_CHECK(rc);
+    }
+    if (out == MPI_UNDEFINED) return;   /* only held-back sends are left */
+    for (int j = 0; j < out; j++) complete(c, c->indices[j], &c->statuses[j]);
+}
+
+static void __attribute__((noreturn)) timeout_fail(Comm *c, double waited) {
+    int first = -1, left = 0;
+    for (int i = 0; i < c->npend; i++)
+        if (!c->pend[i].done) { left++; if (first < 0) first = i; }
+    char d[320];
+    op_desc(c, &c->pend[first], d, sizeof d);
+    comm_fail("timeout: %s still pending after %.1f s (%d of the %d operations of this wait pending; "
+              "WP_COMM_TIMEOUT=%g)", d, waited, left, c->npend, c->timeout);
+}
+
+/* Polls until everything posted has completed; the heart of comm_wait_turn. It spins briefly
+ * (a transfer that is nearly done should not pay a sleep), then sleeps with a growing interval
+ * so that waiting ranks leave the cores to ranks still computing (tests oversubscribe). */
+static double wait_all(Comm *c) {
+    if (c->ndone == c->npend) { c->npend = c->ndone = 0; return 0; }
+    double t0 = comm_now(c);
+    double nap = 2e-6;
+    for (;;) {
+        double next = start_due(c, comm_now(c));
+        poll_once(c);
+        if (c->ndone == c->npend) break;
+        double now = comm_now(c);
+        if (c->timeout > 0 && now - t0 > c->timeout) timeout_fail(c, now - t0);
+        if (now - t0 < 20e-6) continue;
+        double s = nap;
+        if (next > 0 && next - now < s) s = next - now > 0 ? next - now : 0;
+        struct timespec ts = { 0, (long)(s * 1e9) };
+        if (ts.tv_nsec > 0) nanosleep(&ts, NULL);
+        if (nap < 500e-6) nap *= 2;
+    }
+    c->npend = c->ndone = 0;
+    double waited = comm_now(c) - t0;
+    c->stats.wait_s += waited;
+    return waited;
+}
+
+double comm_wait_turn(Comm *c) { return wait_all(c); }
+
+void comm_progress(Comm *c) {
+    start_due(c, comm_now(c));
+    poll_once(c);
+}
+
+/* --- The step's operations ----------------------------------------------------------------- */
+
+/* MPI counts are ints: 2^31 - 1 floats (8 GiB) per operation. */
+static int count_of(const Comm *c, CommKind kind, size_t n, const CommInfo *info) {
+    if (n > (size_t)INT_MAX)
+        comm_fail("%s \"%s\" in turn %d: %zu floats, more than MPI's limit of %d per operation",
+                  comm_kind_names[kind], info && info->label ? info->label : "", info ? info->turn : -1, n, INT_MAX);
+    (void)c;
+    return (int)n;
+}
+
+static void check_peer(const Comm *c, CommKind kind, int peer, const CommInfo *info) {
+    if (peer < 0 || peer >= c->size)
+        comm_fail("%s \"%s\" in turn %d: peer %d outside the world of %d ranks", comm_kind_names[kind],
+                  info && info->label ? info->label : "", info ? info->turn : -1, peer, c->size);
+}
+
+void comm_send(Comm *c, const float *buf, size_t n, int peer, const CommInfo *info) {
+    check_peer(c, COMM_SEND, peer, info);
+    int count = count_of(c, COMM_SEND, n, info);
+    size_t bytes = n * sizeof(float);
+    int i = post(c, COMM_SEND, NULL, info, peer, -1, bytes);
+    if (c->alpha && (c->alpha[peer] > 0 || c->beta[peer] > 0)) {
+        /* The link carries its sends one after the other (bandwidth), each arriving alpha after
+         * its last byte left (latency); the real send starts when it would have arrived. */
+        Pending *p = &c->pend[i];
+        double busy = (p->t_post > c->link_free[peer] ? p->t_post : c->link_free[peer]) + (double)bytes * c->beta[peer];
+        c->link_free[peer] = busy;
+        p->start_at = busy + c->alpha[peer];
+        p->sbuf = buf;
+        p->scount = count;
+        p->deferred = 1;
+        c->ndeferred++;
+        return;
+    }
+    MPI_CHECK(MPI_Isend(buf, count, MPI_FLOAT, peer, TAG_STEP, c->world, &c->reqs[i]));
+}
+
+void comm_recv(Comm *c, float *buf, size_t n, int peer, const CommInfo *info) {
+    check_peer(c, COMM_RECV, peer, info);
+    int count = count_of(c, COMM_RECV, n, info);
+    int i = post(c, COMM_RECV, NULL, info, peer, -1, n * sizeof(float));
+    c->pend[i].expect = count;
+    MPI_CHECK(MPI_Irecv(buf, count, MPI_FLOAT, peer, TAG_STEP, c->world, &c->reqs[i]));
+}
+
+/* This rank's group g, which it must be a member of; and the root's index in it. */
+static Group *member_group(Comm *c, CommKind kind, int g, const CommInfo *info) {
+    const char *label = info && info->label ? info->label : "";
+    int turn = info ? info->turn : -1;
+    if (g < 0 || g >= c->ngroups)
+        comm_fail("%s \"%s\" in turn %d: group %d, but %d groups are declared", comm_kind_names[kind], label, turn, g, c->ngroups);
+    Group *gr = &c->groups[g];
+    if (gr->me < 0) {
+        char gbuf[128];
+        comm_fail("%s \"%s\" in turn %d: this rank is not a member of %s", comm_kind_names[kind], label, turn,
+                  group_desc(c, g, gbuf, sizeof gbuf));
+    }
+    return gr;
+}
+
+static int root_index(Comm *c, CommKind kind, int g, int root, const CommInfo *info) {
+    const Group *gr = &c->groups[g];
+    for (int i = 0; i < gr->n; i++)
+        if (gr->ranks[i] == root) return i;
+    char gbuf[128];
+    comm_fail("%s \"%s\" in turn %d: root rank %d is not a member of %s", comm_kind_names[kind],
+              info && info->label ? info->label : "", info ? info->turn : -1, root, group_desc(c, g, gbuf, sizeof gbuf));
+}
+
+void comm_bcast(Comm *c, int g, float *buf, size_t n, int root, const CommInfo *info) {
+    Group *gr = member_group(c, COMM_BCAST, g, info);
+    int r = root_index(c, COMM_BCAST, g, root, info);
+    int count = count_of(c, COMM_BCAST, n, info);
+    int i = post(c, COMM_BCAST, NULL, info, root, g, n * sizeof(float));
+    MPI_CHECK(MPI_Ibcast(buf, count, MPI_FLOAT, r, gr->comm, &c->reqs[i]));
+}
+
+void comm_reduce(Comm *c, int g, float *buf, size_t n, int root, const CommInfo *info) {
+    Group *gr = member_group(c, COMM_REDUCE, g, info);
+    int r = root_index(c, COMM_REDUCE, g, root, info);
+    int count = count_of(c, COMM_REDUCE, n, info);
+    int i = post(c, COMM_REDUCE, NULL, info, root, g, n * sizeof(float));
+    if (r == gr->me) MPI_CHECK(MPI_Ireduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, r, gr->comm, &c->reqs[i]));
+    else             MPI_CHECK(MPI_Ireduce(buf, NULL, count, MPI_FLOAT, MPI_SUM, r, gr->comm, &c->reqs[i]));
+}
+
+void comm_allreduce(Comm *c, int g, float *buf, size_t n, const CommInfo *info) {
+    Group *gr = member_group(c, COMM_ALLREDUCE, g, info);
+    int count = count_of(c, COMM_ALLREDUCE, n, info);
+    int i = post(c, COMM_ALLREDUCE, NULL, info, -1, g, n * sizeof(float));
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, gr->comm, &c->reqs[i]));
+}
+
+size_t comm_shard_offset(size_t n, int k, int i) { return (size_t)i * n / (size_t)k; }
+size_t comm_shard_len(size_t n, int k, int i) { return comm_shard_offset(n, k, i + 1) - comm_shard_offset(n, k, i); }
+
+static const Layout *layout(Group *gr, size_t n) {
+    for (Layout *l = gr->layouts; l; l = l->next)
+        if (l->n == n) return l;
+    Layout *l = xrealloc(NULL, sizeof *l);
+    l->n = n;
+    l->counts = xrealloc(NULL, (size_t)gr->n * sizeof(int));
+    l->displs = xrealloc(NULL, (size_t)gr->n * sizeof(int));
+    for (int i = 0; i < gr->n; i++) {
+        l->displs[i] = (int)comm_shard_offset(n, gr->n, i);
+        l->counts[i] = (int)comm_shard_len(n, gr->n, i);
+    }
+    l->next = gr->layouts;
+    gr->layouts = l;
+    return l;
+}
+
+static int overlaps(const float *a, size_t na, const float *b, size_t nb) {
+    return na && nb && a < b + nb && b < a + na;
+}
+
+void comm_allgather(Comm *c, int g, const float *shard, float *full, size_t n, const CommInfo *info) {
+    Group *gr = member_group(c, COMM_ALLGATHER, g, info);
+    count_of(c, COMM_ALLGATHER, n, info);
+    const Layout *l = layout(gr, n);
+    int me = gr->me;
+    int in_place = shard == full + l->displs[me];
+    if (!in_place && overlaps(shard, (size_t)l->counts[me], full, n))
+        comm_fail("ALLGATHER \"%s\" in turn %d: the shard overlaps the full buffer but is not its own "
+                  "place in it", info && info->label ? info->label : "", info ? info->turn : -1);
+    int i = post(c, COMM_ALLGATHER, NULL, info, -1, g, n * sizeof(float));
+    MPI_CHECK(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : shard, l->counts[me], MPI_FLOAT,
+                              full, l->counts, l->displs, MPI_FLOAT, gr->comm, &c->reqs[i]));
+}
+
+void comm_reduce_scatter(Comm *c, int g, const float *full, float *shard, size_t n, const CommInfo *info) {
+    Group *gr = member_group(c, COMM_REDUCE_SCATTER, g, info);
+    count_of(c, COMM_REDUCE_SCATTER, n, info);
+    const Layout *l = layout(gr, n);
+    if (overlaps(full, n, shard, (size_t)l->counts[gr->me]))
+        comm_fail("REDUCE_SCATTER \"%s\" in turn %d: the shard overlaps the full buffer",
+                  info && info->label ? info->label : "", info ? info->turn : -1);
+    int i = post(c, COMM_REDUCE_SCATTER, NULL, info, -1, g, n * sizeof(float));
+    MPI_CHECK(MPI_Ireduce_scatter(full, shard, l->counts, MPI_FLOAT, MPI_SUM, gr->comm, &c->reqs[i]));
+}
+
+/* --- Blocking calls over the world ------------------------------------------------------- */
+
+static void util_count(Comm *c, size_t bytes) {
+    c->stats.calls[COMM_UTIL]++;
+    c->stats.bytes[COMM_UTIL] += bytes;
+}
+
+void comm_barrier(Comm *c) {
+    wait_all(c);
+    util_count(c, 0);
+    int i = post(c, COMM_UTIL, "BARRIER", NULL, -1, -1, 0);
+    MPI_CHECK(MPI_Ibarrier(c->world, &c->reqs[i]));
+    wait_all(c);
+}
+
+void comm_allreduce_double(Comm *c, double *x, int n) {
+    wait_all(c);
+    util_count(c, (size_t)n * sizeof(double));
+    int i = post(c, COMM_UTIL, "ALLREDUCE_DOUBLE", NULL, -1, -1, (size_t)n * sizeof(double));
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, c->world, &c->reqs[i]));
+    wait_all(c);
+}
+
+void comm_bcast_bytes(Comm *c, void *buf, size_t nbytes, int root) {
+    CommInfo info = { -1, "bytes" };
+    check_peer(c, COMM_UTIL, root, &info);
+    if (nbytes > (size_t)INT_MAX) comm_fail("comm_bcast_bytes: %zu bytes, more than MPI's limit of %d", nbytes, INT_MAX);
+    wait_all(c);
+    util_count(c, nbytes);
+    int i = post(c, COMM_UTIL, "BCAST_BYTES", NULL, root, -1, nbytes);
+    MPI_CHECK(MPI_Ibcast(buf, (int)nbytes, MPI_BYTE, root, c->world, &c->reqs[i]));
+    wait_all(c);
+}
+
+/* Every rank's n at rank 0 (counts: size entries there, NULL elsewhere). */
+static void gather_counts(Comm *c, const char *name, size_t n, uint64_t *counts) {
+    uint64_t mine = n;
+    CommInfo info = { -1, "sizes" };
+    int i = post(c, COMM_UTIL, name, &info, 0, -1, sizeof mine);
+    MPI_CHECK(MPI_Igather(&mine, 1, MPI_UINT64_T, counts, 1, MPI_UINT64_T, 0, c->world, &c->reqs[i]));
+    wait_all(c);
+}
+
+/* Gather and scatter move each rank's part as one message between it and rank 0 (not MPI_Gatherv,
+ * whose int displacements would limit a checkpoint to 8 GiB in all). */
+size_t comm_gather(Comm *c, const float *mine, size_t n, float *all, size_t cap, size_t *counts) {
+    CommInfo info = { -1, "part" };
+    int count = count_of(c, COMM_UTIL, n, &info);
+    wait_all(c);
+    util_count(c, n * sizeof(float));
+    uint64_t *cnt = c->rank == 0 ? xrealloc(NULL, (size_t)c->size * sizeof *cnt) : NULL;
+    gather_counts(c, "GATHER", n, cnt);
+    size_t total = 0;
+    if (c->rank == 0) {
+        for (int r = 0; r < c->size; r++) total += cnt[r];
+        if (total > cap) comm_fail("comm_gather: the ranks send %zu floats, rank 0 has room for %zu", total, cap);
+        size_t off = n;
+        if (n) memcpy(all, mine, n * sizeof(float));
+        for (int r = 1; r < c->size; r++) {
+            if (counts) counts[r] = (size_t)cnt[r];
+            if (!cnt[r]) continue;
+            int k = post(c, COMM_UTIL, "GATHER", &info, r, -1, (size_t)cnt[r] * sizeof(float));
+            c->pend[k].expect = (long)cnt[r];
+            MPI_CHECK(MPI_Irecv(all + off, (int)cnt[r], MPI_FLOAT, r, TAG_UTIL, c->world, &c->reqs[k]));
+            off += (size_t)cnt[r];
+        }
+        if (counts) counts[0] = n;
+    } else if (n) {
+        int k = post(c, COMM_UTIL, "GATHER", &info, 0, -1, n * sizeof(float));
+        MPI_CHECK(MPI_Isend(mine, count, MPI_FLOAT, 0, TAG_UTIL, c->world, &c->reqs[k]));
+    }
+    wait_all(c);
+    free(cnt);
+    return total;
+}
+
+void comm_scatter(Comm *c, const float *all, size_t total, float *mine, size_t n) {
+    CommInfo info = { -1, "part" };
+    int count = count_of(c, COMM_UTIL, n, &info);
+    wait_all(c);
+    util_count(c, n * sizeof(float));
+    uint64_t *cnt = c->rank == 0 ? xrealloc(NULL, (size_t)c->size * sizeof *cnt) : NULL;
+    gather_counts(c, "SCATTER", n, cnt);
+    if (c->rank == 0) {
+        size_t sum = 0;
+        for (int r = 0; r < c->size; r++) sum += cnt[r];
+        if (sum != total) comm_fail("comm_scatter: the ranks ask for %zu floats, rank 0 has %zu", sum, total);
+        if (n) memcpy(mine, all, n * sizeof(float));
+        size_t off = n;
+        for (int r = 1; r < c->size; r++) {
+            if (!cnt[r]) continue;
+            int k = post(c, COMM_UTIL, "SCATTER", &info, r, -1, (size_t)cnt[r] * sizeof(float));
+            MPI_CHECK(MPI_Isend(all + off, (int)cnt[r], MPI_FLOAT, r, TAG_UTIL, c->world, &c->reqs[k]));
+            off += (size_t)cnt[r];
+        }
+    } else if (n) {
+        int k = post(c, COMM_UTIL, "SCATTER", &info, 0, -1, n * sizeof(float));
+        c->pend[k].expect = count;
+        MPI_CHECK(MPI_Irecv(mine, count, MPI_FLOAT, 0, TAG_UTIL, c->world, &c->reqs[k]));
+    }
+    wait_all(c);
+    free(cnt);
+}

@@ -1,0 +1,29 @@
+/* safetensors files: write (atomically: temporary file, fsync, rename) and read (mmap).
+ * Format: 8-byte little-endian header length, a JSON header naming each tensor's dtype, shape
+ * and byte range, then the raw data. */
+#ifndef WP_SAFETENSORS_H
+#define WP_SAFETENSORS_H
+
+#include <stddef.h>
+
+typedef struct WpStWriter WpStWriter;
+typedef struct WpStFile WpStFile;
+
+/* Nothing touches path until wp_st_commit succeeds. dtype: "F32", "I32", "I64", "BF16", "F64". */
+WpStWriter *wp_st_writer_new(void);
+int wp_st_add(WpStWriter *w, const char *name, const char *dtype, const size_t *shape, int ndim,
+              const void *data, size_t bytes);   /* data is copied; 0 or -1 */
+void wp_st_set_metadata(WpStWriter *w, const char *key, const char *value);   /* __metadata__ */
+int wp_st_commit(WpStWriter *w, const char *path, char *err, size_t errlen);  /* 0 or -1; frees w */
+void wp_st_writer_free(WpStWriter *w);
+
+WpStFile *wp_st_open(const char *path, char *err, size_t errlen);
+/* Returns the tensor's data or NULL if absent; fills dtype/shape/ndim if not NULL. */
+const void *wp_st_get(const WpStFile *f, const char *name, const char **dtype, size_t *shape,
+                      int *ndim, size_t *bytes);
+const char *wp_st_metadata(const WpStFile *f, const char *key);
+int wp_st_count(const WpStFile *f);
+const char *wp_st_name(const WpStFile *f, int i);
+void wp_st_close(WpStFile *f);
+
+#endif

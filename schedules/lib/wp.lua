@@ -1,0 +1,83 @@
+-- Helpers shared by the strategies: chunking, rank arithmetic, and a buffer pool that gives
+-- each rank as few buffers as the plan's lifetimes allow.
+local wp = {}
+
+-- Layers per chunk: as even as possible, the extra layers on the middle chunks (the first chunk
+-- also holds the embedding and the last the LM head, so they are kept light).
+function wp.split_layers(L, C)
+  if C < 1 or C > L then
+    error(string.format("cannot cut %d layers into %d chunks (expected 1..%d)", L, C, L), 0)
+  end
+  local base, extra = L // C, L % C
+  local layers = {}
+  for k = 1, C do layers[k] = base end
+  -- hand out the extra layers from the middle outwards
+  local order, lo, hi = {}, (C + 1) // 2, (C + 1) // 2 + 1
+  while #order < C do
+    if lo >= 1 then order[#order + 1] = lo; lo = lo - 1 end
+    if hi <= C and #order < C then order[#order + 1] = hi; hi = hi + 1 end
+  end
+  for i = 1, extra do layers[order[i]] = layers[order[i]] + 1 end
+  return layers
+end
+
+-- Ranks per replica and the replica count, checked.
+function wp.pipeline(ctx)
+  local R = ctx.opts.replicas
+  local P = ctx.opts.ranks // R
+  return P, R
+end
+
+function wp.chunk_count(ctx, default)
+  local C = ctx.opts.chunks
+  if C == 0 then C = math.min(default, ctx.model.layers) end
+  return C
+end
+
+-- A pool of buffers of one kind per rank. Requests carry a lifetime [from, to] in turns; after
+-- all requests are in, assign() hands out names so that no two lifetimes on one buffer overlap,
+-- greedily in order of start (optimal for intervals). Each request is a table that gets .name.
+local Pool = {}
+Pool.__index = Pool
+
+function wp.pool(plan, prefix, kind)
+  return setmetatable({ plan = plan, prefix = prefix, kind = kind, reqs = {}, count = {} }, Pool)
+end
+
+function Pool:request(rank, from, to)
+  assert(to >= from, "pool request ends before it starts")
+  local r = { rank = rank, from = from, to = to }
+  self.reqs[#self.reqs + 1] = r
+  return r
+end
+
+function Pool:assign()
+  local reqs = self.reqs
+  table.sort(reqs, function(a, b)
+    if a.rank ~= b.rank then return a.rank < b.rank end
+    if a.from ~= b.from then return a.from < b.from end
+    return a.to < b.to
+  end)
+  local free_from, rank = {}, -1
+  for _, r in ipairs(reqs) do
+    if r.rank ~= rank then rank = r.rank; free_from = {} end
+    local pick
+    for i = 1, #free_from do
+      if free_from[i] <= r.from then pick = i; break end
+    end
+    if not pick then pick = #free_from + 1 end
+    free_from[pick] = r.to + 1
+    r.name = self.prefix .. (pick - 1)
+    if pick > (self.count[rank] or 0) then self.count[rank] = pick end
+  end
+end
+
+-- Declares the pool's buffers on rank `rank`, for requests made on rank `as` (replicas share
+-- one layout: requests are made for one replica, buffers declared on all).
+function Pool:declare(rank, as)
+  for i = 0, (self.count[as] or 0) - 1 do
+    self.plan:buffer(rank, self.prefix .. i, self.kind)
+  end
+end
+
+return wp

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs every test program (build/tests/test_*) and test script (tests/*/test_*.sh), each as one
+# test, and ends with the line CI reads: "N passed, N failed".
+# TESTS=pattern runs only those whose name contains it.
+build=${1:-build}
+cd "$(dirname "$0")/.."
+passed=0; failed=0; failures=()
+logdir=$build/test-logs; mkdir -p "$logdir"
+run_one() {   # name, command...
+    local name=$1; shift
+    if [ -n "${TESTS:-}" ] && [[ "$name" != *"$TESTS"* ]]; then return; fi
+    local t0=$SECONDS
+    if "$@" >"$logdir/$name.log" 2>&1; then
+        passed=$((passed + 1)); printf '  ok    %-36s %3ds  %s\n' "$name" $((SECONDS - t0)) "$(tail -n 1 "$logdir/$name.log")"
+    else
+        failed=$((failed + 1)); failures+=("$name")
+        printf '  FAIL  %-36s %3ds\n' "$name" $((SECONDS - t0)); tail -n 30 "$logdir/$name.log" | sed 's/^/        /'
+    fi
+}
+for t in "$build"/tests/test_*; do
+    [ -x "$t" ] && run_one "$(basename "$t")" "$t"
+done
+for t in tests/*/test_*.sh; do
+    [ -f "$t" ] && run_one "$(basename "$t" .sh)" bash "$t" "$build"
+done
+[ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]} (logs in $logdir/)"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
