@@ -1,0 +1,155 @@
+/* Mutation test of the verifier: take valid plans of every strategy, apply every single-operation
+ * mutation (drop it, duplicate it, move it one or two turns earlier or later, change its peer,
+ * root, chunk, micro-batch or buffer) and verify each mutant. A mutant the verifier accepts must
+ * still compute the same step: the toy-model interpreter (tests/plan_interp.h) checks that
+ * independently. Any accepted mutant that computes something else has slipped through: fail. */
+#include "check.h"
+#include "plan_fixture.h"
+#include "plan_interp.h"
+
+enum { M_DROP, M_DUP, M_EARLIER, M_EARLIER2, M_LATER, M_LATER2, M_PEER, M_CHUNK, M_MB, M_BUF, M__COUNT };
+static const char *mut_names[M__COUNT] = { "drop", "duplicate", "one turn earlier", "two turns earlier",
+    "one turn later", "two turns later", "other peer", "other chunk", "other micro-batch", "other buffer" };
+
+/* Mutation m of op i of rank r; returns 0 if it does not apply to that op. */
+static int mutate(const Plan *p, int r, const Op *op, int m, Op *out, int *dturn) {
+    *out = *op;
+    *dturn = 0;
+    switch (m) {
+    case M_DROP: case M_DUP: return 1;
+    case M_EARLIER: *dturn = -1; return 1;
+    case M_EARLIER2: *dturn = -2; return 1;
+    case M_LATER: *dturn = 1; return 1;
+    case M_LATER2: *dturn = 2; return 1;
+    case M_PEER:
+        if (op->kind == OP_SEND || op->kind == OP_RECV) {
+            if (p->nranks < 3) return 0;
+            out->peer = (op->peer + 1) % p->nranks;
+            if (out->peer == r) out->peer = (out->peer + 1) % p->nranks;
+            return 1;
+        }
+        if (op->kind == OP_BCAST || op->kind == OP_REDUCE) {
+            const PlanGroup *g = &p->groups[op->group];
+            if (g->n < 2) return 0;
+            int i = 0;
+            while (g->ranks[i] != op->peer) i++;
+            out->peer = g->ranks[(i + 1) % g->n];
+            return 1;
+        }
+        return 0;
+    case M_CHUNK:
+        if (op->chunk < 0 || p->nchunks < 2) return 0;
+        out->chunk = (op->chunk + 1) % p->nchunks;
+        if ((op->what == WHAT_A || op->what == WHAT_G) && out->chunk == 0) out->chunk = 1;
+        return out->chunk != op->chunk;
+    case M_MB:
+        if (op->mb < 0 || p->total_mbs < 2) return 0;
+        out->mb = (op->mb + 1) % p->total_mbs;
+        return 1;
+    case M_BUF: {
+        const PlanRank *rk = &p->ranks[r];
+        if (op->buf < 0) return 0;
+        for (int k = 1; k < rk->nbufs; k++) {
+            int b = (op->buf + k) % rk->nbufs;
+            if (rk->bufs[b].kind == rk->bufs[op->buf].kind && b != op->buf2) { out->buf = (int16_t)b; return 1; }
+        }
+        return 0;
+    }
+    }
+    return 0;
+}
+
+/* A copy of p with op i of rank r mutated (m), finished but not verified; NULL if the builder
+ * itself refuses it (that counts as rejected). */
+static Plan *mutant(const Plan *p, int r0, int i0, int m) {
+    char err[512];
+    Plan *q = plan_new(p->topo, &p->model, p->strategy, p->nranks);
+    q->replicas = p->replicas; q->micro_batches = p->micro_batches; q->total_mbs = p->total_mbs;
+    int layers[256];
+    for (int c = 0; c < p->nchunks; c++) layers[c] = p->chunks[c].nlayers;
+    plan_set_chunks(q, layers, p->nchunks, err, sizeof err);
+    for (int c = 0; c < p->nchunks; c++)
+        for (int i = 0; i < p->chunks[c].nowners; i++) plan_add_owner(q, c, p->chunks[c].owners[i], err, sizeof err);
+    for (int g = 0; g < p->ngroups; g++) plan_add_group(q, p->groups[g].ranks, p->groups[g].n, err, sizeof err);
+    for (int r = 0; r < p->nranks; r++) {
+        const PlanRank *rk = &p->ranks[r];
+        q->ranks[r].replica = rk->replica; q->ranks[r].stage = rk->stage;
+        for (int b = 0; b < rk->nbufs; b++)
+            plan_add_buf(q, r, rk->bufs[b].name, rk->bufs[b].kind, rk->bufs[b].chunk, rk->bufs[b].master,
+                         rk->bufs[b].shard, rk->bufs[b].nshards, err, sizeof err);
+        for (int t = 0; t < p->nturns; t++)
+            for (int i = rk->turn_start[t]; i < rk->turn_start[t + 1]; i++) {
+                Op op = rk->ops[i];
+                int dt = 0, ok = 0;
+                if (r == r0 && i == i0) {
+                    Op mo;
+                    mutate(p, r, &rk->ops[i], m, &mo, &dt);
+                    if (m == M_DROP) continue;
+                    if (m == M_DUP) ok |= plan_add_op(q, r, t, &op, err, sizeof err);
+                    op = mo;
+                }
+                if (t + dt < 0) { plan_free(q); return NULL; }
+                ok |= plan_add_op(q, r, t + dt, &op, err, sizeof err);
+                if (ok) { plan_free(q); return NULL; }
+            }
+    }
+    if (plan_finish(q, err, sizeof err)) { plan_free(q); return NULL; }
+    return q;
+}
+
+static long slipped;
+
+static void run(const char *strategy, int nodes, const int *per, int mbs, int replicas, long *total, long *rejected, long *same) {
+    Topology t;
+    if (fixture_topology(&t, nodes, per)) { CHECK(0, "topology"); return; }
+    WpConfig m = fixture_model(4);
+    char err[1024];
+    Plan *p = fixture_plan(&t, &m, strategy, mbs, replicas, 0, err, sizeof err);
+    CHECK(p != NULL, "%s: %s", strategy, err);
+    if (!p) { topology_free(&t); return; }
+    double (*ref)[IW] = malloc((size_t)p->nchunks * sizeof *ref), diff;
+    interp_reference(p->nchunks, p->total_mbs, ref);
+    long n0 = *total, rej0 = *rejected, same0 = *same;
+    for (int r = 0; r < p->nranks; r++)
+        for (int i = 0; i < p->ranks[r].nops; i++)
+            for (int mu = 0; mu < M__COUNT; mu++) {
+                Op dummy;
+                int dt;
+                if (!mutate(p, r, &p->ranks[r].ops[i], mu, &dummy, &dt)) continue;
+                (*total)++;
+                Plan *q = mutant(p, r, i, mu);
+                if (!q || plan_verify(q, err, sizeof err)) { (*rejected)++; plan_free(q); continue; }
+                int rc = interp_run(q, ref, &diff);
+                if (rc == 0 && diff < 1e-12) (*same)++;
+                else {
+                    slipped++;
+                    char what[160];
+                    op_format(p, r, &p->ranks[r].ops[i], what, sizeof what);
+                    CHECK(0, "%s: mutant slipped through: rank %d, op %d (%s): %s (%s)", strategy, r, i, what,
+                          mut_names[mu], rc ? "the step cannot run" : "it computes another step");
+                }
+                plan_free(q);
+            }
+    printf("%-20s %d ranks, %d replica(s), %d mb/rank: %5ld mutants, %5ld rejected, %4ld accepted and equivalent\n",
+           strategy, p->nranks, replicas, mbs, *total - n0, *rejected - rej0, *same - same0);
+    free(ref);
+    plan_free(p);
+    topology_free(&t);
+}
+
+int main(void) {
+    fixture_init();
+    const char *strategies[] = { "weipipe-naive", "weipipe-interleave", "1f1b", "fsdp" };
+    long total = 0, rejected = 0, same = 0;
+    for (int s = 0; s < 4; s++) {
+        char path[256];
+        if (strategy_resolve(strategies[s], path, sizeof path)) { CHECK(0, "no strategy %s", strategies[s]); continue; }
+        int two[] = { 2, 2 }, four[] = { 4 };
+        run(strategies[s], 2, two, 2, 1, &total, &rejected, &same);
+        run(strategies[s], 1, four, 1, 2, &total, &rejected, &same);
+    }
+    printf("mutation test: %ld mutants, %ld rejected by the verifier, %ld accepted and equivalent, %ld slipped through\n",
+           total, rejected, same, slipped);
+    fixture_done();
+    return check_summary("test_mutation");
+}
