@@ -28,6 +28,7 @@ RT_SRC     := $(wildcard runtime/*.c)
 RT_MPI_SRC := $(wildcard runtime/mpi/*.c)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 MPI_TEST_SRC := $(wildcard tests/mpi/*.c)
+TOOL_SRC   := $(wildcard tests/tools/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
@@ -38,6 +39,7 @@ LIBWPMPI   := $(BUILD)/libwprt_mpi.a
 WPREF      := $(BUILD)/wp-ref
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 MPI_BINS   := $(patsubst tests/mpi/%.c,$(BUILD)/tests-mpi/%,$(MPI_TEST_SRC))
+TOOL_BINS  := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
 
 GEN_LIBS := -ljansson -llua5.4 -lm
 RT_LIBS  := $(BLAS_LIB) $(OPENMP) -ljansson -lm
@@ -54,7 +56,7 @@ $(BUILD)/obj/runtime/mpi/%.o: runtime/mpi/%.c | $(BUILD)/config.mk
 
 $(BUILD)/obj/runtime/ref/%.o: runtime/ref/%.c | $(BUILD)/config.mk
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(OPENMP) -Iruntime -c $< -o $@
+	$(CC) $(CFLAGS) $(OPENMP) -Iruntime -Igenerator -c $< -o $@
 
 $(BUILD)/obj/runtime/%.o: runtime/%.c | $(BUILD)/config.mk
 	@mkdir -p $(@D)
@@ -79,7 +81,8 @@ $(LIBWPMPI): $(call obj,$(RT_MPI_SRC))
 $(WPGEN): $(BUILD)/obj/generator/main.o $(LIBWPGEN)
 	$(CC) $^ -o $@ $(GEN_LIBS)
 
-$(WPREF): $(call obj,$(wildcard runtime/ref/*.c)) $(LIBWPRT)
+# The reference trainer knows the same model presets as wpgen.
+$(WPREF): $(call obj,$(wildcard runtime/ref/*.c)) $(BUILD)/obj/generator/modelcfg.o $(LIBWPRT)
 	$(CC) $^ -o $@ $(RT_LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBWPGEN) $(LIBWPRT)
@@ -91,7 +94,12 @@ $(BUILD)/tests-mpi/%: tests/mpi/%.c $(LIBWPMPI) $(LIBWPRT) | $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS) $(OPENMP) -Iruntime -Itests $< -o $@ $(LIBWPMPI) $(LIBWPRT) $(RT_LIBS)
 
-test: all $(UNIT_BINS) $(MPI_BINS)
+# Helpers of the test scripts (checkpoint comparison, ...).
+$(BUILD)/tools/%: $(BUILD)/obj/tests/tools/%.o $(LIBWPRT)
+	@mkdir -p $(@D)
+	$(CC) $^ -o $@ $(RT_LIBS)
+
+test: all $(UNIT_BINS) $(MPI_BINS) $(TOOL_BINS)
 	@./tests/run.sh $(BUILD)
 
 demo: all

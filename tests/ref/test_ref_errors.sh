@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# wp-ref's bad inputs: exit 2 with one clear line for bad flags, models, data and checkpoints;
+# exit 1 and the last checkpoint kept when the loss turns NaN.
+set -uo pipefail
+build=${1:-build}
+ref=$build/wp-ref
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0; n=0
+
+# expect STATUS NEEDLE -- ARGS...: runs wp-ref, checks the exit status and that stderr's first
+# line contains NEEDLE.
+expect() {
+    local status=$1 needle=$2; shift 3
+    n=$((n + 1))
+    "$ref" "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    local first; first=$(head -n 1 "$tmp/err")
+    if [ "$rc" -ne "$status" ] || [[ "$first" != *"$needle"* ]]; then
+        echo "FAIL: wp-ref $*: exit $rc (want $status), stderr: $first (want: $needle)"
+        fails=$((fails + 1))
+    fi
+}
+
+ok=(-m tiny --seq 16 --micro-batch-size 1 --steps 2)
+expect 2 "no model" -- --synthetic
+expect 2 "unknown flag --bogus" -- "${ok[@]}" --synthetic --bogus
+expect 2 "--steps: expected an integer" -- "${ok[@]}" --synthetic --steps abc
+expect 2 "--steps: expected an integer" -- "${ok[@]}" --synthetic --steps 12x
+expect 2 "--lr: expected a number" -- "${ok[@]}" --synthetic --lr -1
+expect 2 "--lr: expected a number" -- "${ok[@]}" --synthetic --lr nan
+expect 2 "--micro-batches: expected an integer" -- "${ok[@]}" --synthetic --micro-batches 0
+expect 2 "--seq: missing value" -- --synthetic -m tiny --seq
+expect 2 "--synthetic takes no value" -- "${ok[@]}" --synthetic=1
+expect 2 "exactly one of --data FILE and --synthetic" -- "${ok[@]}"
+expect 2 "exactly one of --data FILE and --synthetic" -- "${ok[@]}" --synthetic --data /etc/hostname
+expect 2 "--init and --resume exclude each other" -- "${ok[@]}" --synthetic --init a --resume b
+expect 2 "--save-every needs --save" -- "${ok[@]}" --synthetic --save-every 2
+expect 2 "directory $tmp/nodir" -- "${ok[@]}" --synthetic --save "$tmp/nodir/x.safetensors"
+expect 2 'unknown model huge' -- -m huge --synthetic
+
+# Model shapes from config.json.
+echo '{"hidden_size": "64", "num_hidden_layers": 2}' >"$tmp/bad.json"
+expect 2 "bad.json: hidden_size: expected a positive integer, got \"64\"" -- -m "$tmp/bad.json" --synthetic
+echo '{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 5, "intermediate_size": 128, "vocab_size": 256}' >"$tmp/heads.json"
+expect 2 "num_attention_heads (5) does not divide hidden_size (64)" -- -m "$tmp/heads.json" --synthetic
+echo '{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 3, "intermediate_size": 128, "vocab_size": 256}' >"$tmp/kv.json"
+expect 2 "num_key_value_heads (3) does not divide num_attention_heads (4)" -- -m "$tmp/kv.json" --synthetic
+echo '{"hidden_size": 64,' >"$tmp/broken.json"
+expect 2 "broken.json:" -- -m "$tmp/broken.json" --synthetic
+expect 2 "nothere.json" -- -m "$tmp/nothere.json" --synthetic
+
+# Data.
+expect 2 "$tmp/missing.txt: cannot open the data: No such file" -- "${ok[@]}" --data "$tmp/missing.txt"
+printf 'short' >"$tmp/short.txt"
+expect 2 "short.txt: 5 tokens, shorter than one sequence of 16+1 tokens" -- "${ok[@]}" --data "$tmp/short.txt"
+python3 - "$tmp" <<'PY'
+import struct, sys
+d = sys.argv[1]
+def shard(name, magic, tokens):
+    with open(f"{d}/{name}", "wb") as f:
+        f.write(struct.pack("<256i", magic, 1, len(tokens), *([0] * 253)))
+        f.write(struct.pack(f"<{len(tokens)}H", *tokens))
+shard("vocab.bin", 20240520, [1] * 50 + [300] + [2] * 50)
+shard("magic.bin", 1234, [1] * 100)
+PY
+expect 2 "vocab.bin: token 300 at position 50 is not below the vocabulary size 256" -- "${ok[@]}" --data "$tmp/vocab.bin"
+expect 2 "magic.bin: not an llm.c token shard: bad magic 1234" -- "${ok[@]}" --data "$tmp/magic.bin"
+
+# Checkpoints: missing, another shape, a weights-only file for --resume.
+expect 2 "$tmp/none.safetensors: No such file" -- "${ok[@]}" --synthetic --resume "$tmp/none.safetensors"
+mkdir -p "$tmp/ck"
+"$ref" "${ok[@]}" --synthetic --save "$tmp/ck/m.safetensors" >/dev/null 2>&1 || { echo "FAIL: could not save"; fails=$((fails + 1)); }
+echo '{"hidden_size": 32, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 176, "vocab_size": 256}' >"$tmp/narrow.json"
+expect 2 "model.embed_tokens.weight: shape [256, 64] in the file, [256, 32] in the model" -- \
+    -m "$tmp/narrow.json" --seq 16 --synthetic --init "$tmp/ck/m.safetensors"
+rm -f "$tmp/ck/m.opt.safetensors"
+expect 2 "m.opt.safetensors: No such file" -- "${ok[@]}" --synthetic --resume "$tmp/ck/m.safetensors"
+
+# NaN: a checkpoint whose final norm holds a NaN. The run stops at once with exit 1 and leaves
+# the checkpoint it resumed from (and would have overwritten) as it was.
+"$ref" "${ok[@]}" --synthetic --save "$tmp/ck/n.safetensors" >/dev/null 2>&1
+python3 - "$tmp/ck/n.safetensors" <<'PY'
+import json, struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+begin = h["model.norm.weight"]["data_offsets"][0]
+b[8 + n + begin:8 + n + begin + 4] = struct.pack("<f", float("nan"))
+open(p, "wb").write(b)
+PY
+cp "$tmp/ck/n.safetensors" "$tmp/n.before"
+expect 1 "step 3: the loss is NaN: stopping (the checkpoint $tmp/ck/n.safetensors is untouched)" -- \
+    -m tiny --seq 16 --micro-batch-size 1 --steps 6 --synthetic --resume "$tmp/ck/n.safetensors" \
+    --save "$tmp/ck/n.safetensors" --save-every 1
+cmp -s "$tmp/ck/n.safetensors" "$tmp/n.before" || { echo "FAIL: the checkpoint changed after NaN"; fails=$((fails + 1)); }
+expect 1 "step 1: the loss is NaN: stopping (no checkpoint was written)" -- \
+    "${ok[@]}" --synthetic --init "$tmp/ck/n.safetensors"
+
+# --help succeeds.
+n=$((n + 1))
+"$ref" --help | grep -q "usage: wp-ref" || { echo "FAIL: --help"; fails=$((fails + 1)); }
+
+echo "ref errors: $((n - fails)) of $n cases as expected"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,275 @@
+/* Checkpoints: round trip through chunks (saved as two chunks, loaded as one and back), the
+ * config.json transformers reads, the optimizer state, shape mismatches, BF16 input, files of
+ * two different steps, and atomicity (a failed save leaves the previous checkpoint intact). */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "check.h"
+#include "checkpoint.h"
+#include "safetensors.h"
+
+static char dir[64];
+
+static char *path_in(const char *name) {
+    static char buf[4][256];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+static unsigned char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)len + 1);
+    if (b && fread(b, 1, (size_t)len, f) != (size_t)len) { free(b); b = NULL; }
+    fclose(f);
+    *n = (size_t)len;
+    return b;
+}
+
+static WpConfig tiny(int hidden, int layers, int tied) {
+    WpConfig c = {.hidden = hidden, .layers = layers, .heads = 2, .kv_heads = 1, .head_dim = hidden / 2,
+                  .ffn = 2 * hidden + 4, .vocab = 40, .eps = 1e-5f, .rope_theta = 10000, .tied = tied,
+                  .seq = 16, .mbs = 2};
+    return c;
+}
+
+static float *filled(size_t n, float base) {
+    float *p = malloc(n * sizeof *p);
+    for (size_t i = 0; i < n; i++) p[i] = base + (float)i * 1e-3f;
+    return p;
+}
+
+static void test_round_trip(int tied) {
+    WpConfig c = tiny(8, 3, tied);
+    WpChunk whole = wp_chunk_make(&c, 0, 0, 3, 1, 1);
+    /* Two chunks, as a pipeline holds them: layers 0 (with the embedding) and 1-2 (with the head). */
+    WpChunk two[2] = {wp_chunk_make(&c, 0, 0, 1, 1, 0), wp_chunk_make(&c, 1, 1, 2, 0, 1)};
+    CHECK(two[0].nparams + two[1].nparams == whole.nparams || tied, "chunk sizes");
+    if (tied) {   /* a tied model runs as one chunk only */
+        two[0] = whole;
+    }
+    int nk = tied ? 1 : 2;
+    float *p[2], *m[2], *v[2];
+    for (int k = 0; k < nk; k++) {
+        p[k] = filled(two[k].nparams, (float)k);
+        m[k] = filled(two[k].nparams, 10.0f + k);
+        v[k] = filled(two[k].nparams, 20.0f + k);
+    }
+    WpTrainState st = {.step = 5, .seed = 1234567890123ULL, .data_seq = 40, .micro_batches = 4,
+                       .micro_batch_size = 2, .seq = 16};
+    char err[512] = "";
+    const char *path = path_in(tied ? "tied.safetensors" : "model.safetensors");
+    CHECK(ckpt_save(path, &c, two, nk, p, m, v, &st, err, sizeof err) == 0, "save: %s", err);
+
+    /* Load it as one chunk covering everything: the reference trainer's view. */
+    float *P = calloc(whole.nparams, 4), *Mo = calloc(whole.nparams, 4), *Vo = calloc(whole.nparams, 4);
+    WpTrainState st2 = {0};
+    CHECK(ckpt_load(path, &c, &whole, 1, &P, &Mo, &Vo, &st2, err, sizeof err) == 0, "load: %s", err);
+    size_t off = 0;
+    int same = 1;
+    for (int k = 0; k < nk; k++) {
+        same &= memcmp(P + off, p[k], two[k].nparams * 4) == 0;
+        same &= memcmp(Mo + off, m[k], two[k].nparams * 4) == 0;
+        same &= memcmp(Vo + off, v[k], two[k].nparams * 4) == 0;
+        off += two[k].nparams;
+    }
+    CHECK(same, "tensors differ after the round trip (tied=%d)", tied);
+    CHECK(st2.step == 5 && st2.seed == 1234567890123ULL && st2.data_seq == 40 && st2.micro_batches == 4 &&
+          st2.micro_batch_size == 2 && st2.seq == 16, "state");
+
+    /* And back into two chunks, weights only. */
+    if (!tied) {
+        float *q[2] = {calloc(two[0].nparams, 4), calloc(two[1].nparams, 4)};
+        CHECK(ckpt_load(path, &c, two, 2, q, NULL, NULL, NULL, err, sizeof err) == 0, "load 2: %s", err);
+        CHECK(memcmp(q[0], p[0], two[0].nparams * 4) == 0 && memcmp(q[1], p[1], two[1].nparams * 4) == 0, "2 chunks");
+        /* A rank may load only the chunk it owns. */
+        memset(q[1], 0, two[1].nparams * 4);
+        CHECK(ckpt_load(path, &c, &two[1], 1, &q[1], NULL, NULL, NULL, err, sizeof err) == 0, "load chunk 1: %s", err);
+        CHECK(memcmp(q[1], p[1], two[1].nparams * 4) == 0, "chunk 1 alone");
+        free(q[0]); free(q[1]);
+    }
+
+    /* Hugging Face names and shapes. */
+    WpStFile *f = wp_st_open(path, err, sizeof err);
+    size_t shape[8];
+    int nd;
+    const char *dt;
+    CHECK(f && wp_st_get(f, "model.embed_tokens.weight", &dt, shape, &nd, NULL) && nd == 2 && shape[0] == 40 &&
+          shape[1] == 8 && strcmp(dt, "F32") == 0, "embedding");
+    CHECK(f && wp_st_get(f, "model.layers.2.self_attn.k_proj.weight", NULL, shape, &nd, NULL) && nd == 2 &&
+          shape[0] == 4 && shape[1] == 8, "k_proj [kv_heads*head_dim, hidden]");
+    CHECK(f && wp_st_get(f, "model.layers.1.mlp.down_proj.weight", NULL, shape, &nd, NULL) && shape[0] == 8 &&
+          shape[1] == 20, "down_proj [hidden, ffn]");
+    CHECK(f && wp_st_get(f, "model.norm.weight", NULL, shape, &nd, NULL) && nd == 1 && shape[0] == 8, "norm [n]");
+    CHECK(f && (wp_st_get(f, "lm_head.weight", NULL, NULL, NULL, NULL) != NULL) == !tied, "lm_head iff untied");
+    CHECK(f && wp_st_metadata(f, "format") && strcmp(wp_st_metadata(f, "format"), "pt") == 0, "format pt");
+    wp_st_close(f);
+
+    /* config.json beside it. */
+    json_error_t je;
+    json_t *cfg = json_load_file(path_in("config.json"), 0, &je);
+    CHECK(cfg != NULL, "config.json: %s", je.text);
+    if (cfg) {
+        CHECK(json_integer_value(json_object_get(cfg, "hidden_size")) == 8, "hidden_size");
+        CHECK(json_integer_value(json_object_get(cfg, "num_hidden_layers")) == 3, "layers");
+        CHECK(json_integer_value(json_object_get(cfg, "num_attention_heads")) == 2, "heads");
+        CHECK(json_integer_value(json_object_get(cfg, "num_key_value_heads")) == 1, "kv heads");
+        CHECK(json_integer_value(json_object_get(cfg, "intermediate_size")) == 20, "ffn");
+        CHECK(json_integer_value(json_object_get(cfg, "vocab_size")) == 40, "vocab");
+        CHECK(json_integer_value(json_object_get(cfg, "max_position_embeddings")) == 16, "max pos");
+        CHECK(json_real_value(json_object_get(cfg, "rms_norm_eps")) == 1e-5, "eps exactly 1e-05");
+        CHECK(json_number_value(json_object_get(cfg, "rope_theta")) == 10000, "theta");
+        CHECK(json_is_boolean(json_object_get(cfg, "tie_word_embeddings")) &&
+              json_is_true(json_object_get(cfg, "tie_word_embeddings")) == tied, "tied");
+        CHECK(strcmp(json_string_value(json_object_get(cfg, "model_type")), "llama") == 0, "model_type");
+        CHECK(strcmp(json_string_value(json_array_get(json_object_get(cfg, "architectures"), 0)),
+                     "LlamaForCausalLM") == 0, "architectures");
+        CHECK(strcmp(json_string_value(json_object_get(cfg, "torch_dtype")), "float32") == 0, "dtype");
+        json_decref(cfg);
+    }
+    for (int k = 0; k < nk; k++) { free(p[k]); free(m[k]); free(v[k]); }
+    free(P); free(Mo); free(Vo);
+}
+
+static void test_shape_errors(void) {
+    WpConfig c = tiny(8, 2, 0), wide = tiny(16, 2, 0), deep = tiny(8, 3, 0), shallow = tiny(8, 1, 0);
+    WpChunk k = wp_chunk_make(&c, 0, 0, 2, 1, 1);
+    float *p = filled(k.nparams, 0);
+    char err[512] = "";
+    CHECK(ckpt_save(path_in("s.safetensors"), &c, &k, 1, &p, NULL, NULL, NULL, err, sizeof err) == 0, "%s", err);
+
+    WpChunk kw = wp_chunk_make(&wide, 0, 0, 2, 1, 1);
+    float *q = calloc(kw.nparams, 4);
+    CHECK(ckpt_load(path_in("s.safetensors"), &wide, &kw, 1, &q, NULL, NULL, NULL, err, sizeof err) == -1, "wider model");
+    CHECK(strstr(err, "s.safetensors") && strstr(err, "model.embed_tokens.weight") && strstr(err, "[40, 8]") &&
+          strstr(err, "[40, 16]"), "message: %s", err);
+    free(q);
+
+    WpChunk kd = wp_chunk_make(&deep, 0, 0, 3, 1, 1);
+    q = calloc(kd.nparams, 4);
+    CHECK(ckpt_load(path_in("s.safetensors"), &deep, &kd, 1, &q, NULL, NULL, NULL, err, sizeof err) == -1, "deeper");
+    CHECK(strstr(err, "model.layers.2.") && strstr(err, "missing"), "message: %s", err);
+    free(q);
+
+    WpChunk ks = wp_chunk_make(&shallow, 0, 0, 1, 1, 1);
+    q = calloc(ks.nparams, 4);
+    CHECK(ckpt_load(path_in("s.safetensors"), &shallow, &ks, 1, &q, NULL, NULL, NULL, err, sizeof err) == -1, "shallower");
+    CHECK(strstr(err, "model.layers.1.") && strstr(err, "not part of this model"), "message: %s", err);
+    free(q);
+
+    /* Resuming from a weights-only checkpoint: the optimizer file is missing. */
+    float *m = calloc(k.nparams, 4), *v = calloc(k.nparams, 4);
+    WpTrainState st;
+    CHECK(ckpt_load(path_in("s.safetensors"), &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == -1, "no opt file");
+    CHECK(strstr(err, "s.opt.safetensors") != NULL, "message: %s", err);
+    free(p); free(m); free(v);
+}
+
+static void test_bf16(void) {
+    WpConfig c = tiny(8, 1, 0);
+    WpChunk k = wp_chunk_make(&c, 0, 0, 1, 1, 1);
+    int n = wp_chunk_tensors(&c, &k, NULL);
+    WpTensor *ts = calloc((size_t)n, sizeof *ts);
+    wp_chunk_tensors(&c, &k, ts);
+    WpStWriter *w = wp_st_writer_new();
+    for (int i = 0; i < n; i++) {
+        size_t cnt = ts[i].rows * ts[i].cols, shape[2] = {ts[i].rows, ts[i].cols};
+        uint16_t *h = malloc(cnt * 2);
+        /* bf16 of 1.5 is 0x3fc0, f16 of -2.0 is 0xc000 */
+        for (size_t j = 0; j < cnt; j++) h[j] = i % 2 ? 0x3fc0 : 0xc000;
+        wp_st_add(w, ts[i].name, i % 2 ? "BF16" : "F16", shape, ts[i].cols == 1 ? 1 : 2, h, cnt * 2);
+        free(h);
+    }
+    char err[512] = "";
+    CHECK(wp_st_commit(w, path_in("half.safetensors"), err, sizeof err) == 0, "%s", err);
+    float *p = calloc(k.nparams, 4);
+    CHECK(ckpt_load(path_in("half.safetensors"), &c, &k, 1, &p, NULL, NULL, NULL, err, sizeof err) == 0, "load half: %s", err);
+    int ok = 1;
+    for (int i = 0; i < n; i++) ok &= p[ts[i].offset] == (i % 2 ? 1.5f : -2.0f);
+    CHECK(ok, "half conversions");
+    free(p);
+    free(ts);
+}
+
+static int count_tmp_files(void) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strstr(e->d_name, ".tmp.")) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+static void test_atomic(void) {
+    WpConfig c = tiny(8, 2, 0);
+    WpChunk k = wp_chunk_make(&c, 0, 0, 2, 1, 1);
+    float *p = filled(k.nparams, 0), *m = filled(k.nparams, 1), *v = filled(k.nparams, 2);
+    WpTrainState st = {.step = 1, .seed = 7, .micro_batches = 1, .micro_batch_size = 1, .seq = 4};
+    char err[512] = "";
+    const char *path = path_in("a.safetensors");
+    char opt[300];
+    ckpt_opt_path(path, opt, sizeof opt);
+    CHECK(strstr(opt, "/a.opt.safetensors") != NULL, "opt path %s", opt);
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
+    size_t n0, n1, o0, o1;
+    unsigned char *before = slurp(path, &n0), *obefore = slurp(opt, &o0);
+
+    /* A full disk, simulated with a file-size limit: every write fails half-way. */
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_FSIZE, &old);
+    lim = old;
+    lim.rlim_cur = 1000;
+    signal(SIGXFSZ, SIG_IGN);
+    setrlimit(RLIMIT_FSIZE, &lim);
+    for (size_t i = 0; i < k.nparams; i++) p[i] += 1;
+    st.step = 2;
+    int rc = ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err);
+    setrlimit(RLIMIT_FSIZE, &old);
+    CHECK(rc == -1, "save on a full disk succeeded");
+    CHECK(strstr(err, "a.opt.safetensors") != NULL, "message: %s", err);
+    CHECK(count_tmp_files() == 0, "temporary files left behind");
+    unsigned char *after = slurp(path, &n1), *oafter = slurp(opt, &o1);
+    CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0, "model file changed by a failed save");
+    CHECK(obefore && oafter && o0 == o1 && memcmp(obefore, oafter, o0) == 0, "optimizer file changed");
+    float *q = calloc(k.nparams, 4), *qm = calloc(k.nparams, 4), *qv = calloc(k.nparams, 4);
+    WpTrainState s2;
+    CHECK(ckpt_load(path, &c, &k, 1, &q, &qm, &qv, &s2, err, sizeof err) == 0 && s2.step == 1, "old still loads: %s", err);
+
+    /* Files of two different steps (a crash between the two commits) are refused. */
+    CHECK(ckpt_save(path_in("b.safetensors"), &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
+    char optb[300];
+    ckpt_opt_path(path_in("b.safetensors"), optb, sizeof optb);
+    CHECK(rename(optb, opt) == 0, "rename");
+    CHECK(ckpt_load(path, &c, &k, 1, &q, &qm, &qv, &s2, err, sizeof err) == -1, "mixed steps accepted");
+    CHECK(strstr(err, "step 2") && strstr(err, "step 1"), "message: %s", err);
+    free(before); free(after); free(obefore); free(oafter);
+    free(p); free(m); free(v); free(q); free(qm); free(qv);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/wp_ckpt_XXXXXX");
+    if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+    test_round_trip(0);
+    test_round_trip(1);
+    test_shape_errors();
+    test_bf16();
+    test_atomic();
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return check_summary("test_checkpoint");
+}

@@ -1,0 +1,177 @@
+/* Data: bytes and llm.c shards, the fixed position of every sequence (the numerical contract),
+ * synthetic tokens, and the errors a user meets (short file, bad magic, token >= vocab). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "data.h"
+
+static char dir[64];
+
+static char *path_in(const char *name) {
+    static char buf[4][256];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+static void spit(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) { perror(path); exit(1); }
+}
+
+static void write_shard(const char *path, int magic, int version, int count, const uint16_t *tok, int ntok) {
+    int32_t h[256] = {0};
+    h[0] = magic; h[1] = version; h[2] = count;
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(h, sizeof h, 1, f) != 1 || fwrite(tok, 2, (size_t)ntok, f) != (size_t)ntok || fclose(f) != 0) {
+        perror(path);
+        exit(1);
+    }
+}
+
+static void test_bytes(void) {
+    enum { N = 1000, S = 16, G = 3, M = 4 };
+    unsigned char text[N];
+    for (int i = 0; i < N; i++) text[i] = (unsigned char)(i * 7 % 251);
+    spit(path_in("text.txt"), text, N);
+    char err[512] = "";
+    WpData *d = data_open(path_in("text.txt"), 256, S, err, sizeof err);
+    CHECK(d != NULL, "open: %s", err);
+    if (!d) return;
+    CHECK(data_ntokens(d) == N, "ntokens %zu", data_ntokens(d));
+    CHECK(strstr(data_describe(d), "text.txt") != NULL, "describe: %s", data_describe(d));
+    int in[G * S], tg[G * S];
+    int bad = 0, wrapped = 0;
+    for (long s = 0; s < 30; s++)
+        for (int g = 0; g < M; g++) {
+            data_read_batch(d, s, g, M, G, S, in, tg);
+            for (int i = 0; i < G; i++) {
+                uint64_t q = ((uint64_t)s * M + g) * G + i;
+                uint64_t start = (q * S) % (N - S);
+                wrapped |= q * S >= N - S;
+                bad += start + S >= N;
+                for (int j = 0; j < S; j++) {
+                    bad += in[i * S + j] != text[start + j];
+                    bad += tg[i * S + j] != text[start + j + 1];
+                }
+            }
+        }
+    CHECK(bad == 0, "%d tokens not at their fixed position", bad);
+    CHECK(wrapped, "the test should wrap around the file");
+    /* Consecutive sequences tile the data: sequence q+1 starts where q's targets end. */
+    CHECK(data_seq_start(d, 1, S) == S && data_seq_start(d, 2, S) == 2 * S, "tiling");
+
+    /* The same step with its sequences split into micro-batches differently reads the same
+     * sequences in the same order (what the contract needs for M*G fixed). */
+    int a[4 * S], at[4 * S], b[4 * S], bt[4 * S];
+    for (int g = 0; g < 2; g++) data_read_batch(d, 5, g, 2, 2, S, a + g * 2 * S, at + g * 2 * S);
+    for (int g = 0; g < 4; g++) data_read_batch(d, 5, g, 4, 1, S, b + g * S, bt + g * S);
+    CHECK(memcmp(a, b, sizeof a) == 0 && memcmp(at, bt, sizeof at) == 0, "M=2,G=2 vs M=4,G=1");
+    /* Any order of reading gives the same micro-batch (ranks read independently). */
+    int c1[G * S], c2[G * S], t1[G * S], t2[G * S];
+    data_read_batch(d, 7, 3, M, G, S, c1, t1);
+    data_read_batch(d, 2, 1, M, G, S, in, tg);
+    data_read_batch(d, 7, 3, M, G, S, c2, t2);
+    CHECK(memcmp(c1, c2, sizeof c1) == 0 && memcmp(t1, t2, sizeof t1) == 0, "stateless reads");
+    data_close(d);
+
+    /* Exactly one sequence: every read is that sequence. */
+    spit(path_in("one.txt"), text, S + 1);
+    d = data_open(path_in("one.txt"), 256, S, err, sizeof err);
+    CHECK(d != NULL, "file of exactly S+1 tokens: %s", err);
+    if (d) {
+        data_read_batch(d, 3, 2, M, G, S, in, tg);
+        int ok = 1;
+        for (int i = 0; i < G; i++) ok &= in[i * S] == text[0] && tg[i * S + S - 1] == text[S];
+        CHECK(ok, "single sequence");
+        data_close(d);
+    }
+}
+
+static void test_shard(void) {
+    enum { N = 300, S = 8 };
+    uint16_t tok[N];
+    for (int i = 0; i < N; i++) tok[i] = (uint16_t)(50000 + i);
+    write_shard(path_in("train.bin"), WP_SHARD_MAGIC, 1, N, tok, N);
+    char err[512] = "";
+    WpData *d = data_open(path_in("train.bin"), 50304, S, err, sizeof err);
+    CHECK(d != NULL, "open shard: %s", err);
+    if (!d) return;
+    CHECK(data_ntokens(d) == N, "shard tokens");
+    CHECK(strstr(data_describe(d), "shard") != NULL, "describe: %s", data_describe(d));
+    int in[2 * S], tg[2 * S];
+    data_read_batch(d, 1, 1, 2, 2, S, in, tg);   /* q = 6, 7 */
+    CHECK(in[0] == 50000 + 6 * S && tg[0] == 50000 + 6 * S + 1, "shard sequence 6: %d %d", in[0], tg[0]);
+    CHECK(in[S] == 50000 + 7 * S && tg[2 * S - 1] == 50000 + 8 * S, "shard sequence 7");
+    data_close(d);
+}
+
+static void expect_error(const char *file, int vocab, int seq, const char *needle) {
+    char err[512] = "";
+    WpData *d = data_open(path_in(file), vocab, seq, err, sizeof err);
+    CHECK(d == NULL, "%s: accepted", file);
+    CHECK(strstr(err, file) && strstr(err, needle) && !strchr(err, '\n'), "%s: message: %s", file, err);
+    data_close(d);
+}
+
+static void test_errors(void) {
+    uint16_t tok[100];
+    for (int i = 0; i < 100; i++) tok[i] = (uint16_t)i;
+    expect_error("absent.txt", 256, 8, "No such file");
+    spit(path_in("short.txt"), "0123456789", 10);
+    expect_error("short.txt", 256, 10, "shorter than one sequence");     /* needs 11 */
+    spit(path_in("empty.txt"), "", 0);
+    expect_error("empty.txt", 256, 1, "shorter than one sequence");
+    expect_error("short.txt", 40, 4, "not below the vocabulary size 40");   /* '0' = 48 */
+    write_shard(path_in("magic.bin"), 12345, 1, 100, tok, 100);
+    expect_error("magic.bin", 256, 8, "bad magic 12345");
+    write_shard(path_in("version.bin"), WP_SHARD_MAGIC, 2, 100, tok, 100);
+    expect_error("version.bin", 256, 8, "version 2");
+    write_shard(path_in("trunc.bin"), WP_SHARD_MAGIC, 1, 200, tok, 100);
+    expect_error("trunc.bin", 256, 8, "truncated");
+    write_shard(path_in("vocab.bin"), WP_SHARD_MAGIC, 1, 100, tok, 100);
+    expect_error("vocab.bin", 64, 8, "token 64 at position 64 is not below the vocabulary size 64");
+    write_shard(path_in("shortshard.bin"), WP_SHARD_MAGIC, 1, 8, tok, 8);
+    expect_error("shortshard.bin", 256, 8, "shorter than one sequence");
+    spit(path_in("tiny.bin"), "abc", 3);
+    expect_error("tiny.bin", 256, 1, "not an llm.c token shard");
+}
+
+static void test_synthetic(void) {
+    enum { S = 32, G = 2 };
+    WpData *a = data_synthetic(42, 1000), *b = data_synthetic(42, 1000), *c = data_synthetic(43, 1000);
+    int ia[G * S], ta[G * S], ib[G * S], tb[G * S], ic[G * S], tc[G * S];
+    data_read_batch(a, 3, 1, 4, G, S, ia, ta);
+    data_read_batch(b, 3, 1, 4, G, S, ib, tb);
+    data_read_batch(c, 3, 1, 4, G, S, ic, tc);
+    CHECK(memcmp(ia, ib, sizeof ia) == 0 && memcmp(ta, tb, sizeof ta) == 0, "same seed, same tokens");
+    CHECK(memcmp(ia, ic, sizeof ia) != 0, "another seed, other tokens");
+    int ok = 1, distinct = 0;
+    for (int j = 0; j < G * S; j++) {
+        ok &= ia[j] >= 0 && ia[j] < 1000 && ta[j] >= 0 && ta[j] < 1000;
+        if (j % S != S - 1) ok &= ta[j] == ia[j + 1];
+        distinct += j > 0 && ia[j] != ia[j - 1];
+    }
+    CHECK(ok, "range and shift");
+    CHECK(distinct > G * S / 2, "not random-looking");
+    CHECK(data_ntokens(a) == 0, "unbounded");
+    data_close(a); data_close(b); data_close(c);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/wp_data_XXXXXX");
+    if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+    test_bytes();
+    test_shard();
+    test_errors();
+    test_synthetic();
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return check_summary("test_data");
+}
