@@ -44,11 +44,14 @@ int main(void) {
                 check_one(strategies[si], 2, per, 2, 2, 0, 32);     /* 2 replicas of n/2 */
             }
         }
-        /* other chunk counts (the activation-passing baseline needs one chunk per stage) */
+        /* other chunk counts (1f1b: multiples of the stages, its interleaved form) */
+        per[0] = 4;
         if (strcmp(strategies[si], "1f1b")) {
             int cs[] = { 1, 2, 3, 6, 8, 12 };
-            per[0] = 4;
             for (size_t ci = 0; ci < sizeof cs / sizeof *cs; ci++) check_one(strategies[si], 1, per, 2, 1, cs[ci], 12);
+        } else {
+            check_one(strategies[si], 1, per, 2, 1, 8, 12);
+            check_one(strategies[si], 1, per, 3, 1, 12, 12);
         }
         /* an uneven cluster: nodes of 2, 1 and 3 devices */
         per[0] = 2; per[1] = 1; per[2] = 3;

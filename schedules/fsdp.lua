@@ -1,0 +1,98 @@
+-- fsdp: fully sharded data parallelism (ZeRO-3; PyTorch FSDP with one unit per chunk).
+--
+-- Every rank trains its own N micro-batches (rank gr: global micro-batches gr*N .. gr*N + N-1)
+-- through the whole model, like plain data parallelism, but no rank holds the whole model:
+-- chunk k's master weights (and AdamW state) are cut into P shards over the P ranks of a
+-- replica, rank i holding shard i in "m<k>". Before a chunk computes, the replica all-gathers
+-- it into a whole-chunk buffer; after its backward, the gradients are reduce-scattered so that
+-- each rank gets the sum of its shard, and each rank updates its shard. With R replicas the
+-- shard's gradient is then all-reduced among the R ranks holding the same shard (HSDP).
+--
+-- On the turn model, with C chunks (turns counted from 0):
+--   turn k+1     FWD chunk k for the N micro-batches; all-gather chunk k+1 meanwhile (prefetch)
+--   turn 2C-c    BWD chunk c for the N micro-batches; all-gather chunk c-1 meanwhile
+--   turn 2C-c+1  reduce-scatter chunk c's gradient (overlapping the backward of chunk c-1),
+--                then OPT of the shard (with replicas: all-reduce the shard one turn later)
+-- Whole-chunk weights and gradients are double-buffered (w0/w1, d0/d1, chunk c in slot c%2):
+-- a collective may not write a buffer that the same turn's compute uses. The last two chunks of
+-- the forward are still in w0/w1 when the backward starts, so they are not gathered again.
+--
+-- Default chunks: one per layer (FSDP's usual wrapping: one unit per transformer block; the
+-- first also holds the embedding, the last the final norm and the LM head). --chunks C takes
+-- any C from 1 to the number of layers.
+local wp = require("wp")
+
+return {
+  about = "fully sharded data parallel (ZeRO-3): all-gather weights per chunk, reduce-scatter gradients",
+  build = function(plan, ctx)
+    local P, R = wp.pipeline(ctx)
+    local N = ctx.opts.micro_batches
+    local L = ctx.model.layers
+    local C = wp.chunk_count(ctx, ctx.model.tied ~= 0 and 1 or L)
+    if C > L then
+      error(string.format("fsdp: --chunks %d: the model has %d layers (expected 1..%d)", C, L, L), 0)
+    end
+    if C > 1 and ctx.model.tied ~= 0 then
+      error(string.format("fsdp: --chunks %d: a model with tied embeddings runs as one chunk", C), 0)
+    end
+    plan:chunks(wp.split_layers(L, C))
+
+    local function w(c) return "w" .. c % 2 end   -- whole weights of chunk c
+    local function d(c) return "d" .. c % 2 end   -- chunk c's gradient over this rank's micro-batches
+    local function fwd_turn(k) return k + 1 end
+    local function bwd_turn(c) return 2 * C - c end
+
+    for q = 0, R - 1 do
+      local members = {}
+      for i = 0, P - 1 do members[#members + 1] = q * P + i end
+      local replica = plan:group(members)     -- member i holds shard i
+
+      for i = 0, P - 1 do
+        local r = q * P + i
+        plan:place(r, q, i)
+        for c = 0, C - 1 do
+          plan:owner(c, r)
+          plan:buffer(r, "m" .. c, "W", { chunk = c, master = true, shard = i, nshards = P })
+          plan:buffer(r, "g" .. c, "D", { chunk = c, shard = i, nshards = P })
+        end
+        for _, name in ipairs({ "w0", "w1" }) do plan:buffer(r, name, "W") end
+        for _, name in ipairs({ "d0", "d1" }) do plan:buffer(r, name, "D") end
+        -- the rank's own micro-batches
+        local mbs = {}
+        for j = 0, N - 1 do mbs[#mbs + 1] = r * N + j end
+
+        -- forward: chunk k gathered in turn k (with chunk k-1's compute), computed in turn k+1
+        for k = 0, C - 1 do
+          plan:allgather(r, fwd_turn(k) - 1, "m" .. k, w(k), replica)
+          for _, g in ipairs(mbs) do plan:fwd(r, fwd_turn(k), k, g, w(k)) end
+        end
+
+        -- backward, last chunk first; chunks C-1 and C-2 are still gathered from the forward
+        local shard_group
+        if R > 1 then
+          local same = {}
+          for q2 = 0, R - 1 do same[#same + 1] = q2 * P + i end
+          shard_group = plan:group(same)
+        end
+        for c = C - 1, 0, -1 do
+          local t = bwd_turn(c)
+          if c < C - 2 then plan:allgather(r, t - 1, "m" .. c, w(c), replica) end
+          for _, g in ipairs(mbs) do plan:bwd(r, t, c, g, w(c), d(c)) end
+          -- this rank's shard of the replica's gradient, while chunk c-1 computes
+          plan:reduce_scatter(r, t + 1, d(c), "g" .. c, replica)
+          local u = t + 1
+          if shard_group then
+            u = u + 1
+            plan:allreduce(r, u, "g" .. c, shard_group)
+          end
+          plan:opt(r, u, c, "m" .. c, "g" .. c)
+        end
+      end
+    end
+
+    plan:note(string.format("ZeRO-3 over %d rank%s%s, %d chunk%s; each rank runs its %d micro-batch%s through all of them; " ..
+      "2 whole-chunk weight and 2 gradient buffers per rank",
+      P, P > 1 and "s" or "", R > 1 and string.format(" x %d replicas (gradient shards all-reduced across them)", R) or "",
+      C, C > 1 and "s" or "", N, N > 1 and "es" or ""))
+  end,
+}
