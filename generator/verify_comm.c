@@ -183,6 +183,20 @@ static int complete(Verifier *V, int g, Coll *c, int last_rank, int last_op) {
         note->nshards = (uint16_t)(sharded ? in->nshards : 1);
         note->from_rank = -1;
         note->from_turn = V->rs[r].turn;
+        /* what lands must fit the buffer it lands in, and be of its kind */
+        if (slot->kind != V_EMPTY) {
+            const Op *op = &p->ranks[r].ops[opi];
+            const PlanBuf *dst = &p->ranks[r].bufs[c->kind == OP_ALLGATHER || c->kind == OP_REDUCE_SCATTER ? op->buf2 : op->buf];
+            if (dst->kind != (slot->kind == V_W ? BUF_W : BUF_D)) {
+                val_clear(&sum);
+                return verr(V, r, opi, "%s would receive %s", dst->name, val_describe(V, slot, d1, sizeof d1));
+            }
+            if (dst->bytes < val_bytes(V, slot)) {
+                val_clear(&sum);
+                return verr(V, r, opi, "%s (%zu bytes) is too small for %s (%zu bytes)", dst->name, dst->bytes,
+                            val_describe(V, slot, d1, sizeof d1), val_bytes(V, slot));
+            }
+        }
         set_matched(V, r, opi);
     }
     val_clear(&sum);
