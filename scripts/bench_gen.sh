@@ -38,7 +38,7 @@ run() {   # label, args...
 
 echo "bench-gen: wpgen on $(nproc) cores ($(date -u +%Y-%m-%d))"
 for s in weipipe-interleave weipipe-naive 1f1b fsdp; do
-    run "$s 4x8, 32 layers, 64 mb/rank" -t topologies/weipipe-4x8-a800-pcie-10gbe.json -m llama-h1024 -s $s --micro-batches 64
+    run "$s 4x8, 32 layers, seq 1024, 64 mb/rank" -t topologies/weipipe-4x8-a800-pcie-10gbe.json -m llama-h1024 --seq 1024 -s $s --micro-batches 64
 done
 run "weipipe-interleave 1024 = 32 x 32-rank rings" -t "$tmp/h100-128x8.json" -m llama-h1024 -s weipipe-interleave --replicas 32 --micro-batches 4
 echo "targets: 32 ranks under 2 s, 1,024 ranks under 20 s"

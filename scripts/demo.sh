@@ -8,7 +8,7 @@ out=out/demo
 topo=topologies/cpu-2x2.json
 text=/usr/share/common-licenses/GPL-3
 strategy=${STRATEGY:-weipipe-interleave}
-steps=${STEPS:-150}
+steps=${STEPS:-400}
 mpirun=(mpirun --oversubscribe -np 4)
 [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
 export OMP_NUM_THREADS=1
@@ -17,15 +17,16 @@ echo "== 1. plan: $strategy on $topo, model tiny (H=64, 4 layers, byte-level)"
 "$build/wpgen" plan -t "$topo" -m tiny -s "$strategy" --micro-batches 2
 echo
 echo "== 2. emit and compile"
+mkdir -p "$(dirname "$out")"
 "$build/wpgen" emit -t "$topo" -m tiny -s "$strategy" --micro-batches 2 -o "$out"
-make -s -C "$out" WPGEN_BUILD="$PWD/$build" >/dev/null
+make -s -C "$out" >/dev/null
 echo "built $out/train"
 echo
 echo "== 3. train on $text for $steps steps, 4 MPI ranks"
 mkdir -p "$out/ckpt"
 "${mpirun[@]}" "$out/train" --data "$text" --steps "$steps" --lr 3e-3 --warmup 10 \
     --save "$out/ckpt/model.safetensors" --log "$out/train.log" --trace "$out/trace.json" |
-    awk '/^step/ { n++; if (n <= 3 || n % 15 == 0) print; next } { print }'
+    awk '/^step/ { n++; if (n <= 3 || n % 40 == 0) print; next } { print }'
 echo
 echo "== where to look"
 echo "  $out/rank_001.c        the unrolled step of rank 1, one commented call per operation"
