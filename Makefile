@@ -41,7 +41,7 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 MPI_BINS   := $(patsubst tests/mpi/%.c,$(BUILD)/tests-mpi/%,$(MPI_TEST_SRC))
 TOOL_BINS  := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
 
-GEN_LIBS := -ljansson -llua5.4 -lm
+GEN_LIBS := -ljansson -llua5.4 -lm -pthread
 RT_LIBS  := $(BLAS_LIB) $(OPENMP) -ljansson -lm
 
 all: $(BUILD)/config.mk $(WPGEN) $(LIBWPRT) $(WPREF) $(if $(RT_MPI_SRC),$(LIBWPMPI))

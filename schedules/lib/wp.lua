@@ -46,7 +46,7 @@ end
 
 function Pool:request(rank, from, to)
   assert(to >= from, "pool request ends before it starts")
-  local r = { rank = rank, from = from, to = to }
+  local r = { rank = rank, from = from, to = to, seq = #self.reqs + 1 }
   self.reqs[#self.reqs + 1] = r
   return r
 end
@@ -56,7 +56,8 @@ function Pool:assign()
   table.sort(reqs, function(a, b)
     if a.rank ~= b.rank then return a.rank < b.rank end
     if a.from ~= b.from then return a.from < b.from end
-    return a.to < b.to
+    if a.to ~= b.to then return a.to < b.to end
+    return a.seq < b.seq   -- table.sort is not stable: ties broken by request order, so plans are reproducible
   end)
   local free_from, rank = {}, -1
   for _, r in ipairs(reqs) do

@@ -1,0 +1,33 @@
+${P.first_hash}
+
+This directory is a training program written out by wpgen: the plan below, verified, as one
+fully unrolled training step per rank in C, plus the runtime it links against.
+
+${P.summary}
+
+Build and run
+-------------
+
+    make -j$(nproc)
+    mpirun -np ${P.nranks} --rankfile rankfile ./train --synthetic --steps 10
+
+On one machine, without the rankfile's host names:
+
+    mpirun -np ${P.nranks} --oversubscribe ./train --synthetic --steps 10
+
+Other flags: --data FILE, --lr, --warmup, --weight-decay, --clip, --seed, --init FILE.safetensors,
+--save FILE.safetensors, --save-every N, --resume FILE, --log FILE, --trace FILE.json.
+./train refuses to run with a world size other than ${P.nranks}.
+
+Files
+-----
+
+    ${fmt("%-20s", "rank_" .. string.rep("N", P.width) .. ".c")}the step of one rank: one commented call per operation, turn by turn
+    plan.h, plan_desc.c the plan's tables for the runtime: buffers, chunks, owners, groups
+    main.c              int main() { return wp_main(...); }
+    schedule.txt        every rank's turns, one line each (the notation is at its top)
+    plan.json           the whole plan: model, chunks, owners, groups, buffers, operations
+    rankfile            Open MPI rankfile: which node and slot runs which rank
+    runtime/            the wpgen runtime: model, communication, optimizer, data, checkpoints
+
+Generated files start with the line above; regenerate with wpgen rather than editing them.

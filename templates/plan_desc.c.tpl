@@ -1,0 +1,71 @@
+${P.first_c}
+${P.header_c}
+
+/* The static description of this plan for the runtime (runtime/step.h): the model, the chunks
+ * and their owners, the groups of the collectives, and per rank its place, its buffers and its
+ * step function. */
+#include "plan.h"
+
+/* ---- chunks: layers and the ranks holding their master weights ---- */
+@ for i, c in ipairs(P.chunks) do
+static const int owners_${i - 1}[] = { ${join(c.owners, 16, "                                   ")} };
+@ end
+
+static const WpChunkDesc chunks[${#P.chunks}] = {
+@ for i, c in ipairs(P.chunks) do
+    { ${c.layer0}, ${c.nlayers}, ${#c.owners}, owners_${i - 1} },
+@ end
+};
+@ if #P.groups > 0 then
+
+/* ---- groups of the collectives: members in order (shard i lives on member i) ---- */
+@   for i, g in ipairs(P.groups) do
+static const int group_${i - 1}[] = { ${join(g.ranks, 16, "                                  ")} };
+@   end
+
+static const WpGroupDesc groups[${#P.groups}] = {
+@   for i, g in ipairs(P.groups) do
+    { ${#g.ranks}, group_${i - 1} },
+@   end
+};
+@ end
+
+/* ---- ranks: buffers (name, kind, master, chunk, shard, nshards, floats) and steps ---- */
+@ for _, d in ipairs(ranks) do
+@   if #d.bufs > 0 then
+static const WpBufDesc bufs_${d.id}[] = {
+@     for _, b in ipairs(d.bufs) do
+    { ${c_string(b.name)}, ${b.kind == "W" and "WP_BUF_W" or "WP_BUF_D"}, ${b.master and 1 or 0}, ${b.chunk}, ${b.shard}, ${b.nshards}, ${b.bytes // 4} },
+@     end
+};
+@   end
+@ end
+
+static const WpRankDesc ranks[${#ranks}] = {
+@ for _, d in ipairs(ranks) do
+    { ${d.node}, ${d.replica}, ${d.stage}, ${#d.bufs}, ${#d.bufs > 0 and "bufs_" .. d.id or "NULL"}, step_rank_${d.id} },
+@ end
+};
+
+@ local nodes = {}
+@ for i, d in ipairs(ranks) do nodes[i] = d.node end
+static const int rank_node[${#ranks}] = { ${join(nodes, 32, "                                      ")} };
+
+const WpPlanDesc WP_PLAN = {
+    .wpgen_version = ${c_string(P.version)},
+    .plan_hash = ${c_string(P.hash)},
+    .strategy = ${c_string(P.strategy)},
+    .model_name = ${c_string(P.model_name)},
+    .topo_name = ${c_string(P.topo_name)},
+    .model = { .hidden = ${P.model.hidden}, .layers = ${P.model.layers}, .heads = ${P.model.heads}, .kv_heads = ${P.model.kv_heads},
+               .head_dim = ${P.model.head_dim}, .ffn = ${P.model.ffn}, .vocab = ${P.model.vocab}, .eps = ${c_float(P.model.eps)},
+               .rope_theta = ${c_float(P.model.rope_theta)}, .tied = ${P.model.tied}, .seq = ${P.model.seq}, .mbs = ${P.model.mbs} },
+    .nranks = ${P.nranks}, .nnodes = ${P.nnodes}, .nchunks = ${#P.chunks}, .ngroups = ${#P.groups}, .nturns = ${P.nturns},
+    .micro_batches = ${P.micro_batches}, .total_mbs = ${P.total_mbs}, .recompute = ${P.recompute},
+    .chunks = chunks,
+    .groups = ${#P.groups > 0 and "groups" or "NULL"},
+    .ranks = ranks,
+    .rank_node = rank_node,
+    .intra_bw = ${c_double(P.intra_bw)}, .intra_lat = ${c_double(P.intra_lat)},   /* bytes/s, s: for topology emulation */
+    .inter_bw = ${c_double(P.inter_bw)}, .inter_lat = ${c_double(P.inter_lat)},
+};
