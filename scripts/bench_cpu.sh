@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 threads=${THREADS:-$(nproc)}
 export OMP_NUM_THREADS=$threads
 py=/usr/bin/python3
+export PYTHONDONTWRITEBYTECODE=1   # no __pycache__ in the tree
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 if ! gcc -O2 -std=c11 -Wall -Wextra -D_GNU_SOURCE -fopenmp -Iruntime scripts/bench_model.c \

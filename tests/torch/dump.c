@@ -1,0 +1,88 @@
+/* The C side of the PyTorch parity test: builds a small model (several layers, grouped-query
+ * attention, untied head, byte vocabulary; or a tied, multi-query one with S = 100), runs one forward and backward of a
+ * micro-batch, and writes everything PyTorch needs to redo it into one safetensors file: the
+ * weights under their Hugging Face names, tokens, targets, the shape (metadata), and the results:
+ * loss, the softmax of the logits, and the gradient of every tensor ("grad." + name).
+ * usage: dump OUT.safetensors [tied] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "config.h"
+#include "model.h"
+#include "safetensors.h"
+
+int main(int argc, char **argv) {
+    if (argc < 2) { fprintf(stderr, "usage: %s OUT.safetensors [tied]\n", argv[0]); return 2; }
+    int tied = argc > 2 && !strcmp(argv[2], "tied");
+    WpConfig c = { .hidden = 64, .layers = 3, .heads = 4, .kv_heads = 2, .head_dim = 16, .ffn = 176,
+                   .vocab = 256, .eps = 1e-5f, .rope_theta = 10000.0f, .tied = 0, .seq = 33, .mbs = 2 };
+    /* tied: also multi-query, another theta and eps, and S over two attention tiles */
+    if (tied) { c.layers = 2; c.tied = 1; c.kv_heads = 1; c.rope_theta = 500000.0f; c.eps = 1e-6f;
+                c.seq = 100; c.mbs = 1; }
+    int T = c.mbs * c.seq;
+    WpChunk k = wp_chunk_make(&c, 0, 0, c.layers, 1, 1);
+    int nt = wp_chunk_tensors(&c, &k, NULL);
+    WpTensor *ts = malloc(nt * sizeof *ts);
+    wp_chunk_tensors(&c, &k, ts);
+    float *params = malloc(k.nparams * sizeof(float)), *grad = calloc(k.nparams, sizeof(float));
+    size_t nstash = wp_stash_floats(&c, &k, 0);
+    float *stash = malloc(nstash * sizeof(float));
+    wp_chunk_init(&c, &k, params, 2024);
+    /* Weights 5x the init (std 0.1) and norm weights around 1, so that attention is far from
+     * uniform and no gradient is negligible: a wrong scale or rotation cannot hide. */
+    uint64_t r = 99;
+    for (int i = 0; i < nt; i++)
+        for (size_t j = 0; j < ts[i].rows * ts[i].cols; j++) {
+            float *v = params + ts[i].offset + j;
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            *v = ts[i].no_decay ? 1.0f + 0.2f * ((float)(r >> 40) / 16777216.0f - 0.5f) : 5.0f * *v;
+        }
+    int *tokens = malloc(T * sizeof(int)), *targets = malloc(T * sizeof(int));
+    const char *text = "The quick brown fox jumps over the lazy dog; pack my box with five dozen liquor jugs.";
+    for (int t = 0; t < T; t++) tokens[t] = (unsigned char)text[(t * 3) % strlen(text)];
+    for (int t = 0; t < T; t++) targets[t] = (t + 1) % c.seq ? tokens[t + 1] : (unsigned char)text[t % 7];
+
+    WpScratch *s = wp_scratch_new(&c, c.layers);
+    double loss_sum = 0;
+    wp_chunk_forward(&c, &k, params, tokens, targets, NULL, NULL, stash, 0, s, &loss_sum);
+    wp_chunk_backward(&c, &k, params, tokens, targets, stash, 0, NULL, NULL, grad, 1.0f / T, s);
+    wp_scratch_free(s);
+
+    WpStWriter *w = wp_st_writer_new();
+    char key[128], val[64];
+#define META(name, fmt, v) do { snprintf(val, sizeof val, fmt, v); wp_st_set_metadata(w, name, val); } while (0)
+    META("hidden_size", "%d", c.hidden);
+    META("num_hidden_layers", "%d", c.layers);
+    META("num_attention_heads", "%d", c.heads);
+    META("num_key_value_heads", "%d", c.kv_heads);
+    META("intermediate_size", "%d", c.ffn);
+    META("vocab_size", "%d", c.vocab);
+    META("rms_norm_eps", "%.9g", c.eps);
+    META("rope_theta", "%.9g", c.rope_theta);
+    META("tie_word_embeddings", "%d", c.tied);
+    META("seq", "%d", c.seq);
+    META("mbs", "%d", c.mbs);
+    for (int i = 0; i < nt; i++) {
+        size_t shape[2] = { ts[i].rows, ts[i].cols };
+        int nd = ts[i].cols == 1 ? 1 : 2;
+        size_t bytes = ts[i].rows * ts[i].cols * sizeof(float);
+        wp_st_add(w, ts[i].name, "F32", shape, nd, params + ts[i].offset, bytes);
+        snprintf(key, sizeof key, "grad.%s", ts[i].name);
+        wp_st_add(w, key, "F32", shape, nd, grad + ts[i].offset, bytes);
+    }
+    size_t bt[2] = { (size_t)c.mbs, (size_t)c.seq };
+    wp_st_add(w, "tokens", "I32", bt, 2, tokens, T * sizeof(int));
+    wp_st_add(w, "targets", "I32", bt, 2, targets, T * sizeof(int));
+    double loss = loss_sum / T;
+    size_t one = 1;
+    wp_st_add(w, "loss", "F64", &one, 1, &loss, sizeof loss);
+    /* The softmax of the logits is the stash's last T*V floats (model.c, "stash layout"). */
+    size_t pshape[3] = { (size_t)c.mbs, (size_t)c.seq, (size_t)c.vocab };
+    wp_st_add(w, "probs", "F32", pshape, 3, stash + nstash - (size_t)T * c.vocab,
+              (size_t)T * c.vocab * sizeof(float));
+    char err[256];
+    if (wp_st_commit(w, argv[1], err, sizeof err)) { fprintf(stderr, "dump: %s\n", err); return 1; }
+    printf("dump: %s: %s model, %d tensors, loss %.6f\n", argv[1], tied ? "tied" : "untied", nt, loss);
+    free(ts); free(params); free(grad); free(stash); free(tokens); free(targets);
+    return 0;
+}
