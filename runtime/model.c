@@ -24,6 +24,8 @@
 struct WpScratch {
     WpConfig cfg;
     int max_layers, nthreads;
+    void (*progress)(void *);   /* called between layers: lets posted transfers move */
+    void *progress_ud;
     float *restash;          /* the full stash of a recomputed chunk */
     float *xn;               /* [T, H] a norm's output */
     float *h;                /* [T, F] silu(gate) * up */
@@ -110,6 +112,15 @@ WpScratch *wp_scratch_new(const WpConfig *c, int max_layers) {
     for (int i = 0; i < NBUF; i++) { *ptrs[i] = s->block + off; off += (sizes[i] + 15) / 16 * 16; }
     rope_tables(s->cos_t, s->sin_t, c->seq, c->head_dim, c->rope_theta);
     return s;
+}
+
+void wp_scratch_set_progress(WpScratch *s, void (*fn)(void *), void *ud) {
+    s->progress = fn;
+    s->progress_ud = ud;
+}
+
+static void progress(const WpScratch *s) {
+    if (s->progress) s->progress(s->progress_ud);
 }
 
 void wp_scratch_free(WpScratch *s) {
@@ -199,6 +210,7 @@ static void chunk_forward_from_stash(const WpConfig *c, const WpChunk *k, const 
         LayerStash ls = layer_stash(c, b);
         float *out = (i == k->nlayers - 1 && !k->last) ? y : ls.end;
         layer_forward(c, &p, &ls, out, s);
+        progress(s);
         b = ls.end;
     }
     if (!k->last) {
@@ -259,6 +271,7 @@ void wp_chunk_backward(const WpConfig *c, const WpChunk *k, const float *params,
         LayerParams dp = layer_params(c, dlp + (size_t)i * wp_layer_nparams(c));
         LayerStash ls = layer_stash(c, st + (size_t)i * lstash);
         layer_backward(c, &p, &dp, &ls, s);
+        progress(s);
     }
     if (k->first) embedding_backward(dparams, s->dres, tokens, (int)T, (int)H);
     else memcpy(dx_in, s->dres, T * H * sizeof(float));

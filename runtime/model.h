@@ -15,6 +15,10 @@ void wp_chunk_init(const WpConfig *c, const WpChunk *k, float *params, uint64_t 
 typedef struct WpScratch WpScratch;
 WpScratch *wp_scratch_new(const WpConfig *c, int max_layers);
 void wp_scratch_free(WpScratch *s);
+/* fn(ud) is called between layers of forward and backward, so that a communication layer whose
+ * transfers only move inside its own calls (MPI without a progress thread) overlaps them with
+ * compute for real. NULL: none. */
+void wp_scratch_set_progress(WpScratch *s, void (*fn)(void *), void *ud);
 
 /* Forward of chunk k on one micro-batch of G sequences of S tokens.
  *   tokens  [G*S]   inputs (first chunk only; may be NULL otherwise)

@@ -148,6 +148,10 @@ static void update_master(WpRank *R, const WpAdamW *opt, const PendingOpt *po, f
 
 /* ---- setup ---- */
 
+static void progress_comm(void *comm) {
+    comm_progress(comm);
+}
+
 static void setup(WpRank *R, const WpPlanDesc *P, const TrainFlags *o) {
     R->plan = P;
     R->me = &P->ranks[R->rank];
@@ -182,6 +186,8 @@ static void setup(WpRank *R, const WpPlanDesc *P, const TrainFlags *o) {
     R->tokens = malloc(T * sizeof(int));
     R->targets = malloc(T * sizeof(int));
     R->scratch = wp_scratch_new(&R->cfg, maxl);
+    if (!R->scratch) comm_abort(R->comm, 1, "out of memory for the model's workspace");
+    wp_scratch_set_progress(R->scratch, progress_comm, R->comm);
     R->loss_scale = 1.0f / (float)((double)P->total_mbs * T);
     for (int g = 0; g < P->ngroups; g++) comm_add_group(R->comm, P->groups[g].ranks, P->groups[g].n);
 }
