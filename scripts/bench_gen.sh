@@ -24,7 +24,9 @@ run() {   # label, args...
     local label=$1; shift
     local t0 t1 t2
     t0=$(date +%s.%N)
-    "$wpgen" plan "$@" >/dev/null || { echo "$label: plan failed"; return; }
+    # exit 1 for a plan that verifies but does not fit the devices is fine here: it was planned
+    "$wpgen" plan "$@" >/dev/null 2>&1
+    [ $? -le 1 ] || { echo "$label: plan failed"; return; }
     t1=$(date +%s.%N)
     "$wpgen" emit "$@" -o "$tmp/out" >/dev/null || { echo "$label: emit failed"; return; }
     t2=$(date +%s.%N)
