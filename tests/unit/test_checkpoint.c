@@ -13,31 +13,9 @@
 #include <jansson.h>
 
 #include "check.h"
+#include "tmpdir.h"
 #include "checkpoint.h"
 #include "safetensors.h"
-
-static char dir[64];
-
-static char *path_in(const char *name) {
-    static char buf[4][256];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
-
-static unsigned char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)len + 1);
-    if (b && fread(b, 1, (size_t)len, f) != (size_t)len) { free(b); b = NULL; }
-    fclose(f);
-    *n = (size_t)len;
-    return b;
-}
 
 static WpConfig tiny(int hidden, int layers, int tied) {
     WpConfig c = {.hidden = hidden, .layers = layers, .heads = 2, .kv_heads = 1, .head_dim = hidden / 2,
@@ -71,7 +49,7 @@ static void test_round_trip(int tied) {
     WpTrainState st = {.step = 5, .seed = 1234567890123ULL, .data_seq = 40, .micro_batches = 4,
                        .micro_batch_size = 2, .seq = 16};
     char err[512] = "";
-    const char *path = path_in(tied ? "tied.safetensors" : "model.safetensors");
+    const char *path = tmp_path(tied ? "tied.safetensors" : "model.safetensors");
     CHECK(ckpt_save(path, &c, two, nk, p, m, v, &st, err, sizeof err) == 0, "save: %s", err);
 
     /* Load it as one chunk covering everything: the reference trainer's view. */
@@ -120,7 +98,7 @@ static void test_round_trip(int tied) {
 
     /* config.json beside it. */
     json_error_t je;
-    json_t *cfg = json_load_file(path_in("config.json"), 0, &je);
+    json_t *cfg = json_load_file(tmp_path("config.json"), 0, &je);
     CHECK(cfg != NULL, "config.json: %s", je.text);
     if (cfg) {
         CHECK(json_integer_value(json_object_get(cfg, "hidden_size")) == 8, "hidden_size");
@@ -149,31 +127,31 @@ static void test_shape_errors(void) {
     WpChunk k = wp_chunk_make(&c, 0, 0, 2, 1, 1);
     float *p = filled(k.nparams, 0);
     char err[512] = "";
-    CHECK(ckpt_save(path_in("s.safetensors"), &c, &k, 1, &p, NULL, NULL, NULL, err, sizeof err) == 0, "%s", err);
+    CHECK(ckpt_save(tmp_path("s.safetensors"), &c, &k, 1, &p, NULL, NULL, NULL, err, sizeof err) == 0, "%s", err);
 
     WpChunk kw = wp_chunk_make(&wide, 0, 0, 2, 1, 1);
     float *q = calloc(kw.nparams, 4);
-    CHECK(ckpt_load(path_in("s.safetensors"), &wide, &kw, 1, &q, NULL, NULL, NULL, err, sizeof err) == -1, "wider model");
+    CHECK(ckpt_load(tmp_path("s.safetensors"), &wide, &kw, 1, &q, NULL, NULL, NULL, err, sizeof err) == -1, "wider model");
     CHECK(strstr(err, "s.safetensors") && strstr(err, "model.embed_tokens.weight") && strstr(err, "[40, 8]") &&
           strstr(err, "[40, 16]"), "message: %s", err);
     free(q);
 
     WpChunk kd = wp_chunk_make(&deep, 0, 0, 3, 1, 1);
     q = calloc(kd.nparams, 4);
-    CHECK(ckpt_load(path_in("s.safetensors"), &deep, &kd, 1, &q, NULL, NULL, NULL, err, sizeof err) == -1, "deeper");
+    CHECK(ckpt_load(tmp_path("s.safetensors"), &deep, &kd, 1, &q, NULL, NULL, NULL, err, sizeof err) == -1, "deeper");
     CHECK(strstr(err, "model.layers.2.") && strstr(err, "missing"), "message: %s", err);
     free(q);
 
     WpChunk ks = wp_chunk_make(&shallow, 0, 0, 1, 1, 1);
     q = calloc(ks.nparams, 4);
-    CHECK(ckpt_load(path_in("s.safetensors"), &shallow, &ks, 1, &q, NULL, NULL, NULL, err, sizeof err) == -1, "shallower");
+    CHECK(ckpt_load(tmp_path("s.safetensors"), &shallow, &ks, 1, &q, NULL, NULL, NULL, err, sizeof err) == -1, "shallower");
     CHECK(strstr(err, "model.layers.1.") && strstr(err, "not part of this model"), "message: %s", err);
     free(q);
 
     /* Resuming from a weights-only checkpoint: the optimizer file is missing. */
     float *m = calloc(k.nparams, 4), *v = calloc(k.nparams, 4);
     WpTrainState st;
-    CHECK(ckpt_load(path_in("s.safetensors"), &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == -1, "no opt file");
+    CHECK(ckpt_load(tmp_path("s.safetensors"), &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == -1, "no opt file");
     CHECK(strstr(err, "s.opt.safetensors") != NULL, "message: %s", err);
     free(p); free(m); free(v);
 }
@@ -194,9 +172,9 @@ static void test_bf16(void) {
         free(h);
     }
     char err[512] = "";
-    CHECK(wp_st_commit(w, path_in("half.safetensors"), err, sizeof err) == 0, "%s", err);
+    CHECK(wp_st_commit(w, tmp_path("half.safetensors"), err, sizeof err) == 0, "%s", err);
     float *p = calloc(k.nparams, 4);
-    CHECK(ckpt_load(path_in("half.safetensors"), &c, &k, 1, &p, NULL, NULL, NULL, err, sizeof err) == 0, "load half: %s", err);
+    CHECK(ckpt_load(tmp_path("half.safetensors"), &c, &k, 1, &p, NULL, NULL, NULL, err, sizeof err) == 0, "load half: %s", err);
     int ok = 1;
     for (int i = 0; i < n; i++) ok &= p[ts[i].offset] == (i % 2 ? 1.5f : -2.0f);
     CHECK(ok, "half conversions");
@@ -205,7 +183,7 @@ static void test_bf16(void) {
 }
 
 static int count_tmp_files(void) {
-    DIR *d = opendir(dir);
+    DIR *d = opendir(tmp_dir);
     int n = 0;
     struct dirent *e;
     while (d && (e = readdir(d)))
@@ -220,13 +198,13 @@ static void test_atomic(void) {
     float *p = filled(k.nparams, 0), *m = filled(k.nparams, 1), *v = filled(k.nparams, 2);
     WpTrainState st = {.step = 1, .seed = 7, .micro_batches = 1, .micro_batch_size = 1, .seq = 4};
     char err[512] = "";
-    const char *path = path_in("a.safetensors");
+    const char *path = tmp_path("a.safetensors");
     char opt[300];
     ckpt_opt_path(path, opt, sizeof opt);
     CHECK(strstr(opt, "/a.opt.safetensors") != NULL, "opt path %s", opt);
     CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
     size_t n0, n1, o0, o1;
-    unsigned char *before = slurp(path, &n0), *obefore = slurp(opt, &o0);
+    unsigned char *before = (unsigned char *)tmp_slurp(path, &n0), *obefore = (unsigned char *)tmp_slurp(opt, &o0);
 
     /* A full disk, simulated with a file-size limit: every write fails half-way. */
     struct rlimit old, lim;
@@ -242,7 +220,7 @@ static void test_atomic(void) {
     CHECK(rc == -1, "save on a full disk succeeded");
     CHECK(strstr(err, "a.opt.safetensors") != NULL, "message: %s", err);
     CHECK(count_tmp_files() == 0, "temporary files left behind");
-    unsigned char *after = slurp(path, &n1), *oafter = slurp(opt, &o1);
+    unsigned char *after = (unsigned char *)tmp_slurp(path, &n1), *oafter = (unsigned char *)tmp_slurp(opt, &o1);
     CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0, "model file changed by a failed save");
     CHECK(obefore && oafter && o0 == o1 && memcmp(obefore, oafter, o0) == 0, "optimizer file changed");
     float *q = calloc(k.nparams, 4), *qm = calloc(k.nparams, 4), *qv = calloc(k.nparams, 4);
@@ -250,9 +228,9 @@ static void test_atomic(void) {
     CHECK(ckpt_load(path, &c, &k, 1, &q, &qm, &qv, &s2, err, sizeof err) == 0 && s2.step == 1, "old still loads: %s", err);
 
     /* Files of two different steps (a crash between the two commits) are refused. */
-    CHECK(ckpt_save(path_in("b.safetensors"), &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
+    CHECK(ckpt_save(tmp_path("b.safetensors"), &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
     char optb[300];
-    ckpt_opt_path(path_in("b.safetensors"), optb, sizeof optb);
+    ckpt_opt_path(tmp_path("b.safetensors"), optb, sizeof optb);
     CHECK(rename(optb, opt) == 0, "rename");
     CHECK(ckpt_load(path, &c, &k, 1, &q, &qm, &qv, &s2, err, sizeof err) == -1, "mixed steps accepted");
     CHECK(strstr(err, "step 2") && strstr(err, "step 1"), "message: %s", err);
@@ -261,15 +239,12 @@ static void test_atomic(void) {
 }
 
 int main(void) {
-    snprintf(dir, sizeof dir, "/tmp/wp_ckpt_XXXXXX");
-    if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+    tmp_dir_make("checkpoint");
     test_round_trip(0);
     test_round_trip(1);
     test_shape_errors();
     test_bf16();
     test_atomic();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    tmp_dir_remove();
     return check_summary("test_checkpoint");
 }

@@ -7,17 +7,8 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "tmpdir.h"
 #include "data.h"
-
-static char dir[64];
-
-static char *path_in(const char *name) {
-    static char buf[4][256];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
 
 static void spit(const char *path, const void *data, size_t n) {
     FILE *f = fopen(path, "wb");
@@ -38,9 +29,9 @@ static void test_bytes(void) {
     enum { N = 1000, S = 16, G = 3, M = 4 };
     unsigned char text[N];
     for (int i = 0; i < N; i++) text[i] = (unsigned char)(i * 7 % 251);
-    spit(path_in("text.txt"), text, N);
+    spit(tmp_path("text.txt"), text, N);
     char err[512] = "";
-    WpData *d = data_open(path_in("text.txt"), 256, S, err, sizeof err);
+    WpData *d = data_open(tmp_path("text.txt"), 256, S, err, sizeof err);
     CHECK(d != NULL, "open: %s", err);
     if (!d) return;
     CHECK(data_ntokens(d) == N, "ntokens %zu", data_ntokens(d));
@@ -81,8 +72,8 @@ static void test_bytes(void) {
     data_close(d);
 
     /* Exactly one sequence: every read is that sequence. */
-    spit(path_in("one.txt"), text, S + 1);
-    d = data_open(path_in("one.txt"), 256, S, err, sizeof err);
+    spit(tmp_path("one.txt"), text, S + 1);
+    d = data_open(tmp_path("one.txt"), 256, S, err, sizeof err);
     CHECK(d != NULL, "file of exactly S+1 tokens: %s", err);
     if (d) {
         data_read_batch(d, 3, 2, M, G, S, in, tg);
@@ -97,9 +88,9 @@ static void test_shard(void) {
     enum { N = 300, S = 8 };
     uint16_t tok[N];
     for (int i = 0; i < N; i++) tok[i] = (uint16_t)(50000 + i);
-    write_shard(path_in("train.bin"), WP_SHARD_MAGIC, 1, N, tok, N);
+    write_shard(tmp_path("train.bin"), WP_SHARD_MAGIC, 1, N, tok, N);
     char err[512] = "";
-    WpData *d = data_open(path_in("train.bin"), 50304, S, err, sizeof err);
+    WpData *d = data_open(tmp_path("train.bin"), 50304, S, err, sizeof err);
     CHECK(d != NULL, "open shard: %s", err);
     if (!d) return;
     CHECK(data_ntokens(d) == N, "shard tokens");
@@ -113,7 +104,7 @@ static void test_shard(void) {
 
 static void expect_error(const char *file, int vocab, int seq, const char *needle) {
     char err[512] = "";
-    WpData *d = data_open(path_in(file), vocab, seq, err, sizeof err);
+    WpData *d = data_open(tmp_path(file), vocab, seq, err, sizeof err);
     CHECK(d == NULL, "%s: accepted", file);
     CHECK(strstr(err, file) && strstr(err, needle) && !strchr(err, '\n'), "%s: message: %s", file, err);
     data_close(d);
@@ -123,22 +114,22 @@ static void test_errors(void) {
     uint16_t tok[100];
     for (int i = 0; i < 100; i++) tok[i] = (uint16_t)i;
     expect_error("absent.txt", 256, 8, "No such file");
-    spit(path_in("short.txt"), "0123456789", 10);
+    spit(tmp_path("short.txt"), "0123456789", 10);
     expect_error("short.txt", 256, 10, "shorter than one sequence");     /* needs 11 */
-    spit(path_in("empty.txt"), "", 0);
+    spit(tmp_path("empty.txt"), "", 0);
     expect_error("empty.txt", 256, 1, "shorter than one sequence");
     expect_error("short.txt", 40, 4, "not below the vocabulary size 40");   /* '0' = 48 */
-    write_shard(path_in("magic.bin"), 12345, 1, 100, tok, 100);
+    write_shard(tmp_path("magic.bin"), 12345, 1, 100, tok, 100);
     expect_error("magic.bin", 256, 8, "bad magic 12345");
-    write_shard(path_in("version.bin"), WP_SHARD_MAGIC, 2, 100, tok, 100);
+    write_shard(tmp_path("version.bin"), WP_SHARD_MAGIC, 2, 100, tok, 100);
     expect_error("version.bin", 256, 8, "version 2");
-    write_shard(path_in("trunc.bin"), WP_SHARD_MAGIC, 1, 200, tok, 100);
+    write_shard(tmp_path("trunc.bin"), WP_SHARD_MAGIC, 1, 200, tok, 100);
     expect_error("trunc.bin", 256, 8, "truncated");
-    write_shard(path_in("vocab.bin"), WP_SHARD_MAGIC, 1, 100, tok, 100);
+    write_shard(tmp_path("vocab.bin"), WP_SHARD_MAGIC, 1, 100, tok, 100);
     expect_error("vocab.bin", 64, 8, "token 64 at position 64 is not below the vocabulary size 64");
-    write_shard(path_in("shortshard.bin"), WP_SHARD_MAGIC, 1, 8, tok, 8);
+    write_shard(tmp_path("shortshard.bin"), WP_SHARD_MAGIC, 1, 8, tok, 8);
     expect_error("shortshard.bin", 256, 8, "shorter than one sequence");
-    spit(path_in("tiny.bin"), "abc", 3);
+    spit(tmp_path("tiny.bin"), "abc", 3);
     expect_error("tiny.bin", 256, 1, "not an llm.c token shard");
 }
 
@@ -164,14 +155,11 @@ static void test_synthetic(void) {
 }
 
 int main(void) {
-    snprintf(dir, sizeof dir, "/tmp/wp_data_XXXXXX");
-    if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+    tmp_dir_make("data");
     test_bytes();
     test_shard();
     test_errors();
     test_synthetic();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    tmp_dir_remove();
     return check_summary("test_data");
 }

@@ -9,30 +9,8 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "tmpdir.h"
 #include "safetensors.h"
-
-static char dir[64];
-
-static char *path_in(const char *name) {
-    static char buf[4][256];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
-
-static unsigned char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)len + 1);
-    if (b && fread(b, 1, (size_t)len, f) != (size_t)len) { free(b); b = NULL; }
-    fclose(f);
-    *n = (size_t)len;
-    return b;
-}
 
 static int spit(const char *path, const void *data, size_t n) {
     FILE *f = fopen(path, "wb");
@@ -54,7 +32,7 @@ static int spit_raw(const char *path, const char *header, const void *data, size
 }
 
 static int count_tmp_files(void) {
-    DIR *d = opendir(dir);
+    DIR *d = opendir(tmp_dir);
     int n = 0;
     struct dirent *e;
     while (d && (e = readdir(d)))
@@ -77,12 +55,12 @@ static void test_round_trip(void) {
     wp_st_set_metadata(w, "step", "1");
     wp_st_set_metadata(w, "step", "12");   /* replaces */
     char err[512] = "";
-    CHECK(wp_st_commit(w, path_in("x.safetensors"), err, sizeof err) == 0, "commit: %s", err);
+    CHECK(wp_st_commit(w, tmp_path("x.safetensors"), err, sizeof err) == 0, "commit: %s", err);
     CHECK(count_tmp_files() == 0, "temporary file left behind");
 
     /* Byte layout: header length is a multiple of 8, keys in data order, data right after. */
     size_t n = 0;
-    unsigned char *raw = slurp(path_in("x.safetensors"), &n);
+    unsigned char *raw = (unsigned char *)tmp_slurp(tmp_path("x.safetensors"), &n);
     CHECK(raw != NULL, "read back");
     uint64_t h = 0;
     for (int i = 0; i < 8; i++) h |= (uint64_t)raw[i] << (8 * i);
@@ -97,7 +75,7 @@ static void test_round_trip(void) {
     free(hdr);
     free(raw);
 
-    WpStFile *f = wp_st_open(path_in("x.safetensors"), err, sizeof err);
+    WpStFile *f = wp_st_open(tmp_path("x.safetensors"), err, sizeof err);
     CHECK(f != NULL, "open: %s", err);
     if (!f) return;
     CHECK(wp_st_count(f) == 3, "count %d", wp_st_count(f));
@@ -131,9 +109,9 @@ static void test_add_errors(void) {
     CHECK(wp_st_add(w, "__metadata__", "F32", s, 2, a, sizeof a) == -1, "reserved name accepted");
     /* A writer that saw an error refuses to commit, and the target is not created. */
     char err[512] = "";
-    CHECK(wp_st_commit(w, path_in("never.safetensors"), err, sizeof err) == -1, "commit after error");
+    CHECK(wp_st_commit(w, tmp_path("never.safetensors"), err, sizeof err) == -1, "commit after error");
     CHECK(strstr(err, "never.safetensors") && strstr(err, "twice"), "message: %s", err);
-    CHECK(access(path_in("never.safetensors"), F_OK) != 0, "file created");
+    CHECK(access(tmp_path("never.safetensors"), F_OK) != 0, "file created");
 }
 
 static void test_atomic(void) {
@@ -142,28 +120,28 @@ static void test_atomic(void) {
     char err[512] = "";
     WpStWriter *w = wp_st_writer_new();
     wp_st_add(w, "t", "F32", s, 1, a, sizeof a);
-    CHECK(wp_st_commit(w, path_in("old.safetensors"), err, sizeof err) == 0, "%s", err);
+    CHECK(wp_st_commit(w, tmp_path("old.safetensors"), err, sizeof err) == 0, "%s", err);
     size_t n0 = 0, n1 = 0;
-    unsigned char *before = slurp(path_in("old.safetensors"), &n0);
+    unsigned char *before = (unsigned char *)tmp_slurp(tmp_path("old.safetensors"), &n0);
 
     /* A commit that fails (target is a directory: rename fails) leaves the old file and no temp. */
-    CHECK(mkdir(path_in("adir.safetensors"), 0755) == 0, "mkdir");
+    CHECK(mkdir(tmp_path("adir.safetensors"), 0755) == 0, "mkdir");
     char sub[300];
-    snprintf(sub, sizeof sub, "%s/x", path_in("adir.safetensors"));
+    snprintf(sub, sizeof sub, "%s/x", tmp_path("adir.safetensors"));
     CHECK(spit(sub, "x", 1) == 0, "fill dir");
     w = wp_st_writer_new();
     wp_st_add(w, "t", "F32", s, 1, b, sizeof b);
-    CHECK(wp_st_commit(w, path_in("adir.safetensors"), err, sizeof err) == -1, "rename onto a directory");
+    CHECK(wp_st_commit(w, tmp_path("adir.safetensors"), err, sizeof err) == -1, "rename onto a directory");
     CHECK(strstr(err, "rename") != NULL, "message: %s", err);
     CHECK(count_tmp_files() == 0, "temporary file left after a failed rename");
 
     /* A directory that does not exist: a clear error, nothing created. */
     w = wp_st_writer_new();
     wp_st_add(w, "t", "F32", s, 1, b, sizeof b);
-    CHECK(wp_st_commit(w, path_in("nodir/y.safetensors"), err, sizeof err) == -1, "missing dir");
+    CHECK(wp_st_commit(w, tmp_path("nodir/y.safetensors"), err, sizeof err) == -1, "missing dir");
     CHECK(strstr(err, "nodir/y.safetensors") != NULL, "message: %s", err);
 
-    unsigned char *after = slurp(path_in("old.safetensors"), &n1);
+    unsigned char *after = (unsigned char *)tmp_slurp(tmp_path("old.safetensors"), &n1);
     CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0, "old file changed");
     free(before);
     free(after);
@@ -171,8 +149,8 @@ static void test_atomic(void) {
     /* A successful commit replaces it. */
     w = wp_st_writer_new();
     wp_st_add(w, "t", "F32", s, 1, b, sizeof b);
-    CHECK(wp_st_commit(w, path_in("old.safetensors"), err, sizeof err) == 0, "%s", err);
-    WpStFile *f = wp_st_open(path_in("old.safetensors"), err, sizeof err);
+    CHECK(wp_st_commit(w, tmp_path("old.safetensors"), err, sizeof err) == 0, "%s", err);
+    WpStFile *f = wp_st_open(tmp_path("old.safetensors"), err, sizeof err);
     const float *t = f ? wp_st_get(f, "t", NULL, NULL, NULL, NULL) : NULL;
     CHECK(t && t[0] == 3 && t[1] == 4, "replaced");
     wp_st_close(f);
@@ -180,8 +158,8 @@ static void test_atomic(void) {
 
 static void expect_reject(const char *what, const char *header, const void *data, size_t n, const char *needle) {
     char err[512] = "";
-    spit_raw(path_in("bad.safetensors"), header, data, n);
-    WpStFile *f = wp_st_open(path_in("bad.safetensors"), err, sizeof err);
+    spit_raw(tmp_path("bad.safetensors"), header, data, n);
+    WpStFile *f = wp_st_open(tmp_path("bad.safetensors"), err, sizeof err);
     CHECK(f == NULL, "%s: accepted", what);
     CHECK(strstr(err, "bad.safetensors") && strstr(err, needle), "%s: message: %s", what, err);
     wp_st_close(f);
@@ -190,13 +168,13 @@ static void expect_reject(const char *what, const char *header, const void *data
 static void test_reject(void) {
     float d[4] = {0};
     char err[512] = "";
-    CHECK(wp_st_open(path_in("absent.safetensors"), err, sizeof err) == NULL, "absent file");
+    CHECK(wp_st_open(tmp_path("absent.safetensors"), err, sizeof err) == NULL, "absent file");
     CHECK(strstr(err, "absent.safetensors") && strstr(err, "No such file"), "message: %s", err);
-    spit(path_in("short.safetensors"), "abc", 3);
-    CHECK(wp_st_open(path_in("short.safetensors"), err, sizeof err) == NULL, "short file");
+    spit(tmp_path("short.safetensors"), "abc", 3);
+    CHECK(wp_st_open(tmp_path("short.safetensors"), err, sizeof err) == NULL, "short file");
     unsigned char huge[16] = {0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0};
-    spit(path_in("huge.safetensors"), huge, sizeof huge);
-    CHECK(wp_st_open(path_in("huge.safetensors"), err, sizeof err) == NULL, "header length past end");
+    spit(tmp_path("huge.safetensors"), huge, sizeof huge);
+    CHECK(wp_st_open(tmp_path("huge.safetensors"), err, sizeof err) == NULL, "header length past end");
 
     expect_reject("not JSON", "{\"a\":", d, 0, "header");
     expect_reject("not an object", "[1,2]      ", d, 0, "object");
@@ -216,23 +194,20 @@ static void test_reject(void) {
                   "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", d, 4, "header");
 
     /* Valid: written by hand the way another writer might (unpadded header, reverse key order). */
-    spit_raw(path_in("ok.safetensors"),
+    spit_raw(tmp_path("ok.safetensors"),
              "{\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]},"
              "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", d, 8);
-    WpStFile *f = wp_st_open(path_in("ok.safetensors"), err, sizeof err);
+    WpStFile *f = wp_st_open(tmp_path("ok.safetensors"), err, sizeof err);
     CHECK(f != NULL && wp_st_count(f) == 2, "hand-written file: %s", err);
     wp_st_close(f);
 }
 
 int main(void) {
-    snprintf(dir, sizeof dir, "/tmp/wp_st_XXXXXX");
-    if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+    tmp_dir_make("safetensors");
     test_round_trip();
     test_add_errors();
     test_atomic();
     test_reject();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    tmp_dir_remove();
     return check_summary("test_safetensors");
 }
