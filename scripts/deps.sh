@@ -50,7 +50,9 @@ if [ -x "$CUDA_HOME/bin/nvcc" ]; then
 else
     echo "  ✗ CUDA toolkit (optional: building CPU-only)"
 fi
-if [ "$cuda" = yes ]; then echo "deps: CUDA found: the CUDA backend will be built"; fi
+# The CUDA backend (runtime/cuda) is not written yet: say what was found and that the build is
+# CPU-only, so nobody expects GPU binaries from this version.
+if [ "$cuda" = yes ]; then echo "deps: CUDA toolkit and NCCL found; this version builds the CPU backend only (no CUDA backend yet)"; fi
 {
     echo "# written by scripts/deps.sh"
     echo "HAVE_CUDA := $cuda"
