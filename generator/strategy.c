@@ -9,6 +9,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 #include "strategy.h"
+#include "placement.h"
 
 #define PLAN_MT "wpgen.plan"
 
@@ -249,6 +250,7 @@ static const luaL_Reg plan_methods[] = {
     { "acc", l_acc }, { "copy", l_copy }, { "opt", l_opt }, { "free", l_free },
     { "chunks", l_chunks }, { "owner", l_owner }, { "buffer", l_buffer }, { "group", l_group },
     { "place", l_place }, { "note", l_note },
+    { "solve_placement", placement_lua_solve },   /* TawPipe's placement solver, generator/placement.c */
     { NULL, NULL },
 };
 

@@ -139,9 +139,9 @@ static void run(const char *strategy, int nodes, const int *per, int mbs, int re
 
 int main(void) {
     fixture_init();
-    const char *strategies[] = { "weipipe-naive", "weipipe-interleave", "1f1b", "fsdp" };
+    const char *strategies[] = { "weipipe-naive", "weipipe-interleave", "1f1b", "fsdp", "tawpipe" };
     long total = 0, rejected = 0, same = 0;
-    for (int s = 0; s < 4; s++) {
+    for (size_t s = 0; s < sizeof strategies / sizeof *strategies; s++) {
         char path[256];
         if (strategy_resolve(strategies[s], path, sizeof path)) { CHECK(0, "no strategy %s", strategies[s]); continue; }
         int two[] = { 2, 2 }, four[] = { 4 };

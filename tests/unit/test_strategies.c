@@ -5,7 +5,7 @@
 #include "plan_fixture.h"
 #include "plan_interp.h"
 
-static const char *strategies[] = { "weipipe-naive", "weipipe-interleave", "1f1b", "fsdp" };
+static const char *strategies[] = { "weipipe-naive", "weipipe-interleave", "1f1b", "fsdp", "tawpipe" };
 static const int rank_counts[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 32 };
 
 static void check_one(const char *s, int nodes, const int *per, int mbs, int replicas, int chunks, int layers) {
