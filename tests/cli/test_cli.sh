@@ -46,6 +46,14 @@ for m in $presets; do
     [ $rc = 0 ] || [ $rc = 1 ] && ok || bad "plan -m $m: exit $rc: $(head -2 "$tmp/e")"
 done
 
+# every shipped topology emits (a strategy that plans there)
+for t in topologies/*.json; do
+    "$wpgen" emit -t "$t" -m tiny -s weipipe-interleave --micro-batches 1 -o "$tmp/emitted" >/dev/null 2>"$tmp/emit.err" &&
+        [ -f "$tmp/emitted/rank_000.c" ] && [ -f "$tmp/emitted/plan.json" ] && [ -f "$tmp/emitted/rankfile" ] && ok ||
+        bad "emit on $t: $(head -2 "$tmp/emit.err")"
+    rm -rf "$tmp/emitted"
+done
+
 # emit: byte-identical output for the same inputs, whatever the output directory's name
 "$wpgen" emit -t topologies/cpu-2x2.json -m tiny -s weipipe-interleave -o "$tmp/a" >/dev/null && ok || bad "emit a"
 "$wpgen" emit -t topologies/cpu-2x2.json -m tiny -s weipipe-interleave -o "$tmp/b" >/dev/null && ok || bad "emit b"
