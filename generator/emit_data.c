@@ -237,15 +237,17 @@ static void explain(const Plan *p, int r, int *src, int *use, int *held, int *la
             next[w] = -1;
             if (rk->ops[i].kind == OP_REDUCE_SCATTER) next[rk->ops[i].buf] = -1;
         }
+        /* a transfer that reads a buffer runs beside the turn's compute; when both read it, the
+         * compute is the better answer to "what is it for" */
+        for (int i = t1 - 1; i >= t0; i--) {
+            int b = is_comm(rk->ops[i].kind) ? comm_reads(&rk->ops[i], r) : -1;
+            if (b >= 0) next[b] = i;
+        }
         for (int i = t1 - 1; i >= t0; i--) {
             const Op *o = &rk->ops[i];
             if (!is_compute(o->kind)) continue;
             if (o->buf2 >= 0) next[o->buf2] = i;
             if (o->kind != OP_BWD_W) next[o->buf] = i;
-        }
-        for (int i = t1 - 1; i >= t0; i--) {
-            int b = is_comm(rk->ops[i].kind) ? comm_reads(&rk->ops[i], r) : -1;
-            if (b >= 0) next[b] = i;
         }
     }
 }
