@@ -13,7 +13,7 @@ BLAS_INC := -I/usr/include/x86_64-linux-gnu/openblas-pthread
 BLAS_LIB := -lopenblas
 
 .DEFAULT_GOAL := all
-.PHONY: all deps test demo bench-gen bench-cpu clean
+.PHONY: all deps test demo bench-gen bench-cpu bench-sim clean
 
 # The probe runs once; delete build/config.mk to run it again.
 $(BUILD)/config.mk: scripts/deps.sh
@@ -110,6 +110,9 @@ bench-gen: all
 
 bench-cpu: all
 	@./scripts/bench_cpu.sh $(BUILD)
+
+bench-sim: all
+	@./scripts/bench_sim.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# wpgen sim and compare as a user meets them: text and --json fields, exit statuses, the trace
+# and the SVG picture, -s auto, and on the papers' clusters: twice the bandwidth of every link
+# never makes a step slower.
+set -u
+build=${1:-build}
+cd "$(dirname "$0")/../.."
+wpgen=$build/wpgen
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0; fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# sim, text: the plan's summary and the prediction
+"$wpgen" sim -t topologies/cpu-2x2.json -m tiny >"$tmp/out" 2>"$tmp/err" && ok || bad "sim cpu-2x2 tiny: $(head -2 "$tmp/err")"
+for w in "strategy    weipipe-interleave" "step  " "tokens/s per device" "bubble" "links       SHM" "NET" "mem/rank"; do
+    grep -qF -- "$w" "$tmp/out" && ok || bad "sim text lacks '$w'"
+done
+
+# sim --json: plan's fields plus the simulator's
+for s in weipipe-naive weipipe-interleave 1f1b fsdp; do
+    "$wpgen" sim -t topologies/cpu-2x2.json -m tiny -s $s --micro-batches 2 --json >"$tmp/j" 2>"$tmp/e" || { bad "sim --json $s: $(head -2 "$tmp/e")"; continue; }
+    python3 - "$tmp/j" <<'EOF' && ok || bad "sim --json $s fields"
+import json, sys
+d = json.load(open(sys.argv[1]))
+need = ['strategy', 'ranks', 'nodes', 'replicas', 'chunks', 'micro_batches_per_rank', 'turns', 'bytes_intra_node',
+        'bytes_inter_node', 'peak_mem_bytes', 'fits', 'step_time_s', 'tokens_per_s_per_device', 'bubble_ratio']
+missing = [k for k in need if k not in d]
+assert not missing, missing
+assert d['step_time_s'] > 0 and 0 <= d['bubble_ratio'] < 1
+assert abs(d['tokens_per_s_per_device'] - d['tokens_per_step'] / d['step_time_s'] / d['ranks']) < 1e-6 * d['tokens_per_s_per_device']
+assert len(d['peak_mem_bytes_per_rank']) == d['ranks'] and max(d['peak_mem_bytes_per_rank']) == d['peak_mem_bytes']
+assert abs(sum(d['bytes_by_link'].values()) - d['bytes_intra_node'] - d['bytes_inter_node']) <= 1 + 1e-9 * sum(d['bytes_by_link'].values())
+EOF
+done
+
+# compare --json: one object per strategy, non-fitting included with fits: false; one fastest
+"$wpgen" compare -t topologies/weipipe-2x8-a800-nvlink-10gbe.json -m llama-h2048 --seq 8192 --json >"$tmp/c" 2>"$tmp/e" && ok || bad "compare --json: $(head -2 "$tmp/e")"
+python3 - "$tmp/c" <<'EOF' && ok || bad "compare --json content"
+import json, sys
+a = json.load(open(sys.argv[1]))
+names = [d['strategy'] for d in a]
+for s in ['weipipe-naive', 'weipipe-interleave', '1f1b', 'fsdp']:
+    assert s in names, (s, names)
+assert any(not d['fits'] for d in a), 'expected a plan that does not fit'
+fast = [d for d in a if d.get('fastest')]
+assert len(fast) == 1 and fast[0]['fits']
+assert all(fast[0]['step_time_s'] <= d['step_time_s'] for d in a if d['fits'] and 'step_time_s' in d)
+EOF
+# compare, text: the fastest marked, OOM marked
+"$wpgen" compare -t topologies/weipipe-2x8-a800-nvlink-10gbe.json -m llama-h2048 --seq 8192 >"$tmp/ct" 2>&1 && ok || bad "compare text"
+grep -q "<- fastest" "$tmp/ct" && ok || bad "compare marks no fastest: $(cat "$tmp/ct")"
+grep -q "OOM" "$tmp/ct" && ok || bad "compare marks no OOM"
+"$wpgen" compare -t topologies/cpu-2x2.json -m tiny --strategies 1f1b,weipipe-naive --json >"$tmp/c2" && ok || bad "compare --strategies"
+python3 -c "import json; a=json.load(open('$tmp/c2')); assert [d['strategy'] for d in a]==['1f1b','weipipe-naive']" && ok || bad "compare --strategies order"
+# nothing fits: exit 1
+"$wpgen" compare -t topologies/cpu-1x4.json -m llama2-7b >"$tmp/o" 2>&1; [ $? = 1 ] && ok || bad "compare with nothing fitting should exit 1"
+"$wpgen" sim -t topologies/cpu-1x4.json -m llama2-7b >"$tmp/o" 2>"$tmp/e"; [ $? = 1 ] && grep -q "does not fit" "$tmp/e" && ok || bad "sim of a plan that does not fit should exit 1"
+# bad input
+"$wpgen" sim -t topologies/cpu-2x2.json -m tiny --strategies a >/dev/null 2>"$tmp/e"; [ $? = 2 ] && grep -q "unknown flag" "$tmp/e" && ok || bad "sim --strategies should be an unknown flag"
+"$wpgen" compare -t topologies/cpu-2x2.json -m tiny --svg x.svg >/dev/null 2>"$tmp/e"; [ $? = 2 ] && ok || bad "compare --svg should be an unknown flag"
+"$wpgen" compare -t topologies/cpu-2x2.json -m tiny --strategies 1f1b,no-such >/dev/null 2>"$tmp/e"; [ $? = 2 ] && grep -q 'no strategy "no-such"' "$tmp/e" && ok || bad "compare of an unknown strategy should exit 2"
+"$wpgen" sim -t topologies/cpu-2x2.json -m tiny --trace /no/such/dir/t.json >/dev/null 2>"$tmp/e"; [ $? = 2 ] && grep -q "cannot write" "$tmp/e" && ok || bad "unwritable trace"
+
+# trace and picture
+"$wpgen" sim -t topologies/weipipe-4x8-a800-pcie-10gbe.json -m llama-h1024 -s weipipe-interleave --trace "$tmp/t.json" --svg "$tmp/t.svg" >/dev/null 2>"$tmp/e" && ok || bad "sim --trace --svg: $(head -2 "$tmp/e")"
+python3 - "$tmp/t.json" "$tmp/t.svg" <<'EOF' && ok || bad "trace / svg content"
+import json, sys, xml.etree.ElementTree as ET
+t = json.load(open(sys.argv[1]))
+ev = t['traceEvents']
+pids = {e['pid'] for e in ev}
+assert pids == set(range(32)), len(pids)
+x = [e for e in ev if e['ph'] == 'X']
+assert any(e['name'].startswith('F') for e in x) and any(e['cat'] == 'comm' for e in x)
+assert all(e['dur'] >= 0 and e['ts'] >= 0 for e in x)
+root = ET.parse(sys.argv[2]).getroot()
+texts = [el.text or '' for el in root.iter('{http://www.w3.org/2000/svg}text')]
+assert sum(1 for s in texts if s.startswith('rank ')) == 32, 'one row per rank'
+assert len(list(root.iter('{http://www.w3.org/2000/svg}rect'))) > 1000
+EOF
+
+# -s auto: picks a plan that fits, says which and why
+"$wpgen" sim -t topologies/weipipe-2x8-a800-nvlink-10gbe.json -m llama-h2048 --seq 8192 -s auto >"$tmp/a" 2>"$tmp/e" && ok || bad "sim -s auto: $(head -2 "$tmp/e")"
+grep -q "^auto        picked .*fastest of" "$tmp/a" && ok || bad "auto does not say what it picked: $(head -2 "$tmp/a")"
+grep -q "memory .*: fits" "$tmp/a" && ok || bad "auto picked a plan that does not fit"
+"$wpgen" plan -t topologies/cpu-2x2.json -m tiny -s auto --json >"$tmp/aj" 2>"$tmp/e" && ok || bad "plan -s auto"
+grep -q "auto picked" "$tmp/e" && ok || bad "plan -s auto says nothing on stderr"
+
+# twice the bandwidth of every link (and the network) never slows a step down
+for topo in weipipe-2x8-a800-nvlink-10gbe weipipe-1x8-a800-nvlink weipipe-4x8-a800-pcie-10gbe tawpipe-3x8-a800-pcie-10gbe; do
+    python3 - topologies/$topo.json "$tmp/fast.json" <<'EOF'
+import json, sys
+t = json.load(open(sys.argv[1]))
+for n in t['nodes']: n['intra']['bw_GBps'] *= 2
+if 'network' in t: t['network']['bw_GBps'] *= 2
+json.dump(t, open(sys.argv[2], 'w'))
+EOF
+    for s in weipipe-naive weipipe-interleave 1f1b fsdp; do
+        a=$("$wpgen" sim -t topologies/$topo.json -m llama-h1024 --seq 4096 -s $s --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['step_time_s'])")
+        b=$("$wpgen" sim -t "$tmp/fast.json" -m llama-h1024 --seq 4096 -s $s --json 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['step_time_s'])")
+        if [ -z "$a" ] || [ -z "$b" ]; then bad "$topo $s: no prediction"; continue; fi
+        python3 -c "import sys; sys.exit(0 if $b <= $a * (1 + 1e-9) else 1)" && ok || bad "$topo $s: twice the bandwidth: $b s, was $a s"
+    done
+done
+
+echo "sim cli: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

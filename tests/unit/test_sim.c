@@ -1,0 +1,267 @@
+/* The simulator's invariants: the bubble of 1F1B and WeiPipe-Interleave with free communication
+ * and backward = 2 x forward is (P-1)/(M+P-1), M the micro-batches of the whole step (P ranks x N
+ * per rank: for 1F1B, N per pipeline stage, so M per pipeline; for WeiPipe, N per rank, M in
+ * all); more link bandwidth never makes a step slower; compute-only steps scale with the
+ * device's speed; a hand-made plan's step time and contention computed by hand; memory
+ * accounting of that plan by hand. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "check.h"
+#include "plan_fixture.h"
+#include "sim.h"
+
+static double run(const Plan *p, const SimOptions *o, SimResult *r) {
+    char err[512];
+    if (sim_run(p, o, r, err, sizeof err)) { fprintf(stderr, "sim: %s\n", err); return -1; }
+    return r->step_time;
+}
+
+static double step_of(const Plan *p, const SimOptions *o) {
+    SimResult r;
+    double s = run(p, o, &r);
+    if (s >= 0) sim_result_free(&r);
+    return s;
+}
+
+/* A copy of t with every link's bandwidth times f (names and nodes shared: do not free). */
+static Topology scaled(const Topology *t, double f, double flops_f) {
+    Topology u = *t;
+    u.nodes = malloc((size_t)t->nnodes * sizeof *u.nodes);
+    memcpy(u.nodes, t->nodes, (size_t)t->nnodes * sizeof *u.nodes);
+    for (int i = 0; i < t->nnodes; i++) u.nodes[i].intra.bw *= f;
+    u.net.bw *= f;
+    u.types = malloc((size_t)t->ntypes * sizeof *u.types);
+    memcpy(u.types, t->types, (size_t)t->ntypes * sizeof *u.types);
+    for (int i = 0; i < t->ntypes; i++) u.types[i].peak_flops *= flops_f;
+    return u;
+}
+static void scaled_free(Topology *u) { free(u->nodes); free(u->types); }
+
+/* The papers' bubble, (P-1)/(M+P-1), with free communication, free memory-bound operations and
+ * BWD = 2 FWD (every FWD one unit, whatever its chunk: the papers' equal stages), for M = P x N
+ * micro-batches in the step:
+ *   - 1F1B (N per pipeline stage, so M per pipeline) runs into it exactly, with each rank
+ *     advancing on its own as the runtime does: its forward/backward dependencies are real;
+ *   - WeiPipe-Interleave (N per rank, M in all) runs into it exactly when the turns are in
+ *     lockstep, the papers' model, for N >= 2 (with N = 1 there is no forward to pair with a
+ *     backward and the schedule is the naive one). Run as the runtime runs it, each rank on its
+ *     own, its bubble is smaller: weights do not wait for anyone's compute, so the fill does not
+ *     cost a full turn per rank. It never exceeds the formula. */
+static void test_bubble(void) {
+    const char *strategies[] = { "1f1b", "weipipe-interleave" };
+    int Ps[] = { 2, 4, 8 }, Ns[] = { 1, 2, 4 };
+    for (int si = 0; si < 2; si++)
+        for (int pi = 0; pi < 3; pi++)
+            for (int ni = 0; ni < 3; ni++) {
+                int P = Ps[pi], N = Ns[ni];
+                Topology t;
+                int per[] = { P };
+                if (fixture_topology(&t, 1, per)) { CHECK(0, "topology"); return; }
+                WpConfig m = fixture_model(P);
+                char err[2048];
+                Plan *p = fixture_plan(&t, &m, strategies[si], N, 1, 0, err, sizeof err);
+                CHECK(p != NULL, "%s P=%d N=%d: %s", strategies[si], P, N, err);
+                if (p) {
+                    int M = P * N;
+                    double formula = (double)(P - 1) / (M + P - 1);
+                    CHECK(p->total_mbs == M, "%s: total_mbs %d, expected %d", strategies[si], p->total_mbs, M);
+                    for (int ls = 0; ls < 2; ls++) {
+                        SimOptions o = { .free_comm = 1, .free_local = 1, .unit_fwd_s = 1e-3, .lockstep = ls };
+                        SimResult r;
+                        if (run(p, &o, &r) < 0) { CHECK(0, "sim"); continue; }
+                        char what[96];
+                        snprintf(what, sizeof what, "%s P=%d N=%d M=%d%s bubble", strategies[si], P, N, M, ls ? " lockstep" : "");
+                        int exact = si == 0 ? !ls : ls && N >= 2;
+                        if (exact) {
+                            CHECK_CLOSE(r.bubble_ratio, formula, 1e-9, 1e-12, what);
+                            /* the step: M + P - 1 slots of forward + backward of one chunk */
+                            CHECK_CLOSE(r.step_time, 3e-3 * (M + P - 1), 1e-9, 1e-12, what);
+                        } else if (si == 1 && !ls) {
+                            CHECK(r.bubble_ratio <= formula + 1e-12, "%s: %.6f above the formula's %.6f", what, r.bubble_ratio, formula);
+                        } else if (si == 0 && ls) {
+                            CHECK(r.bubble_ratio >= formula - 1e-12, "%s: lockstep %.6f below %.6f", what, r.bubble_ratio, formula);
+                        }
+                        sim_result_free(&r);
+                    }
+                    plan_free(p);
+                }
+                topology_free(&t);
+            }
+}
+
+/* More bandwidth on every link never makes a step slower; compute-only scaling is exact. */
+static void test_monotone_and_scaling(void) {
+    const char *strategies[] = { "weipipe-naive", "weipipe-interleave", "1f1b", "fsdp" };
+    int shapes[][5] = { { 2, 2, 2 }, { 3, 2, 1, 3 }, { 1, 4 }, { 4, 2, 2, 2, 2 } };   /* nodes, devices per node */
+    for (int sh = 0; sh < 4; sh++) {
+        int nodes = shapes[sh][0], *per = &shapes[sh][1];
+        Topology t;
+        if (fixture_topology(&t, nodes, per)) { CHECK(0, "topology"); return; }
+        WpConfig m = fixture_model(8);
+        m.hidden = 64; m.heads = 4; m.kv_heads = 2; m.head_dim = 16; m.ffn = 128; m.seq = 32; m.vocab = 128;
+        for (int si = 0; si < 4; si++) {
+            char err[2048];
+            Plan *p = fixture_plan(&t, &m, strategies[si], 2, 1, 0, err, sizeof err);
+            if (!p) continue;   /* a strategy may refuse a shape */
+            double prev = step_of(p, NULL);
+            CHECK(prev > 0, "%s: step %g", strategies[si], prev);
+            double fs[] = { 1.5, 2, 4, 16, 1e3 };
+            for (int k = 0; k < 5; k++) {
+                Topology u = scaled(&t, fs[k], 1);
+                SimOptions o = { .topo = &u };
+                double s = step_of(p, &o);
+                CHECK(s <= prev * (1 + 1e-9), "%s shape %d: bandwidth x%g: step %.9g, before %.9g", strategies[si], sh, fs[k], s, prev);
+                prev = s;
+                scaled_free(&u);
+            }
+            /* free communication is the limit of infinite bandwidth and no latency */
+            SimOptions fc = { .free_comm = 1 };
+            double sf = step_of(p, &fc);
+            CHECK(sf <= prev * (1 + 1e-9), "%s: free communication %.9g slower than fast links %.9g", strategies[si], sf, prev);
+            /* compute only: twice the FLOP/s halves the step exactly */
+            SimOptions c1 = { .free_comm = 1, .free_local = 1 };
+            double a = step_of(p, &c1);
+            Topology u = scaled(&t, 1, 2);
+            SimOptions c2 = { .topo = &u, .free_comm = 1, .free_local = 1 };
+            double b = step_of(p, &c2);
+            CHECK_CLOSE(b, a / 2, 1e-9, 0, "compute-only step at twice the FLOP/s");
+            scaled_free(&u);
+            /* tokens per second per device is what the step's tokens over its time say */
+            SimResult r;
+            if (run(p, NULL, &r) >= 0) {
+                double tokens = (double)p->total_mbs * m.mbs * m.seq;
+                CHECK_CLOSE(r.tokens_per_s_per_device, tokens / r.step_time / p->nranks, 1e-12, 0, "tokens/s per device");
+                CHECK(r.bubble_ratio >= 0 && r.bubble_ratio < 1, "bubble %g", r.bubble_ratio);
+                double intra, inter;
+                plan_traffic(p, &intra, &inter);
+                double sum = 0;
+                for (int l = 0; l < LINK__COUNT; l++) sum += r.link_bytes[l];
+                CHECK_CLOSE(sum, intra + inter, 1e-12, 1, "flows carry the bytes plan_traffic counts");
+                CHECK_CLOSE(r.link_bytes[LINK_NET], inter, 1e-12, 1, "network flows carry the inter-node bytes");
+                sim_result_free(&r);
+            }
+            plan_free(p);
+        }
+        topology_free(&t);
+    }
+}
+
+/* Rank 0 (alone on node 0) owns the single chunk and sends its weights to every other rank (all
+ * on node 1): they share node 0's NIC. Each rank runs one micro-batch forward and backward;
+ * the gradients come back over node 0's NIC, rank 0 adds them up and updates. */
+static const char *handmade =
+    "return { build = function(plan, ctx)\n"
+    "  local P = ctx.opts.ranks\n"
+    "  plan:chunks({ ctx.model.layers })\n"
+    "  plan:owner(0, 0)\n"
+    "  plan:buffer(0, 'm0', 'W', { chunk = 0, master = true })\n"
+    "  plan:buffer(0, 'd', 'D', { chunk = 0 })\n"
+    "  for r = 1, P - 1 do\n"
+    "    plan:buffer(r, 'w', 'W', { chunk = 0 })\n"
+    "    plan:buffer(r, 'd', 'D', { chunk = 0 })\n"
+    "    plan:buffer(0, 'in' .. r, 'D', { chunk = 0 })\n"
+    "    plan:send(0, 0, 'W', 'm0', r); plan:recv(r, 0, 'W', 'w', 0)\n"
+    "  end\n"
+    "  for r = 0, P - 1 do\n"
+    "    local w = r == 0 and 'm0' or 'w'\n"
+    "    plan:fwd(r, 1, 0, r, w)\n"
+    "    plan:bwd(r, 2, 0, r, w, 'd')\n"
+    "  end\n"
+    "  for r = 1, P - 1 do\n"
+    "    plan:send(r, 3, 'D', 'd', 0); plan:recv(0, 3, 'D', 'in' .. r, r); plan:acc(0, 3, 'd', 'in' .. r)\n"
+    "    plan:free(r, 3, 'w')\n"
+    "  end\n"
+    "  plan:opt(0, 4, 0, 'm0', 'd')\n"
+    "end }\n";
+
+static void test_handmade(void) {
+    char path[400];
+    snprintf(path, sizeof path, "%s/handmade.lua", fixture_dir);
+    FILE *f = fopen(path, "w");
+    fputs(handmade, f);
+    fclose(f);
+    for (int P = 2; P <= 4; P++) {
+        Topology t;
+        int per[] = { 1, P - 1 };
+        if (fixture_topology(&t, 2, per)) { CHECK(0, "topology"); return; }
+        WpConfig m = fixture_model(2);
+        char err[2048];
+        Plan *p = fixture_plan(&t, &m, path, 1, 1, 0, err, sizeof err);
+        CHECK(p != NULL, "handmade P=%d: %s", P, err);
+        if (!p) { topology_free(&t); continue; }
+        /* by hand: fixture network 1 GB/s, 10 us; device 50 GFLOP/s x 0.5, 10 GB/s memory */
+        double B = (double)plan_chunk_bytes(p, 0), bw = 1e9, lat = 10e-6, hbm = 10e9;
+        WpChunk k = wp_chunk_make(&m, 0, 0, 2, 1, 1);
+        double f1 = wp_chunk_fwd_flops(&m, &k) / (0.05e12 * 0.5);
+        double xfer = lat + (P - 1) * B / bw;   /* P-1 flows share one NIC */
+        double expect = xfer + 3 * f1 + xfer + (P - 1) * 3 * B / hbm + 7 * B / hbm;
+        SimResult r;
+        if (run(p, NULL, &r) >= 0) {
+            char what[64];
+            snprintf(what, sizeof what, "handmade P=%d step", P);
+            CHECK_CLOSE(r.step_time, expect, 1e-9, 1e-15, what);
+            /* a receiving rank ends when its gradient has left */
+            snprintf(what, sizeof what, "handmade P=%d rank 1 end", P);
+            CHECK_CLOSE(r.rank_end[1], xfer + 3 * f1 + xfer, 1e-9, 1e-15, what);
+            CHECK_CLOSE(r.bubble_ratio, 1 - P * 3 * f1 / (P * expect), 1e-9, 1e-15, "handmade bubble");
+            CHECK_CLOSE(r.link_bytes[LINK_NET], 2.0 * (P - 1) * B, 1e-12, 0, "handmade network bytes");
+            sim_result_free(&r);
+        }
+        /* memory by hand: rank 0 holds the master (x3 with AdamW's m and v), its gradient and
+         * P-1 incoming gradients, one micro-batch's stash, and the workspace */
+        WpConfig *c = &p->model;
+        size_t stash = wp_stash_floats(c, &k, 0) * sizeof(float);
+        size_t ws = (size_t)c->mbs * c->seq * (4 * (size_t)c->hidden + 3 * (size_t)c->ffn + (size_t)c->vocab) * sizeof(float);
+        size_t want0 = (size_t)B * 3 + (size_t)B + (size_t)(P - 1) * (size_t)B + stash + ws;
+        CHECK(p->ranks[0].peak_mem == want0, "rank 0 memory %zu, by hand %zu", p->ranks[0].peak_mem, want0);
+        size_t want1 = 2 * (size_t)B + stash + ws;
+        CHECK(p->ranks[1].peak_mem == want1, "rank 1 memory %zu, by hand %zu", p->ranks[1].peak_mem, want1);
+        plan_free(p);
+        topology_free(&t);
+    }
+}
+
+/* Recorded times: every operation inside its turn; the trace and picture writers run. */
+static void test_records(void) {
+    Topology t;
+    int per[] = { 2, 2 };
+    if (fixture_topology(&t, 2, per)) { CHECK(0, "topology"); return; }
+    WpConfig m = fixture_model(4);
+    char err[2048];
+    Plan *p = fixture_plan(&t, &m, "weipipe-interleave", 2, 1, 0, err, sizeof err);
+    CHECK(p != NULL, "%s", err);
+    if (!p) { topology_free(&t); return; }
+    SimOptions o = { .record = 1 };
+    SimResult r;
+    if (run(p, &o, &r) >= 0) {
+        long nops = 0;
+        for (int q = 0; q < p->nranks; q++) nops += p->ranks[q].nops;
+        CHECK(r.nspans == nops, "%d spans for %ld operations", r.nspans, nops);
+        int ordered = 1;
+        for (int i = 0; i < r.nspans; i++) {
+            const SimSpan *s = &r.spans[i];
+            ordered &= s->t_post <= s->t0 + 1e-15 && s->t0 <= s->t1 + 1e-15 && s->t1 <= r.step_time + 1e-12;
+            ordered &= s->t_post >= r.turn_t[s->rank][s->turn] - 1e-15 && s->t1 <= r.turn_t[s->rank][s->turn + 1] + 1e-15;
+        }
+        CHECK(ordered, "every operation runs inside its turn, posted before it starts, before the end of the step");
+        char path[400];
+        snprintf(path, sizeof path, "%s/t.json", fixture_dir);
+        CHECK(sim_write_trace(p, &r, path) == 0, "trace");
+        snprintf(path, sizeof path, "%s/t.svg", fixture_dir);
+        CHECK(sim_write_svg(p, &r, "test", path) == 0, "svg");
+        sim_result_free(&r);
+    }
+    plan_free(p);
+    topology_free(&t);
+}
+
+int main(void) {
+    fixture_init();
+    test_bubble();
+    test_monotone_and_scaling();
+    test_handmade();
+    test_records();
+    fixture_done();
+    return check_summary("sim");
+}
