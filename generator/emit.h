@@ -16,6 +16,7 @@ typedef struct EmitInfo {
     const char *topo_name;      /* the topology's "name" */
     const char *backend;        /* "cpu" or "cuda" */
     double bytes_intra, bytes_inter;
+    double step_time_s, bubble_ratio;   /* the simulator's prediction; step_time_s 0: none */
 } EmitInfo;
 
 /* 64-bit FNV-1a over everything that defines the plan (model, chunks, owners, buffers, ops). */

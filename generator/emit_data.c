@@ -100,6 +100,8 @@ void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const cha
     set_int(L, "recompute", p->recompute);
     set_num(L, "bytes_intra", info->bytes_intra);
     set_num(L, "bytes_inter", info->bytes_inter);
+    set_num(L, "step_time_s", info->step_time_s);
+    set_num(L, "bubble_ratio", info->bubble_ratio);
     set_num(L, "peak_mem", (double)p->peak_mem);
     set_int(L, "peak_rank", p->peak_rank);
     long nops = 0;
@@ -409,6 +411,8 @@ int emit_json_head(FILE *f, const Plan *p, const EmitInfo *info, const char *has
     if (!rc) rc = put_value(f, "turns", json_integer(p->nturns), 0);
     if (!rc) rc = put_value(f, "bytes_intra_node", json_real(info->bytes_intra), 0);
     if (!rc) rc = put_value(f, "bytes_inter_node", json_real(info->bytes_inter), 0);
+    if (!rc && info->step_time_s > 0) rc = put_value(f, "predicted_step_time_s", json_real(info->step_time_s), 0);
+    if (!rc && info->step_time_s > 0) rc = put_value(f, "predicted_bubble_ratio", json_real(info->bubble_ratio), 0);
     if (!rc) rc = put_value(f, "peak_mem_bytes", json_integer((json_int_t)p->peak_mem), 0);
     if (!rc) rc = put_value(f, "peak_mem_rank", json_integer(p->peak_rank), 0);
     if (!rc) rc = put_lines(f, "chunks", json_incref(chunks));

@@ -94,6 +94,11 @@ static int parse_args(int argc, char **argv, Args *a) {
         fprintf(stderr, "wpgen: --backend: expected cpu or cuda, got \"%s\"\n", a->backend);
         return -1;
     }
+    /* Refused rather than emitted half-way: no runtime/cuda exists for the code to link. */
+    if (!strcmp(a->backend, "cuda")) {
+        fprintf(stderr, "wpgen: --backend cuda: the CUDA runtime is not part of this version yet (use --backend cpu)\n");
+        return -1;
+    }
     return 0;
 }
 
@@ -552,6 +557,15 @@ static int cmd_plan_or_emit(const Args *a, int emit) {
             else {
                 EmitInfo info = { .model_name = name, .topo_name = topo.name, .backend = a->backend,
                                   .bytes_intra = intra, .bytes_inter = inter };
+                /* the prediction goes into every file's summary; a plan the simulator cannot run
+                 * is still emitted, without one */
+                SimOptions so = { 0 };
+                SimResult sr;
+                if (sim_run(p, &so, &sr, err, sizeof err) == 0) {
+                    info.step_time_s = sr.step_time;
+                    info.bubble_ratio = sr.bubble_ratio;
+                    sim_result_free(&sr);
+                }
                 if (emit_plan(p, &info, a->out, err, sizeof err)) rc = bad("emit: %s%s", err, "");
                 else if (!a->json) printf("wpgen: wrote %s (%d ranks, plan %016llx)\n", a->out, p->nranks, (unsigned long long)plan_hash(p));
             }

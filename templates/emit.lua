@@ -144,6 +144,10 @@ local function summary_lines()
     for i = 1, shown do lines[#lines + 1] = chunk_text(P.chunks[i], i) end
     if shown < #P.chunks then lines[#lines + 1] = fmt("...         %d more chunks (plan.json)", #P.chunks - shown) end
     lines[#lines + 1] = fmt("traffic     %s inside nodes, %s between nodes per step", human(P.bytes_intra), human(P.bytes_inter))
+    if P.step_time_s > 0 then
+        lines[#lines + 1] = fmt("predicted   %.4g s per step, bubble %.1f%% (wpgen's simulator, on this topology)",
+            P.step_time_s, 100 * P.bubble_ratio)
+    end
     lines[#lines + 1] = fmt("memory      peak %s (rank %d)", human(P.peak_mem), P.peak_rank)
     lines[#lines + 1] = fmt("backend     %s%s", P.backend, P.recompute ~= 0 and ", activations recomputed" or "")
     for line in tostring(P.notes or ""):gmatch("[^\n]+") do lines[#lines + 1] = "notes       " .. line end

@@ -80,6 +80,8 @@ expect 2 "no such file" -- plan -t topologies/cpu-2x2.json -m tiny -s no-such-st
 expect 2 "syntax-error.lua:4:" -- plan -t topologies/cpu-2x2.json -m tiny -s tests/data/strategies/syntax-error.lua
 expect 2 "runtime-error.lua:4: " -- plan -t topologies/cpu-2x2.json -m tiny -s tests/data/strategies/runtime-error.lua
 grep -q "stack traceback" "$tmp/err" && ok || bad "a Lua error comes without a traceback"
+expect 2 "CUDA runtime is not part of this version" -- emit -t topologies/cpu-2x2.json -m tiny --backend cuda -o "$tmp/cuda"
+[ ! -e "$tmp/cuda" ] && ok || bad "a refused emit left $tmp/cuda"
 expect 2 "--replicas 3" -- plan -t topologies/cpu-2x2.json -m tiny --replicas 3
 # a plan that breaks a rule: exit 1, one line naming rank, turn, operation and rule
 expect 1 "micro-batch" -- plan -t topologies/cpu-2x2.json -m tiny -s tests/data/strategies/lost-gradient.lua
