@@ -18,19 +18,11 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include "emit.h"
+#include "errmsg.h"
 #include "emit_data.h"
 #include "strategy.h"
 
 enum { PATHLEN = 4096 };
-
-static int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* ---- files and directories ---- */
 
@@ -45,7 +37,7 @@ static int rm_tree(const char *path) {
 }
 
 static int join_path(char *out, const char *dir, const char *name, char *err, size_t errlen) {
-    if (snprintf(out, PATHLEN, "%s/%s", dir, name) >= PATHLEN) return fail(err, errlen, "%s/%s: path too long", dir, name);
+    if (snprintf(out, PATHLEN, "%s/%s", dir, name) >= PATHLEN) return errmsg(err, errlen, "%s/%s: path too long", dir, name);
     return 0;
 }
 
@@ -53,13 +45,13 @@ static int write_file(const char *dir, const char *name, const char *data, size_
     char path[PATHLEN];
     if (join_path(path, dir, name, err, errlen)) return -1;
     FILE *f = fopen(path, "wb");
-    if (!f) return fail(err, errlen, "%s: %s", path, strerror(errno));
+    if (!f) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
     if (len && fwrite(data, 1, len, f) != len) {
         int e = errno;
         fclose(f);
-        return fail(err, errlen, "%s: %s", path, strerror(e));
+        return errmsg(err, errlen, "%s: %s", path, strerror(e));
     }
-    if (fclose(f)) return fail(err, errlen, "%s: %s", path, strerror(errno));
+    if (fclose(f)) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
     return 0;
 }
 
@@ -74,17 +66,17 @@ static int safe_name(const char *s) {
 
 static int copy_file(const char *from, const char *to, char *err, size_t errlen) {
     FILE *in = fopen(from, "rb");
-    if (!in) return fail(err, errlen, "%s: %s", from, strerror(errno));
+    if (!in) return errmsg(err, errlen, "%s: %s", from, strerror(errno));
     FILE *out = fopen(to, "wb");
-    if (!out) { int e = errno; fclose(in); return fail(err, errlen, "%s: %s", to, strerror(e)); }
+    if (!out) { int e = errno; fclose(in); return errmsg(err, errlen, "%s: %s", to, strerror(e)); }
     char buf[1 << 16];
     size_t n;
     int rc = 0;
     while (rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0)
-        if (fwrite(buf, 1, n, out) != n) rc = fail(err, errlen, "%s: %s", to, strerror(errno));
-    if (rc == 0 && ferror(in)) rc = fail(err, errlen, "%s: read error", from);
+        if (fwrite(buf, 1, n, out) != n) rc = errmsg(err, errlen, "%s: %s", to, strerror(errno));
+    if (rc == 0 && ferror(in)) rc = errmsg(err, errlen, "%s: read error", from);
     fclose(in);
-    if (fclose(out) && rc == 0) rc = fail(err, errlen, "%s: %s", to, strerror(errno));
+    if (fclose(out) && rc == 0) rc = errmsg(err, errlen, "%s: %s", to, strerror(errno));
     return rc;
 }
 
@@ -105,7 +97,7 @@ static int copy_dir(const char *src, const char *dst, const char *const *exts, i
     DIR *d = opendir(src);
     if (!d) {
         if (!required && errno == ENOENT) return 0;
-        return fail(err, errlen, "the runtime's sources: %s: %s", src, strerror(errno));
+        return errmsg(err, errlen, "the runtime's sources: %s: %s", src, strerror(errno));
     }
     char **names = NULL;
     size_t n = 0, cap = 0;
@@ -119,14 +111,14 @@ static int copy_dir(const char *src, const char *dst, const char *const *exts, i
         if (stat(path, &st) || !S_ISREG(st.st_mode)) continue;
         if (n == cap) {
             char **q = realloc(names, (cap = cap ? 2 * cap : 32) * sizeof *names);
-            if (!q) { rc = fail(err, errlen, "out of memory"); break; }
+            if (!q) { rc = errmsg(err, errlen, "out of memory"); break; }
             names = q;
         }
-        if (!(names[n] = strdup(e->d_name))) { rc = fail(err, errlen, "out of memory"); break; }
+        if (!(names[n] = strdup(e->d_name))) { rc = errmsg(err, errlen, "out of memory"); break; }
         n++;
     }
     closedir(d);
-    if (rc == 0 && mkdir(dst, 0777) && errno != EEXIST) rc = fail(err, errlen, "%s: %s", dst, strerror(errno));
+    if (rc == 0 && mkdir(dst, 0777) && errno != EEXIST) rc = errmsg(err, errlen, "%s: %s", dst, strerror(errno));
     if (names) qsort(names, n, sizeof *names, by_name);
     for (size_t i = 0; i < n && rc == 0; i++) {
         char from[PATHLEN], to[PATHLEN];
@@ -143,7 +135,7 @@ static int copy_runtime(const char *dir, const char *backend, char *err, size_t 
     char src[PATHLEN], dst[PATHLEN];
     const char *home = wpgen_home();
     if (snprintf(src, sizeof src, "%s/runtime", home) >= PATHLEN || join_path(dst, dir, "runtime", err, errlen))
-        return fail(err, errlen, "%s/runtime: path too long", home);
+        return errmsg(err, errlen, "%s/runtime: path too long", home);
     if (copy_dir(src, dst, c_h, 1, err, errlen)) return -1;
     snprintf(src, sizeof src, "%s/runtime/mpi", home);
     if (join_path(dst, dir, "runtime/mpi", err, errlen) || copy_dir(src, dst, c_h, 0, err, errlen)) return -1;
@@ -161,12 +153,12 @@ static int check_target(const char *dir, int *exists, char *err, size_t errlen) 
     *exists = 0;
     if (lstat(dir, &st)) {
         if (errno == ENOENT) return 0;
-        return fail(err, errlen, "%s: %s", dir, strerror(errno));
+        return errmsg(err, errlen, "%s: %s", dir, strerror(errno));
     }
-    if (!S_ISDIR(st.st_mode)) return fail(err, errlen, "%s exists and is not a directory; refusing to replace it", dir);
+    if (!S_ISDIR(st.st_mode)) return errmsg(err, errlen, "%s exists and is not a directory; refusing to replace it", dir);
     *exists = 1;
     DIR *d = opendir(dir);
-    if (!d) return fail(err, errlen, "%s: %s", dir, strerror(errno));
+    if (!d) return errmsg(err, errlen, "%s: %s", dir, strerror(errno));
     int empty = 1;
     struct dirent *e;
     while (empty && (e = readdir(d)))
@@ -180,7 +172,7 @@ static int check_target(const char *dir, int *exists, char *err, size_t errlen) 
     if (f) fclose(f);
     head[n] = 0;
     if (!strstr(head, "\"generated_by\": \"wpgen "))
-        return fail(err, errlen, "%s exists and is not the output of wpgen emit (no plan.json written by wpgen); "
+        return errmsg(err, errlen, "%s exists and is not the output of wpgen emit (no plan.json written by wpgen); "
                     "refusing to replace it", dir);
     return 0;
 }
@@ -254,12 +246,12 @@ static int l_schedule_header(lua_State *L) {
 /* A Lua state with templates/emit.lua loaded and begun; the module is at the top of its stack. */
 static lua_State *open_emitter(Job *job, char *err, size_t errlen) {
     lua_State *L = wpgen_lua_new();
-    if (!L) { fail(err, errlen, "cannot create a Lua state"); return NULL; }
+    if (!L) { errmsg(err, errlen, "cannot create a Lua state"); return NULL; }
     lua_getglobal(L, "require");
     lua_pushstring(L, "emit");
     if (lua_pcall_traceback(L, 1, 1, err, errlen)) { lua_close(L); return NULL; }
     if (!lua_istable(L, -1)) {
-        fail(err, errlen, "templates/emit.lua: expected it to return a table");
+        errmsg(err, errlen, "templates/emit.lua: expected it to return a table");
         lua_close(L);
         return NULL;
     }
@@ -290,9 +282,9 @@ static void *worker(void *arg) {
         const char *name = lua_tostring(L, -3), *src = lua_tolstring(L, -2, &srclen);
         const char *lines = lua_tolstring(L, -1, &schedlen);
         int rc = 0;
-        if (!safe_name(name)) rc = fail(err, sizeof err, "emit.lua: bad file name \"%s\"", name);
+        if (!safe_name(name)) rc = errmsg(err, sizeof err, "emit.lua: bad file name \"%s\"", name);
         else if (write_file(job->dir, name, src, srclen, err, sizeof err)) rc = -1;
-        else if (!(job->sched[r] = malloc(schedlen + 1))) rc = fail(err, sizeof err, "out of memory");
+        else if (!(job->sched[r] = malloc(schedlen + 1))) rc = errmsg(err, sizeof err, "out of memory");
         else {
             memcpy(job->sched[r], lines, schedlen + 1);
             job->schedlen[r] = schedlen;
@@ -315,7 +307,7 @@ static int worker_count(int nranks) {
 }
 
 static int write_text(FILE *f, const char *path, const char *data, size_t len, char *err, size_t errlen) {
-    if (len && fwrite(data, 1, len, f) != len) return fail(err, errlen, "%s: %s", path, strerror(errno));
+    if (len && fwrite(data, 1, len, f) != len) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
     return 0;
 }
 
@@ -330,22 +322,22 @@ static int write_schedule_and_json(lua_State *L, int M, Job *job, char *err, siz
     const char *head = lua_tolstring(L, -1, &len);
     if (join_path(path, job->dir, "schedule.txt", err, errlen)) return -1;
     FILE *f = fopen(path, "wb");
-    if (!f) return fail(err, errlen, "%s: %s", path, strerror(errno));
+    if (!f) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
     int rc = write_text(f, path, head, len, err, errlen);
     lua_pop(L, 1);
     for (int r = 0; r < p->nranks && rc == 0; r++) {
         rc = write_text(f, path, job->sched[r], job->schedlen[r], err, errlen);
-        if (rc == 0 && fputc('\n', f) == EOF) rc = fail(err, errlen, "%s: %s", path, strerror(errno));
+        if (rc == 0 && fputc('\n', f) == EOF) rc = errmsg(err, errlen, "%s: %s", path, strerror(errno));
     }
-    if (fclose(f) && rc == 0) rc = fail(err, errlen, "%s: %s", path, strerror(errno));
+    if (fclose(f) && rc == 0) rc = errmsg(err, errlen, "%s: %s", path, strerror(errno));
     if (rc || join_path(path, job->dir, "plan.json", err, errlen)) return -1;
 
-    if (!(f = fopen(path, "wb"))) return fail(err, errlen, "%s: %s", path, strerror(errno));
+    if (!(f = fopen(path, "wb"))) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
     rc = emit_json_head(f, p, job->info, job->hash);
     for (int r = 0; r < p->nranks && rc == 0; r++) rc = emit_json_rank(f, p, r);
     if (rc == 0) rc = emit_json_tail(f);
-    if (rc) fail(err, errlen, "%s: %s", path, strerror(errno));
-    if (fclose(f) && rc == 0) rc = fail(err, errlen, "%s: %s", path, strerror(errno));
+    if (rc) errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    if (fclose(f) && rc == 0) rc = errmsg(err, errlen, "%s: %s", path, strerror(errno));
     return rc;
 }
 
@@ -355,7 +347,7 @@ static int write_plan_files(lua_State *L, int M, Job *job, char *err, size_t err
     lua_pushvalue(L, M);
     lua_pushlightuserdata(L, job);
     if (lua_pcall_traceback(L, 2, 1, err, errlen)) return -1;
-    if (!lua_istable(L, -1)) return fail(err, errlen, "emit.lua: M.files must return a table");
+    if (!lua_istable(L, -1)) return errmsg(err, errlen, "emit.lua: M.files must return a table");
     int rc = 0;
     lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
     for (lua_Integer i = 1; i <= n && rc == 0; i++) {
@@ -365,7 +357,7 @@ static int write_plan_files(lua_State *L, int M, Job *job, char *err, size_t err
         lua_rawgeti(L, -2, 2);
         const char *name = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
         const char *data = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
-        if (!name || !data || !safe_name(name)) rc = fail(err, errlen, "emit.lua: files()[%lld]: expected {name, text}", (long long)i);
+        if (!name || !data || !safe_name(name)) rc = errmsg(err, errlen, "emit.lua: files()[%lld]: expected {name, text}", (long long)i);
         else rc = write_file(job->dir, name, data, len, err, errlen);
         lua_pop(L, 3);
     }
@@ -380,13 +372,13 @@ static int write_all(Job *job, char *err, size_t errlen) {
     job->sched = calloc((size_t)p->nranks + 1, sizeof *job->sched);
     job->schedlen = calloc((size_t)p->nranks + 1, sizeof *job->schedlen);
     pthread_t threads[16];
-    if (!job->sched || !job->schedlen) rc = fail(err, errlen, "out of memory");
+    if (!job->sched || !job->schedlen) rc = errmsg(err, errlen, "out of memory");
     else {
         /* This thread works too; a thread that cannot start only makes the others busier. */
         while (started < n - 1 && pthread_create(&threads[started], NULL, worker, job) == 0) started++;
         worker(job);
         for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
-        if (atomic_load(&job->failed)) rc = fail(err, errlen, "%s", job->err);
+        if (atomic_load(&job->failed)) rc = errmsg(err, errlen, "%s", job->err);
     }
     if (rc == 0) {
         lua_State *L = open_emitter(job, err, errlen);
@@ -407,13 +399,13 @@ static int write_all(Job *job, char *err, size_t errlen) {
 /* ---- emit_plan ---- */
 
 int emit_plan(const Plan *p, const EmitInfo *info, const char *dir, char *err, size_t errlen) {
-    if (!p->verified) return fail(err, errlen, "the plan has not been verified");
+    if (!p->verified) return errmsg(err, errlen, "the plan has not been verified");
     /* DIR without trailing slashes: DIR.tmp-PID must be its sibling, not its child. */
     char final[PATHLEN], tmp[PATHLEN + 32], old[PATHLEN + 32];
     size_t n = strlen(dir);
     while (n > 1 && dir[n - 1] == '/') n--;
-    if (n == 0) return fail(err, errlen, "expected a directory name, got \"\"");
-    if (n >= PATHLEN - 32) return fail(err, errlen, "%s: path too long", dir);
+    if (n == 0) return errmsg(err, errlen, "expected a directory name, got \"\"");
+    if (n >= PATHLEN - 32) return errmsg(err, errlen, "%s: path too long", dir);
     memcpy(final, dir, n);
     final[n] = 0;
     snprintf(tmp, sizeof tmp, "%s.tmp-%ld", final, (long)getpid());
@@ -422,13 +414,13 @@ int emit_plan(const Plan *p, const EmitInfo *info, const char *dir, char *err, s
     int exists;
     if (check_target(final, &exists, err, errlen)) return -1;
     if (mkdir(tmp, 0777)) {
-        if (errno == ENOENT) return fail(err, errlen, "%s: its parent directory does not exist", final);
-        return fail(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+        if (errno == ENOENT) return errmsg(err, errlen, "%s: its parent directory does not exist", final);
+        return errmsg(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
     }
 
     /* wpgen_home() fills a static buffer the first time: done here, before any worker thread. */
     Job *job = calloc(1, sizeof *job);
-    if (!job) { rmdir(tmp); return fail(err, errlen, "out of memory"); }
+    if (!job) { rmdir(tmp); return errmsg(err, errlen, "out of memory"); }
     job->p = p;
     job->info = info;
     job->dir = tmp;
@@ -450,13 +442,13 @@ int emit_plan(const Plan *p, const EmitInfo *info, const char *dir, char *err, s
     if (exists && rename(final, old)) {
         int e = errno;
         rm_tree(tmp);
-        return fail(err, errlen, "cannot move %s aside: %s", final, strerror(e));
+        return errmsg(err, errlen, "cannot move %s aside: %s", final, strerror(e));
     }
     if (rename(tmp, final)) {
         int e = errno;
         if (exists && rename(old, final)) fprintf(stderr, "wpgen: warning: %s was left as %s\n", final, old);
         rm_tree(tmp);
-        return fail(err, errlen, "cannot rename %s to %s: %s", tmp, final, strerror(e));
+        return errmsg(err, errlen, "cannot rename %s to %s: %s", tmp, final, strerror(e));
     }
     if (exists && rm_tree(old)) fprintf(stderr, "wpgen: warning: could not remove %s: %s\n", old, strerror(errno));
     return 0;

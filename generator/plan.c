@@ -7,20 +7,13 @@
 #include <string.h>
 #include <stdarg.h>
 #include "plan.h"
+#include "errmsg.h"
 
 const char *const op_names[OP__COUNT] = {
     "FWD", "BWD", "BWD_B", "BWD_W", "SEND", "RECV", "BCAST", "REDUCE", "ALLREDUCE",
     "ALLGATHER", "REDUCE_SCATTER", "ACC", "COPY", "OPT", "FREE",
 };
 const char *const what_names[] = { "-", "W", "D", "A", "G" };
-
-static int fail(char *err, size_t len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static void *grow(void *p, int *cap, int need, size_t elem) {
     if (need <= *cap) return p;
@@ -67,17 +60,17 @@ void plan_free(Plan *p) {
 }
 
 int plan_set_chunks(Plan *p, const int *layers, int n, char *err, size_t errlen) {
-    if (p->nchunks) return fail(err, errlen, "chunks are already set");
-    if (n < 1) return fail(err, errlen, "a plan needs at least one chunk");
+    if (p->nchunks) return errmsg(err, errlen, "chunks are already set");
+    if (n < 1) return errmsg(err, errlen, "a plan needs at least one chunk");
     int sum = 0;
     for (int i = 0; i < n; i++) {
-        if (layers[i] < 1) return fail(err, errlen, "chunk %d: expected at least one layer, got %d", i, layers[i]);
+        if (layers[i] < 1) return errmsg(err, errlen, "chunk %d: expected at least one layer, got %d", i, layers[i]);
         sum += layers[i];
     }
     if (sum != p->model.layers)
-        return fail(err, errlen, "chunks hold %d layers in all, the model has %d", sum, p->model.layers);
+        return errmsg(err, errlen, "chunks hold %d layers in all, the model has %d", sum, p->model.layers);
     if (p->model.tied && n > 1)
-        return fail(err, errlen, "tie_word_embeddings with %d chunks: a tied model runs as one chunk", n);
+        return errmsg(err, errlen, "tie_word_embeddings with %d chunks: a tied model runs as one chunk", n);
     p->chunks = calloc((size_t)n, sizeof *p->chunks);
     int l0 = 0;
     for (int i = 0; i < n; i++) {
@@ -90,11 +83,11 @@ int plan_set_chunks(Plan *p, const int *layers, int n, char *err, size_t errlen)
 }
 
 int plan_add_owner(Plan *p, int chunk, int rank, char *err, size_t errlen) {
-    if (chunk < 0 || chunk >= p->nchunks) return fail(err, errlen, "owner: no chunk %d", chunk);
-    if (rank < 0 || rank >= p->nranks) return fail(err, errlen, "owner of chunk %d: no rank %d", chunk, rank);
+    if (chunk < 0 || chunk >= p->nchunks) return errmsg(err, errlen, "owner: no chunk %d", chunk);
+    if (rank < 0 || rank >= p->nranks) return errmsg(err, errlen, "owner of chunk %d: no rank %d", chunk, rank);
     PlanChunk *c = &p->chunks[chunk];
     for (int i = 0; i < c->nowners; i++)
-        if (c->owners[i] == rank) return fail(err, errlen, "owner of chunk %d: rank %d given twice", chunk, rank);
+        if (c->owners[i] == rank) return errmsg(err, errlen, "owner of chunk %d: rank %d given twice", chunk, rank);
     c->owners = grow(c->owners, &c->capowners, c->nowners + 1, sizeof *c->owners);
     c->owners[c->nowners++] = rank;
     return 0;
@@ -109,25 +102,25 @@ int plan_find_buf(const Plan *p, int rank, const char *name) {
 
 int plan_add_buf(Plan *p, int rank, const char *name, BufKind kind, int chunk, int master,
                  int shard, int nshards, char *err, size_t errlen) {
-    if (rank < 0 || rank >= p->nranks) return fail(err, errlen, "buffer %s: no rank %d", name, rank);
+    if (rank < 0 || rank >= p->nranks) return errmsg(err, errlen, "buffer %s: no rank %d", name, rank);
     size_t n = strlen(name);
     if (n == 0 || n >= sizeof ((PlanBuf *)0)->name)
-        return fail(err, errlen, "rank %d: buffer name \"%s\": expected 1 to %zu characters", rank, name,
+        return errmsg(err, errlen, "rank %d: buffer name \"%s\": expected 1 to %zu characters", rank, name,
                     sizeof ((PlanBuf *)0)->name - 1);
     for (size_t i = 0; i < n; i++) {
         char ch = name[i];
         if (!(ch == '_' || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (i && ch >= '0' && ch <= '9')))
-            return fail(err, errlen, "rank %d: buffer name \"%s\": expected a C identifier", rank, name);
+            return errmsg(err, errlen, "rank %d: buffer name \"%s\": expected a C identifier", rank, name);
     }
-    if (plan_find_buf(p, rank, name) >= 0) return fail(err, errlen, "rank %d: buffer %s declared twice", rank, name);
-    if (chunk < -1 || chunk >= p->nchunks) return fail(err, errlen, "rank %d: buffer %s: no chunk %d", rank, name, chunk);
-    if (master && chunk < 0) return fail(err, errlen, "rank %d: master buffer %s needs a chunk", rank, name);
-    if (master && kind != BUF_W) return fail(err, errlen, "rank %d: master buffer %s must hold weights", rank, name);
+    if (plan_find_buf(p, rank, name) >= 0) return errmsg(err, errlen, "rank %d: buffer %s declared twice", rank, name);
+    if (chunk < -1 || chunk >= p->nchunks) return errmsg(err, errlen, "rank %d: buffer %s: no chunk %d", rank, name, chunk);
+    if (master && chunk < 0) return errmsg(err, errlen, "rank %d: master buffer %s needs a chunk", rank, name);
+    if (master && kind != BUF_W) return errmsg(err, errlen, "rank %d: master buffer %s must hold weights", rank, name);
     if (nshards < 1 || shard < 0 || shard >= nshards)
-        return fail(err, errlen, "rank %d: buffer %s: shard %d of %d", rank, name, shard, nshards);
-    if (nshards > 1 && chunk < 0) return fail(err, errlen, "rank %d: sharded buffer %s needs a chunk", rank, name);
+        return errmsg(err, errlen, "rank %d: buffer %s: shard %d of %d", rank, name, shard, nshards);
+    if (nshards > 1 && chunk < 0) return errmsg(err, errlen, "rank %d: sharded buffer %s needs a chunk", rank, name);
     PlanRank *r = &p->ranks[rank];
-    if (r->nbufs >= 32000) return fail(err, errlen, "rank %d: too many buffers", rank);
+    if (r->nbufs >= 32000) return errmsg(err, errlen, "rank %d: too many buffers", rank);
     r->bufs = grow(r->bufs, &r->capbufs, r->nbufs + 1, sizeof *r->bufs);
     PlanBuf *b = &r->bufs[r->nbufs];
     memset(b, 0, sizeof *b);
@@ -141,11 +134,11 @@ int plan_add_buf(Plan *p, int rank, const char *name, BufKind kind, int chunk, i
 }
 
 int plan_add_group(Plan *p, const int *ranks, int n, char *err, size_t errlen) {
-    if (n < 1) return fail(err, errlen, "a group needs at least one rank");
+    if (n < 1) return errmsg(err, errlen, "a group needs at least one rank");
     for (int i = 0; i < n; i++) {
-        if (ranks[i] < 0 || ranks[i] >= p->nranks) return fail(err, errlen, "group: no rank %d", ranks[i]);
+        if (ranks[i] < 0 || ranks[i] >= p->nranks) return errmsg(err, errlen, "group: no rank %d", ranks[i]);
         for (int j = 0; j < i; j++)
-            if (ranks[j] == ranks[i]) return fail(err, errlen, "group: rank %d given twice", ranks[i]);
+            if (ranks[j] == ranks[i]) return errmsg(err, errlen, "group: rank %d given twice", ranks[i]);
     }
     /* The same member list is the same group: strategies may ask for it again and again. */
     for (int g = 0; g < p->ngroups; g++)
@@ -159,15 +152,15 @@ int plan_add_group(Plan *p, const int *ranks, int n, char *err, size_t errlen) {
 }
 
 int plan_add_op(Plan *p, int rank, int turn, const Op *op, char *err, size_t errlen) {
-    if (p->finished) return fail(err, errlen, "the plan is finished");
-    if (rank < 0 || rank >= p->nranks) return fail(err, errlen, "%s: no rank %d", op_names[op->kind], rank);
-    if (turn < 0 || turn > 10000000) return fail(err, errlen, "rank %d: %s: turn %d out of range", rank, op_names[op->kind], turn);
+    if (p->finished) return errmsg(err, errlen, "the plan is finished");
+    if (rank < 0 || rank >= p->nranks) return errmsg(err, errlen, "%s: no rank %d", op_names[op->kind], rank);
+    if (turn < 0 || turn > 10000000) return errmsg(err, errlen, "rank %d: %s: turn %d out of range", rank, op_names[op->kind], turn);
     PlanRank *r = &p->ranks[rank];
     if (op->buf >= r->nbufs || op->buf2 >= r->nbufs)
-        return fail(err, errlen, "rank %d turn %d: %s: no such buffer", rank, turn, op_names[op->kind]);
-    if (op->chunk >= p->nchunks) return fail(err, errlen, "rank %d turn %d: %s: no chunk %d", rank, turn, op_names[op->kind], op->chunk);
-    if (op->peer >= p->nranks) return fail(err, errlen, "rank %d turn %d: %s: no rank %d", rank, turn, op_names[op->kind], op->peer);
-    if (op->group >= p->ngroups) return fail(err, errlen, "rank %d turn %d: %s: no group %d", rank, turn, op_names[op->kind], op->group);
+        return errmsg(err, errlen, "rank %d turn %d: %s: no such buffer", rank, turn, op_names[op->kind]);
+    if (op->chunk >= p->nchunks) return errmsg(err, errlen, "rank %d turn %d: %s: no chunk %d", rank, turn, op_names[op->kind], op->chunk);
+    if (op->peer >= p->nranks) return errmsg(err, errlen, "rank %d turn %d: %s: no rank %d", rank, turn, op_names[op->kind], op->peer);
+    if (op->group >= p->ngroups) return errmsg(err, errlen, "rank %d turn %d: %s: no group %d", rank, turn, op_names[op->kind], op->group);
     int cap = r->capops;
     r->ops = grow(r->ops, &r->capops, r->nops + 1, sizeof *r->ops);
     if (r->capops != cap) {
@@ -194,7 +187,7 @@ size_t plan_act_bytes(const Plan *p) {
 
 int plan_finish(Plan *p, char *err, size_t errlen) {
     if (p->finished) return 0;
-    if (!p->nchunks) return fail(err, errlen, "the strategy set no chunks");
+    if (!p->nchunks) return errmsg(err, errlen, "the strategy set no chunks");
     size_t largest = 0;
     for (int c = 0; c < p->nchunks; c++)
         if (plan_chunk_bytes(p, c) > largest) largest = plan_chunk_bytes(p, c);

@@ -1,5 +1,6 @@
 /* Checkpoints in Hugging Face's format plus the optimizer state; see checkpoint.h. */
 #include "checkpoint.h"
+#include "errmsg.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,14 +14,6 @@
 #include <jansson.h>
 
 #include "safetensors.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 void ckpt_opt_path(const char *path, char *out, size_t outlen) {
     const char *ext = ".safetensors";
@@ -43,11 +36,11 @@ static void dir_of(const char *path, char *out, size_t outlen) {
 static int write_text_atomic(const char *path, const char *text, char *err, size_t errlen) {
     char tmp[4200], dir[4096];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp) {
-        seterr(err, errlen, "%s: path too long", path);
+        errmsg(err, errlen, "%s: path too long", path);
         return -1;
     }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) { seterr(err, errlen, "%s: cannot create %s: %s", path, tmp, strerror(errno)); return -1; }
+    if (fd < 0) { errmsg(err, errlen, "%s: cannot create %s: %s", path, tmp, strerror(errno)); return -1; }
     size_t n = strlen(text), done = 0;
     int rc = 0;
     while (done < n && rc == 0) {
@@ -61,7 +54,7 @@ static int write_text_atomic(const char *path, const char *text, char *err, size
     if (rc == 0 && rename(tmp, path) != 0) { rc = -1; saved = errno; }
     if (rc != 0) {
         unlink(tmp);
-        seterr(err, errlen, "%s: cannot write: %s", path, strerror(saved));
+        errmsg(err, errlen, "%s: cannot write: %s", path, strerror(saved));
         return -1;
     }
     dir_of(path, dir, sizeof dir);
@@ -70,7 +63,7 @@ static int write_text_atomic(const char *path, const char *text, char *err, size
         if (fsync(dfd) != 0 && errno != EINVAL) rc = -1;
         close(dfd);
     }
-    if (rc != 0) seterr(err, errlen, "%s: fsync of the directory failed", path);
+    if (rc != 0) errmsg(err, errlen, "%s: fsync of the directory failed", path);
     return rc;
 }
 
@@ -115,10 +108,10 @@ int ckpt_write_config(const char *path, const WpConfig *c, char *err, size_t err
     }
     char *text = bad ? NULL : json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
     json_decref(o);
-    if (!text) { seterr(err, errlen, "%s: out of memory", cfgpath); return -1; }
+    if (!text) { errmsg(err, errlen, "%s: out of memory", cfgpath); return -1; }
     size_t n = strlen(text);
     char *withnl = realloc(text, n + 2);
-    if (!withnl) { free(text); seterr(err, errlen, "%s: out of memory", cfgpath); return -1; }
+    if (!withnl) { free(text); errmsg(err, errlen, "%s: out of memory", cfgpath); return -1; }
     withnl[n] = '\n';
     withnl[n + 1] = 0;
     int rc = write_text_atomic(cfgpath, withnl, err, errlen);
@@ -146,7 +139,7 @@ static int add_chunks(WpStWriter *w, const WpConfig *c, const WpChunk *chunks, i
     for (int k = 0; k < nchunks; k++) {
         int n;
         WpTensor *ts = chunk_tensors(c, &chunks[k], &n);
-        if (!ts) { seterr(err, errlen, "out of memory"); return -1; }
+        if (!ts) { errmsg(err, errlen, "out of memory"); return -1; }
         for (int i = 0; i < n; i++) {
             char name[128];
             size_t shape[2];
@@ -154,7 +147,7 @@ static int add_chunks(WpStWriter *w, const WpConfig *c, const WpChunk *chunks, i
             snprintf(name, sizeof name, "%s%s", ts[i].name, suffix);
             if (wp_st_add(w, name, "F32", shape, nd, arrays[k] + ts[i].offset,
                           ts[i].rows * ts[i].cols * sizeof(float)) != 0) {
-                seterr(err, errlen, "%s: cannot add the tensor (out of memory?)", name);
+                errmsg(err, errlen, "%s: cannot add the tensor (out of memory?)", name);
                 free(ts);
                 return -1;
             }
@@ -169,14 +162,14 @@ int ckpt_save(const char *path, const WpConfig *c, const WpChunk *chunks, int nc
               char *err, size_t errlen) {
     char num[32], e2[512];
     if (m && v) {
-        if (!st) { seterr(err, errlen, "%s: saving the optimizer needs the training state", path); return -1; }
+        if (!st) { errmsg(err, errlen, "%s: saving the optimizer needs the training state", path); return -1; }
         char opt[4200];
         ckpt_opt_path(path, opt, sizeof opt);
         WpStWriter *w = wp_st_writer_new();
-        if (!w) { seterr(err, errlen, "%s: out of memory", opt); return -1; }
+        if (!w) { errmsg(err, errlen, "%s: out of memory", opt); return -1; }
         if (add_chunks(w, c, chunks, nchunks, m, ".exp_avg", e2, sizeof e2) != 0 ||
             add_chunks(w, c, chunks, nchunks, v, ".exp_avg_sq", e2, sizeof e2) != 0) {
-            seterr(err, errlen, "%s: %s", opt, e2);
+            errmsg(err, errlen, "%s: %s", opt, e2);
             wp_st_writer_free(w);
             return -1;
         }
@@ -191,9 +184,9 @@ int ckpt_save(const char *path, const WpConfig *c, const WpChunk *chunks, int nc
     }
     if (ckpt_write_config(path, c, err, errlen) != 0) return -1;
     WpStWriter *w = wp_st_writer_new();
-    if (!w) { seterr(err, errlen, "%s: out of memory", path); return -1; }
+    if (!w) { errmsg(err, errlen, "%s: out of memory", path); return -1; }
     if (add_chunks(w, c, chunks, nchunks, params, "", e2, sizeof e2) != 0) {
-        seterr(err, errlen, "%s: %s", path, e2);
+        errmsg(err, errlen, "%s: %s", path, e2);
         wp_st_writer_free(w);
         return -1;
     }
@@ -245,12 +238,12 @@ static int load_tensor(const WpStFile *f, const char *path, const WpTensor *t, c
     int nd;
     const unsigned char *p = wp_st_get(f, name, &dtype, shape, &nd, &bytes);
     int wnd = tensor_shape(t, want);
-    if (!p) { seterr(err, errlen, "%s: tensor %s is missing", path, name); return -1; }
+    if (!p) { errmsg(err, errlen, "%s: tensor %s is missing", path, name); return -1; }
     if (nd != wnd || shape[0] != want[0] || (nd == 2 && shape[1] != want[1])) {
         char a[96], b[96];
         shape_str(shape, nd, a, sizeof a);
         shape_str(want, wnd, b, sizeof b);
-        seterr(err, errlen, "%s: %s: shape %s in the file, %s in the model (a checkpoint of another model shape?)",
+        errmsg(err, errlen, "%s: %s: shape %s in the file, %s in the model (a checkpoint of another model shape?)",
                path, name, a, b);
         return -1;
     }
@@ -265,7 +258,7 @@ static int load_tensor(const WpStFile *f, const char *path, const WpTensor *t, c
             dst[i] = bf ? bf16_to_f32(h) : f16_to_f32(h);
         }
     } else {
-        seterr(err, errlen, "%s: %s: dtype %s is not supported (expected F32%s)", path, name, dtype,
+        errmsg(err, errlen, "%s: %s: dtype %s is not supported (expected F32%s)", path, name, dtype,
                convert ? ", BF16 or F16" : "");
         return -1;
     }
@@ -278,7 +271,7 @@ static int check_no_extra(const WpStFile *f, const char *path, const WpConfig *c
     WpChunk whole = wp_chunk_make(c, 0, 0, c->layers, 1, 1);
     int n;
     WpTensor *ts = chunk_tensors(c, &whole, &n);
-    if (!ts) { seterr(err, errlen, "%s: out of memory", path); return -1; }
+    if (!ts) { errmsg(err, errlen, "%s: out of memory", path); return -1; }
     int rc = 0;
     for (int i = 0; i < wp_st_count(f) && rc == 0; i++) {
         const char *name = wp_st_name(f, i);
@@ -293,7 +286,7 @@ static int check_no_extra(const WpStFile *f, const char *path, const WpConfig *c
             for (int x = 0; x < nsuffixes && !found; x++) found = strcmp(name + k, suffixes[x]) == 0;
         }
         if (!found) {
-            seterr(err, errlen, "%s: tensor %s is not part of this model (%d layers%s): a checkpoint of another model shape?",
+            errmsg(err, errlen, "%s: tensor %s is not part of this model (%d layers%s): a checkpoint of another model shape?",
                    path, name, c->layers, c->tied ? ", tied embeddings" : "");
             rc = -1;
         }
@@ -308,7 +301,7 @@ static int load_chunks(const WpStFile *f, const char *path, const WpConfig *c, c
     for (int k = 0; k < nchunks; k++) {
         int n;
         WpTensor *ts = chunk_tensors(c, &chunks[k], &n);
-        if (!ts) { seterr(err, errlen, "%s: out of memory", path); return -1; }
+        if (!ts) { errmsg(err, errlen, "%s: out of memory", path); return -1; }
         for (int i = 0; i < n; i++)
             if (load_tensor(f, path, &ts[i], suffix, convert, arrays[k] + ts[i].offset, err, errlen) != 0) {
                 free(ts);
@@ -353,13 +346,13 @@ int ckpt_load(const char *path, const WpConfig *c, const WpChunk *chunks, int nc
     if (!fmt || strcmp(fmt, "wpgen-adamw") != 0 || meta_u64(f, "step", &step) || meta_u64(f, "seed", &seed) ||
         meta_u64(f, "data_seq", &seq) || meta_u64(f, "micro_batches", &mb) ||
         meta_u64(f, "micro_batch_size", &mbs) || meta_u64(f, "seq", &s)) {
-        seterr(err, errlen, "%s: not an optimizer state written by wpgen (its __metadata__ lacks format, step, seed, data_seq, ...)", opt);
+        errmsg(err, errlen, "%s: not an optimizer state written by wpgen (its __metadata__ lacks format, step, seed, data_seq, ...)", opt);
         rc = -1;
     } else if (!has_step || model_step != step) {
         /* The two files are committed one after the other: a crash in between mixes steps. */
         char ms[32] = "unknown";
         if (has_step) snprintf(ms, sizeof ms, "%" PRIu64, model_step);
-        seterr(err, errlen, "%s: optimizer state of step %" PRIu64 " but %s is of step %s (an interrupted save?)",
+        errmsg(err, errlen, "%s: optimizer state of step %" PRIu64 " but %s is of step %s (an interrupted save?)",
                opt, step, path, ms);
         rc = -1;
     }

@@ -1,5 +1,6 @@
 /* Training data sources and the fixed data order of the numerical contract; see data.h. */
 #include "data.h"
+#include "errmsg.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,14 +27,6 @@ struct WpData {
     char about[512];
 };
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static int ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
     return n >= k && strcmp(s + n - k, suffix) == 0;
@@ -57,9 +50,9 @@ static WpData *fail(WpData *d, char *err, size_t errlen, const char *fmt, ...) {
 }
 
 WpData *data_open(const char *path, int vocab, int seq, char *err, size_t errlen) {
-    if (vocab <= 0 || seq <= 0) { seterr(err, errlen, "%s: bad vocabulary %d or sequence %d", path, vocab, seq); return NULL; }
+    if (vocab <= 0 || seq <= 0) { errmsg(err, errlen, "%s: bad vocabulary %d or sequence %d", path, vocab, seq); return NULL; }
     WpData *d = calloc(1, sizeof *d);
-    if (!d) { seterr(err, errlen, "%s: out of memory", path); return NULL; }
+    if (!d) { errmsg(err, errlen, "%s: out of memory", path); return NULL; }
     d->vocab = vocab;
     d->seq = seq;
     d->kind = ends_with(path, ".bin") ? SRC_SHARD : SRC_BYTES;

@@ -14,6 +14,7 @@
  * known dtypes, byte ranges that match the shapes, lie inside the file, and cover the data with
  * no overlap and no hole (the rules of the reference implementation). */
 #include "safetensors.h"
+#include "errmsg.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,14 +32,6 @@
 #define ST_MAX_DIMS 8
 /* The reference implementation refuses headers above 100 MB; so do we, before parsing. */
 #define ST_MAX_HEADER (100u * 1000u * 1000u)
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* Bytes per element, or 0 for an unknown dtype. */
 static size_t dtype_size(const char *dtype) {
@@ -233,29 +226,29 @@ static int fsync_dir_of(const char *path) {
 }
 
 int wp_st_commit(WpStWriter *w, const char *path, char *err, size_t errlen) {
-    if (!w) { seterr(err, errlen, "%s: no writer", path); return -1; }
+    if (!w) { errmsg(err, errlen, "%s: no writer", path); return -1; }
     if (w->error[0]) {
-        seterr(err, errlen, "%s: %s", path, w->error);
+        errmsg(err, errlen, "%s: %s", path, w->error);
         wp_st_writer_free(w);
         return -1;
     }
     size_t hlen = 0;
     char *header = writer_header(w, &hlen);
     if (!header) {
-        seterr(err, errlen, "%s: cannot build the header (out of memory)", path);
+        errmsg(err, errlen, "%s: cannot build the header (out of memory)", path);
         wp_st_writer_free(w);
         return -1;
     }
     char tmp[4200];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp) {
-        seterr(err, errlen, "%s: path too long", path);
+        errmsg(err, errlen, "%s: path too long", path);
         free(header);
         wp_st_writer_free(w);
         return -1;
     }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        seterr(err, errlen, "%s: cannot create %s: %s", path, tmp, strerror(errno));
+        errmsg(err, errlen, "%s: cannot create %s: %s", path, tmp, strerror(errno));
         free(header);
         wp_st_writer_free(w);
         return -1;
@@ -272,10 +265,10 @@ int wp_st_commit(WpStWriter *w, const char *path, char *err, size_t errlen) {
     if (rc == 0) { step = "rename"; rc = rename(tmp, path); saved = errno; }
     if (rc != 0) {
         unlink(tmp);
-        seterr(err, errlen, "%s: %s failed: %s", path, step, strerror(saved));
+        errmsg(err, errlen, "%s: %s failed: %s", path, step, strerror(saved));
     } else if (fsync_dir_of(path) != 0) {
         /* The file is in place and complete; only the durability of the rename is unsure. */
-        seterr(err, errlen, "%s: fsync of the directory failed: %s", path, strerror(errno));
+        errmsg(err, errlen, "%s: fsync of the directory failed: %s", path, strerror(errno));
         rc = -1;
     }
     free(header);
@@ -319,16 +312,16 @@ static int cmp_begin(const void *a, const void *b) {
 /* Validates one tensor entry; fills t. Returns 0 or -1 with err set. */
 static int parse_entry(const char *path, const char *name, json_t *v, size_t datasize, StTensor *t,
                        char *err, size_t errlen) {
-    if (!json_is_object(v)) { seterr(err, errlen, "%s: header: %s: expected an object", path, name); return -1; }
+    if (!json_is_object(v)) { errmsg(err, errlen, "%s: header: %s: expected an object", path, name); return -1; }
     json_t *dt = json_object_get(v, "dtype"), *sh = json_object_get(v, "shape"),
            *off = json_object_get(v, "data_offsets");
     if (!json_is_string(dt) || dtype_size(json_string_value(dt)) == 0) {
-        seterr(err, errlen, "%s: header: %s.dtype: expected a known dtype, got %s", path, name,
+        errmsg(err, errlen, "%s: header: %s.dtype: expected a known dtype, got %s", path, name,
                json_is_string(dt) ? json_string_value(dt) : "no string");
         return -1;
     }
     if (!json_is_array(sh) || json_array_size(sh) > ST_MAX_DIMS) {
-        seterr(err, errlen, "%s: header: %s.shape: expected an array of at most %d integers", path, name, ST_MAX_DIMS);
+        errmsg(err, errlen, "%s: header: %s.shape: expected an array of at most %d integers", path, name, ST_MAX_DIMS);
         return -1;
     }
     t->name = name;
@@ -337,19 +330,19 @@ static int parse_entry(const char *path, const char *name, json_t *v, size_t dat
     for (int d = 0; d < t->ndim; d++) {
         json_t *x = json_array_get(sh, (size_t)d);
         if (!json_is_integer(x) || json_integer_value(x) < 0) {
-            seterr(err, errlen, "%s: header: %s.shape[%d]: expected a non-negative integer", path, name, d);
+            errmsg(err, errlen, "%s: header: %s.shape[%d]: expected a non-negative integer", path, name, d);
             return -1;
         }
         t->shape[d] = (size_t)json_integer_value(x);
     }
     if (!json_is_array(off) || json_array_size(off) != 2 || !json_is_integer(json_array_get(off, 0)) ||
         !json_is_integer(json_array_get(off, 1))) {
-        seterr(err, errlen, "%s: header: %s.data_offsets: expected [begin, end]", path, name);
+        errmsg(err, errlen, "%s: header: %s.data_offsets: expected [begin, end]", path, name);
         return -1;
     }
     json_int_t b = json_integer_value(json_array_get(off, 0)), e = json_integer_value(json_array_get(off, 1));
     if (b < 0 || e < b || (uint64_t)e > datasize) {
-        seterr(err, errlen, "%s: header: %s.data_offsets [%lld, %lld] outside the %zu bytes of data", path,
+        errmsg(err, errlen, "%s: header: %s.data_offsets [%lld, %lld] outside the %zu bytes of data", path,
                name, (long long)b, (long long)e, datasize);
         return -1;
     }
@@ -357,7 +350,7 @@ static int parse_entry(const char *path, const char *name, json_t *v, size_t dat
     t->end = (size_t)e;
     size_t numel = shape_numel(t->shape, t->ndim), es = dtype_size(t->dtype);
     if (numel == SIZE_MAX || numel > SIZE_MAX / es || numel * es != t->end - t->begin) {
-        seterr(err, errlen, "%s: header: %s: %zu bytes do not match its shape and dtype %s", path, name,
+        errmsg(err, errlen, "%s: header: %s: %zu bytes do not match its shape and dtype %s", path, name,
                t->end - t->begin, t->dtype);
         return -1;
     }
@@ -366,17 +359,17 @@ static int parse_entry(const char *path, const char *name, json_t *v, size_t dat
 
 WpStFile *wp_st_open(const char *path, char *err, size_t errlen) {
     WpStFile *f = calloc(1, sizeof *f);
-    if (!f) { seterr(err, errlen, "%s: out of memory", path); return NULL; }
+    if (!f) { errmsg(err, errlen, "%s: out of memory", path); return NULL; }
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) { seterr(err, errlen, "%s: %s", path, strerror(errno)); free(f); return NULL; }
+    if (fd < 0) { errmsg(err, errlen, "%s: %s", path, strerror(errno)); free(f); return NULL; }
     struct stat st;
     if (fstat(fd, &st) != 0) {
-        seterr(err, errlen, "%s: %s", path, strerror(errno));
+        errmsg(err, errlen, "%s: %s", path, strerror(errno));
         close(fd); free(f);
         return NULL;
     }
     if (!S_ISREG(st.st_mode) || st.st_size < 8) {
-        seterr(err, errlen, "%s: not a safetensors file (%s)", path,
+        errmsg(err, errlen, "%s: not a safetensors file (%s)", path,
                S_ISREG(st.st_mode) ? "shorter than 8 bytes" : "not a regular file");
         close(fd); free(f);
         return NULL;
@@ -386,7 +379,7 @@ WpStFile *wp_st_open(const char *path, char *err, size_t errlen) {
     int saved = errno;
     close(fd);   /* the mapping stays valid */
     if (f->map == MAP_FAILED) {
-        seterr(err, errlen, "%s: mmap: %s", path, strerror(saved));
+        errmsg(err, errlen, "%s: mmap: %s", path, strerror(saved));
         f->map = NULL;
         wp_st_close(f);
         return NULL;
@@ -395,7 +388,7 @@ WpStFile *wp_st_open(const char *path, char *err, size_t errlen) {
     uint64_t hlen = 0;
     for (int i = 0; i < 8; i++) hlen |= (uint64_t)p[i] << (8 * i);
     if (hlen > ST_MAX_HEADER || hlen > f->size - 8) {
-        seterr(err, errlen, "%s: not a safetensors file (header length %llu, file size %zu)", path,
+        errmsg(err, errlen, "%s: not a safetensors file (header length %llu, file size %zu)", path,
                (unsigned long long)hlen, f->size);
         wp_st_close(f);
         return NULL;
@@ -405,7 +398,7 @@ WpStFile *wp_st_open(const char *path, char *err, size_t errlen) {
     json_error_t je;
     f->root = json_loadb((const char *)p + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &je);
     if (!f->root || !json_is_object(f->root)) {
-        seterr(err, errlen, "%s: header: %s", path, f->root ? "expected a JSON object" : je.text);
+        errmsg(err, errlen, "%s: header: %s", path, f->root ? "expected a JSON object" : je.text);
         wp_st_close(f);
         return NULL;
     }
@@ -413,7 +406,7 @@ WpStFile *wp_st_open(const char *path, char *err, size_t errlen) {
     f->tensors = calloc(nkeys ? nkeys : 1, sizeof *f->tensors);
     StTensor **order = calloc(nkeys ? nkeys : 1, sizeof *order);
     if (!f->tensors || !order) {
-        seterr(err, errlen, "%s: out of memory", path);
+        errmsg(err, errlen, "%s: out of memory", path);
         free(order);
         wp_st_close(f);
         return NULL;
@@ -429,7 +422,7 @@ WpStFile *wp_st_open(const char *path, char *err, size_t errlen) {
             f->metadata = v;
             continue;
         bad_meta:
-            seterr(err, errlen, "%s: header: __metadata__: expected an object of strings", path);
+            errmsg(err, errlen, "%s: header: __metadata__: expected an object of strings", path);
             free(order);
             wp_st_close(f);
             return NULL;
@@ -447,7 +440,7 @@ WpStFile *wp_st_open(const char *path, char *err, size_t errlen) {
     size_t pos = 0;
     for (int i = 0; i < f->n; i++) {
         if (order[i]->begin != pos) {
-            seterr(err, errlen, "%s: header: %s: data_offsets %s the previous tensor (begins at %zu, expected %zu)",
+            errmsg(err, errlen, "%s: header: %s: data_offsets %s the previous tensor (begins at %zu, expected %zu)",
                    path, order[i]->name, order[i]->begin < pos ? "overlap" : "leave a hole after",
                    order[i]->begin, pos);
             free(order);
@@ -458,7 +451,7 @@ WpStFile *wp_st_open(const char *path, char *err, size_t errlen) {
     }
     free(order);
     if (pos != datasize) {
-        seterr(err, errlen, "%s: %zu bytes of data but the tensors cover %zu (truncated or padded file)",
+        errmsg(err, errlen, "%s: %zu bytes of data but the tensors cover %zu (truncated or padded file)",
                path, datasize, pos);
         wp_st_close(f);
         return NULL;

@@ -22,6 +22,7 @@
 --   "B"  BWD                 needs the stash of F, and G(chunk+1, mb) (not for the last chunk)
 --   "BB" BWD_B               as B, but only the activation gradient
 --   "BW" BWD_W               the weight gradient, after BB on the same stage
+local wp = require("wp")
 local M = {}
 
 -- Gives every op of orders[0..P-1] a turn (op.turn): list scheduling, each op as early as its
@@ -159,15 +160,7 @@ function M.build(plan, cfg)
     -- the update: all-reduce over the replicas' copies of the stage, then AdamW. Both in the
     -- turn after the last backward (or in it, with one replica: OPT runs after the compute).
     for c = 0, C - 1 do
-      local r, t = rank(stage_of(c)), last_grad[c]
-      if R > 1 then
-        local members = {}
-        for q2 = 0, R - 1 do members[#members + 1] = q2 * P + stage_of(c) end
-        t = t + 1
-        plan:allreduce(r, t, "g" .. c, plan:group(members))
-      end
-      plan:opt(r, t, c, "m" .. c, "g" .. c)
-      final = math.max(final, t)
+      final = math.max(final, wp.update(plan, c, q * P, stage_of(c), P, R, last_grad[c]))
     end
   end
   return final

@@ -214,15 +214,7 @@ function M.build(plan, ctx, cfg)
 
     -- the update, at each chunk's owner
     for c = 0, C - 1 do
-      local o, t = g(owner(c)), last_acc[c]
-      if R > 1 then
-        local members = {}
-        for q2 = 0, R - 1 do members[#members + 1] = q2 * P + owner(c) end
-        t = t + 1
-        plan:allreduce(o, t, "g" .. c, plan:group(members))
-      end
-      plan:opt(o, t, c, "m" .. c, "g" .. c)
-      if t > total_turn then total_turn = t end
+      total_turn = math.max(total_turn, wp.update(plan, c, base, owner(c), P, R, last_acc[c]))
     end
   end
 

@@ -34,6 +34,21 @@ function wp.chunk_count(ctx, default)
   return C
 end
 
+-- The update of chunk c, whose complete gradient is in "g<c>" at its owner (local rank `owner` of
+-- the replica starting at rank `base`) by the end of turn t: with R replicas of P ranks, first an
+-- all-reduce among the replicas' owners in the next turn; then AdamW on "m<c>" (OPT runs after
+-- the turn's transfers). Returns the turn of the update.
+function wp.update(plan, c, base, owner, P, R, t)
+  if R > 1 then
+    local members = {}
+    for q = 0, R - 1 do members[#members + 1] = q * P + owner end
+    t = t + 1
+    plan:allreduce(base + owner, t, "g" .. c, plan:group(members))
+  end
+  plan:opt(base + owner, t, c, "m" .. c, "g" .. c)
+  return t
+end
+
 -- A pool of buffers of one kind per rank. Requests carry a lifetime [from, to] in turns; after
 -- all requests are in, assign() hands out names so that no two lifetimes on one buffer overlap,
 -- greedily in order of start (optimal for intervals). Each request is a table that gets .name.
