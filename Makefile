@@ -13,6 +13,8 @@ BLAS_INC := -I/usr/include/x86_64-linux-gnu/openblas-pthread
 BLAS_LIB := -lopenblas
 
 .DEFAULT_GOAL := all
+# keep objects make considers intermediate (test objects): no rebuild on the next make test
+.SECONDARY:
 .PHONY: all deps test demo bench-gen bench-cpu bench-sim clean
 
 # The probe runs once; delete build/config.mk to run it again.

@@ -394,41 +394,77 @@ static void advance(Sim *S, int r) {
     }
 }
 
-/* Max-min fair rates by progressive filling over the flows moving bytes. */
+/* A min-heap of (fair share, resource) for progressive filling. Shares only grow as flows are
+ * frozen, so stale entries are re-pushed with their current share when they surface. */
+typedef struct Share { double share; int res; } Share;
+
+static void heap_push(Share *h, int *n, Share x) {
+    int i = (*n)++;
+    while (i > 0 && h[(i - 1) / 2].share > x.share) { h[i] = h[(i - 1) / 2]; i = (i - 1) / 2; }
+    h[i] = x;
+}
+
+static Share heap_pop(Share *h, int *n) {
+    Share top = h[0], x = h[--*n];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && h[c + 1].share < h[c].share) c++;
+        if (h[c].share >= x.share) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n > 0) h[i] = x;
+    return top;
+}
+
+/* Max-min fair rates by progressive filling over the flows moving bytes: repeatedly the resource
+ * with the smallest fair share (capacity left / flows left on it) fixes the rate of its flows.
+ * Resources know their flows (built here, CSR), and a heap finds the bottleneck, so a call costs
+ * O(incidences * log) rather than flows * resources: what makes 1,024 ranks simulate quickly. */
 static void compute_rates(Sim *S) {
-    double *left = xcalloc((size_t)S->nres, sizeof(double));
-    int *count = xcalloc((size_t)S->nres, sizeof(int));
-    char *frozen = xcalloc((size_t)S->nflows, 1);
-    memcpy(left, S->cap, (size_t)S->nres * sizeof(double));
-    int active = 0;
-    for (int i = 0; i < S->nflows; i++) {
+    int nres = S->nres, nf = S->nflows;
+    double *left = xcalloc((size_t)nres, sizeof(double));
+    int *count = xcalloc((size_t)nres + 1, sizeof(int)), *start = xcalloc((size_t)nres + 1, sizeof(int));
+    char *frozen = xcalloc((size_t)nf + 1, 1);
+    memcpy(left, S->cap, (size_t)nres * sizeof(double));
+    int incid = 0;
+    for (int i = 0; i < nf; i++) {
         Flow *f = &S->flows[i];
         f->rate = 0;
         if (!f->live || f->in_lat) { frozen[i] = 1; continue; }
-        active++;
         for (int k = 0; k < f->nres; k++) count[f->res[k]]++;
+        incid += f->nres;
     }
-    while (active > 0) {
-        int best = -1;
-        double share = INFINITY;
-        for (int q = 0; q < S->nres; q++)
-            if (count[q] > 0 && left[q] / count[q] < share) share = left[q] / count[q], best = q;
-        if (best < 0) break;
+    for (int q = 0; q < nres; q++) start[q + 1] = start[q] + count[q];
+    int *fill = xcalloc((size_t)nres + 1, sizeof(int)), *flows_of = xcalloc((size_t)incid + 1, sizeof(int));
+    memcpy(fill, start, (size_t)nres * sizeof(int));
+    for (int i = 0; i < nf; i++)
+        if (!frozen[i])
+            for (int k = 0; k < S->flows[i].nres; k++) flows_of[fill[S->flows[i].res[k]]++] = i;
+    Share *heap = xcalloc((size_t)(nres + incid) + 1, sizeof(Share));
+    int nheap = 0;
+    for (int q = 0; q < nres; q++)
+        if (count[q] > 0) heap_push(heap, &nheap, (Share){ left[q] / count[q], q });
+    while (nheap > 0) {
+        Share top = heap_pop(heap, &nheap);
+        int q = top.res;
+        if (count[q] == 0) continue;
+        double share = left[q] / count[q];
+        if (share > top.share * (1 + 1e-12) + 1e-300) { heap_push(heap, &nheap, (Share){ share, q }); continue; }
         if (share < 0) share = 0;
-        for (int i = 0; i < S->nflows; i++) {
+        for (int j = start[q]; j < start[q + 1]; j++) {
+            int i = flows_of[j];
             if (frozen[i]) continue;
             Flow *f = &S->flows[i];
-            int uses = 0;
-            for (int k = 0; k < f->nres; k++) uses |= f->res[k] == best;
-            if (!uses) continue;
             f->rate = share;
             frozen[i] = 1;
-            active--;
             for (int k = 0; k < f->nres; k++) { left[f->res[k]] -= share; count[f->res[k]]--; }
         }
-        count[best] = 0;
+        count[q] = 0;
     }
-    free(left); free(count); free(frozen);
+    free(left); free(count); free(start); free(frozen); free(fill); free(flows_of); free(heap);
 }
 
 static void compact_flows(Sim *S) {
