@@ -116,10 +116,16 @@ static int cmd_list(void) {
     int k = scandir(dir, &ents, NULL, alphasort);
     for (int i = 0; i < k; i++) {
         size_t l = strlen(ents[i]->d_name);
-        if (l > 4 && !strcmp(ents[i]->d_name + l - 4, ".lua")) printf("  %.*s\n", (int)(l - 4), ents[i]->d_name);
+        if (l > 4 && !strcmp(ents[i]->d_name + l - 4, ".lua")) {
+            char path[4500], about[256];
+            snprintf(path, sizeof path, "%s/%s", dir, ents[i]->d_name);
+            strategy_about(path, about, sizeof about);
+            printf("  %-20.*s %s\n", (int)(l - 4), ents[i]->d_name, about);
+        }
         free(ents[i]);
     }
     if (k >= 0) free(ents);
+    printf("  %-20s %s\n", "auto", "searches the others and their parameters with the simulator; the fastest plan that fits");
     snprintf(dir, sizeof dir, "%s/topologies", wpgen_home());
     printf("Topologies (-t FILE), in topologies/:\n");
     k = scandir(dir, &ents, NULL, alphasort);

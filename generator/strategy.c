@@ -379,6 +379,17 @@ int lua_pcall_traceback(lua_State *L, int nargs, int nres, char *err, size_t err
     return 0;
 }
 
+void strategy_about(const char *path, char *out, size_t len) {
+    out[0] = 0;
+    lua_State *L = wpgen_lua_new();
+    if (!L) return;
+    if (luaL_loadfile(L, path) == LUA_OK && lua_pcall(L, 0, 1, 0) == LUA_OK && lua_istable(L, -1)) {
+        lua_getfield(L, -1, "about");
+        if (lua_isstring(L, -1)) snprintf(out, len, "%s", lua_tostring(L, -1));
+    }
+    lua_close(L);
+}
+
 int strategy_run(const char *name, const Topology *t, const WpConfig *m, const char *model_name,
                  const StrategyOpts *o, Plan **out, char *err, size_t errlen) {
     *out = NULL;

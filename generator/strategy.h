@@ -24,6 +24,10 @@ int strategy_run(const char *name, const Topology *t, const WpConfig *m, const c
 /* schedules/NAME.lua, or NAME itself when it is a path. 0 if readable. */
 int strategy_resolve(const char *name, char *path, size_t len);
 
+/* The strategy's one-line description (its table's `about`), into out; "" if it has none or
+ * does not load. */
+void strategy_about(const char *path, char *out, size_t len);
+
 /* The repository root (WPGEN_HOME, or the executable's ../), where schedules/ and templates/ are. */
 const char *wpgen_home(void);
 /* A Lua state with the standard libraries and package.path set to schedules/lib, templates/, then the system's. */
