@@ -353,6 +353,9 @@ lua_State *wpgen_lua_new(void) {
     lua_State *L = luaL_newstate();
     if (!L) return NULL;
     luaL_openlibs(L);
+    /* strategies and templates make many small short-lived tables: the generational
+     * collector handles them with less work than the incremental one */
+    lua_gc(L, LUA_GCGEN, 0, 0);
     /* schedules/ and schedules/lib/ come before the system's paths (Penlight lives there). */
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "path");

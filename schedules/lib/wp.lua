@@ -67,24 +67,39 @@ function Pool:request(rank, from, to)
 end
 
 function Pool:assign()
-  local reqs = self.reqs
-  table.sort(reqs, function(a, b)
-    if a.rank ~= b.rank then return a.rank < b.rank end
-    if a.from ~= b.from then return a.from < b.from end
-    if a.to ~= b.to then return a.to < b.to end
-    return a.seq < b.seq   -- table.sort is not stable: ties broken by request order, so plans are reproducible
-  end)
-  local free_from, rank = {}, -1
-  for _, r in ipairs(reqs) do
-    if r.rank ~= rank then rank = r.rank; free_from = {} end
-    local pick
-    for i = 1, #free_from do
-      if free_from[i] <= r.from then pick = i; break end
+  -- Requests of each rank in order of start, then end, then request order (so plans are
+  -- reproducible): buckets by start turn, which is faster than sorting them all in Lua.
+  local by_rank, lo, hi = {}, math.huge, -math.huge
+  for _, r in ipairs(self.reqs) do
+    local b = by_rank[r.rank]
+    if not b then b = {}; by_rank[r.rank] = b end
+    local l = b[r.from]
+    if not l then l = {}; b[r.from] = l end
+    l[#l + 1] = r
+    lo, hi = math.min(lo, r.from), math.max(hi, r.from)
+  end
+  local ranks = {}
+  for rank in pairs(by_rank) do ranks[#ranks + 1] = rank end
+  table.sort(ranks)
+  local by_end = function(x, y) if x.to ~= y.to then return x.to < y.to end return x.seq < y.seq end
+  for _, rank in ipairs(ranks) do
+    local b, free_from = by_rank[rank], {}
+    for from = lo, hi do
+      local l = b[from]
+      if l then
+        if #l > 1 then table.sort(l, by_end) end
+        for _, r in ipairs(l) do
+          local pick
+          for i = 1, #free_from do
+            if free_from[i] <= r.from then pick = i; break end
+          end
+          if not pick then pick = #free_from + 1 end
+          free_from[pick] = r.to + 1
+          r.name = self.prefix .. (pick - 1)
+          if pick > (self.count[rank] or 0) then self.count[rank] = pick end
+        end
+      end
     end
-    if not pick then pick = #free_from + 1 end
-    free_from[pick] = r.to + 1
-    r.name = self.prefix .. (pick - 1)
-    if pick > (self.count[rank] or 0) then self.count[rank] = pick end
   end
 end
 
