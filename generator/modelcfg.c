@@ -11,6 +11,7 @@
 #include <string.h>
 #include <jansson.h>
 #include "modelcfg.h"
+#include "errmsg.h"
 
 /* LLaMA-2's FFN sizing: 2/3 of 4H, rounded up to a multiple of 256 (4096 -> 11008).
  * floor(8H/3) rounds up to the same multiple of 256 as 8H/3 itself: they could differ only if
@@ -48,16 +49,6 @@ const ModelPreset *model_presets(int *n) {
     return presets;
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 /* A JSON value as written (strings quoted), for "got ..."; "nothing" when missing. */
 static void describe(const json_t *v, char *buf, size_t n) {
     if (!v) { snprintf(buf, n, "nothing"); return; }
@@ -73,7 +64,7 @@ static void describe(const json_t *v, char *buf, size_t n) {
 static int expected(const char *file, const char *key, const char *what, const json_t *v, char *err, size_t errlen) {
     char got[64];
     describe(v, got, sizeof got);
-    return fail(err, errlen, "%s: %s: expected %s, got %s", file, key, what, got);
+    return errmsg(err, errlen, "%s: %s: expected %s, got %s", file, key, what, got);
 }
 
 /* Readers for one field of a config.json. A field that is absent or null (configs write
@@ -109,12 +100,12 @@ static int read_bool(const char *file, const json_t *root, const char *key, int 
 /* Reads the sizes of a Hugging Face config.json into c. */
 static int load_hf_config(const char *path, WpConfig *c, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) return errmsg(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     json_error_t jerr;
     json_t *root = json_loadf(f, 0, &jerr);
     fclose(f);
     if (!root)
-        return fail(err, errlen, "%s: line %d, column %d: malformed JSON: %s", path, jerr.line, jerr.column, jerr.text);
+        return errmsg(err, errlen, "%s: line %d, column %d: malformed JSON: %s", path, jerr.line, jerr.column, jerr.text);
     int rc = -1;
     if (!json_is_object(root)) {
         expected(path, "top level", "an object", root, err, errlen);
@@ -186,12 +177,12 @@ int model_load(const char *name_or_path, WpConfig *c, char *name, size_t namelen
     int looks_like_path = strchr(name_or_path, '/') || strstr(name_or_path, ".json");
     FILE *f = looks_like_path ? NULL : fopen(name_or_path, "rb");
     if (!looks_like_path && !f)
-        return fail(err, errlen, "unknown model %s: not a preset (see wpgen list) nor a config.json file", name_or_path);
+        return errmsg(err, errlen, "unknown model %s: not a preset (see wpgen list) nor a config.json file", name_or_path);
     if (f) fclose(f);
     WpConfig tmp;
     if (load_hf_config(name_or_path, &tmp, err, errlen)) return -1;
     char why[256];
-    if (model_check(&tmp, why, sizeof why)) return fail(err, errlen, "%s: %s", name_or_path, why);
+    if (model_check(&tmp, why, sizeof why)) return errmsg(err, errlen, "%s: %s", name_or_path, why);
     *c = tmp;
     if (name && namelen) model_name_of_path(name_or_path, name, namelen);
     return 0;
@@ -207,27 +198,27 @@ int model_check(const WpConfig *c, char *err, size_t errlen) {
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (sizes[i].value <= 0)
-            return fail(err, errlen, "%s: expected a positive integer, got %d", sizes[i].name, sizes[i].value);
+            return errmsg(err, errlen, "%s: expected a positive integer, got %d", sizes[i].name, sizes[i].value);
     if (c->hidden % c->heads != 0)
-        return fail(err, errlen, "num_attention_heads (%d) does not divide hidden_size (%d)", c->heads, c->hidden);
+        return errmsg(err, errlen, "num_attention_heads (%d) does not divide hidden_size (%d)", c->heads, c->hidden);
     if (c->head_dim != c->hidden / c->heads)
-        return fail(err, errlen, "head_dim: expected hidden_size / num_attention_heads (%d), got %d",
+        return errmsg(err, errlen, "head_dim: expected hidden_size / num_attention_heads (%d), got %d",
                     c->hidden / c->heads, c->head_dim);
     if (c->heads % c->kv_heads != 0)
-        return fail(err, errlen, "num_key_value_heads (%d) does not divide num_attention_heads (%d)",
+        return errmsg(err, errlen, "num_key_value_heads (%d) does not divide num_attention_heads (%d)",
                     c->kv_heads, c->heads);
     /* RoPE rotates pairs of dimensions. */
     if (c->head_dim % 2 != 0)
-        return fail(err, errlen, "head_dim (hidden_size / num_attention_heads = %d) must be even for RoPE",
+        return errmsg(err, errlen, "head_dim (hidden_size / num_attention_heads = %d) must be even for RoPE",
                     c->head_dim);
     if (!(c->eps > 0) || !isfinite(c->eps))
-        return fail(err, errlen, "rms_norm_eps: expected a positive number, got %g", (double)c->eps);
+        return errmsg(err, errlen, "rms_norm_eps: expected a positive number, got %g", (double)c->eps);
     if (!(c->rope_theta > 0) || !isfinite(c->rope_theta))
-        return fail(err, errlen, "rope_theta: expected a positive number, got %g", (double)c->rope_theta);
+        return errmsg(err, errlen, "rope_theta: expected a positive number, got %g", (double)c->rope_theta);
     if (c->tied != 0 && c->tied != 1)
-        return fail(err, errlen, "tie_word_embeddings: expected 0 or 1, got %d", c->tied);
+        return errmsg(err, errlen, "tie_word_embeddings: expected 0 or 1, got %d", c->tied);
     /* The tokens of a micro-batch are counted in an int. */
     if ((long long)c->seq * c->mbs > INT_MAX)
-        return fail(err, errlen, "sequence length x micro-batch size (%d x %d) is too large", c->seq, c->mbs);
+        return errmsg(err, errlen, "sequence length x micro-batch size (%d x %d) is too large", c->seq, c->mbs);
     return 0;
 }

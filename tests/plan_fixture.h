@@ -29,20 +29,27 @@ static void fixture_done(void) {
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", fixture_dir);
 }
 
-/* A cluster of `nodes` nodes with `per` CPU devices each (per[i] devices on node i if per_node). */
-static int fixture_topology(Topology *t, int nodes, const int *per_node) {
+/* A cluster of `nodes` nodes with per_node[i] CPU devices on node i, in islands[i] PCIe islands
+ * (islands NULL: one each, shared memory inside a node). */
+static int fixture_topology_islands(Topology *t, int nodes, const int *per_node, const int *islands) {
     char path[400], err[512];
     snprintf(path, sizeof path, "%s/topo.json", fixture_dir);
     FILE *f = fopen(path, "w");
     if (!f) return -1;
     fprintf(f, "{\"version\": 1, \"name\": \"test\", \"device_types\": {\"cpu\": {\"peak_tflops_fp32\": 0.05, \"mem_gb\": 64, \"hbm_GBps\": 10}},\n \"nodes\": [");
-    for (int i = 0; i < nodes; i++)
-        fprintf(f, "%s{\"name\": \"n%d\", \"devices\": %d, \"type\": \"cpu\", \"intra\": {\"type\": \"SHM\", \"bw_GBps\": 5, \"lat_us\": 1}}",
-                i ? ", " : "", i, per_node[i]);
+    for (int i = 0; i < nodes; i++) {
+        fprintf(f, "%s{\"name\": \"n%d\", \"devices\": %d, \"type\": \"cpu\", ", i ? ", " : "", i, per_node[i]);
+        if (islands) fprintf(f, "\"islands\": %d, \"intra\": {\"type\": \"PCI\", \"bw_GBps\": 5, \"lat_us\": 1}}", islands[i]);
+        else fprintf(f, "\"intra\": {\"type\": \"SHM\", \"bw_GBps\": 5, \"lat_us\": 1}}");
+    }
     fprintf(f, "]%s}\n", nodes > 1 ? ", \"network\": {\"type\": \"NET\", \"bw_GBps\": 1, \"lat_us\": 10}" : "");
     fclose(f);
     if (topology_load(path, t, err, sizeof err)) { fprintf(stderr, "%s\n", err); return -1; }
     return 0;
+}
+
+static int fixture_topology(Topology *t, int nodes, const int *per_node) {
+    return fixture_topology_islands(t, nodes, per_node, NULL);
 }
 
 /* A small model: cheap to plan at any depth. */

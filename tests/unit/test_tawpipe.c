@@ -16,22 +16,6 @@
 #include "modelcfg.h"
 #include "placement.h"
 
-/* A cluster with islands: nodes[i] devices and isl[i] PCIe islands on node i. */
-static int topo_islands(Topology *t, int nodes, const int *per, const int *isl) {
-    char path[400], err[512];
-    snprintf(path, sizeof path, "%s/topo-isl.json", fixture_dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    fprintf(f, "{\"version\": 1, \"name\": \"test-islands\", \"device_types\": {\"cpu\": {\"peak_tflops_fp32\": 0.05, \"mem_gb\": 64, \"hbm_GBps\": 10}},\n \"nodes\": [");
-    for (int i = 0; i < nodes; i++)
-        fprintf(f, "%s{\"name\": \"n%d\", \"devices\": %d, \"islands\": %d, \"type\": \"cpu\", \"intra\": {\"type\": \"PCI\", \"bw_GBps\": 5, \"lat_us\": 1}}",
-                i ? ", " : "", i, per[i], isl[i]);
-    fprintf(f, "]%s}\n", nodes > 1 ? ", \"network\": {\"type\": \"NET\", \"bw_GBps\": 1, \"lat_us\": 10}" : "");
-    fclose(f);
-    if (topology_load(path, t, err, sizeof err)) { fprintf(stderr, "%s\n", err); return -1; }
-    return 0;
-}
-
 static void run_interp(const Plan *p, const char *what) {
     double (*ref)[IW] = malloc((size_t)p->nchunks * sizeof *ref), diff;
     interp_reference(p->nchunks, p->total_mbs, ref);
@@ -288,7 +272,7 @@ int main(void) {
         int nn = ishape[i][0];
         for (int k = 0; k < nn; k++) { per[k] = ishape[i][1 + k]; isl[k] = ishape[i][1 + nn + k]; }
         Topology t;
-        if (topo_islands(&t, nn, per, isl)) { CHECK(0, "islands topology"); continue; }
+        if (fixture_topology_islands(&t, nn, per, isl)) { CHECK(0, "islands topology"); continue; }
         for (size_t mi = 0; mi < sizeof modes / sizeof *modes; mi++) {
             check_plan_on(&t, 2, 1, 0, 32, modes[mi]);
             check_plan_on(&t, 1, 1, 5, 12, modes[mi]);
