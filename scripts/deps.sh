@@ -17,6 +17,7 @@ deps=(
   "Open MPI|command -v mpicc && command -v mpirun|libopenmpi-dev openmpi-bin"
   "BLAS (OpenBLAS)|have_header /usr/include/x86_64-linux-gnu/cblas.h && ls /usr/lib/x86_64-linux-gnu/libopenblas.so|libopenblas-dev"
   "pkg-config|command -v pkg-config|pkg-config"
+  "Python 3 (test scripts)|command -v python3|python3"
 )
 
 missing=()
