@@ -21,6 +21,8 @@ typedef struct Args {
     const char *cmd, *topo, *model, *strategy, *out, *backend;
     const char *trace, *svg, *strategies;   /* sim; compare */
     int seq, mbs, micro_batches, replicas, chunks, recompute, json;
+    int rounds;             /* tawpipe: micro-batch rounds, 0 = the solver's */
+    const char *grouping;   /* tawpipe: auto, node, island or published */
     int set_micro_batches, set_replicas, set_chunks;   /* given on the command line (auto keeps them) */
 } Args;
 
@@ -29,6 +31,7 @@ static void usage(FILE *f) {
         "usage: wpgen list\n"
         "       wpgen plan -t TOPO.json -m MODEL [-s STRATEGY] [--seq S] [--micro-batch-size G]\n"
         "                  [--micro-batches N] [--replicas R] [--chunks C] [--recompute] [--json]\n"
+        "                  [--rounds K] [--grouping auto|node|island|published]   (tawpipe)\n"
         "       wpgen emit -t TOPO.json -m MODEL [-s STRATEGY] [...] -o DIR [--backend cpu|cuda]\n"
         "       wpgen sim -t TOPO.json -m MODEL [-s STRATEGY|auto] [...] [--trace FILE.json] [--svg FILE.svg] [--json]\n"
         "       wpgen compare -t TOPO.json -m MODEL [--strategies a,b,...] [...] [--json]\n"
@@ -80,6 +83,14 @@ static int parse_args(int argc, char **argv, Args *a) {
         else if (!strcmp(f, "--svg") && !strcmp(a->cmd, "sim")) a->svg = v;
         else if (!strcmp(f, "--strategies") && !strcmp(a->cmd, "compare")) a->strategies = v;
         else if (!strcmp(f, "--recompute")) { a->recompute = 1; takes = 0; }
+        else if (!strcmp(f, "--rounds")) { if (parse_int(f, v, 1, &a->rounds)) return -1; }
+        else if (!strcmp(f, "--grouping")) {
+            if (!v || (strcmp(v, "auto") && strcmp(v, "node") && strcmp(v, "island") && strcmp(v, "published"))) {
+                fprintf(stderr, "wpgen: --grouping: expected auto, node, island or published, got \"%s\"\n", v ? v : "");
+                return -1;
+            }
+            a->grouping = v;
+        }
         else if (!strcmp(f, "--json")) { a->json = 1; takes = 0; }
         else if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(stdout); exit(0); }
         else { fprintf(stderr, "wpgen: unknown flag \"%s\"\n", f); return -1; }
@@ -100,6 +111,13 @@ static int parse_args(int argc, char **argv, Args *a) {
         return -1;
     }
     return 0;
+}
+
+/* The strategy's options, as the flags give them. */
+static StrategyOpts opts_of(const Args *a) {
+    StrategyOpts o = { .micro_batches = a->micro_batches, .replicas = a->replicas, .chunks = a->chunks,
+                       .recompute = a->recompute, .rounds = a->rounds, .grouping = a->grouping ? a->grouping : "auto" };
+    return o;
 }
 
 static int cmd_list(void) {
@@ -311,7 +329,10 @@ static int auto_search(const Args *a, const Topology *topo, const WpConfig *mode
                 int chunks = a->set_chunks ? a->chunks : cm ? 2 * (P / R) : 0;
                 if (chunks > model->layers) continue;
                 for (int rec = a->recompute; rec < 2; rec++) {
-                    Cand c = { .o = { .micro_batches = a->micro_batches, .replicas = R, .chunks = chunks, .recompute = rec } };
+                    Cand c = { .o = opts_of(a) };
+                    c.o.replicas = R;
+                    c.o.chunks = chunks;
+                    c.o.recompute = rec;
                     snprintf(c.strategy, sizeof c.strategy, "%.63s", names[si]);
                     Plan *p = NULL;
                     char err[4096];
@@ -360,7 +381,7 @@ static int cmd_sim(const Args *a) {
     int rc = load_inputs(a, &topo, &model, name, sizeof name);
     if (rc) return rc;
     const char *strategy = a->strategy;
-    StrategyOpts o = { .micro_batches = a->micro_batches, .replicas = a->replicas, .chunks = a->chunks, .recompute = a->recompute };
+    StrategyOpts o = opts_of(a);
     Cand best;
     int is_auto = !strcmp(a->strategy, "auto");
     if (is_auto) {
@@ -447,7 +468,7 @@ static int cmd_compare(const Args *a) {
     WpConfig model;
     int rc = load_inputs(a, &topo, &model, name, sizeof name);
     if (rc) return rc;
-    StrategyOpts o = { .micro_batches = a->micro_batches, .replicas = a->replicas, .chunks = a->chunks, .recompute = a->recompute };
+    StrategyOpts o = opts_of(a);
     json_t *arr = json_array();
     Cand *c = calloc((size_t)ns, sizeof *c);
     json_t **rows = calloc((size_t)ns, sizeof *rows);
@@ -540,7 +561,7 @@ static int cmd_plan_or_emit(const Args *a, int emit) {
     if (a->mbs) model.mbs = a->mbs;
     int rc = 0;
     Plan *p = NULL;
-    StrategyOpts o = { .micro_batches = a->micro_batches, .replicas = a->replicas, .chunks = a->chunks, .recompute = a->recompute };
+    StrategyOpts o = opts_of(a);
     Cand best;
     int is_auto = !strcmp(a->strategy, "auto");
     if (model_check(&model, err, sizeof err)) rc = bad("%s%s", err, "");

@@ -316,6 +316,8 @@ static void push_opts(lua_State *L, const StrategyOpts *o, const Plan *p) {
     set_int(L, "chunks", o->chunks);
     set_int(L, "total_mbs", p->total_mbs);
     set_int(L, "recompute", o->recompute);
+    set_int(L, "rounds", o->rounds);
+    set_str(L, "grouping", o->grouping ? o->grouping : "auto");
 }
 
 static int traceback(lua_State *L) {

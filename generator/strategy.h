@@ -13,6 +13,8 @@ typedef struct StrategyOpts {
     int replicas;
     int chunks;         /* 0: the strategy's default */
     int recompute;
+    int rounds;             /* tawpipe: micro-batch rounds; 0: its own choice */
+    const char *grouping;   /* tawpipe: "auto", "node", "island" or "published" */
 } StrategyOpts;
 
 enum { STRATEGY_BAD_INPUT = 2 };

@@ -25,8 +25,8 @@
 -- tau+1 to the owner or to the staging rank, which SENDs it to the owner at tau+2; the owner ACCs
 -- it into g<c>. With R replicas the owners of a chunk ALLREDUCE g<c>, then OPT.
 --
--- WPGEN_TAWPIPE_GROUPING=node|island|published|auto (default auto) overrides the solver, and
--- WPGEN_TAWPIPE_ROUNDS=K the rounds, for experiments and tests.
+-- --grouping node|island|published|auto (default auto) overrides the solver's grouping, and
+-- --rounds K the rounds (also as WPGEN_TAWPIPE_GROUPING / WPGEN_TAWPIPE_ROUNDS, for tests).
 local wp = require("wp")
 local M = {}
 
@@ -47,8 +47,10 @@ function M.build(plan, ctx)
   local N = ctx.opts.micro_batches
   local C = wp.chunk_count(ctx, P)
   plan:chunks(wp.split_layers(ctx.model.layers, C))
-  local mode = os.getenv("WPGEN_TAWPIPE_GROUPING")
-  if mode == nil or mode == "" then mode = "auto" end
+  -- --grouping (ctx.opts.grouping); WPGEN_TAWPIPE_GROUPING for tests that run other strategies too
+  local mode = ctx.opts.grouping or "auto"
+  local env_mode = os.getenv("WPGEN_TAWPIPE_GROUPING")
+  if mode == "auto" and env_mode and env_mode ~= "" then mode = env_mode end
   local topo = ctx.topo
   local BASE = 2                                   -- local turn -2 is global turn 0 for group 0
   local wpool, dpool = wp.pool(plan, "w", "W"), wp.pool(plan, "d", "D")
@@ -87,8 +89,9 @@ function M.build(plan, ctx)
     end
     return true
   end
-  local K = tonumber(os.getenv("WPGEN_TAWPIPE_ROUNDS") or "")
-  local K_why = "set by WPGEN_TAWPIPE_ROUNDS"
+  local K, K_why = nil, "set by --rounds"
+  if (ctx.opts.rounds or 0) > 0 then K = ctx.opts.rounds
+  else K = tonumber(os.getenv("WPGEN_TAWPIPE_ROUNDS") or ""); K_why = "set by WPGEN_TAWPIPE_ROUNDS" end
   if not K then
     K = 1
     while K < N and not fits(K) do K = K + 1 end

@@ -82,6 +82,9 @@ expect 2 "runtime-error.lua:4: " -- plan -t topologies/cpu-2x2.json -m tiny -s t
 grep -q "stack traceback" "$tmp/err" && ok || bad "a Lua error comes without a traceback"
 expect 2 "CUDA runtime is not part of this version" -- emit -t topologies/cpu-2x2.json -m tiny --backend cuda -o "$tmp/cuda"
 [ ! -e "$tmp/cuda" ] && ok || bad "a refused emit left $tmp/cuda"
+expect 2 "--grouping: expected auto, node, island or published" -- plan -t topologies/cpu-2x2.json -m tiny -s tawpipe --grouping bogus
+"$wpgen" plan -t topologies/cpu-uneven.json -m tests/data/tiny8/config.json -s tawpipe --rounds 2 --grouping published --micro-batches 3 >"$tmp/out" 2>&1 &&
+    grep -q "in 2 rounds (set by --rounds)" "$tmp/out" && grep -q "mode published" "$tmp/out" && ok || bad "tawpipe --rounds/--grouping: $(tail -3 "$tmp/out")"
 expect 2 "--replicas 3" -- plan -t topologies/cpu-2x2.json -m tiny --replicas 3
 # a plan that breaks a rule: exit 1, one line naming rank, turn, operation and rule
 expect 1 "micro-batch" -- plan -t topologies/cpu-2x2.json -m tiny -s tests/data/strategies/lost-gradient.lua
