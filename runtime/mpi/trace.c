@@ -8,6 +8,12 @@
 #include <mpi.h>
 #include "rank.h"
 
+/* The communication layer makes MPI return errors; a failed gather of the trace ends the job with
+ * the call's name, like every other MPI call here. */
+#define TRACE_MPI(R, call) do { int rc_ = (call); if (rc_ != MPI_SUCCESS) { \
+    char s_[MPI_MAX_ERROR_STRING]; int l_ = 0; MPI_Error_string(rc_, s_, &l_); \
+    comm_abort((R)->comm, 1, "%s: %s", #call, s_); } } while (0)
+
 void trace_event(WpRank *R, const char *cat, const char *name, double t0, double t1) {
     if (!R->tracing) return;
     if (R->nevents == R->capevents) {
@@ -60,7 +66,7 @@ int trace_write_all(WpRank *R, const char *path) {
     char *mine = render(R, &len);
     int size = comm_size(R->comm), n = (int)len, rc = 0;
     int *lens = R->rank == 0 ? malloc((size_t)size * sizeof(int)) : NULL;
-    MPI_Gather(&n, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    TRACE_MPI(R, MPI_Gather(&n, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD));
     int *offs = NULL;
     char *all = NULL;
     if (R->rank == 0) {
@@ -69,7 +75,7 @@ int trace_write_all(WpRank *R, const char *path) {
         for (int i = 0; i < size; i++) { offs[i] = (int)total; total += lens[i]; }
         all = malloc((size_t)total + 1);
     }
-    MPI_Gatherv(mine, n, MPI_CHAR, all, lens, offs, MPI_CHAR, 0, MPI_COMM_WORLD);
+    TRACE_MPI(R, MPI_Gatherv(mine, n, MPI_CHAR, all, lens, offs, MPI_CHAR, 0, MPI_COMM_WORLD));
     if (R->rank == 0) {
         char tmp[4200];
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -87,7 +93,7 @@ int trace_write_all(WpRank *R, const char *path) {
             if (rc) remove(tmp);
         }
     }
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    TRACE_MPI(R, MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
     free(mine); free(lens); free(offs); free(all);
     return rc;
 }
