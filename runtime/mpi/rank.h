@@ -51,6 +51,9 @@ struct WpRank {
 };
 
 /* step_ops.c */
+/* Allocation that cannot fail quietly: out of memory ends the job with what was being allocated. */
+void *rank_realloc(WpRank *R, void *p, size_t bytes, const char *what);
+void *rank_calloc(WpRank *R, size_t n, size_t size, const char *what);
 float *slot_new(WpRank *R, int kind, int chunk, int mb, size_t n);
 float *slot_get(WpRank *R, int kind, int chunk, int mb);      /* aborts if missing */
 void slot_release(WpRank *R, int kind, int chunk, int mb);

@@ -8,6 +8,18 @@
 #include <string.h>
 #include "rank.h"
 
+void *rank_realloc(WpRank *R, void *p, size_t bytes, const char *what) {
+    void *q = realloc(p, bytes ? bytes : 1);
+    if (!q) comm_abort(R->comm, 1, "out of memory: %zu bytes for %s", bytes, what);
+    return q;
+}
+
+void *rank_calloc(WpRank *R, size_t n, size_t size, const char *what) {
+    void *q = calloc(n ? n : 1, size);
+    if (!q) comm_abort(R->comm, 1, "out of memory: %zu x %zu bytes for %s", n, size, what);
+    return q;
+}
+
 /* ---- activations held between operations ---- */
 
 /* Storage is recycled: after the first step every allocation finds a released block of its size. */
@@ -18,15 +30,13 @@ static float *block_get(WpRank *R, size_t n) {
             R->free[i] = R->free[--R->nfree];
             return p;
         }
-    float *p = malloc(n * sizeof(float));
-    if (!p) comm_abort(R->comm, 1, "out of memory (%zu floats for activations)", n);
-    return p;
+    return rank_realloc(R, NULL, n * sizeof(float), "activations");
 }
 
 static void block_put(WpRank *R, float *p, size_t n) {
     if (R->nfree == R->capfree) {
         R->capfree = R->capfree ? 2 * R->capfree : 16;
-        R->free = realloc(R->free, (size_t)R->capfree * sizeof *R->free);
+        R->free = rank_realloc(R, R->free, (size_t)R->capfree * sizeof *R->free, "activation blocks");
     }
     R->free[R->nfree++] = (Block){ p, n };
 }
@@ -34,7 +44,7 @@ static void block_put(WpRank *R, float *p, size_t n) {
 float *slot_new(WpRank *R, int kind, int chunk, int mb, size_t n) {
     if (R->nslots == R->capslots) {
         R->capslots = R->capslots ? 2 * R->capslots : 32;
-        R->slots = realloc(R->slots, (size_t)R->capslots * sizeof *R->slots);
+        R->slots = rank_realloc(R, R->slots, (size_t)R->capslots * sizeof *R->slots, "activation slots");
     }
     float *p = block_get(R, n);
     R->slots[R->nslots++] = (Slot){ kind, chunk, mb, p, n };
@@ -182,7 +192,7 @@ void wp_send_act(WpRank *R, int what, int chunk, int mb, int peer) {
     comm_send(R->comm, slot_get(R, kind, chunk, mb), act_floats(R), peer, &ci);
     if (R->nrelease + 3 > R->caprelease) {
         R->caprelease = R->caprelease ? 2 * R->caprelease : 24;
-        R->release = realloc(R->release, (size_t)R->caprelease * sizeof *R->release);
+        R->release = rank_realloc(R, R->release, (size_t)R->caprelease * sizeof *R->release, "transfer bookkeeping");
     }
     R->release[R->nrelease++] = kind;
     R->release[R->nrelease++] = chunk;
@@ -254,7 +264,7 @@ void wp_copy(WpRank *R, int dst, int src, int chunk) {
 void wp_opt(WpRank *R, int chunk, int master, int grad) {
     if (R->nopts == R->capopts) {
         R->capopts = R->capopts ? 2 * R->capopts : 8;
-        R->opts = realloc(R->opts, (size_t)R->capopts * sizeof *R->opts);
+        R->opts = rank_realloc(R, R->opts, (size_t)R->capopts * sizeof *R->opts, "updates");
     }
     R->opts[R->nopts++] = (PendingOpt){ chunk, master, grad };
 }

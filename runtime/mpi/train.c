@@ -36,16 +36,16 @@ static int owns_masters(const WpRank *R) {
 static void init_masters(WpRank *R, const TrainFlags *o, WpTrainState *st) {
     const WpPlanDesc *P = R->plan;
     if (!owns_masters(R)) return;
-    float **whole = calloc((size_t)P->nchunks, sizeof *whole), **m = NULL, **v = NULL;
-    for (int c = 0; c < P->nchunks; c++) whole[c] = malloc(R->chunks[c].nparams * sizeof(float));
+    float **whole = rank_calloc(R, (size_t)P->nchunks, sizeof *whole, "the initial weights"), **m = NULL, **v = NULL;
+    for (int c = 0; c < P->nchunks; c++) whole[c] = rank_realloc(R, NULL, R->chunks[c].nparams * sizeof(float), "the initial weights");
     char err[512];
     if (o->resume || o->init) {
         if (o->resume) {
-            m = calloc((size_t)P->nchunks, sizeof *m);
-            v = calloc((size_t)P->nchunks, sizeof *v);
+            m = rank_calloc(R, (size_t)P->nchunks, sizeof *m, "the initial weights");
+            v = rank_calloc(R, (size_t)P->nchunks, sizeof *v, "the initial weights");
             for (int c = 0; c < P->nchunks; c++) {
-                m[c] = malloc(R->chunks[c].nparams * sizeof(float));
-                v[c] = malloc(R->chunks[c].nparams * sizeof(float));
+                m[c] = rank_realloc(R, NULL, R->chunks[c].nparams * sizeof(float), "the initial weights");
+                v[c] = rank_realloc(R, NULL, R->chunks[c].nparams * sizeof(float), "the initial weights");
             }
         }
         if (ckpt_load(o->resume ? o->resume : o->init, &R->cfg, R->chunks, P->nchunks, whole, m, v, o->resume ? st : NULL,
@@ -76,7 +76,7 @@ static int save_checkpoint(WpRank *R, const char *path, const WpTrainState *st) 
     if (R->me->replica == 0)
         for (int b = 0; b < R->me->nbufs; b++)
             if (R->me->bufs[b].master) mine_n += 3 * chunk_floats(R, R->me->bufs[b].chunk, R->me->bufs[b].shard, R->me->bufs[b].nshards);
-    float *mine = malloc((mine_n + 1) * sizeof(float)), *p = mine;
+    float *mine = rank_realloc(R, NULL, (mine_n + 1) * sizeof(float), "the checkpoint"), *p = mine;
     if (R->me->replica == 0)
         for (int b = 0; b < R->me->nbufs; b++) {
             const WpBufDesc *d = &R->me->bufs[b];
@@ -86,17 +86,18 @@ static int save_checkpoint(WpRank *R, const char *path, const WpTrainState *st) 
             memcpy(p, R->adam_m[b], n * sizeof(float)); p += n;
             memcpy(p, R->adam_v[b], n * sizeof(float)); p += n;
         }
-    float *all = R->rank == 0 ? malloc((3 * total + 1) * sizeof(float)) : NULL;
+    float *all = R->rank == 0 ? rank_realloc(R, NULL, (3 * total + 1) * sizeof(float), "the checkpoint") : NULL;
     comm_gather(R->comm, mine, mine_n, all, R->rank == 0 ? 3 * total : 0, NULL);
     free(mine);
     int rc = 0;
     if (R->rank == 0) {
-        float **par = malloc((size_t)P->nchunks * sizeof *par), **m = malloc((size_t)P->nchunks * sizeof *m),
-              **v = malloc((size_t)P->nchunks * sizeof *v);
+        float **par = rank_realloc(R, NULL, (size_t)P->nchunks * sizeof *par, "the checkpoint");
+        float **m = rank_realloc(R, NULL, (size_t)P->nchunks * sizeof *m, "the checkpoint");
+        float **v = rank_realloc(R, NULL, (size_t)P->nchunks * sizeof *v, "the checkpoint");
         for (int c = 0; c < P->nchunks; c++) {
-            par[c] = malloc(R->chunks[c].nparams * sizeof(float));
-            m[c] = malloc(R->chunks[c].nparams * sizeof(float));
-            v[c] = malloc(R->chunks[c].nparams * sizeof(float));
+            par[c] = rank_realloc(R, NULL, R->chunks[c].nparams * sizeof(float), "the checkpoint");
+            m[c] = rank_realloc(R, NULL, R->chunks[c].nparams * sizeof(float), "the checkpoint");
+            v[c] = rank_realloc(R, NULL, R->chunks[c].nparams * sizeof(float), "the checkpoint");
         }
         /* walk the ranks in order, as comm_gather concatenated them */
         const float *q = all;
@@ -157,34 +158,32 @@ static void setup(WpRank *R, const WpPlanDesc *P, const TrainFlags *o) {
     R->me = &P->ranks[R->rank];
     R->cfg = P->model;
     R->recompute = P->recompute || o->recompute;
-    R->chunks = malloc((size_t)P->nchunks * sizeof *R->chunks);
-    R->tensors = malloc((size_t)P->nchunks * sizeof *R->tensors);
-    R->ntensors = malloc((size_t)P->nchunks * sizeof *R->ntensors);
+    R->chunks = rank_realloc(R, NULL, (size_t)P->nchunks * sizeof *R->chunks, "the chunks' descriptions");
+    R->tensors = rank_realloc(R, NULL, (size_t)P->nchunks * sizeof *R->tensors, "the chunks' descriptions");
+    R->ntensors = rank_realloc(R, NULL, (size_t)P->nchunks * sizeof *R->ntensors, "the chunks' descriptions");
     int maxl = 1;
     for (int c = 0; c < P->nchunks; c++) {
         R->chunks[c] = wp_chunk_make(&R->cfg, c, P->chunks[c].layer0, P->chunks[c].nlayers, c == 0, c == P->nchunks - 1);
         R->ntensors[c] = wp_chunk_tensors(&R->cfg, &R->chunks[c], NULL);
-        R->tensors[c] = malloc((size_t)R->ntensors[c] * sizeof(WpTensor));
+        R->tensors[c] = rank_realloc(R, NULL, (size_t)R->ntensors[c] * sizeof(WpTensor), "the chunks' descriptions");
         wp_chunk_tensors(&R->cfg, &R->chunks[c], R->tensors[c]);
         if (P->chunks[c].nlayers > maxl) maxl = P->chunks[c].nlayers;
     }
     int nb = R->me->nbufs;
-    R->buf = calloc((size_t)nb + 1, sizeof *R->buf);
-    R->adam_m = calloc((size_t)nb + 1, sizeof *R->adam_m);
-    R->adam_v = calloc((size_t)nb + 1, sizeof *R->adam_v);
+    R->buf = rank_calloc(R, (size_t)nb + 1, sizeof *R->buf, "the plan's buffers");
+    R->adam_m = rank_calloc(R, (size_t)nb + 1, sizeof *R->adam_m, "the plan's buffers");
+    R->adam_v = rank_calloc(R, (size_t)nb + 1, sizeof *R->adam_v, "the plan's buffers");
     for (int b = 0; b < nb; b++) {
         const WpBufDesc *d = &R->me->bufs[b];
-        R->buf[b] = calloc(d->floats + 1, sizeof(float));
+        R->buf[b] = rank_calloc(R, d->floats + 1, sizeof(float), "the plan's buffers");
         if (d->master) {
-            R->adam_m[b] = calloc(d->floats + 1, sizeof(float));
-            R->adam_v[b] = calloc(d->floats + 1, sizeof(float));
+            R->adam_m[b] = rank_calloc(R, d->floats + 1, sizeof(float), "the plan's buffers");
+            R->adam_v[b] = rank_calloc(R, d->floats + 1, sizeof(float), "the plan's buffers");
         }
-        if (!R->buf[b] || (d->master && (!R->adam_m[b] || !R->adam_v[b])))
-            comm_abort(R->comm, 1, "out of memory for buffer %s (%zu floats)", d->name, d->floats);
     }
     size_t T = (size_t)R->cfg.mbs * R->cfg.seq;
-    R->tokens = malloc(T * sizeof(int));
-    R->targets = malloc(T * sizeof(int));
+    R->tokens = rank_realloc(R, NULL, T * sizeof(int), "a micro-batch's tokens");
+    R->targets = rank_realloc(R, NULL, T * sizeof(int), "a micro-batch's tokens");
     R->scratch = wp_scratch_new(&R->cfg, maxl);
     if (!R->scratch) comm_abort(R->comm, 1, "out of memory for the model's workspace");
     wp_scratch_set_progress(R->scratch, progress_comm, R->comm);
