@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "placement.h"
+#include "xalloc.h"
 
 typedef struct Ctx {
     const PlacementIn *in;
@@ -98,12 +99,12 @@ static int ctx_init(Ctx *x, const PlacementIn *in) {
     memset(x, 0, sizeof *x);
     x->in = in;
     x->nnodes = in->topo->nnodes;
-    x->node = malloc((size_t)in->n * sizeof(int));
-    x->island = malloc((size_t)in->n * sizeof(int));
-    x->gof = malloc((size_t)in->n * sizeof(int));
-    x->owned = malloc((size_t)in->n * sizeof(double));
-    x->nin = calloc((size_t)x->nnodes, sizeof(double));
-    x->nout = calloc((size_t)x->nnodes, sizeof(double));
+    x->node = xmalloc((size_t)in->n * sizeof(int));
+    x->island = xmalloc((size_t)in->n * sizeof(int));
+    x->gof = xmalloc((size_t)in->n * sizeof(int));
+    x->owned = xmalloc((size_t)in->n * sizeof(double));
+    x->nin = xcalloc((size_t)x->nnodes, sizeof(double));
+    x->nout = xcalloc((size_t)x->nnodes, sizeof(double));
     if (!x->node || !x->island || !x->gof || !x->owned || !x->nin || !x->nout) return -1;
     for (int i = 0; i < in->n; i++) {
         int d = in->devices[i], v = topology_node_of(in->topo, d);
@@ -122,10 +123,10 @@ static void ctx_free(Ctx *x) {
 
 static void pl_alloc(Placement *pl, int n, int C) {
     memset(pl, 0, sizeof *pl);
-    pl->group_start = calloc((size_t)n + 1, sizeof(int));
-    pl->members = calloc((size_t)n, sizeof(int));
-    pl->staging = calloc((size_t)n, sizeof(int));
-    pl->owner = calloc((size_t)C + 1, sizeof(int));
+    pl->group_start = xcalloc((size_t)n + 1, sizeof(int));
+    pl->members = xcalloc((size_t)n, sizeof(int));
+    pl->staging = xcalloc((size_t)n, sizeof(int));
+    pl->owner = xcalloc((size_t)C + 1, sizeof(int));
 }
 
 void placement_free(Placement *p) {
@@ -145,7 +146,7 @@ static void pl_copy(Placement *dst, const Placement *src, int n, int C) {
 /* The groups of a grouping, in order of their first rank: lists of rank indices. */
 static int make_groups(const Ctx *x, int by_island, int *gstart, int *members) {
     int n = x->in->n, D = 0, k = 0;
-    int *key = malloc((size_t)n * sizeof(int)), *seen = malloc((size_t)n * sizeof(int));
+    int *key = xmalloc((size_t)n * sizeof(int)), *seen = xmalloc((size_t)n * sizeof(int));
     for (int i = 0; i < n; i++) key[i] = x->node[i] * 4096 + (by_island ? x->island[i] : 0);
     for (int i = 0; i < n; i++) {
         int j = 0;
@@ -176,9 +177,9 @@ static void apply_order(Placement *pl, int D, const int *gstart, const int *memb
 static void greedy(Ctx *x, Placement *pl) {
     const PlacementIn *in = x->in;
     int C = in->nchunks, D = pl->ngroups, n = in->n;
-    int *order = malloc((size_t)C * sizeof(int));
-    double *gown = calloc((size_t)D, sizeof(double)), *rown = calloc((size_t)n, sizeof(double));
-    double *nic = calloc((size_t)x->nnodes * 2, sizeof(double));
+    int *order = xmalloc((size_t)C * sizeof(int));
+    double *gown = xcalloc((size_t)D, sizeof(double)), *rown = xcalloc((size_t)n, sizeof(double));
+    double *nic = xcalloc((size_t)x->nnodes * 2, sizeof(double));
     for (int k = 0; k < C; k++) order[k] = k;
     for (int a = 1; a < C; a++)     /* largest chunks first (stable) */
         for (int b = a; b > 0 && in->chunk_bytes[order[b]] > in->chunk_bytes[order[b - 1]]; b--) {
@@ -192,7 +193,7 @@ static void greedy(Ctx *x, Placement *pl) {
         for (int j0 = 0; j0 < D; j0++) {
             /* NIC bytes this chunk adds with its owner in group j0 (node level only) */
             double worst = 0;
-            double *add = calloc((size_t)x->nnodes * 2, sizeof(double));
+            double *add = xcalloc((size_t)x->nnodes * 2, sizeof(double));
             for (int j = 0; j < D; j++) {
                 if (j == j0) continue;
                 int sg = (j == 0 || j - 1 == j0) ? j0 : j - 1;
@@ -297,8 +298,8 @@ int placement_solve(const PlacementIn *in, Placement *out, char *err, size_t err
     if (n < 1 || C < 1) return snprintf(err, errlen, "placement: %d ranks, %d chunks", n, C), -1;
     Ctx x;
     if (ctx_init(&x, in)) { ctx_free(&x); return snprintf(err, errlen, "placement: a device is not in the topology"), -1; }
-    int *gstart = malloc(((size_t)n + 1) * sizeof(int)), *members = malloc((size_t)n * sizeof(int));
-    int *perm = calloc((size_t)n + 1, sizeof(int));
+    int *gstart = xmalloc(((size_t)n + 1) * sizeof(int)), *members = xmalloc((size_t)n * sizeof(int));
+    int *perm = xcalloc((size_t)n + 1, sizeof(int));
     Placement cand, best;
     pl_alloc(&cand, n, C);
     pl_alloc(&best, n, C);
@@ -377,8 +378,8 @@ int placement_lua_solve(lua_State *L) {
     else return luaL_error(L, "solve_placement: mode \"%s\": expected auto, node, island or published", mode);
     if (p->nchunks < 1) return luaL_error(L, "solve_placement: set the chunks first");
     int n = (int)luaL_len(L, 2);
-    int *ranks = malloc((size_t)(n ? n : 1) * sizeof(int)), *dev = malloc((size_t)(n ? n : 1) * sizeof(int));
-    double *cb = malloc((size_t)p->nchunks * sizeof(double));
+    int *ranks = xmalloc((size_t)(n ? n : 1) * sizeof(int)), *dev = xmalloc((size_t)(n ? n : 1) * sizeof(int));
+    double *cb = xmalloc((size_t)p->nchunks * sizeof(double));
     for (int i = 0; i < n; i++) {
         lua_geti(L, 2, i + 1);
         ranks[i] = (int)lua_tointeger(L, -1);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <stdarg.h>
 #include "plan.h"
+#include "xalloc.h"
 #include "errmsg.h"
 
 const char *const op_names[OP__COUNT] = {
@@ -19,22 +20,20 @@ static void *grow(void *p, int *cap, int need, size_t elem) {
     if (need <= *cap) return p;
     int n = *cap ? *cap : 8;
     while (n < need) n *= 2;
-    void *q = realloc(p, (size_t)n * elem);
-    if (!q) { fprintf(stderr, "wpgen: out of memory\n"); exit(2); }
+    void *q = xrealloc(p, (size_t)n * elem);
     *cap = n;
     return q;
 }
 
 Plan *plan_new(const Topology *t, const WpConfig *m, const char *strategy, int nranks) {
-    Plan *p = calloc(1, sizeof *p);
-    if (!p) return NULL;
+    Plan *p = xcalloc(1, sizeof *p);
     p->topo = t;
     p->model = *m;
     p->strategy = strdup(strategy);
     p->nranks = nranks;
     p->replicas = 1;
-    p->ranks = calloc((size_t)nranks, sizeof *p->ranks);
-    p->op_turn = calloc((size_t)nranks, sizeof *p->op_turn);
+    p->ranks = xcalloc((size_t)nranks, sizeof *p->ranks);
+    p->op_turn = xcalloc((size_t)nranks, sizeof *p->op_turn);
     for (int r = 0; r < nranks; r++) {
         p->ranks[r].device = r;
         p->ranks[r].node = topology_node_of(t, r);
@@ -71,7 +70,7 @@ int plan_set_chunks(Plan *p, const int *layers, int n, char *err, size_t errlen)
         return errmsg(err, errlen, "chunks hold %d layers in all, the model has %d", sum, p->model.layers);
     if (p->model.tied && n > 1)
         return errmsg(err, errlen, "tie_word_embeddings with %d chunks: a tied model runs as one chunk", n);
-    p->chunks = calloc((size_t)n, sizeof *p->chunks);
+    p->chunks = xcalloc((size_t)n, sizeof *p->chunks);
     int l0 = 0;
     for (int i = 0; i < n; i++) {
         p->chunks[i].layer0 = l0;
@@ -146,7 +145,7 @@ int plan_add_group(Plan *p, const int *ranks, int n, char *err, size_t errlen) {
     p->groups = grow(p->groups, &p->capgroups, p->ngroups + 1, sizeof *p->groups);
     PlanGroup *g = &p->groups[p->ngroups];
     g->n = n;
-    g->ranks = malloc((size_t)n * sizeof *ranks);
+    g->ranks = xmalloc((size_t)n * sizeof *ranks);
     memcpy(g->ranks, ranks, (size_t)n * sizeof *ranks);
     return p->ngroups++;
 }
@@ -164,8 +163,7 @@ int plan_add_op(Plan *p, int rank, int turn, const Op *op, char *err, size_t err
     int cap = r->capops;
     r->ops = grow(r->ops, &r->capops, r->nops + 1, sizeof *r->ops);
     if (r->capops != cap) {
-        int32_t *t = realloc(p->op_turn[rank], (size_t)r->capops * sizeof *t);
-        if (!t) { fprintf(stderr, "wpgen: out of memory\n"); exit(2); }
+        int32_t *t = xrealloc(p->op_turn[rank], (size_t)r->capops * sizeof *t);
         p->op_turn[rank] = t;
     }
     r->ops[r->nops] = *op;
@@ -200,11 +198,11 @@ int plan_finish(Plan *p, char *err, size_t errlen) {
             buf->bytes = (n / buf->nshards + (n % buf->nshards != 0)) * sizeof(float);
         }
         /* Counting sort by turn keeps the order the strategy gave within a turn. */
-        rk->turn_start = calloc((size_t)p->nturns + 2, sizeof *rk->turn_start);
+        rk->turn_start = xcalloc((size_t)p->nturns + 2, sizeof *rk->turn_start);
         for (int i = 0; i < rk->nops; i++) rk->turn_start[p->op_turn[r][i] + 1]++;
         for (int t = 0; t < p->nturns; t++) rk->turn_start[t + 1] += rk->turn_start[t];
-        Op *sorted = malloc((size_t)(rk->nops ? rk->nops : 1) * sizeof *sorted);
-        int *fill = malloc((size_t)(p->nturns + 1) * sizeof *fill);
+        Op *sorted = xmalloc((size_t)(rk->nops ? rk->nops : 1) * sizeof *sorted);
+        int *fill = xmalloc((size_t)(p->nturns + 1) * sizeof *fill);
         memcpy(fill, rk->turn_start, (size_t)(p->nturns + 1) * sizeof *fill);
         for (int i = 0; i < rk->nops; i++) sorted[fill[p->op_turn[r][i]]++] = rk->ops[i];
         free(fill);

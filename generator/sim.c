@@ -6,12 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "sim.h"
-
-static void *xcalloc(size_t n, size_t size) {
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p) { fprintf(stderr, "wpgen: out of memory\n"); exit(2); }
-    return p;
-}
+#include "xalloc.h"
 
 static int is_compute(int k) { return k == OP_FWD || k == OP_BWD || k == OP_BWD_B || k == OP_BWD_W; }
 static int is_comm(int k) { return k >= OP_SEND && k <= OP_REDUCE_SCATTER; }
@@ -118,8 +113,7 @@ typedef struct Sim {
 static int new_obj(Sim *S) {
     if (S->nobjs == S->capobjs) {
         S->capobjs = S->capobjs ? 2 * S->capobjs : 256;
-        S->objs = realloc(S->objs, (size_t)S->capobjs * sizeof *S->objs);
-        if (!S->objs) { fprintf(stderr, "wpgen: out of memory\n"); exit(2); }
+        S->objs = xrealloc(S->objs, (size_t)S->capobjs * sizeof *S->objs);
     }
     memset(&S->objs[S->nobjs], 0, sizeof(Obj));
     return S->nobjs++;
@@ -188,7 +182,7 @@ static int build_objs(Sim *S, char *err, size_t errlen) {
             if (k >= ncalls[op->group]) {
                 if (k >= capcalls[op->group]) {
                     capcalls[op->group] = 2 * k + 8;
-                    calls[op->group] = realloc(calls[op->group], (size_t)capcalls[op->group] * sizeof(int));
+                    calls[op->group] = xrealloc(calls[op->group], (size_t)capcalls[op->group] * sizeof(int));
                 }
                 int id = new_obj(S);
                 Obj *o = &S->objs[id];
@@ -271,8 +265,7 @@ static void add_flow(Sim *S, int obj, int ra, int rb, double bytes, double lat_e
     if (S->o->free_comm || l.type == LINK_LOC || bytes <= 0) return;
     if (S->nflows == S->capflows) {
         S->capflows = S->capflows ? 2 * S->capflows : 64;
-        S->flows = realloc(S->flows, (size_t)S->capflows * sizeof *S->flows);
-        if (!S->flows) { fprintf(stderr, "wpgen: out of memory\n"); exit(2); }
+        S->flows = xrealloc(S->flows, (size_t)S->capflows * sizeof *S->flows);
     }
     Flow *f = &S->flows[S->nflows++];
     memset(f, 0, sizeof *f);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include "cli.h"
+#include "xalloc.h"
 
 static int shipped_strategies(char names[][64], int max) {
     char dir[4200];
@@ -223,11 +224,11 @@ int cmd_compare(const Args *a) {
     if (rc) return rc;
     StrategyOpts o = opts_of(a);
     json_t *arr = json_array();
-    Cand *c = calloc((size_t)ns, sizeof *c);
-    json_t **rows = calloc((size_t)ns, sizeof *rows);
-    char (*errs)[512] = calloc((size_t)ns, sizeof *errs);
-    Plan **plans = calloc((size_t)ns, sizeof *plans);
-    SimResult *res = calloc((size_t)ns, sizeof *res);
+    Cand *c = xcalloc((size_t)ns, sizeof *c);
+    json_t **rows = xcalloc((size_t)ns, sizeof *rows);
+    char (*errs)[512] = xcalloc((size_t)ns, sizeof *errs);
+    Plan **plans = xcalloc((size_t)ns, sizeof *plans);
+    SimResult *res = xcalloc((size_t)ns, sizeof *res);
     int best = -1, nfit = 0;
     for (int i = 0; i < ns; i++) {
         char err[4096];

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <stdarg.h>
 #include "verify_state.h"
+#include "xalloc.h"
 
 /* ---- key sets ---- */
 
@@ -37,8 +38,7 @@ int keyset_has(const KeySet *s, uint64_t k) {
 
 void keyset_add(KeySet *s, uint64_t k) {
     if (2 * (s->n + 1) > s->cap) {
-        KeySet t = { calloc(s->cap ? 2 * s->cap : 64, sizeof(uint64_t)), s->cap ? 2 * s->cap : 64, 0 };
-        if (!t.slots) { fprintf(stderr, "wpgen: out of memory\n"); exit(2); }
+        KeySet t = { xcalloc(s->cap ? 2 * s->cap : 64, sizeof(uint64_t)), s->cap ? 2 * s->cap : 64, 0 };
         for (size_t i = 0; i < s->cap; i++)
             if (s->slots[i]) keyset_add(&t, s->slots[i]);
         free(s->slots);
@@ -79,7 +79,7 @@ void val_copy(Verifier *V, Val *dst, const Val *src) {
     *dst = *src;
     dst->set = NULL;
     if (src->set) {
-        dst->set = malloc((size_t)V->words * sizeof(uint64_t));
+        dst->set = xmalloc((size_t)V->words * sizeof(uint64_t));
         memcpy(dst->set, src->set, (size_t)V->words * sizeof(uint64_t));
     }
 }
@@ -296,7 +296,7 @@ static int add_grad(Verifier *V, int r, int opi, int b, int c, int mb) {
     n->first = d->kind == V_EMPTY;
     if (d->kind == V_EMPTY) {
         d->kind = V_D; d->chunk = c; d->shard = 0; d->nshards = 1; d->count = 0;
-        d->set = calloc((size_t)V->words, sizeof(uint64_t));
+        d->set = xcalloc((size_t)V->words, sizeof(uint64_t));
         d->from_rank = r; d->from_turn = V->rs[r].turn;
     } else if (d->kind != V_D || d->chunk != c || d->nshards != 1) {
         char s[96];
@@ -403,7 +403,7 @@ static int check_structure(Verifier *V) {
                 int owner = 0;
                 for (int i = 0; i < ch->nowners; i++) owner |= ch->owners[i] == r;
                 if (!owner) { free(seen); return verr(V, r, -1, "holds master %s of chunk %d but is not among its owners", pb->name, c); }
-                if (!nshards) { nshards = pb->nshards; seen = calloc((size_t)nshards, sizeof *seen); }
+                if (!nshards) { nshards = pb->nshards; seen = xcalloc((size_t)nshards, sizeof *seen); }
                 if (pb->nshards != nshards) { free(seen); return verr(V, r, -1, "master %s of chunk %d is cut in %d shards, another in %d", pb->name, c, pb->nshards, nshards); }
                 seen[pb->shard]++;
             }
@@ -518,11 +518,11 @@ int plan_verify(Plan *p, char *err, size_t errlen) {
     V.M = p->total_mbs;
     if (V.M < 1) return snprintf(err, errlen, "the plan has no micro-batches"), -1;
     V.words = (V.M + 63) / 64;
-    V.rs = calloc((size_t)p->nranks, sizeof *V.rs);
-    V.gs = calloc((size_t)p->ngroups + 1, sizeof *V.gs);
-    V.fwd = calloc((size_t)p->nchunks * V.M, 1);
-    V.bwd = calloc((size_t)p->nchunks * V.M, 1);
-    for (int g = 0; g < p->ngroups; g++) V.gs[g].next = calloc((size_t)p->groups[g].n, sizeof(int));
+    V.rs = xcalloc((size_t)p->nranks, sizeof *V.rs);
+    V.gs = xcalloc((size_t)p->ngroups + 1, sizeof *V.gs);
+    V.fwd = xcalloc((size_t)p->nchunks * V.M, 1);
+    V.bwd = xcalloc((size_t)p->nchunks * V.M, 1);
+    for (int g = 0; g < p->ngroups; g++) V.gs[g].next = xcalloc((size_t)p->groups[g].n, sizeof(int));
     int maxops = 1;
     for (int r = 0; r < p->nranks; r++)
         for (int t = 0; t < p->nturns; t++) {
@@ -532,12 +532,12 @@ int plan_verify(Plan *p, char *err, size_t errlen) {
     for (int r = 0; r < p->nranks; r++) {
         PlanRank *rk = &p->ranks[r];
         RankState *s = &V.rs[r];
-        s->bufs = calloc((size_t)rk->nbufs + 1, sizeof *s->bufs);
-        s->touch = calloc((size_t)rk->nbufs + 1, sizeof *s->touch);
-        s->slot = calloc((size_t)maxops, sizeof *s->slot);
-        s->matched = calloc((size_t)maxops, 1);
+        s->bufs = xcalloc((size_t)rk->nbufs + 1, sizeof *s->bufs);
+        s->touch = xcalloc((size_t)rk->nbufs + 1, sizeof *s->touch);
+        s->slot = xcalloc((size_t)maxops, sizeof *s->slot);
+        s->matched = xcalloc((size_t)maxops, 1);
         free(rk->notes);
-        rk->notes = calloc((size_t)rk->nops + 1, sizeof *rk->notes);
+        rk->notes = xcalloc((size_t)rk->nops + 1, sizeof *rk->notes);
         for (int i = 0; i < rk->nops; i++) rk->notes[i].from_rank = rk->notes[i].from_turn = rk->notes[i].chunk = -1;
         for (int b = 0; b < rk->nbufs; b++)
             if (rk->bufs[b].master) {

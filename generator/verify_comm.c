@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "verify_state.h"
+#include "xalloc.h"
 
 static int turn_first_op(const Verifier *V, int r) {
     return V->p->ranks[r].turn_start[V->rs[r].turn];
@@ -15,8 +16,7 @@ static int turn_first_op(const Verifier *V, int r) {
 static void push(Pending **a, int *n, int *cap, Pending x) {
     if (*n == *cap) {
         *cap = *cap ? 2 * *cap : 8;
-        *a = realloc(*a, (size_t)*cap * sizeof **a);
-        if (!*a) { fprintf(stderr, "wpgen: out of memory\n"); exit(2); }
+        *a = xrealloc(*a, (size_t)*cap * sizeof **a);
     }
     (*a)[(*n)++] = x;
 }
@@ -212,16 +212,16 @@ static int post_collective(Verifier *V, int r, int i) {
     if (k >= gs->ncalls) {
         if (k >= gs->capcalls) {
             gs->capcalls = gs->capcalls ? 2 * gs->capcalls : 16;
-            gs->calls = realloc(gs->calls, (size_t)gs->capcalls * sizeof *gs->calls);
+            gs->calls = xrealloc(gs->calls, (size_t)gs->capcalls * sizeof *gs->calls);
         }
         while (gs->ncalls <= k) gs->calls[gs->ncalls++] = NULL;
     }
     Coll *c = gs->calls[k];
     if (!c) {
-        c = gs->calls[k] = calloc(1, sizeof *c);
+        c = gs->calls[k] = xcalloc(1, sizeof *c);
         c->kind = op->kind; c->root = op->peer; c->turn0 = V->rs[r].turn;
-        c->rank_op = malloc((size_t)grp->n * sizeof *c->rank_op);
-        c->in = calloc((size_t)grp->n, sizeof *c->in);
+        c->rank_op = xmalloc((size_t)grp->n * sizeof *c->rank_op);
+        c->in = xcalloc((size_t)grp->n, sizeof *c->in);
         for (int j = 0; j < grp->n; j++) c->rank_op[j] = -1;
     } else if (c->kind != op->kind || (c->root != op->peer && (c->kind == OP_BCAST || c->kind == OP_REDUCE))) {
         return verr(V, r, i, "is call %d on group %d, where another member calls %s with root %d", k, op->group,
