@@ -8,6 +8,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include "emit_data.h"
+#include "strategy.h"
 
 /* ---- the plan's hash: FNV-1a 64 over every field that defines it, never over struct padding ---- */
 
@@ -71,9 +72,6 @@ uint64_t plan_hash(const Plan *p) {
 
 /* ---- tables for the templates ---- */
 
-static void set_int(lua_State *L, const char *k, lua_Integer v) { lua_pushinteger(L, v); lua_setfield(L, -2, k); }
-static void set_num(lua_State *L, const char *k, double v) { lua_pushnumber(L, v); lua_setfield(L, -2, k); }
-static void set_str(lua_State *L, const char *k, const char *v) { lua_pushstring(L, v ? v : ""); lua_setfield(L, -2, k); }
 
 static void push_ints(lua_State *L, const int *v, int n) {
     lua_createtable(L, n, 0);
@@ -83,30 +81,30 @@ static void push_ints(lua_State *L, const int *v, int n) {
 void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const char *hash, const char *tpldir) {
     const Topology *t = p->topo;
     lua_createtable(L, 0, 40);
-    set_str(L, "version", WPGEN_VERSION);
-    set_str(L, "hash", hash);
-    set_str(L, "templates", tpldir);
-    set_str(L, "strategy", p->strategy);
-    if (p->notes) set_str(L, "notes", p->notes);
-    set_str(L, "model_name", info->model_name);
-    set_str(L, "topo_name", info->topo_name ? info->topo_name : t->name);
-    set_str(L, "backend", info->backend ? info->backend : "cpu");
-    set_int(L, "nranks", p->nranks);
-    set_int(L, "nnodes", t->nnodes);
-    set_int(L, "replicas", p->replicas);
-    set_int(L, "nturns", p->nturns);
-    set_int(L, "micro_batches", p->micro_batches);
-    set_int(L, "total_mbs", p->total_mbs);
-    set_int(L, "recompute", p->recompute);
-    set_num(L, "bytes_intra", info->bytes_intra);
-    set_num(L, "bytes_inter", info->bytes_inter);
-    set_num(L, "step_time_s", info->step_time_s);
-    set_num(L, "bubble_ratio", info->bubble_ratio);
-    set_num(L, "peak_mem", (double)p->peak_mem);
-    set_int(L, "peak_rank", p->peak_rank);
+    lua_set_str(L, "version", WPGEN_VERSION);
+    lua_set_str(L, "hash", hash);
+    lua_set_str(L, "templates", tpldir);
+    lua_set_str(L, "strategy", p->strategy);
+    if (p->notes) lua_set_str(L, "notes", p->notes);
+    lua_set_str(L, "model_name", info->model_name);
+    lua_set_str(L, "topo_name", info->topo_name ? info->topo_name : t->name);
+    lua_set_str(L, "backend", info->backend ? info->backend : "cpu");
+    lua_set_int(L, "nranks", p->nranks);
+    lua_set_int(L, "nnodes", t->nnodes);
+    lua_set_int(L, "replicas", p->replicas);
+    lua_set_int(L, "nturns", p->nturns);
+    lua_set_int(L, "micro_batches", p->micro_batches);
+    lua_set_int(L, "total_mbs", p->total_mbs);
+    lua_set_int(L, "recompute", p->recompute);
+    lua_set_num(L, "bytes_intra", info->bytes_intra);
+    lua_set_num(L, "bytes_inter", info->bytes_inter);
+    lua_set_num(L, "step_time_s", info->step_time_s);
+    lua_set_num(L, "bubble_ratio", info->bubble_ratio);
+    lua_set_num(L, "peak_mem", (double)p->peak_mem);
+    lua_set_int(L, "peak_rank", p->peak_rank);
     long nops = 0;
     for (int r = 0; r < p->nranks; r++) nops += p->ranks[r].nops;
-    set_int(L, "nops", nops);
+    lua_set_int(L, "nops", nops);
 
     /* For topology emulation: the slowest link inside any node, and the network. */
     double intra_bw = 0, intra_lat = 0;
@@ -115,24 +113,24 @@ void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const cha
         if (n == 0 || l->bw < intra_bw) intra_bw = l->bw;
         if (l->lat > intra_lat) intra_lat = l->lat;
     }
-    set_num(L, "intra_bw", intra_bw);
-    set_num(L, "intra_lat", intra_lat);
-    set_num(L, "inter_bw", t->nnodes > 1 ? t->net.bw : 0);
-    set_num(L, "inter_lat", t->nnodes > 1 ? t->net.lat : 0);
+    lua_set_num(L, "intra_bw", intra_bw);
+    lua_set_num(L, "intra_lat", intra_lat);
+    lua_set_num(L, "inter_bw", t->nnodes > 1 ? t->net.bw : 0);
+    lua_set_num(L, "inter_lat", t->nnodes > 1 ? t->net.lat : 0);
 
     const WpConfig *m = &p->model;
     lua_createtable(L, 0, 12);
-    set_int(L, "hidden", m->hidden); set_int(L, "layers", m->layers); set_int(L, "heads", m->heads);
-    set_int(L, "kv_heads", m->kv_heads); set_int(L, "head_dim", m->head_dim); set_int(L, "ffn", m->ffn);
-    set_int(L, "vocab", m->vocab); set_num(L, "eps", m->eps); set_num(L, "rope_theta", m->rope_theta);
-    set_int(L, "tied", m->tied); set_int(L, "seq", m->seq); set_int(L, "mbs", m->mbs);
+    lua_set_int(L, "hidden", m->hidden); lua_set_int(L, "layers", m->layers); lua_set_int(L, "heads", m->heads);
+    lua_set_int(L, "kv_heads", m->kv_heads); lua_set_int(L, "head_dim", m->head_dim); lua_set_int(L, "ffn", m->ffn);
+    lua_set_int(L, "vocab", m->vocab); lua_set_num(L, "eps", m->eps); lua_set_num(L, "rope_theta", m->rope_theta);
+    lua_set_int(L, "tied", m->tied); lua_set_int(L, "seq", m->seq); lua_set_int(L, "mbs", m->mbs);
     lua_setfield(L, -2, "model");
 
     lua_createtable(L, p->nchunks, 0);
     for (int c = 0; c < p->nchunks; c++) {
         lua_createtable(L, 0, 3);
-        set_int(L, "layer0", p->chunks[c].layer0);
-        set_int(L, "nlayers", p->chunks[c].nlayers);
+        lua_set_int(L, "layer0", p->chunks[c].layer0);
+        lua_set_int(L, "nlayers", p->chunks[c].nlayers);
         push_ints(L, p->chunks[c].owners, p->chunks[c].nowners);
         lua_setfield(L, -2, "owners");
         lua_rawseti(L, -2, c + 1);
@@ -258,24 +256,24 @@ void emit_push_rank(lua_State *L, const Plan *p, int r, int ops) {
     const PlanRank *rk = &p->ranks[r];
     const Topology *t = p->topo;
     lua_createtable(L, 0, 10);
-    set_int(L, "rank", r);
-    set_int(L, "node", rk->node);
-    set_str(L, "node_name", t->nodes[rk->node].name);
-    set_int(L, "slot", rk->device - t->nodes[rk->node].first_device);
-    set_int(L, "replica", rk->replica);
-    set_int(L, "stage", rk->stage);
+    lua_set_int(L, "rank", r);
+    lua_set_int(L, "node", rk->node);
+    lua_set_str(L, "node_name", t->nodes[rk->node].name);
+    lua_set_int(L, "slot", rk->device - t->nodes[rk->node].first_device);
+    lua_set_int(L, "replica", rk->replica);
+    lua_set_int(L, "stage", rk->stage);
 
     lua_createtable(L, rk->nbufs, 0);
     for (int b = 0; b < rk->nbufs; b++) {
         const PlanBuf *pb = &rk->bufs[b];
         lua_createtable(L, 0, 8);
-        set_str(L, "name", pb->name);
-        set_str(L, "kind", pb->kind == BUF_W ? "W" : "D");
+        lua_set_str(L, "name", pb->name);
+        lua_set_str(L, "kind", pb->kind == BUF_W ? "W" : "D");
         lua_pushboolean(L, pb->master); lua_setfield(L, -2, "master");
-        set_int(L, "chunk", pb->chunk);
-        set_int(L, "shard", pb->shard);
-        set_int(L, "nshards", pb->nshards);
-        set_int(L, "bytes", (lua_Integer)pb->bytes);
+        lua_set_int(L, "chunk", pb->chunk);
+        lua_set_int(L, "shard", pb->shard);
+        lua_set_int(L, "nshards", pb->nshards);
+        lua_set_int(L, "bytes", (lua_Integer)pb->bytes);
         lua_rawseti(L, -2, b + 1);
     }
     lua_setfield(L, -2, "bufs");
@@ -296,26 +294,26 @@ void emit_push_rank(lua_State *L, const Plan *p, int r, int ops) {
         const OpNote *nt = &rk->notes[i];
         while (rk->turn_start[turn + 1] <= i) turn++;
         lua_createtable(L, 0, 12);
-        set_str(L, "kind", op_names[o->kind]);
-        set_int(L, "turn", turn);
-        if (o->what != WHAT_NONE) set_str(L, "what", what_names[o->what]);
-        if (o->buf >= 0) set_int(L, "buf", o->buf);
-        if (o->buf2 >= 0) set_int(L, "buf2", o->buf2);
-        if (o->chunk >= 0) set_int(L, "chunk", o->chunk);
-        if (o->mb >= 0) set_int(L, "mb", o->mb);
-        if (o->peer >= 0) set_int(L, "peer", o->peer);
-        if (o->group >= 0) set_int(L, "group", o->group);
-        if (nt->chunk >= 0) set_int(L, "nchunk", nt->chunk);
-        if (nt->from_rank >= 0) set_int(L, "from_rank", nt->from_rank);
-        if (nt->from_turn >= 0) set_int(L, "from_turn", nt->from_turn);
+        lua_set_str(L, "kind", op_names[o->kind]);
+        lua_set_int(L, "turn", turn);
+        if (o->what != WHAT_NONE) lua_set_str(L, "what", what_names[o->what]);
+        if (o->buf >= 0) lua_set_int(L, "buf", o->buf);
+        if (o->buf2 >= 0) lua_set_int(L, "buf2", o->buf2);
+        if (o->chunk >= 0) lua_set_int(L, "chunk", o->chunk);
+        if (o->mb >= 0) lua_set_int(L, "mb", o->mb);
+        if (o->peer >= 0) lua_set_int(L, "peer", o->peer);
+        if (o->group >= 0) lua_set_int(L, "group", o->group);
+        if (nt->chunk >= 0) lua_set_int(L, "nchunk", nt->chunk);
+        if (nt->from_rank >= 0) lua_set_int(L, "from_rank", nt->from_rank);
+        if (nt->from_turn >= 0) lua_set_int(L, "from_turn", nt->from_turn);
         if (nt->first) { lua_pushboolean(L, 1); lua_setfield(L, -2, "first"); }
         if (is_comm(o->kind)) {
-            set_int(L, "shard", nt->nshards > 1 ? nt->shard : 0);
-            set_int(L, "nshards", nt->nshards > 1 ? nt->nshards : 1);
+            lua_set_int(L, "shard", nt->nshards > 1 ? nt->shard : 0);
+            lua_set_int(L, "nshards", nt->nshards > 1 ? nt->nshards : 1);
         }
-        if (src[i] >= 0) set_int(L, "src", src[i] + 1);
-        if (use[i] >= 0) set_int(L, "use", use[i] + 1);
-        if (held[i] >= 0) set_int(L, "held", held[i]);
+        if (src[i] >= 0) lua_set_int(L, "src", src[i] + 1);
+        if (use[i] >= 0) lua_set_int(L, "use", use[i] + 1);
+        if (held[i] >= 0) lua_set_int(L, "held", held[i]);
         lua_rawseti(L, -2, i + 1);
     }
     lua_setfield(L, -3, "ops");

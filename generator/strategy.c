@@ -256,35 +256,35 @@ static const luaL_Reg plan_methods[] = {
 
 /* ---- tables handed to the strategy ---- */
 
-static void set_num(lua_State *L, const char *k, double v) { lua_pushnumber(L, v); lua_setfield(L, -2, k); }
-static void set_int(lua_State *L, const char *k, lua_Integer v) { lua_pushinteger(L, v); lua_setfield(L, -2, k); }
-static void set_str(lua_State *L, const char *k, const char *v) { lua_pushstring(L, v); lua_setfield(L, -2, k); }
+void lua_set_num(lua_State *L, const char *k, double v) { lua_pushnumber(L, v); lua_setfield(L, -2, k); }
+void lua_set_int(lua_State *L, const char *k, long long v) { lua_pushinteger(L, (lua_Integer)v); lua_setfield(L, -2, k); }
+void lua_set_str(lua_State *L, const char *k, const char *v) { lua_pushstring(L, v ? v : ""); lua_setfield(L, -2, k); }
 
 static void push_link(lua_State *L, const Link *l) {
     lua_createtable(L, 0, 3);
-    set_str(L, "type", link_type_name(l->type));
-    set_num(L, "bw", l->bw);
-    set_num(L, "lat", l->lat);
+    lua_set_str(L, "type", link_type_name(l->type));
+    lua_set_num(L, "bw", l->bw);
+    lua_set_num(L, "lat", l->lat);
 }
 
 static void push_topology(lua_State *L, const Topology *t) {
     lua_createtable(L, 0, 6);
-    set_str(L, "name", t->name);
-    set_int(L, "ndevices", t->ndevices);
-    set_int(L, "nics_per_node", t->nics_per_node);
+    lua_set_str(L, "name", t->name);
+    lua_set_int(L, "ndevices", t->ndevices);
+    lua_set_int(L, "nics_per_node", t->nics_per_node);
     push_link(L, &t->net);
     lua_setfield(L, -2, "net");
     lua_createtable(L, t->nnodes, 0);
     for (int i = 0; i < t->nnodes; i++) {
         const Node *n = &t->nodes[i];
         lua_createtable(L, 0, 7);
-        set_str(L, "name", n->name);
-        set_int(L, "devices", n->ndevices);
-        set_int(L, "first_device", n->first_device);
-        set_int(L, "islands", n->islands);
-        set_str(L, "type", t->types[n->type].name);
-        set_num(L, "peak_flops", t->types[n->type].peak_flops);
-        set_num(L, "mem_bytes", t->types[n->type].mem_bytes);
+        lua_set_str(L, "name", n->name);
+        lua_set_int(L, "devices", n->ndevices);
+        lua_set_int(L, "first_device", n->first_device);
+        lua_set_int(L, "islands", n->islands);
+        lua_set_str(L, "type", t->types[n->type].name);
+        lua_set_num(L, "peak_flops", t->types[n->type].peak_flops);
+        lua_set_num(L, "mem_bytes", t->types[n->type].mem_bytes);
         push_link(L, &n->intra);
         lua_setfield(L, -2, "intra");
         lua_seti(L, -2, i + 1);
@@ -301,23 +301,23 @@ static void push_topology(lua_State *L, const Topology *t) {
 
 static void push_model(lua_State *L, const WpConfig *m, const char *name) {
     lua_createtable(L, 0, 12);
-    set_str(L, "name", name);
-    set_int(L, "hidden", m->hidden); set_int(L, "layers", m->layers); set_int(L, "heads", m->heads);
-    set_int(L, "kv_heads", m->kv_heads); set_int(L, "ffn", m->ffn); set_int(L, "vocab", m->vocab);
-    set_int(L, "seq", m->seq); set_int(L, "mbs", m->mbs); set_int(L, "tied", m->tied);
-    set_num(L, "layer_params", (double)wp_layer_nparams(m));
+    lua_set_str(L, "name", name);
+    lua_set_int(L, "hidden", m->hidden); lua_set_int(L, "layers", m->layers); lua_set_int(L, "heads", m->heads);
+    lua_set_int(L, "kv_heads", m->kv_heads); lua_set_int(L, "ffn", m->ffn); lua_set_int(L, "vocab", m->vocab);
+    lua_set_int(L, "seq", m->seq); lua_set_int(L, "mbs", m->mbs); lua_set_int(L, "tied", m->tied);
+    lua_set_num(L, "layer_params", (double)wp_layer_nparams(m));
 }
 
 static void push_opts(lua_State *L, const StrategyOpts *o, const Plan *p) {
     lua_createtable(L, 0, 6);
-    set_int(L, "ranks", p->nranks);
-    set_int(L, "micro_batches", o->micro_batches);
-    set_int(L, "replicas", o->replicas);
-    set_int(L, "chunks", o->chunks);
-    set_int(L, "total_mbs", p->total_mbs);
-    set_int(L, "recompute", o->recompute);
-    set_int(L, "rounds", o->rounds);
-    set_str(L, "grouping", o->grouping ? o->grouping : "auto");
+    lua_set_int(L, "ranks", p->nranks);
+    lua_set_int(L, "micro_batches", o->micro_batches);
+    lua_set_int(L, "replicas", o->replicas);
+    lua_set_int(L, "chunks", o->chunks);
+    lua_set_int(L, "total_mbs", p->total_mbs);
+    lua_set_int(L, "recompute", o->recompute);
+    lua_set_int(L, "rounds", o->rounds);
+    lua_set_str(L, "grouping", o->grouping ? o->grouping : "auto");
 }
 
 static int traceback(lua_State *L) {

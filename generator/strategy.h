@@ -34,6 +34,10 @@ void strategy_about(const char *path, char *out, size_t len);
 const char *wpgen_home(void);
 /* A Lua state with the standard libraries and package.path set to schedules/lib, templates/, then the system's. */
 lua_State *wpgen_lua_new(void);
+/* t[k] = v on the table at the top of the stack (a NULL string is stored as ""). */
+void lua_set_int(lua_State *L, const char *k, long long v);
+void lua_set_num(lua_State *L, const char *k, double v);
+void lua_set_str(lua_State *L, const char *k, const char *v);
 /* lua_pcall with a traceback; on error err holds it and the error is popped. */
 int lua_pcall_traceback(lua_State *L, int nargs, int nres, char *err, size_t errlen);
 

@@ -419,11 +419,10 @@ static int check_structure(Verifier *V) {
         free(seen);
     }
     for (int r = 0; r < p->nranks; r++)
-        for (int i = 0; i < p->ranks[r].nops; i++) {
-            int t = 0;
-            while (p->ranks[r].turn_start[t + 1] <= i) t++;
-            V->rs[r].turn = t;
-            if (check_shape(V, r, i)) return -1;
+        for (int t = 0; t < p->nturns; t++) {
+            V->rs[r].turn = t;   /* for the message */
+            for (int i = p->ranks[r].turn_start[t]; i < p->ranks[r].turn_start[t + 1]; i++)
+                if (check_shape(V, r, i)) return -1;
         }
     return 0;
 }

@@ -5,6 +5,8 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
 
 static char tmp_dir[64];
 
@@ -42,6 +44,18 @@ static inline char *tmp_slurp(const char *path, size_t *n) {
     fclose(f);
     if (n) *n = len >= 0 ? (size_t)len : 0;
     return b;
+}
+
+/* Files in the scratch directory whose name contains part (e.g. the ".tmp." of an atomic write
+ * that was not cleaned up). */
+static inline int tmp_count(const char *part) {
+    DIR *d = opendir(tmp_dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strstr(e->d_name, part)) n++;
+    if (d) closedir(d);
+    return n;
 }
 
 #endif

@@ -45,7 +45,6 @@ struct WpRank {
     int *release; int nrelease, caprelease;   /* slots sent this turn: released after the wait */
     PendingOpt *opts; int nopts, capopts;
     int turn;
-    double t_begin, t_compute;
     TraceEvent *events; size_t nevents, capevents;
     int tracing;
 };

@@ -182,16 +182,6 @@ static void test_bf16(void) {
     free(ts);
 }
 
-static int count_tmp_files(void) {
-    DIR *d = opendir(tmp_dir);
-    int n = 0;
-    struct dirent *e;
-    while (d && (e = readdir(d)))
-        if (strstr(e->d_name, ".tmp.")) n++;
-    if (d) closedir(d);
-    return n;
-}
-
 static void test_atomic(void) {
     WpConfig c = tiny(8, 2, 0);
     WpChunk k = wp_chunk_make(&c, 0, 0, 2, 1, 1);
@@ -219,7 +209,7 @@ static void test_atomic(void) {
     setrlimit(RLIMIT_FSIZE, &old);
     CHECK(rc == -1, "save on a full disk succeeded");
     CHECK(strstr(err, "a.opt.safetensors") != NULL, "message: %s", err);
-    CHECK(count_tmp_files() == 0, "temporary files left behind");
+    CHECK(tmp_count(".tmp.") == 0, "temporary files left behind");
     unsigned char *after = (unsigned char *)tmp_slurp(path, &n1), *oafter = (unsigned char *)tmp_slurp(opt, &o1);
     CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0, "model file changed by a failed save");
     CHECK(obefore && oafter && o0 == o1 && memcmp(obefore, oafter, o0) == 0, "optimizer file changed");

@@ -31,16 +31,6 @@ static int spit_raw(const char *path, const char *header, const void *data, size
     return rc;
 }
 
-static int count_tmp_files(void) {
-    DIR *d = opendir(tmp_dir);
-    int n = 0;
-    struct dirent *e;
-    while (d && (e = readdir(d)))
-        if (strstr(e->d_name, ".tmp.")) n++;
-    if (d) closedir(d);
-    return n;
-}
-
 static void test_round_trip(void) {
     float a[6] = {1, -2, 3.5f, 4, 5, 6e-30f};
     int64_t b[3] = {-1, 1LL << 40, 7};
@@ -56,7 +46,7 @@ static void test_round_trip(void) {
     wp_st_set_metadata(w, "step", "12");   /* replaces */
     char err[512] = "";
     CHECK(wp_st_commit(w, tmp_path("x.safetensors"), err, sizeof err) == 0, "commit: %s", err);
-    CHECK(count_tmp_files() == 0, "temporary file left behind");
+    CHECK(tmp_count(".tmp.") == 0, "temporary file left behind");
 
     /* Byte layout: header length is a multiple of 8, keys in data order, data right after. */
     size_t n = 0;
@@ -133,7 +123,7 @@ static void test_atomic(void) {
     wp_st_add(w, "t", "F32", s, 1, b, sizeof b);
     CHECK(wp_st_commit(w, tmp_path("adir.safetensors"), err, sizeof err) == -1, "rename onto a directory");
     CHECK(strstr(err, "rename") != NULL, "message: %s", err);
-    CHECK(count_tmp_files() == 0, "temporary file left after a failed rename");
+    CHECK(tmp_count(".tmp.") == 0, "temporary file left after a failed rename");
 
     /* A directory that does not exist: a clear error, nothing created. */
     w = wp_st_writer_new();
