@@ -24,10 +24,15 @@ $(BUILD)/config.mk: scripts/deps.sh
 -include $(BUILD)/config.mk
 deps: $(BUILD)/config.mk
 
-GEN_SRC    := $(wildcard generator/*.c)
-GEN_LIBSRC := $(filter-out generator/main.c,$(GEN_SRC))
-RT_SRC     := $(wildcard runtime/*.c)
-RT_MPI_SRC := $(wildcard runtime/mpi/*.c)
+# generator/<stage>/*.c: cli, input, lua, place, ir, verify, sim, emit (docs/architecture.md)
+GEN_SRC    := $(wildcard generator/*/*.c)
+GEN_LIBSRC := $(filter-out generator/cli/main.c,$(GEN_SRC))
+# What the generator shares with the runtime: the model's shape and presets.
+SHARED_SRC := runtime/common/config.c runtime/common/modelcfg.c
+# The training program of emitted plans and its MPI layer (compiled with mpicc); the rest of the
+# runtime (model math, AdamW, data, checkpoints) is libwprt, which the reference trainer links.
+RT_MPI_SRC := $(wildcard runtime/mpi/*.c) runtime/train/train.c runtime/train/trace.c runtime/cpu/step_ops.c
+RT_SRC     := $(filter-out $(RT_MPI_SRC),$(wildcard runtime/common/*.c runtime/cpu/*.c runtime/train/*.c))
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 MPI_TEST_SRC := $(wildcard tests/mpi/*.c)
 TOOL_SRC   := $(wildcard tests/tools/*.c)
@@ -50,15 +55,11 @@ all: $(BUILD)/config.mk $(WPGEN) $(LIBWPRT) $(WPREF) $(if $(RT_MPI_SRC),$(LIBWPM
 
 $(BUILD)/obj/generator/%.o: generator/%.c | $(BUILD)/config.mk
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LUA_INC) -Iruntime -c $< -o $@
+	$(CC) $(CFLAGS) $(LUA_INC) -Igenerator -Iruntime -c $< -o $@
 
-$(BUILD)/obj/runtime/mpi/%.o: runtime/mpi/%.c | $(BUILD)/config.mk
+$(call obj,$(RT_MPI_SRC)): $(BUILD)/obj/%.o: %.c | $(BUILD)/config.mk
 	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS) $(OPENMP) -Iruntime -c $< -o $@
-
-$(BUILD)/obj/runtime/ref/%.o: runtime/ref/%.c | $(BUILD)/config.mk
-	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(OPENMP) -Iruntime -Igenerator -c $< -o $@
+	$(MPICC) $(CFLAGS) $(OPENMP) $(BLAS_INC) -Iruntime -c $< -o $@
 
 $(BUILD)/obj/runtime/%.o: runtime/%.c | $(BUILD)/config.mk
 	@mkdir -p $(@D)
@@ -68,7 +69,7 @@ $(BUILD)/obj/tests/%.o: tests/%.c | $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(OPENMP) $(LUA_INC) -Igenerator -Iruntime -Itests -c $< -o $@
 
-$(LIBWPGEN): $(call obj,$(GEN_LIBSRC)) $(BUILD)/obj/runtime/config.o
+$(LIBWPGEN): $(call obj,$(GEN_LIBSRC) $(SHARED_SRC))
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
@@ -80,11 +81,11 @@ $(LIBWPMPI): $(call obj,$(RT_MPI_SRC))
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-$(WPGEN): $(BUILD)/obj/generator/main.o $(LIBWPGEN)
+$(WPGEN): $(BUILD)/obj/generator/cli/main.o $(LIBWPGEN)
 	$(CC) $^ -o $@ $(GEN_LIBS)
 
-# The reference trainer knows the same model presets as wpgen.
-$(WPREF): $(call obj,$(wildcard runtime/ref/*.c)) $(BUILD)/obj/generator/modelcfg.o $(LIBWPRT)
+# The reference trainer knows the same model presets as wpgen (runtime/common/modelcfg.c).
+$(WPREF): $(call obj,$(wildcard runtime/ref/*.c)) $(LIBWPRT)
 	$(CC) $^ -o $@ $(RT_LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBWPGEN) $(LIBWPRT)

@@ -2,7 +2,7 @@
 -- owner; inside a group weights move by BCAST and gradients by REDUCE over the fast links, and
 -- between groups one copy of each chunk travels point to point per pass, prefetched while the
 -- current chunk computes. Groups, ring order, staging ranks and owners come from the placement
--- solver (generator/placement.c). See schedules/lib/tawpipe.lua.
+-- solver (generator/place/placement.c). See schedules/lib/tawpipe.lua.
 local tawpipe = require("tawpipe")
 
 return {

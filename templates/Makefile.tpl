@@ -18,18 +18,18 @@ NVFLAGS = -O2 -Iruntime
 LDLIBS += -L/usr/local/cuda/lib64 -lcudart -lcublasLt -lcublas -lnccl
 @ end
 
-SRC     = $(sort $(wildcard rank_*.c)) plan_desc.c main.c $(wildcard runtime/*.c) $(wildcard runtime/mpi/*.c)
+SRC     = $(sort $(wildcard rank_*.c)) plan_desc.c main.c $(wildcard runtime/common/*.c runtime/train/*.c runtime/cpu/*.c runtime/mpi/*.c)
 OBJ     = $(SRC:%.c=obj/%.o)
 @ if P.backend == "cuda" then
 CUSRC   = $(wildcard runtime/cuda/*.cu)
 OBJ    += $(CUSRC:%.cu=obj/%.o)
 @ end
-HDR     = plan.h $(wildcard runtime/*.h)
+HDR     = plan.h $(wildcard runtime/*/*.h)
 
 train: $(OBJ)
 	$(CC) $(OPT) $(CFLAGS) $(OBJ) -o $@ $(LDLIBS)
 
-obj/rank_%.o: rank_%.c plan.h runtime/step.h
+obj/rank_%.o: rank_%.c plan.h runtime/common/step.h
 	@mkdir -p $(@D)
 	$(CC) $(RANKOPT) $(CFLAGS) -c $< -o $@
 

@@ -1,7 +1,7 @@
 ${P.first_c}
 ${P.header_c}
 
-/* The static description of this plan for the runtime (runtime/step.h): the model, the chunks
+/* The static description of this plan for the runtime (runtime/common/step.h): the model, the chunks
  * and their owners, the groups of the collectives, and per rank its place, its buffers and its
  * step function. */
 #include "plan.h"

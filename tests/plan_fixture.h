@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "topology.h"
-#include "plan.h"
-#include "strategy.h"
+#include "input/topology.h"
+#include "ir/plan.h"
+#include "lua/bridge.h"
 
 static char fixture_dir[256];
 

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "plan.h"
+#include "ir/plan.h"
 
 #define IW 64           /* elements of a chunk's toy weights */
 #define ILR 0.1         /* the toy optimizer: w -= ILR * grad */

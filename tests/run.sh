@@ -10,18 +10,19 @@ run_one() {   # name, command...
     local name=$1; shift
     if [ -n "${TESTS:-}" ] && [[ "$name" != *"$TESTS"* ]]; then return; fi
     local t0=$SECONDS
-    if "$@" >"$logdir/$name.log" 2>&1; then
-        passed=$((passed + 1)); printf '  ok    %-36s %3ds  %s\n' "$name" $((SECONDS - t0)) "$(tail -n 1 "$logdir/$name.log")"
+    local log=$logdir/${name//\//_}.log    # unit/test_tawpipe and e2e/test_tawpipe: two logs
+    if "$@" >"$log" 2>&1; then
+        passed=$((passed + 1)); printf '  ok    %-36s %3ds  %s\n' "$name" $((SECONDS - t0)) "$(tail -n 1 "$log")"
     else
         failed=$((failed + 1)); failures+=("$name")
-        printf '  FAIL  %-36s %3ds\n' "$name" $((SECONDS - t0)); tail -n 30 "$logdir/$name.log" | sed 's/^/        /'
+        printf '  FAIL  %-36s %3ds\n' "$name" $((SECONDS - t0)); tail -n 30 "$log" | sed 's/^/        /'
     fi
 }
 for t in "$build"/tests/test_*; do
-    [ -x "$t" ] && run_one "$(basename "$t")" "$t"
+    [ -x "$t" ] && run_one "unit/$(basename "$t")" "$t"
 done
 for t in tests/*/test_*.sh; do
-    [ -f "$t" ] && run_one "$(basename "$t" .sh)" bash "$t" "$build"
+    [ -f "$t" ] && { d=${t#tests/}; run_one "${d%%/*}/$(basename "$t" .sh)" bash "$t" "$build"; }
 done
 [ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]} (logs in $logdir/)"
 echo "$passed passed, $failed failed"

@@ -1,4 +1,4 @@
-/* The communication layer (runtime/comm.h) over MPI, for CPU buffers: every operation of the step
+/* The communication layer (runtime/common/comm.h) over MPI, for CPU buffers: every operation of the step
  * is one nonblocking MPI call whose request joins the pending list with a description of what it
  * is; comm_wait_turn polls the list until it is empty, and when the timeout passes names the first
  * operation still pending and aborts the job. Collectives run on one communicator per group,
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "comm.h"
+#include "common/comm.h"
 
 /* Point-to-point traffic of the step uses one tag, so MPI's non-overtaking rule gives the plan's
  * matching (k-th send a->b with k-th receive at b from a). The blocking gather/scatter use their

@@ -18,13 +18,13 @@
 
 #include <jansson.h>
 
-#include "adamw.h"
-#include "checkpoint.h"
-#include "config.h"
-#include "data.h"
-#include "model.h"
-#include "modelcfg.h"
-#include "trainflags.h"
+#include "cpu/adamw.h"
+#include "train/checkpoint.h"
+#include "common/config.h"
+#include "train/data.h"
+#include "cpu/model.h"
+#include "common/modelcfg.h"
+#include "train/trainflags.h"
 
 static const char usage_head[] =
     "usage: wp-ref -m MODEL (--data FILE | --synthetic) [options]\n"

@@ -1,7 +1,7 @@
 -- TawPipe (AAAI 2026): topology-aware weight passing, on P ranks per replica.
 --
 -- The ranks of a pipeline form D groups (one per node, or per PCIe island: the placement solver
--- in generator/placement.c chooses), G ranks each (groups may differ in size). Every chunk has
+-- in generator/place/placement.c chooses), G ranks each (groups may differ in size). Every chunk has
 -- ONE fixed owner, which keeps its master weights ("m<c>"), its gradient ("g<c>") and the
 -- optimizer state, and runs OPT. The solver also chooses the order of the groups along the
 -- inter-node ring and each group's staging rank.

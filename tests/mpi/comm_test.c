@@ -1,4 +1,4 @@
-/* Tests of the communication layer (runtime/comm.h) under mpirun, on any number of ranks:
+/* Tests of the communication layer (runtime/common/comm.h) under mpirun, on any number of ranks:
  * ring send/receive with several transfers in flight per turn, every collective on the world and
  * on sub-groups (reversed, strided, singleton) with uneven shards, post-compute-wait overlap, the
  * emulated link delay, the blocking calls, counters and trace events. Values are small integers
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "comm.h"
+#include "common/comm.h"
 #include "check.h"
 
 static int R, P;   /* this rank, world size */

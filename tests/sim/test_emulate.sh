@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The MPI layer's topology emulation (WP_EMULATE=1, runtime/mpi/train.c): the same numbers as
+# The MPI layer's topology emulation (WP_EMULATE=1, runtime/train/train.c): the same numbers as
 # without it, and a step that takes about as long as the simulator predicts for the slow
 # emulated network (a loose bound here: the machine running the tests is shared; make
 # bench-sim measures it properly).

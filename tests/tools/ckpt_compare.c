@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "safetensors.h"
+#include "train/safetensors.h"
 
 int main(int argc, char **argv) {
     if (argc < 3) { fprintf(stderr, "usage: ckpt-compare A.safetensors B.safetensors [RTOL]\n"); return 2; }

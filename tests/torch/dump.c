@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "config.h"
-#include "model.h"
-#include "safetensors.h"
+#include "common/config.h"
+#include "cpu/model.h"
+#include "train/safetensors.h"
 
 int main(int argc, char **argv) {
     if (argc < 2) { fprintf(stderr, "usage: %s OUT.safetensors [tied]\n", argv[0]); return 2; }

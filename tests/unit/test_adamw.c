@@ -5,7 +5,7 @@
 #include <string.h>
 #include <omp.h>
 
-#include "adamw.h"
+#include "cpu/adamw.h"
 #include "check.h"
 
 static void test_hand_step(void) {

@@ -14,8 +14,8 @@
 
 #include "check.h"
 #include "tmpdir.h"
-#include "checkpoint.h"
-#include "safetensors.h"
+#include "train/checkpoint.h"
+#include "train/safetensors.h"
 
 static WpConfig tiny(int hidden, int layers, int tied) {
     WpConfig c = {.hidden = hidden, .layers = layers, .heads = 2, .kv_heads = 1, .head_dim = hidden / 2,

@@ -8,7 +8,7 @@
 
 #include "check.h"
 #include "tmpdir.h"
-#include "data.h"
+#include "train/data.h"
 
 static void spit(const char *path, const void *data, size_t n) {
     FILE *f = fopen(path, "wb");

@@ -16,9 +16,9 @@
 #include <unistd.h>
 #include <jansson.h>
 #include "check.h"
-#include "emit.h"
-#include "plan.h"
-#include "strategy.h"
+#include "emit/emit.h"
+#include "ir/plan.h"
+#include "lua/bridge.h"
 
 static char base[] = "/tmp/wp-test-emit-XXXXXX";
 static char err[4096];
@@ -385,7 +385,7 @@ static void check_dir(const Plan *p, const char *dir) {
     free(rf);
 
     /* Self-contained: the runtime's headers are there, and no absolute path of this machine. */
-    snprintf(path, sizeof path, "%s/runtime/step.h", dir);
+    snprintf(path, sizeof path, "%s/runtime/common/step.h", dir);
     CHECK(access(path, R_OK) == 0, "%s missing", path);
     snprintf(cmd, sizeof cmd, "grep -rlF -e '%s' -e '%s' '%s'", wpgen_home(), base, dir);
     CHECK(system(cmd) != 0, "an absolute path in %s (above)", dir);
@@ -559,7 +559,7 @@ static void bench(void) {
 int main(void) {
     if (!getenv("WPGEN_HOME")) {
         char cwd[4096];
-        if (!getcwd(cwd, sizeof cwd) || access("templates/emit.lua", R_OK)) {
+        if (!getcwd(cwd, sizeof cwd) || access("generator/emit/emit.lua", R_OK)) {
             fprintf(stderr, "test_emit: run from the repository root or set WPGEN_HOME\n");
             return 1;
         }

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
-#include "config.h"
-#include "model.h"
-#include "kernels.h"
+#include "common/config.h"
+#include "cpu/model.h"
+#include "cpu/kernels.h"
 
 /* ---- small helpers ---- */
 

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "check.h"
-#include "modelcfg.h"
+#include "common/modelcfg.h"
 
 static char tmpdir[] = "/tmp/wp-test-modelcfg-XXXXXX";
 

@@ -10,7 +10,7 @@
 
 #include "check.h"
 #include "tmpdir.h"
-#include "safetensors.h"
+#include "train/safetensors.h"
 
 static int spit(const char *path, const void *data, size_t n) {
     FILE *f = fopen(path, "wb");

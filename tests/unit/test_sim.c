@@ -9,7 +9,7 @@
 #include <string.h>
 #include "check.h"
 #include "plan_fixture.h"
-#include "sim.h"
+#include "sim/sim.h"
 
 static double run(const Plan *p, const SimOptions *o, SimResult *r) {
     char err[512];

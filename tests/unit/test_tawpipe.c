@@ -13,8 +13,8 @@
 #include "check.h"
 #include "plan_fixture.h"
 #include "plan_interp.h"
-#include "modelcfg.h"
-#include "placement.h"
+#include "common/modelcfg.h"
+#include "place/placement.h"
 
 static void run_interp(const Plan *p, const char *what) {
     double (*ref)[IW] = malloc((size_t)p->nchunks * sizeof *ref), diff;

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "check.h"
-#include "topology.h"
+#include "input/topology.h"
 
 static char tmpdir[] = "/tmp/wp-test-topology-XXXXXX";
 

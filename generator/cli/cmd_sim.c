@@ -1,0 +1,304 @@
+/* wpgen sim and compare, and the `-s auto` search: plans simulated on the topology, reported as
+ * text or JSON, with the Chrome trace and SVG timeline of sim_trace.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include "cli/cli.h"
+#include "ir/xalloc.h"
+
+static int shipped_strategies(char names[][64], int max) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/schedules", wpgen_home());
+    struct dirent **ents;
+    int k = scandir(dir, &ents, NULL, alphasort), n = 0;
+    for (int i = 0; i < k; i++) {
+        size_t l = strlen(ents[i]->d_name);
+        if (l > 4 && l < 60 && !strcmp(ents[i]->d_name + l - 4, ".lua") && strncmp(ents[i]->d_name, "auto.", 5) && n < max)
+            snprintf(names[n++], 64, "%.*s", (int)(l - 4), ents[i]->d_name);
+        free(ents[i]);
+    }
+    if (k >= 0) free(ents);
+    return n;
+}
+
+static void sim_json_add(json_t *o, const Plan *p, const SimResult *s) {
+    json_object_set_new(o, "step_time_s", json_real(s->step_time));
+    json_object_set_new(o, "tokens_per_s_per_device", json_real(s->tokens_per_s_per_device));
+    json_object_set_new(o, "bubble_ratio", json_real(s->bubble_ratio));
+    json_object_set_new(o, "tokens_per_step", json_integer((json_int_t)p->total_mbs * p->model.mbs * p->model.seq));
+    json_object_set_new(o, "compute_s_per_rank", json_real(s->compute_s / p->nranks));
+    json_object_set_new(o, "comm_wait_s_per_rank", json_real(s->comm_exposed_s / p->nranks));
+    json_object_set_new(o, "recompute", json_boolean(p->recompute));
+    json_t *links = json_object();
+    for (int l = 0; l < LINK__COUNT; l++)
+        if (s->link_bytes[l] > 0) json_object_set_new(links, link_type_name((LinkType)l), json_real(s->link_bytes[l]));
+    json_object_set_new(o, "bytes_by_link", links);
+    json_t *mem = json_array();
+    for (int r = 0; r < p->nranks; r++) json_array_append_new(mem, json_integer((json_int_t)p->ranks[r].peak_mem));
+    json_object_set_new(o, "peak_mem_bytes_per_rank", mem);
+}
+
+static void print_sim(const Plan *p, const SimResult *s) {
+    char b[32];
+    printf("step        %.4g s predicted: %.5g tokens/s per device, bubble %.1f%%\n", s->step_time,
+           s->tokens_per_s_per_device, 100 * s->bubble_ratio);
+    printf("time        per rank (mean): %.4g s forward/backward, %.4g s waiting for transfers, %.4g s the rest\n",
+           s->compute_s / p->nranks, s->comm_exposed_s / p->nranks,
+           s->step_time - (s->compute_s + s->comm_exposed_s) / p->nranks);
+    printf("links      ");
+    int any = 0;
+    for (int l = 0; l < LINK__COUNT; l++)
+        if (s->link_bytes[l] > 0) { human_bytes(s->link_bytes[l], b, sizeof b); printf("%s %s %s", any ? "," : "", link_type_name((LinkType)l), b); any = 1; }
+    printf("%s per step\n", any ? "" : " none");
+    printf("mem/rank    GiB:");
+    for (int r = 0; r < p->nranks; r++) printf("%s%.1f", r && r % 16 == 0 ? "\n               " : " ", (double)p->ranks[r].peak_mem / (1 << 30));
+    printf("\n");
+}
+
+
+static int cand_better(const Cand *x, const Cand *y) {   /* x strictly better than y */
+    if (x->rc || !x->fits) return 0;
+    if (y->rc || !y->fits) return 1;
+    return x->step < y->step * (1 - 1e-9);
+}
+
+/* -s auto: every shipped strategy with every replica count that divides the ranks, its default
+ * chunks and twice as many, first without recomputation and with it only where that does not
+ * fit. Micro-batches per rank stay as given, so the global batch is the same for all. Options
+ * given on the command line are kept. Picks the fastest that fits. Returns 0 and fills *best, or
+ * EXIT_REJECTED when nothing fits. */
+int auto_search(const Args *a, const Topology *topo, const WpConfig *model, const char *name, Cand *best, int verbose) {
+    char names[32][64];
+    int ns = shipped_strategies(names, 32), ncand = 0, nfit = 0;
+    Cand b = { .rc = -1 }, runner = { .rc = -1 };   /* the best, and the best of another strategy */
+    int P = topo->ndevices;
+    for (int si = 0; si < ns; si++)
+        for (int R = 1; R <= P; R++) {
+            if (P % R || (a->set_replicas && R != a->replicas)) continue;
+            for (int cm = 0; cm < 2; cm++) {
+                if (a->set_chunks && cm) continue;
+                int chunks = a->set_chunks ? a->chunks : cm ? 2 * (P / R) : 0;
+                if (chunks > model->layers) continue;
+                for (int rec = a->recompute; rec < 2; rec++) {
+                    Cand c = { .o = opts_of(a) };
+                    c.o.replicas = R;
+                    c.o.chunks = chunks;
+                    c.o.recompute = rec;
+                    snprintf(c.strategy, sizeof c.strategy, "%.63s", names[si]);
+                    Plan *p = NULL;
+                    char err[4096];
+                    c.rc = make_plan(c.strategy, topo, model, name, &c.o, &p, err, sizeof err);
+                    if (c.rc == 0) {
+                        c.fits = plan_fits(p);
+                        SimResult s;
+                        if (sim_run(p, NULL, &s, err, sizeof err) == 0) {
+                            c.step = s.step_time; c.tps = s.tokens_per_s_per_device; c.bubble = s.bubble_ratio;
+                            sim_result_free(&s);
+                        } else c.rc = EXIT_REJECTED;
+                    }
+                    plan_free(p);
+                    if (c.rc == 0) {
+                        ncand++;
+                        nfit += c.fits;
+                        if (verbose)
+                            fprintf(stderr, "auto: %-20s replicas %-3d chunks %-4d%s  %.4g s%s\n", c.strategy, R, chunks,
+                                    rec ? " recompute" : "", c.step, c.fits ? "" : " (does not fit)");
+                        if (b.rc != 0 || cand_better(&c, &b)) {
+                            if (b.rc == 0 && b.fits && strcmp(b.strategy, c.strategy)) runner = b;
+                            b = c;
+                        } else if (c.fits && strcmp(c.strategy, b.strategy) && (runner.rc != 0 || cand_better(&c, &runner))) runner = c;
+                    }
+                    if (c.rc || c.fits) break;   /* recompute only when it did not fit */
+                }
+            }
+        }
+    if (b.rc != 0 || !b.fits) {
+        fprintf(stderr, "wpgen: auto: no plan fits the device (%d candidates tried)\n", ncand);
+        return EXIT_REJECTED;
+    }
+    if (runner.rc == 0 && runner.fits && strcmp(runner.strategy, b.strategy))
+        snprintf(b.why, sizeof b.why, "%.4g s/step, the fastest of %d plans that fit (%d tried); the best other strategy, %s "
+                 "(%d replica%s%s), takes %.4g s (+%.0f%%)", b.step, nfit, ncand, runner.strategy, runner.o.replicas,
+                 runner.o.replicas > 1 ? "s" : "", runner.o.recompute ? ", recomputation" : "", runner.step, 100 * (runner.step / b.step - 1));
+    else snprintf(b.why, sizeof b.why, "%.4g s/step, the fastest of %d plans that fit (%d tried)", b.step, nfit, ncand);
+    *best = b;
+    return 0;
+}
+
+int cmd_sim(const Args *a) {
+    char err[4096], name[256];
+    Topology topo;
+    WpConfig model;
+    int rc = load_inputs(a, &topo, &model, name, sizeof name);
+    if (rc) return rc;
+    const char *strategy = a->strategy;
+    StrategyOpts o = opts_of(a);
+    Cand best;
+    int is_auto = !strcmp(a->strategy, "auto");
+    if (is_auto) {
+        if ((rc = auto_search(a, &topo, &model, name, &best, 0))) { topology_free(&topo); return rc; }
+        strategy = best.strategy;
+        o = best.o;
+    }
+    Plan *p = NULL;
+    rc = make_plan(strategy, &topo, &model, name, &o, &p, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "wpgen: %s\n", err);
+        topology_free(&topo);
+        return rc;
+    }
+    SimOptions so = { .record = a->trace || a->svg };
+    SimResult s;
+    if (sim_run(p, &so, &s, err, sizeof err)) {
+        fprintf(stderr, "wpgen: sim: %s\n", err);
+        plan_free(p); topology_free(&topo);
+        return EXIT_REJECTED;
+    }
+    int fits = plan_fits(p);
+    if (a->json) {
+        json_t *j = plan_json(p, s.bytes_intra, s.bytes_inter, fits);
+        sim_json_add(j, p, &s);
+        if (is_auto) {
+            json_t *au = json_object();
+            json_object_set_new(au, "replicas", json_integer(o.replicas));
+            json_object_set_new(au, "chunks_option", json_integer(o.chunks));
+            json_object_set_new(au, "why", json_string(best.why));
+            json_object_set_new(j, "auto", au);
+        }
+        char *txt = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+        printf("%s\n", txt);
+        free(txt);
+        json_decref(j);
+    } else {
+        if (is_auto)
+            printf("auto        picked %s, %d replica%s, %s chunks%s: %s\n", strategy, o.replicas, o.replicas > 1 ? "s" : "",
+                   o.chunks ? "twice the default" : "default", o.recompute ? ", recomputation" : "", best.why);
+        print_summary(p, name, s.bytes_intra, s.bytes_inter, fits);
+        if (p->notes && p->notes[0] && p->notes[strlen(p->notes) - 1] != '\n') printf("\n");
+        print_sim(p, &s);
+    }
+    if (a->trace && sim_write_trace(p, &s, a->trace)) rc = bad("sim: cannot write %s: %s", a->trace, strerror(errno));
+    if (!rc && a->svg) {
+        char title[512];
+        snprintf(title, sizeof title, "%s on %s, %s seq %d: %.4g s/step, bubble %.1f%%", p->strategy, topo.name, name, model.seq,
+                 s.step_time, 100 * s.bubble_ratio);
+        if (sim_write_svg(p, &s, title, a->svg)) rc = bad("sim: cannot write %s: %s", a->svg, strerror(errno));
+    }
+    if (!rc && !fits) {
+        fprintf(stderr, "wpgen: the plan does not fit: rank %d needs %zu bytes\n", p->peak_rank, p->peak_mem);
+        rc = EXIT_REJECTED;
+    }
+    sim_result_free(&s);
+    plan_free(p);
+    topology_free(&topo);
+    return rc;
+}
+
+int cmd_compare(const Args *a) {
+    char names[64][64];
+    int ns = 0;
+    if (a->strategies) {
+        const char *s = a->strategies;
+        while (*s && ns < 64) {
+            size_t l = strcspn(s, ",");
+            if (l == 0 || l >= 64) { fprintf(stderr, "wpgen: --strategies: expected names separated by commas, got \"%s\"\n", a->strategies); return EXIT_BAD_INPUT; }
+            memcpy(names[ns], s, l);
+            names[ns++][l] = 0;
+            s += l + (s[l] == ',');
+        }
+    } else ns = shipped_strategies(names, 64);
+    for (int i = 0; i < ns; i++) {
+        char path[4200];
+        if (strcmp(names[i], "auto") && strategy_resolve(names[i], path, sizeof path)) {
+            fprintf(stderr, "wpgen: compare: no strategy \"%s\" (no such file %s)\n", names[i], path);
+            return EXIT_BAD_INPUT;
+        }
+    }
+    char name[256];
+    Topology topo;
+    WpConfig model;
+    int rc = load_inputs(a, &topo, &model, name, sizeof name);
+    if (rc) return rc;
+    StrategyOpts o = opts_of(a);
+    json_t *arr = json_array();
+    Cand *c = xcalloc((size_t)ns, sizeof *c);
+    json_t **rows = xcalloc((size_t)ns, sizeof *rows);
+    char (*errs)[512] = xcalloc((size_t)ns, sizeof *errs);
+    Plan **plans = xcalloc((size_t)ns, sizeof *plans);
+    SimResult *res = xcalloc((size_t)ns, sizeof *res);
+    int best = -1, nfit = 0;
+    for (int i = 0; i < ns; i++) {
+        char err[4096];
+        snprintf(c[i].strategy, sizeof c[i].strategy, "%s", names[i]);
+        c[i].o = o;
+        if (!strcmp(names[i], "auto")) {
+            Cand b;
+            if (auto_search(a, &topo, &model, name, &b, 0)) { c[i].rc = EXIT_REJECTED; snprintf(errs[i], sizeof errs[i], "auto: nothing fits"); continue; }
+            c[i].o = b.o;
+            snprintf(c[i].strategy, sizeof c[i].strategy, "%s", b.strategy);
+        }
+        c[i].rc = make_plan(c[i].strategy, &topo, &model, name, &c[i].o, &plans[i], err, sizeof err);
+        if (c[i].rc) {
+            char *nl = strchr(err, '\n');
+            if (nl) *nl = 0;
+            snprintf(errs[i], sizeof errs[i], "%.500s", err);
+            if (!strcmp(names[i], "auto")) snprintf(c[i].strategy, sizeof c[i].strategy, "auto");
+            continue;
+        }
+        if (sim_run(plans[i], NULL, &res[i], err, sizeof err)) { c[i].rc = EXIT_REJECTED; snprintf(errs[i], sizeof errs[i], "sim: %.500s", err); continue; }
+        c[i].fits = plan_fits(plans[i]);
+        c[i].step = res[i].step_time;
+        nfit += c[i].fits;
+        if (c[i].fits && (best < 0 || cand_better(&c[i], &c[best]))) best = i;
+    }
+    if (!a->json) {
+        printf("cluster %s (%d devices on %d node%s); model %s, seq %d, %d sequence%s per micro-batch, %d micro-batches per rank\n",
+               topo.name, topo.ndevices, topo.nnodes, topo.nnodes > 1 ? "s" : "", name, model.seq, model.mbs, model.mbs > 1 ? "s" : "",
+               a->micro_batches);
+        printf("%-22s %10s %13s %7s %11s %11s %10s\n", "strategy", "step s", "tokens/s/dev", "bubble", "intra GiB", "inter GiB", "peak GiB");
+    }
+    for (int i = 0; i < ns; i++) {
+        const char *label = names[i];
+        char shown[160];
+        if (!strcmp(names[i], "auto") && !c[i].rc)
+            snprintf(shown, sizeof shown, "auto=%s/r%d%s%s", c[i].strategy, c[i].o.replicas, c[i].o.chunks ? "/2c" : "", c[i].o.recompute ? "/rc" : "");
+        else snprintf(shown, sizeof shown, "%s", label);
+        if (c[i].rc) {
+            if (a->json) {
+                json_t *j = json_object();
+                json_object_set_new(j, "strategy", json_string(label));
+                json_object_set_new(j, "fits", json_false());
+                json_object_set_new(j, "error", json_string(errs[i]));
+                json_array_append_new(arr, j);
+            } else printf("%-22s %s\n", shown, errs[i]);
+            continue;
+        }
+        const Plan *p = plans[i];
+        const SimResult *s = &res[i];
+        if (a->json) {
+            json_t *j = plan_json(p, s->bytes_intra, s->bytes_inter, c[i].fits);
+            sim_json_add(j, p, s);
+            json_object_set_new(j, "fastest", json_boolean(i == best));
+            if (!strcmp(names[i], "auto")) json_object_set_new(j, "picked_by", json_string("auto"));
+            json_array_append_new(arr, j);
+        } else {
+            printf("%-22s %10.4g %13.5g %6.1f%% %11.2f %11.2f %10.2f  %s\n", shown, s->step_time, s->tokens_per_s_per_device,
+                   100 * s->bubble_ratio, s->bytes_intra / (1 << 30), s->bytes_inter / (1 << 30), (double)p->peak_mem / (1 << 30),
+                   !c[i].fits ? "OOM" : i == best ? "<- fastest" : "");
+        }
+    }
+    if (a->json) {
+        char *txt = json_dumps(arr, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+        printf("%s\n", txt);
+        free(txt);
+    }
+    json_decref(arr);
+    for (int i = 0; i < ns; i++) { plan_free(plans[i]); if (!c[i].rc) sim_result_free(&res[i]); }
+    free(c); free(rows); free(errs); free(plans); free(res);
+    topology_free(&topo);
+    return nfit ? 0 : EXIT_REJECTED;
+}
+

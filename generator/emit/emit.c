@@ -1,0 +1,460 @@
+/* wpgen emit: writes a verified plan out as a directory that builds and runs on its own. The
+ * text comes from emit.lua beside this file and its *.tpl files (Penlight's pl.template); this file
+ * drives them one rank at a time (ranks in parallel, a Lua state per thread), writes what they
+ * return and plan.json (emit_data.c), copies the runtime's sources, and makes the whole thing
+ * appear at once: everything goes into DIR.tmp-PID, which is renamed over DIR at the end, so a
+ * failure leaves DIR as it was. */
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <lua.h>
+#include <lauxlib.h>
+#include "emit/emit.h"
+#include "common/errmsg.h"
+#include "emit/emit_data.h"
+#include "lua/bridge.h"
+
+enum { PATHLEN = 4096 };
+
+/* ---- files and directories ---- */
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb; (void)ftw;
+    return (flag == FTW_DP ? rmdir(path) : unlink(path)) ? -1 : 0;
+}
+
+/* Removes a tree this emitter made (never follows links out of it). */
+static int rm_tree(const char *path) {
+    return nftw(path, rm_entry, 32, FTW_DEPTH | FTW_PHYS);
+}
+
+static int join_path(char *out, const char *dir, const char *name, char *err, size_t errlen) {
+    if (snprintf(out, PATHLEN, "%s/%s", dir, name) >= PATHLEN) return errmsg(err, errlen, "%s/%s: path too long", dir, name);
+    return 0;
+}
+
+static int write_file(const char *dir, const char *name, const char *data, size_t len, char *err, size_t errlen) {
+    char path[PATHLEN];
+    if (join_path(path, dir, name, err, errlen)) return -1;
+    FILE *f = fopen(path, "wb");
+    if (!f) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    if (len && fwrite(data, 1, len, f) != len) {
+        int e = errno;
+        fclose(f);
+        return errmsg(err, errlen, "%s: %s", path, strerror(e));
+    }
+    if (fclose(f)) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    return 0;
+}
+
+/* Names the templates give files: plain names inside DIR, nothing that climbs out of it. */
+static int safe_name(const char *s) {
+    if (!*s || *s == '.') return 0;
+    for (; *s; s++)
+        if (!(*s == '_' || *s == '-' || *s == '.' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+              (*s >= '0' && *s <= '9'))) return 0;
+    return 1;
+}
+
+static int copy_file(const char *from, const char *to, char *err, size_t errlen) {
+    FILE *in = fopen(from, "rb");
+    if (!in) return errmsg(err, errlen, "%s: %s", from, strerror(errno));
+    FILE *out = fopen(to, "wb");
+    if (!out) { int e = errno; fclose(in); return errmsg(err, errlen, "%s: %s", to, strerror(e)); }
+    char buf[1 << 16];
+    size_t n;
+    int rc = 0;
+    while (rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (fwrite(buf, 1, n, out) != n) rc = errmsg(err, errlen, "%s: %s", to, strerror(errno));
+    if (rc == 0 && ferror(in)) rc = errmsg(err, errlen, "%s: read error", from);
+    fclose(in);
+    if (fclose(out) && rc == 0) rc = errmsg(err, errlen, "%s: %s", to, strerror(errno));
+    return rc;
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int has_ext(const char *name, const char *const *exts) {
+    size_t n = strlen(name);
+    for (; *exts; exts++) {
+        size_t e = strlen(*exts);
+        if (n > e && !strcmp(name + n - e, *exts)) return 1;
+    }
+    return 0;
+}
+
+/* Copies the files of src with one of exts into dst (made here), in name order. A missing src is
+ * an error only when required: parts of the runtime may not exist yet. */
+static int copy_dir(const char *src, const char *dst, const char *const *exts, int required, char *err, size_t errlen) {
+    DIR *d = opendir(src);
+    if (!d) {
+        if (!required && errno == ENOENT) return 0;
+        return errmsg(err, errlen, "the runtime's sources: %s: %s", src, strerror(errno));
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d))) {
+        char path[PATHLEN];
+        struct stat st;
+        if (e->d_name[0] == '.' || !has_ext(e->d_name, exts)) continue;
+        if (join_path(path, src, e->d_name, err, errlen)) { rc = -1; break; }
+        if (stat(path, &st) || !S_ISREG(st.st_mode)) continue;
+        if (n == cap) {
+            char **q = realloc(names, (cap = cap ? 2 * cap : 32) * sizeof *names);
+            if (!q) { rc = errmsg(err, errlen, "out of memory"); break; }
+            names = q;
+        }
+        if (!(names[n] = strdup(e->d_name))) { rc = errmsg(err, errlen, "out of memory"); break; }
+        n++;
+    }
+    closedir(d);
+    if (rc == 0 && mkdir(dst, 0777) && errno != EEXIST) rc = errmsg(err, errlen, "%s: %s", dst, strerror(errno));
+    if (names) qsort(names, n, sizeof *names, by_name);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        char from[PATHLEN], to[PATHLEN];
+        if (join_path(from, src, names[i], err, errlen) || join_path(to, dst, names[i], err, errlen) ||
+            copy_file(from, to, err, errlen)) rc = -1;
+    }
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return rc;
+}
+
+/* The runtime folders an emitted program builds from (the backend's folders join them). */
+static const char *const runtime_dirs[] = { "common", "train", "cpu", "mpi", NULL };
+
+static int copy_runtime(const char *dir, const char *backend, char *err, size_t errlen) {
+    static const char *const c_h[] = { ".c", ".h", NULL }, *const cuda[] = { ".cu", ".cuh", ".c", ".h", NULL };
+    char src[PATHLEN], dst[PATHLEN];
+    const char *home = wpgen_home();
+    if (join_path(dst, dir, "runtime", err, errlen)) return -1;
+    if (mkdir(dst, 0777) && errno != EEXIST) return errmsg(err, errlen, "%s: %s", dst, strerror(errno));
+    for (const char *const *d = runtime_dirs; *d; d++) {
+        if (snprintf(src, sizeof src, "%s/runtime/%s", home, *d) >= PATHLEN || snprintf(dst, sizeof dst, "%s/runtime/%s", dir, *d) >= PATHLEN)
+            return errmsg(err, errlen, "%s/runtime: path too long", home);
+        if (copy_dir(src, dst, c_h, 1, err, errlen)) return -1;
+    }
+    if (backend && !strcmp(backend, "cuda")) {
+        snprintf(src, sizeof src, "%s/runtime/cuda", home);
+        if (join_path(dst, dir, "runtime/cuda", err, errlen) || copy_dir(src, dst, cuda, 0, err, errlen)) return -1;
+    }
+    return 0;
+}
+
+/* DIR may be replaced when it is empty or holds what an earlier emit wrote (its plan.json says
+ * so); anything else is someone's data. *exists says whether there is something to replace. */
+static int check_target(const char *dir, int *exists, char *err, size_t errlen) {
+    struct stat st;
+    *exists = 0;
+    if (lstat(dir, &st)) {
+        if (errno == ENOENT) return 0;
+        return errmsg(err, errlen, "%s: %s", dir, strerror(errno));
+    }
+    if (!S_ISDIR(st.st_mode)) return errmsg(err, errlen, "%s exists and is not a directory; refusing to replace it", dir);
+    *exists = 1;
+    DIR *d = opendir(dir);
+    if (!d) return errmsg(err, errlen, "%s: %s", dir, strerror(errno));
+    int empty = 1;
+    struct dirent *e;
+    while (empty && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
+    closedir(d);
+    if (empty) return 0;
+    char path[PATHLEN], head[512];
+    if (join_path(path, dir, "plan.json", err, errlen)) return -1;
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(head, 1, sizeof head - 1, f) : 0;
+    if (f) fclose(f);
+    head[n] = 0;
+    if (!strstr(head, "\"generated_by\": \"wpgen "))
+        return errmsg(err, errlen, "%s exists and is not the output of wpgen emit (no plan.json written by wpgen); "
+                    "refusing to replace it", dir);
+    return 0;
+}
+
+/* ---- the templates: one Lua state per worker thread, ranks handed out one at a time ---- */
+
+/* The ranks are independent, so they are rendered in parallel, each by whichever worker takes it;
+ * what a rank's files say depends only on the plan, so the output does not depend on the order. */
+typedef struct Job {
+    const Plan *p;
+    const EmitInfo *info;
+    const char *dir;
+    char hash[17];
+    char tpldir[PATHLEN];
+    atomic_int next;            /* the next rank to render */
+    atomic_int failed;
+    pthread_mutex_t lock;       /* guards err */
+    char err[2048];
+    char **sched;               /* per rank: its lines of schedule.txt */
+    size_t *schedlen;
+} Job;
+
+static void job_fail(Job *job, const char *msg) {
+    pthread_mutex_lock(&job->lock);
+    if (!atomic_load(&job->failed)) snprintf(job->err, sizeof job->err, "%s", msg);
+    atomic_store(&job->failed, 1);
+    pthread_mutex_unlock(&job->lock);
+}
+
+/* Protected: (M, job) -> M.begin(plan). */
+static int l_begin(lua_State *L) {
+    const Job *job = lua_touserdata(L, 2);
+    lua_getfield(L, 1, "begin");
+    emit_push_plan(L, job->p, job->info, job->hash, job->tpldir);
+    lua_call(L, 1, 0);
+    return 0;
+}
+
+/* Protected: (M, job, r) -> file name, C source, schedule lines of rank r. */
+static int l_rank(lua_State *L) {
+    const Job *job = lua_touserdata(L, 2);
+    int r = (int)lua_tointeger(L, 3);
+    lua_getfield(L, 1, "rank");
+    emit_push_rank(L, job->p, r, 1);
+    lua_call(L, 1, 3);
+    for (int i = -3; i < 0; i++)
+        if (lua_type(L, i) != LUA_TSTRING) return luaL_error(L, "emit.lua: M.rank must return three strings");
+    return 3;
+}
+
+/* Protected: (M, job) -> M.files(ranks), the ranks without their operations. */
+static int l_files(lua_State *L) {
+    const Job *job = lua_touserdata(L, 2);
+    lua_getfield(L, 1, "files");
+    lua_createtable(L, job->p->nranks, 0);
+    for (int r = 0; r < job->p->nranks; r++) {
+        emit_push_rank(L, job->p, r, 0);
+        lua_rawseti(L, -2, r + 1);
+    }
+    lua_call(L, 1, 1);
+    return 1;
+}
+
+/* Protected: (M) -> M.schedule_header(). */
+static int l_schedule_header(lua_State *L) {
+    lua_getfield(L, 1, "schedule_header");
+    lua_call(L, 0, 1);
+    return 1;
+}
+
+/* A Lua state with generator/emit/emit.lua loaded and begun; the module is at the top of its stack. */
+static lua_State *open_emitter(Job *job, char *err, size_t errlen) {
+    lua_State *L = wpgen_lua_new();
+    if (!L) { errmsg(err, errlen, "cannot create a Lua state"); return NULL; }
+    lua_getglobal(L, "require");
+    lua_pushstring(L, "emit");
+    if (lua_pcall_traceback(L, 1, 1, err, errlen)) { lua_close(L); return NULL; }
+    if (!lua_istable(L, -1)) {
+        errmsg(err, errlen, "generator/emit/emit.lua: expected it to return a table");
+        lua_close(L);
+        return NULL;
+    }
+    lua_pushcfunction(L, l_begin);
+    lua_pushvalue(L, -2);
+    lua_pushlightuserdata(L, job);
+    if (lua_pcall_traceback(L, 2, 0, err, errlen)) { lua_close(L); return NULL; }
+    return L;
+}
+
+/* A worker: takes ranks until there are none left (or another worker failed), writes each one's
+ * source and keeps its schedule lines for the main thread, which writes schedule.txt in order. */
+static void *worker(void *arg) {
+    Job *job = arg;
+    char err[2048];
+    lua_State *L = open_emitter(job, err, sizeof err);
+    if (!L) { job_fail(job, err); return NULL; }
+    int M = lua_gettop(L);
+    for (;;) {
+        int r = atomic_fetch_add(&job->next, 1);
+        if (r >= job->p->nranks || atomic_load(&job->failed)) break;
+        lua_pushcfunction(L, l_rank);
+        lua_pushvalue(L, M);
+        lua_pushlightuserdata(L, job);
+        lua_pushinteger(L, r);
+        if (lua_pcall_traceback(L, 3, 3, err, sizeof err)) { job_fail(job, err); break; }
+        size_t srclen, schedlen;
+        const char *name = lua_tostring(L, -3), *src = lua_tolstring(L, -2, &srclen);
+        const char *lines = lua_tolstring(L, -1, &schedlen);
+        int rc = 0;
+        if (!safe_name(name)) rc = errmsg(err, sizeof err, "emit.lua: bad file name \"%s\"", name);
+        else if (write_file(job->dir, name, src, srclen, err, sizeof err)) rc = -1;
+        else if (!(job->sched[r] = malloc(schedlen + 1))) rc = errmsg(err, sizeof err, "out of memory");
+        else {
+            memcpy(job->sched[r], lines, schedlen + 1);
+            job->schedlen[r] = schedlen;
+        }
+        lua_pop(L, 3);
+        if (rc) { job_fail(job, err); break; }
+    }
+    lua_close(L);
+    return NULL;
+}
+
+/* Worker threads: WPGEN_THREADS if set, else one per online CPU; at most 16 and one per rank. */
+static int worker_count(int nranks) {
+    const char *env = getenv("WPGEN_THREADS");
+    long n = env && *env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    if (n > 16) n = 16;
+    if (n > nranks) n = nranks > 0 ? nranks : 1;
+    return (int)n;
+}
+
+static int write_text(FILE *f, const char *path, const char *data, size_t len, char *err, size_t errlen) {
+    if (len && fwrite(data, 1, len, f) != len) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    return 0;
+}
+
+/* schedule.txt and plan.json, in rank order, from what the workers kept and from the plan. */
+static int write_schedule_and_json(lua_State *L, int M, Job *job, char *err, size_t errlen) {
+    const Plan *p = job->p;
+    char path[PATHLEN];
+    lua_pushcfunction(L, l_schedule_header);
+    lua_pushvalue(L, M);
+    if (lua_pcall_traceback(L, 1, 1, err, errlen)) return -1;
+    size_t len;
+    const char *head = lua_tolstring(L, -1, &len);
+    if (join_path(path, job->dir, "schedule.txt", err, errlen)) return -1;
+    FILE *f = fopen(path, "wb");
+    if (!f) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    int rc = write_text(f, path, head, len, err, errlen);
+    lua_pop(L, 1);
+    for (int r = 0; r < p->nranks && rc == 0; r++) {
+        rc = write_text(f, path, job->sched[r], job->schedlen[r], err, errlen);
+        if (rc == 0 && fputc('\n', f) == EOF) rc = errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    }
+    if (fclose(f) && rc == 0) rc = errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    if (rc || join_path(path, job->dir, "plan.json", err, errlen)) return -1;
+
+    if (!(f = fopen(path, "wb"))) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    rc = emit_json_head(f, p, job->info, job->hash);
+    for (int r = 0; r < p->nranks && rc == 0; r++) rc = emit_json_rank(f, p, r);
+    if (rc == 0) rc = emit_json_tail(f);
+    if (rc) errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    if (fclose(f) && rc == 0) rc = errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    return rc;
+}
+
+/* The files that need every rank: M.files returns { {name, text}, ... }. */
+static int write_plan_files(lua_State *L, int M, Job *job, char *err, size_t errlen) {
+    lua_pushcfunction(L, l_files);
+    lua_pushvalue(L, M);
+    lua_pushlightuserdata(L, job);
+    if (lua_pcall_traceback(L, 2, 1, err, errlen)) return -1;
+    if (!lua_istable(L, -1)) return errmsg(err, errlen, "emit.lua: M.files must return a table");
+    int rc = 0;
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+    for (lua_Integer i = 1; i <= n && rc == 0; i++) {
+        size_t len = 0;
+        lua_rawgeti(L, -1, i);
+        lua_rawgeti(L, -1, 1);
+        lua_rawgeti(L, -2, 2);
+        const char *name = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        const char *data = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+        if (!name || !data || !safe_name(name)) rc = errmsg(err, errlen, "emit.lua: files()[%lld]: expected {name, text}", (long long)i);
+        else rc = write_file(job->dir, name, data, len, err, errlen);
+        lua_pop(L, 3);
+    }
+    lua_pop(L, 1);
+    return rc;
+}
+
+/* Writes every file of the plan into dir, which exists and is empty. */
+static int write_all(Job *job, char *err, size_t errlen) {
+    const Plan *p = job->p;
+    int n = worker_count(p->nranks), started = 0, rc = 0;
+    job->sched = calloc((size_t)p->nranks + 1, sizeof *job->sched);
+    job->schedlen = calloc((size_t)p->nranks + 1, sizeof *job->schedlen);
+    pthread_t threads[16];
+    if (!job->sched || !job->schedlen) rc = errmsg(err, errlen, "out of memory");
+    else {
+        /* This thread works too; a thread that cannot start only makes the others busier. */
+        while (started < n - 1 && pthread_create(&threads[started], NULL, worker, job) == 0) started++;
+        worker(job);
+        for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
+        if (atomic_load(&job->failed)) rc = errmsg(err, errlen, "%s", job->err);
+    }
+    if (rc == 0) {
+        lua_State *L = open_emitter(job, err, errlen);
+        if (!L) rc = -1;
+        else {
+            int M = lua_gettop(L);
+            rc = write_schedule_and_json(L, M, job, err, errlen);
+            if (rc == 0) rc = write_plan_files(L, M, job, err, errlen);
+            lua_close(L);
+        }
+    }
+    for (int r = 0; job->sched && r < p->nranks; r++) free(job->sched[r]);
+    free(job->sched);
+    free(job->schedlen);
+    return rc;
+}
+
+/* ---- emit_plan ---- */
+
+int emit_plan(const Plan *p, const EmitInfo *info, const char *dir, char *err, size_t errlen) {
+    if (!p->verified) return errmsg(err, errlen, "the plan has not been verified");
+    /* DIR without trailing slashes: DIR.tmp-PID must be its sibling, not its child. */
+    char final[PATHLEN], tmp[PATHLEN + 32], old[PATHLEN + 32];
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    if (n == 0) return errmsg(err, errlen, "expected a directory name, got \"\"");
+    if (n >= PATHLEN - 32) return errmsg(err, errlen, "%s: path too long", dir);
+    memcpy(final, dir, n);
+    final[n] = 0;
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", final, (long)getpid());
+    snprintf(old, sizeof old, "%s.old-%ld", final, (long)getpid());
+
+    int exists;
+    if (check_target(final, &exists, err, errlen)) return -1;
+    if (mkdir(tmp, 0777)) {
+        if (errno == ENOENT) return errmsg(err, errlen, "%s: its parent directory does not exist", final);
+        return errmsg(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+    }
+
+    /* wpgen_home() fills a static buffer the first time: done here, before any worker thread. */
+    Job *job = calloc(1, sizeof *job);
+    if (!job) { rmdir(tmp); return errmsg(err, errlen, "out of memory"); }
+    job->p = p;
+    job->info = info;
+    job->dir = tmp;
+    snprintf(job->hash, sizeof job->hash, "%016llx", (unsigned long long)plan_hash(p));
+    snprintf(job->tpldir, sizeof job->tpldir, "%s/templates", wpgen_home());
+    atomic_init(&job->next, 0);
+    atomic_init(&job->failed, 0);
+    pthread_mutex_init(&job->lock, NULL);
+    int rc = write_all(job, err, errlen);
+    pthread_mutex_destroy(&job->lock);
+    free(job);
+    if (rc == 0) rc = copy_runtime(tmp, info->backend, err, errlen);
+    if (rc) {
+        rm_tree(tmp);
+        return -1;
+    }
+
+    /* Into place: the old output steps aside first, and comes back if the new one cannot go in. */
+    if (exists && rename(final, old)) {
+        int e = errno;
+        rm_tree(tmp);
+        return errmsg(err, errlen, "cannot move %s aside: %s", final, strerror(e));
+    }
+    if (rename(tmp, final)) {
+        int e = errno;
+        if (exists && rename(old, final)) fprintf(stderr, "wpgen: warning: %s was left as %s\n", final, old);
+        rm_tree(tmp);
+        return errmsg(err, errlen, "cannot rename %s to %s: %s", tmp, final, strerror(e));
+    }
+    if (exists && rm_tree(old)) fprintf(stderr, "wpgen: warning: could not remove %s: %s\n", old, strerror(errno));
+    return 0;
+}

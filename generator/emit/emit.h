@@ -1,0 +1,28 @@
+/* Writing a verified plan out as a self-contained directory: one C file per rank (the unrolled
+ * step), plan.json, schedule.txt, an MPI rankfile, a Makefile and a README, rendered from
+ * templates/ with Penlight's pl.template. Written into DIR.tmp-PID and renamed into place, so a
+ * failure leaves DIR as it was. */
+#ifndef WP_EMIT_H
+#define WP_EMIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ir/plan.h"
+
+#define WPGEN_VERSION "0.1.0"
+
+typedef struct EmitInfo {
+    const char *model_name;     /* preset name or config.json's name */
+    const char *topo_name;      /* the topology's "name" */
+    const char *backend;        /* "cpu" or "cuda" */
+    double bytes_intra, bytes_inter;
+    double step_time_s, bubble_ratio;   /* the simulator's prediction; step_time_s 0: none */
+} EmitInfo;
+
+/* 64-bit FNV-1a over everything that defines the plan (model, chunks, owners, buffers, ops). */
+uint64_t plan_hash(const Plan *p);
+
+/* 0, or -1 with one line in err; dir is untouched on failure. */
+int emit_plan(const Plan *p, const EmitInfo *info, const char *dir, char *err, size_t errlen);
+
+#endif

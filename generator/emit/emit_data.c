@@ -1,0 +1,463 @@
+/* The emitter's view of a verified plan: its hash, the tables the templates render (the plan's
+ * shape once, then one rank at a time) and plan.json, written as it goes. Everything here is a
+ * pure function of the plan, so the same plan gives the same bytes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <jansson.h>
+#include <lua.h>
+#include <lauxlib.h>
+#include "emit/emit_data.h"
+#include "lua/bridge.h"
+
+/* ---- the plan's hash: FNV-1a 64 over every field that defines it, never over struct padding ---- */
+
+typedef struct { uint64_t h; } Fnv;
+
+static void fnv_bytes(Fnv *f, const void *data, size_t n) {
+    const unsigned char *b = data;
+    for (size_t i = 0; i < n; i++) f->h = (f->h ^ b[i]) * 0x100000001b3ULL;
+}
+static void fnv_int(Fnv *f, int64_t v) { fnv_bytes(f, &v, sizeof v); }
+static void fnv_float(Fnv *f, float v) { fnv_bytes(f, &v, sizeof v); }
+static void fnv_str(Fnv *f, const char *s) {
+    size_t n = s ? strlen(s) : 0;
+    fnv_int(f, (int64_t)n);   /* the length first, so that "ab","c" and "a","bc" differ */
+    fnv_bytes(f, s ? s : "", n);
+}
+
+uint64_t plan_hash(const Plan *p) {
+    Fnv f = { 0xcbf29ce484222325ULL };
+    const WpConfig *m = &p->model;
+    int64_t shape[] = { m->hidden, m->layers, m->heads, m->kv_heads, m->head_dim, m->ffn, m->vocab, m->tied,
+                        m->seq, m->mbs };
+    for (size_t i = 0; i < sizeof shape / sizeof *shape; i++) fnv_int(&f, shape[i]);
+    fnv_float(&f, m->eps);
+    fnv_float(&f, m->rope_theta);
+    fnv_str(&f, p->strategy);
+    fnv_str(&f, p->topo ? p->topo->name : "");
+    int64_t plan[] = { p->nranks, p->replicas, p->nchunks, p->nturns, p->micro_batches, p->total_mbs, p->recompute };
+    for (size_t i = 0; i < sizeof plan / sizeof *plan; i++) fnv_int(&f, plan[i]);
+    for (int c = 0; c < p->nchunks; c++) {
+        const PlanChunk *ch = &p->chunks[c];
+        fnv_int(&f, ch->layer0); fnv_int(&f, ch->nlayers); fnv_int(&f, ch->nowners);
+        for (int i = 0; i < ch->nowners; i++) fnv_int(&f, ch->owners[i]);
+    }
+    fnv_int(&f, p->ngroups);
+    for (int g = 0; g < p->ngroups; g++) {
+        fnv_int(&f, p->groups[g].n);
+        for (int i = 0; i < p->groups[g].n; i++) fnv_int(&f, p->groups[g].ranks[i]);
+    }
+    for (int r = 0; r < p->nranks; r++) {
+        const PlanRank *rk = &p->ranks[r];
+        fnv_int(&f, rk->node); fnv_int(&f, rk->device); fnv_int(&f, rk->replica); fnv_int(&f, rk->stage);
+        fnv_int(&f, rk->nbufs);
+        for (int b = 0; b < rk->nbufs; b++) {
+            const PlanBuf *pb = &rk->bufs[b];
+            fnv_str(&f, pb->name);
+            fnv_int(&f, pb->kind); fnv_int(&f, pb->master); fnv_int(&f, pb->chunk);
+            fnv_int(&f, pb->shard); fnv_int(&f, pb->nshards);
+        }
+        fnv_int(&f, rk->nops);
+        for (int t = 0; rk->turn_start && t <= p->nturns; t++) fnv_int(&f, rk->turn_start[t]);
+        /* Ops are hashed field by field: a single 32-bit mix per op keeps 1,024 ranks fast. */
+        for (int i = 0; i < rk->nops; i++) {
+            const Op *o = &rk->ops[i];
+            int32_t v[] = { o->kind, o->what, o->buf, o->buf2, o->chunk, o->mb, o->peer, o->group };
+            fnv_bytes(&f, v, sizeof v);
+        }
+    }
+    return f.h;
+}
+
+/* ---- tables for the templates ---- */
+
+
+static void push_ints(lua_State *L, const int *v, int n) {
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) { lua_pushinteger(L, v[i]); lua_rawseti(L, -2, i + 1); }
+}
+
+void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const char *hash, const char *tpldir) {
+    const Topology *t = p->topo;
+    lua_createtable(L, 0, 40);
+    lua_set_str(L, "version", WPGEN_VERSION);
+    lua_set_str(L, "hash", hash);
+    lua_set_str(L, "templates", tpldir);
+    lua_set_str(L, "strategy", p->strategy);
+    if (p->notes) lua_set_str(L, "notes", p->notes);
+    lua_set_str(L, "model_name", info->model_name);
+    lua_set_str(L, "topo_name", info->topo_name ? info->topo_name : t->name);
+    lua_set_str(L, "backend", info->backend ? info->backend : "cpu");
+    lua_set_int(L, "nranks", p->nranks);
+    lua_set_int(L, "nnodes", t->nnodes);
+    lua_set_int(L, "replicas", p->replicas);
+    lua_set_int(L, "nturns", p->nturns);
+    lua_set_int(L, "micro_batches", p->micro_batches);
+    lua_set_int(L, "total_mbs", p->total_mbs);
+    lua_set_int(L, "recompute", p->recompute);
+    lua_set_num(L, "bytes_intra", info->bytes_intra);
+    lua_set_num(L, "bytes_inter", info->bytes_inter);
+    lua_set_num(L, "step_time_s", info->step_time_s);
+    lua_set_num(L, "bubble_ratio", info->bubble_ratio);
+    lua_set_num(L, "peak_mem", (double)p->peak_mem);
+    lua_set_int(L, "peak_rank", p->peak_rank);
+    long nops = 0;
+    for (int r = 0; r < p->nranks; r++) nops += p->ranks[r].nops;
+    lua_set_int(L, "nops", nops);
+
+    /* For topology emulation: the slowest link inside any node, and the network. */
+    double intra_bw = 0, intra_lat = 0;
+    for (int n = 0; n < t->nnodes; n++) {
+        const Link *l = &t->nodes[n].intra;
+        if (n == 0 || l->bw < intra_bw) intra_bw = l->bw;
+        if (l->lat > intra_lat) intra_lat = l->lat;
+    }
+    lua_set_num(L, "intra_bw", intra_bw);
+    lua_set_num(L, "intra_lat", intra_lat);
+    lua_set_num(L, "inter_bw", t->nnodes > 1 ? t->net.bw : 0);
+    lua_set_num(L, "inter_lat", t->nnodes > 1 ? t->net.lat : 0);
+
+    const WpConfig *m = &p->model;
+    lua_createtable(L, 0, 12);
+    lua_set_int(L, "hidden", m->hidden); lua_set_int(L, "layers", m->layers); lua_set_int(L, "heads", m->heads);
+    lua_set_int(L, "kv_heads", m->kv_heads); lua_set_int(L, "head_dim", m->head_dim); lua_set_int(L, "ffn", m->ffn);
+    lua_set_int(L, "vocab", m->vocab); lua_set_num(L, "eps", m->eps); lua_set_num(L, "rope_theta", m->rope_theta);
+    lua_set_int(L, "tied", m->tied); lua_set_int(L, "seq", m->seq); lua_set_int(L, "mbs", m->mbs);
+    lua_setfield(L, -2, "model");
+
+    lua_createtable(L, p->nchunks, 0);
+    for (int c = 0; c < p->nchunks; c++) {
+        lua_createtable(L, 0, 3);
+        lua_set_int(L, "layer0", p->chunks[c].layer0);
+        lua_set_int(L, "nlayers", p->chunks[c].nlayers);
+        push_ints(L, p->chunks[c].owners, p->chunks[c].nowners);
+        lua_setfield(L, -2, "owners");
+        lua_rawseti(L, -2, c + 1);
+    }
+    lua_setfield(L, -2, "chunks");
+
+    lua_createtable(L, p->ngroups, 0);
+    for (int g = 0; g < p->ngroups; g++) {
+        lua_createtable(L, 0, 1);
+        push_ints(L, p->groups[g].ranks, p->groups[g].n);
+        lua_setfield(L, -2, "ranks");
+        lua_rawseti(L, -2, g + 1);
+    }
+    lua_setfield(L, -2, "groups");
+
+    lua_createtable(L, t->nnodes, 0);
+    for (int n = 0; n < t->nnodes; n++) { lua_pushstring(L, t->nodes[n].name); lua_rawseti(L, -2, n + 1); }
+    lua_setfield(L, -2, "nodes");
+}
+
+static int is_compute(int k) { return k == OP_FWD || k == OP_BWD || k == OP_BWD_B || k == OP_BWD_W; }
+static int is_comm(int k) { return k >= OP_SEND && k <= OP_REDUCE_SCATTER; }
+
+/* The buffer a transfer or collective overwrites when it completes (-1: none), and whether it
+ * only clears it (a gradient passed on). */
+static int comm_writes(const Op *o, int rank, int *clears) {
+    *clears = 0;
+    switch ((OpKind)o->kind) {
+    case OP_SEND: if (o->what == WHAT_D) { *clears = 1; return o->buf; } return -1;
+    case OP_RECV: return o->what == WHAT_W || o->what == WHAT_D ? o->buf : -1;
+    case OP_BCAST: return o->peer == rank ? -1 : o->buf;
+    case OP_REDUCE: *clears = o->peer != rank; return o->buf;
+    case OP_ALLREDUCE: return o->buf;
+    case OP_ALLGATHER: case OP_REDUCE_SCATTER: return o->buf2;
+    default: return -1;
+    }
+}
+
+/* The buffer a transfer or collective reads when it is posted (-1: none). */
+static int comm_reads(const Op *o, int rank) {
+    switch ((OpKind)o->kind) {
+    case OP_SEND: return o->what == WHAT_W || o->what == WHAT_D ? o->buf : -1;
+    case OP_BCAST: return o->peer == rank ? o->buf : -1;
+    case OP_REDUCE: case OP_ALLREDUCE: case OP_ALLGATHER: case OP_REDUCE_SCATTER: return o->buf;
+    default: return -1;
+    }
+}
+
+/* For each operation of rank r, in the order the verifier runs a turn (transfers posted, compute,
+ * transfers complete, local operations): src, the operation that last wrote the weights a
+ * computation reads (-1: they were there from the start); use, the next operation to read what
+ * a transfer or copy wrote (-1: none this step); held, the chunk a freed buffer held (-1). */
+static void explain(const Plan *p, int r, int *src, int *use, int *held, int *last, int *cont, int *next) {
+    const PlanRank *rk = &p->ranks[r];
+    for (int b = 0; b < rk->nbufs; b++) {
+        last[b] = -1;
+        cont[b] = rk->bufs[b].master ? rk->bufs[b].chunk : -1;
+        next[b] = -1;
+    }
+    for (int i = 0; i < rk->nops; i++) src[i] = use[i] = held[i] = -1;
+    for (int t = 0; t < p->nturns; t++) {
+        int t0 = rk->turn_start[t], t1 = rk->turn_start[t + 1];
+        for (int i = t0; i < t1; i++) {
+            const Op *o = &rk->ops[i];
+            if (!is_compute(o->kind)) continue;
+            if (o->kind != OP_BWD_W) src[i] = last[o->buf];
+            if (o->buf2 >= 0) { last[o->buf2] = i; cont[o->buf2] = o->chunk; }
+        }
+        for (int i = t0; i < t1; i++) {
+            int clears, w = is_comm(rk->ops[i].kind) ? comm_writes(&rk->ops[i], r, &clears) : -1;
+            if (w < 0) continue;
+            last[w] = i;
+            cont[w] = clears ? -1 : rk->notes[i].chunk;
+            if (rk->ops[i].kind == OP_REDUCE_SCATTER) cont[rk->ops[i].buf] = -1;
+        }
+        for (int i = t0; i < t1; i++) {
+            const Op *o = &rk->ops[i];
+            switch ((OpKind)o->kind) {
+            case OP_ACC: last[o->buf] = i; cont[o->buf] = rk->notes[i].chunk; cont[o->buf2] = -1; break;
+            case OP_COPY: last[o->buf] = i; cont[o->buf] = rk->notes[i].chunk; break;
+            case OP_OPT: cont[o->buf2] = -1; break;
+            case OP_FREE: held[i] = cont[o->buf]; cont[o->buf] = -1; last[o->buf] = i; break;
+            default: break;
+            }
+        }
+    }
+    /* Backwards, for the next reader: a plain overwrite ends the chain of the value before it. */
+    for (int t = p->nturns - 1; t >= 0; t--) {
+        int t0 = rk->turn_start[t], t1 = rk->turn_start[t + 1];
+        for (int i = t1 - 1; i >= t0; i--) {
+            const Op *o = &rk->ops[i];
+            switch ((OpKind)o->kind) {
+            case OP_ACC: use[i] = next[o->buf]; next[o->buf] = next[o->buf2] = i; break;
+            case OP_COPY: use[i] = next[o->buf]; next[o->buf] = -1; next[o->buf2] = i; break;
+            case OP_OPT: next[o->buf] = next[o->buf2] = i; break;
+            case OP_FREE: next[o->buf] = i; break;
+            default: break;
+            }
+        }
+        for (int i = t1 - 1; i >= t0; i--) {
+            int clears, w = is_comm(rk->ops[i].kind) ? comm_writes(&rk->ops[i], r, &clears) : -1;
+            if (w < 0) continue;
+            if (!clears) use[i] = next[w];
+            next[w] = -1;
+            if (rk->ops[i].kind == OP_REDUCE_SCATTER) next[rk->ops[i].buf] = -1;
+        }
+        /* a transfer that reads a buffer runs beside the turn's compute; when both read it, the
+         * compute is the better answer to "what is it for" */
+        for (int i = t1 - 1; i >= t0; i--) {
+            int b = is_comm(rk->ops[i].kind) ? comm_reads(&rk->ops[i], r) : -1;
+            if (b >= 0) next[b] = i;
+        }
+        for (int i = t1 - 1; i >= t0; i--) {
+            const Op *o = &rk->ops[i];
+            if (!is_compute(o->kind)) continue;
+            if (o->buf2 >= 0) next[o->buf2] = i;
+            if (o->kind != OP_BWD_W) next[o->buf] = i;
+        }
+    }
+}
+
+void emit_push_rank(lua_State *L, const Plan *p, int r, int ops) {
+    const PlanRank *rk = &p->ranks[r];
+    const Topology *t = p->topo;
+    lua_createtable(L, 0, 10);
+    lua_set_int(L, "rank", r);
+    lua_set_int(L, "node", rk->node);
+    lua_set_str(L, "node_name", t->nodes[rk->node].name);
+    lua_set_int(L, "slot", rk->device - t->nodes[rk->node].first_device);
+    lua_set_int(L, "replica", rk->replica);
+    lua_set_int(L, "stage", rk->stage);
+
+    lua_createtable(L, rk->nbufs, 0);
+    for (int b = 0; b < rk->nbufs; b++) {
+        const PlanBuf *pb = &rk->bufs[b];
+        lua_createtable(L, 0, 8);
+        lua_set_str(L, "name", pb->name);
+        lua_set_str(L, "kind", pb->kind == BUF_W ? "W" : "D");
+        lua_pushboolean(L, pb->master); lua_setfield(L, -2, "master");
+        lua_set_int(L, "chunk", pb->chunk);
+        lua_set_int(L, "shard", pb->shard);
+        lua_set_int(L, "nshards", pb->nshards);
+        lua_set_int(L, "bytes", (lua_Integer)pb->bytes);
+        lua_rawseti(L, -2, b + 1);
+    }
+    lua_setfield(L, -2, "bufs");
+    if (!ops) return;
+
+    /* Scratch as a userdata: the Lua state owns it, so an error half-way leaks nothing. */
+    size_t n = (size_t)rk->nops * 3 + (size_t)rk->nbufs * 3 + 1;
+    int *scratch = lua_newuserdatauv(L, n * sizeof(int), 0);
+    int *src = scratch, *use = src + rk->nops, *held = use + rk->nops;
+    int *last = held + rk->nops, *cont = last + rk->nbufs, *next = cont + rk->nbufs;
+    explain(p, r, src, use, held, last, cont, next);
+
+    /* One small table per operation; fields that do not apply stay nil. */
+    lua_createtable(L, rk->nops, 0);
+    int turn = 0;
+    for (int i = 0; i < rk->nops; i++) {
+        const Op *o = &rk->ops[i];
+        const OpNote *nt = &rk->notes[i];
+        while (rk->turn_start[turn + 1] <= i) turn++;
+        lua_createtable(L, 0, 12);
+        lua_set_str(L, "kind", op_names[o->kind]);
+        lua_set_int(L, "turn", turn);
+        if (o->what != WHAT_NONE) lua_set_str(L, "what", what_names[o->what]);
+        if (o->buf >= 0) lua_set_int(L, "buf", o->buf);
+        if (o->buf2 >= 0) lua_set_int(L, "buf2", o->buf2);
+        if (o->chunk >= 0) lua_set_int(L, "chunk", o->chunk);
+        if (o->mb >= 0) lua_set_int(L, "mb", o->mb);
+        if (o->peer >= 0) lua_set_int(L, "peer", o->peer);
+        if (o->group >= 0) lua_set_int(L, "group", o->group);
+        if (nt->chunk >= 0) lua_set_int(L, "nchunk", nt->chunk);
+        if (nt->from_rank >= 0) lua_set_int(L, "from_rank", nt->from_rank);
+        if (nt->from_turn >= 0) lua_set_int(L, "from_turn", nt->from_turn);
+        if (nt->first) { lua_pushboolean(L, 1); lua_setfield(L, -2, "first"); }
+        if (is_comm(o->kind)) {
+            lua_set_int(L, "shard", nt->nshards > 1 ? nt->shard : 0);
+            lua_set_int(L, "nshards", nt->nshards > 1 ? nt->nshards : 1);
+        }
+        if (src[i] >= 0) lua_set_int(L, "src", src[i] + 1);
+        if (use[i] >= 0) lua_set_int(L, "use", use[i] + 1);
+        if (held[i] >= 0) lua_set_int(L, "held", held[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -3, "ops");
+    lua_pop(L, 1);   /* the scratch */
+}
+
+/* ---- plan.json: one top-level key per line, each chunk, group and rank on one line ---- */
+
+static int put_value_prec(FILE *f, const char *key, json_t *v, int last, int prec) {
+    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(prec));
+    json_decref(v);
+    if (!s) return -1;
+    int rc = fprintf(f, "  \"%s\": %s%s\n", key, s, last ? "" : ",") < 0 ? -1 : 0;
+    free(s);
+    return rc;
+}
+
+static int put_value(FILE *f, const char *key, json_t *v, int last) { return put_value_prec(f, key, v, last, 17); }
+
+/* The fewest significant digits that read back as the same float (1e-05, not 9.99999975e-06),
+ * and all of an integer's (10000.0, not 1e+04). */
+static int float_digits(float v) {
+    char s[32];
+    int d0 = 1;
+    float a = v < 0 ? -v : v;
+    if (a < 1e15f && a == (float)(long long)a)
+        for (float x = a; x >= 10; x /= 10) d0++;
+    for (int d = d0; d < 17; d++) {
+        snprintf(s, sizeof s, "%.*g", d, (double)v);
+        if (strtof(s, NULL) == v) return d;
+    }
+    return 17;
+}
+
+/* An array, one element per line. */
+static int put_lines(FILE *f, const char *key, json_t *arr) {
+    int rc = fprintf(f, "  \"%s\": [\n", key) < 0 ? -1 : 0;
+    size_t n = json_array_size(arr);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        char *s = json_dumps(json_array_get(arr, i), JSON_COMPACT | JSON_ENCODE_ANY);
+        if (!s || fprintf(f, "    %s%s\n", s, i + 1 < n ? "," : "") < 0) rc = -1;
+        free(s);
+    }
+    json_decref(arr);
+    if (rc == 0 && fprintf(f, "  ],\n") < 0) rc = -1;
+    return rc;
+}
+
+static json_t *int_array(const int *v, int n) {
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(a, json_integer(v[i]));
+    return a;
+}
+
+int emit_json_head(FILE *f, const Plan *p, const EmitInfo *info, const char *hash) {
+    const WpConfig *m = &p->model;
+    char gen[64];
+    snprintf(gen, sizeof gen, "wpgen %s", WPGEN_VERSION);
+    json_t *model = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:b, s:i, s:i}",
+                              "name", info->model_name ? info->model_name : "", "hidden_size", m->hidden,
+                              "num_hidden_layers", m->layers, "num_attention_heads", m->heads,
+                              "num_key_value_heads", m->kv_heads, "intermediate_size", m->ffn, "vocab_size", m->vocab,
+                              "rms_norm_eps", (double)m->eps, "rope_theta", (double)m->rope_theta,
+                              "tie_word_embeddings", m->tied, "seq_len", m->seq, "micro_batch_size", m->mbs);
+    json_t *nodes = json_array();
+    for (int n = 0; n < p->topo->nnodes; n++) json_array_append_new(nodes, json_string(p->topo->nodes[n].name));
+    json_t *chunks = json_array();
+    for (int c = 0; c < p->nchunks; c++)
+        json_array_append_new(chunks, json_pack("{s:i, s:i, s:o}", "layer0", p->chunks[c].layer0, "layers",
+                                                p->chunks[c].nlayers, "owners",
+                                                int_array(p->chunks[c].owners, p->chunks[c].nowners)));
+    json_t *groups = json_array();
+    for (int g = 0; g < p->ngroups; g++) json_array_append_new(groups, int_array(p->groups[g].ranks, p->groups[g].n));
+    if (!model || !nodes || !chunks || !groups) {
+        json_decref(model); json_decref(nodes); json_decref(chunks); json_decref(groups);
+        return -1;
+    }
+    int rc = fprintf(f, "{\n") < 0 ? -1 : 0;
+    if (!rc) rc = put_value(f, "generated_by", json_string(gen), 0);
+    if (!rc) rc = put_value(f, "plan_hash", json_string(hash), 0);
+    if (!rc) rc = put_value(f, "strategy", json_string(p->strategy), 0);
+    if (!rc && p->notes) rc = put_value(f, "notes", json_string(p->notes), 0);
+    if (!rc) rc = put_value(f, "backend", json_string(info->backend ? info->backend : "cpu"), 0);
+    int digits = float_digits(m->eps) > float_digits(m->rope_theta) ? float_digits(m->eps) : float_digits(m->rope_theta);
+    if (!rc) rc = put_value_prec(f, "model", json_incref(model), 0, digits);
+    if (!rc) rc = put_value(f, "topology", json_string(info->topo_name ? info->topo_name : p->topo->name), 0);
+    if (!rc) rc = put_value(f, "nodes", json_incref(nodes), 0);
+    if (!rc) rc = put_value(f, "nranks", json_integer(p->nranks), 0);
+    if (!rc) rc = put_value(f, "replicas", json_integer(p->replicas), 0);
+    if (!rc) rc = put_value(f, "micro_batches_per_rank", json_integer(p->micro_batches), 0);
+    if (!rc) rc = put_value(f, "micro_batches", json_integer(p->total_mbs), 0);
+    if (!rc) rc = put_value(f, "recompute", json_boolean(p->recompute), 0);
+    if (!rc) rc = put_value(f, "turns", json_integer(p->nturns), 0);
+    if (!rc) rc = put_value(f, "bytes_intra_node", json_real(info->bytes_intra), 0);
+    if (!rc) rc = put_value(f, "bytes_inter_node", json_real(info->bytes_inter), 0);
+    if (!rc && info->step_time_s > 0) rc = put_value(f, "predicted_step_time_s", json_real(info->step_time_s), 0);
+    if (!rc && info->step_time_s > 0) rc = put_value(f, "predicted_bubble_ratio", json_real(info->bubble_ratio), 0);
+    if (!rc) rc = put_value(f, "peak_mem_bytes", json_integer((json_int_t)p->peak_mem), 0);
+    if (!rc) rc = put_value(f, "peak_mem_rank", json_integer(p->peak_rank), 0);
+    if (!rc) rc = put_lines(f, "chunks", json_incref(chunks));
+    if (!rc) rc = put_lines(f, "groups", json_incref(groups));
+    if (!rc && fprintf(f, "  \"ranks\": [\n") < 0) rc = -1;
+    json_decref(model); json_decref(nodes); json_decref(chunks); json_decref(groups);
+    return rc;
+}
+
+/* {"rank":.., "node":.., ..., "buffers":[...], "turns":{"T":["op", ...], ...}}: empty turns left
+ * out. The head comes from Jansson; the operations, a few hundred thousand short strings made of
+ * names that are C identifiers, are written straight out. */
+int emit_json_rank(FILE *f, const Plan *p, int r) {
+    const PlanRank *rk = &p->ranks[r];
+    json_t *bufs = json_array();
+    for (int b = 0; b < rk->nbufs; b++) {
+        const PlanBuf *pb = &rk->bufs[b];
+        json_array_append_new(bufs, json_pack("{s:s, s:s, s:b, s:i, s:i, s:i, s:I}", "name", pb->name, "kind",
+                                              pb->kind == BUF_W ? "W" : "D", "master", pb->master, "chunk", pb->chunk,
+                                              "shard", pb->shard, "nshards", pb->nshards, "bytes", (json_int_t)pb->bytes));
+    }
+    json_t *o = json_pack("{s:i, s:s, s:i, s:i, s:i, s:I, s:o}", "rank", r, "node", p->topo->nodes[rk->node].name,
+                          "device", rk->device, "replica", rk->replica, "stage", rk->stage,
+                          "peak_mem_bytes", (json_int_t)rk->peak_mem, "buffers", bufs);
+    char *head = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!head) return -1;
+    head[strlen(head) - 1] = 0;   /* the closing brace: the turns follow */
+    int rc = fprintf(f, "    %s,\"turns\":{", head) < 0 ? -1 : 0;
+    free(head);
+    char line[256];
+    const char *sep = "";
+    for (int t = 0; t < p->nturns && rc == 0; t++) {
+        int t0 = rk->turn_start[t], t1 = rk->turn_start[t + 1];
+        if (t0 == t1) continue;
+        if (fprintf(f, "%s\"%d\":[", sep, t) < 0) rc = -1;
+        for (int i = t0; i < t1 && rc == 0; i++) {
+            op_format(p, r, &rk->ops[i], line, sizeof line);
+            if (fprintf(f, "%s\"%s\"", i > t0 ? "," : "", line) < 0) rc = -1;
+        }
+        if (rc == 0 && fputc(']', f) == EOF) rc = -1;
+        sep = ",";
+    }
+    if (rc == 0 && fprintf(f, "}}%s\n", r + 1 < p->nranks ? "," : "") < 0) rc = -1;
+    return rc;
+}
+
+int emit_json_tail(FILE *f) {
+    return fprintf(f, "  ]\n}\n") < 0 ? -1 : 0;
+}

@@ -1,0 +1,28 @@
+/* Private to the emitter (emit.c): what emit_data.c makes of a plan for the templates and for
+ * plan.json. The templates get the plan's shape once and then one rank at a time, so that a plan
+ * of 1,024 ranks never exists as Lua tables all at once. */
+#ifndef WP_EMIT_DATA_H
+#define WP_EMIT_DATA_H
+
+#include <stdio.h>
+#include "emit/emit.h"
+
+typedef struct lua_State lua_State;
+
+/* Pushes the plan without its operations: model, chunks and owners, groups, node names, the
+ * summary's figures. hash is plan_hash as 16 hex digits, tpldir where the *.tpl files are. */
+void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const char *hash, const char *tpldir);
+
+/* Pushes rank r: its place, buffers and (if ops) operations with their notes, and for each
+ * operation the neighbours that explain it (the operation that last wrote the buffer it reads,
+ * the next one that reads what it writes). Both raise Lua errors (out of memory): call them in
+ * protected mode. They only read the plan, so threads with a Lua state each may call them. */
+void emit_push_rank(lua_State *L, const Plan *p, int r, int ops);
+
+/* plan.json, streamed: the head (everything but the ranks), then each rank on one line, then the
+ * tail. Each returns 0, or -1 with errno set by the failing write (or out of memory). */
+int emit_json_head(FILE *f, const Plan *p, const EmitInfo *info, const char *hash);
+int emit_json_rank(FILE *f, const Plan *p, int r);
+int emit_json_tail(FILE *f);
+
+#endif

@@ -1,0 +1,392 @@
+/* Loads a cluster description (topology JSON, version 1) with Jansson and checks it field by
+ * field, so that everything downstream (Lua strategies, verifier, simulator) can trust it.
+ *
+ * Every error is one line: "FILE: JSON.PATH: expected WHAT, got WHAT", e.g.
+ *   topologies/x.json: nodes[1].devices: expected a positive integer, got "8"
+ * Unknown keys are rejected (they are usually typos of optional fields, which would otherwise be
+ * silently replaced by their defaults).
+ *
+ * Units: the file says GB/s, GB, TFLOP/s and µs; the structures hold bytes/s, bytes, FLOP/s and
+ * seconds. GB is 1e9 bytes (not GiB), as vendors quote memory and bandwidth, so that published
+ * figures can be copied as they are. The network's bw_GBps is per NIC; a node has nics_per_node. */
+#include <assert.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <jansson.h>
+#include "input/topology.h"
+
+#define GIGA 1e9
+#define TERA 1e12
+#define MICRO 1e-6
+/* A sanity bound: far above any real cluster, low enough that device indices fit an int. */
+#define MAX_DEVICES (1 << 20)
+
+/* Where we are: the file (for messages) and the caller's error buffer. */
+typedef struct Ctx {
+    const char *file;
+    char *err;
+    size_t errlen;
+} Ctx;
+
+static int fail(Ctx *cx, const char *fmt, ...) {
+    if (cx->err && cx->errlen) {
+        int n = snprintf(cx->err, cx->errlen, "%s: ", cx->file);
+        if (n >= 0 && (size_t)n < cx->errlen) {
+            va_list ap;
+            va_start(ap, fmt);
+            vsnprintf(cx->err + n, cx->errlen - n, fmt, ap);
+            va_end(ap);
+        }
+    }
+    return -1;
+}
+
+/* What a value is, for "got ...": scalars as they are written in JSON (strings quoted, so that
+ * "8" and 8 are told apart), containers by kind, a missing value as "nothing". */
+static void describe(const json_t *v, char *buf, size_t n) {
+    if (!v) { snprintf(buf, n, "nothing"); return; }
+    if (json_is_object(v)) { snprintf(buf, n, json_object_size(v) ? "an object" : "an empty object"); return; }
+    if (json_is_array(v)) { snprintf(buf, n, json_array_size(v) ? "an array" : "an empty array"); return; }
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(10));
+    if (!s) { snprintf(buf, n, "a value"); return; }
+    if (strlen(s) > 40) snprintf(buf, n, "%.37s...", s);
+    else snprintf(buf, n, "%s", s);
+    free(s);
+}
+
+/* The one message shape: "JPATH: expected EXPECTED, got <v>". */
+static int expected(Ctx *cx, const char *jpath, const char *what, const json_t *v) {
+    char got[64];
+    describe(v, got, sizeof got);
+    return fail(cx, "%s: expected %s, got %s", jpath, what, got);
+}
+
+static void join_path(char *out, size_t n, const char *parent, const char *key) {
+    /* An absurdly long key is cut short: that only shortens a message. */
+    int len = parent[0] ? snprintf(out, n, "%s.%s", parent, key) : snprintf(out, n, "%s", key);
+    if (len < 0 && n) out[0] = '\0';
+}
+
+/* Rejects any key of obj not in allowed (NULL-terminated), naming the first one found. */
+static int check_keys(Ctx *cx, const json_t *obj, const char *jpath, const char *const *allowed) {
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)obj, key, v) {
+        int ok = 0;
+        for (int i = 0; allowed[i]; i++) ok |= strcmp(key, allowed[i]) == 0;
+        if (ok) continue;
+        char list[256] = "", quoted[64];
+        for (int i = 0; allowed[i]; i++) {
+            size_t len = strlen(list);
+            snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", allowed[i]);
+        }
+        json_t *k = json_string(key);
+        describe(k, quoted, sizeof quoted);
+        json_decref(k);
+        return fail(cx, "%s: expected only the keys %s, got %s", jpath[0] ? jpath : "top level", list, quoted);
+    }
+    return 0;
+}
+
+/* Field readers. Each takes the parent object and its path, and reports the field's own path.
+ * opt_*: a missing field keeps *out as the caller's default. */
+enum { POSITIVE, NONNEGATIVE, FRACTION };
+
+static int get_number(Ctx *cx, const json_t *obj, const char *parent, const char *key, int kind,
+                      int required, double *out) {
+    char jpath[256];
+    join_path(jpath, sizeof jpath, parent, key);
+    json_t *v = json_object_get(obj, key);
+    if (!v && !required) return 0;
+    static const char *const what[] = {
+        [POSITIVE] = "a positive number", [NONNEGATIVE] = "a number >= 0",
+        [FRACTION] = "a number in (0, 1]",
+    };
+    if (!json_is_number(v)) return expected(cx, jpath, what[kind], v);
+    double x = json_number_value(v);
+    int ok = kind == POSITIVE ? x > 0 : kind == NONNEGATIVE ? x >= 0 : (x > 0 && x <= 1);
+    if (!ok) return expected(cx, jpath, what[kind], v);
+    *out = x;
+    return 0;
+}
+
+static int get_count(Ctx *cx, const json_t *obj, const char *parent, const char *key, int required, int *out) {
+    char jpath[256];
+    join_path(jpath, sizeof jpath, parent, key);
+    json_t *v = json_object_get(obj, key);
+    if (!v && !required) return 0;
+    /* An integer in JSON, not 8.0: counts are written as counts. */
+    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > MAX_DEVICES)
+        return expected(cx, jpath, "a positive integer", v);
+    *out = (int)json_integer_value(v);
+    return 0;
+}
+
+static int get_string(Ctx *cx, const json_t *obj, const char *parent, const char *key, const char **out) {
+    char jpath[256];
+    join_path(jpath, sizeof jpath, parent, key);
+    json_t *v = json_object_get(obj, key);
+    if (!json_is_string(v) || json_string_length(v) == 0) return expected(cx, jpath, "a non-empty string", v);
+    *out = json_string_value(v);
+    return 0;
+}
+
+static int get_object(Ctx *cx, const json_t *obj, const char *parent, const char *key, const json_t **out) {
+    char jpath[256];
+    join_path(jpath, sizeof jpath, parent, key);
+    json_t *v = json_object_get(obj, key);
+    if (!json_is_object(v)) return expected(cx, jpath, "an object", v);
+    *out = v;
+    return 0;
+}
+
+static char *dup_or_null(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+static const char *const link_names[LINK__COUNT] = {
+    [LINK_LOC] = "LOC", [LINK_SHM] = "SHM", [LINK_PCI] = "PCI", [LINK_NVL] = "NVL", [LINK_NET] = "NET",
+};
+
+const char *link_type_name(LinkType t) {
+    return (unsigned)t < LINK__COUNT ? link_names[t] : "?";
+}
+
+/* A link object { "type", "bw_GBps", "lat_us" } plus the caller's extra keys; the type must be
+ * one of allowed (given in the order the message lists them). */
+static int parse_link(Ctx *cx, const json_t *obj, const char *jpath, const LinkType *allowed, int nallowed,
+                      const char *const *keys, Link *out) {
+    if (check_keys(cx, obj, jpath, keys)) return -1;
+    char tpath[256], list[64] = "";
+    join_path(tpath, sizeof tpath, jpath, "type");
+    for (int i = 0; i < nallowed; i++) {
+        size_t len = strlen(list);
+        snprintf(list + len, sizeof list - len, "%s%s", i == 0 ? "" : i == nallowed - 1 ? " or " : ", ",
+                 link_names[allowed[i]]);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "a link type (%s)", list);
+    json_t *tv = json_object_get(obj, "type");
+    int type = -1;
+    for (int i = 0; json_is_string(tv) && i < nallowed; i++)
+        if (strcmp(json_string_value(tv), link_names[allowed[i]]) == 0) type = allowed[i];
+    if (type < 0) return expected(cx, tpath, what, tv);
+    double bw = 0, lat = 0;
+    if (get_number(cx, obj, jpath, "bw_GBps", POSITIVE, 1, &bw)) return -1;
+    if (get_number(cx, obj, jpath, "lat_us", NONNEGATIVE, 1, &lat)) return -1;
+    out->type = (LinkType)type;
+    out->bw = bw * GIGA;
+    out->lat = lat * MICRO;
+    return 0;
+}
+
+static int parse_device_types(Ctx *cx, const json_t *root, Topology *t) {
+    const json_t *types = NULL;
+    if (get_object(cx, root, "", "device_types", &types)) return -1;
+    size_t n = json_object_size(types);
+    if (n == 0) return expected(cx, "device_types", "at least one device type", types);
+    t->types = calloc(n, sizeof *t->types);
+    if (!t->types) return fail(cx, "out of memory");
+    static const char *const keys[] = {
+        "peak_tflops_bf16", "peak_tflops_fp32", "mem_gb", "hbm_GBps", "efficiency", NULL };
+    const char *name = NULL;
+    json_t *dt;
+    json_object_foreach((json_t *)types, name, dt) {
+        char jpath[256];
+        join_path(jpath, sizeof jpath, "device_types", name);
+        if (!json_is_object(dt)) return expected(cx, jpath, "an object", dt);
+        if (check_keys(cx, dt, jpath, keys)) return -1;
+        DeviceType *d = &t->types[t->ntypes];
+        /* GPUs are rated in bf16 (what they train in), CPUs in fp32 (what the CPU backend runs). */
+        int has_bf16 = json_object_get(dt, "peak_tflops_bf16") != NULL;
+        int has_fp32 = json_object_get(dt, "peak_tflops_fp32") != NULL;
+        if (has_bf16 && has_fp32)
+            return fail(cx, "%s: expected one of peak_tflops_bf16 and peak_tflops_fp32, got both", jpath);
+        double peak = 0;
+        if (get_number(cx, dt, jpath, has_fp32 ? "peak_tflops_fp32" : "peak_tflops_bf16", POSITIVE, 1, &peak))
+            return -1;
+        double mem = 0, hbm = 0, eff = 0.5;
+        if (get_number(cx, dt, jpath, "mem_gb", POSITIVE, 1, &mem)) return -1;
+        if (get_number(cx, dt, jpath, "hbm_GBps", POSITIVE, 1, &hbm)) return -1;
+        if (get_number(cx, dt, jpath, "efficiency", FRACTION, 0, &eff)) return -1;
+        if (!(d->name = dup_or_null(name))) return fail(cx, "out of memory");
+        t->ntypes++;
+        d->peak_flops = peak * TERA;
+        d->mem_bytes = mem * GIGA;
+        d->hbm_bw = hbm * GIGA;
+        d->efficiency = eff;
+    }
+    return 0;
+}
+
+static int find_type(const Topology *t, const char *name) {
+    for (int i = 0; i < t->ntypes; i++)
+        if (strcmp(t->types[i].name, name) == 0) return i;
+    return -1;
+}
+
+static int parse_node(Ctx *cx, const json_t *nv, const char *jpath, Topology *t, Node *node) {
+    static const char *const keys[] = { "name", "devices", "type", "intra", "islands", NULL };
+    static const char *const link_keys[] = { "type", "bw_GBps", "lat_us", NULL };
+    static const LinkType intra_types[] = { LINK_NVL, LINK_PCI, LINK_SHM, LINK_LOC };
+    if (!json_is_object(nv)) return expected(cx, jpath, "an object", nv);
+    if (check_keys(cx, nv, jpath, keys)) return -1;
+    const char *name = NULL, *type = NULL;
+    if (get_string(cx, nv, jpath, "name", &name)) return -1;
+    char fpath[256];
+    join_path(fpath, sizeof fpath, jpath, "name");
+    for (Node *other = t->nodes; other < node; other++)
+        if (strcmp(other->name, name) == 0)
+            return fail(cx, "%s: expected a name no other node has, got \"%s\" (also nodes[%d])",
+                        fpath, name, (int)(other - t->nodes));
+    if (get_count(cx, nv, jpath, "devices", 1, &node->ndevices)) return -1;
+    if (get_string(cx, nv, jpath, "type", &type)) return -1;
+    if ((node->type = find_type(t, type)) < 0) {
+        char list[160] = "";
+        for (int i = 0; i < t->ntypes; i++) {
+            size_t len = strlen(list);
+            snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", t->types[i].name);
+        }
+        char what[224];
+        join_path(fpath, sizeof fpath, jpath, "type");
+        snprintf(what, sizeof what, "a device type from device_types (%s)", list);
+        return expected(cx, fpath, what, json_object_get(nv, "type"));
+    }
+    const json_t *intra = NULL;
+    if (get_object(cx, nv, jpath, "intra", &intra)) return -1;
+    join_path(fpath, sizeof fpath, jpath, "intra");
+    if (parse_link(cx, intra, fpath, intra_types, 4, link_keys, &node->intra)) return -1;
+    node->islands = 1;
+    if (get_count(cx, nv, jpath, "islands", 0, &node->islands)) return -1;
+    if (node->ndevices % node->islands != 0) {
+        char what[64];
+        join_path(fpath, sizeof fpath, jpath, "islands");
+        snprintf(what, sizeof what, "a divisor of devices (%d)", node->ndevices);
+        return expected(cx, fpath, what, json_object_get(nv, "islands"));
+    }
+    if (!(node->name = dup_or_null(name))) return fail(cx, "out of memory");
+    return 0;
+}
+
+static int parse_nodes(Ctx *cx, const json_t *root, Topology *t) {
+    json_t *nodes = json_object_get(root, "nodes");
+    if (!json_is_array(nodes) || json_array_size(nodes) == 0)
+        return expected(cx, "nodes", "a non-empty array", nodes);
+    size_t n = json_array_size(nodes);
+    t->nodes = calloc(n, sizeof *t->nodes);
+    if (!t->nodes) return fail(cx, "out of memory");
+    long long total = 0;
+    for (size_t i = 0; i < n; i++) {
+        char jpath[64];
+        snprintf(jpath, sizeof jpath, "nodes[%zu]", i);
+        Node *node = &t->nodes[i];
+        int rc = parse_node(cx, json_array_get(nodes, i), jpath, t, node);
+        t->nnodes++;   /* counted even on failure, so that topology_free() frees its name */
+        if (rc) return -1;
+        node->first_device = (int)total;
+        total += node->ndevices;
+        if (total > MAX_DEVICES)
+            return fail(cx, "nodes: expected at most %d devices in all, got %lld", MAX_DEVICES, total);
+    }
+    t->ndevices = (int)total;
+    return 0;
+}
+
+static int parse_network(Ctx *cx, const json_t *root, Topology *t) {
+    static const char *const keys[] = { "type", "bw_GBps", "lat_us", "nics_per_node", NULL };
+    /* CPU test clusters may model "nodes" as processes on one machine, hence SHM. */
+    static const LinkType net_types[] = { LINK_NET, LINK_SHM };
+    json_t *net = json_object_get(root, "network");
+    t->nics_per_node = 1;
+    if (!net && t->nnodes == 1) {
+        /* Never used: one node has no traffic between nodes. Zero bandwidth makes any misuse
+         * show up as an infinite time rather than a plausible one. */
+        t->net = (Link){ LINK_NET, 0, 0 };
+        return 0;
+    }
+    if (!json_is_object(net))
+        return expected(cx, "network", net ? "an object" : "an object (required with more than one node)", net);
+    if (parse_link(cx, net, "network", net_types, 2, keys, &t->net)) return -1;
+    return get_count(cx, net, "network", "nics_per_node", 0, &t->nics_per_node);
+}
+
+static int parse_topology(Ctx *cx, const json_t *root, Topology *t) {
+    static const char *const keys[] = { "version", "name", "about", "device_types", "nodes", "network", NULL };
+    if (!json_is_object(root)) return expected(cx, "top level", "an object", root);
+    /* The version first: a file of a later version may well have keys this one does not know. */
+    json_t *version = json_object_get(root, "version");
+    if (!json_is_integer(version) || json_integer_value(version) != 1)
+        return expected(cx, "version", "1", version);
+    if (check_keys(cx, root, "", keys)) return -1;
+    const char *name = NULL;
+    if (get_string(cx, root, "", "name", &name)) return -1;
+    /* "about" is free text for people (where the figures come from); checked, not kept. */
+    json_t *about = json_object_get(root, "about");
+    if (about && !json_is_string(about)) return expected(cx, "about", "a string", about);
+    if (!(t->name = dup_or_null(name))) return fail(cx, "out of memory");
+    if (parse_device_types(cx, root, t)) return -1;
+    if (parse_nodes(cx, root, t)) return -1;
+    return parse_network(cx, root, t);
+}
+
+int topology_load(const char *path, Topology *t, char *err, size_t errlen) {
+    Ctx cx = { path, err, errlen };
+    Topology tmp = { 0 };
+    memset(t, 0, sizeof *t);
+    if (err && errlen) err[0] = '\0';
+    FILE *f = fopen(path, "rb");
+    if (!f) return fail(&cx, "cannot open: %s", strerror(errno));
+    json_error_t jerr;
+    /* Duplicate keys are rejected: the second would silently win otherwise. */
+    json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
+    fclose(f);
+    if (!root) return fail(&cx, "line %d, column %d: malformed JSON: %s", jerr.line, jerr.column, jerr.text);
+    int rc = parse_topology(&cx, root, &tmp);
+    json_decref(root);
+    if (rc == 0 && !(tmp.path = dup_or_null(path))) rc = fail(&cx, "out of memory");
+    if (rc) {
+        topology_free(&tmp);
+        return -1;
+    }
+    *t = tmp;
+    return 0;
+}
+
+void topology_free(Topology *t) {
+    for (int i = 0; i < t->ntypes; i++) free(t->types[i].name);
+    for (int i = 0; i < t->nnodes; i++) free(t->nodes[i].name);
+    free(t->types);
+    free(t->nodes);
+    free(t->name);
+    free(t->path);
+    memset(t, 0, sizeof *t);
+}
+
+int topology_node_of(const Topology *t, int device) {
+    if (device < 0 || device >= t->ndevices) return -1;
+    /* Nodes are in device order: binary search on first_device. */
+    int lo = 0, hi = t->nnodes - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (t->nodes[mid].first_device <= device) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+Link topology_link(const Topology *t, int a, int b) {
+    int na = topology_node_of(t, a), nb = topology_node_of(t, b);
+    assert(na >= 0 && nb >= 0);
+    if (na < 0 || nb < 0) return (Link){ LINK_NET, 0, 0 };   /* no bandwidth: shows as infinite time */
+    if (a == b) {
+        /* A copy within one device's memory: it reads and writes at HBM speed, no latency. */
+        return (Link){ LINK_LOC, t->types[t->nodes[na].type].hbm_bw, 0 };
+    }
+    return na == nb ? t->nodes[na].intra : t->net;
+}

@@ -1,0 +1,133 @@
+/* The plan IR: ranks, chunks and their owners, buffers, groups, and per rank a list of turns of
+ * operations. Strategies (Lua) build it through plan_add_*; plan_verify proves it; the simulator
+ * and the emitter only take verified plans. Every operation kind is described once, in
+ * op_info[] (plan.c). */
+#ifndef WP_PLAN_H
+#define WP_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "common/config.h"
+#include "input/topology.h"
+
+typedef enum {
+    OP_FWD,             /* chunk mb, weights in buf */
+    OP_BWD,             /* chunk mb, weights in buf, gradient added into buf2 */
+    OP_BWD_B,           /* chunk mb, weights in buf: activation gradient only */
+    OP_BWD_W,           /* chunk mb, weight gradient into buf2 (after BWD_B) */
+    OP_SEND,            /* what: W/D buf to peer; A/G (chunk, mb) to peer */
+    OP_RECV,            /* what: W/D into buf from peer; A/G (chunk, mb) from peer */
+    OP_BCAST,           /* buf over group from root (peer) */
+    OP_REDUCE,          /* D buf summed over group into root (peer) */
+    OP_ALLREDUCE,       /* D buf summed over group, everywhere */
+    OP_ALLGATHER,       /* W shards in buf over group -> whole chunk in buf2 */
+    OP_REDUCE_SCATTER,  /* D buf over group -> this rank's shard of the sum in buf2 */
+    OP_ACC,             /* buf += buf2 (gradients) */
+    OP_COPY,            /* buf = buf2 (weights; e.g. the owner's master into a ring buffer) */
+    OP_OPT,             /* AdamW on chunk: master weights buf, gradient buf2 */
+    OP_FREE,            /* buf is no longer needed */
+    OP__COUNT
+} OpKind;
+
+/* What a transfer carries. */
+typedef enum { WHAT_NONE, WHAT_W, WHAT_D, WHAT_A, WHAT_G } OpWhat;
+
+typedef struct Op {
+    uint8_t kind;       /* OpKind */
+    uint8_t what;       /* OpWhat, for SEND/RECV */
+    int16_t buf, buf2;  /* buffer indices on this rank, -1 if none */
+    int32_t chunk;      /* FWD/BWD/OPT; A/G transfers: the chunk whose input (A) or input gradient (G) */
+    int32_t mb;         /* global micro-batch, -1 if none */
+    int32_t peer;       /* SEND/RECV: the other rank; collectives: the root (rank), -1 if none */
+    int32_t group;      /* collectives: group index, -1 if none */
+} Op;
+
+typedef enum { BUF_W, BUF_D } BufKind;
+
+typedef struct PlanBuf {
+    char name[24];
+    uint8_t kind;       /* BufKind */
+    uint8_t master;     /* holds the owner's master weights (and optimizer state) from the start */
+    int32_t chunk;      /* the chunk it is sized for and, for masters, holds; -1: sized for the largest */
+    int32_t shard, nshards; /* a shard of the chunk (fsdp); 0 of 1 for whole chunks */
+    size_t bytes;       /* filled by plan_finish */
+} PlanBuf;
+
+/* What the verifier learnt about an operation, for the emitter and the simulator. */
+typedef struct OpNote {
+    int32_t chunk;      /* the chunk a W/D transfer or collective carries */
+    int32_t from_rank;  /* compute: where its weights came from (-1: own master); p2p: the peer */
+    int32_t from_turn;  /* the turn that delivered them; p2p: the peer's turn of the matching op */
+    uint8_t first;      /* gradient ops: the destination was empty, so it is written, not added to */
+    uint16_t shard, nshards;
+} OpNote;
+
+typedef struct PlanRank {
+    int node, device;   /* device: global device index in the topology */
+    int replica, stage; /* data-parallel replica, position in its pipeline */
+    int nbufs, capbufs; PlanBuf *bufs;
+    int nops, capops; Op *ops;
+    int *turn_start;    /* [nturns + 1] offsets into ops, filled by plan_finish */
+    OpNote *notes;      /* [nops], filled by plan_verify */
+    size_t peak_mem;    /* filled by plan_verify: buffers, optimizer state, activations, workspace */
+} PlanRank;
+
+typedef struct PlanChunk {
+    int layer0, nlayers;
+    int nowners, capowners; int *owners;   /* ranks holding master weights: one per replica, or shards */
+} PlanChunk;
+
+typedef struct PlanGroup {
+    int n; int *ranks;  /* members in order: shard i lives on ranks[i] */
+} PlanGroup;
+
+/* Per-op turn is kept while building; plan_finish sorts ops by turn (stable). */
+typedef struct Plan {
+    const Topology *topo;
+    WpConfig model;
+    char *strategy;
+    int nranks, replicas, nchunks, nturns;
+    int micro_batches;  /* per rank (per pipeline rank for activation passing) */
+    int total_mbs;      /* M: global micro-batches per step, all replicas */
+    int recompute;
+    PlanRank *ranks;
+    PlanChunk *chunks;
+    int ngroups, capgroups; PlanGroup *groups;
+    int32_t **op_turn;  /* [rank][op] turn while building */
+    char *notes;        /* the strategy's words on what it chose, for the summary */
+    int finished, verified;
+    size_t peak_mem;    /* largest over ranks */
+    int peak_rank;
+} Plan;
+
+extern const char *const op_names[OP__COUNT];
+extern const char *const what_names[];
+
+Plan *plan_new(const Topology *t, const WpConfig *m, const char *strategy, int nranks);
+void plan_free(Plan *p);
+
+/* Builder. Each returns 0, or -1 with a message in err. */
+int plan_set_chunks(Plan *p, const int *layers, int n, char *err, size_t errlen);
+int plan_add_owner(Plan *p, int chunk, int rank, char *err, size_t errlen);
+int plan_add_buf(Plan *p, int rank, const char *name, BufKind kind, int chunk, int master,
+                 int shard, int nshards, char *err, size_t errlen);   /* returns index or -1 */
+int plan_find_buf(const Plan *p, int rank, const char *name);
+int plan_add_group(Plan *p, const int *ranks, int n, char *err, size_t errlen); /* returns index or -1 */
+int plan_add_op(Plan *p, int rank, int turn, const Op *op, char *err, size_t errlen);
+/* Orders every rank's ops by turn, sizes buffers; after this the plan is read-only. */
+int plan_finish(Plan *p, char *err, size_t errlen);
+
+/* Proves the plan (see verify.c for the rules). 0, or -1 with one line in err:
+ * "rank R, turn T, OP: rule broken". Fills the notes and the peak memory. */
+int plan_verify(Plan *p, char *err, size_t errlen);
+
+/* Bytes moved in one step, summed over ranks, split by whether the link leaves the node;
+ * collectives counted as NCCL's ring algorithms move them. */
+void plan_traffic(const Plan *p, double *intra, double *inter);
+
+/* One line: "FWD chunk 3 mb 5 W=w0" etc. */
+int op_format(const Plan *p, int rank, const Op *op, char *out, size_t len);
+size_t plan_chunk_bytes(const Plan *p, int chunk);   /* fp32 weights of one chunk */
+size_t plan_act_bytes(const Plan *p);                /* one activation, G*S*H floats */
+
+#endif

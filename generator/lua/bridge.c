@@ -1,0 +1,462 @@
+/* The Lua bridge: runs a strategy script with the topology, the model and the options as
+ * tables, and gives it the plan builder (a userdata whose methods call plan_add_*). A Lua error
+ * comes back as "script:line: message" with a traceback. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <lua.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include "lua/bridge.h"
+#include "place/placement.h"
+
+#define PLAN_MT "wpgen.plan"
+
+static Plan *check_plan(lua_State *L) {
+    Plan **pp = luaL_checkudata(L, 1, PLAN_MT);
+    return *pp;
+}
+
+static int check_rank(lua_State *L, Plan *p, int arg) {
+    lua_Integer r = luaL_checkinteger(L, arg);
+    if (r < 0 || r >= p->nranks) luaL_error(L, "no rank %d (the plan has %d)", (int)r, p->nranks);
+    return (int)r;
+}
+
+/* A buffer argument: its name on this rank, or nil. */
+static int check_buf(lua_State *L, Plan *p, int rank, int arg) {
+    if (lua_isnoneornil(L, arg)) return -1;
+    const char *name = luaL_checkstring(L, arg);
+    int b = plan_find_buf(p, rank, name);
+    if (b < 0) luaL_error(L, "rank %d has no buffer \"%s\"", rank, name);
+    return b;
+}
+
+static int opt_int(lua_State *L, int arg, int dflt) {
+    return lua_isnoneornil(L, arg) ? dflt : (int)luaL_checkinteger(L, arg);
+}
+
+static void add_op(lua_State *L, Plan *p, int rank, int turn, Op *op) {
+    char err[256];
+    if (plan_add_op(p, rank, turn, op, err, sizeof err)) luaL_error(L, "%s", err);
+}
+
+static Op op_new(int kind) {
+    Op op = { .kind = (uint8_t)kind, .what = WHAT_NONE, .buf = -1, .buf2 = -1, .chunk = -1, .mb = -1, .peer = -1, .group = -1 };
+    return op;
+}
+
+/* plan:fwd(rank, turn, chunk, mb, wbuf) / plan:bwd_b(...) */
+static int compute_op(lua_State *L, int kind) {
+    Plan *p = check_plan(L);
+    int r = check_rank(L, p, 2), t = (int)luaL_checkinteger(L, 3);
+    Op op = op_new(kind);
+    op.chunk = (int)luaL_checkinteger(L, 4);
+    op.mb = (int)luaL_checkinteger(L, 5);
+    if (kind == OP_BWD_W) op.buf2 = (int16_t)check_buf(L, p, r, 6);
+    else {
+        op.buf = (int16_t)check_buf(L, p, r, 6);
+        if (kind == OP_BWD) op.buf2 = (int16_t)check_buf(L, p, r, 7);
+    }
+    add_op(L, p, r, t, &op);
+    return 0;
+}
+static int l_fwd(lua_State *L) { return compute_op(L, OP_FWD); }
+static int l_bwd(lua_State *L) { return compute_op(L, OP_BWD); }
+static int l_bwd_b(lua_State *L) { return compute_op(L, OP_BWD_B); }
+static int l_bwd_w(lua_State *L) { return compute_op(L, OP_BWD_W); }
+
+/* plan:send(rank, turn, what, buf, peer) for W/D; plan:send(rank, turn, what, chunk, mb, peer) for A/G */
+static int p2p_op(lua_State *L, int kind) {
+    Plan *p = check_plan(L);
+    int r = check_rank(L, p, 2), t = (int)luaL_checkinteger(L, 3);
+    const char *what = luaL_checkstring(L, 4);
+    Op op = op_new(kind);
+    if (!strcmp(what, "W") || !strcmp(what, "D")) {
+        op.what = what[0] == 'W' ? WHAT_W : WHAT_D;
+        op.buf = (int16_t)check_buf(L, p, r, 5);
+        op.peer = check_rank(L, p, 6);
+    } else if (!strcmp(what, "A") || !strcmp(what, "G")) {
+        op.what = what[0] == 'A' ? WHAT_A : WHAT_G;
+        op.chunk = (int)luaL_checkinteger(L, 5);
+        op.mb = (int)luaL_checkinteger(L, 6);
+        op.peer = check_rank(L, p, 7);
+    } else {
+        return luaL_error(L, "%s: expected \"W\", \"D\", \"A\" or \"G\", got \"%s\"", op_names[kind], what);
+    }
+    add_op(L, p, r, t, &op);
+    return 0;
+}
+static int l_send(lua_State *L) { return p2p_op(L, OP_SEND); }
+static int l_recv(lua_State *L) { return p2p_op(L, OP_RECV); }
+
+static int check_group(lua_State *L, Plan *p, int arg) {
+    lua_Integer g = luaL_checkinteger(L, arg);
+    if (g < 0 || g >= p->ngroups) luaL_error(L, "no group %d", (int)g);
+    return (int)g;
+}
+
+/* plan:bcast(rank, turn, buf, group, root), plan:reduce(...same), plan:allreduce(rank, turn, buf, group),
+ * plan:allgather(rank, turn, shard_buf, whole_buf, group), plan:reduce_scatter(rank, turn, whole, shard, group) */
+static int coll_op(lua_State *L, int kind) {
+    Plan *p = check_plan(L);
+    int r = check_rank(L, p, 2), t = (int)luaL_checkinteger(L, 3);
+    Op op = op_new(kind);
+    op.buf = (int16_t)check_buf(L, p, r, 4);
+    if (kind == OP_ALLGATHER || kind == OP_REDUCE_SCATTER) {
+        op.buf2 = (int16_t)check_buf(L, p, r, 5);
+        op.group = check_group(L, p, 6);
+    } else {
+        op.group = check_group(L, p, 5);
+        if (kind != OP_ALLREDUCE) op.peer = check_rank(L, p, 6);
+    }
+    add_op(L, p, r, t, &op);
+    return 0;
+}
+static int l_bcast(lua_State *L) { return coll_op(L, OP_BCAST); }
+static int l_reduce(lua_State *L) { return coll_op(L, OP_REDUCE); }
+static int l_allreduce(lua_State *L) { return coll_op(L, OP_ALLREDUCE); }
+static int l_allgather(lua_State *L) { return coll_op(L, OP_ALLGATHER); }
+static int l_reduce_scatter(lua_State *L) { return coll_op(L, OP_REDUCE_SCATTER); }
+
+/* plan:acc(rank, turn, dst, src), plan:copy(rank, turn, dst, src) */
+static int local2_op(lua_State *L, int kind) {
+    Plan *p = check_plan(L);
+    int r = check_rank(L, p, 2), t = (int)luaL_checkinteger(L, 3);
+    Op op = op_new(kind);
+    op.buf = (int16_t)check_buf(L, p, r, 4);
+    op.buf2 = (int16_t)check_buf(L, p, r, 5);
+    add_op(L, p, r, t, &op);
+    return 0;
+}
+static int l_acc(lua_State *L) { return local2_op(L, OP_ACC); }
+static int l_copy(lua_State *L) { return local2_op(L, OP_COPY); }
+
+/* plan:opt(rank, turn, chunk, master, grad) */
+static int l_opt(lua_State *L) {
+    Plan *p = check_plan(L);
+    int r = check_rank(L, p, 2), t = (int)luaL_checkinteger(L, 3);
+    Op op = op_new(OP_OPT);
+    op.chunk = (int)luaL_checkinteger(L, 4);
+    op.buf = (int16_t)check_buf(L, p, r, 5);
+    op.buf2 = (int16_t)check_buf(L, p, r, 6);
+    add_op(L, p, r, t, &op);
+    return 0;
+}
+
+/* plan:free(rank, turn, buf) */
+static int l_free(lua_State *L) {
+    Plan *p = check_plan(L);
+    int r = check_rank(L, p, 2), t = (int)luaL_checkinteger(L, 3);
+    Op op = op_new(OP_FREE);
+    op.buf = (int16_t)check_buf(L, p, r, 4);
+    add_op(L, p, r, t, &op);
+    return 0;
+}
+
+/* plan:chunks({layers, ...}) */
+static int l_chunks(lua_State *L) {
+    Plan *p = check_plan(L);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    int n = (int)luaL_len(L, 2);
+    int *layers = malloc((size_t)(n ? n : 1) * sizeof *layers);
+    for (int i = 0; i < n; i++) {
+        lua_geti(L, 2, i + 1);
+        layers[i] = (int)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+    }
+    char err[256];
+    int rc = plan_set_chunks(p, layers, n, err, sizeof err);
+    free(layers);
+    if (rc) return luaL_error(L, "%s", err);
+    return 0;
+}
+
+/* plan:owner(chunk, rank) */
+static int l_owner(lua_State *L) {
+    Plan *p = check_plan(L);
+    char err[256];
+    if (plan_add_owner(p, (int)luaL_checkinteger(L, 2), (int)luaL_checkinteger(L, 3), err, sizeof err))
+        return luaL_error(L, "%s", err);
+    return 0;
+}
+
+/* plan:buffer(rank, name, "W"|"D", {chunk=, master=, shard=, nshards=}) */
+static int l_buffer(lua_State *L) {
+    Plan *p = check_plan(L);
+    int r = check_rank(L, p, 2);
+    const char *name = luaL_checkstring(L, 3);
+    const char *kind = luaL_checkstring(L, 4);
+    if (strcmp(kind, "W") && strcmp(kind, "D")) return luaL_error(L, "buffer %s: kind must be \"W\" or \"D\", got \"%s\"", name, kind);
+    int chunk = -1, master = 0, shard = 0, nshards = 1;
+    if (lua_istable(L, 5)) {
+        lua_getfield(L, 5, "chunk"); chunk = opt_int(L, -1, -1); lua_pop(L, 1);
+        lua_getfield(L, 5, "master"); master = lua_toboolean(L, -1); lua_pop(L, 1);
+        lua_getfield(L, 5, "shard"); shard = opt_int(L, -1, 0); lua_pop(L, 1);
+        lua_getfield(L, 5, "nshards"); nshards = opt_int(L, -1, 1); lua_pop(L, 1);
+    }
+    char err[256];
+    if (plan_add_buf(p, r, name, kind[0] == 'W' ? BUF_W : BUF_D, chunk, master, shard, nshards, err, sizeof err) < 0)
+        return luaL_error(L, "%s", err);
+    return 0;
+}
+
+/* plan:group({ranks...}) -> group id (the same list gives the same id) */
+static int l_group(lua_State *L) {
+    Plan *p = check_plan(L);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    int n = (int)luaL_len(L, 2);
+    int *ranks = malloc((size_t)(n ? n : 1) * sizeof *ranks);
+    for (int i = 0; i < n; i++) {
+        lua_geti(L, 2, i + 1);
+        ranks[i] = (int)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+    }
+    char err[256];
+    int g = plan_add_group(p, ranks, n, err, sizeof err);
+    free(ranks);
+    if (g < 0) return luaL_error(L, "%s", err);
+    lua_pushinteger(L, g);
+    return 1;
+}
+
+/* plan:place(rank, replica, stage) */
+static int l_place(lua_State *L) {
+    Plan *p = check_plan(L);
+    int r = check_rank(L, p, 2);
+    p->ranks[r].replica = (int)luaL_checkinteger(L, 3);
+    p->ranks[r].stage = (int)luaL_checkinteger(L, 4);
+    return 0;
+}
+
+/* plan:note(text): the strategy's words for the summary */
+static int l_note(lua_State *L) {
+    Plan *p = check_plan(L);
+    const char *s = luaL_checkstring(L, 2);
+    size_t old = p->notes ? strlen(p->notes) : 0, n = strlen(s);
+    p->notes = realloc(p->notes, old + n + 2);
+    memcpy(p->notes + old, s, n);
+    p->notes[old + n] = '\n';
+    p->notes[old + n + 1] = 0;
+    return 0;
+}
+
+static const luaL_Reg plan_methods[] = {
+    { "fwd", l_fwd }, { "bwd", l_bwd }, { "bwd_b", l_bwd_b }, { "bwd_w", l_bwd_w },
+    { "send", l_send }, { "recv", l_recv },
+    { "bcast", l_bcast }, { "reduce", l_reduce }, { "allreduce", l_allreduce },
+    { "allgather", l_allgather }, { "reduce_scatter", l_reduce_scatter },
+    { "acc", l_acc }, { "copy", l_copy }, { "opt", l_opt }, { "free", l_free },
+    { "chunks", l_chunks }, { "owner", l_owner }, { "buffer", l_buffer }, { "group", l_group },
+    { "place", l_place }, { "note", l_note },
+    { "solve_placement", placement_lua_solve },   /* TawPipe's placement solver, generator/place/placement.c */
+    { NULL, NULL },
+};
+
+/* ---- tables handed to the strategy ---- */
+
+void lua_set_num(lua_State *L, const char *k, double v) { lua_pushnumber(L, v); lua_setfield(L, -2, k); }
+void lua_set_int(lua_State *L, const char *k, long long v) { lua_pushinteger(L, (lua_Integer)v); lua_setfield(L, -2, k); }
+void lua_set_str(lua_State *L, const char *k, const char *v) { lua_pushstring(L, v ? v : ""); lua_setfield(L, -2, k); }
+
+static void push_link(lua_State *L, const Link *l) {
+    lua_createtable(L, 0, 3);
+    lua_set_str(L, "type", link_type_name(l->type));
+    lua_set_num(L, "bw", l->bw);
+    lua_set_num(L, "lat", l->lat);
+}
+
+static void push_topology(lua_State *L, const Topology *t) {
+    lua_createtable(L, 0, 6);
+    lua_set_str(L, "name", t->name);
+    lua_set_int(L, "ndevices", t->ndevices);
+    lua_set_int(L, "nics_per_node", t->nics_per_node);
+    push_link(L, &t->net);
+    lua_setfield(L, -2, "net");
+    lua_createtable(L, t->nnodes, 0);
+    for (int i = 0; i < t->nnodes; i++) {
+        const Node *n = &t->nodes[i];
+        lua_createtable(L, 0, 7);
+        lua_set_str(L, "name", n->name);
+        lua_set_int(L, "devices", n->ndevices);
+        lua_set_int(L, "first_device", n->first_device);
+        lua_set_int(L, "islands", n->islands);
+        lua_set_str(L, "type", t->types[n->type].name);
+        lua_set_num(L, "peak_flops", t->types[n->type].peak_flops);
+        lua_set_num(L, "mem_bytes", t->types[n->type].mem_bytes);
+        push_link(L, &n->intra);
+        lua_setfield(L, -2, "intra");
+        lua_seti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "nodes");
+    /* node of each device, 0-based, for convenience */
+    lua_createtable(L, t->ndevices, 0);
+    for (int d = 0; d < t->ndevices; d++) {
+        lua_pushinteger(L, topology_node_of(t, d));
+        lua_seti(L, -2, d);
+    }
+    lua_setfield(L, -2, "node_of");
+}
+
+static void push_model(lua_State *L, const WpConfig *m, const char *name) {
+    lua_createtable(L, 0, 12);
+    lua_set_str(L, "name", name);
+    lua_set_int(L, "hidden", m->hidden); lua_set_int(L, "layers", m->layers); lua_set_int(L, "heads", m->heads);
+    lua_set_int(L, "kv_heads", m->kv_heads); lua_set_int(L, "ffn", m->ffn); lua_set_int(L, "vocab", m->vocab);
+    lua_set_int(L, "seq", m->seq); lua_set_int(L, "mbs", m->mbs); lua_set_int(L, "tied", m->tied);
+    lua_set_num(L, "layer_params", (double)wp_layer_nparams(m));
+}
+
+static void push_opts(lua_State *L, const StrategyOpts *o, const Plan *p) {
+    lua_createtable(L, 0, 6);
+    lua_set_int(L, "ranks", p->nranks);
+    lua_set_int(L, "micro_batches", o->micro_batches);
+    lua_set_int(L, "replicas", o->replicas);
+    lua_set_int(L, "chunks", o->chunks);
+    lua_set_int(L, "total_mbs", p->total_mbs);
+    lua_set_int(L, "recompute", o->recompute);
+    lua_set_int(L, "rounds", o->rounds);
+    lua_set_str(L, "grouping", o->grouping ? o->grouping : "auto");
+}
+
+static int traceback(lua_State *L) {
+    const char *msg = lua_tostring(L, 1);
+    luaL_traceback(L, L, msg ? msg : "(error object is not a string)", 1);
+    return 1;
+}
+
+/* The repository root: WPGEN_HOME, else the parent of the directory holding the executable. */
+const char *wpgen_home(void) {
+    static char home[4096];
+    if (home[0]) return home;
+    const char *env = getenv("WPGEN_HOME");
+    if (env && *env) { snprintf(home, sizeof home, "%s", env); return home; }
+    ssize_t n = readlink("/proc/self/exe", home, sizeof home - 1);
+    if (n <= 0) { snprintf(home, sizeof home, "."); return home; }
+    home[n] = 0;
+    for (int i = 0; i < 2; i++) {
+        char *slash = strrchr(home, '/');
+        if (slash) *slash = 0;
+    }
+    if (!home[0]) snprintf(home, sizeof home, "/");
+    return home;
+}
+
+int strategy_resolve(const char *name, char *path, size_t len) {
+    if (strchr(name, '/') || (strlen(name) > 4 && !strcmp(name + strlen(name) - 4, ".lua")))
+        snprintf(path, len, "%s", name);
+    else
+        snprintf(path, len, "%s/schedules/%s.lua", wpgen_home(), name);
+    return access(path, R_OK) == 0 ? 0 : -1;
+}
+
+lua_State *wpgen_lua_new(void) {
+    lua_State *L = luaL_newstate();
+    if (!L) return NULL;
+    luaL_openlibs(L);
+    /* strategies and templates make many small short-lived tables: the generational
+     * collector handles them with less work than the incremental one */
+    lua_gc(L, LUA_GCGEN, 0, 0);
+    /* schedules/ and schedules/lib/ come before the system's paths (Penlight lives there). */
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "path");
+    char buf[8192];
+    snprintf(buf, sizeof buf, "%s/schedules/lib/?.lua;%s/generator/emit/?.lua;%s", wpgen_home(), wpgen_home(), lua_tostring(L, -1));
+    lua_pop(L, 1);
+    lua_pushstring(L, buf);
+    lua_setfield(L, -2, "path");
+    lua_pop(L, 1);
+    return L;
+}
+
+int lua_pcall_traceback(lua_State *L, int nargs, int nres, char *err, size_t errlen) {
+    int base = lua_gettop(L) - nargs;
+    lua_pushcfunction(L, traceback);
+    lua_insert(L, base);
+    int rc = lua_pcall(L, nargs, nres, base);
+    lua_remove(L, base);
+    if (rc != LUA_OK) {
+        snprintf(err, errlen, "%s", lua_tostring(L, -1));
+        lua_pop(L, 1);
+        return -1;
+    }
+    return 0;
+}
+
+void strategy_about(const char *path, char *out, size_t len) {
+    out[0] = 0;
+    lua_State *L = wpgen_lua_new();
+    if (!L) return;
+    if (luaL_loadfile(L, path) == LUA_OK && lua_pcall(L, 0, 1, 0) == LUA_OK && lua_istable(L, -1)) {
+        lua_getfield(L, -1, "about");
+        if (lua_isstring(L, -1)) snprintf(out, len, "%s", lua_tostring(L, -1));
+    }
+    lua_close(L);
+}
+
+int strategy_run(const char *name, const Topology *t, const WpConfig *m, const char *model_name,
+                 const StrategyOpts *o, Plan **out, char *err, size_t errlen) {
+    *out = NULL;
+    char path[4096];
+    if (strategy_resolve(name, path, sizeof path))
+        return snprintf(err, errlen, "strategy \"%s\": no such file %s", name, path), STRATEGY_BAD_INPUT;
+    if (o->replicas < 1 || t->ndevices % o->replicas)
+        return snprintf(err, errlen, "--replicas %d: expected a divisor of the %d devices", o->replicas, t->ndevices), STRATEGY_BAD_INPUT;
+    if (o->micro_batches < 1)
+        return snprintf(err, errlen, "--micro-batches %d: expected at least 1", o->micro_batches), STRATEGY_BAD_INPUT;
+    lua_State *L = wpgen_lua_new();
+    if (!L) return snprintf(err, errlen, "cannot create a Lua state"), STRATEGY_BAD_INPUT;
+    const char *base = strrchr(path, '/');
+    char sname[256];
+    size_t sl = strlen(base ? base + 1 : path);
+    if (sl >= sizeof sname) sl = sizeof sname - 1;
+    memcpy(sname, base ? base + 1 : path, sl);
+    sname[sl] = 0;
+    if (strlen(sname) > 4 && !strcmp(sname + strlen(sname) - 4, ".lua")) sname[strlen(sname) - 4] = 0;
+    Plan *p = plan_new(t, m, sname, t->ndevices);
+    p->replicas = o->replicas;
+    p->micro_batches = o->micro_batches;
+    p->total_mbs = t->ndevices * o->micro_batches;
+    p->recompute = o->recompute;
+    for (int r = 0; r < p->nranks; r++) {
+        int per = p->nranks / p->replicas;
+        p->ranks[r].replica = r / per;
+        p->ranks[r].stage = r % per;
+    }
+
+    int rc = 0;
+    if (luaL_loadfile(L, path) != LUA_OK) {
+        snprintf(err, errlen, "%s", lua_tostring(L, -1));
+        rc = STRATEGY_BAD_INPUT;
+    } else if (lua_pcall_traceback(L, 0, 1, err, errlen)) {
+        rc = STRATEGY_BAD_INPUT;
+    } else if (!lua_istable(L, -1)) {
+        snprintf(err, errlen, "%s: expected the script to return a table with a build function", path);
+        rc = STRATEGY_BAD_INPUT;
+    } else {
+        lua_getfield(L, -1, "build");
+        if (!lua_isfunction(L, -1)) {
+            snprintf(err, errlen, "%s: the returned table has no build function", path);
+            rc = STRATEGY_BAD_INPUT;
+        } else {
+            Plan **pp = lua_newuserdatauv(L, sizeof *pp, 0);
+            *pp = p;
+            if (luaL_newmetatable(L, PLAN_MT)) {
+                luaL_newlib(L, plan_methods);
+                lua_setfield(L, -2, "__index");
+            }
+            lua_setmetatable(L, -2);
+            lua_createtable(L, 0, 3);
+            push_topology(L, t); lua_setfield(L, -2, "topo");
+            push_model(L, m, model_name); lua_setfield(L, -2, "model");
+            push_opts(L, o, p); lua_setfield(L, -2, "opts");
+            if (lua_pcall_traceback(L, 2, 0, err, errlen)) rc = STRATEGY_BAD_INPUT;
+        }
+    }
+    lua_close(L);
+    if (rc == 0 && plan_finish(p, err, errlen)) rc = STRATEGY_BAD_INPUT;
+    if (rc) { plan_free(p); return rc; }
+    *out = p;
+    return 0;
+}

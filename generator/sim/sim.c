@@ -1,0 +1,594 @@
+/* The simulator (see sim.h for the model): a discrete-event run of every rank's turns, with
+ * transfers as flows that share the links they cross (max-min fair rates, recomputed whenever a
+ * flow starts or ends). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "sim/sim.h"
+#include "ir/xalloc.h"
+
+static int is_compute(int k) { return k == OP_FWD || k == OP_BWD || k == OP_BWD_B || k == OP_BWD_W; }
+static int is_comm(int k) { return k >= OP_SEND && k <= OP_REDUCE_SCATTER; }
+static int is_coll(int k) { return k >= OP_BCAST && k <= OP_REDUCE_SCATTER; }
+
+static const DeviceType *rank_type(const Plan *p, const Topology *t, int r) {
+    return &t->types[t->nodes[p->ranks[r].node].type];
+}
+
+static double chunk_part_bytes(const Plan *p, int chunk, int nshards) {
+    if (chunk < 0) return 0;
+    size_t floats = plan_chunk_bytes(p, chunk) / sizeof(float);
+    if (nshards < 1) nshards = 1;
+    return (double)((floats / nshards + (floats % nshards != 0)) * sizeof(float));
+}
+
+double sim_op_bytes(const Plan *p, int rank, int opi) {
+    const Op *op = &p->ranks[rank].ops[opi];
+    const OpNote *n = &p->ranks[rank].notes[opi];
+    if (!is_comm(op->kind)) return 0;
+    if ((op->kind == OP_SEND || op->kind == OP_RECV) && (op->what == WHAT_A || op->what == WHAT_G))
+        return (double)plan_act_bytes(p);
+    return chunk_part_bytes(p, n->chunk, n->nshards);
+}
+
+/* Forward passes' worth of compute of FWD, BWD, BWD_B, BWD_W. */
+static double compute_units(const Plan *p, int kind) {
+    return kind == OP_FWD ? 1 : kind == OP_BWD ? 2 + (p->recompute ? 1 : 0) : kind == OP_BWD_B ? 1 + (p->recompute ? 1 : 0) : 1;
+}
+
+double sim_op_seconds(const Plan *p, const Topology *t, int rank, const Op *op, const OpNote *note) {
+    const DeviceType *d = rank_type(p, t, rank);
+    double flops_s = d->peak_flops * (d->efficiency > 0 ? d->efficiency : 0.5);
+    double f = 0;
+    if (is_compute(op->kind)) {
+        const PlanChunk *c = &p->chunks[op->chunk];
+        WpChunk k = wp_chunk_make(&p->model, op->chunk, c->layer0, c->nlayers, op->chunk == 0, op->chunk == p->nchunks - 1);
+        f = wp_chunk_fwd_flops(&p->model, &k);
+        return compute_units(p, op->kind) * f / flops_s;
+    }
+    const PlanRank *rk = &p->ranks[rank];
+    double bytes = 0;
+    switch ((OpKind)op->kind) {
+    case OP_ACC: case OP_COPY: {
+        const PlanBuf *b = &rk->bufs[op->buf];
+        bytes = chunk_part_bytes(p, note->chunk, b->nshards) * (op->kind == OP_ACC ? 3 : 2);
+        break;
+    }
+    case OP_OPT:
+        bytes = 7.0 * (double)rk->bufs[op->buf].bytes;
+        break;
+    default:
+        return 0;
+    }
+    return d->hbm_bw > 0 ? bytes / d->hbm_bw : 0;
+}
+
+/* ---- the engine ---- */
+
+enum { PH_START, PH_WAIT, PH_LOCAL, PH_BARRIER, PH_DONE };
+
+typedef struct Flow {
+    int obj;
+    int nres, res[4];
+    double bytes, rem, rate, lat_end;
+    int in_lat, live;
+} Flow;
+
+typedef struct Obj {
+    int need, posted, kind;
+    int n;                  /* participants */
+    int *ranks, *ops;
+    double lat, t_start;
+    int flows_left, done;
+    /* flows to create at start: edges */
+    int nedges; int *src, *dst; double edge_bytes;
+} Obj;
+
+typedef struct RankSim {
+    int turn, phase, pending;
+    double cend, lend;
+} RankSim;
+
+typedef struct Sim {
+    const Plan *p;
+    const Topology *t;
+    const SimOptions *o;
+    SimResult *r;
+    RankSim *rs;
+    int nobjs, capobjs; Obj *objs;
+    int **op_obj;
+    double **tpost, **tstart, **tend;
+    int nflows, capflows; Flow *flows;
+    int nres; double *cap;
+    int *res_dev_tx, *res_dev_rx;      /* per device */
+    int *res_isl;                      /* per node: first island resource (up, down pairs) */
+    int *res_nic;                      /* per node: first NIC resource (tx, rx pairs) */
+    int *work, nwork; char *inwork;
+    double now;
+    int rates_dirty;
+    int at_barrier;                    /* lockstep: ranks that finished the current turn */
+} Sim;
+
+static int new_obj(Sim *S) {
+    if (S->nobjs == S->capobjs) {
+        S->capobjs = S->capobjs ? 2 * S->capobjs : 256;
+        S->objs = xrealloc(S->objs, (size_t)S->capobjs * sizeof *S->objs);
+    }
+    memset(&S->objs[S->nobjs], 0, sizeof(Obj));
+    return S->nobjs++;
+}
+
+typedef struct P2P { long key; int rank, op; } P2P;
+static int p2p_cmp(const void *a, const void *b) {
+    const P2P *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return x->op < y->op ? -1 : x->op > y->op;
+}
+
+static int build_objs(Sim *S, char *err, size_t errlen) {
+    const Plan *p = S->p;
+    int n = p->nranks;
+    long nsend = 0, nrecv = 0;
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < p->ranks[r].nops; i++) {
+            int k = p->ranks[r].ops[i].kind;
+            nsend += k == OP_SEND; nrecv += k == OP_RECV;
+        }
+    if (nsend != nrecv) return snprintf(err, errlen, "the plan has %ld sends and %ld receives", nsend, nrecv), -1;
+    P2P *sends = xcalloc((size_t)nsend, sizeof *sends), *recvs = xcalloc((size_t)nrecv, sizeof *recvs);
+    long ns = 0, nr = 0;
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < p->ranks[r].nops; i++) {
+            const Op *op = &p->ranks[r].ops[i];
+            if (op->kind == OP_SEND) sends[ns++] = (P2P){ (long)r * n + op->peer, r, i };
+            if (op->kind == OP_RECV) recvs[nr++] = (P2P){ (long)op->peer * n + r, r, i };
+        }
+    qsort(sends, (size_t)ns, sizeof *sends, p2p_cmp);
+    qsort(recvs, (size_t)nr, sizeof *recvs, p2p_cmp);
+    for (long j = 0; j < ns; j++) {
+        if (sends[j].key != recvs[j].key) {
+            free(sends); free(recvs);
+            return snprintf(err, errlen, "rank %d's sends do not match their receives (is the plan verified?)", sends[j].rank), -1;
+        }
+        int id = new_obj(S);
+        Obj *o = &S->objs[id];
+        o->need = 2; o->kind = OP_SEND; o->n = 2;
+        o->ranks = xcalloc(2, sizeof(int)); o->ops = xcalloc(2, sizeof(int));
+        o->ranks[0] = sends[j].rank; o->ops[0] = sends[j].op;
+        o->ranks[1] = recvs[j].rank; o->ops[1] = recvs[j].op;
+        o->nedges = 1;
+        o->src = xcalloc(1, sizeof(int)); o->dst = xcalloc(1, sizeof(int));
+        o->src[0] = sends[j].rank; o->dst[0] = recvs[j].rank;
+        o->edge_bytes = sim_op_bytes(p, sends[j].rank, sends[j].op);
+        S->op_obj[sends[j].rank][sends[j].op] = id;
+        S->op_obj[recvs[j].rank][recvs[j].op] = id;
+    }
+    free(sends); free(recvs);
+    /* Collectives: the k-th call of each member is one call. */
+    int **calls = xcalloc((size_t)p->ngroups + 1, sizeof *calls);
+    int *ncalls = xcalloc((size_t)p->ngroups + 1, sizeof *ncalls), *capcalls = xcalloc((size_t)p->ngroups + 1, sizeof *capcalls);
+    int **next = xcalloc((size_t)p->ngroups + 1, sizeof *next);
+    for (int g = 0; g < p->ngroups; g++) next[g] = xcalloc((size_t)p->groups[g].n, sizeof(int));
+    int rc = 0;
+    for (int r = 0; r < n && !rc; r++)
+        for (int i = 0; i < p->ranks[r].nops; i++) {
+            const Op *op = &p->ranks[r].ops[i];
+            if (!is_coll(op->kind)) continue;
+            const PlanGroup *g = &p->groups[op->group];
+            int m = 0;
+            while (m < g->n && g->ranks[m] != r) m++;
+            int k = next[op->group][m]++;
+            if (k >= ncalls[op->group]) {
+                if (k >= capcalls[op->group]) {
+                    capcalls[op->group] = 2 * k + 8;
+                    calls[op->group] = xrealloc(calls[op->group], (size_t)capcalls[op->group] * sizeof(int));
+                }
+                int id = new_obj(S);
+                Obj *o = &S->objs[id];
+                o->need = g->n; o->kind = op->kind; o->n = g->n;
+                o->ranks = xcalloc((size_t)g->n, sizeof(int)); o->ops = xcalloc((size_t)g->n, sizeof(int));
+                calls[op->group][ncalls[op->group]++] = id;
+            }
+            Obj *o = &S->objs[calls[op->group][k]];
+            o->ranks[m] = r; o->ops[m] = i;
+            S->op_obj[r][i] = calls[op->group][k];
+            if (m == 0 || (op->kind == OP_BCAST || op->kind == OP_REDUCE)) {
+                /* The edges: once, from the root's (chain) or the first member's (ring) view. */
+                int root = 0;
+                if (op->kind == OP_BCAST || op->kind == OP_REDUCE) {
+                    if (op->peer != r) continue;
+                    while (g->ranks[root] != op->peer) root++;
+                }
+                int gn = g->n;
+                double whole = sim_op_bytes(p, r, i);
+                int chain = op->kind == OP_BCAST || op->kind == OP_REDUCE;
+                o->nedges = gn < 2 ? 0 : chain ? gn - 1 : gn;
+                o->src = xcalloc((size_t)o->nedges + 1, sizeof(int)); o->dst = xcalloc((size_t)o->nedges + 1, sizeof(int));
+                for (int h = 0; h < o->nedges; h++) {
+                    /* a reduce flows toward the root: the chain reversed */
+                    int a = g->ranks[(root + h) % gn], b = g->ranks[(root + h + 1) % gn];
+                    if (op->kind == OP_REDUCE) { o->src[h] = b; o->dst[h] = a; }
+                    else { o->src[h] = a; o->dst[h] = b; }
+                }
+                o->edge_bytes = chain ? whole : op->kind == OP_ALLREDUCE ? 2.0 * (gn - 1) / gn * whole : (double)(gn - 1) / gn * whole;
+                double maxlat = 0;
+                for (int h = 0; h < o->nedges; h++) {
+                    Link l = topology_link(S->t, p->ranks[o->src[h]].device, p->ranks[o->dst[h]].device);
+                    if (l.lat > maxlat) maxlat = l.lat;
+                }
+                int lg = 0;
+                while ((1 << lg) < gn) lg++;
+                double ring = op->kind == OP_ALLREDUCE ? 2.0 * (gn - 1) : gn - 1;
+                double tree = op->kind == OP_ALLREDUCE ? 2.0 * lg : chain ? lg : ring;
+                o->lat = (ring < tree ? ring : tree) * maxlat;
+            }
+        }
+    for (int g = 0; g < p->ngroups; g++) free(calls[g]), free(next[g]);
+    free(calls); free(ncalls); free(capcalls); free(next);
+    return rc;
+}
+
+static void build_resources(Sim *S) {
+    const Topology *t = S->t;
+    int D = t->ndevices;
+    S->res_dev_tx = xcalloc((size_t)D, sizeof(int));
+    S->res_dev_rx = xcalloc((size_t)D, sizeof(int));
+    S->res_isl = xcalloc((size_t)t->nnodes, sizeof(int));
+    S->res_nic = xcalloc((size_t)t->nnodes, sizeof(int));
+    int nres = 2 * D;
+    for (int i = 0; i < t->nnodes; i++) {
+        S->res_isl[i] = nres; nres += 2 * (t->nodes[i].islands > 0 ? t->nodes[i].islands : 1);
+        S->res_nic[i] = nres; nres += 2 * (t->nics_per_node > 0 ? t->nics_per_node : 1);
+    }
+    S->nres = nres;
+    S->cap = xcalloc((size_t)nres, sizeof(double));
+    for (int i = 0; i < t->nnodes; i++) {
+        const Node *nd = &t->nodes[i];
+        for (int d = 0; d < nd->ndevices; d++) {
+            int g = nd->first_device + d;
+            S->res_dev_tx[g] = g; S->res_dev_rx[g] = D + g;
+            S->cap[g] = S->cap[D + g] = nd->intra.bw;
+        }
+        int isl = nd->islands > 0 ? nd->islands : 1, nics = t->nics_per_node > 0 ? t->nics_per_node : 1;
+        for (int k = 0; k < 2 * isl; k++) S->cap[S->res_isl[i] + k] = nd->intra.bw;
+        for (int k = 0; k < 2 * nics; k++) S->cap[S->res_nic[i] + k] = t->net.bw;
+    }
+}
+
+static void add_flow(Sim *S, int obj, int ra, int rb, double bytes, double lat_end) {
+    const Topology *t = S->t;
+    int da = S->p->ranks[ra].device, db = S->p->ranks[rb].device;
+    int na = topology_node_of(t, da), nb = topology_node_of(t, db);
+    Link l = topology_link(t, da, db);
+    S->r->link_bytes[l.type] += bytes;
+    if (S->o->free_comm || l.type == LINK_LOC || bytes <= 0) return;
+    if (S->nflows == S->capflows) {
+        S->capflows = S->capflows ? 2 * S->capflows : 64;
+        S->flows = xrealloc(S->flows, (size_t)S->capflows * sizeof *S->flows);
+    }
+    Flow *f = &S->flows[S->nflows++];
+    memset(f, 0, sizeof *f);
+    f->obj = obj; f->bytes = f->rem = bytes; f->lat_end = lat_end; f->in_lat = 1; f->live = 1;
+    if (na != nb) {
+        const Node *A = &t->nodes[na], *B = &t->nodes[nb];
+        int nics = t->nics_per_node > 0 ? t->nics_per_node : 1;
+        int ia = (da - A->first_device) * nics / A->ndevices, ib = (db - B->first_device) * nics / B->ndevices;
+        f->res[f->nres++] = S->res_nic[na] + 2 * ia;
+        f->res[f->nres++] = S->res_nic[nb] + 2 * ib + 1;
+    } else {
+        const Node *A = &t->nodes[na];
+        f->res[f->nres++] = S->res_dev_tx[da];
+        f->res[f->nres++] = S->res_dev_rx[db];
+        int isl = A->islands > 0 ? A->islands : 1;
+        int ia = (da - A->first_device) * isl / A->ndevices, ib = (db - A->first_device) * isl / A->ndevices;
+        if (l.type == LINK_PCI && ia != ib) {
+            f->res[f->nres++] = S->res_isl[na] + 2 * ia;
+            f->res[f->nres++] = S->res_isl[na] + 2 * ib + 1;
+        }
+    }
+    S->objs[obj].flows_left++;
+}
+
+static void push_work(Sim *S, int r) {
+    if (S->inwork[r]) return;
+    S->inwork[r] = 1;
+    S->work[S->nwork++] = r;
+}
+
+static void obj_complete(Sim *S, int id) {
+    Obj *o = &S->objs[id];
+    o->done = 1;
+    for (int m = 0; m < o->n; m++) {
+        S->tend[o->ranks[m]][o->ops[m]] = S->now;
+        S->rs[o->ranks[m]].pending--;
+        push_work(S, o->ranks[m]);
+    }
+}
+
+static void obj_start(Sim *S, int id) {
+    Obj *o = &S->objs[id];
+    o->t_start = S->now;
+    for (int m = 0; m < o->n; m++) S->tstart[o->ranks[m]][o->ops[m]] = S->now;
+    double lat = o->lat;
+    if (o->kind == OP_SEND) {
+        Link l = topology_link(S->t, S->p->ranks[o->src[0]].device, S->p->ranks[o->dst[0]].device);
+        lat = l.lat;
+    }
+    for (int h = 0; h < o->nedges; h++) add_flow(S, id, o->src[h], o->dst[h], o->edge_bytes, S->now + lat);
+    if (o->flows_left == 0) obj_complete(S, id);
+    else S->rates_dirty = 1;
+}
+
+static void advance(Sim *S, int r) {
+    const Plan *p = S->p;
+    const PlanRank *rk = &p->ranks[r];
+    RankSim *s = &S->rs[r];
+    for (;;) {
+        if (s->phase == PH_START) {
+            if (s->turn == p->nturns) {
+                s->phase = PH_DONE;
+                S->r->rank_end[r] = S->now;
+                S->r->turn_t[r][p->nturns] = S->now;
+                return;
+            }
+            S->r->turn_t[r][s->turn] = S->now;
+            int t0 = rk->turn_start[s->turn], t1 = rk->turn_start[s->turn + 1];
+            for (int i = t0; i < t1; i++)
+                if (is_comm(rk->ops[i].kind)) s->pending++;
+            for (int i = t0; i < t1; i++) {
+                if (!is_comm(rk->ops[i].kind)) continue;
+                S->tpost[r][i] = S->now;
+                int id = S->op_obj[r][i];
+                if (++S->objs[id].posted == S->objs[id].need) obj_start(S, id);
+            }
+            double c = S->now;
+            for (int i = t0; i < t1; i++) {
+                if (!is_compute(rk->ops[i].kind)) continue;
+                double d = sim_op_seconds(p, S->t, r, &rk->ops[i], &rk->notes[i]);
+                if (S->o->unit_fwd_s > 0) d = S->o->unit_fwd_s * compute_units(p, rk->ops[i].kind);
+                S->tpost[r][i] = S->tstart[r][i] = c;
+                c += d;
+                S->tend[r][i] = c;
+                S->r->rank_busy[r] += d;
+            }
+            s->cend = c;
+            s->phase = PH_WAIT;
+        }
+        if (s->phase == PH_WAIT) {
+            if (s->cend > S->now || s->pending > 0) return;
+            S->r->comm_exposed_s += S->now - s->cend;
+            int t0 = rk->turn_start[s->turn], t1 = rk->turn_start[s->turn + 1];
+            double c = S->now;
+            for (int i = t0; i < t1; i++) {
+                int k = rk->ops[i].kind;
+                if (is_compute(k) || is_comm(k)) continue;
+                double d = S->o->free_local ? 0 : sim_op_seconds(p, S->t, r, &rk->ops[i], &rk->notes[i]);
+                S->tpost[r][i] = S->tstart[r][i] = c;
+                c += d;
+                S->tend[r][i] = c;
+            }
+            s->lend = c;
+            s->phase = PH_LOCAL;
+        }
+        if (s->phase == PH_LOCAL) {
+            if (s->lend > S->now) return;
+            if (S->o->lockstep) {
+                s->phase = PH_BARRIER;
+                if (++S->at_barrier < p->nranks) return;
+                S->at_barrier = 0;
+                for (int q = 0; q < p->nranks; q++)
+                    if (q != r) { S->rs[q].turn++; S->rs[q].phase = PH_START; push_work(S, q); }
+            }
+            s->turn++;
+            s->phase = PH_START;
+        }
+        if (s->phase == PH_DONE || s->phase == PH_BARRIER) return;
+    }
+}
+
+/* A min-heap of (fair share, resource) for progressive filling. Shares only grow as flows are
+ * frozen, so stale entries are re-pushed with their current share when they surface. */
+typedef struct Share { double share; int res; } Share;
+
+static void heap_push(Share *h, int *n, Share x) {
+    int i = (*n)++;
+    while (i > 0 && h[(i - 1) / 2].share > x.share) { h[i] = h[(i - 1) / 2]; i = (i - 1) / 2; }
+    h[i] = x;
+}
+
+static Share heap_pop(Share *h, int *n) {
+    Share top = h[0], x = h[--*n];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && h[c + 1].share < h[c].share) c++;
+        if (h[c].share >= x.share) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n > 0) h[i] = x;
+    return top;
+}
+
+/* Max-min fair rates by progressive filling over the flows moving bytes: repeatedly the resource
+ * with the smallest fair share (capacity left / flows left on it) fixes the rate of its flows.
+ * Resources know their flows (built here, CSR), and a heap finds the bottleneck, so a call costs
+ * O(incidences * log) rather than flows * resources: what makes 1,024 ranks simulate quickly. */
+static void compute_rates(Sim *S) {
+    int nres = S->nres, nf = S->nflows;
+    double *left = xcalloc((size_t)nres, sizeof(double));
+    int *count = xcalloc((size_t)nres + 1, sizeof(int)), *start = xcalloc((size_t)nres + 1, sizeof(int));
+    char *frozen = xcalloc((size_t)nf + 1, 1);
+    memcpy(left, S->cap, (size_t)nres * sizeof(double));
+    int incid = 0;
+    for (int i = 0; i < nf; i++) {
+        Flow *f = &S->flows[i];
+        f->rate = 0;
+        if (!f->live || f->in_lat) { frozen[i] = 1; continue; }
+        for (int k = 0; k < f->nres; k++) count[f->res[k]]++;
+        incid += f->nres;
+    }
+    for (int q = 0; q < nres; q++) start[q + 1] = start[q] + count[q];
+    int *fill = xcalloc((size_t)nres + 1, sizeof(int)), *flows_of = xcalloc((size_t)incid + 1, sizeof(int));
+    memcpy(fill, start, (size_t)nres * sizeof(int));
+    for (int i = 0; i < nf; i++)
+        if (!frozen[i])
+            for (int k = 0; k < S->flows[i].nres; k++) flows_of[fill[S->flows[i].res[k]]++] = i;
+    Share *heap = xcalloc((size_t)(nres + incid) + 1, sizeof(Share));
+    int nheap = 0;
+    for (int q = 0; q < nres; q++)
+        if (count[q] > 0) heap_push(heap, &nheap, (Share){ left[q] / count[q], q });
+    while (nheap > 0) {
+        Share top = heap_pop(heap, &nheap);
+        int q = top.res;
+        if (count[q] == 0) continue;
+        double share = left[q] / count[q];
+        if (share > top.share * (1 + 1e-12) + 1e-300) { heap_push(heap, &nheap, (Share){ share, q }); continue; }
+        if (share < 0) share = 0;
+        for (int j = start[q]; j < start[q + 1]; j++) {
+            int i = flows_of[j];
+            if (frozen[i]) continue;
+            Flow *f = &S->flows[i];
+            f->rate = share;
+            frozen[i] = 1;
+            for (int k = 0; k < f->nres; k++) { left[f->res[k]] -= share; count[f->res[k]]--; }
+        }
+        count[q] = 0;
+    }
+    free(left); free(count); free(start); free(frozen); free(fill); free(flows_of); free(heap);
+}
+
+static void compact_flows(Sim *S) {
+    int j = 0;
+    for (int i = 0; i < S->nflows; i++)
+        if (S->flows[i].live) S->flows[j++] = S->flows[i];
+    S->nflows = j;
+}
+
+int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, size_t errlen) {
+    static const SimOptions defaults = { 0 };
+    if (!opt) opt = &defaults;
+    memset(res, 0, sizeof *res);
+    if (!p->verified) return snprintf(err, errlen, "the simulator only runs verified plans"), -1;
+    Sim S = { .p = p, .t = opt->topo ? opt->topo : p->topo, .o = opt, .r = res };
+    if (S.t->ndevices != p->topo->ndevices || S.t->nnodes != p->topo->nnodes)
+        return snprintf(err, errlen, "the topology has %d devices on %d nodes, the plan's %d on %d", S.t->ndevices, S.t->nnodes,
+                        p->topo->ndevices, p->topo->nnodes), -1;
+    int n = p->nranks;
+    res->rank_busy = xcalloc((size_t)n, sizeof(double));
+    res->rank_end = xcalloc((size_t)n, sizeof(double));
+    res->turn_t = xcalloc((size_t)n, sizeof(double *));
+    res->nranks = n;
+    S.rs = xcalloc((size_t)n, sizeof *S.rs);
+    S.op_obj = xcalloc((size_t)n, sizeof(int *));
+    S.tpost = xcalloc((size_t)n, sizeof(double *));
+    S.tstart = xcalloc((size_t)n, sizeof(double *));
+    S.tend = xcalloc((size_t)n, sizeof(double *));
+    for (int r = 0; r < n; r++) {
+        int no = p->ranks[r].nops;
+        res->turn_t[r] = xcalloc((size_t)p->nturns + 1, sizeof(double));
+        S.op_obj[r] = xcalloc((size_t)no, sizeof(int));
+        S.tpost[r] = xcalloc((size_t)no, sizeof(double));
+        S.tstart[r] = xcalloc((size_t)no, sizeof(double));
+        S.tend[r] = xcalloc((size_t)no, sizeof(double));
+    }
+    S.work = xcalloc((size_t)n, sizeof(int));
+    S.inwork = xcalloc((size_t)n, 1);
+    int rc = build_objs(&S, err, errlen);
+    if (rc == 0) {
+        build_resources(&S);
+        for (int r = 0; r < n; r++) push_work(&S, r);
+        for (;;) {
+            while (S.nwork > 0) {
+                int r = S.work[--S.nwork];
+                S.inwork[r] = 0;
+                advance(&S, r);
+            }
+            int alldone = 1;
+            for (int r = 0; r < n; r++) alldone &= S.rs[r].phase == PH_DONE;
+            if (alldone) break;
+            if (S.rates_dirty) { compact_flows(&S); compute_rates(&S); S.rates_dirty = 0; }
+            double next = INFINITY;
+            for (int r = 0; r < n; r++) {
+                RankSim *s = &S.rs[r];
+                if (s->phase == PH_WAIT && s->cend > S.now && s->cend < next) next = s->cend;
+                if (s->phase == PH_LOCAL && s->lend > S.now && s->lend < next) next = s->lend;
+            }
+            for (int i = 0; i < S.nflows; i++) {
+                Flow *f = &S.flows[i];
+                if (!f->live) continue;
+                double tf = f->in_lat ? f->lat_end : f->rate > 0 ? S.now + f->rem / f->rate : INFINITY;
+                if (tf < next) next = tf;
+            }
+            if (!(next < INFINITY)) {
+                int r = 0;
+                while (S.rs[r].phase == PH_DONE) r++;
+                rc = -1;
+                snprintf(err, errlen, "simulation stuck: rank %d at turn %d (is the plan verified?)", r, S.rs[r].turn);
+                break;
+            }
+            double dt = next - S.now;
+            S.now = next;
+            res->events++;
+            for (int i = 0; i < S.nflows; i++) {
+                Flow *f = &S.flows[i];
+                if (!f->live) continue;
+                if (f->in_lat) {
+                    if (f->lat_end <= S.now) { f->in_lat = 0; S.rates_dirty = 1; }
+                    continue;
+                }
+                f->rem -= f->rate * dt;
+                if (f->rem <= f->bytes * 1e-9 || (f->rate > 0 && f->rem / f->rate <= 1e-12 * (1 + S.now))) {
+                    f->live = 0;
+                    S.rates_dirty = 1;
+                    if (--S.objs[f->obj].flows_left == 0) obj_complete(&S, f->obj);
+                }
+            }
+            for (int r = 0; r < n; r++) {
+                RankSim *s = &S.rs[r];
+                if ((s->phase == PH_WAIT && s->cend <= S.now) || (s->phase == PH_LOCAL && s->lend <= S.now)) push_work(&S, r);
+            }
+        }
+    }
+    if (rc == 0) {
+        double step = 0, busy = 0;
+        for (int r = 0; r < n; r++) {
+            if (res->rank_end[r] > step) step = res->rank_end[r];
+            busy += res->rank_busy[r];
+        }
+        res->step_time = step;
+        res->compute_s = busy;
+        double tokens = (double)p->total_mbs * p->model.mbs * p->model.seq;
+        res->tokens_per_s_per_device = step > 0 ? tokens / step / n : 0;
+        res->bubble_ratio = step > 0 ? 1 - busy / (n * step) : 0;
+        plan_traffic(p, &res->bytes_intra, &res->bytes_inter);
+        if (opt->record) {
+            long total = 0;
+            for (int r = 0; r < n; r++) total += p->ranks[r].nops;
+            res->spans = xcalloc((size_t)total, sizeof *res->spans);
+            for (int r = 0; r < n; r++)
+                for (int t = 0; t < p->nturns; t++)
+                    for (int i = p->ranks[r].turn_start[t]; i < p->ranks[r].turn_start[t + 1]; i++)
+                        res->spans[res->nspans++] = (SimSpan){ r, t, i, S.tpost[r][i], S.tstart[r][i], S.tend[r][i] };
+        }
+    }
+    for (int i = 0; i < S.nobjs; i++) free(S.objs[i].ranks), free(S.objs[i].ops), free(S.objs[i].src), free(S.objs[i].dst);
+    free(S.objs);
+    for (int r = 0; r < n; r++) free(S.op_obj[r]), free(S.tpost[r]), free(S.tstart[r]), free(S.tend[r]);
+    free(S.op_obj); free(S.tpost); free(S.tstart); free(S.tend);
+    free(S.rs); free(S.work); free(S.inwork); free(S.flows); free(S.cap);
+    free(S.res_dev_tx); free(S.res_dev_rx); free(S.res_isl); free(S.res_nic);
+    if (rc) sim_result_free(res);
+    return rc;
+}
+
+void sim_result_free(SimResult *r) {
+    if (r->turn_t)
+        for (int i = 0; i < r->nranks; i++) free(r->turn_t[i]);
+    free(r->turn_t);
+    r->turn_t = NULL;
+    free(r->rank_busy); free(r->rank_end); free(r->spans);
+    r->rank_busy = r->rank_end = NULL; r->spans = NULL;
+}

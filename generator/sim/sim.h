@@ -1,0 +1,79 @@
+/* The simulator: runs a verified plan against a topology, event by event, with the semantics the
+ * verifier proves (verify.c): each rank, independently of the others, starts a turn by posting
+ * its transfers, computes the turn's FWD/BWD in order while they move, waits for them, then runs
+ * its local operations (ACC, COPY, OPT, FREE); then it starts its next turn. A point-to-point
+ * transfer starts once both its send and its receive are posted (the k-th send from a to b meets
+ * the k-th receive at b from a); a collective once every member has posted it (k-th call of each
+ * member). Empty turns cost nothing.
+ *
+ * Costs, all from the topology and the model (nothing is tuned to a published figure):
+ *   compute    FWD = wp_chunk_fwd_flops / (peak * efficiency) of the rank's device type
+ *              (matrix products, attention's S^2 terms, the LM head); BWD = 2 FWD, +1 FWD with
+ *              recomputation; BWD_B = BWD_W = 1 FWD (BWD_B +1 FWD with recomputation).
+ *   memory     ACC 3, COPY 2, OPT (AdamW: read w g m v, write w m v) 7 times the bytes, over
+ *              the device's memory bandwidth.
+ *   transfers  alpha-beta per link class, as flows that share links fairly (max-min):
+ *              NVL/SHM: each device's send and receive port (intra bandwidth each);
+ *              PCI: the device ports, and traffic between PCIe islands of a node shares each
+ *              island's uplink (intra bandwidth per direction);
+ *              NET: the node's NICs (nics_per_node, devices spread evenly over them), bandwidth
+ *              per NIC and direction.
+ *   collectives as NCCL's ring algorithms: broadcast and reduce a pipelined chain from the root
+ *              (n-1 edges carrying the whole buffer), all-reduce 2(n-1)/n and all-gather /
+ *              reduce-scatter (n-1)/n of it over each of the ring's n edges, all edges at once;
+ *              the latency term is the smaller of the ring's (steps x link latency) and a
+ *              tree's (log2 n levels), as NCCL's tuner picks tree for small messages. */
+#ifndef WP_SIM_H
+#define WP_SIM_H
+
+#include <stddef.h>
+#include "ir/plan.h"
+
+typedef struct SimOptions {
+    const Topology *topo;   /* NULL: the plan's; else one with the same devices (what-if links) */
+    int free_comm;          /* transfers and collectives take no time (rendezvous still holds) */
+    int free_local;         /* ACC, COPY, OPT take no time */
+    int record;             /* keep every operation's times (for traces and pictures) */
+    int lockstep;           /* every rank waits for all others at the end of every turn (the papers'
+                               turn model; the runtime does not do this) */
+    double unit_fwd_s;      /* > 0: every FWD takes this long whatever its chunk (BWD twice...): the
+                               papers' equal-stage assumption, for tests */
+} SimOptions;
+
+/* One operation's times: compute and local ops run [t0, t1); transfers are posted at t_post,
+ * start when every side has posted (t0) and complete at t1. */
+typedef struct SimSpan {
+    int rank, turn, op;     /* op: index into the rank's ops */
+    double t_post, t0, t1;
+} SimSpan;
+
+typedef struct SimResult {
+    double step_time;                   /* seconds: the last rank's end of step */
+    double tokens_per_s_per_device;
+    double bubble_ratio;                /* 1 - FWD/BWD busy time / (ranks * step time) */
+    double bytes_intra, bytes_inter;    /* per step, all ranks, as plan_traffic counts them */
+    double link_bytes[LINK__COUNT];     /* bytes the simulated flows put on each link class */
+    double compute_s, comm_exposed_s;   /* sums over ranks: FWD/BWD time; time waiting on transfers */
+    double *rank_busy;                  /* [nranks] FWD/BWD seconds */
+    double *rank_end;                   /* [nranks] when each rank finished its step */
+    double **turn_t;                    /* [nranks][nturns + 1]: turn t of rank r runs [turn_t[r][t], turn_t[r][t+1]) */
+    int nspans; SimSpan *spans;         /* with record: every operation, in rank, op order */
+    long events;
+    int nranks;
+} SimResult;
+
+/* 0, or -1 with one line in err (an unverified plan, a topology that does not match it). */
+int sim_run(const Plan *p, const SimOptions *o, SimResult *r, char *err, size_t errlen);
+void sim_result_free(SimResult *r);
+
+/* Seconds one compute or local operation takes on its rank (0 for transfers). */
+double sim_op_seconds(const Plan *p, const Topology *t, int rank, const Op *op, const OpNote *note);
+
+/* Bytes a transfer or collective carries (a collective: its whole buffer). */
+double sim_op_bytes(const Plan *p, int rank, int opi);
+
+/* Chrome trace (chrome://tracing, Perfetto) and SVG timeline of a recorded run. 0 or -1 (errno). */
+int sim_write_trace(const Plan *p, const SimResult *r, const char *path);
+int sim_write_svg(const Plan *p, const SimResult *r, const char *title, const char *path);
+
+#endif

@@ -1,0 +1,578 @@
+/* The plan verifier: executes every rank's operations symbolically, turn by turn, and proves
+ * what DESIGN.md promises before anything is emitted:
+ *   - every operation is well formed (its buffers exist and are of the right kind);
+ *   - within a turn, no buffer is overwritten while another operation uses it (a turn posts its
+ *     transfers, runs its compute in the listed order while they move, waits for them, then
+ *     runs its local operations ACC, COPY, OPT and FREE in the listed order);
+ *   - every send meets its receive (same kind, fitting size), every collective is called by
+ *     all members of its group in the same order, and the whole step cannot deadlock;
+ *   - every compute finds the right chunk's weights of this iteration, and the activations or
+ *     activation gradients it needs, on its own rank;
+ *   - every micro-batch goes forward through every chunk once, in order, and backward once, in
+ *     reverse order;
+ *   - every chunk's gradient collects each micro-batch exactly once and reaches the owners'
+ *     master weights before OPT; every master is updated exactly once;
+ *   - nothing is left behind at the end of the step, and the peak memory is accounted.
+ * Transfers and collectives live in verify_comm.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdarg.h>
+#include "verify/verify_state.h"
+#include "ir/xalloc.h"
+
+/* ---- key sets ---- */
+
+static size_t key_hash(uint64_t k, size_t cap) {
+    k ^= k >> 33; k *= 0xff51afd7ed558ccdULL; k ^= k >> 33;
+    return (size_t)k & (cap - 1);
+}
+
+int keyset_has(const KeySet *s, uint64_t k) {
+    if (!s->cap) return 0;
+    for (size_t i = key_hash(k, s->cap);; i = (i + 1) & (s->cap - 1)) {
+        if (s->slots[i] == k) return 1;
+        if (s->slots[i] == 0) return 0;
+    }
+}
+
+void keyset_add(KeySet *s, uint64_t k) {
+    if (2 * (s->n + 1) > s->cap) {
+        KeySet t = { xcalloc(s->cap ? 2 * s->cap : 64, sizeof(uint64_t)), s->cap ? 2 * s->cap : 64, 0 };
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->slots[i]) keyset_add(&t, s->slots[i]);
+        free(s->slots);
+        *s = t;
+    }
+    size_t i = key_hash(k, s->cap);
+    while (s->slots[i] && s->slots[i] != k) i = (i + 1) & (s->cap - 1);
+    if (!s->slots[i]) { s->slots[i] = k; s->n++; }
+}
+
+int keyset_del(KeySet *s, uint64_t k) {
+    if (!s->cap) return 0;
+    size_t i = key_hash(k, s->cap);
+    while (s->slots[i] != k) {
+        if (!s->slots[i]) return 0;
+        i = (i + 1) & (s->cap - 1);
+    }
+    /* Backward-shift deletion keeps probe chains intact without tombstones. */
+    for (size_t j = (i + 1) & (s->cap - 1); s->slots[j]; j = (j + 1) & (s->cap - 1)) {
+        size_t h = key_hash(s->slots[j], s->cap);
+        if (((j - h) & (s->cap - 1)) >= ((j - i) & (s->cap - 1))) { s->slots[i] = s->slots[j]; i = j; }
+    }
+    s->slots[i] = 0;
+    s->n--;
+    return 1;
+}
+
+/* ---- values ---- */
+
+void val_clear(Val *v) {
+    free(v->set);
+    memset(v, 0, sizeof *v);
+}
+
+void val_copy(Verifier *V, Val *dst, const Val *src) {
+    if (dst == src) return;
+    free(dst->set);
+    *dst = *src;
+    dst->set = NULL;
+    if (src->set) {
+        dst->set = xmalloc((size_t)V->words * sizeof(uint64_t));
+        memcpy(dst->set, src->set, (size_t)V->words * sizeof(uint64_t));
+    }
+}
+
+int val_union(Verifier *V, Val *dst, const Val *src, int *dup_mb) {
+    if (dst->kind == V_EMPTY) { val_copy(V, dst, src); return 0; }
+    for (int w = 0; w < V->words; w++) {
+        uint64_t both = dst->set[w] & src->set[w];
+        if (both) { *dup_mb = w * 64 + __builtin_ctzll(both); return -1; }
+    }
+    for (int w = 0; w < V->words; w++) dst->set[w] |= src->set[w];
+    dst->count += src->count;
+    return 0;
+}
+
+size_t val_bytes(const Verifier *V, const Val *v) {
+    size_t n = plan_chunk_bytes(V->p, v->chunk) / sizeof(float);
+    return (n / v->nshards + (n % v->nshards != 0)) * sizeof(float);
+}
+
+const char *val_describe(const Verifier *V, const Val *v, char *buf, size_t len) {
+    char shard[32] = "";
+    if (v->kind != V_EMPTY && v->nshards > 1) snprintf(shard, sizeof shard, " (shard %d of %d)", v->shard, v->nshards);
+    if (v->kind == V_EMPTY) snprintf(buf, len, "nothing");
+    else if (v->kind == V_W) snprintf(buf, len, "%sweights of chunk %d%s", v->version ? "updated " : "", v->chunk, shard);
+    else snprintf(buf, len, "the gradient of chunk %d over %d of %d micro-batches%s", v->chunk, v->count, V->M, shard);
+    return buf;
+}
+
+int verr(Verifier *V, int rank, int opi, const char *fmt, ...) {
+    char what[160] = "";
+    int turn = V->rs[rank].turn;
+    if (opi >= 0) op_format(V->p, rank, &V->p->ranks[rank].ops[opi], what, sizeof what);
+    int n = opi >= 0 ? snprintf(V->err, V->errlen, "rank %d, turn %d, %s: ", rank, turn, what)
+                     : snprintf(V->err, V->errlen, "rank %d: ", rank);
+    if (n < 0 || (size_t)n >= V->errlen) return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(V->err + n, V->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* ---- the shape of each operation ---- */
+
+static int check_buf(Verifier *V, int r, int opi, int b, int kind, const char *role) {
+    const PlanRank *rk = &V->p->ranks[r];
+    if (b < 0 || b >= rk->nbufs) return verr(V, r, opi, "needs a %s buffer", role);
+    if (rk->bufs[b].kind != kind)
+        return verr(V, r, opi, "%s is a %s buffer, expected %s", rk->bufs[b].name,
+                    rk->bufs[b].kind == BUF_W ? "weight" : "gradient", kind == BUF_W ? "weights" : "a gradient");
+    return 0;
+}
+
+static int check_shape(Verifier *V, int r, int opi) {
+    const Plan *p = V->p;
+    const Op *op = &p->ranks[r].ops[opi];
+    int need_chunk = 0, need_mb = 0;
+    switch ((OpKind)op->kind) {
+    case OP_FWD: case OP_BWD_B:
+        if (check_buf(V, r, opi, op->buf, BUF_W, "weight")) return -1;
+        need_chunk = need_mb = 1; break;
+    case OP_BWD:
+        if (check_buf(V, r, opi, op->buf, BUF_W, "weight") || check_buf(V, r, opi, op->buf2, BUF_D, "gradient")) return -1;
+        need_chunk = need_mb = 1; break;
+    case OP_BWD_W:
+        if (check_buf(V, r, opi, op->buf2, BUF_D, "gradient")) return -1;
+        need_chunk = need_mb = 1; break;
+    case OP_SEND: case OP_RECV:
+        if (op->peer < 0 || op->peer == r) return verr(V, r, opi, "needs a peer other than itself");
+        if (op->what == WHAT_W || op->what == WHAT_D) {
+            if (check_buf(V, r, opi, op->buf, op->what == WHAT_W ? BUF_W : BUF_D, op->what == WHAT_W ? "weight" : "gradient")) return -1;
+        } else if (op->what == WHAT_A || op->what == WHAT_G) {
+            need_mb = 1;
+            if (op->chunk < 1) return verr(V, r, opi, "activations are named by the chunk they enter (1..%d)", p->nchunks - 1);
+        } else return verr(V, r, opi, "carries nothing (expected W, D, A or G)");
+        break;
+    case OP_BCAST: case OP_REDUCE: case OP_ALLREDUCE: case OP_ALLGATHER: case OP_REDUCE_SCATTER: {
+        if (op->group < 0) return verr(V, r, opi, "needs a group");
+        const PlanGroup *g = &p->groups[op->group];
+        if (group_index(g, r) < 0) return verr(V, r, opi, "rank %d is not a member of group %d", r, op->group);
+        if ((op->kind == OP_BCAST || op->kind == OP_REDUCE) && (op->peer < 0 || group_index(g, op->peer) < 0))
+            return verr(V, r, opi, "its root %d is not a member of group %d", op->peer, op->group);
+        if (op->kind == OP_BCAST) {
+            if (op->buf < 0) return verr(V, r, opi, "needs a buffer");
+        } else if (op->kind == OP_ALLGATHER) {
+            if (check_buf(V, r, opi, op->buf, BUF_W, "weight shard") || check_buf(V, r, opi, op->buf2, BUF_W, "weight")) return -1;
+        } else if (check_buf(V, r, opi, op->buf, BUF_D, "gradient")) return -1;
+        if (op->kind == OP_REDUCE_SCATTER && check_buf(V, r, opi, op->buf2, BUF_D, "gradient shard")) return -1;
+        break;
+    }
+    case OP_ACC: case OP_COPY: {
+        int k = op->kind == OP_ACC ? BUF_D : BUF_W;
+        if (check_buf(V, r, opi, op->buf, k, "destination") || check_buf(V, r, opi, op->buf2, k, "source")) return -1;
+        if (op->buf == op->buf2) return verr(V, r, opi, "source and destination are the same buffer");
+        break;
+    }
+    case OP_OPT:
+        if (check_buf(V, r, opi, op->buf, BUF_W, "master") || check_buf(V, r, opi, op->buf2, BUF_D, "gradient")) return -1;
+        if (!p->ranks[r].bufs[op->buf].master || p->ranks[r].bufs[op->buf].chunk != op->chunk)
+            return verr(V, r, opi, "%s is not this rank's master of chunk %d", p->ranks[r].bufs[op->buf].name, op->chunk);
+        need_chunk = 1; break;
+    case OP_FREE:
+        if (op->buf < 0) return verr(V, r, opi, "needs a buffer");
+        if (p->ranks[r].bufs[op->buf].master) return verr(V, r, opi, "master weights are never freed");
+        break;
+    default:
+        return verr(V, r, opi, "unknown operation %d", op->kind);
+    }
+    if (need_chunk && (op->chunk < 0 || op->chunk >= p->nchunks)) return verr(V, r, opi, "no chunk %d", op->chunk);
+    if (need_mb && (op->mb < 0 || op->mb >= V->M)) return verr(V, r, opi, "no micro-batch %d (the step has %d)", op->mb, V->M);
+    /* Masters are the owner's truth: only OPT writes them. */
+    int writes = op->kind == OP_RECV || op->kind == OP_COPY || op->kind == OP_ALLGATHER ||
+                 (op->kind == OP_BCAST && op->peer != r);
+    int wb = op->kind == OP_ALLGATHER ? op->buf2 : op->buf;
+    if (writes && wb >= 0 && p->ranks[r].bufs[wb].master)
+        return verr(V, r, opi, "writes into master buffer %s (only OPT may)", p->ranks[r].bufs[wb].name);
+    return 0;
+}
+
+/* ---- hazards within a turn ---- */
+
+enum { T_CR = 1 << 12, T_CW = 1 << 13, T_LR = 1 << 14, T_LW = 1 << 15, T_COUNT = 0xfff };
+
+static void touch(RankState *s, int b, int how) {
+    if (b < 0) return;
+    s->touch[b] = (uint16_t)((s->touch[b] | how) + 1);
+}
+
+static int op_is_compute(int kind) {
+    return kind == OP_FWD || kind == OP_BWD || kind == OP_BWD_B || kind == OP_BWD_W;
+}
+
+/* A turn runs in three phases: its transfers are posted, its compute runs while they move, and
+ * once they have completed its local operations (ACC, COPY, OPT, FREE) run. So only compute can
+ * collide with a transfer of its own turn. */
+static int check_hazards(Verifier *V, int r, int t0, int t1) {
+    RankState *s = &V->rs[r];
+    const PlanRank *rk = &V->p->ranks[r];
+    for (int i = t0; i < t1; i++) {
+        const Op *op = &rk->ops[i];
+        switch ((OpKind)op->kind) {
+        case OP_FWD: case OP_BWD_B: touch(s, op->buf, T_LR); break;
+        case OP_BWD: touch(s, op->buf, T_LR); touch(s, op->buf2, T_LW); break;
+        case OP_BWD_W: touch(s, op->buf2, T_LW); break;
+        case OP_SEND: touch(s, op->buf, T_CR); break;
+        case OP_RECV: touch(s, op->buf, T_CW); break;
+        case OP_BCAST: touch(s, op->buf, op->peer == r ? T_CR : T_CW); break;
+        case OP_REDUCE: case OP_ALLREDUCE: touch(s, op->buf, T_CW); break;
+        case OP_ALLGATHER: touch(s, op->buf, T_CR); touch(s, op->buf2, T_CW); break;
+        case OP_REDUCE_SCATTER: touch(s, op->buf, T_CW); touch(s, op->buf2, T_CW); break;
+        default: break;   /* local operations run after the transfers */
+        }
+    }
+    int bad = -1, why = 0;
+    for (int b = 0; b < rk->nbufs && bad < 0; b++) {
+        int t = s->touch[b];
+        if ((t & T_CW) && (t & T_COUNT) > 1) bad = b, why = 1;
+        else if ((t & T_CR) && (t & T_LW)) bad = b, why = 2;
+    }
+    memset(s->touch, 0, (size_t)rk->nbufs * sizeof *s->touch);
+    if (bad < 0) return 0;
+    /* Name the first operation of the turn that touches the buffer. */
+    int opi = t0;
+    for (int i = t0; i < t1; i++)
+        if ((op_is_comm(rk->ops[i].kind) || op_is_compute(rk->ops[i].kind)) &&
+            (rk->ops[i].buf == bad || rk->ops[i].buf2 == bad)) { opi = i; break; }
+    return verr(V, r, opi, why == 1 ? "buffer %s is written by a transfer while another operation of the same turn uses it"
+                                    : "buffer %s is sent while a computation of the same turn writes it", rk->bufs[bad].name);
+}
+
+/* ---- activations kept between operations ---- */
+
+static size_t keep_bytes(Verifier *V, uint64_t key) {
+    int kind = (int)(key >> 60), chunk = (int)((key >> 32) & 0xfffffff);
+    if (kind == K_ACT || kind == K_GRAD) return plan_act_bytes(V->p);
+    const PlanChunk *c = &V->p->chunks[chunk];
+    WpChunk k = wp_chunk_make(&V->p->model, chunk, c->layer0, c->nlayers, chunk == 0, chunk == V->p->nchunks - 1);
+    return wp_stash_floats(&V->p->model, &k, V->p->recompute) * sizeof(float);
+}
+
+void keep_add(Verifier *V, int r, uint64_t key) {
+    RankState *s = &V->rs[r];
+    keyset_add(&s->keep, key);
+    s->act_bytes += keep_bytes(V, key);
+    if (s->act_bytes > s->act_peak) s->act_peak = s->act_bytes;
+}
+
+int keep_take(Verifier *V, int r, uint64_t key) {
+    if (!keyset_del(&V->rs[r].keep, key)) return 0;
+    V->rs[r].act_bytes -= keep_bytes(V, key);
+    return 1;
+}
+
+/* ---- compute and local operations, in order ---- */
+
+static int need_weights(Verifier *V, int r, int opi, const Op *op) {
+    const Val *w = &V->rs[r].bufs[op->buf];
+    char d[96];
+    if (w->kind != V_W || w->chunk != op->chunk || w->nshards != 1 || w->version != 0)
+        return verr(V, r, opi, "needs the weights of chunk %d, %s holds %s", op->chunk,
+                    V->p->ranks[r].bufs[op->buf].name, val_describe(V, w, d, sizeof d));
+    OpNote *n = &V->p->ranks[r].notes[opi];
+    n->chunk = op->chunk;
+    n->from_rank = w->from_rank;
+    n->from_turn = w->from_turn;
+    return 0;
+}
+
+/* Adds micro-batch mb of chunk c into gradient buffer b. */
+static int add_grad(Verifier *V, int r, int opi, int b, int c, int mb) {
+    Val *d = &V->rs[r].bufs[b];
+    OpNote *n = &V->p->ranks[r].notes[opi];
+    n->first = d->kind == V_EMPTY;
+    if (d->kind == V_EMPTY) {
+        d->kind = V_D; d->chunk = c; d->shard = 0; d->nshards = 1; d->count = 0;
+        d->set = xcalloc((size_t)V->words, sizeof(uint64_t));
+        d->from_rank = r; d->from_turn = V->rs[r].turn;
+    } else if (d->kind != V_D || d->chunk != c || d->nshards != 1) {
+        char s[96];
+        return verr(V, r, opi, "adds to %s, which holds %s", V->p->ranks[r].bufs[b].name, val_describe(V, d, s, sizeof s));
+    }
+    if (d->set[mb / 64] >> (mb % 64) & 1)
+        return verr(V, r, opi, "micro-batch %d is already in the gradient of chunk %d in %s", mb, c, V->p->ranks[r].bufs[b].name);
+    d->set[mb / 64] |= 1ULL << (mb % 64);
+    d->count++;
+    return 0;
+}
+
+static int run_local(Verifier *V, int r, int opi) {
+    Plan *p = V->p;
+    const Op *op = &p->ranks[r].ops[opi];
+    RankState *s = &V->rs[r];
+    int c = op->chunk, mb = op->mb, last = c == p->nchunks - 1;
+    size_t cm = (size_t)c * V->M + (size_t)mb;
+    char d1[96], d2[96];
+    switch ((OpKind)op->kind) {
+    case OP_FWD:
+        if (need_weights(V, r, opi, op)) return -1;
+        if (V->fwd[cm]) return verr(V, r, opi, "micro-batch %d already went forward through chunk %d", mb, c);
+        if (c > 0 && !keep_take(V, r, key_make(K_ACT, c, mb)))
+            return verr(V, r, opi, "the input of chunk %d for micro-batch %d is not on this rank", c, mb);
+        keep_add(V, r, key_make(K_STASH, c, mb));
+        if (!last) keep_add(V, r, key_make(K_ACT, c + 1, mb));
+        V->fwd[cm]++;
+        return 0;
+    case OP_BWD: case OP_BWD_B:
+        if (need_weights(V, r, opi, op)) return -1;
+        if (!keep_take(V, r, key_make(K_STASH, c, mb)))
+            return verr(V, r, opi, "micro-batch %d has not gone forward through chunk %d on this rank (or went backward already)", mb, c);
+        if (!last && !keep_take(V, r, key_make(K_GRAD, c + 1, mb)))
+            return verr(V, r, opi, "the gradient of chunk %d's output for micro-batch %d is not on this rank", c, mb);
+        if (c > 0) keep_add(V, r, key_make(K_GRAD, c, mb));
+        if (op->kind == OP_BWD_B) { keep_add(V, r, key_make(K_STASHW, c, mb)); return 0; }
+        if (add_grad(V, r, opi, op->buf2, c, mb)) return -1;
+        V->bwd[cm]++;
+        return 0;
+    case OP_BWD_W:
+        if (!keep_take(V, r, key_make(K_STASHW, c, mb)))
+            return verr(V, r, opi, "BWD_B of chunk %d for micro-batch %d has not run on this rank", c, mb);
+        if (add_grad(V, r, opi, op->buf2, c, mb)) return -1;
+        p->ranks[r].notes[opi].chunk = c;
+        V->bwd[cm]++;
+        return 0;
+    case OP_ACC: {
+        Val *dst = &s->bufs[op->buf], *src = &s->bufs[op->buf2];
+        if (src->kind != V_D) return verr(V, r, opi, "%s holds %s, not a gradient", p->ranks[r].bufs[op->buf2].name, val_describe(V, src, d1, sizeof d1));
+        if (dst->kind != V_EMPTY && (dst->chunk != src->chunk || dst->shard != src->shard || dst->nshards != src->nshards))
+            return verr(V, r, opi, "adds %s to %s", val_describe(V, src, d1, sizeof d1), val_describe(V, dst, d2, sizeof d2));
+        int dup;
+        p->ranks[r].notes[opi].first = dst->kind == V_EMPTY;
+        p->ranks[r].notes[opi].chunk = src->chunk;
+        if (val_union(V, dst, src, &dup)) return verr(V, r, opi, "micro-batch %d would be counted twice in the gradient of chunk %d", dup, src->chunk);
+        val_clear(src);
+        return 0;
+    }
+    case OP_COPY: {
+        Val *src = &s->bufs[op->buf2];
+        if (src->kind != V_W) return verr(V, r, opi, "%s holds %s, not weights", p->ranks[r].bufs[op->buf2].name, val_describe(V, src, d1, sizeof d1));
+        p->ranks[r].notes[opi].chunk = src->chunk;
+        val_copy(V, &s->bufs[op->buf], src);
+        return 0;
+    }
+    case OP_OPT: {
+        Val *w = &s->bufs[op->buf], *g = &s->bufs[op->buf2];
+        if (w->version) return verr(V, r, opi, "chunk %d is updated twice", c);
+        if (g->kind != V_D || g->chunk != c || g->shard != w->shard || g->nshards != w->nshards)
+            return verr(V, r, opi, "needs the gradient of chunk %d%s, %s holds %s", c, w->nshards > 1 ? " (its shard)" : "",
+                        p->ranks[r].bufs[op->buf2].name, val_describe(V, g, d1, sizeof d1));
+        if (g->count != V->M) {
+            int missing = 0;
+            while (g->set[missing / 64] >> (missing % 64) & 1) missing++;
+            return verr(V, r, opi, "the gradient of chunk %d has %d of %d micro-batches (micro-batch %d is missing)", c, g->count, V->M, missing);
+        }
+        p->ranks[r].notes[opi].chunk = c;
+        w->version = 1;
+        val_clear(g);
+        return 0;
+    }
+    case OP_FREE:
+        val_clear(&s->bufs[op->buf]);
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+/* ---- the driver ---- */
+
+static int check_structure(Verifier *V) {
+    Plan *p = V->p;
+    for (int c = 0; c < p->nchunks; c++) {
+        const PlanChunk *ch = &p->chunks[c];
+        if (ch->nowners == 0) return snprintf(V->err, V->errlen, "chunk %d has no owner", c), -1;
+        int nshards = 0, *seen = NULL;
+        for (int r = 0; r < p->nranks; r++) {
+            const PlanRank *rk = &p->ranks[r];
+            for (int b = 0; b < rk->nbufs; b++) {
+                const PlanBuf *pb = &rk->bufs[b];
+                if (!pb->master || pb->chunk != c) continue;
+                int owner = 0;
+                for (int i = 0; i < ch->nowners; i++) owner |= ch->owners[i] == r;
+                if (!owner) { free(seen); return verr(V, r, -1, "holds master %s of chunk %d but is not among its owners", pb->name, c); }
+                if (!nshards) { nshards = pb->nshards; seen = xcalloc((size_t)nshards, sizeof *seen); }
+                if (pb->nshards != nshards) { free(seen); return verr(V, r, -1, "master %s of chunk %d is cut in %d shards, another in %d", pb->name, c, pb->nshards, nshards); }
+                seen[pb->shard]++;
+            }
+        }
+        if (!nshards) return snprintf(V->err, V->errlen, "chunk %d: no rank holds its master weights", c), -1;
+        for (int s = 0; s < nshards; s++)
+            if (seen[s] != p->replicas) {
+                int n = seen[s];
+                free(seen);
+                return snprintf(V->err, V->errlen, "chunk %d: shard %d of its master weights is held %d times, expected once per replica (%d)",
+                                c, s, n, p->replicas), -1;
+            }
+        free(seen);
+    }
+    for (int r = 0; r < p->nranks; r++)
+        for (int t = 0; t < p->nturns; t++) {
+            V->rs[r].turn = t;   /* for the message */
+            for (int i = p->ranks[r].turn_start[t]; i < p->ranks[r].turn_start[t + 1]; i++)
+                if (check_shape(V, r, i)) return -1;
+        }
+    return 0;
+}
+
+static int run_turn(Verifier *V, int r) {
+    const PlanRank *rk = &V->p->ranks[r];
+    RankState *s = &V->rs[r];
+    int t0 = rk->turn_start[s->turn], t1 = rk->turn_start[s->turn + 1];
+    for (int i = t0; i < t1; i++)
+        if (op_is_compute(rk->ops[i].kind) && run_local(V, r, i)) return -1;
+    if (comm_apply(V, r)) return -1;
+    for (int i = t0; i < t1; i++)
+        if (!op_is_compute(rk->ops[i].kind) && !op_is_comm(rk->ops[i].kind) && run_local(V, r, i)) return -1;
+    s->posted = 0;
+    if (++s->turn == V->p->nturns) s->done = 1;
+    return 0;
+}
+
+static int check_end(Verifier *V) {
+    Plan *p = V->p;
+    for (int c = 0; c < p->nchunks; c++)
+        for (int g = 0; g < V->M; g++) {
+            size_t i = (size_t)c * V->M + g;
+            if (!V->fwd[i]) return snprintf(V->err, V->errlen, "micro-batch %d never goes forward through chunk %d", g, c), -1;
+            if (!V->bwd[i]) return snprintf(V->err, V->errlen, "micro-batch %d never goes backward through chunk %d", g, c), -1;
+        }
+    for (int r = 0; r < p->nranks; r++) {
+        const PlanRank *rk = &p->ranks[r];
+        RankState *s = &V->rs[r];
+        s->turn = p->nturns;
+        for (int b = 0; b < rk->nbufs; b++)
+            if (rk->bufs[b].master && !s->bufs[b].version)
+                return verr(V, r, -1, "master %s of chunk %d is never updated (no OPT)", rk->bufs[b].name, rk->bufs[b].chunk);
+        for (size_t i = 0; i < s->keep.cap; i++) {
+            uint64_t k = s->keep.slots[i];
+            if (!k) continue;
+            static const char *what[] = { "", "the input of chunk", "the input gradient of chunk", "the stash of chunk", "the weight-gradient stash of chunk" };
+            return verr(V, r, -1, "ends the step still holding %s %d for micro-batch %d (never used)", what[k >> 60],
+                        (int)((k >> 32) & 0xfffffff), (int)(uint32_t)k);
+        }
+    }
+    return 0;
+}
+
+/* Workspace of the runtime per rank: a few activations, the MLP's hidden values and the
+ * logits of one micro-batch (the CPU runtime's WpScratch is about this size). */
+static size_t workspace_bytes(const Plan *p) {
+    const WpConfig *m = &p->model;
+    return (size_t)m->mbs * m->seq * (4 * (size_t)m->hidden + 3 * (size_t)m->ffn + (size_t)m->vocab) * sizeof(float);
+}
+
+static void account_memory(Verifier *V) {
+    Plan *p = V->p;
+    p->peak_mem = 0;
+    p->peak_rank = 0;
+    for (int r = 0; r < p->nranks; r++) {
+        PlanRank *rk = &p->ranks[r];
+        size_t bytes = workspace_bytes(p) + V->rs[r].act_peak;
+        for (int b = 0; b < rk->nbufs; b++)
+            bytes += rk->bufs[b].bytes * (rk->bufs[b].master ? 3 : 1);   /* AdamW's m and v beside masters */
+        rk->peak_mem = bytes;
+        if (bytes > p->peak_mem) { p->peak_mem = bytes; p->peak_rank = r; }
+    }
+}
+
+static void verifier_free(Verifier *V) {
+    Plan *p = V->p;
+    if (V->rs)
+        for (int r = 0; r < p->nranks; r++) {
+            RankState *s = &V->rs[r];
+            for (int b = 0; b < p->ranks[r].nbufs; b++) val_clear(&s->bufs[b]);
+            for (int i = 0; i < s->nsends; i++) val_clear(&s->sends[i].val);
+            free(s->bufs); free(s->keep.slots); free(s->slot); free(s->matched);
+            free(s->sends); free(s->recvs); free(s->touch);
+        }
+    if (V->gs)
+        for (int g = 0; g < p->ngroups; g++) {
+            GroupState *gs = &V->gs[g];
+            for (int i = 0; i < gs->ncalls; i++) {
+                if (!gs->calls[i]) continue;
+                for (int m = 0; m < p->groups[g].n; m++) val_clear(&gs->calls[i]->in[m]);
+                free(gs->calls[i]->in); free(gs->calls[i]->rank_op); free(gs->calls[i]);
+            }
+            free(gs->calls); free(gs->next);
+        }
+    free(V->rs); free(V->gs); free(V->fwd); free(V->bwd);
+}
+
+int plan_verify(Plan *p, char *err, size_t errlen) {
+    if (!p->finished && plan_finish(p, err, errlen)) return -1;
+    Verifier V = { .p = p, .err = err, .errlen = errlen };
+    V.M = p->total_mbs;
+    if (V.M < 1) return snprintf(err, errlen, "the plan has no micro-batches"), -1;
+    V.words = (V.M + 63) / 64;
+    V.rs = xcalloc((size_t)p->nranks, sizeof *V.rs);
+    V.gs = xcalloc((size_t)p->ngroups + 1, sizeof *V.gs);
+    V.fwd = xcalloc((size_t)p->nchunks * V.M, 1);
+    V.bwd = xcalloc((size_t)p->nchunks * V.M, 1);
+    for (int g = 0; g < p->ngroups; g++) V.gs[g].next = xcalloc((size_t)p->groups[g].n, sizeof(int));
+    int maxops = 1;
+    for (int r = 0; r < p->nranks; r++)
+        for (int t = 0; t < p->nturns; t++) {
+            int n = p->ranks[r].turn_start[t + 1] - p->ranks[r].turn_start[t];
+            if (n > maxops) maxops = n;
+        }
+    for (int r = 0; r < p->nranks; r++) {
+        PlanRank *rk = &p->ranks[r];
+        RankState *s = &V.rs[r];
+        s->bufs = xcalloc((size_t)rk->nbufs + 1, sizeof *s->bufs);
+        s->touch = xcalloc((size_t)rk->nbufs + 1, sizeof *s->touch);
+        s->slot = xcalloc((size_t)maxops, sizeof *s->slot);
+        s->matched = xcalloc((size_t)maxops, 1);
+        free(rk->notes);
+        rk->notes = xcalloc((size_t)rk->nops + 1, sizeof *rk->notes);
+        for (int i = 0; i < rk->nops; i++) rk->notes[i].from_rank = rk->notes[i].from_turn = rk->notes[i].chunk = -1;
+        for (int b = 0; b < rk->nbufs; b++)
+            if (rk->bufs[b].master) {
+                Val *v = &s->bufs[b];
+                v->kind = V_W; v->chunk = rk->bufs[b].chunk;
+                v->shard = rk->bufs[b].shard; v->nshards = rk->bufs[b].nshards;
+                v->from_rank = -1; v->from_turn = -1;
+            }
+        s->done = p->nturns == 0;
+    }
+    int rc = check_structure(&V);
+    for (int r = 0; r < p->nranks; r++) V.rs[r].turn = 0;
+    /* Each rank runs as far as its transfers allow; a sweep that moves no rank is a deadlock. */
+    for (int progress = 1; rc == 0 && progress;) {
+        progress = 0;
+        for (int r = 0; r < p->nranks && rc == 0; r++) {
+            RankState *s = &V.rs[r];
+            while (!s->done && rc == 0) {
+                if (!s->posted) {
+                    int t0 = p->ranks[r].turn_start[s->turn], t1 = p->ranks[r].turn_start[s->turn + 1];
+                    if ((rc = check_hazards(&V, r, t0, t1)) || (rc = comm_post(&V, r))) break;
+                    s->posted = 1;
+                }
+                if (s->unmatched) break;
+                rc = run_turn(&V, r);
+                progress = 1;
+            }
+        }
+    }
+    if (rc == 0) {
+        for (int r = 0; r < p->nranks && rc == 0; r++)
+            if (!V.rs[r].done) rc = comm_report_deadlock(&V);
+    }
+    if (rc == 0) rc = check_end(&V);
+    if (rc == 0) account_memory(&V);
+    verifier_free(&V);
+    p->verified = rc == 0;
+    return rc;
+}

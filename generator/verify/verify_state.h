@@ -1,0 +1,102 @@
+/* Private to the verifier: the symbolic state of every rank while the plan is executed
+ * abstractly (what each buffer holds, which activations a rank keeps), and the bookkeeping that
+ * matches transfers and collectives across ranks. */
+#ifndef WP_VERIFY_STATE_H
+#define WP_VERIFY_STATE_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "ir/plan.h"
+
+/* What a buffer holds: nothing, weights of a chunk (before or after this step's update), or a
+ * partial weight gradient of a chunk: the set of global micro-batches summed into it. */
+enum { V_EMPTY, V_W, V_D };
+typedef struct Val {
+    uint8_t kind, version;
+    int32_t chunk, shard, nshards;
+    int32_t count;          /* D: micro-batches in set */
+    uint64_t *set;          /* D: bitset over the step's micro-batches, owned */
+    int32_t from_rank, from_turn;
+} Val;
+
+/* Keys of what a rank keeps between operations, beside its buffers. */
+enum { K_ACT = 1, K_GRAD, K_STASH, K_STASHW };
+static inline uint64_t key_make(int kind, int chunk, int mb) {
+    return ((uint64_t)kind << 60) | ((uint64_t)(uint32_t)chunk << 32) | (uint32_t)mb;
+}
+
+/* An open-addressing set of keys (linear probing, backward-shift deletion). */
+typedef struct KeySet { uint64_t *slots; size_t cap, n; } KeySet;
+int keyset_has(const KeySet *s, uint64_t k);
+void keyset_add(KeySet *s, uint64_t k);
+int keyset_del(KeySet *s, uint64_t k);   /* 1 if it was there */
+
+/* A send waiting for its receive, or a receive waiting for its send, at the receiving rank. */
+typedef struct Pending {
+    int src, src_turn, op;  /* op: index in the poster's ops */
+    Val val;                /* sends: what it carries */
+    uint64_t key;           /* A/G sends: the activation */
+} Pending;
+
+typedef struct RankState {
+    Val *bufs;
+    KeySet keep;            /* activations, activation gradients, stashes */
+    int turn, posted, unmatched, done;
+    Val *slot;              /* per op of the posted turn: what a receive or collective delivers */
+    uint8_t *matched;
+    Pending *sends; int nsends, capsends;   /* sends to this rank not yet received */
+    Pending *recvs; int nrecvs, caprecvs;   /* receives of this rank not yet matched */
+    size_t act_bytes, act_peak;             /* activations kept, and their peak */
+    uint16_t *touch;        /* hazard check: per buffer, how ops of the turn use it */
+} RankState;
+
+/* One collective call of a group: the k-th call every member makes. */
+typedef struct Coll {
+    int kind, root, posted, turn0;
+    int *rank_op;           /* per member: op index, -1 until posted */
+    Val *in;                /* per member: its snapshot */
+} Coll;
+
+typedef struct GroupState {
+    int *next;              /* per member: index of its next call */
+    Coll **calls; int ncalls, capcalls;
+} GroupState;
+
+typedef struct Verifier {
+    Plan *p;
+    int M, words;           /* micro-batches per step; bitset words */
+    RankState *rs;
+    GroupState *gs;
+    uint8_t *fwd, *bwd;     /* [chunk * M + mb]: times done */
+    char *err; size_t errlen;
+} Verifier;
+
+/* Values. */
+void val_clear(Val *v);
+void val_copy(Verifier *V, Val *dst, const Val *src);
+int val_union(Verifier *V, Val *dst, const Val *src, int *dup_mb);  /* 0, or -1 with the mb counted twice */
+size_t val_bytes(const Verifier *V, const Val *v);
+const char *val_describe(const Verifier *V, const Val *v, char *buf, size_t len);
+
+/* Errors: "rank R, turn T, OP: message". Always returns -1. */
+int verr(Verifier *V, int rank, int opi, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* What a rank keeps: add, or take (0 if it was not there). */
+void keep_add(Verifier *V, int rank, uint64_t key);
+int keep_take(Verifier *V, int rank, uint64_t key);
+
+/* verify_comm.c: posting a turn's transfers and collectives, matching them, applying results. */
+int comm_post(Verifier *V, int rank);
+int comm_apply(Verifier *V, int rank);
+int comm_report_deadlock(Verifier *V);
+
+static inline int op_is_comm(int kind) {
+    return kind == OP_SEND || kind == OP_RECV || kind == OP_BCAST || kind == OP_REDUCE ||
+           kind == OP_ALLREDUCE || kind == OP_ALLGATHER || kind == OP_REDUCE_SCATTER;
+}
+static inline int group_index(const PlanGroup *g, int rank) {
+    for (int i = 0; i < g->n; i++) if (g->ranks[i] == rank) return i;
+    return -1;
+}
+
+#endif

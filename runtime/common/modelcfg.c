@@ -1,0 +1,224 @@
+/* Model shapes: the built-in presets (a tiny model for tests, the shapes of the WeiPipe and
+ * TawPipe papers, LLaMA-2 7B) and Hugging Face config.json files, read with Jansson into a
+ * WpConfig and checked. Only the fields that fix the architecture's sizes are read; a real
+ * config.json has many more (architectures, torch_dtype, ...), which are ignored. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <jansson.h>
+#include "common/modelcfg.h"
+#include "common/errmsg.h"
+
+/* LLaMA-2's FFN sizing: 2/3 of 4H, rounded up to a multiple of 256 (4096 -> 11008).
+ * floor(8H/3) rounds up to the same multiple of 256 as 8H/3 itself: they could differ only if
+ * 8H were 768k + 1 or 768k + 2, and 8H is a multiple of 8. */
+#define LLAMA_FFN(H) (256 * (((8 * (H)) / 3 + 255) / 256))
+
+/* hidden, layers, heads, kv_heads, ffn, vocab, seq, mbs; eps 1e-5, theta 1e4, untied. */
+#define SHAPE(H, L, NH, NKV, F, V, S, G) \
+    { .hidden = (H), .layers = (L), .heads = (NH), .kv_heads = (NKV), .head_dim = (H) / (NH), \
+      .ffn = (F), .vocab = (V), .eps = 1e-5f, .rope_theta = 10000.0f, .tied = 0, .seq = (S), .mbs = (G) }
+
+static const ModelPreset presets[] = {
+    { "tiny", "test model: H 64, 4 layers, 4 heads (2 kv), byte vocabulary, seq 64",
+      SHAPE(64, 4, 4, 2, 176, 256, 64, 2) },
+    { "small", "small CPU model: H 256, 6 layers, 8 heads (4 kv), byte vocabulary, seq 256",
+      SHAPE(256, 6, 8, 4, 688, 256, 256, 1) },
+    { "llama-h1024", "WeiPipe paper's shape: H 1024, 32 layers, 32 heads, LLaMA-2 FFN, seq 4096",
+      SHAPE(1024, 32, 32, 32, LLAMA_FFN(1024), 32000, 4096, 1) },
+    { "llama-h2048", "WeiPipe paper's shape: H 2048, 32 layers, 32 heads, LLaMA-2 FFN, seq 4096",
+      SHAPE(2048, 32, 32, 32, LLAMA_FFN(2048), 32000, 4096, 1) },
+    { "llama-h4096", "WeiPipe paper's shape: H 4096, 32 layers, 32 heads, LLaMA-2 FFN, seq 4096",
+      SHAPE(4096, 32, 32, 32, LLAMA_FFN(4096), 32000, 4096, 1) },
+    { "tawpipe-h1024", "TawPipe-style depth: H 1024, 48 layers, 32 heads, LLaMA-2 FFN, seq 4096",
+      SHAPE(1024, 48, 32, 32, LLAMA_FFN(1024), 32000, 4096, 1) },
+    { "tawpipe-h2048", "TawPipe paper's shape: H 2048, 48 layers, 32 heads, LLaMA-2 FFN, seq 4096",
+      SHAPE(2048, 48, 32, 32, LLAMA_FFN(2048), 32000, 4096, 1) },
+    { "tawpipe-h4096", "TawPipe-style depth: H 4096, 48 layers, 32 heads, LLaMA-2 FFN, seq 4096",
+      SHAPE(4096, 48, 32, 32, LLAMA_FFN(4096), 32000, 4096, 1) },
+    { "llama2-7b", "LLaMA-2 7B: H 4096, 32 layers, 32 heads, FFN 11008, vocabulary 32000, seq 4096",
+      SHAPE(4096, 32, 32, 32, 11008, 32000, 4096, 1) },
+};
+
+const ModelPreset *model_presets(int *n) {
+    *n = (int)(sizeof presets / sizeof presets[0]);
+    return presets;
+}
+
+/* A JSON value as written (strings quoted), for "got ..."; "nothing" when missing. */
+static void describe(const json_t *v, char *buf, size_t n) {
+    if (!v) { snprintf(buf, n, "nothing"); return; }
+    if (json_is_object(v)) { snprintf(buf, n, "an object"); return; }
+    if (json_is_array(v)) { snprintf(buf, n, "an array"); return; }
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(10));
+    if (!s) { snprintf(buf, n, "a value"); return; }
+    if (strlen(s) > 40) snprintf(buf, n, "%.37s...", s);
+    else snprintf(buf, n, "%s", s);
+    free(s);
+}
+
+static int expected(const char *file, const char *key, const char *what, const json_t *v, char *err, size_t errlen) {
+    char got[64];
+    describe(v, got, sizeof got);
+    return errmsg(err, errlen, "%s: %s: expected %s, got %s", file, key, what, got);
+}
+
+/* Readers for one field of a config.json. A field that is absent or null (configs write
+ * "num_key_value_heads": null for "same as heads") keeps *out, the caller's default, unless
+ * required. */
+static int read_int(const char *file, const json_t *root, const char *key, int required, int *out,
+                    char *err, size_t errlen) {
+    json_t *v = json_object_get(root, key);
+    if ((!v || json_is_null(v)) && !required) return 0;
+    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > INT_MAX)
+        return expected(file, key, "a positive integer", v, err, errlen);
+    *out = (int)json_integer_value(v);
+    return 0;
+}
+
+static int read_real(const char *file, const json_t *root, const char *key, float *out, char *err, size_t errlen) {
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_number(v) || !(json_number_value(v) > 0) || !isfinite((float)json_number_value(v)))
+        return expected(file, key, "a positive number", v, err, errlen);
+    *out = (float)json_number_value(v);
+    return 0;
+}
+
+static int read_bool(const char *file, const json_t *root, const char *key, int *out, char *err, size_t errlen) {
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_boolean(v)) return expected(file, key, "true or false", v, err, errlen);
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* Reads the sizes of a Hugging Face config.json into c. */
+static int load_hf_config(const char *path, WpConfig *c, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return errmsg(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    json_error_t jerr;
+    json_t *root = json_loadf(f, 0, &jerr);
+    fclose(f);
+    if (!root)
+        return errmsg(err, errlen, "%s: line %d, column %d: malformed JSON: %s", path, jerr.line, jerr.column, jerr.text);
+    int rc = -1;
+    if (!json_is_object(root)) {
+        expected(path, "top level", "an object", root, err, errlen);
+        goto done;
+    }
+    /* Hugging Face's defaults for LlamaConfig where a field is optional. */
+    *c = (WpConfig){ .eps = 1e-6f, .rope_theta = 10000.0f, .tied = 0, .seq = 1024, .mbs = 1 };
+    int max_pos = 0, head_dim = 0;
+    if (read_int(path, root, "hidden_size", 1, &c->hidden, err, errlen)) goto done;
+    if (read_int(path, root, "num_hidden_layers", 1, &c->layers, err, errlen)) goto done;
+    if (read_int(path, root, "num_attention_heads", 1, &c->heads, err, errlen)) goto done;
+    c->kv_heads = c->heads;
+    if (read_int(path, root, "num_key_value_heads", 0, &c->kv_heads, err, errlen)) goto done;
+    if (read_int(path, root, "intermediate_size", 1, &c->ffn, err, errlen)) goto done;
+    if (read_int(path, root, "vocab_size", 1, &c->vocab, err, errlen)) goto done;
+    if (read_real(path, root, "rms_norm_eps", &c->eps, err, errlen)) goto done;
+    if (read_real(path, root, "rope_theta", &c->rope_theta, err, errlen)) goto done;
+    if (read_bool(path, root, "tie_word_embeddings", &c->tied, err, errlen)) goto done;
+    if (read_int(path, root, "head_dim", 0, &head_dim, err, errlen)) goto done;
+    if (read_int(path, root, "max_position_embeddings", 0, &max_pos, err, errlen)) goto done;
+    /* Train at the model's context length, but not beyond 4096: longer is a choice (--seq). */
+    if (max_pos) c->seq = max_pos < 4096 ? max_pos : 4096;
+    c->head_dim = c->hidden % c->heads == 0 ? c->hidden / c->heads : 0;
+    /* The runtime's layout assumes heads * head_dim == hidden (q and o projections are H x H). */
+    if (head_dim && head_dim * c->heads != c->hidden) {
+        char what[96];
+        snprintf(what, sizeof what, "hidden_size / num_attention_heads (%d / %d)", c->hidden, c->heads);
+        expected(path, "head_dim", what, json_object_get(root, "head_dim"), err, errlen);
+        goto done;
+    }
+    rc = 0;
+done:
+    json_decref(root);
+    return rc;
+}
+
+/* The name a plan calls the model by: the file's base name without ".json", or for the usual
+ * ".../NAME/config.json" the directory's name. */
+static void model_name_of_path(const char *path, char *name, size_t namelen) {
+    size_t end = strlen(path);
+    while (end > 1 && path[end - 1] == '/') end--;
+    size_t start = end;
+    while (start > 0 && path[start - 1] != '/') start--;
+    size_t len = end - start;
+    if (len > 5 && strncmp(path + end - 5, ".json", 5) == 0) len -= 5;
+    if (len == 6 && strncmp(path + start, "config", 6) == 0 && start > 1) {
+        /* the directory before it, unless it is "." or ".." (which say nothing) */
+        size_t dend = start - 1;
+        while (dend > 0 && path[dend - 1] == '/') dend--;
+        size_t dstart = dend;
+        while (dstart > 0 && path[dstart - 1] != '/') dstart--;
+        size_t dlen = dend - dstart;
+        int dots = (dlen == 1 && path[dstart] == '.') || (dlen == 2 && strncmp(path + dstart, "..", 2) == 0);
+        if (dlen > 0 && !dots) { start = dstart; len = dlen; }
+    }
+    snprintf(name, namelen, "%.*s", (int)len, path + start);
+}
+
+int model_load(const char *name_or_path, WpConfig *c, char *name, size_t namelen, char *err, size_t errlen) {
+    int n;
+    const ModelPreset *p = model_presets(&n);
+    for (int i = 0; i < n; i++) {
+        if (strcmp(p[i].name, name_or_path) != 0) continue;
+        *c = p[i].cfg;
+        if (name && namelen) snprintf(name, namelen, "%s", p[i].name);
+        return model_check(c, err, errlen);
+    }
+    /* Not a preset. A bare word that is not a file is most likely a mistyped preset name. */
+    int looks_like_path = strchr(name_or_path, '/') || strstr(name_or_path, ".json");
+    FILE *f = looks_like_path ? NULL : fopen(name_or_path, "rb");
+    if (!looks_like_path && !f)
+        return errmsg(err, errlen, "unknown model %s: not a preset (see wpgen list) nor a config.json file", name_or_path);
+    if (f) fclose(f);
+    WpConfig tmp;
+    if (load_hf_config(name_or_path, &tmp, err, errlen)) return -1;
+    char why[256];
+    if (model_check(&tmp, why, sizeof why)) return errmsg(err, errlen, "%s: %s", name_or_path, why);
+    *c = tmp;
+    if (name && namelen) model_name_of_path(name_or_path, name, namelen);
+    return 0;
+}
+
+int model_check(const WpConfig *c, char *err, size_t errlen) {
+    /* Named as in config.json (and as wpgen's flags), since that is what a user can change. */
+    const struct { const char *name; int value; } sizes[] = {
+        { "hidden_size", c->hidden }, { "num_hidden_layers", c->layers },
+        { "num_attention_heads", c->heads }, { "num_key_value_heads", c->kv_heads },
+        { "intermediate_size", c->ffn }, { "vocab_size", c->vocab },
+        { "sequence length", c->seq }, { "micro-batch size", c->mbs },
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (sizes[i].value <= 0)
+            return errmsg(err, errlen, "%s: expected a positive integer, got %d", sizes[i].name, sizes[i].value);
+    if (c->hidden % c->heads != 0)
+        return errmsg(err, errlen, "num_attention_heads (%d) does not divide hidden_size (%d)", c->heads, c->hidden);
+    if (c->head_dim != c->hidden / c->heads)
+        return errmsg(err, errlen, "head_dim: expected hidden_size / num_attention_heads (%d), got %d",
+                    c->hidden / c->heads, c->head_dim);
+    if (c->heads % c->kv_heads != 0)
+        return errmsg(err, errlen, "num_key_value_heads (%d) does not divide num_attention_heads (%d)",
+                    c->kv_heads, c->heads);
+    /* RoPE rotates pairs of dimensions. */
+    if (c->head_dim % 2 != 0)
+        return errmsg(err, errlen, "head_dim (hidden_size / num_attention_heads = %d) must be even for RoPE",
+                    c->head_dim);
+    if (!(c->eps > 0) || !isfinite(c->eps))
+        return errmsg(err, errlen, "rms_norm_eps: expected a positive number, got %g", (double)c->eps);
+    if (!(c->rope_theta > 0) || !isfinite(c->rope_theta))
+        return errmsg(err, errlen, "rope_theta: expected a positive number, got %g", (double)c->rope_theta);
+    if (c->tied != 0 && c->tied != 1)
+        return errmsg(err, errlen, "tie_word_embeddings: expected 0 or 1, got %d", c->tied);
+    /* The tokens of a micro-batch are counted in an int. */
+    if ((long long)c->seq * c->mbs > INT_MAX)
+        return errmsg(err, errlen, "sequence length x micro-batch size (%d x %d) is too large", c->seq, c->mbs);
+    return 0;
+}

@@ -1,0 +1,81 @@
+/* AdamW (Loshchilov & Hutter), the learning-rate schedule and gradient clipping; see adamw.h.
+ * Element-wise, so the update is bit-identical whatever the number of threads; the one
+ * reduction (the sum of squares) uses a fixed split so that it is too. */
+#include "cpu/adamw.h"
+
+#include <math.h>
+
+void adamw_init(WpAdamW *o, float lr, int warmup, int steps) {
+    o->lr = lr;
+    o->min_lr = 0.1f * lr;
+    o->warmup = warmup > 0 ? warmup : 0;
+    o->steps = steps;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.95f;   /* the usual choice for language models (GPT-3, LLaMA, llm.c) */
+    o->eps = 1e-8f;
+    o->weight_decay = 0.1f;
+    o->clip = 1.0f;
+}
+
+float adamw_lr(const WpAdamW *o, long step) {
+    if (step < o->warmup) return o->lr * (float)(step + 1) / (float)o->warmup;
+    if (step >= o->steps) return o->min_lr;
+    /* Cosine over the steps after the warm-up: lr at its first step, min_lr at `steps`. */
+    double ratio = (double)(step - o->warmup) / (double)(o->steps - o->warmup);
+    double coeff = 0.5 * (1.0 + cos(M_PI * ratio));
+    return (float)(o->min_lr + coeff * (o->lr - o->min_lr));
+}
+
+double adamw_sumsq(const float *g, size_t n) {
+    /* NB partial sums over fixed ranges, added in order: the result depends only on n. */
+    enum { NB = 256 };
+    double part[NB];
+    #pragma omp parallel for schedule(static)
+    for (int b = 0; b < NB; b++) {
+        size_t lo = n / NB * (size_t)b + (n % NB < (size_t)b ? n % NB : (size_t)b);
+        size_t hi = lo + n / NB + ((size_t)b < n % NB);
+        double s = 0;
+        for (size_t i = lo; i < hi; i++) s += (double)g[i] * g[i];
+        part[b] = s;
+    }
+    double s = 0;
+    for (int b = 0; b < NB; b++) s += part[b];
+    return s;
+}
+
+float adamw_clip_scale(const WpAdamW *o, double sumsq, float *norm) {
+    double nrm = sqrt(sumsq);
+    if (norm) *norm = (float)nrm;
+    if (o->clip <= 0) return 1.0f;
+    double scale = o->clip / (nrm + 1e-6);
+    return scale < 1.0 ? (float)scale : 1.0f;
+}
+
+void adamw_update(const WpAdamW *o, float *p, const float *grad, float *m, float *v, size_t n,
+                  float lr, float wd, float grad_scale, long t) {
+    const float b1 = o->beta1, b2 = o->beta2, eps = o->eps;
+    /* Bias corrections in double: 1 - b^t loses digits in float for large t. */
+    const float c1 = (float)(1.0 / (1.0 - pow(b1, (double)t)));
+    const float c2 = (float)(1.0 / (1.0 - pow(b2, (double)t)));
+    const float decay = 1.0f - lr * wd;
+    /* Threads only pay off on large tensors; the result is the same either way. */
+    #pragma omp parallel for schedule(static) if (n > 32768)
+    for (size_t i = 0; i < n; i++) {
+        float g = grad[i] * grad_scale;
+        float mi = b1 * m[i] + (1.0f - b1) * g;
+        float vi = b2 * v[i] + (1.0f - b2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = p[i] * decay - lr * (mi * c1) / (sqrtf(vi * c2) + eps);
+    }
+}
+
+void adamw_update_chunk(const WpAdamW *o, const WpTensor *tensors, int ntensors, float *params,
+                        const float *grads, float *m, float *v, float lr, float grad_scale, long t) {
+    for (int i = 0; i < ntensors; i++) {
+        const WpTensor *x = &tensors[i];
+        size_t off = x->offset, n = x->rows * x->cols;
+        adamw_update(o, params + off, grads + off, m + off, v + off, n, lr,
+                     x->no_decay ? 0.0f : o->weight_decay, grad_scale, t);
+    }
+}

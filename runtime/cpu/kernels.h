@@ -1,0 +1,104 @@
+/* The CPU model's building blocks, private to the runtime: one forward and one backward per
+ * piece of the LLaMA layer, each in its own file. All fp32, activations row-major [T, width]
+ * with T = G*S tokens (token t is position t % S of sequence t / S). Backward functions
+ * accumulate (+=) into weight gradients and, where said, into input gradients. None allocates. */
+#ifndef WP_KERNELS_H
+#define WP_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include "common/config.h"
+
+/* Vectorised clones of the hot loops: the build has no -march, so each such function is compiled
+ * for AVX-512, AVX2+FMA and plain x86-64, and the loader picks the best one the CPU has. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define WP_HOT __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define WP_HOT
+#endif
+
+/* exp for the softmaxes and SiLU, branch-free so that loops over it vectorise (libm's expf is a
+ * call per element). Cephes' expf: range reduction by ln 2, degree-6 polynomial, about 1 ulp;
+ * 0 below -88 (where the true value is denormal or 0), so exp(-inf) is 0 as softmax wants. */
+static inline float wp_expf(float x) {
+    x = x < -88.0f ? -88.0f : x;
+    x = x > 88.0f ? 88.0f : x;
+    float n = x * 1.44269504088896341f + 12582912.0f;   /* round to nearest integer */
+    n -= 12582912.0f;
+    float r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    int32_t e = ((int32_t)n + 127) << 23;   /* 2^n; n = -127 gives 0 */
+    float scale;
+    memcpy(&scale, &e, sizeof scale);
+    return p * scale;
+}
+
+/* matmul.c: BLAS single-threaded (the OpenMP threads split each product); called by
+ * wp_scratch_new, before any product. */
+void matmul_init(void);
+/* y[T, N] = x[T, K] W[N, K]^T (a torch Linear's weight layout), through BLAS. */
+void matmul_forward(float *y, const float *x, const float *w, int T, int K, int N, int accumulate);
+/* dx[T, K] (= or +=) dy W; dW[N, K] += dy^T x. dx may be NULL. */
+void matmul_backward(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                     int T, int K, int N, int accumulate_dx);
+
+/* rmsnorm.c: out = x * rsqrt(mean(x^2) + eps) * w per row; rstd keeps the rsqrt. */
+void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int H, float eps);
+/* out = x * rstd * w with the rstd forward kept: the normalised input again, for backward. */
+void rmsnorm_recompute(float *out, const float *x, const float *w, const float *rstd, int T, int H);
+/* dx += d/dx, dw += d/dw. */
+void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
+                      const float *rstd, int T, int H);
+
+/* rope.c: the cos/sin tables [S, hd/2] (the halves are equal), then rotation in place of the q
+ * and k parts of a fused qkv activation [T, (heads + 2 kv_heads) * hd]. */
+void rope_tables(float *cos_t, float *sin_t, int S, int hd, float theta);
+void rope_forward(float *qkv, const float *cos_t, const float *sin_t, int T, int S,
+                  int heads, int kv_heads, int hd);
+/* The transpose rotation, in place on the gradient of the rotated q and k. */
+void rope_backward(float *dqkv, const float *cos_t, const float *sin_t, int T, int S,
+                   int heads, int kv_heads, int hd);
+
+/* attention.c: causal grouped-query attention on a fused qkv [T, (heads + 2 kv) * hd], output
+ * [T, heads * hd] (head-major within a row, as o_proj expects) and the log-sum-exp of each
+ * score row [G, heads, S]. Flash-style: no S x S matrix, only per-thread tiles. */
+/* work: attention_work_floats() floats, for forward and backward alike. */
+size_t attention_work_floats(int G, int S, int heads, int kv_heads, int hd, int nthreads);
+void attention_forward(float *out, float *lse, const float *qkv, int G, int S, int heads,
+                       int kv_heads, int hd, float *work, int nthreads);
+/* dqkv written (not accumulated). */
+void attention_backward(float *dqkv, const float *dout, const float *out, const float *lse,
+                        const float *qkv, int G, int S, int heads, int kv_heads, int hd, float *work,
+                        int nthreads);
+
+/* For tests: use the "avx2" or the "plain" tile kernel instead of the best one; NULL: the best. */
+void attention_force_tiles(const char *which);
+
+/* swiglu.c: h = silu(g) * u from gu [T, 2F] (gate then up in each row). */
+void swiglu_forward(float *h, const float *gu, int T, int F);
+/* dgu from dh. */
+void swiglu_backward(float *dgu, const float *dh, const float *gu, int T, int F);
+
+/* loss.c: probs = softmax(logits) per row, returns the sum of -log p[target] in double. A target
+ * < 0 is ignored (no loss, no gradient), as Hugging Face's -100. */
+double crossentropy_forward(float *probs, const float *logits, const int *targets, int T, int V);
+/* dlogits = scale * (probs - onehot(target)). */
+void crossentropy_backward(float *dlogits, const float *probs, const int *targets, int T, int V,
+                           float scale);
+
+/* embedding.c: rows of the table, and its gradient. */
+void embedding_forward(float *x, const int *tokens, const float *table, int T, int H, int V);
+void embedding_backward(float *dtable, const float *dx, const int *tokens, int T, int H);
+
+/* config.c: floats of one layer's part of the stash (the layout is in model.c). */
+size_t wp_layer_stash_floats(const WpConfig *c);
+
+#endif

@@ -1,0 +1,128 @@
+/* Parsing the trainers' shared flags: --flag value and --flag=value, each value checked, every
+ * problem reported as one line naming the flag (exit status 2 at the caller). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "train/trainflags.h"
+
+const char train_flags_usage[] =
+    "  --data FILE             llm.c token shard (*.bin) or any file read as bytes\n"
+    "  --synthetic             pseudo-random tokens from the seed\n"
+    "  --steps N               train until step N, counted from the start of training (default 10)\n"
+    "  --stop-at N             stop after step N as an interrupted job would (saving with --save);\n"
+    "                          the schedule still runs to --steps: resume with the same flags\n"
+    "  --lr X                  peak learning rate (default 1e-3); cosine decay to 0.1*X at step N\n"
+    "  --warmup N              linear warm-up steps (default 0)\n"
+    "  --weight-decay X        AdamW decoupled weight decay, not on norms (default 0.1)\n"
+    "  --clip X                global gradient-norm limit, 0 = none (default 1.0)\n"
+    "  --seed N                initialisation and synthetic data (default 1)\n"
+    "  --init FILE             start from these weights (safetensors)\n"
+    "  --resume FILE           continue a run from its checkpoint (and FILE's .opt.safetensors)\n"
+    "  --save FILE             write a checkpoint at the end (safetensors + config.json + optimizer)\n"
+    "  --save-every N          and every N steps\n"
+    "  --log FILE              one JSON object per step\n"
+    "  --trace FILE            Chrome trace (chrome://tracing, Perfetto) of the steps\n"
+    "  --recompute             keep only each chunk's input; recompute activations in backward\n";
+
+static int parse_long(const char *flag, const char *s, long lo, long hi, long *out, char *err, size_t errlen) {
+    char *end;
+    errno = 0;
+    long x = strtol(s, &end, 10);
+    if (errno || end == s || *end || x < lo || x > hi) {
+        snprintf(err, errlen, "%s: expected an integer in [%ld, %ld], got \"%s\"", flag, lo, hi, s);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse_float(const char *flag, const char *s, double lo, double hi, float *out, char *err, size_t errlen) {
+    char *end;
+    errno = 0;
+    double x = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(x) || x < lo || x > hi) {
+        snprintf(err, errlen, "%s: expected a number in [%g, %g], got \"%s\"", flag, lo, hi, s);
+        return -1;
+    }
+    *out = (float)x;
+    return 0;
+}
+
+int train_flags_parse(int argc, char **argv, int with_model, const char *usage_head, TrainFlags *o,
+                      char *err, size_t errlen) {
+    memset(o, 0, sizeof *o);
+    o->steps = 10;
+    o->lr = 1e-3f;
+    o->weight_decay = 0.1f;
+    o->clip = 1.0f;
+    o->seed = 1;
+    for (int i = 1; i < argc; i++) {
+        char flag[64];
+        const char *a = argv[i], *val = NULL, *eq = strchr(a, '=');
+        if (a[0] == '-' && a[1] == '-' && eq) {
+            snprintf(flag, sizeof flag, "%.*s", (int)(eq - a), a);
+            val = eq + 1;
+        } else {
+            snprintf(flag, sizeof flag, "%s", a);
+        }
+        if (!strcmp(flag, "-h") || !strcmp(flag, "--help")) { fputs(usage_head, stdout); fputs(train_flags_usage, stdout); exit(0); }
+        if (!strcmp(flag, "--synthetic") || !strcmp(flag, "--recompute")) {
+            if (val) { snprintf(err, errlen, "%s takes no value", flag); return -1; }
+            if (!strcmp(flag, "--synthetic")) o->synthetic = 1;
+            else o->recompute = 1;
+            continue;
+        }
+        static const char *const model_flags[] = { "-m", "--model", "--seq", "--micro-batch-size", "--micro-batches" };
+        static const char *const valued[] = { "--data", "--steps", "--stop-at", "--lr", "--warmup", "--weight-decay",
+            "--clip", "--seed", "--init", "--resume", "--save", "--save-every", "--log", "--trace" };
+        int known = 0, is_model = 0;
+        for (size_t j = 0; j < sizeof valued / sizeof valued[0]; j++) known |= !strcmp(flag, valued[j]);
+        for (size_t j = 0; j < sizeof model_flags / sizeof model_flags[0]; j++) is_model |= !strcmp(flag, model_flags[j]);
+        if (is_model && !with_model) {
+            snprintf(err, errlen, "%s: the model and training shape are fixed by the plan this program was generated from", flag);
+            return -1;
+        }
+        if (!known && !is_model) { snprintf(err, errlen, "unknown flag %s", a); return -1; }
+        if (!val) {
+            if (i + 1 >= argc) { snprintf(err, errlen, "%s: missing value", flag); return -1; }
+            val = argv[++i];
+        }
+        long x = 0;
+        int rc = 0;
+        if (!strcmp(flag, "-m") || !strcmp(flag, "--model")) o->model = val;
+        else if (!strcmp(flag, "--seq")) { rc = parse_long(flag, val, 1, 1 << 24, &x, err, errlen); o->seq = (int)x; }
+        else if (!strcmp(flag, "--micro-batch-size")) { rc = parse_long(flag, val, 1, 1 << 20, &x, err, errlen); o->mbs = (int)x; }
+        else if (!strcmp(flag, "--micro-batches")) { rc = parse_long(flag, val, 1, 1 << 20, &x, err, errlen); o->micro_batches = (int)x; }
+        else if (!strcmp(flag, "--data")) o->data = val;
+        else if (!strcmp(flag, "--steps")) rc = parse_long(flag, val, 0, 1L << 40, &o->steps, err, errlen);
+        else if (!strcmp(flag, "--stop-at")) rc = parse_long(flag, val, 1, 1L << 40, &o->stop_at, err, errlen);
+        else if (!strcmp(flag, "--lr")) rc = parse_float(flag, val, 0, 10, &o->lr, err, errlen);
+        else if (!strcmp(flag, "--warmup")) { rc = parse_long(flag, val, 0, 1 << 30, &x, err, errlen); o->warmup = (int)x; }
+        else if (!strcmp(flag, "--weight-decay")) rc = parse_float(flag, val, 0, 10, &o->weight_decay, err, errlen);
+        else if (!strcmp(flag, "--clip")) rc = parse_float(flag, val, 0, 1e30, &o->clip, err, errlen);
+        else if (!strcmp(flag, "--seed")) { rc = parse_long(flag, val, 0, INT64_MAX, &x, err, errlen); o->seed = (uint64_t)x; o->seed_given = 1; }
+        else if (!strcmp(flag, "--init")) o->init = val;
+        else if (!strcmp(flag, "--resume")) o->resume = val;
+        else if (!strcmp(flag, "--save")) o->save = val;
+        else if (!strcmp(flag, "--save-every")) rc = parse_long(flag, val, 1, 1L << 40, &o->save_every, err, errlen);
+        else if (!strcmp(flag, "--log")) o->log = val;
+        else if (!strcmp(flag, "--trace")) o->trace = val;
+        if (rc) return -1;
+    }
+    if (with_model && !o->model) { snprintf(err, errlen, "no model: -m MODEL (a preset name or a config.json path) is required"); return -1; }
+    if (!o->data == !o->synthetic) { snprintf(err, errlen, "exactly one of --data FILE and --synthetic is needed"); return -1; }
+    if (o->init && o->resume) { snprintf(err, errlen, "--init and --resume exclude each other (--resume restores the weights)"); return -1; }
+    if (o->save_every && !o->save) { snprintf(err, errlen, "--save-every needs --save FILE"); return -1; }
+    if (o->save) {
+        /* Find out now, not after hours of training, that the checkpoint cannot be written. */
+        char dir[4096];
+        const char *slash = strrchr(o->save, '/');
+        if (!slash) snprintf(dir, sizeof dir, ".");
+        else snprintf(dir, sizeof dir, "%.*s", slash == o->save ? 1 : (int)(slash - o->save), o->save);
+        if (access(dir, W_OK) != 0) { snprintf(err, errlen, "--save %s: directory %s: %s", o->save, dir, strerror(errno)); return -1; }
+    }
+    return 0;
+}
