@@ -227,55 +227,61 @@ static const char *bufname(const Plan *p, int rank, int b) {
     return b >= 0 ? p->ranks[rank].bufs[b].name : "-";
 }
 
-/* Text appended to a fixed buffer as snprintf would: cut to fit, always terminated, counting
- * what it would have written. */
-typedef struct Text { char *s; size_t len, n; } Text;
+/* op_format's text, built in a buffer that always holds it (names are at most 23 characters,
+ * numbers 11, formats short) and then copied out as snprintf would. It is made for every
+ * operation of every rank in plan.json, hence no printf per field. */
+typedef struct Text { char s[256]; size_t n; } Text;
 
 static void put(Text *t, const char *s, size_t k) {
-    if (t->n + 1 < t->len) {
-        size_t room = t->len - 1 - t->n;
-        memcpy(t->s + t->n, s, k < room ? k : room);
-    }
+    if (k > sizeof t->s - 1 - t->n) k = sizeof t->s - 1 - t->n;
+    memcpy(t->s + t->n, s, k);
     t->n += k;
-    if (t->len) t->s[t->n < t->len ? t->n : t->len - 1] = 0;
 }
 
 static void put_str(Text *t, const char *s) { put(t, s, strlen(s)); }
 
 static void put_int(Text *t, int v) {
-    char b[16];
-    int k = snprintf(b, sizeof b, "%d", v);
-    put(t, b, (size_t)k);
+    char b[16], *e = b + sizeof b, *q = e;
+    unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
+    do *--q = (char)('0' + u % 10); while (u /= 10);
+    if (v < 0) *--q = '-';
+    put(t, q, (size_t)(e - q));
 }
 
 /* The row's name, a space, then its format with the $-fields filled in. */
 int op_format(const Plan *p, int rank, const Op *op, char *out, size_t len) {
-    Text t = { out, len, 0 };
-    if (len) out[0] = 0;
-    if (op->kind >= OP__COUNT) { put_str(&t, "?"); return (int)t.n; }
-    const OpInfo *in = op_info(op->kind);
-    put_str(&t, in->name);
-    put_str(&t, " ");
-    for (const char *f = in->format; *f;) {
-        const char *d = strchr(f, '$');
-        if (!d || !d[1]) { put_str(&t, f); break; }
-        put(&t, f, (size_t)(d - f));
-        switch (d[1]) {
-        case 'c': put_int(&t, op->chunk); break;
-        case 'm': put_int(&t, op->mb); break;
-        case 'b': put_str(&t, bufname(p, rank, op->buf)); break;
-        case 'B': put_str(&t, bufname(p, rank, op->buf2)); break;
-        case 'g': put_int(&t, op->group); break;
-        case 'p': put_int(&t, op->peer); break;
-        case 'w': put_str(&t, op->what <= WHAT_G ? what_names[op->what] : "?"); break;
-        case 'x':
-            if (op_moves_activation(op)) {
-                put_str(&t, "chunk "); put_int(&t, op->chunk); put_str(&t, " mb "); put_int(&t, op->mb);
-            } else put_str(&t, bufname(p, rank, op->buf));
-            break;
-        default: put(&t, d, 2); break;
+    Text t;
+    t.n = 0;
+    if (op->kind >= OP__COUNT) put_str(&t, "?");
+    else {
+        const OpInfo *in = op_info(op->kind);
+        put_str(&t, in->name);
+        put(&t, " ", 1);
+        for (const char *f = in->format; *f;) {
+            const char *d = strchr(f, '$');
+            if (!d || !d[1]) { put_str(&t, f); break; }
+            put(&t, f, (size_t)(d - f));
+            switch (d[1]) {
+            case 'c': put_int(&t, op->chunk); break;
+            case 'm': put_int(&t, op->mb); break;
+            case 'b': put_str(&t, bufname(p, rank, op->buf)); break;
+            case 'B': put_str(&t, bufname(p, rank, op->buf2)); break;
+            case 'g': put_int(&t, op->group); break;
+            case 'p': put_int(&t, op->peer); break;
+            case 'w': put_str(&t, op->what <= WHAT_G ? what_names[op->what] : "?"); break;
+            case 'x':
+                if (!op_moves_activation(op)) put_str(&t, bufname(p, rank, op->buf));
+                else { put_str(&t, "chunk "); put_int(&t, op->chunk); put_str(&t, " mb "); put_int(&t, op->mb); }
+                break;
+            default: put(&t, d, 2); break;
+            }
+            f = d + 2;
         }
-        f = d + 2;
+    }
+    if (len) {
+        size_t k = t.n < len - 1 ? t.n : len - 1;
+        memcpy(out, t.s, k);
+        out[k] = 0;
     }
     return (int)t.n;
 }

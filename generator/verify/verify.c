@@ -71,7 +71,8 @@ static int check_shape(Verifier *V, int r, int opi) {
             if (op->chunk < 1) return verr(V, r, opi, "activations are named by the chunk they enter (1..%d)", p->nchunks - 1);
         } else if (op->what != WHAT_W && op->what != WHAT_D) return verr(V, r, opi, "carries nothing (expected W, D, A or G)");
     }
-    if (check_operand(V, r, opi, 0) || check_operand(V, r, opi, 1)) return -1;
+    for (int k = 0; k < 2; k++)
+        if (in->operand[k] != OPND_NONE && check_operand(V, r, opi, k)) return -1;
     if ((in->flags & OPF_DISTINCT) && op->buf == op->buf2) return verr(V, r, opi, "source and destination are the same buffer");
     if ((in->flags & OPF_MASTER) && (!bufs[op->buf].master || bufs[op->buf].chunk != op->chunk))
         return verr(V, r, opi, "%s is not this rank's master of chunk %d", bufs[op->buf].name, op->chunk);
@@ -105,14 +106,12 @@ static int check_hazards(Verifier *V, int r, int t0, int t1) {
     const PlanRank *rk = &V->p->ranks[r];
     for (int i = t0; i < t1; i++) {
         const Op *op = &rk->ops[i];
-        int phase = op_info(op->kind)->phase;
-        if (phase == OP_PHASE_LOCAL) continue;
-        for (int k = 0; k < 2; k++) {
-            unsigned u = op_use(op, r, k);
-            if (!u) continue;
-            int writes = (u & (USE_WRITE | USE_ADD | USE_CLEAR)) != 0;
-            touch(s, k ? op->buf2 : op->buf, phase == OP_PHASE_TRANSFER ? (writes ? T_CW : T_CR) : (writes ? T_LW : T_LR));
-        }
+        const OpInfo *in = op_info(op->kind);
+        if (in->phase == OP_PHASE_LOCAL) continue;
+        int rd = in->phase == OP_PHASE_TRANSFER ? T_CR : T_LR, wr = in->phase == OP_PHASE_TRANSFER ? T_CW : T_LW;
+        const uint8_t *use = in->root && op->peer == r ? in->root_use : in->use;
+        if (use[0]) touch(s, op->buf, use[0] & (USE_WRITE | USE_ADD | USE_CLEAR) ? wr : rd);
+        if (use[1]) touch(s, op->buf2, use[1] & (USE_WRITE | USE_ADD | USE_CLEAR) ? wr : rd);
     }
     int bad = -1, why = 0;
     for (int b = 0; b < rk->nbufs && bad < 0; b++) {

@@ -38,14 +38,17 @@ static void set_matched(Verifier *V, int r, int opi) {
 static int meet(Verifier *V, int a, int sop, int st, const Val *val, int b, int rop) {
     const Plan *p = V->p;
     const Op *so = &p->ranks[a].ops[sop], *ro = &p->ranks[b].ops[rop];
-    char s[160];
-    op_format(p, a, so, s, sizeof s);
-    if (so->what != ro->what)
+    char s[160];   /* the send, as messages name it: formatted only for one */
+    if (so->what != ro->what) {
+        op_format(p, a, so, s, sizeof s);
         return verr(V, b, rop, "meets rank %d's %s (turn %d): expected %s, it sends %s", a, s, st,
                     what_names[ro->what], what_names[so->what]);
+    }
     if (so->what == WHAT_A || so->what == WHAT_G) {
-        if (so->chunk != ro->chunk || so->mb != ro->mb)
+        if (so->chunk != ro->chunk || so->mb != ro->mb) {
+            op_format(p, a, so, s, sizeof s);
             return verr(V, b, rop, "meets rank %d's %s (turn %d): a different activation", a, s, st);
+        }
     } else {
         const PlanBuf *rb = &p->ranks[b].bufs[ro->buf];
         if (rb->bytes < val_bytes(V, val))
