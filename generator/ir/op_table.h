@@ -55,6 +55,7 @@ enum {
     USE_WRITE = 2,  /* its result replaces what it holds */
     USE_ADD = 4,    /* adds a gradient into it; into an empty buffer it writes (OpNote.first) */
     USE_CLEAR = 8,  /* empties it: a gradient passed on, a buffer freed */
+    USE_CHANGES = USE_WRITE | USE_ADD | USE_CLEAR,
 };
 
 /* What else an operation names or requires, bits. */
@@ -104,6 +105,14 @@ static inline unsigned op_use(const Op *op, int rank, int k) {
 /* The buffer op, on rank, writes its result into (USE_WRITE), or -1. */
 static inline int op_written(const Op *op, int rank) {
     return op_use(op, rank, 0) & USE_WRITE ? op->buf : op_use(op, rank, 1) & USE_WRITE ? op->buf2 : -1;
+}
+
+/* The buffer op, on rank, leaves empty (USE_CLEAR, or a gradient it sends on: OPF_PASS_D), or -1.
+ * With op_written, what a transfer changes when it completes. */
+static inline int op_emptied(const Op *op, int rank) {
+    if (op_use(op, rank, 0) & USE_CLEAR) return op->buf;
+    if (op_use(op, rank, 1) & USE_CLEAR) return op->buf2;
+    return (op_table[op->kind].flags & OPF_PASS_D) && op->what == WHAT_D ? op->buf : -1;
 }
 
 /* An activation transfer: what A or G, which names a chunk and a micro-batch, not a buffer. */

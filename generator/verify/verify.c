@@ -76,6 +76,7 @@ static int check_shape(Verifier *V, int r, int opi) {
     if ((in->flags & OPF_DISTINCT) && op->buf == op->buf2) return verr(V, r, opi, "source and destination are the same buffer");
     if ((in->flags & OPF_MASTER) && (!bufs[op->buf].master || bufs[op->buf].chunk != op->chunk))
         return verr(V, r, opi, "%s is not this rank's master of chunk %d", bufs[op->buf].name, op->chunk);
+    /* emptying a master: FREE (the other kinds that empty a buffer take gradients, which masters are not) */
     if ((op_use(op, r, 0) & USE_CLEAR) && bufs[op->buf].master) return verr(V, r, opi, "master weights are never freed");
     if (need_chunk && (op->chunk < 0 || op->chunk >= p->nchunks)) return verr(V, r, opi, "no chunk %d", op->chunk);
     if (need_mb && (op->mb < 0 || op->mb >= V->M)) return verr(V, r, opi, "no micro-batch %d (the step has %d)", op->mb, V->M);
@@ -110,8 +111,8 @@ static int check_hazards(Verifier *V, int r, int t0, int t1) {
         if (in->phase == OP_PHASE_LOCAL) continue;
         int rd = in->phase == OP_PHASE_TRANSFER ? T_CR : T_LR, wr = in->phase == OP_PHASE_TRANSFER ? T_CW : T_LW;
         const uint8_t *use = in->root && op->peer == r ? in->root_use : in->use;
-        if (use[0]) touch(s, op->buf, use[0] & (USE_WRITE | USE_ADD | USE_CLEAR) ? wr : rd);
-        if (use[1]) touch(s, op->buf2, use[1] & (USE_WRITE | USE_ADD | USE_CLEAR) ? wr : rd);
+        if (use[0]) touch(s, op->buf, use[0] & USE_CHANGES ? wr : rd);
+        if (use[1]) touch(s, op->buf2, use[1] & USE_CHANGES ? wr : rd);
     }
     int bad = -1, why = 0;
     for (int b = 0; b < rk->nbufs && bad < 0; b++) {

@@ -307,7 +307,10 @@ static int land(Verifier *V, int r, int i, Val *slot) {
             memset(slot, 0, sizeof *slot);
         } else if ((u & USE_WRITE) && overwrite(V, r, i, b, slot)) return -1;
     }
-    if ((in->flags & OPF_PASS_D) && op->what == WHAT_D) val_clear(&s->bufs[op->buf]);   /* passed on, not copied */
+    if (in->flags & OPF_PASS_D) {   /* a gradient sent is passed on, not copied */
+        int b = op_emptied(op, r);
+        if (b >= 0) val_clear(&s->bufs[b]);
+    }
     return 0;
 }
 

@@ -80,6 +80,22 @@ static void check_format(void) {
     CHECK(!strcmp(small, "BWD chu") && n == (int)strlen(cases[1].want), "op_format cut: \"%s\" %d", small, n);
 }
 
+/* What a transfer changes when it completes, on a member and at the root. */
+static void check_changes(void) {
+    Op sendw = { .kind = OP_SEND, .what = WHAT_W, .buf = 3, .buf2 = -1, .peer = 1 };
+    Op sendd = { .kind = OP_SEND, .what = WHAT_D, .buf = 3, .buf2 = -1, .peer = 1 };
+    Op reduce = { .kind = OP_REDUCE, .buf = 2, .buf2 = -1, .peer = 0, .group = 0 };
+    Op rs = { .kind = OP_REDUCE_SCATTER, .buf = 2, .buf2 = 5, .group = 0 };
+    Op bcast = { .kind = OP_BCAST, .buf = 4, .buf2 = -1, .peer = 0, .group = 0 };
+    CHECK(op_written(&sendw, 0) == -1 && op_emptied(&sendw, 0) == -1, "a weight send changes nothing");
+    CHECK(op_emptied(&sendd, 0) == 3, "a gradient send passes its buffer on");
+    CHECK(op_written(&reduce, 0) == 2 && op_emptied(&reduce, 0) == -1, "reduce: the root's buffer takes the sum");
+    CHECK(op_written(&reduce, 1) == -1 && op_emptied(&reduce, 1) == 2, "reduce: the others' buffers are passed on");
+    CHECK(op_written(&rs, 1) == 5 && op_emptied(&rs, 1) == 2, "reduce-scatter: the shard written, the whole passed on");
+    CHECK(op_written(&bcast, 0) == -1 && op_written(&bcast, 1) == 4, "bcast: every buffer but the root's written");
+    CHECK(op_use(&bcast, 0, 0) == USE_READ && op_use(&bcast, 0, 1) == 0, "bcast: the root reads; no second operand");
+}
+
 static void check_sizes(void) {
     CHECK(shard_bytes(40, 1) == 40, "one shard is the whole");
     CHECK(shard_bytes(40, 3) == 16, "10 floats in 3 shards: 4 floats each, the last padded (%zu)", shard_bytes(40, 3));
@@ -127,6 +143,7 @@ static void check_lua(void) {
 int main(void) {
     check_rows();
     check_format();
+    check_changes();
     check_sizes();
     check_lua();
     return check_summary("test_optable");
