@@ -7,9 +7,11 @@
  * with the verifier's rules and the runtime's functions.
  *
  * Adding an operation: its OpKind (ir/plan.h) and its row (op_table.c); its rule in the verifier
- * (verify.c run_local for compute and local operations; a transfer's use bits below already say
- * what it writes and empties, verify_comm.c complete() says what a new collective computes); its
- * function in the runtime and its call in the emitter. */
+ * (verify.c run_local for compute and local operations; for a transfer the row's uses already
+ * say what lands where, and a new collective needs what it computes in verify_comm.c complete()
+ * and how NCCL moves it in sim/collective.c); the strategies' method for it (lua/bridge.c); its
+ * function in the runtime and its call in the emitter. Shape checks, hazards, phases, costs,
+ * traffic, pictures and the printed form follow from the row. */
 #ifndef WP_OP_TABLE_H
 #define WP_OP_TABLE_H
 
