@@ -1,5 +1,7 @@
-/* Shared by wpgen's commands (main.c: list, plan, emit; simulate.c: sim, compare and the
- * `-s auto` search): the parsed flags and the steps every command takes. */
+/* What wpgen's command-line files share: the parsed flags (main.c), the steps every command
+ * takes (inputs.c), the plan's report (plan_report.c), the `-s auto` search (auto.c) and the
+ * commands main.c dispatches to (cmd_list.c, cmd_plan.c, cmd_sim.c). The calls go one way:
+ * main.c -> cmd_*.c -> auto.c -> inputs.c, plan_report.c. */
 #ifndef WP_CLI_H
 #define WP_CLI_H
 
@@ -28,18 +30,32 @@ typedef struct Cand {
     char why[320];
 } Cand;
 
+/* inputs.c */
 /* Prints "wpgen: " and the message; returns EXIT_BAD_INPUT. */
 int bad(const char *fmt, const char *a, const char *b);
+/* The strategy's options, as the flags give them. */
 StrategyOpts opts_of(const Args *a);
+/* The topology and the model of the flags, loaded and checked. 0, or EXIT_BAD_INPUT said. */
 int load_inputs(const Args *a, Topology *topo, WpConfig *model, char *name, size_t namelen);
+/* Runs a strategy and verifies its plan. 0; EXIT_BAD_INPUT (a strategy's error) or EXIT_REJECTED
+ * (the verifier's) with the message in err. */
 int make_plan(const char *strategy, const Topology *topo, const WpConfig *model, const char *name,
               const StrategyOpts *o, Plan **out, char *err, size_t errlen);
-int plan_fits(const Plan *p);
+
+/* plan_report.c */
+int plan_fits(const Plan *p);   /* every rank's peak memory within its device's */
 json_t *plan_json(const Plan *p, double intra, double inter, int fits);
 void print_summary(const Plan *p, const char *model_name, double intra, double inter, int fits);
-void human_bytes(double b, char *out, size_t len);
+void human_bytes(double b, char *out, size_t len);   /* "512 B", "1.50 GiB" */
 
+/* auto.c */
+int shipped_strategies(char names[][64], int max);   /* the schedules/ strategies in name order, auto excluded */
+int cand_better(const Cand *x, const Cand *y);       /* x fits and is strictly faster than y */
 int auto_search(const Args *a, const Topology *topo, const WpConfig *model, const char *name, Cand *best, int verbose);
+
+/* the commands */
+int cmd_list(void);
+int cmd_plan(const Args *a, int emit);   /* plan, or emit with emit set */
 int cmd_sim(const Args *a);
 int cmd_compare(const Args *a);
 

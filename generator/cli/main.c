@@ -1,21 +1,11 @@
-/* wpgen's command line: list, plan, emit, sim, compare. Parses flags, loads the topology and the
- * model, runs the strategy, verifies the plan and reports it (text or JSON), writes it out, or
- * simulates it (sim, compare and `-s auto`: simulate.c). Shared pieces: cli.h.
- * Exit status: 0 done; 1 the plan was rejected or does not fit; 2 bad input. */
+/* wpgen's command line: parses the flags and hands them to the command, one file each: list
+ * (cmd_list.c), plan and emit (cmd_plan.c), sim and compare (cmd_sim.c); what commands share is
+ * declared in cli.h. Exit status: 0 done; 1 the plan was rejected or does not fit; 2 bad input. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
-#include <jansson.h>
-#include "input/topology.h"
-#include "common/modelcfg.h"
-#include "ir/plan.h"
-#include "lua/bridge.h"
 #include "emit/emit.h"
-#include "sim/sim.h"
 #include "cli/cli.h"
-
-
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -30,13 +20,6 @@ static void usage(FILE *f) {
         "-s auto (plan, emit, sim) tries every strategy with its parameters in the simulator and takes the\n"
         "fastest plan that fits.\n"
         "Exit status: 0 done, 1 plan rejected or does not fit, 2 bad input.\n");
-}
-
-int bad(const char *fmt, const char *a, const char *b) {
-    fprintf(stderr, "wpgen: ");
-    fprintf(stderr, fmt, a, b);
-    fprintf(stderr, "\n");
-    return EXIT_BAD_INPUT;
 }
 
 static int parse_int(const char *flag, const char *v, int min, int *out) {
@@ -104,207 +87,6 @@ static int parse_args(int argc, char **argv, Args *a) {
     return 0;
 }
 
-/* The strategy's options, as the flags give them. */
-StrategyOpts opts_of(const Args *a) {
-    StrategyOpts o = { .micro_batches = a->micro_batches, .replicas = a->replicas, .chunks = a->chunks,
-                       .recompute = a->recompute, .rounds = a->rounds, .grouping = a->grouping ? a->grouping : "auto" };
-    return o;
-}
-
-static int cmd_list(void) {
-    int n;
-    const ModelPreset *m = model_presets(&n);
-    printf("Models (-m NAME, or a Hugging Face config.json):\n");
-    for (int i = 0; i < n; i++)
-        printf("  %-16s H=%-5d L=%-3d heads=%d/%d ffn=%d vocab=%d  %s\n", m[i].name, m[i].cfg.hidden, m[i].cfg.layers,
-               m[i].cfg.heads, m[i].cfg.kv_heads, m[i].cfg.ffn, m[i].cfg.vocab, m[i].about);
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/schedules", wpgen_home());
-    printf("Strategies (-s NAME, or a path to a .lua file), in %s:\n", "schedules/");
-    struct dirent **ents;
-    int k = scandir(dir, &ents, NULL, alphasort);
-    for (int i = 0; i < k; i++) {
-        size_t l = strlen(ents[i]->d_name);
-        if (l > 4 && !strcmp(ents[i]->d_name + l - 4, ".lua")) {
-            char path[4500], about[256];
-            snprintf(path, sizeof path, "%s/%s", dir, ents[i]->d_name);
-            strategy_about(path, about, sizeof about);
-            printf("  %-20.*s %s\n", (int)(l - 4), ents[i]->d_name, about);
-        }
-        free(ents[i]);
-    }
-    if (k >= 0) free(ents);
-    printf("  %-20s %s\n", "auto", "searches the others and their parameters with the simulator; the fastest plan that fits");
-    snprintf(dir, sizeof dir, "%s/topologies", wpgen_home());
-    printf("Topologies (-t FILE), in topologies/:\n");
-    k = scandir(dir, &ents, NULL, alphasort);
-    for (int i = 0; i < k; i++) {
-        if (strstr(ents[i]->d_name, ".json")) printf("  %s\n", ents[i]->d_name);
-        free(ents[i]);
-    }
-    if (k >= 0) free(ents);
-    return 0;
-}
-
-void human_bytes(double b, char *out, size_t len) {
-    const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-    int i = 0;
-    while (b >= 1024 && i < 4) b /= 1024, i++;
-    snprintf(out, len, i ? "%.2f %s" : "%.0f %s", b, u[i]);
-}
-
-void print_summary(const Plan *p, const char *model_name, double intra, double inter, int fits) {
-    const Topology *t = p->topo;
-    char a[32], b[32], c[32], d[32];
-    int nops = 0;
-    for (int r = 0; r < p->nranks; r++) nops += p->ranks[r].nops;
-    printf("strategy    %s\n", p->strategy);
-    printf("cluster     %s: %d ranks on %d nodes, %d replica%s of %d\n", t->name, p->nranks, t->nnodes, p->replicas,
-           p->replicas > 1 ? "s" : "", p->nranks / p->replicas);
-    printf("model       %s: H=%d, %d layers, %d heads (%d kv), seq %d, %d sequence%s per micro-batch\n", model_name,
-           p->model.hidden, p->model.layers, p->model.heads, p->model.kv_heads, p->model.seq, p->model.mbs,
-           p->model.mbs > 1 ? "s" : "");
-    printf("batch       %d micro-batches per step (%d per rank), %ld tokens\n", p->total_mbs, p->micro_batches,
-           (long)p->total_mbs * p->model.mbs * p->model.seq);
-    printf("chunks      %d:", p->nchunks);
-    for (int c = 0; c < p->nchunks; c++) {
-        printf(" [%d layer%s, owner%s", p->chunks[c].nlayers, p->chunks[c].nlayers > 1 ? "s" : "", p->chunks[c].nowners > 1 ? "s" : "");
-        for (int i = 0; i < p->chunks[c].nowners && i < 4; i++) printf(" %d", p->chunks[c].owners[i]);
-        if (p->chunks[c].nowners > 4) printf(" ...");
-        printf("]");
-        if (c >= 7 && c < p->nchunks - 1) { printf(" ..."); break; }
-    }
-    printf("\n");
-    human_bytes(intra, a, sizeof a);
-    human_bytes(inter, b, sizeof b);
-    human_bytes((double)p->peak_mem, c, sizeof c);
-    human_bytes(t->types[t->nodes[p->ranks[p->peak_rank].node].type].mem_bytes, d, sizeof d);
-    printf("turns       %d, %d operations\n", p->nturns, nops);
-    printf("traffic     %s inside nodes, %s between nodes per step\n", a, b);
-    printf("memory      peak %s on rank %d of %s: %s\n", c, p->peak_rank, d, fits ? "fits" : "DOES NOT FIT");
-    if (p->notes) printf("notes       %s", p->notes);
-}
-
-json_t *plan_json(const Plan *p, double intra, double inter, int fits) {
-    json_t *o = json_object();
-    json_object_set_new(o, "strategy", json_string(p->strategy));
-    json_object_set_new(o, "ranks", json_integer(p->nranks));
-    json_object_set_new(o, "nodes", json_integer(p->topo->nnodes));
-    json_object_set_new(o, "replicas", json_integer(p->replicas));
-    json_object_set_new(o, "chunks", json_integer(p->nchunks));
-    json_object_set_new(o, "micro_batches_per_rank", json_integer(p->micro_batches));
-    json_object_set_new(o, "micro_batches", json_integer(p->total_mbs));
-    json_object_set_new(o, "turns", json_integer(p->nturns));
-    json_object_set_new(o, "bytes_intra_node", json_real(intra));
-    json_object_set_new(o, "bytes_inter_node", json_real(inter));
-    json_object_set_new(o, "peak_mem_bytes", json_integer((json_int_t)p->peak_mem));
-    json_object_set_new(o, "peak_mem_rank", json_integer(p->peak_rank));
-    json_object_set_new(o, "fits", json_boolean(fits));
-    return o;
-}
-
-int plan_fits(const Plan *p) {
-    for (int r = 0; r < p->nranks; r++) {
-        const Topology *t = p->topo;
-        if ((double)p->ranks[r].peak_mem > t->types[t->nodes[p->ranks[r].node].type].mem_bytes) return 0;
-    }
-    return 1;
-}
-
-/* ---- sim, compare, auto ---- */
-
-/* Runs a strategy and verifies its plan. 0; EXIT_BAD_INPUT (a strategy's error) or EXIT_REJECTED
- * (the verifier's) with the message in err. */
-int make_plan(const char *strategy, const Topology *topo, const WpConfig *model, const char *name,
-                     const StrategyOpts *o, Plan **out, char *err, size_t errlen) {
-    *out = NULL;
-    if (strategy_run(strategy, topo, model, name, o, out, err, errlen)) { plan_free(*out); *out = NULL; return EXIT_BAD_INPUT; }
-    char e2[4096];
-    if (plan_verify(*out, e2, sizeof e2)) {
-        snprintf(err, errlen, "plan rejected: %.4000s", e2);
-        plan_free(*out); *out = NULL;
-        return EXIT_REJECTED;
-    }
-    return 0;
-}
-
-int load_inputs(const Args *a, Topology *topo, WpConfig *model, char *name, size_t namelen) {
-    char err[4096];
-    if (topology_load(a->topo, topo, err, sizeof err)) return bad("%s%s", err, "");
-    if (model_load(a->model, model, name, namelen, err, sizeof err)) { topology_free(topo); return bad("%s%s", err, ""); }
-    if (a->seq) model->seq = a->seq;
-    if (a->mbs) model->mbs = a->mbs;
-    if (model_check(model, err, sizeof err)) { topology_free(topo); return bad("%s%s", err, ""); }
-    return 0;
-}
-
-/* The shipped strategies (the .lua files in schedules/), in name order; auto excluded. */
-
-static int cmd_plan_or_emit(const Args *a, int emit) {
-    char err[4096], name[256];
-    Topology topo;
-    WpConfig model;
-    if (topology_load(a->topo, &topo, err, sizeof err)) return bad("%s%s", err, "");
-    if (model_load(a->model, &model, name, sizeof name, err, sizeof err)) {
-        topology_free(&topo);
-        return bad("%s%s", err, "");
-    }
-    if (a->seq) model.seq = a->seq;
-    if (a->mbs) model.mbs = a->mbs;
-    int rc = 0;
-    Plan *p = NULL;
-    StrategyOpts o = opts_of(a);
-    Cand best;
-    int is_auto = !strcmp(a->strategy, "auto");
-    if (model_check(&model, err, sizeof err)) rc = bad("%s%s", err, "");
-    else if (is_auto && (rc = auto_search(a, &topo, &model, name, &best, 0))) {}
-    else if (strategy_run(is_auto ? best.strategy : a->strategy, &topo, &model, name, is_auto ? &best.o : &o, &p, err, sizeof err))
-        rc = bad("%s%s", err, "");
-    else if (plan_verify(p, err, sizeof err)) {
-        fprintf(stderr, "wpgen: plan rejected: %s\n", err);
-        rc = EXIT_REJECTED;
-    }
-    if (rc == 0 && is_auto)
-        fprintf(stderr, "wpgen: auto picked %s, %d replica%s, %s chunks%s: %s\n", best.strategy, best.o.replicas,
-                best.o.replicas > 1 ? "s" : "", best.o.chunks ? "twice the default" : "default", best.o.recompute ? ", recomputation" : "", best.why);
-    if (rc == 0) {
-        double intra, inter;
-        plan_traffic(p, &intra, &inter);
-        int fits = plan_fits(p);
-        if (emit) {
-            if (!a->out) rc = bad("emit: -o DIR is required%s%s", "", "");
-            else {
-                EmitInfo info = { .model_name = name, .topo_name = topo.name, .backend = a->backend,
-                                  .bytes_intra = intra, .bytes_inter = inter };
-                /* the prediction goes into every file's summary; a plan the simulator cannot run
-                 * is still emitted, without one */
-                SimOptions so = { 0 };
-                SimResult sr;
-                if (sim_run(p, &so, &sr, err, sizeof err) == 0) {
-                    info.step_time_s = sr.step_time;
-                    info.bubble_ratio = sr.bubble_ratio;
-                    sim_result_free(&sr);
-                }
-                if (emit_plan(p, &info, a->out, err, sizeof err)) rc = bad("emit: %s%s", err, "");
-                else if (!a->json) printf("wpgen: wrote %s (%d ranks, plan %016llx)\n", a->out, p->nranks, (unsigned long long)plan_hash(p));
-            }
-        } else if (a->json) {
-            json_t *j = plan_json(p, intra, inter, fits);
-            char *s = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-            printf("%s\n", s);
-            free(s);
-            json_decref(j);
-        } else print_summary(p, name, intra, inter, fits);
-        if (rc == 0 && !fits && !emit) {
-            fprintf(stderr, "wpgen: the plan does not fit: rank %d needs %zu bytes\n", p->peak_rank, p->peak_mem);
-            rc = EXIT_REJECTED;
-        }
-    }
-    plan_free(p);
-    topology_free(&topo);
-    return rc;
-}
-
 int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return EXIT_BAD_INPUT; }
     const char *cmd = argv[1];
@@ -320,5 +102,5 @@ int main(int argc, char **argv) {
     if (parse_args(argc, argv, &a)) return EXIT_BAD_INPUT;
     if (!strcmp(cmd, "sim")) return cmd_sim(&a);
     if (!strcmp(cmd, "compare")) return cmd_compare(&a);
-    return cmd_plan_or_emit(&a, !strcmp(cmd, "emit"));
+    return cmd_plan(&a, !strcmp(cmd, "emit"));
 }

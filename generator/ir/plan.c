@@ -7,13 +7,10 @@
 #include <string.h>
 #include <stdarg.h>
 #include "ir/plan.h"
+#include "ir/op_table.h"
 #include "ir/xalloc.h"
 #include "common/errmsg.h"
 
-const char *const op_names[OP__COUNT] = {
-    "FWD", "BWD", "BWD_B", "BWD_W", "SEND", "RECV", "BCAST", "REDUCE", "ALLREDUCE",
-    "ALLGATHER", "REDUCE_SCATTER", "ACC", "COPY", "OPT", "FREE",
-};
 const char *const what_names[] = { "-", "W", "D", "A", "G" };
 
 static void *grow(void *p, int *cap, int need, size_t elem) {
@@ -29,7 +26,7 @@ Plan *plan_new(const Topology *t, const WpConfig *m, const char *strategy, int n
     Plan *p = xcalloc(1, sizeof *p);
     p->topo = t;
     p->model = *m;
-    p->strategy = strdup(strategy);
+    p->strategy = xstrdup(strategy);
     p->nranks = nranks;
     p->replicas = 1;
     p->ranks = xcalloc((size_t)nranks, sizeof *p->ranks);
@@ -152,6 +149,8 @@ int plan_add_group(Plan *p, const int *ranks, int n, char *err, size_t errlen) {
 
 int plan_add_op(Plan *p, int rank, int turn, const Op *op, char *err, size_t errlen) {
     if (p->finished) return errmsg(err, errlen, "the plan is finished");
+    if (op->kind >= OP__COUNT) return errmsg(err, errlen, "rank %d turn %d: unknown operation %d", rank, turn, op->kind);
+    if (op->what > WHAT_G) return errmsg(err, errlen, "rank %d turn %d: %s: unknown payload %d", rank, turn, op_names[op->kind], op->what);
     if (rank < 0 || rank >= p->nranks) return errmsg(err, errlen, "%s: no rank %d", op_names[op->kind], rank);
     if (turn < 0 || turn > 10000000) return errmsg(err, errlen, "rank %d: %s: turn %d out of range", rank, op_names[op->kind], turn);
     PlanRank *r = &p->ranks[rank];
@@ -179,6 +178,16 @@ size_t plan_chunk_bytes(const Plan *p, int chunk) {
     return k.nparams * sizeof(float);
 }
 
+size_t shard_bytes(size_t whole, int nshards) {
+    size_t n = whole / sizeof(float);
+    if (nshards < 1) nshards = 1;
+    return (n / (size_t)nshards + (n % (size_t)nshards != 0)) * sizeof(float);
+}
+
+size_t plan_shard_bytes(const Plan *p, int chunk, int nshards) {
+    return chunk < 0 ? 0 : shard_bytes(plan_chunk_bytes(p, chunk), nshards);
+}
+
 size_t plan_act_bytes(const Plan *p) {
     return (size_t)p->model.mbs * p->model.seq * p->model.hidden * sizeof(float);
 }
@@ -193,9 +202,7 @@ int plan_finish(Plan *p, char *err, size_t errlen) {
         PlanRank *rk = &p->ranks[r];
         for (int b = 0; b < rk->nbufs; b++) {
             PlanBuf *buf = &rk->bufs[b];
-            size_t whole = buf->chunk >= 0 ? plan_chunk_bytes(p, buf->chunk) : largest;
-            size_t n = whole / sizeof(float);
-            buf->bytes = (n / buf->nshards + (n % buf->nshards != 0)) * sizeof(float);
+            buf->bytes = shard_bytes(buf->chunk >= 0 ? plan_chunk_bytes(p, buf->chunk) : largest, buf->nshards);
         }
         /* Counting sort by turn keeps the order the strategy gave within a turn. */
         rk->turn_start = xcalloc((size_t)p->nturns + 2, sizeof *rk->turn_start);
@@ -220,38 +227,61 @@ static const char *bufname(const Plan *p, int rank, int b) {
     return b >= 0 ? p->ranks[rank].bufs[b].name : "-";
 }
 
+/* op_format's text, built in a buffer that always holds it (names are at most 23 characters,
+ * numbers 11, formats short) and then copied out as snprintf would. It is made for every
+ * operation of every rank in plan.json, hence no printf per field. */
+typedef struct Text { char s[256]; size_t n; } Text;
+
+static void put(Text *t, const char *s, size_t k) {
+    if (k > sizeof t->s - 1 - t->n) k = sizeof t->s - 1 - t->n;
+    memcpy(t->s + t->n, s, k);
+    t->n += k;
+}
+
+static void put_str(Text *t, const char *s) { put(t, s, strlen(s)); }
+
+static void put_int(Text *t, int v) {
+    char b[16], *e = b + sizeof b, *q = e;
+    unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
+    do *--q = (char)('0' + u % 10); while (u /= 10);
+    if (v < 0) *--q = '-';
+    put(t, q, (size_t)(e - q));
+}
+
+/* The row's name, a space, then its format with the $-fields filled in. */
 int op_format(const Plan *p, int rank, const Op *op, char *out, size_t len) {
-    const char *name = op_names[op->kind];
-    switch ((OpKind)op->kind) {
-    case OP_FWD: case OP_BWD_B:
-        return snprintf(out, len, "%s chunk %d mb %d with %s", name, op->chunk, op->mb, bufname(p, rank, op->buf));
-    case OP_BWD:
-        return snprintf(out, len, "%s chunk %d mb %d with %s into %s", name, op->chunk, op->mb,
-                        bufname(p, rank, op->buf), bufname(p, rank, op->buf2));
-    case OP_BWD_W:
-        return snprintf(out, len, "%s chunk %d mb %d into %s", name, op->chunk, op->mb, bufname(p, rank, op->buf2));
-    case OP_SEND: case OP_RECV: {
-        const char *dir = op->kind == OP_SEND ? "to" : "from";
-        if (op->what == WHAT_A || op->what == WHAT_G)
-            return snprintf(out, len, "%s %s chunk %d mb %d %s rank %d", name, what_names[op->what], op->chunk,
-                            op->mb, dir, op->peer);
-        return snprintf(out, len, "%s %s %s %s rank %d", name, what_names[op->what], bufname(p, rank, op->buf), dir, op->peer);
+    Text t;
+    t.n = 0;
+    if (op->kind >= OP__COUNT) put_str(&t, "?");
+    else {
+        const OpInfo *in = op_info(op->kind);
+        put_str(&t, in->name);
+        put(&t, " ", 1);
+        for (const char *f = in->format; *f;) {
+            const char *d = strchr(f, '$');
+            if (!d || !d[1]) { put_str(&t, f); break; }
+            put(&t, f, (size_t)(d - f));
+            switch (d[1]) {
+            case 'c': put_int(&t, op->chunk); break;
+            case 'm': put_int(&t, op->mb); break;
+            case 'b': put_str(&t, bufname(p, rank, op->buf)); break;
+            case 'B': put_str(&t, bufname(p, rank, op->buf2)); break;
+            case 'g': put_int(&t, op->group); break;
+            case 'p': put_int(&t, op->peer); break;
+            case 'w': put_str(&t, op->what <= WHAT_G ? what_names[op->what] : "?"); break;
+            case 'x':
+                if (!op_moves_activation(op)) put_str(&t, bufname(p, rank, op->buf));
+                else { put_str(&t, "chunk "); put_int(&t, op->chunk); put_str(&t, " mb "); put_int(&t, op->mb); }
+                break;
+            default: put(&t, d, 2); break;
+            }
+            f = d + 2;
+        }
     }
-    case OP_BCAST: case OP_REDUCE:
-        return snprintf(out, len, "%s %s group %d root %d", name, bufname(p, rank, op->buf), op->group, op->peer);
-    case OP_ALLREDUCE:
-        return snprintf(out, len, "%s %s group %d", name, bufname(p, rank, op->buf), op->group);
-    case OP_ALLGATHER: case OP_REDUCE_SCATTER:
-        return snprintf(out, len, "%s %s -> %s group %d", name, bufname(p, rank, op->buf), bufname(p, rank, op->buf2), op->group);
-    case OP_ACC:
-        return snprintf(out, len, "ACC %s += %s", bufname(p, rank, op->buf), bufname(p, rank, op->buf2));
-    case OP_COPY:
-        return snprintf(out, len, "COPY %s = %s", bufname(p, rank, op->buf), bufname(p, rank, op->buf2));
-    case OP_OPT:
-        return snprintf(out, len, "OPT chunk %d %s with %s", op->chunk, bufname(p, rank, op->buf), bufname(p, rank, op->buf2));
-    case OP_FREE:
-        return snprintf(out, len, "FREE %s", bufname(p, rank, op->buf));
-    case OP__COUNT: break;
+    if (len) {
+        size_t k = t.n < len - 1 ? t.n : len - 1;
+        memcpy(out, t.s, k);
+        out[k] = 0;
     }
-    return snprintf(out, len, "?");
+    return (int)t.n;
 }

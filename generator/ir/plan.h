@@ -1,7 +1,7 @@
 /* The plan IR: ranks, chunks and their owners, buffers, groups, and per rank a list of turns of
  * operations. Strategies (Lua) build it through plan_add_*; plan_verify proves it; the simulator
- * and the emitter only take verified plans. Every operation kind is described once, in
- * op_info[] (plan.c). */
+ * and the emitter only take verified plans. Every operation kind is described once, by its row
+ * of op_table[] (ir/op_table.h): its phase in a turn, its operands, what it carries. */
 #ifndef WP_PLAN_H
 #define WP_PLAN_H
 
@@ -100,8 +100,8 @@ typedef struct Plan {
     int peak_rank;
 } Plan;
 
-extern const char *const op_names[OP__COUNT];
-extern const char *const what_names[];
+extern const char *const op_names[OP__COUNT];   /* the name column of op_table[] (ir/op_table.c) */
+extern const char *const what_names[];          /* OpWhat: "-", "W", "D", "A", "G" */
 
 Plan *plan_new(const Topology *t, const WpConfig *m, const char *strategy, int nranks);
 void plan_free(Plan *p);
@@ -122,12 +122,18 @@ int plan_finish(Plan *p, char *err, size_t errlen);
 int plan_verify(Plan *p, char *err, size_t errlen);
 
 /* Bytes moved in one step, summed over ranks, split by whether the link leaves the node;
- * collectives counted as NCCL's ring algorithms move them. */
+ * collectives counted as NCCL's ring algorithms move them (sim/traffic.c, sim/collective.h). */
 void plan_traffic(const Plan *p, double *intra, double *inter);
 
-/* One line: "FWD chunk 3 mb 5 W=w0" etc. */
+/* One line, "FWD chunk 3 mb 5 with w0", as the row's format says; returns what snprintf does. */
 int op_format(const Plan *p, int rank, const Op *op, char *out, size_t len);
 size_t plan_chunk_bytes(const Plan *p, int chunk);   /* fp32 weights of one chunk */
 size_t plan_act_bytes(const Plan *p);                /* one activation, G*S*H floats */
+/* One of nshards shards of whole bytes of floats: the floats split evenly, rounded up to a whole
+ * float (the last shard is padded). Every size of a shard (buffers, transfers, the verifier's
+ * values) comes from here. */
+size_t shard_bytes(size_t whole, int nshards);
+/* A shard of chunk's weights or gradient; 0 for chunk -1 (nothing); nshards < 1 counts as 1. */
+size_t plan_shard_bytes(const Plan *p, int chunk, int nshards);
 
 #endif

@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static inline void *xalloc_check(void *p) {
     if (!p) { fprintf(stderr, "wpgen: out of memory\n"); exit(2); }
@@ -14,5 +15,6 @@ static inline void *xalloc_check(void *p) {
 static inline void *xmalloc(size_t n) { return xalloc_check(malloc(n ? n : 1)); }
 static inline void *xcalloc(size_t n, size_t size) { return xalloc_check(calloc(n ? n : 1, size ? size : 1)); }
 static inline void *xrealloc(void *p, size_t n) { return xalloc_check(realloc(p, n ? n : 1)); }
+static inline char *xstrdup(const char *s) { return xalloc_check(strdup(s)); }
 
 #endif

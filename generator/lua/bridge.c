@@ -9,6 +9,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 #include "lua/bridge.h"
+#include "ir/xalloc.h"
 #include "place/placement.h"
 
 #define PLAN_MT "wpgen.plan"
@@ -160,7 +161,7 @@ static int l_chunks(lua_State *L) {
     Plan *p = check_plan(L);
     luaL_checktype(L, 2, LUA_TTABLE);
     int n = (int)luaL_len(L, 2);
-    int *layers = malloc((size_t)(n ? n : 1) * sizeof *layers);
+    int *layers = xmalloc((size_t)n * sizeof *layers);
     for (int i = 0; i < n; i++) {
         lua_geti(L, 2, i + 1);
         layers[i] = (int)lua_tointeger(L, -1);
@@ -207,7 +208,7 @@ static int l_group(lua_State *L) {
     Plan *p = check_plan(L);
     luaL_checktype(L, 2, LUA_TTABLE);
     int n = (int)luaL_len(L, 2);
-    int *ranks = malloc((size_t)(n ? n : 1) * sizeof *ranks);
+    int *ranks = xmalloc((size_t)n * sizeof *ranks);
     for (int i = 0; i < n; i++) {
         lua_geti(L, 2, i + 1);
         ranks[i] = (int)lua_tointeger(L, -1);
@@ -235,7 +236,7 @@ static int l_note(lua_State *L) {
     Plan *p = check_plan(L);
     const char *s = luaL_checkstring(L, 2);
     size_t old = p->notes ? strlen(p->notes) : 0, n = strlen(s);
-    p->notes = realloc(p->notes, old + n + 2);
+    p->notes = xrealloc(p->notes, old + n + 2);
     memcpy(p->notes + old, s, n);
     p->notes[old + n] = '\n';
     p->notes[old + n + 1] = 0;

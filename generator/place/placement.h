@@ -7,8 +7,9 @@
  * lib/tawpipe.lua) per link class: NET between nodes, XI between the PCIe islands of one node,
  * and inside an island; and the bytes through each node's NIC. It minimises, in this order:
  * the network bytes, the busiest NIC, the largest master weights any rank owns (optimizer work
- * and memory), the cross-island bytes, the bytes inside islands. The simulator, when it exists,
- * can replace this cost with the step time.
+ * and memory), the cross-island bytes, the bytes inside islands. It costs bytes, not time: the
+ * simulator (generator/sim) times whole plans once they are built, and `-s auto` and `wpgen
+ * compare` choose between strategies by its step time, but placements are not simulated.
  *
  * The transfer pattern, per chunk c owned in ring group j0 (groups 0..D-1 in ring order), in
  * each of K rounds of micro-batches:

@@ -6,61 +6,40 @@
 #include <stdlib.h>
 #include <string.h>
 #include "sim/sim.h"
+#include "sim/collective.h"
+#include "ir/op_table.h"
 #include "ir/xalloc.h"
-
-static int is_compute(int k) { return k == OP_FWD || k == OP_BWD || k == OP_BWD_B || k == OP_BWD_W; }
-static int is_comm(int k) { return k >= OP_SEND && k <= OP_REDUCE_SCATTER; }
-static int is_coll(int k) { return k >= OP_BCAST && k <= OP_REDUCE_SCATTER; }
 
 static const DeviceType *rank_type(const Plan *p, const Topology *t, int r) {
     return &t->types[t->nodes[p->ranks[r].node].type];
 }
 
-static double chunk_part_bytes(const Plan *p, int chunk, int nshards) {
-    if (chunk < 0) return 0;
-    size_t floats = plan_chunk_bytes(p, chunk) / sizeof(float);
-    if (nshards < 1) nshards = 1;
-    return (double)((floats / nshards + (floats % nshards != 0)) * sizeof(float));
-}
-
 double sim_op_bytes(const Plan *p, int rank, int opi) {
     const Op *op = &p->ranks[rank].ops[opi];
     const OpNote *n = &p->ranks[rank].notes[opi];
-    if (!is_comm(op->kind)) return 0;
-    if ((op->kind == OP_SEND || op->kind == OP_RECV) && (op->what == WHAT_A || op->what == WHAT_G))
-        return (double)plan_act_bytes(p);
-    return chunk_part_bytes(p, n->chunk, n->nshards);
+    if (!op_is_transfer(op->kind)) return 0;
+    if (op_moves_activation(op)) return (double)plan_act_bytes(p);
+    return (double)plan_shard_bytes(p, n->chunk, n->nshards);
 }
 
-/* Forward passes' worth of compute of FWD, BWD, BWD_B, BWD_W. */
+/* Forward passes' worth of compute of a compute operation. */
 static double compute_units(const Plan *p, int kind) {
-    return kind == OP_FWD ? 1 : kind == OP_BWD ? 2 + (p->recompute ? 1 : 0) : kind == OP_BWD_B ? 1 + (p->recompute ? 1 : 0) : 1;
+    const OpInfo *in = op_info(kind);
+    return in->fwd_units + (p->recompute ? in->recompute_units : 0);
 }
 
 double sim_op_seconds(const Plan *p, const Topology *t, int rank, const Op *op, const OpNote *note) {
     const DeviceType *d = rank_type(p, t, rank);
-    double flops_s = d->peak_flops * (d->efficiency > 0 ? d->efficiency : 0.5);
-    double f = 0;
-    if (is_compute(op->kind)) {
+    const OpInfo *in = op_info(op->kind);
+    if (in->phase == OP_PHASE_COMPUTE) {
+        double flops_s = d->peak_flops * (d->efficiency > 0 ? d->efficiency : 0.5);
         const PlanChunk *c = &p->chunks[op->chunk];
         WpChunk k = wp_chunk_make(&p->model, op->chunk, c->layer0, c->nlayers, op->chunk == 0, op->chunk == p->nchunks - 1);
-        f = wp_chunk_fwd_flops(&p->model, &k);
-        return compute_units(p, op->kind) * f / flops_s;
+        return compute_units(p, op->kind) * wp_chunk_fwd_flops(&p->model, &k) / flops_s;
     }
-    const PlanRank *rk = &p->ranks[rank];
-    double bytes = 0;
-    switch ((OpKind)op->kind) {
-    case OP_ACC: case OP_COPY: {
-        const PlanBuf *b = &rk->bufs[op->buf];
-        bytes = chunk_part_bytes(p, note->chunk, b->nshards) * (op->kind == OP_ACC ? 3 : 2);
-        break;
-    }
-    case OP_OPT:
-        bytes = 7.0 * (double)rk->bufs[op->buf].bytes;
-        break;
-    default:
-        return 0;
-    }
+    if (in->phase != OP_PHASE_LOCAL || in->mem_passes == 0) return 0;
+    /* its chunk's part on this rank (the shard its buffer holds) through memory, mem_passes times */
+    double bytes = in->mem_passes * (double)plan_shard_bytes(p, note->chunk, p->ranks[rank].bufs[op->buf].nshards);
     return d->hbm_bw > 0 ? bytes / d->hbm_bw : 0;
 }
 
@@ -76,7 +55,8 @@ typedef struct Flow {
 } Flow;
 
 typedef struct Obj {
-    int need, posted, kind;
+    int need, posted;
+    int p2p;                /* a send and its receive (else a collective call) */
     int n;                  /* participants */
     int *ranks, *ops;
     double lat, t_start;
@@ -132,8 +112,8 @@ static int build_objs(Sim *S, char *err, size_t errlen) {
     long nsend = 0, nrecv = 0;
     for (int r = 0; r < n; r++)
         for (int i = 0; i < p->ranks[r].nops; i++) {
-            int k = p->ranks[r].ops[i].kind;
-            nsend += k == OP_SEND; nrecv += k == OP_RECV;
+            int side = op_info(p->ranks[r].ops[i].kind)->p2p;
+            nsend += side == P2P_SEND; nrecv += side == P2P_RECV;
         }
     if (nsend != nrecv) return snprintf(err, errlen, "the plan has %ld sends and %ld receives", nsend, nrecv), -1;
     P2P *sends = xcalloc((size_t)nsend, sizeof *sends), *recvs = xcalloc((size_t)nrecv, sizeof *recvs);
@@ -141,8 +121,9 @@ static int build_objs(Sim *S, char *err, size_t errlen) {
     for (int r = 0; r < n; r++)
         for (int i = 0; i < p->ranks[r].nops; i++) {
             const Op *op = &p->ranks[r].ops[i];
-            if (op->kind == OP_SEND) sends[ns++] = (P2P){ (long)r * n + op->peer, r, i };
-            if (op->kind == OP_RECV) recvs[nr++] = (P2P){ (long)op->peer * n + r, r, i };
+            int side = op_info(op->kind)->p2p;
+            if (side == P2P_SEND) sends[ns++] = (P2P){ (long)r * n + op->peer, r, i };
+            if (side == P2P_RECV) recvs[nr++] = (P2P){ (long)op->peer * n + r, r, i };
         }
     qsort(sends, (size_t)ns, sizeof *sends, p2p_cmp);
     qsort(recvs, (size_t)nr, sizeof *recvs, p2p_cmp);
@@ -153,7 +134,7 @@ static int build_objs(Sim *S, char *err, size_t errlen) {
         }
         int id = new_obj(S);
         Obj *o = &S->objs[id];
-        o->need = 2; o->kind = OP_SEND; o->n = 2;
+        o->need = 2; o->p2p = 1; o->n = 2;
         o->ranks = xcalloc(2, sizeof(int)); o->ops = xcalloc(2, sizeof(int));
         o->ranks[0] = sends[j].rank; o->ops[0] = sends[j].op;
         o->ranks[1] = recvs[j].rank; o->ops[1] = recvs[j].op;
@@ -174,7 +155,8 @@ static int build_objs(Sim *S, char *err, size_t errlen) {
     for (int r = 0; r < n && !rc; r++)
         for (int i = 0; i < p->ranks[r].nops; i++) {
             const Op *op = &p->ranks[r].ops[i];
-            if (!is_coll(op->kind)) continue;
+            const OpInfo *in = op_info(op->kind);
+            if (!in->coll) continue;
             const PlanGroup *g = &p->groups[op->group];
             int m = 0;
             while (m < g->n && g->ranks[m] != r) m++;
@@ -186,43 +168,30 @@ static int build_objs(Sim *S, char *err, size_t errlen) {
                 }
                 int id = new_obj(S);
                 Obj *o = &S->objs[id];
-                o->need = g->n; o->kind = op->kind; o->n = g->n;
+                o->need = g->n; o->n = g->n;
                 o->ranks = xcalloc((size_t)g->n, sizeof(int)); o->ops = xcalloc((size_t)g->n, sizeof(int));
                 calls[op->group][ncalls[op->group]++] = id;
             }
             Obj *o = &S->objs[calls[op->group][k]];
             o->ranks[m] = r; o->ops[m] = i;
             S->op_obj[r][i] = calls[op->group][k];
-            if (m == 0 || (op->kind == OP_BCAST || op->kind == OP_REDUCE)) {
-                /* The edges: once, from the root's (chain) or the first member's (ring) view. */
-                int root = 0;
-                if (op->kind == OP_BCAST || op->kind == OP_REDUCE) {
-                    if (op->peer != r) continue;
-                    while (g->ranks[root] != op->peer) root++;
-                }
-                int gn = g->n;
-                double whole = sim_op_bytes(p, r, i);
-                int chain = op->kind == OP_BCAST || op->kind == OP_REDUCE;
-                o->nedges = gn < 2 ? 0 : chain ? gn - 1 : gn;
-                o->src = xcalloc((size_t)o->nedges + 1, sizeof(int)); o->dst = xcalloc((size_t)o->nedges + 1, sizeof(int));
-                for (int h = 0; h < o->nedges; h++) {
-                    /* a reduce flows toward the root: the chain reversed */
-                    int a = g->ranks[(root + h) % gn], b = g->ranks[(root + h + 1) % gn];
-                    if (op->kind == OP_REDUCE) { o->src[h] = b; o->dst[h] = a; }
-                    else { o->src[h] = a; o->dst[h] = b; }
-                }
-                o->edge_bytes = chain ? whole : op->kind == OP_ALLREDUCE ? 2.0 * (gn - 1) / gn * whole : (double)(gn - 1) / gn * whole;
-                double maxlat = 0;
-                for (int h = 0; h < o->nedges; h++) {
-                    Link l = topology_link(S->t, p->ranks[o->src[h]].device, p->ranks[o->dst[h]].device);
-                    if (l.lat > maxlat) maxlat = l.lat;
-                }
-                int lg = 0;
-                while ((1 << lg) < gn) lg++;
-                double ring = op->kind == OP_ALLREDUCE ? 2.0 * (gn - 1) : gn - 1;
-                double tree = op->kind == OP_ALLREDUCE ? 2.0 * lg : chain ? lg : ring;
-                o->lat = (ring < tree ? ring : tree) * maxlat;
+            /* The edges: once, from the root's view (rooted) or the first member's (rings). */
+            if (in->root ? op->peer != r : m != 0) continue;
+            int root = 0;
+            if (in->root) while (g->ranks[root] != op->peer) root++;
+            CollShape cs = coll_shape(in->coll, g->n, root, sim_op_bytes(p, r, i));
+            o->nedges = cs.nedges;
+            o->edge_bytes = cs.edge_bytes;
+            o->src = xcalloc((size_t)o->nedges + 1, sizeof(int)); o->dst = xcalloc((size_t)o->nedges + 1, sizeof(int));
+            double maxlat = 0;
+            for (int h = 0; h < o->nedges; h++) {
+                int a, b;
+                coll_edge(&cs, g->n, h, &a, &b);
+                o->src[h] = g->ranks[a]; o->dst[h] = g->ranks[b];
+                Link l = topology_link(S->t, p->ranks[o->src[h]].device, p->ranks[o->dst[h]].device);
+                if (l.lat > maxlat) maxlat = l.lat;
             }
+            o->lat = cs.lat_steps * maxlat;
         }
     for (int g = 0; g < p->ngroups; g++) free(calls[g]), free(next[g]);
     free(calls); free(ncalls); free(capcalls); free(next);
@@ -311,7 +280,7 @@ static void obj_start(Sim *S, int id) {
     o->t_start = S->now;
     for (int m = 0; m < o->n; m++) S->tstart[o->ranks[m]][o->ops[m]] = S->now;
     double lat = o->lat;
-    if (o->kind == OP_SEND) {
+    if (o->p2p) {
         Link l = topology_link(S->t, S->p->ranks[o->src[0]].device, S->p->ranks[o->dst[0]].device);
         lat = l.lat;
     }
@@ -335,16 +304,16 @@ static void advance(Sim *S, int r) {
             S->r->turn_t[r][s->turn] = S->now;
             int t0 = rk->turn_start[s->turn], t1 = rk->turn_start[s->turn + 1];
             for (int i = t0; i < t1; i++)
-                if (is_comm(rk->ops[i].kind)) s->pending++;
+                if (op_is_transfer(rk->ops[i].kind)) s->pending++;
             for (int i = t0; i < t1; i++) {
-                if (!is_comm(rk->ops[i].kind)) continue;
+                if (!op_is_transfer(rk->ops[i].kind)) continue;
                 S->tpost[r][i] = S->now;
                 int id = S->op_obj[r][i];
                 if (++S->objs[id].posted == S->objs[id].need) obj_start(S, id);
             }
             double c = S->now;
             for (int i = t0; i < t1; i++) {
-                if (!is_compute(rk->ops[i].kind)) continue;
+                if (!op_is_compute(rk->ops[i].kind)) continue;
                 double d = sim_op_seconds(p, S->t, r, &rk->ops[i], &rk->notes[i]);
                 if (S->o->unit_fwd_s > 0) d = S->o->unit_fwd_s * compute_units(p, rk->ops[i].kind);
                 S->tpost[r][i] = S->tstart[r][i] = c;
@@ -361,8 +330,7 @@ static void advance(Sim *S, int r) {
             int t0 = rk->turn_start[s->turn], t1 = rk->turn_start[s->turn + 1];
             double c = S->now;
             for (int i = t0; i < t1; i++) {
-                int k = rk->ops[i].kind;
-                if (is_compute(k) || is_comm(k)) continue;
+                if (!op_is_local(rk->ops[i].kind)) continue;
                 double d = S->o->free_local ? 0 : sim_op_seconds(p, S->t, r, &rk->ops[i], &rk->notes[i]);
                 S->tpost[r][i] = S->tstart[r][i] = c;
                 c += d;

@@ -18,11 +18,14 @@
  *              island's uplink (intra bandwidth per direction);
  *              NET: the node's NICs (nics_per_node, devices spread evenly over them), bandwidth
  *              per NIC and direction.
- *   collectives as NCCL's ring algorithms: broadcast and reduce a pipelined chain from the root
- *              (n-1 edges carrying the whole buffer), all-reduce 2(n-1)/n and all-gather /
- *              reduce-scatter (n-1)/n of it over each of the ring's n edges, all edges at once;
- *              the latency term is the smaller of the ring's (steps x link latency) and a
- *              tree's (log2 n levels), as NCCL's tuner picks tree for small messages. */
+ *   collectives as NCCL's ring algorithms (sim/collective.h, which plan_traffic counts by too):
+ *              broadcast and reduce a pipelined chain from the root (n-1 edges carrying the
+ *              whole buffer), all-reduce 2(n-1)/n and all-gather / reduce-scatter (n-1)/n of it
+ *              over each of the ring's n edges, all edges at once; the latency term is the
+ *              smaller of the ring's (steps x link latency) and a tree's (log2 n levels), as
+ *              NCCL's tuner picks tree for small messages.
+ * Which phase an operation runs in, its work in forward passes and its passes through memory
+ * are its row of the operation table (ir/op_table.h). */
 #ifndef WP_SIM_H
 #define WP_SIM_H
 

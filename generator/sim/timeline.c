@@ -7,27 +7,24 @@
 #include <string.h>
 #include <math.h>
 #include "sim/sim.h"
+#include "ir/op_table.h"
 
 static void op_label(const Plan *p, int r, int opi, char *out, size_t len) {
     const Op *op = &p->ranks[r].ops[opi];
     const OpNote *n = &p->ranks[r].notes[opi];
-    switch ((OpKind)op->kind) {
-    case OP_FWD: case OP_BWD: case OP_BWD_B: case OP_BWD_W:
-        snprintf(out, len, "%s%d mb%d", op->kind == OP_FWD ? "F" : op->kind == OP_BWD ? "B" : op->kind == OP_BWD_B ? "Bb" : "Bw", op->chunk, op->mb);
-        break;
-    case OP_SEND: case OP_RECV:
-        if (op->what == WHAT_A || op->what == WHAT_G)
-            snprintf(out, len, "%s %s%d mb%d %s %d", op_names[op->kind], what_names[op->what], op->chunk, op->mb, op->kind == OP_SEND ? "to" : "from", op->peer);
-        else snprintf(out, len, "%s %s%d %s %d", op_names[op->kind], what_names[op->what], n->chunk, op->kind == OP_SEND ? "to" : "from", op->peer);
-        break;
-    case OP_BCAST: case OP_REDUCE:
-        snprintf(out, len, "%s chunk %d root %d", op_names[op->kind], n->chunk, op->peer);
-        break;
-    default:
-        if (n->chunk >= 0) snprintf(out, len, "%s chunk %d", op_names[op->kind], n->chunk);
-        else snprintf(out, len, "%s", op_names[op->kind]);
-    }
+    const OpInfo *in = op_info(op->kind);
+    if (in->phase == OP_PHASE_COMPUTE) snprintf(out, len, "%s%d mb%d", in->label, op->chunk, op->mb);
+    else if (in->p2p) {
+        const char *dir = in->p2p == P2P_SEND ? "to" : "from";
+        if (op_moves_activation(op)) snprintf(out, len, "%s %s%d mb%d %s %d", in->name, what_names[op->what], op->chunk, op->mb, dir, op->peer);
+        else snprintf(out, len, "%s %s%d %s %d", in->name, what_names[op->what], n->chunk, dir, op->peer);
+    } else if (in->root) snprintf(out, len, "%s chunk %d root %d", in->name, n->chunk, op->peer);
+    else if (n->chunk >= 0) snprintf(out, len, "%s chunk %d", in->name, n->chunk);
+    else snprintf(out, len, "%s", in->name);
 }
+
+/* Trace categories of the phases. */
+static const char *const trace_cat[OP_PHASE__COUNT] = { [OP_PHASE_TRANSFER] = "comm", [OP_PHASE_COMPUTE] = "compute", [OP_PHASE_LOCAL] = "local" };
 
 int sim_write_trace(const Plan *p, const SimResult *r, const char *path) {
     FILE *f = fopen(path, "w");
@@ -52,11 +49,11 @@ int sim_write_trace(const Plan *p, const SimResult *r, const char *path) {
         const Op *op = &p->ranks[s->rank].ops[s->op];
         char label[128];
         op_label(p, s->rank, s->op, label, sizeof label);
-        int comm = op->kind >= OP_SEND && op->kind <= OP_REDUCE_SCATTER;
+        int phase = op_info(op->kind)->phase, comm = phase == OP_PHASE_TRANSFER;
         int tid = 0;
         if (comm) tid = 2 + (s->op - p->ranks[s->rank].turn_start[s->turn]);
         if (s->t1 <= s->t0 && !comm) continue;
-        const char *cat = op->kind <= OP_BWD_W ? "compute" : comm ? "comm" : "local";
+        const char *cat = trace_cat[phase];
         fprintf(f, ",\n{\"ph\": \"X\", \"name\": \"%s\", \"cat\": \"%s\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
                    "\"args\": {\"turn\": %d, \"posted_us\": %.3f, \"bytes\": %.0f}}",
                 label, cat, s->rank, tid, s->t0 * 1e6, (s->t1 - s->t0) * 1e6, s->turn, s->t_post * 1e6, sim_op_bytes(p, s->rank, s->op));
@@ -69,10 +66,15 @@ int sim_write_trace(const Plan *p, const SimResult *r, const char *path) {
 
 /* ---- SVG timeline ---- */
 
-static const char *const compute_colour[] = { "#3b78c4", "#e0823a", "#d9a62e", "#7b5bb5" };  /* FWD BWD BWD_B BWD_W */
+static const char *const compute_colour[OP__COUNT] = { [OP_FWD] = "#3b78c4", [OP_BWD] = "#e0823a", [OP_BWD_B] = "#d9a62e", [OP_BWD_W] = "#7b5bb5" };
 static const char *const what_colour[] = { "#999999", "#2a9d5c", "#c8404a", "#4fa3d1", "#e39ab8" };  /* -, W, D, A, G */
 static const char *const coll_colour = "#8c6d46";
 static const char *const local_colour = "#6c6c6c";
+
+/* What a rank's row shows below its compute: what it sends and the collectives it joins. */
+static int outgoing(int kind) {
+    return op_is_transfer(kind) && op_info(kind)->p2p != P2P_RECV;
+}
 
 static double nice_step(double span, int want) {
     double raw = span / want, p = pow(10, floor(log10(raw)));
@@ -106,8 +108,8 @@ int sim_write_svg(const Plan *p, const SimResult *r, const char *title, const ch
     fprintf(f, "</text>\n");
     /* legend */
     struct { const char *c, *label; } leg[] = {
-        { compute_colour[0], "forward" }, { compute_colour[1], "backward" }, { compute_colour[2], "backward (input grad)" },
-        { compute_colour[3], "backward (weight grad)" }, { local_colour, "add / copy / optimizer" },
+        { compute_colour[OP_FWD], "forward" }, { compute_colour[OP_BWD], "backward" }, { compute_colour[OP_BWD_B], "backward (input grad)" },
+        { compute_colour[OP_BWD_W], "backward (weight grad)" }, { local_colour, "add / copy / optimizer" },
         { what_colour[WHAT_W], "weights sent" }, { what_colour[WHAT_D], "gradients sent" }, { what_colour[WHAT_A], "activations sent" },
         { what_colour[WHAT_G], "activation grads sent" }, { coll_colour, "collective" } };
     double lx = left;
@@ -148,46 +150,41 @@ int sim_write_svg(const Plan *p, const SimResult *r, const char *title, const ch
     for (int i = 0; i < r->nspans; i++) {
         const SimSpan *s = &r->spans[i];
         const Op *op = &p->ranks[s->rank].ops[s->op];
-        const OpNote *nt = &p->ranks[s->rank].notes[s->op];
         double y = top + s->rank * rowh, x = left + s->t0 * sx, w = (s->t1 - s->t0) * sx;
         char label[128];
         op_label(p, s->rank, s->op, label, sizeof label);
-        if (op->kind <= OP_BWD_W) {
+        const OpInfo *in = op_info(op->kind);
+        if (in->phase == OP_PHASE_COMPUTE) {
             if (w <= 0) continue;
+            const char *colour = compute_colour[op->kind] ? compute_colour[op->kind] : local_colour;
             fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" stroke=\"white\" stroke-width=\"%.2f\">"
-                       "<title>rank %d turn %d: %s, %.4g-%.4g s</title></rect>\n", x, y + 1, w, cw - 1, compute_colour[op->kind],
+                       "<title>rank %d turn %d: %s, %.4g-%.4g s</title></rect>\n", x, y + 1, w, cw - 1, colour,
                     w > 3 ? 0.5 : 0.0, s->rank, s->turn, label, s->t0, s->t1);
             char tiny[16];
-            snprintf(tiny, sizeof tiny, "%s%d", op->kind == OP_FWD ? "F" : "B", op->chunk);
+            snprintf(tiny, sizeof tiny, "%.1s%d", in->label, op->chunk);   /* F or B */
             if (w > 7.0 * strlen(tiny) + 2)
                 fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" font-size=\"%.0f\" fill=\"white\" text-anchor=\"middle\" pointer-events=\"none\">%s</text>\n",
                         x + w / 2, y + cw * 0.72, rowh <= 22 ? 9.0 : 10.0, tiny);
-        } else if (op->kind == OP_ACC || op->kind == OP_COPY || op->kind == OP_OPT) {
-            if (w <= 0) continue;
+        } else if (in->phase == OP_PHASE_LOCAL) {
+            if (w <= 0) continue;   /* FREE takes no time */
             fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\"><title>rank %d turn %d: %s, %.4g-%.4g s</title></rect>\n",
                     x, y + 1, w > 0.5 ? w : 0.5, cw - 1, local_colour, s->rank, s->turn, label, s->t0, s->t1);
-        } else if (op->kind == OP_SEND || (op->kind >= OP_BCAST && op->kind <= OP_REDUCE_SCATTER)) {
-            /* outgoing transfers, stacked by their index within the turn */
-            int k = s->op - p->ranks[s->rank].turn_start[s->turn], nk = 0;
-            for (int j = p->ranks[s->rank].turn_start[s->turn]; j < p->ranks[s->rank].turn_start[s->turn + 1]; j++) {
-                int kk = p->ranks[s->rank].ops[j].kind;
-                nk += kk == OP_SEND || (kk >= OP_BCAST && kk <= OP_REDUCE_SCATTER);
+        } else if (outgoing(op->kind)) {
+            /* outgoing transfers, stacked by their index among the turn's */
+            const PlanRank *rk = &p->ranks[s->rank];
+            int nk = 0, idx = 0;
+            for (int j = rk->turn_start[s->turn]; j < rk->turn_start[s->turn + 1]; j++) {
+                nk += outgoing(rk->ops[j].kind);
+                idx += j < s->op && outgoing(rk->ops[j].kind);
             }
-            int idx = 0;
-            for (int j = p->ranks[s->rank].turn_start[s->turn]; j < s->op; j++) {
-                int kk = p->ranks[s->rank].ops[j].kind;
-                idx += kk == OP_SEND || (kk >= OP_BCAST && kk <= OP_REDUCE_SCATTER);
-            }
-            (void)k;
             double lane = rowh - cw - gap - 2, h = nk > 0 ? lane / nk : lane;
             if (h > 4) h = 4;
-            const char *col = op->kind == OP_SEND ? what_colour[op->what] : coll_colour;
+            const char *col = in->p2p ? what_colour[op->what] : coll_colour;
             double ww = w > 0.6 ? w : 0.6;
             fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\" fill-opacity=\"0.9\">"
                        "<title>rank %d turn %d: %s, %.0f bytes, posted %.4g s, moving %.4g-%.4g s</title></rect>\n",
                     x, y + cw + gap + idx * h, ww, h > 0.8 ? h - 0.3 : h, col, s->rank, s->turn, label, sim_op_bytes(p, s->rank, s->op),
                     s->t_post, s->t0, s->t1);
-            (void)nt;
         }
     }
     fprintf(f, "</svg>\n");

@@ -1,15 +1,9 @@
 /* Bytes a verified plan moves in one step, split into traffic inside nodes and traffic that
- * crosses the network. Collectives are counted as NCCL's ring algorithms move them: a broadcast
- * or reduce is a chain of n-1 hops from the root, each carrying the whole buffer; all-reduce moves
- * 2(n-1)/n of it over each of the ring's n edges, all-gather and reduce-scatter (n-1)/n. */
+ * crosses the network: every send once, every collective call once as NCCL's ring algorithms
+ * move it (sim/collective.h, the simulator's own model). */
 #include "ir/plan.h"
-
-static size_t carried_bytes(const Plan *p, const OpNote *n) {
-    if (n->chunk < 0) return 0;
-    size_t floats = plan_chunk_bytes(p, n->chunk) / sizeof(float);
-    int shards = n->nshards ? n->nshards : 1;
-    return (floats / shards + (floats % shards != 0)) * sizeof(float);
-}
+#include "ir/op_table.h"
+#include "sim/collective.h"
 
 static void add_edge(const Plan *p, int a, int b, double bytes, double *intra, double *inter) {
     if (p->ranks[a].node == p->ranks[b].node) *intra += bytes;
@@ -23,27 +17,24 @@ void plan_traffic(const Plan *p, double *intra, double *inter) {
         for (int i = 0; i < rk->nops; i++) {
             const Op *op = &rk->ops[i];
             const OpNote *note = &rk->notes[i];
-            if (op->kind == OP_SEND) {
-                double bytes = op->what == WHAT_A || op->what == WHAT_G ? (double)plan_act_bytes(p) : (double)carried_bytes(p, note);
+            const OpInfo *in = op_info(op->kind);
+            if (in->p2p == P2P_SEND) {
+                double bytes = op_moves_activation(op) ? (double)plan_act_bytes(p) : (double)plan_shard_bytes(p, note->chunk, note->nshards);
                 add_edge(p, r, op->peer, bytes, intra, inter);
                 continue;
             }
-            if (op->kind < OP_BCAST || op->kind > OP_REDUCE_SCATTER) continue;
+            if (!in->coll) continue;
             const PlanGroup *g = &p->groups[op->group];
             /* Count each call once: at its root, or at the group's first member. */
-            int counter = op->kind == OP_BCAST || op->kind == OP_REDUCE ? op->peer : g->ranks[0];
-            if (counter != r || g->n < 2) continue;
-            int n = g->n;
-            double whole = (double)carried_bytes(p, note);   /* all-gather, reduce-scatter: the whole chunk */
-            if (op->kind == OP_BCAST || op->kind == OP_REDUCE) {
-                int root = 0;
-                while (g->ranks[root] != op->peer) root++;
-                for (int h = 0; h < n - 1; h++)
-                    add_edge(p, g->ranks[(root + h) % n], g->ranks[(root + h + 1) % n], whole, intra, inter);
-            } else {
-                double per_edge = op->kind == OP_ALLREDUCE ? 2.0 * (n - 1) / n * whole : (double)(n - 1) / n * whole;
-                for (int h = 0; h < n; h++)
-                    add_edge(p, g->ranks[h], g->ranks[(h + 1) % n], per_edge, intra, inter);
+            if ((in->root ? op->peer : g->ranks[0]) != r) continue;
+            int root = 0;
+            if (in->root) while (g->ranks[root] != op->peer) root++;
+            /* all-gather, reduce-scatter: the note is of the whole chunk */
+            CollShape cs = coll_shape(in->coll, g->n, root, (double)plan_shard_bytes(p, note->chunk, note->nshards));
+            for (int h = 0; h < cs.nedges; h++) {
+                int a, b;
+                coll_edge(&cs, g->n, h, &a, &b);
+                add_edge(p, g->ranks[a], g->ranks[b], cs.edge_bytes, intra, inter);
             }
         }
     }

@@ -13,115 +13,15 @@
  *   - every chunk's gradient collects each micro-batch exactly once and reaches the owners'
  *     master weights before OPT; every master is updated exactly once;
  *   - nothing is left behind at the end of the step, and the peak memory is accounted.
- * Transfers and collectives live in verify_comm.c. */
+ * What each operation is (its phase, its operands and how it uses them) comes from its row of
+ * op_table[] (ir/op_table.h); what it does is the rules here. Transfers and collectives are
+ * verify_comm.c's; the symbolic state and its primitives verify_state.c's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdarg.h>
 #include "verify/verify_state.h"
+#include "verify/verify_comm.h"
 #include "ir/xalloc.h"
-
-/* ---- key sets ---- */
-
-static size_t key_hash(uint64_t k, size_t cap) {
-    k ^= k >> 33; k *= 0xff51afd7ed558ccdULL; k ^= k >> 33;
-    return (size_t)k & (cap - 1);
-}
-
-int keyset_has(const KeySet *s, uint64_t k) {
-    if (!s->cap) return 0;
-    for (size_t i = key_hash(k, s->cap);; i = (i + 1) & (s->cap - 1)) {
-        if (s->slots[i] == k) return 1;
-        if (s->slots[i] == 0) return 0;
-    }
-}
-
-void keyset_add(KeySet *s, uint64_t k) {
-    if (2 * (s->n + 1) > s->cap) {
-        KeySet t = { xcalloc(s->cap ? 2 * s->cap : 64, sizeof(uint64_t)), s->cap ? 2 * s->cap : 64, 0 };
-        for (size_t i = 0; i < s->cap; i++)
-            if (s->slots[i]) keyset_add(&t, s->slots[i]);
-        free(s->slots);
-        *s = t;
-    }
-    size_t i = key_hash(k, s->cap);
-    while (s->slots[i] && s->slots[i] != k) i = (i + 1) & (s->cap - 1);
-    if (!s->slots[i]) { s->slots[i] = k; s->n++; }
-}
-
-int keyset_del(KeySet *s, uint64_t k) {
-    if (!s->cap) return 0;
-    size_t i = key_hash(k, s->cap);
-    while (s->slots[i] != k) {
-        if (!s->slots[i]) return 0;
-        i = (i + 1) & (s->cap - 1);
-    }
-    /* Backward-shift deletion keeps probe chains intact without tombstones. */
-    for (size_t j = (i + 1) & (s->cap - 1); s->slots[j]; j = (j + 1) & (s->cap - 1)) {
-        size_t h = key_hash(s->slots[j], s->cap);
-        if (((j - h) & (s->cap - 1)) >= ((j - i) & (s->cap - 1))) { s->slots[i] = s->slots[j]; i = j; }
-    }
-    s->slots[i] = 0;
-    s->n--;
-    return 1;
-}
-
-/* ---- values ---- */
-
-void val_clear(Val *v) {
-    free(v->set);
-    memset(v, 0, sizeof *v);
-}
-
-void val_copy(Verifier *V, Val *dst, const Val *src) {
-    if (dst == src) return;
-    free(dst->set);
-    *dst = *src;
-    dst->set = NULL;
-    if (src->set) {
-        dst->set = xmalloc((size_t)V->words * sizeof(uint64_t));
-        memcpy(dst->set, src->set, (size_t)V->words * sizeof(uint64_t));
-    }
-}
-
-int val_union(Verifier *V, Val *dst, const Val *src, int *dup_mb) {
-    if (dst->kind == V_EMPTY) { val_copy(V, dst, src); return 0; }
-    for (int w = 0; w < V->words; w++) {
-        uint64_t both = dst->set[w] & src->set[w];
-        if (both) { *dup_mb = w * 64 + __builtin_ctzll(both); return -1; }
-    }
-    for (int w = 0; w < V->words; w++) dst->set[w] |= src->set[w];
-    dst->count += src->count;
-    return 0;
-}
-
-size_t val_bytes(const Verifier *V, const Val *v) {
-    size_t n = plan_chunk_bytes(V->p, v->chunk) / sizeof(float);
-    return (n / v->nshards + (n % v->nshards != 0)) * sizeof(float);
-}
-
-const char *val_describe(const Verifier *V, const Val *v, char *buf, size_t len) {
-    char shard[32] = "";
-    if (v->kind != V_EMPTY && v->nshards > 1) snprintf(shard, sizeof shard, " (shard %d of %d)", v->shard, v->nshards);
-    if (v->kind == V_EMPTY) snprintf(buf, len, "nothing");
-    else if (v->kind == V_W) snprintf(buf, len, "%sweights of chunk %d%s", v->version ? "updated " : "", v->chunk, shard);
-    else snprintf(buf, len, "the gradient of chunk %d over %d of %d micro-batches%s", v->chunk, v->count, V->M, shard);
-    return buf;
-}
-
-int verr(Verifier *V, int rank, int opi, const char *fmt, ...) {
-    char what[160] = "";
-    int turn = V->rs[rank].turn;
-    if (opi >= 0) op_format(V->p, rank, &V->p->ranks[rank].ops[opi], what, sizeof what);
-    int n = opi >= 0 ? snprintf(V->err, V->errlen, "rank %d, turn %d, %s: ", rank, turn, what)
-                     : snprintf(V->err, V->errlen, "rank %d: ", rank);
-    if (n < 0 || (size_t)n >= V->errlen) return -1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(V->err + n, V->errlen - (size_t)n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* ---- the shape of each operation ---- */
 
@@ -134,69 +34,58 @@ static int check_buf(Verifier *V, int r, int opi, int b, int kind, const char *r
     return 0;
 }
 
+/* Operand k of op: present and of the kind its row asks for. */
+static int check_operand(Verifier *V, int r, int opi, int k) {
+    const Op *op = &V->p->ranks[r].ops[opi];
+    const OpInfo *in = op_info(op->kind);
+    int want = in->operand[k], b = k ? op->buf2 : op->buf;
+    const char *role = in->role[k];
+    if (want == OPND_WHAT) {
+        if (op->what != WHAT_W && op->what != WHAT_D) return 0;   /* A and G name no buffer */
+        want = op->what == WHAT_W ? OPND_W : OPND_D;
+        role = op->what == WHAT_W ? "weight" : "gradient";
+    }
+    if (want == OPND_NONE) return 0;
+    if (want == OPND_ANY) return b < 0 ? verr(V, r, opi, "needs a buffer") : 0;
+    return check_buf(V, r, opi, b, want == OPND_W ? BUF_W : BUF_D, role);
+}
+
 static int check_shape(Verifier *V, int r, int opi) {
     const Plan *p = V->p;
     const Op *op = &p->ranks[r].ops[opi];
-    int need_chunk = 0, need_mb = 0;
-    switch ((OpKind)op->kind) {
-    case OP_FWD: case OP_BWD_B:
-        if (check_buf(V, r, opi, op->buf, BUF_W, "weight")) return -1;
-        need_chunk = need_mb = 1; break;
-    case OP_BWD:
-        if (check_buf(V, r, opi, op->buf, BUF_W, "weight") || check_buf(V, r, opi, op->buf2, BUF_D, "gradient")) return -1;
-        need_chunk = need_mb = 1; break;
-    case OP_BWD_W:
-        if (check_buf(V, r, opi, op->buf2, BUF_D, "gradient")) return -1;
-        need_chunk = need_mb = 1; break;
-    case OP_SEND: case OP_RECV:
-        if (op->peer < 0 || op->peer == r) return verr(V, r, opi, "needs a peer other than itself");
-        if (op->what == WHAT_W || op->what == WHAT_D) {
-            if (check_buf(V, r, opi, op->buf, op->what == WHAT_W ? BUF_W : BUF_D, op->what == WHAT_W ? "weight" : "gradient")) return -1;
-        } else if (op->what == WHAT_A || op->what == WHAT_G) {
-            need_mb = 1;
-            if (op->chunk < 1) return verr(V, r, opi, "activations are named by the chunk they enter (1..%d)", p->nchunks - 1);
-        } else return verr(V, r, opi, "carries nothing (expected W, D, A or G)");
-        break;
-    case OP_BCAST: case OP_REDUCE: case OP_ALLREDUCE: case OP_ALLGATHER: case OP_REDUCE_SCATTER: {
+    if (op->kind >= OP__COUNT) return verr(V, r, opi, "unknown operation %d", op->kind);
+    const OpInfo *in = op_info(op->kind);
+    const PlanBuf *bufs = p->ranks[r].bufs;
+    int need_chunk = in->flags & OPF_CHUNK, need_mb = in->flags & OPF_MB;
+    if (in->p2p && (op->peer < 0 || op->peer == r)) return verr(V, r, opi, "needs a peer other than itself");
+    if (in->coll) {
         if (op->group < 0) return verr(V, r, opi, "needs a group");
         const PlanGroup *g = &p->groups[op->group];
         if (group_index(g, r) < 0) return verr(V, r, opi, "rank %d is not a member of group %d", r, op->group);
-        if ((op->kind == OP_BCAST || op->kind == OP_REDUCE) && (op->peer < 0 || group_index(g, op->peer) < 0))
+        if (in->root && (op->peer < 0 || group_index(g, op->peer) < 0))
             return verr(V, r, opi, "its root %d is not a member of group %d", op->peer, op->group);
-        if (op->kind == OP_BCAST) {
-            if (op->buf < 0) return verr(V, r, opi, "needs a buffer");
-        } else if (op->kind == OP_ALLGATHER) {
-            if (check_buf(V, r, opi, op->buf, BUF_W, "weight shard") || check_buf(V, r, opi, op->buf2, BUF_W, "weight")) return -1;
-        } else if (check_buf(V, r, opi, op->buf, BUF_D, "gradient")) return -1;
-        if (op->kind == OP_REDUCE_SCATTER && check_buf(V, r, opi, op->buf2, BUF_D, "gradient shard")) return -1;
-        break;
     }
-    case OP_ACC: case OP_COPY: {
-        int k = op->kind == OP_ACC ? BUF_D : BUF_W;
-        if (check_buf(V, r, opi, op->buf, k, "destination") || check_buf(V, r, opi, op->buf2, k, "source")) return -1;
-        if (op->buf == op->buf2) return verr(V, r, opi, "source and destination are the same buffer");
-        break;
+    if (in->carries == CARRY_WHAT) {
+        if (op->what == WHAT_A || op->what == WHAT_G) {
+            need_mb = 1;
+            if (op->chunk < 1) return verr(V, r, opi, "activations are named by the chunk they enter (1..%d)", p->nchunks - 1);
+        } else if (op->what != WHAT_W && op->what != WHAT_D) return verr(V, r, opi, "carries nothing (expected W, D, A or G)");
     }
-    case OP_OPT:
-        if (check_buf(V, r, opi, op->buf, BUF_W, "master") || check_buf(V, r, opi, op->buf2, BUF_D, "gradient")) return -1;
-        if (!p->ranks[r].bufs[op->buf].master || p->ranks[r].bufs[op->buf].chunk != op->chunk)
-            return verr(V, r, opi, "%s is not this rank's master of chunk %d", p->ranks[r].bufs[op->buf].name, op->chunk);
-        need_chunk = 1; break;
-    case OP_FREE:
-        if (op->buf < 0) return verr(V, r, opi, "needs a buffer");
-        if (p->ranks[r].bufs[op->buf].master) return verr(V, r, opi, "master weights are never freed");
-        break;
-    default:
-        return verr(V, r, opi, "unknown operation %d", op->kind);
-    }
+    for (int k = 0; k < 2; k++)
+        if (in->operand[k] != OPND_NONE && check_operand(V, r, opi, k)) return -1;
+    if ((in->flags & OPF_DISTINCT) && op->buf == op->buf2) return verr(V, r, opi, "source and destination are the same buffer");
+    if ((in->flags & OPF_MASTER) && (!bufs[op->buf].master || bufs[op->buf].chunk != op->chunk))
+        return verr(V, r, opi, "%s is not this rank's master of chunk %d", bufs[op->buf].name, op->chunk);
+    /* emptying a master: FREE (the other kinds that empty a buffer take gradients, which masters are not) */
+    if ((op_use(op, r, 0) & USE_CLEAR) && bufs[op->buf].master) return verr(V, r, opi, "master weights are never freed");
     if (need_chunk && (op->chunk < 0 || op->chunk >= p->nchunks)) return verr(V, r, opi, "no chunk %d", op->chunk);
     if (need_mb && (op->mb < 0 || op->mb >= V->M)) return verr(V, r, opi, "no micro-batch %d (the step has %d)", op->mb, V->M);
     /* Masters are the owner's truth: only OPT writes them. */
-    int writes = op->kind == OP_RECV || op->kind == OP_COPY || op->kind == OP_ALLGATHER ||
-                 (op->kind == OP_BCAST && op->peer != r);
-    int wb = op->kind == OP_ALLGATHER ? op->buf2 : op->buf;
-    if (writes && wb >= 0 && p->ranks[r].bufs[wb].master)
-        return verr(V, r, opi, "writes into master buffer %s (only OPT may)", p->ranks[r].bufs[wb].name);
+    for (int k = 0; k < 2 && !(in->flags & OPF_MASTER); k++) {
+        int b = k ? op->buf2 : op->buf;
+        if ((op_use(op, r, k) & USE_WRITE) && bufs[b].master)
+            return verr(V, r, opi, "writes into master buffer %s (only OPT may)", bufs[b].name);
+    }
     return 0;
 }
 
@@ -209,30 +98,21 @@ static void touch(RankState *s, int b, int how) {
     s->touch[b] = (uint16_t)((s->touch[b] | how) + 1);
 }
 
-static int op_is_compute(int kind) {
-    return kind == OP_FWD || kind == OP_BWD || kind == OP_BWD_B || kind == OP_BWD_W;
-}
-
 /* A turn runs in three phases: its transfers are posted, its compute runs while they move, and
- * once they have completed its local operations (ACC, COPY, OPT, FREE) run. So only compute can
- * collide with a transfer of its own turn. */
+ * once they have completed its local operations run. So only compute can collide with a
+ * transfer of its own turn, and local operations collide with nothing. A transfer that writes,
+ * adds into or empties a buffer counts as writing it while it moves. */
 static int check_hazards(Verifier *V, int r, int t0, int t1) {
     RankState *s = &V->rs[r];
     const PlanRank *rk = &V->p->ranks[r];
     for (int i = t0; i < t1; i++) {
         const Op *op = &rk->ops[i];
-        switch ((OpKind)op->kind) {
-        case OP_FWD: case OP_BWD_B: touch(s, op->buf, T_LR); break;
-        case OP_BWD: touch(s, op->buf, T_LR); touch(s, op->buf2, T_LW); break;
-        case OP_BWD_W: touch(s, op->buf2, T_LW); break;
-        case OP_SEND: touch(s, op->buf, T_CR); break;
-        case OP_RECV: touch(s, op->buf, T_CW); break;
-        case OP_BCAST: touch(s, op->buf, op->peer == r ? T_CR : T_CW); break;
-        case OP_REDUCE: case OP_ALLREDUCE: touch(s, op->buf, T_CW); break;
-        case OP_ALLGATHER: touch(s, op->buf, T_CR); touch(s, op->buf2, T_CW); break;
-        case OP_REDUCE_SCATTER: touch(s, op->buf, T_CW); touch(s, op->buf2, T_CW); break;
-        default: break;   /* local operations run after the transfers */
-        }
+        const OpInfo *in = op_info(op->kind);
+        if (in->phase == OP_PHASE_LOCAL) continue;
+        int rd = in->phase == OP_PHASE_TRANSFER ? T_CR : T_LR, wr = in->phase == OP_PHASE_TRANSFER ? T_CW : T_LW;
+        const uint8_t *use = in->root && op->peer == r ? in->root_use : in->use;
+        if (use[0]) touch(s, op->buf, use[0] & USE_CHANGES ? wr : rd);
+        if (use[1]) touch(s, op->buf2, use[1] & USE_CHANGES ? wr : rd);
     }
     int bad = -1, why = 0;
     for (int b = 0; b < rk->nbufs && bad < 0; b++) {
@@ -245,33 +125,10 @@ static int check_hazards(Verifier *V, int r, int t0, int t1) {
     /* Name the first operation of the turn that touches the buffer. */
     int opi = t0;
     for (int i = t0; i < t1; i++)
-        if ((op_is_comm(rk->ops[i].kind) || op_is_compute(rk->ops[i].kind)) &&
+        if (!op_is_local(rk->ops[i].kind) &&
             (rk->ops[i].buf == bad || rk->ops[i].buf2 == bad)) { opi = i; break; }
     return verr(V, r, opi, why == 1 ? "buffer %s is written by a transfer while another operation of the same turn uses it"
                                     : "buffer %s is sent while a computation of the same turn writes it", rk->bufs[bad].name);
-}
-
-/* ---- activations kept between operations ---- */
-
-static size_t keep_bytes(Verifier *V, uint64_t key) {
-    int kind = (int)(key >> 60), chunk = (int)((key >> 32) & 0xfffffff);
-    if (kind == K_ACT || kind == K_GRAD) return plan_act_bytes(V->p);
-    const PlanChunk *c = &V->p->chunks[chunk];
-    WpChunk k = wp_chunk_make(&V->p->model, chunk, c->layer0, c->nlayers, chunk == 0, chunk == V->p->nchunks - 1);
-    return wp_stash_floats(&V->p->model, &k, V->p->recompute) * sizeof(float);
-}
-
-void keep_add(Verifier *V, int r, uint64_t key) {
-    RankState *s = &V->rs[r];
-    keyset_add(&s->keep, key);
-    s->act_bytes += keep_bytes(V, key);
-    if (s->act_bytes > s->act_peak) s->act_peak = s->act_bytes;
-}
-
-int keep_take(Verifier *V, int r, uint64_t key) {
-    if (!keyset_del(&V->rs[r].keep, key)) return 0;
-    V->rs[r].act_bytes -= keep_bytes(V, key);
-    return 1;
 }
 
 /* ---- compute and local operations, in order ---- */
@@ -435,7 +292,7 @@ static int run_turn(Verifier *V, int r) {
         if (op_is_compute(rk->ops[i].kind) && run_local(V, r, i)) return -1;
     if (comm_apply(V, r)) return -1;
     for (int i = t0; i < t1; i++)
-        if (!op_is_compute(rk->ops[i].kind) && !op_is_comm(rk->ops[i].kind) && run_local(V, r, i)) return -1;
+        if (op_is_local(rk->ops[i].kind) && run_local(V, r, i)) return -1;
     s->posted = 0;
     if (++s->turn == V->p->nturns) s->done = 1;
     return 0;

@@ -2,11 +2,12 @@
  * the turn; what a send carries is what its buffer holds then (a turn may not write a buffer it
  * sends). The k-th send from a to b meets the k-th receive at b from a, whatever the turns (MPI's
  * and NCCL's order on one channel); the k-th collective call of each member of a group is one
- * call. A turn ends when all of its transfers have met their partners; results land then. */
+ * call. A turn ends when all of its transfers have met their partners; results land then, as the
+ * operation's row says (op_table.h: which operand a transfer writes, which it empties). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "verify/verify_state.h"
+#include "verify/verify_comm.h"
 #include "ir/xalloc.h"
 
 static int turn_first_op(const Verifier *V, int r) {
@@ -37,14 +38,17 @@ static void set_matched(Verifier *V, int r, int opi) {
 static int meet(Verifier *V, int a, int sop, int st, const Val *val, int b, int rop) {
     const Plan *p = V->p;
     const Op *so = &p->ranks[a].ops[sop], *ro = &p->ranks[b].ops[rop];
-    char s[160];
-    op_format(p, a, so, s, sizeof s);
-    if (so->what != ro->what)
+    char s[160];   /* the send, as messages name it: formatted only for one */
+    if (so->what != ro->what) {
+        op_format(p, a, so, s, sizeof s);
         return verr(V, b, rop, "meets rank %d's %s (turn %d): expected %s, it sends %s", a, s, st,
                     what_names[ro->what], what_names[so->what]);
+    }
     if (so->what == WHAT_A || so->what == WHAT_G) {
-        if (so->chunk != ro->chunk || so->mb != ro->mb)
+        if (so->chunk != ro->chunk || so->mb != ro->mb) {
+            op_format(p, a, so, s, sizeof s);
             return verr(V, b, rop, "meets rank %d's %s (turn %d): a different activation", a, s, st);
+        }
     } else {
         const PlanBuf *rb = &p->ranks[b].bufs[ro->buf];
         if (rb->bytes < val_bytes(V, val))
@@ -120,7 +124,7 @@ static int complete(Verifier *V, int g, Coll *c, int last_rank, int last_op) {
     int n = grp->n, dup;
     Val sum = { 0 };
     char d1[96], d2[96];
-    if (c->kind == OP_REDUCE || c->kind == OP_ALLREDUCE || c->kind == OP_REDUCE_SCATTER) {
+    if (op_info(c->kind)->carries == CARRY_D) {   /* the reductions: the members' gradients summed */
         for (int m = 0; m < n; m++) {
             const Val *v = &c->in[m];
             if (sum.kind != V_EMPTY && (v->chunk != sum.chunk || v->shard != sum.shard || v->nshards != sum.nshards)) {
@@ -146,7 +150,7 @@ static int complete(Verifier *V, int g, Coll *c, int last_rank, int last_op) {
                 return verr(V, last_rank, last_op, "member %d (rank %d) brings %s, expected shard %d of %d of chunk %d", m,
                             grp->ranks[m], val_describe(V, v, d1, sizeof d1), m, n, v0->chunk);
         }
-    int root_m = c->kind == OP_BCAST || c->kind == OP_REDUCE ? group_index(grp, c->root) : -1;
+    int root_m = op_info(c->kind)->root ? group_index(grp, c->root) : -1;
     for (int m = 0; m < n; m++) {
         int r = grp->ranks[m], opi = c->rank_op[m];
         Val *slot = &V->rs[r].slot[opi - turn_first_op(V, r)];
@@ -186,7 +190,7 @@ static int complete(Verifier *V, int g, Coll *c, int last_rank, int last_op) {
         /* what lands must fit the buffer it lands in, and be of its kind */
         if (slot->kind != V_EMPTY) {
             const Op *op = &p->ranks[r].ops[opi];
-            const PlanBuf *dst = &p->ranks[r].bufs[c->kind == OP_ALLGATHER || c->kind == OP_REDUCE_SCATTER ? op->buf2 : op->buf];
+            const PlanBuf *dst = &p->ranks[r].bufs[op_written(op, r)];
             if (dst->kind != (slot->kind == V_W ? BUF_W : BUF_D)) {
                 val_clear(&sum);
                 return verr(V, r, opi, "%s would receive %s", dst->name, val_describe(V, slot, d1, sizeof d1));
@@ -223,14 +227,16 @@ static int post_collective(Verifier *V, int r, int i) {
         c->rank_op = xmalloc((size_t)grp->n * sizeof *c->rank_op);
         c->in = xcalloc((size_t)grp->n, sizeof *c->in);
         for (int j = 0; j < grp->n; j++) c->rank_op[j] = -1;
-    } else if (c->kind != op->kind || (c->root != op->peer && (c->kind == OP_BCAST || c->kind == OP_REDUCE))) {
+    } else if (c->kind != op->kind || (c->root != op->peer && op_info(c->kind)->root)) {
         return verr(V, r, i, "is call %d on group %d, where another member calls %s with root %d", k, op->group,
                     op_names[c->kind], c->root);
     }
     const Val *v = &V->rs[r].bufs[op->buf];
     char d[96];
-    int want = op->kind == OP_ALLGATHER || op->kind == OP_BCAST ? V_W : V_D;
-    if (op->kind == OP_BCAST) want = m == group_index(grp, op->peer) ? -1 : 0;
+    /* what each member brings: the carried kind, or for a broadcast anything at the root */
+    int carries = op_info(op->kind)->carries;
+    int want = carries == CARRY_W ? V_W : V_D;
+    if (carries == CARRY_ANY) want = m == group_index(grp, op->peer) ? -1 : 0;
     if (want == -1 && v->kind == V_EMPTY) return verr(V, r, i, "broadcasts %s, which holds nothing", p->ranks[r].bufs[op->buf].name);
     if (want > 0 && v->kind != want)
         return verr(V, r, i, "%s holds %s", p->ranks[r].bufs[op->buf].name, val_describe(V, v, d, sizeof d));
@@ -249,12 +255,13 @@ int comm_post(Verifier *V, int r) {
     RankState *s = &V->rs[r];
     int t0 = rk->turn_start[s->turn], t1 = rk->turn_start[s->turn + 1];
     for (int i = t0; i < t1; i++)
-        if (op_is_comm(rk->ops[i].kind)) { s->matched[i - t0] = 0; s->unmatched++; }
+        if (op_is_transfer(rk->ops[i].kind)) { s->matched[i - t0] = 0; s->unmatched++; }
     for (int i = t0; i < t1; i++) {
-        int k = rk->ops[i].kind, rc = 0;
-        if (k == OP_SEND) rc = post_send(V, r, i);
-        else if (k == OP_RECV) rc = post_recv(V, r, i);
-        else if (op_is_comm(k)) rc = post_collective(V, r, i);
+        const OpInfo *in = op_info(rk->ops[i].kind);
+        int rc = 0;
+        if (in->p2p == P2P_SEND) rc = post_send(V, r, i);
+        else if (in->p2p == P2P_RECV) rc = post_recv(V, r, i);
+        else if (in->coll) rc = post_collective(V, r, i);
         if (rc) return -1;
     }
     return 0;
@@ -274,49 +281,46 @@ static int overwrite(Verifier *V, int r, int opi, int b, Val *with) {
     return 0;
 }
 
+/* What transfer i of rank r delivered (in slot) lands as its row says: an activation is kept or
+ * given away; an operand the transfer empties is emptied; one it writes takes what arrived,
+ * which must not throw away gradient contributions never passed on, unless the transfer also
+ * read them (a reduction in place: they went into the sum). */
+static int land(Verifier *V, int r, int i, Val *slot) {
+    const Op *op = &V->p->ranks[r].ops[i];
+    const OpInfo *in = op_info(op->kind);
+    RankState *s = &V->rs[r];
+    if (op_moves_activation(op)) {
+        uint64_t key = key_make(op->what == WHAT_A ? K_ACT : K_GRAD, op->chunk, op->mb);
+        if (in->p2p == P2P_SEND)
+            return keep_take(V, r, key) ? 0 : verr(V, r, i, "what it sends was consumed by another operation of the same turn");
+        if (keyset_has(&s->keep, key)) return verr(V, r, i, "this rank already holds it");
+        keep_add(V, r, key);
+        return 0;
+    }
+    for (int k = 0; k < 2; k++) {
+        unsigned u = op_use(op, r, k);
+        int b = k ? op->buf2 : op->buf;
+        if (u & USE_CLEAR) val_clear(&s->bufs[b]);
+        else if ((u & (USE_READ | USE_WRITE)) == (USE_READ | USE_WRITE)) {
+            val_clear(&s->bufs[b]);
+            s->bufs[b] = *slot;
+            memset(slot, 0, sizeof *slot);
+        } else if ((u & USE_WRITE) && overwrite(V, r, i, b, slot)) return -1;
+    }
+    if (in->flags & OPF_PASS_D) {   /* a gradient sent is passed on, not copied */
+        int b = op_emptied(op, r);
+        if (b >= 0) val_clear(&s->bufs[b]);
+    }
+    return 0;
+}
+
 int comm_apply(Verifier *V, int r) {
     const PlanRank *rk = &V->p->ranks[r];
     RankState *s = &V->rs[r];
     int t0 = rk->turn_start[s->turn], t1 = rk->turn_start[s->turn + 1];
     for (int i = t0; i < t1; i++) {
-        const Op *op = &rk->ops[i];
         Val *slot = &s->slot[i - t0];
-        int rc = 0;
-        switch ((OpKind)op->kind) {
-        case OP_SEND:
-            if (op->what == WHAT_D) val_clear(&s->bufs[op->buf]);   /* a gradient is passed on, not copied */
-            else if (op->what == WHAT_A || op->what == WHAT_G) {
-                if (!keep_take(V, r, key_make(op->what == WHAT_A ? K_ACT : K_GRAD, op->chunk, op->mb)))
-                    rc = verr(V, r, i, "what it sends was consumed by another operation of the same turn");
-            }
-            break;
-        case OP_RECV:
-            if (op->what == WHAT_A || op->what == WHAT_G) {
-                uint64_t key = key_make(op->what == WHAT_A ? K_ACT : K_GRAD, op->chunk, op->mb);
-                if (keyset_has(&s->keep, key)) rc = verr(V, r, i, "this rank already holds it");
-                else keep_add(V, r, key);
-            } else rc = overwrite(V, r, i, op->buf, slot);
-            break;
-        case OP_BCAST:
-            if (op->peer != r) rc = overwrite(V, r, i, op->buf, slot);
-            break;
-        case OP_REDUCE:
-            if (op->peer == r) { val_clear(&s->bufs[op->buf]); s->bufs[op->buf] = *slot; memset(slot, 0, sizeof *slot); }
-            else val_clear(&s->bufs[op->buf]);
-            break;
-        case OP_ALLREDUCE:
-            val_clear(&s->bufs[op->buf]); s->bufs[op->buf] = *slot; memset(slot, 0, sizeof *slot);
-            break;
-        case OP_ALLGATHER:
-            rc = overwrite(V, r, i, op->buf2, slot);
-            break;
-        case OP_REDUCE_SCATTER:
-            val_clear(&s->bufs[op->buf]);
-            rc = overwrite(V, r, i, op->buf2, slot);
-            break;
-        default:
-            break;
-        }
+        int rc = op_is_transfer(rk->ops[i].kind) ? land(V, r, i, slot) : 0;
         val_clear(slot);
         if (rc) return -1;
     }
@@ -332,8 +336,8 @@ int comm_report_deadlock(Verifier *V) {
     int t0 = turn_first_op(V, r), t1 = p->ranks[r].turn_start[s->turn + 1];
     for (int i = t0; i < t1; i++) {
         const Op *op = &p->ranks[r].ops[i];
-        if (!op_is_comm(op->kind) || s->matched[i - t0]) continue;
-        if (op->kind == OP_SEND || op->kind == OP_RECV) {
+        if (!op_is_transfer(op->kind) || s->matched[i - t0]) continue;
+        if (op_info(op->kind)->p2p) {
             const RankState *q = &V->rs[op->peer];
             if (q->done)
                 return verr(V, r, i, "never met: rank %d has finished its step (deadlock)", op->peer);

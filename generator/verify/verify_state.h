@@ -1,12 +1,16 @@
 /* Private to the verifier: the symbolic state of every rank while the plan is executed
- * abstractly (what each buffer holds, which activations a rank keeps), and the bookkeeping that
- * matches transfers and collectives across ranks. */
+ * abstractly (what each buffer holds, which activations a rank keeps), the bookkeeping that
+ * matches transfers and collectives across ranks, and the primitives on it (verify_state.c).
+ * The verifier's modules sit on this in one direction: verify.c (the driver, shapes, hazards,
+ * compute and local operations) calls verify_comm.c (transfers and collectives); both call
+ * verify_state.c. */
 #ifndef WP_VERIFY_STATE_H
 #define WP_VERIFY_STATE_H
 
 #include <stdint.h>
 #include <stddef.h>
 #include "ir/plan.h"
+#include "ir/op_table.h"
 
 /* What a buffer holds: nothing, weights of a chunk (before or after this step's update), or a
  * partial weight gradient of a chunk: the set of global micro-batches summed into it. */
@@ -71,7 +75,7 @@ typedef struct Verifier {
     char *err; size_t errlen;
 } Verifier;
 
-/* Values. */
+/* Values (verify_state.c, as are the functions below). */
 void val_clear(Val *v);
 void val_copy(Verifier *V, Val *dst, const Val *src);
 int val_union(Verifier *V, Val *dst, const Val *src, int *dup_mb);  /* 0, or -1 with the mb counted twice */
@@ -85,15 +89,6 @@ int verr(Verifier *V, int rank, int opi, const char *fmt, ...) __attribute__((fo
 void keep_add(Verifier *V, int rank, uint64_t key);
 int keep_take(Verifier *V, int rank, uint64_t key);
 
-/* verify_comm.c: posting a turn's transfers and collectives, matching them, applying results. */
-int comm_post(Verifier *V, int rank);
-int comm_apply(Verifier *V, int rank);
-int comm_report_deadlock(Verifier *V);
-
-static inline int op_is_comm(int kind) {
-    return kind == OP_SEND || kind == OP_RECV || kind == OP_BCAST || kind == OP_REDUCE ||
-           kind == OP_ALLREDUCE || kind == OP_ALLGATHER || kind == OP_REDUCE_SCATTER;
-}
 static inline int group_index(const PlanGroup *g, int rank) {
     for (int i = 0; i < g->n; i++) if (g->ranks[i] == rank) return i;
     return -1;

@@ -6,6 +6,7 @@
 #include "check.h"
 #include "plan_fixture.h"
 #include "plan_interp.h"
+#include "ir/op_table.h"
 
 enum { M_DROP, M_DUP, M_EARLIER, M_EARLIER2, M_LATER, M_LATER2, M_PEER, M_CHUNK, M_MB, M_BUF, M__COUNT };
 static const char *mut_names[M__COUNT] = { "drop", "duplicate", "one turn earlier", "two turns earlier",
@@ -22,13 +23,13 @@ static int mutate(const Plan *p, int r, const Op *op, int m, Op *out, int *dturn
     case M_LATER: *dturn = 1; return 1;
     case M_LATER2: *dturn = 2; return 1;
     case M_PEER:
-        if (op->kind == OP_SEND || op->kind == OP_RECV) {
+        if (op_info(op->kind)->p2p) {
             if (p->nranks < 3) return 0;
             out->peer = (op->peer + 1) % p->nranks;
             if (out->peer == r) out->peer = (out->peer + 1) % p->nranks;
             return 1;
         }
-        if (op->kind == OP_BCAST || op->kind == OP_REDUCE) {
+        if (op_info(op->kind)->root) {
             const PlanGroup *g = &p->groups[op->group];
             if (g->n < 2) return 0;
             int i = 0;

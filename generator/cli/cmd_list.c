@@ -1,0 +1,44 @@
+/* wpgen list: the model presets, the strategies in schedules/ with their one-line descriptions,
+ * and the topologies in topologies/. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include "common/modelcfg.h"
+#include "lua/bridge.h"
+#include "cli/cli.h"
+
+int cmd_list(void) {
+    int n;
+    const ModelPreset *m = model_presets(&n);
+    printf("Models (-m NAME, or a Hugging Face config.json):\n");
+    for (int i = 0; i < n; i++)
+        printf("  %-16s H=%-5d L=%-3d heads=%d/%d ffn=%d vocab=%d  %s\n", m[i].name, m[i].cfg.hidden, m[i].cfg.layers,
+               m[i].cfg.heads, m[i].cfg.kv_heads, m[i].cfg.ffn, m[i].cfg.vocab, m[i].about);
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/schedules", wpgen_home());
+    printf("Strategies (-s NAME, or a path to a .lua file), in %s:\n", "schedules/");
+    struct dirent **ents;
+    int k = scandir(dir, &ents, NULL, alphasort);
+    for (int i = 0; i < k; i++) {
+        size_t l = strlen(ents[i]->d_name);
+        if (l > 4 && !strcmp(ents[i]->d_name + l - 4, ".lua")) {
+            char path[4500], about[256];
+            snprintf(path, sizeof path, "%s/%s", dir, ents[i]->d_name);
+            strategy_about(path, about, sizeof about);
+            printf("  %-20.*s %s\n", (int)(l - 4), ents[i]->d_name, about);
+        }
+        free(ents[i]);
+    }
+    if (k >= 0) free(ents);
+    printf("  %-20s %s\n", "auto", "searches the others and their parameters with the simulator; the fastest plan that fits");
+    snprintf(dir, sizeof dir, "%s/topologies", wpgen_home());
+    printf("Topologies (-t FILE), in topologies/:\n");
+    k = scandir(dir, &ents, NULL, alphasort);
+    for (int i = 0; i < k; i++) {
+        if (strstr(ents[i]->d_name, ".json")) printf("  %s\n", ents[i]->d_name);
+        free(ents[i]);
+    }
+    if (k >= 0) free(ents);
+    return 0;
+}

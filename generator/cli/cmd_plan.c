@@ -1,0 +1,63 @@
+/* wpgen plan and emit: a verified plan (of a strategy, or the one `-s auto` picks) reported as
+ * text or JSON, or written out as a directory of per-rank C (emit/), with the simulator's
+ * prediction in every file's summary. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <jansson.h>
+#include "emit/emit.h"
+#include "cli/cli.h"
+
+int cmd_plan(const Args *a, int emit) {
+    char err[4096], name[256];
+    Topology topo;
+    WpConfig model;
+    int rc = load_inputs(a, &topo, &model, name, sizeof name);
+    if (rc) return rc;
+    Plan *p = NULL;
+    StrategyOpts o = opts_of(a);
+    Cand best;
+    int is_auto = !strcmp(a->strategy, "auto");
+    if (is_auto) rc = auto_search(a, &topo, &model, name, &best, 0);
+    if (rc == 0 && (rc = make_plan(is_auto ? best.strategy : a->strategy, &topo, &model, name, is_auto ? &best.o : &o, &p, err, sizeof err)))
+        fprintf(stderr, "wpgen: %s\n", err);
+    if (rc == 0 && is_auto)
+        fprintf(stderr, "wpgen: auto picked %s, %d replica%s, %s chunks%s: %s\n", best.strategy, best.o.replicas,
+                best.o.replicas > 1 ? "s" : "", best.o.chunks ? "twice the default" : "default", best.o.recompute ? ", recomputation" : "", best.why);
+    if (rc == 0) {
+        double intra, inter;
+        plan_traffic(p, &intra, &inter);
+        int fits = plan_fits(p);
+        if (emit) {
+            if (!a->out) rc = bad("emit: -o DIR is required%s%s", "", "");
+            else {
+                EmitInfo info = { .model_name = name, .topo_name = topo.name, .backend = a->backend,
+                                  .bytes_intra = intra, .bytes_inter = inter };
+                /* the prediction goes into every file's summary; a plan the simulator cannot run
+                 * is still emitted, without one */
+                SimOptions so = { 0 };
+                SimResult sr;
+                if (sim_run(p, &so, &sr, err, sizeof err) == 0) {
+                    info.step_time_s = sr.step_time;
+                    info.bubble_ratio = sr.bubble_ratio;
+                    sim_result_free(&sr);
+                }
+                if (emit_plan(p, &info, a->out, err, sizeof err)) rc = bad("emit: %s%s", err, "");
+                else if (!a->json) printf("wpgen: wrote %s (%d ranks, plan %016llx)\n", a->out, p->nranks, (unsigned long long)plan_hash(p));
+            }
+        } else if (a->json) {
+            json_t *j = plan_json(p, intra, inter, fits);
+            char *s = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+            printf("%s\n", s);
+            free(s);
+            json_decref(j);
+        } else print_summary(p, name, intra, inter, fits);
+        if (rc == 0 && !fits && !emit) {
+            fprintf(stderr, "wpgen: the plan does not fit: rank %d needs %zu bytes\n", p->peak_rank, p->peak_mem);
+            rc = EXIT_REJECTED;
+        }
+    }
+    plan_free(p);
+    topology_free(&topo);
+    return rc;
+}

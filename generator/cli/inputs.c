@@ -1,0 +1,47 @@
+/* What every command that plans does first: the flags made into a strategy's options, the
+ * topology and the model loaded and checked, and a strategy run into a verified plan; bad input
+ * reported as one line. */
+#include <stdio.h>
+#include <string.h>
+#include "input/topology.h"
+#include "common/modelcfg.h"
+#include "cli/cli.h"
+
+int bad(const char *fmt, const char *a, const char *b) {
+    fprintf(stderr, "wpgen: ");
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, "\n");
+    return EXIT_BAD_INPUT;
+}
+
+/* The strategy's options, as the flags give them. */
+StrategyOpts opts_of(const Args *a) {
+    StrategyOpts o = { .micro_batches = a->micro_batches, .replicas = a->replicas, .chunks = a->chunks,
+                       .recompute = a->recompute, .rounds = a->rounds, .grouping = a->grouping ? a->grouping : "auto" };
+    return o;
+}
+
+/* Runs a strategy and verifies its plan. 0; EXIT_BAD_INPUT (a strategy's error) or EXIT_REJECTED
+ * (the verifier's) with the message in err. */
+int make_plan(const char *strategy, const Topology *topo, const WpConfig *model, const char *name,
+              const StrategyOpts *o, Plan **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (strategy_run(strategy, topo, model, name, o, out, err, errlen)) { plan_free(*out); *out = NULL; return EXIT_BAD_INPUT; }
+    char e2[4096];
+    if (plan_verify(*out, e2, sizeof e2)) {
+        snprintf(err, errlen, "plan rejected: %.4000s", e2);
+        plan_free(*out); *out = NULL;
+        return EXIT_REJECTED;
+    }
+    return 0;
+}
+
+int load_inputs(const Args *a, Topology *topo, WpConfig *model, char *name, size_t namelen) {
+    char err[4096];
+    if (topology_load(a->topo, topo, err, sizeof err)) return bad("%s%s", err, "");
+    if (model_load(a->model, model, name, namelen, err, sizeof err)) { topology_free(topo); return bad("%s%s", err, ""); }
+    if (a->seq) model->seq = a->seq;
+    if (a->mbs) model->mbs = a->mbs;
+    if (model_check(model, err, sizeof err)) { topology_free(topo); return bad("%s%s", err, ""); }
+    return 0;
+}

@@ -1,0 +1,70 @@
+/* A verified plan reported: the text summary of `wpgen plan`, the JSON object of `--json`,
+ * whether it fits the devices' memory, and sizes in bytes for people (B, KiB, MiB, ...). */
+#include <stdio.h>
+#include <jansson.h>
+#include "cli/cli.h"
+
+void human_bytes(double b, char *out, size_t len) {
+    const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+    int i = 0;
+    while (b >= 1024 && i < 4) b /= 1024, i++;
+    snprintf(out, len, i ? "%.2f %s" : "%.0f %s", b, u[i]);
+}
+
+void print_summary(const Plan *p, const char *model_name, double intra, double inter, int fits) {
+    const Topology *t = p->topo;
+    char a[32], b[32], c[32], d[32];
+    int nops = 0;
+    for (int r = 0; r < p->nranks; r++) nops += p->ranks[r].nops;
+    printf("strategy    %s\n", p->strategy);
+    printf("cluster     %s: %d ranks on %d nodes, %d replica%s of %d\n", t->name, p->nranks, t->nnodes, p->replicas,
+           p->replicas > 1 ? "s" : "", p->nranks / p->replicas);
+    printf("model       %s: H=%d, %d layers, %d heads (%d kv), seq %d, %d sequence%s per micro-batch\n", model_name,
+           p->model.hidden, p->model.layers, p->model.heads, p->model.kv_heads, p->model.seq, p->model.mbs,
+           p->model.mbs > 1 ? "s" : "");
+    printf("batch       %d micro-batches per step (%d per rank), %ld tokens\n", p->total_mbs, p->micro_batches,
+           (long)p->total_mbs * p->model.mbs * p->model.seq);
+    printf("chunks      %d:", p->nchunks);
+    for (int c = 0; c < p->nchunks; c++) {
+        printf(" [%d layer%s, owner%s", p->chunks[c].nlayers, p->chunks[c].nlayers > 1 ? "s" : "", p->chunks[c].nowners > 1 ? "s" : "");
+        for (int i = 0; i < p->chunks[c].nowners && i < 4; i++) printf(" %d", p->chunks[c].owners[i]);
+        if (p->chunks[c].nowners > 4) printf(" ...");
+        printf("]");
+        if (c >= 7 && c < p->nchunks - 1) { printf(" ..."); break; }
+    }
+    printf("\n");
+    human_bytes(intra, a, sizeof a);
+    human_bytes(inter, b, sizeof b);
+    human_bytes((double)p->peak_mem, c, sizeof c);
+    human_bytes(t->types[t->nodes[p->ranks[p->peak_rank].node].type].mem_bytes, d, sizeof d);
+    printf("turns       %d, %d operations\n", p->nturns, nops);
+    printf("traffic     %s inside nodes, %s between nodes per step\n", a, b);
+    printf("memory      peak %s on rank %d of %s: %s\n", c, p->peak_rank, d, fits ? "fits" : "DOES NOT FIT");
+    if (p->notes) printf("notes       %s", p->notes);
+}
+
+json_t *plan_json(const Plan *p, double intra, double inter, int fits) {
+    json_t *o = json_object();
+    json_object_set_new(o, "strategy", json_string(p->strategy));
+    json_object_set_new(o, "ranks", json_integer(p->nranks));
+    json_object_set_new(o, "nodes", json_integer(p->topo->nnodes));
+    json_object_set_new(o, "replicas", json_integer(p->replicas));
+    json_object_set_new(o, "chunks", json_integer(p->nchunks));
+    json_object_set_new(o, "micro_batches_per_rank", json_integer(p->micro_batches));
+    json_object_set_new(o, "micro_batches", json_integer(p->total_mbs));
+    json_object_set_new(o, "turns", json_integer(p->nturns));
+    json_object_set_new(o, "bytes_intra_node", json_real(intra));
+    json_object_set_new(o, "bytes_inter_node", json_real(inter));
+    json_object_set_new(o, "peak_mem_bytes", json_integer((json_int_t)p->peak_mem));
+    json_object_set_new(o, "peak_mem_rank", json_integer(p->peak_rank));
+    json_object_set_new(o, "fits", json_boolean(fits));
+    return o;
+}
+
+int plan_fits(const Plan *p) {
+    for (int r = 0; r < p->nranks; r++) {
+        const Topology *t = p->topo;
+        if ((double)p->ranks[r].peak_mem > t->types[t->nodes[p->ranks[r].node].type].mem_bytes) return 0;
+    }
+    return 1;
+}

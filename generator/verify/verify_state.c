@@ -1,0 +1,133 @@
+/* The verifier's symbolic state (verify_state.h): key sets, values, what a rank keeps between
+ * operations, and the error message. verify.c and verify_comm.c both build on these; nothing
+ * here calls back into either. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdarg.h>
+#include "verify/verify_state.h"
+#include "ir/xalloc.h"
+
+/* ---- key sets ---- */
+
+static size_t key_hash(uint64_t k, size_t cap) {
+    k ^= k >> 33; k *= 0xff51afd7ed558ccdULL; k ^= k >> 33;
+    return (size_t)k & (cap - 1);
+}
+
+int keyset_has(const KeySet *s, uint64_t k) {
+    if (!s->cap) return 0;
+    for (size_t i = key_hash(k, s->cap);; i = (i + 1) & (s->cap - 1)) {
+        if (s->slots[i] == k) return 1;
+        if (s->slots[i] == 0) return 0;
+    }
+}
+
+void keyset_add(KeySet *s, uint64_t k) {
+    if (2 * (s->n + 1) > s->cap) {
+        KeySet t = { xcalloc(s->cap ? 2 * s->cap : 64, sizeof(uint64_t)), s->cap ? 2 * s->cap : 64, 0 };
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->slots[i]) keyset_add(&t, s->slots[i]);
+        free(s->slots);
+        *s = t;
+    }
+    size_t i = key_hash(k, s->cap);
+    while (s->slots[i] && s->slots[i] != k) i = (i + 1) & (s->cap - 1);
+    if (!s->slots[i]) { s->slots[i] = k; s->n++; }
+}
+
+int keyset_del(KeySet *s, uint64_t k) {
+    if (!s->cap) return 0;
+    size_t i = key_hash(k, s->cap);
+    while (s->slots[i] != k) {
+        if (!s->slots[i]) return 0;
+        i = (i + 1) & (s->cap - 1);
+    }
+    /* Backward-shift deletion keeps probe chains intact without tombstones. */
+    for (size_t j = (i + 1) & (s->cap - 1); s->slots[j]; j = (j + 1) & (s->cap - 1)) {
+        size_t h = key_hash(s->slots[j], s->cap);
+        if (((j - h) & (s->cap - 1)) >= ((j - i) & (s->cap - 1))) { s->slots[i] = s->slots[j]; i = j; }
+    }
+    s->slots[i] = 0;
+    s->n--;
+    return 1;
+}
+
+/* ---- values ---- */
+
+void val_clear(Val *v) {
+    free(v->set);
+    memset(v, 0, sizeof *v);
+}
+
+void val_copy(Verifier *V, Val *dst, const Val *src) {
+    if (dst == src) return;
+    free(dst->set);
+    *dst = *src;
+    dst->set = NULL;
+    if (src->set) {
+        dst->set = xmalloc((size_t)V->words * sizeof(uint64_t));
+        memcpy(dst->set, src->set, (size_t)V->words * sizeof(uint64_t));
+    }
+}
+
+int val_union(Verifier *V, Val *dst, const Val *src, int *dup_mb) {
+    if (dst->kind == V_EMPTY) { val_copy(V, dst, src); return 0; }
+    for (int w = 0; w < V->words; w++) {
+        uint64_t both = dst->set[w] & src->set[w];
+        if (both) { *dup_mb = w * 64 + __builtin_ctzll(both); return -1; }
+    }
+    for (int w = 0; w < V->words; w++) dst->set[w] |= src->set[w];
+    dst->count += src->count;
+    return 0;
+}
+
+size_t val_bytes(const Verifier *V, const Val *v) {
+    return plan_shard_bytes(V->p, v->chunk, v->nshards);
+}
+
+const char *val_describe(const Verifier *V, const Val *v, char *buf, size_t len) {
+    char shard[32] = "";
+    if (v->kind != V_EMPTY && v->nshards > 1) snprintf(shard, sizeof shard, " (shard %d of %d)", v->shard, v->nshards);
+    if (v->kind == V_EMPTY) snprintf(buf, len, "nothing");
+    else if (v->kind == V_W) snprintf(buf, len, "%sweights of chunk %d%s", v->version ? "updated " : "", v->chunk, shard);
+    else snprintf(buf, len, "the gradient of chunk %d over %d of %d micro-batches%s", v->chunk, v->count, V->M, shard);
+    return buf;
+}
+
+int verr(Verifier *V, int rank, int opi, const char *fmt, ...) {
+    char what[160] = "";
+    int turn = V->rs[rank].turn;
+    if (opi >= 0) op_format(V->p, rank, &V->p->ranks[rank].ops[opi], what, sizeof what);
+    int n = opi >= 0 ? snprintf(V->err, V->errlen, "rank %d, turn %d, %s: ", rank, turn, what)
+                     : snprintf(V->err, V->errlen, "rank %d: ", rank);
+    if (n < 0 || (size_t)n >= V->errlen) return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(V->err + n, V->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* ---- what a rank keeps between operations ---- */
+
+static size_t keep_bytes(Verifier *V, uint64_t key) {
+    int kind = (int)(key >> 60), chunk = (int)((key >> 32) & 0xfffffff);
+    if (kind == K_ACT || kind == K_GRAD) return plan_act_bytes(V->p);
+    const PlanChunk *c = &V->p->chunks[chunk];
+    WpChunk k = wp_chunk_make(&V->p->model, chunk, c->layer0, c->nlayers, chunk == 0, chunk == V->p->nchunks - 1);
+    return wp_stash_floats(&V->p->model, &k, V->p->recompute) * sizeof(float);
+}
+
+void keep_add(Verifier *V, int r, uint64_t key) {
+    RankState *s = &V->rs[r];
+    keyset_add(&s->keep, key);
+    s->act_bytes += keep_bytes(V, key);
+    if (s->act_bytes > s->act_peak) s->act_peak = s->act_bytes;
+}
+
+int keep_take(Verifier *V, int r, uint64_t key) {
+    if (!keyset_del(&V->rs[r].keep, key)) return 0;
+    V->rs[r].act_bytes -= keep_bytes(V, key);
+    return 1;
+}
