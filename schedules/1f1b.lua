@@ -1,3 +1,4 @@
+-- about: Megatron 1F1B activation-passing pipeline (interleaved with --chunks v*P)
 -- 1f1b: Megatron-LM's one-forward-one-backward activation-passing pipeline (Narayanan et al.,
 -- SC'21), the baseline weight passing is measured against.
 --
@@ -53,25 +54,24 @@ local function order_interleaved(s, P, v, M)
 end
 
 return {
-  about = "Megatron 1F1B activation-passing pipeline (interleaved with --chunks v*P)",
   build = function(plan, ctx)
     local P, R = wp.pipeline(ctx)
     local N = ctx.opts.micro_batches
     local L = ctx.model.layers
     if P > L then
-      error(string.format("1f1b: %d pipeline stages need at least %d layers, the model has %d " ..
-        "(use --replicas to make the pipeline shorter)", P, P, L), 0)
+      wp.bad_option(nil, string.format("1f1b: %d pipeline stages need at least %d layers, the model has %d " ..
+        "(use --replicas to make the pipeline shorter)", P, P, L))
     end
     local C = ctx.opts.chunks ~= 0 and ctx.opts.chunks or P
     if C > L then
-      error(string.format("1f1b: --chunks %d: the model has only %d layers", C, L), 0)
+      wp.bad_option(string.format("--chunks %d", C), string.format("1f1b cuts the model's %d layers into at most %d chunks", L, L))
     end
     if C % P ~= 0 then
-      error(string.format("1f1b: --chunks %d: expected a multiple of the %d pipeline stages " ..
-        "(%d for plain 1F1B, v*%d for interleaved 1F1B with v chunks per stage)", C, P, P, P), 0)
+      wp.bad_option(string.format("--chunks %d", C), string.format("1f1b expects a multiple of the %d pipeline stages " ..
+        "(%d for plain 1F1B, v*%d for interleaved 1F1B with v chunks per stage)", P, P, P))
     end
     if C > 1 and ctx.model.tied ~= 0 then
-      error("1f1b: a model with tied embeddings runs as one chunk, so only on one stage (use --replicas to make the pipeline 1 rank)", 0)
+      wp.bad_option(nil, "1f1b: a model with tied embeddings runs as one chunk, so only on one stage (use --replicas to make the pipeline 1 rank)")
     end
     local v = C // P
     local M = P * N

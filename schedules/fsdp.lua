@@ -1,3 +1,4 @@
+-- about: fully sharded data parallel (ZeRO-3): all-gather weights per chunk, reduce-scatter gradients
 -- fsdp: fully sharded data parallelism (ZeRO-3; PyTorch FSDP with one unit per chunk).
 --
 -- Every rank trains its own N micro-batches (rank gr: global micro-batches gr*N .. gr*N + N-1)
@@ -23,17 +24,13 @@
 local wp = require("wp")
 
 return {
-  about = "fully sharded data parallel (ZeRO-3): all-gather weights per chunk, reduce-scatter gradients",
   build = function(plan, ctx)
     local P, R = wp.pipeline(ctx)
     local N = ctx.opts.micro_batches
     local L = ctx.model.layers
     local C = wp.chunk_count(ctx, ctx.model.tied ~= 0 and 1 or L)
-    if C > L then
-      error(string.format("fsdp: --chunks %d: the model has %d layers (expected 1..%d)", C, L, L), 0)
-    end
     if C > 1 and ctx.model.tied ~= 0 then
-      error(string.format("fsdp: --chunks %d: a model with tied embeddings runs as one chunk", C), 0)
+      wp.bad_option(string.format("--chunks %d", C), "fsdp runs a model with tied embeddings as one chunk")
     end
     plan:chunks(wp.split_layers(L, C))
 

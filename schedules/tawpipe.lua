@@ -1,3 +1,4 @@
+-- about: topology-aware groups, fixed owners, intra-node collectives, inter-node staging (TawPipe)
 -- tawpipe (TawPipe, AAAI 2026): ranks grouped by node (or PCIe island), each chunk with one fixed
 -- owner; inside a group weights move by BCAST and gradients by REDUCE over the fast links, and
 -- between groups one copy of each chunk travels point to point per pass, prefetched while the
@@ -6,6 +7,5 @@
 local tawpipe = require("tawpipe")
 
 return {
-  about = "topology-aware groups, fixed owners, intra-node collectives, inter-node staging (TawPipe)",
   build = function(plan, ctx) tawpipe.build(plan, ctx) end,
 }

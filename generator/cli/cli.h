@@ -19,6 +19,7 @@ typedef struct Args {
     int seq, mbs, micro_batches, replicas, chunks, recompute, json;
     int rounds;             /* tawpipe: micro-batch rounds, 0 = the solver's */
     const char *grouping;   /* tawpipe: auto, node, island or published */
+    int lua_max_mib, lua_max_minstr;   /* the strategy sandbox's limits; 0: its defaults */
     int set_micro_batches, set_replicas, set_chunks;   /* given on the command line (auto keeps them) */
 } Args;
 

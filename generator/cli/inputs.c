@@ -17,7 +17,8 @@ int bad(const char *fmt, const char *a, const char *b) {
 /* The strategy's options, as the flags give them. */
 StrategyOpts opts_of(const Args *a) {
     StrategyOpts o = { .micro_batches = a->micro_batches, .replicas = a->replicas, .chunks = a->chunks,
-                       .recompute = a->recompute, .rounds = a->rounds, .grouping = a->grouping ? a->grouping : "auto" };
+                       .recompute = a->recompute, .rounds = a->rounds, .grouping = a->grouping ? a->grouping : "auto",
+                       .lua_max_mib = a->lua_max_mib, .lua_max_minstr = a->lua_max_minstr };
     return o;
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "emit/emit.h"
 #include "cli/cli.h"
+#include "lua/sandbox.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -13,13 +14,15 @@ static void usage(FILE *f) {
         "       wpgen plan -t TOPO.json -m MODEL [-s STRATEGY] [--seq S] [--micro-batch-size G]\n"
         "                  [--micro-batches N] [--replicas R] [--chunks C] [--recompute] [--json]\n"
         "                  [--rounds K] [--grouping auto|node|island|published]   (tawpipe)\n"
+        "                  [--lua-max-mib N] [--lua-max-instructions M]   (the strategy's limits: MiB of\n"
+        "                  Lua memory, default %d; millions of Lua instructions, default %d)\n"
         "       wpgen emit -t TOPO.json -m MODEL [-s STRATEGY] [...] -o DIR [--backend cpu|cuda]\n"
         "       wpgen sim -t TOPO.json -m MODEL [-s STRATEGY|auto] [...] [--trace FILE.json] [--svg FILE.svg] [--json]\n"
         "       wpgen compare -t TOPO.json -m MODEL [--strategies a,b,...] [...] [--json]\n"
         "MODEL is a preset (wpgen list) or a Hugging Face config.json. --micro-batches is per rank.\n"
         "-s auto (plan, emit, sim) tries every strategy with its parameters in the simulator and takes the\n"
         "fastest plan that fits.\n"
-        "Exit status: 0 done, 1 plan rejected or does not fit, 2 bad input.\n");
+        "Exit status: 0 done, 1 plan rejected or does not fit, 2 bad input.\n", SANDBOX_DEFAULT_MIB, SANDBOX_DEFAULT_MINSTR);
 }
 
 static int parse_int(const char *flag, const char *v, int min, int *out) {
@@ -58,6 +61,8 @@ static int parse_args(int argc, char **argv, Args *a) {
         else if (!strcmp(f, "--strategies") && !strcmp(a->cmd, "compare")) a->strategies = v;
         else if (!strcmp(f, "--recompute")) { a->recompute = 1; takes = 0; }
         else if (!strcmp(f, "--rounds")) { if (parse_int(f, v, 1, &a->rounds)) return -1; }
+        else if (!strcmp(f, "--lua-max-mib")) { if (parse_int(f, v, 1, &a->lua_max_mib)) return -1; }
+        else if (!strcmp(f, "--lua-max-instructions")) { if (parse_int(f, v, 1, &a->lua_max_minstr)) return -1; }
         else if (!strcmp(f, "--grouping")) {
             if (!v || (strcmp(v, "auto") && strcmp(v, "node") && strcmp(v, "island") && strcmp(v, "published"))) {
                 fprintf(stderr, "wpgen: --grouping: expected auto, node, island or published, got \"%s\"\n", v ? v : "");

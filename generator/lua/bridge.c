@@ -1,6 +1,8 @@
-/* The Lua bridge: runs a strategy script with the topology, the model and the options as
- * tables, and gives it the plan builder (a userdata whose methods call plan_add_*). A Lua error
- * comes back as "script:line: message" with a traceback. */
+/* The Lua bridge: runs a strategy script, in the sandbox (sandbox.c), with the topology, the
+ * model and the options as tables, and gives it the plan builder (a userdata whose methods call
+ * plan_add_*). A Lua error comes back as "script:line: message" with a traceback, an option the
+ * strategy refuses as one line "--flag value: message". Also the trusted Lua state of wpgen's own
+ * scripts (the emitter) and the home directory they are found in. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,7 @@
 #include <lualib.h>
 #include "lua/bridge.h"
 #include "ir/xalloc.h"
+#include "lua/sandbox.h"
 #include "place/placement.h"
 
 #define PLAN_MT "wpgen.plan"
@@ -352,6 +355,8 @@ int strategy_resolve(const char *name, char *path, size_t len) {
     return access(path, R_OK) == 0 ? 0 : -1;
 }
 
+/* The trusted state: wpgen's own scripts (the emitter and Penlight's templates) get the standard
+ * libraries; strategies never run here (sandbox_new). */
 lua_State *wpgen_lua_new(void) {
     lua_State *L = luaL_newstate();
     if (!L) return NULL;
@@ -385,15 +390,71 @@ int lua_pcall_traceback(lua_State *L, int nargs, int nres, char *err, size_t err
     return 0;
 }
 
+/* The description is the text of a "-- about:" line in the comment the file starts with: read,
+ * never run, so listing the strategies of a directory runs none of them. */
 void strategy_about(const char *path, char *out, size_t len) {
     out[0] = 0;
-    lua_State *L = wpgen_lua_new();
-    if (!L) return;
-    if (luaL_loadfile(L, path) == LUA_OK && lua_pcall(L, 0, 1, 0) == LUA_OK && lua_istable(L, -1)) {
-        lua_getfield(L, -1, "about");
-        if (lua_isstring(L, -1)) snprintf(out, len, "%s", lua_tostring(L, -1));
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[1024];
+    for (int i = 0; i < 100 && fgets(line, sizeof line, f); i++) {
+        if (strncmp(line, "--", 2)) break;   /* the first comment ends here */
+        const char *s = line + 2;
+        while (*s == ' ' || *s == '\t') s++;
+        if (strncmp(s, "about:", 6)) continue;
+        s += 6;
+        while (*s == ' ' || *s == '\t') s++;
+        size_t n = 0;
+        for (; s[n] && n + 1 < len; n++) out[n] = (unsigned char)s[n] < ' ' ? ' ' : s[n];
+        while (n > 0 && out[n - 1] == ' ') n--;
+        out[n] = 0;
+        break;
     }
-    lua_close(L);
+    fclose(f);
+}
+
+/* An error that wpgen prints as one line, without a traceback (sandbox.c's refusal). */
+static int one_line_error(lua_State *L, const char *msg) {
+    lua_createtable(L, 0, 1);
+    lua_pushstring(L, msg);
+    lua_setfield(L, -2, "msg");
+    return lua_error(L);
+}
+
+typedef struct Run {
+    const char *path, *model_name;
+    const Topology *t;
+    const WpConfig *m;
+    const StrategyOpts *o;
+    Plan *p;
+} Run;
+
+/* Loads the script, calls it for its table and calls the table's build with the plan and the
+ * context; all in protected mode, so that nothing of the script runs outside the sandbox's
+ * pcall. A file that does not load is an error of one line (the message names file and line). */
+static int run_strategy(lua_State *L) {
+    const Run *run = lua_touserdata(L, 1);
+    const char *name = sandbox_script_name(run->path);
+    if (sandbox_load(L, run->path) != LUA_OK) return one_line_error(L, lua_tostring(L, -1));
+    lua_call(L, 0, 1);
+    if (!lua_istable(L, -1))
+        return one_line_error(L, lua_pushfstring(L, "%s: expected the script to return a table with a build function", name));
+    lua_getfield(L, -1, "build");
+    if (!lua_isfunction(L, -1))
+        return one_line_error(L, lua_pushfstring(L, "%s: the returned table has no build function", name));
+    Plan **pp = lua_newuserdatauv(L, sizeof *pp, 0);
+    *pp = run->p;
+    if (luaL_newmetatable(L, PLAN_MT)) {
+        luaL_newlib(L, plan_methods);
+        lua_setfield(L, -2, "__index");
+    }
+    lua_setmetatable(L, -2);
+    lua_createtable(L, 0, 3);
+    push_topology(L, run->t); lua_setfield(L, -2, "topo");
+    push_model(L, run->m, run->model_name); lua_setfield(L, -2, "model");
+    push_opts(L, run->o, run->p); lua_setfield(L, -2, "opts");
+    lua_call(L, 2, 0);
+    return 0;
 }
 
 int strategy_run(const char *name, const Topology *t, const WpConfig *m, const char *model_name,
@@ -406,8 +467,6 @@ int strategy_run(const char *name, const Topology *t, const WpConfig *m, const c
         return snprintf(err, errlen, "--replicas %d: expected a divisor of the %d devices", o->replicas, t->ndevices), STRATEGY_BAD_INPUT;
     if (o->micro_batches < 1)
         return snprintf(err, errlen, "--micro-batches %d: expected at least 1", o->micro_batches), STRATEGY_BAD_INPUT;
-    lua_State *L = wpgen_lua_new();
-    if (!L) return snprintf(err, errlen, "cannot create a Lua state"), STRATEGY_BAD_INPUT;
     const char *base = strrchr(path, '/');
     char sname[256];
     size_t sl = strlen(base ? base + 1 : path);
@@ -415,6 +474,9 @@ int strategy_run(const char *name, const Topology *t, const WpConfig *m, const c
     memcpy(sname, base ? base + 1 : path, sl);
     sname[sl] = 0;
     if (strlen(sname) > 4 && !strcmp(sname + strlen(sname) - 4, ".lua")) sname[strlen(sname) - 4] = 0;
+    Sandbox sb;
+    lua_State *L = sandbox_new(&sb, o->lua_max_mib, o->lua_max_minstr);
+    if (!L) return snprintf(err, errlen, "strategy %s: cannot create its Lua state", sname), STRATEGY_BAD_INPUT;
     Plan *p = plan_new(t, m, sname, t->ndevices);
     p->replicas = o->replicas;
     p->micro_batches = o->micro_batches;
@@ -426,35 +488,10 @@ int strategy_run(const char *name, const Topology *t, const WpConfig *m, const c
         p->ranks[r].stage = r % per;
     }
 
-    int rc = 0;
-    if (luaL_loadfile(L, path) != LUA_OK) {
-        snprintf(err, errlen, "%s", lua_tostring(L, -1));
-        rc = STRATEGY_BAD_INPUT;
-    } else if (lua_pcall_traceback(L, 0, 1, err, errlen)) {
-        rc = STRATEGY_BAD_INPUT;
-    } else if (!lua_istable(L, -1)) {
-        snprintf(err, errlen, "%s: expected the script to return a table with a build function", path);
-        rc = STRATEGY_BAD_INPUT;
-    } else {
-        lua_getfield(L, -1, "build");
-        if (!lua_isfunction(L, -1)) {
-            snprintf(err, errlen, "%s: the returned table has no build function", path);
-            rc = STRATEGY_BAD_INPUT;
-        } else {
-            Plan **pp = lua_newuserdatauv(L, sizeof *pp, 0);
-            *pp = p;
-            if (luaL_newmetatable(L, PLAN_MT)) {
-                luaL_newlib(L, plan_methods);
-                lua_setfield(L, -2, "__index");
-            }
-            lua_setmetatable(L, -2);
-            lua_createtable(L, 0, 3);
-            push_topology(L, t); lua_setfield(L, -2, "topo");
-            push_model(L, m, model_name); lua_setfield(L, -2, "model");
-            push_opts(L, o, p); lua_setfield(L, -2, "opts");
-            if (lua_pcall_traceback(L, 2, 0, err, errlen)) rc = STRATEGY_BAD_INPUT;
-        }
-    }
+    Run run = { .path = path, .model_name = model_name, .t = t, .m = m, .o = o, .p = p };
+    lua_pushcfunction(L, run_strategy);
+    lua_pushlightuserdata(L, &run);
+    int rc = sandbox_pcall(L, &sb, 1, 0, sname, err, errlen) ? STRATEGY_BAD_INPUT : 0;
     lua_close(L);
     if (rc == 0 && plan_finish(p, err, errlen)) rc = STRATEGY_BAD_INPUT;
     if (rc) { plan_free(p); return rc; }

@@ -1,5 +1,5 @@
-/* Running a Lua strategy script to build a plan, and the Lua state wpgen's scripts share
- * (strategies and the emitter's templates). */
+/* Running a Lua strategy script to build a plan (in the sandbox of sandbox.h), and the trusted
+ * Lua state of wpgen's own scripts (the emitter's templates). */
 #ifndef WP_STRATEGY_H
 #define WP_STRATEGY_H
 
@@ -15,24 +15,29 @@ typedef struct StrategyOpts {
     int recompute;
     int rounds;             /* tawpipe: micro-batch rounds; 0: its own choice */
     const char *grouping;   /* tawpipe: "auto", "node", "island" or "published" */
+    int lua_max_mib;        /* the sandbox's limits: MiB of Lua memory, millions of instructions; */
+    int lua_max_minstr;     /* 0: the defaults (sandbox.h) */
 } StrategyOpts;
 
 enum { STRATEGY_BAD_INPUT = 2 };
 
-/* Builds and finishes (not verifies) the plan. 0, or STRATEGY_BAD_INPUT with err set
- * (a Lua error comes as "script:line: message" and a traceback). */
+/* Builds and finishes (not verifies) the plan. 0, or STRATEGY_BAD_INPUT with err set: a Lua
+ * error as "script:line: message" and a traceback (script relative to the wpgen home when it is
+ * there); an option the strategy refuses (wp.bad_option), a file that does not load, or a limit
+ * of the sandbox hit, as one line. */
 int strategy_run(const char *name, const Topology *t, const WpConfig *m, const char *model_name,
                  const StrategyOpts *o, Plan **out, char *err, size_t errlen);
 /* schedules/NAME.lua, or NAME itself when it is a path. 0 if readable. */
 int strategy_resolve(const char *name, char *path, size_t len);
 
-/* The strategy's one-line description (its table's `about`), into out; "" if it has none or
- * does not load. */
+/* The strategy's one-line description, the text of a "-- about: ..." line in the comment the
+ * file starts with, into out; "" if it has none. The file is read, not run. */
 void strategy_about(const char *path, char *out, size_t len);
 
 /* The repository root (WPGEN_HOME, or the executable's ../), where schedules/ and templates/ are. */
 const char *wpgen_home(void);
-/* A Lua state with the standard libraries and package.path set to schedules/lib, templates/, then the system's. */
+/* The trusted Lua state (wpgen's own scripts, never a strategy): the standard libraries and
+ * package.path set to schedules/lib, generator/emit, then the system's. */
 lua_State *wpgen_lua_new(void);
 /* t[k] = v on the table at the top of the stack (a NULL string is stored as ""). */
 void lua_set_int(lua_State *L, const char *k, long long v);

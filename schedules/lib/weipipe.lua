@@ -15,6 +15,13 @@
 --
 -- naive: one round holding all of a rank's micro-batches (forward all, then backward all).
 -- interleave: one micro-batch per round, so a turn runs one backward and one forward.
+--
+-- M.build runs in phases, each a local function below that decides one thing and records it in
+-- the build state `b`: ring (each chunk's owner and its distance to rank 0), streams (where each
+-- chunk's forward and backward weights are at every turn), chains (where each chunk's gradient
+-- collects, turn by turn, until its owner has it), then ops (buffers named, every operation into
+-- the plan, once per replica, and the update) and explain (the note). The rounds and their
+-- micro-batches come from the strategy (cfg.rounds, cfg.round_mbs).
 local wp = require("wp")
 local M = {}
 
@@ -53,96 +60,109 @@ local function segments(depart, pos)
   return segs
 end
 
-function M.build(plan, ctx, cfg)
-  local P, R = wp.pipeline(ctx)
-  local N = ctx.opts.micro_batches
-  local C = wp.chunk_count(ctx, P)
-  plan:chunks(wp.split_layers(ctx.model.layers, C))
-  local rounds = cfg.rounds(N)
-  local continuous = C >= P
-  local wpool, dpool = wp.pool(plan, "w", "W"), wp.pool(plan, "d", "D")
+-- ring: chunk k's owner, (P - k) mod P, which its streams leave k mod P hops before rank 0 (so
+-- that the streams of consecutive chunks reach rank 0 on consecutive turns); and whether the
+-- streams circulate without end (C >= P) or start afresh from the owner each round.
+local function ring(b)
+  local P = b.P
+  function b.owner(k) return (P - k % P) % P end
+  function b.hops(k) return k % P end
+  b.continuous = b.C >= P
+end
 
-  local function owner(k) return (P - k % P) % P end
-  local function hops(k) return k % P end
+local function starts_of(first, j0, j1)
+  local s = {}
+  for j = j0, j1 do s[#s + 1] = first(j) end
+  return s
+end
 
-  -- Weight streams, planned on replica 0's local ranks; `at[t]` is the segment holding the
-  -- chunk at turn t (nil: the owner's master).
-  local streams = {}
+-- streams: the forward and backward weight streams of every chunk, planned on replica 0's local
+-- ranks: their segments (a rank holding the chunk for a run of turns, in a pool buffer but at the
+-- owner), and `at[t]`, the segment holding it at turn t (b.streams; b.fwd[k], b.bwd[k]: the
+-- streams covering all rounds of chunk k, one, or one per round when not continuous).
+local function streams(b)
+  local P, C, rounds = b.P, b.C, b.rounds
+  b.streams, b.fwd, b.bwd = {}, {}, {}
   local function add_stream(k, starts)
-    local depart, pos = positions(P, owner(k), hops(k), starts, true)
+    local depart, pos = positions(P, b.owner(k), b.hops(k), starts, true)
     local st = { chunk = k, depart = depart, segs = segments(depart, pos), at = {} }
     for i, seg in ipairs(st.segs) do
-      if i > 1 then seg.buf = wpool:request(seg.rank, seg.first - 1, seg.last) end
+      if i > 1 then seg.buf = b.wpool:request(seg.rank, seg.first - 1, seg.last) end
       for t = seg.first, seg.last do st.at[t] = seg end
     end
-    streams[#streams + 1] = st
+    b.streams[#b.streams + 1] = st
     return st
   end
-  local function starts_of(first, j0, j1)
-    local s = {}
-    for j = j0, j1 do s[#s + 1] = first(j) end
-    return s
-  end
-  -- fwd[k] / bwd[c]: lists of streams covering all rounds.
-  local fwd, bwd = {}, {}
   for k = 0, C - 1 do
     local f = function(j) return j * C + k end
-    local b = function(j) return (j + 1) * C + (C - 1 - k) end
-    fwd[k], bwd[k] = {}, {}
-    if continuous then
-      fwd[k][1] = add_stream(k, starts_of(f, 0, rounds - 1))
-      bwd[k][1] = add_stream(k, starts_of(b, 0, rounds - 1))
+    local bw = function(j) return (j + 1) * C + (C - 1 - k) end
+    b.fwd[k], b.bwd[k] = {}, {}
+    if b.continuous then
+      b.fwd[k][1] = add_stream(k, starts_of(f, 0, rounds - 1))
+      b.bwd[k][1] = add_stream(k, starts_of(bw, 0, rounds - 1))
     else
       for j = 0, rounds - 1 do
-        fwd[k][#fwd[k] + 1] = add_stream(k, { f(j) })
-        bwd[k][#bwd[k] + 1] = add_stream(k, { b(j) })
+        b.fwd[k][#b.fwd[k] + 1] = add_stream(k, { f(j) })
+        b.bwd[k][#b.bwd[k] + 1] = add_stream(k, { bw(j) })
       end
     end
   end
-  -- The buffer holding chunk k's weights of stream list at (rank, t): a ring buffer, or the
-  -- owner's master while the stream has not left it.
-  local function weights_at(list, k, rank, t)
-    for _, st in ipairs(list) do
-      local seg = st.at[t]
-      if seg and seg.rank == rank then return seg.buf and seg.buf.name or ("m" .. k) end
-    end
-    error(string.format("internal: no weights of chunk %d at rank %d turn %d", k, rank, t))
-  end
+end
 
-  -- Gradient chains: positions like the backward weights, starting at rank 0 (no travel).
-  local chains = {}
+-- The buffer holding chunk k's weights of stream list at (rank, t): a ring buffer, or the
+-- owner's master while the stream has not left it.
+local function weights_at(list, k, rank, t)
+  for _, st in ipairs(list) do
+    local seg = st.at[t]
+    if seg and seg.rank == rank then return seg.buf and seg.buf.name or ("m" .. k) end
+  end
+  error(string.format("internal: no weights of chunk %d at rank %d turn %d", k, rank, t))
+end
+
+-- chains: the gradient of each chunk, per round or across all (as its backward weights): it
+-- moves like them but starts at rank 0 (no travel from the owner); each segment's rank adds its
+-- backward into the segment's buffer (into a second one first when the sum arrives the same
+-- turn), and the last segment delivers the sum to the owner unless it is the owner (b.chains).
+local function chains(b)
+  local P, C, rounds = b.P, b.C, b.rounds
+  b.chains = {}
   for c = 0, C - 1 do
-    local b = function(j) return (j + 1) * C + (C - 1 - c) end
-    local groups = continuous and { starts_of(b, 0, rounds - 1) } or {}
-    if not continuous then for j = 0, rounds - 1 do groups[#groups + 1] = { b(j) } end end
+    local bw = function(j) return (j + 1) * C + (C - 1 - c) end
+    local groups = b.continuous and { starts_of(bw, 0, rounds - 1) } or {}
+    if not b.continuous then for j = 0, rounds - 1 do groups[#groups + 1] = { bw(j) } end end
     for _, starts in ipairs(groups) do
       local depart, pos = positions(P, 0, 0, starts, false)
       local segs = segments(depart, pos)
       local compute = {}       -- turns at which a rank contributes: rank r at s + r
       for _, s in ipairs(starts) do for r = 0, P - 1 do compute[s + r] = true end end
       for i, seg in ipairs(segs) do
-        local last_is_owner = i == #segs and seg.rank == owner(c)
-        seg.buf = dpool:request(seg.rank, seg.first, last_is_owner and seg.last or seg.last + 1)
-        if i > 1 and compute[seg.first] then seg.loc = dpool:request(seg.rank, seg.first, seg.first) end
+        local last_is_owner = i == #segs and seg.rank == b.owner(c)
+        seg.buf = b.dpool:request(seg.rank, seg.first, last_is_owner and seg.last or seg.last + 1)
+        if i > 1 and compute[seg.first] then seg.loc = b.dpool:request(seg.rank, seg.first, seg.first) end
       end
       local final = segs[#segs]
-      if final.rank ~= owner(c) then
-        final.deliver = dpool:request(owner(c), final.last + 1, final.last + 1)
+      if final.rank ~= b.owner(c) then
+        final.deliver = b.dpool:request(b.owner(c), final.last + 1, final.last + 1)
       end
-      chains[#chains + 1] = { chunk = c, segs = segs, compute = compute }
+      b.chains[#b.chains + 1] = { chunk = c, segs = segs, compute = compute }
     end
   end
+end
 
-  wpool:assign()
-  dpool:assign()
-
-  -- Everything below is emitted once per replica, on ranks q*P + local rank.
-  local total_turn = 0
+-- ops: the pools name the buffers; then, once per replica on ranks q*P + local rank: buffers and
+-- owners, the weight transfers, the backwards with the gradient chains (before the forwards: a
+-- turn runs its backward first, freeing activations before the forward stores more), the
+-- forwards, and each chunk's update at its owner (with replicas: after an all-reduce).
+local function ops(plan, b, cfg)
+  local P, R, C, N, rounds = b.P, b.R, b.C, b.N, b.rounds
+  local owner = b.owner
+  b.wpool:assign()
+  b.dpool:assign()
   for q = 0, R - 1 do
     local base = q * P
     local function g(r) return base + r end
     local function mb(r, i) return (base + r) * N + i end
-    for r = 0, P - 1 do wpool:declare(g(r), r); dpool:declare(g(r), r) end
+    for r = 0, P - 1 do b.wpool:declare(g(r), r); b.dpool:declare(g(r), r) end
     for k = 0, C - 1 do
       plan:owner(k, g(owner(k)))
       plan:buffer(g(owner(k)), "m" .. k, "W", { chunk = k, master = true })
@@ -150,7 +170,7 @@ function M.build(plan, ctx, cfg)
     end
 
     -- weight transfers
-    for _, st in ipairs(streams) do
+    for _, st in ipairs(b.streams) do
       local segs = st.segs
       for i = 2, #segs do
         local from, to = segs[i - 1], segs[i]
@@ -160,10 +180,9 @@ function M.build(plan, ctx, cfg)
       end
     end
 
-    -- backward and the gradient chains (emitted before the forwards: a turn runs its
-    -- backward first, freeing activations before the forward stores more)
+    -- backward and the gradient chains
     local last_acc = {}
-    for _, ch in ipairs(chains) do
+    for _, ch in ipairs(b.chains) do
       local c = ch.chunk
       for i, seg in ipairs(ch.segs) do
         local rank = g(seg.rank)
@@ -175,7 +194,7 @@ function M.build(plan, ctx, cfg)
         for t = seg.first, seg.last do
           if ch.compute[t] then
             local j = (t - seg.rank - (C - 1 - c)) // C - 1
-            local w = weights_at(bwd[c], c, seg.rank, t)
+            local w = weights_at(b.bwd[c], c, seg.rank, t)
             local into = (t == seg.first and seg.loc) and seg.loc.name or seg.buf.name
             for _, i_mb in ipairs(cfg.round_mbs(j, N)) do
               plan:bwd(rank, t, c, mb(seg.rank, i_mb), w, into)
@@ -204,7 +223,7 @@ function M.build(plan, ctx, cfg)
       for r = 0, P - 1 do
         for j = 0, rounds - 1 do
           local t = r + j * C + k
-          local w = weights_at(fwd[k], k, r, t)
+          local w = weights_at(b.fwd[k], k, r, t)
           for _, i_mb in ipairs(cfg.round_mbs(j, N)) do
             plan:fwd(g(r), t, k, mb(r, i_mb), w)
           end
@@ -213,19 +232,35 @@ function M.build(plan, ctx, cfg)
     end
 
     -- the update, at each chunk's owner
-    for c = 0, C - 1 do
-      total_turn = math.max(total_turn, wp.update(plan, c, base, owner(c), P, R, last_acc[c]))
-    end
+    for c = 0, C - 1 do wp.update(plan, c, base, owner(c), P, R, last_acc[c]) end
   end
+end
 
+-- explain: the note of the summary: the ring, the rounds, the buffers in flight.
+local function explain(plan, b)
+  local P, R, rounds = b.P, b.R, b.rounds
   local wmax, dmax = 0, 0
   for r = 0, P - 1 do
-    wmax = math.max(wmax, wpool.count[r] or 0)
-    dmax = math.max(dmax, dpool.count[r] or 0)
+    wmax = math.max(wmax, b.wpool.count[r] or 0)
+    dmax = math.max(dmax, b.dpool.count[r] or 0)
   end
   plan:note(string.format("%d chunks on a ring of %d ranks%s, %d round%s; up to %d weight and %d gradient buffers in flight per rank%s",
-    C, P, R > 1 and string.format(" (x%d replicas)", R) or "", rounds, rounds > 1 and "s" or "", wmax, dmax,
-    continuous and "" or "; fewer chunks than ranks: each round's weights start from the owner"))
+    b.C, P, R > 1 and string.format(" (x%d replicas)", R) or "", rounds, rounds > 1 and "s" or "", wmax, dmax,
+    b.continuous and "" or "; fewer chunks than ranks: each round's weights start from the owner"))
+end
+
+function M.build(plan, ctx, cfg)
+  local P, R = wp.pipeline(ctx)
+  local C = wp.chunk_count(ctx, P)
+  plan:chunks(wp.split_layers(ctx.model.layers, C))
+  local b = { P = P, R = R, C = C, N = ctx.opts.micro_batches,
+              wpool = wp.pool(plan, "w", "W"), dpool = wp.pool(plan, "d", "D") }
+  b.rounds = cfg.rounds(b.N)
+  ring(b)
+  streams(b)
+  chains(b)
+  ops(plan, b, cfg)
+  explain(plan, b)
 end
 
 return M

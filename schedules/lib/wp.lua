@@ -1,6 +1,19 @@
--- Helpers shared by the strategies: chunking, rank arithmetic, and a buffer pool that gives
--- each rank as few buffers as the plan's lifetimes allow.
+-- Helpers shared by the strategies: refusing options, chunking, rank arithmetic, and a buffer
+-- pool that gives each rank as few buffers as the plan's lifetimes allow.
+--
+-- A strategy runs in wpgen's sandbox (generator/lua/sandbox.c): Lua's base functions without
+-- load, dofile, print and collectgarbage; string, table, math (random from a fixed seed) and
+-- utf8; require of the modules here in schedules/lib; no io, os, package or debug; within a
+-- limit of memory and of instructions (--lua-max-mib, --lua-max-instructions). wpgen list reads
+-- a strategy's description from a "-- about: ..." line in the comment its file starts with.
 local wp = {}
+
+-- Refuses the options: wpgen prints one line, "wpgen: FLAG: MSG" (or "wpgen: MSG" when flag is
+-- nil), and exits 2. For what the user asked that the strategy cannot do (flag: the flag with
+-- its value, "--chunks 7"); a bug of the script is an ordinary error, printed with its traceback.
+function wp.bad_option(flag, msg)
+  error({ flag = flag, msg = msg }, 0)
+end
 
 -- Layers per chunk: as even as possible, the extra layers on the middle chunks (the first chunk
 -- also holds the embedding and the last the LM head, so they are kept light).
@@ -28,9 +41,13 @@ function wp.pipeline(ctx)
   return P, R
 end
 
+-- The chunks: --chunks, or the default (no more than the layers).
 function wp.chunk_count(ctx, default)
-  local C = ctx.opts.chunks
-  if C == 0 then C = math.min(default, ctx.model.layers) end
+  local C, L = ctx.opts.chunks, ctx.model.layers
+  if C == 0 then C = math.min(default, L) end
+  if C > L then
+    wp.bad_option(string.format("--chunks %d", C), string.format("expected 1 to %d (the model has %d layers)", L, L))
+  end
   return C
 end
 

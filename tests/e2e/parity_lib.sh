@@ -3,7 +3,7 @@
 # and compares the loss of every step (relative 1e-5) and every weight tensor at the end
 # (relative 1e-4) with the reference trainer on the same global batch (DESIGN.md, "Numerical
 # contract"). The reference run for each batch size is made once and kept. LABEL=text adds to a
-# case's name; the environment of a case reaches wpgen (strategies' own knobs).
+# case's name; a strategy's own knobs are wpgen flags after the micro-batches (--rounds K).
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=1

@@ -9,7 +9,7 @@
  *    tawpipe and of weipipe-interleave are exactly what counting the algorithms' transfers gives,
  *    so their ratio is exact too; tawpipe's is well below.
  *  - Memory: tawpipe circulates fewer weight buffers than weipipe-interleave, and with its
- *    micro-batches in one round each (WPGEN_TAWPIPE_ROUNDS=N) its peak per rank is below. */
+ *    micro-batches in one round each (--rounds N) its peak per rank is below. */
 #include "check.h"
 #include "plan_fixture.h"
 #include "plan_interp.h"
@@ -24,32 +24,40 @@ static void run_interp(const Plan *p, const char *what) {
     free(ref);
 }
 
-static void check_plan_on(Topology *t, int mbs, int replicas, int chunks, int layers, const char *grouping) {
-    if (grouping) setenv("WPGEN_TAWPIPE_GROUPING", grouping, 1); else unsetenv("WPGEN_TAWPIPE_GROUPING");
+/* A tawpipe plan, built and verified, as `wpgen plan -s tawpipe --rounds K --grouping G` makes it
+ * (rounds 0: the strategy's choice; grouping NULL: auto); NULL with the message in err. */
+static Plan *tawpipe_plan(const Topology *t, const WpConfig *m, int mbs, int replicas, int chunks, int rounds,
+                          const char *grouping, char *err, size_t errlen) {
+    StrategyOpts o = { .micro_batches = mbs, .replicas = replicas, .chunks = chunks, .rounds = rounds,
+                       .grouping = grouping ? grouping : "auto" };
+    Plan *p = NULL;
+    if (strategy_run("tawpipe", t, m, "test", &o, &p, err, errlen)) return NULL;
+    if (plan_verify(p, err, errlen)) { plan_free(p); return NULL; }
+    return p;
+}
+
+static void check_plan_on(Topology *t, int mbs, int replicas, int chunks, int layers, const char *grouping, int rounds) {
     WpConfig m = fixture_model(layers);
     char err[1024], what[256];
-    const char *rounds = getenv("WPGEN_TAWPIPE_ROUNDS");
-    snprintf(what, sizeof what, "tawpipe on %d ranks / %d nodes, %d micro-batches in %s rounds, %d replicas, chunks %d, %d layers, grouping %s",
-             t->ndevices, t->nnodes, mbs, rounds ? rounds : "1", replicas, chunks, layers, grouping ? grouping : "auto");
-    Plan *p = fixture_plan(t, &m, "tawpipe", mbs, replicas, chunks, err, sizeof err);
+    snprintf(what, sizeof what, "tawpipe on %d ranks / %d nodes, %d micro-batches in %d rounds, %d replicas, chunks %d, %d layers, grouping %s",
+             t->ndevices, t->nnodes, mbs, rounds ? rounds : 1, replicas, chunks, layers, grouping ? grouping : "auto");
+    Plan *p = tawpipe_plan(t, &m, mbs, replicas, chunks, rounds, grouping, err, sizeof err);
     CHECK(p != NULL, "%s: %s", what, err);
     if (p) { run_interp(p, what); plan_free(p); }
-    unsetenv("WPGEN_TAWPIPE_GROUPING");
+}
+
+/* The plan in `rounds` rounds (0: the strategy's choice), then in 2 and 3 where there are the
+ * micro-batches for them (one each, and uneven rounds). */
+static void check_shape_rounds(int nodes, const int *per, int mbs, int replicas, int chunks, int layers, int rounds) {
+    Topology t;
+    if (fixture_topology(&t, nodes, per)) { CHECK(0, "topology"); return; }
+    check_plan_on(&t, mbs, replicas, chunks, layers, NULL, rounds);
+    for (int K = 2; K <= mbs && K <= 3; K++) check_plan_on(&t, mbs, replicas, chunks, layers, NULL, K);
+    topology_free(&t);
 }
 
 static void check_shape(int nodes, const int *per, int mbs, int replicas, int chunks, int layers) {
-    Topology t;
-    if (fixture_topology(&t, nodes, per)) { CHECK(0, "topology"); return; }
-    check_plan_on(&t, mbs, replicas, chunks, layers, NULL);
-    /* the micro-batches in several rounds (one each, and uneven rounds) */
-    for (int K = 2; K <= mbs && K <= 3; K++) {
-        char k[8];
-        snprintf(k, sizeof k, "%d", K);
-        setenv("WPGEN_TAWPIPE_ROUNDS", k, 1);
-        check_plan_on(&t, mbs, replicas, chunks, layers, NULL);
-        unsetenv("WPGEN_TAWPIPE_ROUNDS");
-    }
-    topology_free(&t);
+    check_shape_rounds(nodes, per, mbs, replicas, chunks, layers, 0);
 }
 
 /* ---- the solver, called directly ---- */
@@ -97,11 +105,8 @@ static void check_solver(const Topology *t, int C, int mode, const char *label) 
 
 /* The solver's byte counts are the plan's: build the plan with it and count with plan_traffic. */
 static void check_solver_matches_plan(const Topology *t, const WpConfig *m, int mbs, int rounds) {
-    char err[1024], k[8];
-    snprintf(k, sizeof k, "%d", rounds);
-    setenv("WPGEN_TAWPIPE_ROUNDS", k, 1);
-    Plan *p = fixture_plan(t, m, "tawpipe", mbs, 1, 0, err, sizeof err);
-    unsetenv("WPGEN_TAWPIPE_ROUNDS");
+    char err[1024];
+    Plan *p = tawpipe_plan(t, m, mbs, 1, 0, rounds, NULL, err, sizeof err);
     CHECK(p != NULL, "tawpipe on %s: %s", t->name, err);
     if (!p) return;
     int n = p->nranks, C = p->nchunks;
@@ -186,11 +191,7 @@ static void check_traffic(const char *topo_path, const char *model, int N) {
     Plan *wei = fixture_plan(&t, &m, "weipipe-interleave", N, 1, 0, err, sizeof err);
     CHECK(wei != NULL, "weipipe-interleave on %s, %s: %s", topo_path, model, err);
     for (int K = 1; K <= N && wei; K = K < N ? N : N + 1) {
-        char rounds[16];
-        snprintf(rounds, sizeof rounds, "%d", K);
-        setenv("WPGEN_TAWPIPE_ROUNDS", rounds, 1);
-        Plan *taw = fixture_plan(&t, &m, "tawpipe", N, 1, 0, err, sizeof err);
-        unsetenv("WPGEN_TAWPIPE_ROUNDS");
+        Plan *taw = tawpipe_plan(&t, &m, N, 1, 0, K, NULL, err, sizeof err);
         CHECK(taw != NULL, "tawpipe on %s, %s, %d rounds: %s", topo_path, model, K, err);
         if (!taw) continue;
         double ti, tx, wi, wx;
@@ -274,8 +275,8 @@ int main(void) {
         Topology t;
         if (fixture_topology_islands(&t, nn, per, isl)) { CHECK(0, "islands topology"); continue; }
         for (size_t mi = 0; mi < sizeof modes / sizeof *modes; mi++) {
-            check_plan_on(&t, 2, 1, 0, 32, modes[mi]);
-            check_plan_on(&t, 1, 1, 5, 12, modes[mi]);
+            check_plan_on(&t, 2, 1, 0, 32, modes[mi], 0);
+            check_plan_on(&t, 1, 1, 5, 12, modes[mi], 0);
         }
         char label[64];
         snprintf(label, sizeof label, "islands shape %zu", i);
@@ -290,7 +291,7 @@ int main(void) {
     {
         Topology t;
         if (fixture_topology(&t, 3, per) == 0) {
-            for (size_t mi = 0; mi < sizeof modes / sizeof *modes; mi++) check_plan_on(&t, 2, 1, 0, 12, modes[mi]);
+            for (size_t mi = 0; mi < sizeof modes / sizeof *modes; mi++) check_plan_on(&t, 2, 1, 0, 12, modes[mi], 0);
             check_solver(&t, 6, PLACE_AUTO, "uneven 2+1+3, 6 chunks");
             check_solver(&t, 12, PLACE_AUTO, "uneven 2+1+3, 12 chunks");
             check_solver(&t, 4, PLACE_NODE, "uneven 2+1+3, 4 chunks");
@@ -321,10 +322,8 @@ int main(void) {
             for (int N = 1; N <= 4; N *= 2) check_traffic(topos[ti], models[mi], N);
     /* chunk counts below and above... one chunk: nothing circulates between rounds */
     per[0] = 2; per[1] = 2;
-    setenv("WPGEN_TAWPIPE_ROUNDS", "2", 1);
-    check_shape(2, per, 2, 1, 1, 12);
-    check_shape(2, per, 3, 1, 2, 12);
-    unsetenv("WPGEN_TAWPIPE_ROUNDS");
+    check_shape_rounds(2, per, 2, 1, 1, 12, 2);
+    check_shape_rounds(2, per, 3, 1, 2, 12, 2);
 
     fixture_done();
     return check_summary("test_tawpipe");

@@ -1,0 +1,44 @@
+/* The sandbox a strategy script runs in (sandbox.c): only the Lua it needs to build a plan, its
+ * memory and its instructions counted, errors made into one line or a traceback. */
+#ifndef WP_SANDBOX_H
+#define WP_SANDBOX_H
+
+#include <stddef.h>
+
+typedef struct lua_State lua_State;
+
+/* Defaults of the limits, generous: the largest shipped plans stay far below (the 1,024-rank
+ * bench plan: see sandbox.c). --lua-max-mib and --lua-max-instructions (in millions) change them. */
+enum { SANDBOX_DEFAULT_MIB = 4096, SANDBOX_DEFAULT_MINSTR = 2000 };
+
+/* What a strategy may use and what it has used. The allocator counts `used` against `max_bytes`,
+ * the count hook `steps` against `max_steps`; either limit, once hit, stays hit. */
+typedef struct Sandbox {
+    size_t used, peak, max_bytes;
+    long long steps, max_steps;
+    int out_of_memory, out_of_steps;
+    int refused;               /* the last growth asked for was refused */
+    int max_mib, max_minstr;   /* the limits as given, for the messages */
+} Sandbox;
+
+/* A Lua state for a strategy, its allocator and hook working on *sb (which must outlive it):
+ * the base library without load, loadfile, dofile, print, collectgarbage and warn; string,
+ * table, math (random with a fixed seed), utf8; `require` of schedules/lib modules only; no io,
+ * os, package, debug or coroutine. max_mib / max_minstr 0: the defaults. NULL if it cannot be made. */
+lua_State *sandbox_new(Sandbox *sb, int max_mib, int max_minstr);
+
+/* The name a script's errors and tracebacks carry: its path relative to the wpgen home when it
+ * lies there (schedules/1f1b.lua), else the path as given. */
+const char *sandbox_script_name(const char *path);
+
+/* Loads a Lua source file (never a precompiled chunk) as a function on the stack; LUA_OK, or an
+ * error status with the message on the stack. */
+int sandbox_load(lua_State *L, const char *path);
+
+/* lua_pcall in the sandbox. 0; or -1 with err set to one line when the strategy refused its
+ * options (an error {flag = "--chunks 7", msg = "..."}: "--chunks 7: ...") or went over a limit
+ * ("strategy NAME used more than N MiB ..."), else to the error and its traceback. A limit hit
+ * is an error even when the script caught it. */
+int sandbox_pcall(lua_State *L, Sandbox *sb, int nargs, int nres, const char *strategy, char *err, size_t errlen);
+
+#endif
