@@ -89,9 +89,11 @@ static int read_tokens(const WpData *d, uint64_t first, size_t n, int *out, char
             if (d->tsize == 2) { uint16_t u; memcpy(&u, buf + 2 * i, 2); t = u; }
             else t = buf[i];
             if (t >= d->vocab)
-                return errmsg(why, whylen, "token %d at position %llu is not below the vocabulary size %d%s", t,
-                              (unsigned long long)(first + done + i), d->vocab,
-                              d->kind == SRC_SHARD ? "" : " (a file read as bytes needs vocab_size >= 256)");
+                return d->kind == SRC_SHARD
+                    ? errmsg(why, whylen, "token %d at position %llu is not below the vocabulary size %d", t,
+                             (unsigned long long)(first + done + i), d->vocab)
+                    : errmsg(why, whylen, "byte %d at offset %llu is not below the vocabulary size %d (a file read "
+                             "as bytes needs vocab_size >= 256)", t, (unsigned long long)(first + done + i), d->vocab);
             out[done + i] = t;
         }
         done += k;
