@@ -120,4 +120,7 @@ bench-sim: all
 clean:
 	rm -rf $(BUILD)
 
+# libFuzzer harnesses: `make fuzz` (clang; FUZZ_SECONDS per target). See tests/fuzz/fuzz.mk.
+include tests/fuzz/fuzz.mk
+
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -12,23 +12,83 @@
 #include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
 #include "input/topology.h"
+#include "common/errmsg.h"
 
 #define GIGA 1e9
 #define TERA 1e12
 #define MICRO 1e-6
-/* A sanity bound: far above any real cluster, low enough that device indices fit an int. */
-#define MAX_DEVICES (1 << 20)
+/* Sanity bounds, far beyond any real cluster, so that nothing downstream has to think about
+ * overflow or about times that vanish next to others: at most 2^17 devices in all (device
+ * indices, rank counts and per-rank tables stay small), and every figure within a range that
+ * keeps the simulator's sums finite and meaningful (a zero, tiny or astronomical bandwidth would
+ * make one transfer take forever or no time at all). Units as in the file. */
+#define MAX_DEVICES (1 << 17)
+#define MAX_TYPES 1024
+static const double BW_RANGE[2] = { 1e-3, 1e6 };        /* GB/s: 1 MB/s to 1 PB/s (bw_GBps, hbm_GBps) */
+static const double LAT_RANGE[2] = { 0, 1e6 };          /* µs: up to a second */
+static const double TFLOPS_RANGE[2] = { 1e-6, 1e6 };    /* TFLOP/s: 1 MFLOP/s to an exaFLOP/s */
+static const double MEM_RANGE[2] = { 1e-3, 1e6 };       /* GB: 1 MB to 1 PB */
 
-/* Where we are: the file (for messages) and the caller's error buffer. */
+/* Names seen so far -> their index (device types, nodes): an open-addressing hash table, so
+ * that checking 10^5 node names for duplicates is linear (comparing every pair took 16 s).
+ * Keys are borrowed: they live in the Topology being built. */
+typedef struct NameIndex {
+    const char **keys;
+    int *vals;
+    size_t cap;         /* a power of two, at least twice the entries */
+} NameIndex;
+
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 1469598103934665603ULL;   /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+static int names_init(NameIndex *ix, size_t n) {
+    ix->cap = 16;
+    while (ix->cap < 2 * n) ix->cap *= 2;
+    ix->keys = calloc(ix->cap, sizeof *ix->keys);
+    ix->vals = calloc(ix->cap, sizeof *ix->vals);
+    return ix->keys && ix->vals ? 0 : -1;
+}
+
+static void names_free(NameIndex *ix) {
+    free(ix->keys);
+    free(ix->vals);
+    memset(ix, 0, sizeof *ix);
+}
+
+/* The slot of name: where it is, or the empty slot where it would go. */
+static size_t names_slot(const NameIndex *ix, const char *name) {
+    size_t i = (size_t)name_hash(name) & (ix->cap - 1);
+    while (ix->keys[i] && strcmp(ix->keys[i], name) != 0) i = (i + 1) & (ix->cap - 1);
+    return i;
+}
+
+static int names_find(const NameIndex *ix, const char *name) {
+    size_t i = names_slot(ix, name);
+    return ix->keys[i] ? ix->vals[i] : -1;
+}
+
+/* Adds name (not present; names_init sized the table for every entry). */
+static void names_add(NameIndex *ix, const char *name, int value) {
+    size_t i = names_slot(ix, name);
+    ix->keys[i] = name;
+    ix->vals[i] = value;
+}
+
+/* Where we are: the file (for messages), the caller's error buffer, and the names so far. */
 typedef struct Ctx {
     const char *file;
     char *err;
     size_t errlen;
+    NameIndex type_names, node_names;
 } Ctx;
 
 static int fail(Ctx *cx, const char *fmt, ...) {
@@ -40,6 +100,7 @@ static int fail(Ctx *cx, const char *fmt, ...) {
             vsnprintf(cx->err + n, cx->errlen - n, fmt, ap);
             va_end(ap);
         }
+        errmsg_one_line(cx->err);   /* names and keys from the file are quoted raw */
     }
     return -1;
 }
@@ -95,8 +156,9 @@ static int check_keys(Ctx *cx, const json_t *obj, const char *jpath, const char 
  * opt_*: a missing field keeps *out as the caller's default. */
 enum { POSITIVE, NONNEGATIVE, FRACTION };
 
+/* A number of the given kind, then within range[0..1] (NULL: no range). */
 static int get_number(Ctx *cx, const json_t *obj, const char *parent, const char *key, int kind,
-                      int required, double *out) {
+                      const double *range, int required, double *out) {
     char jpath[256];
     join_path(jpath, sizeof jpath, parent, key);
     json_t *v = json_object_get(obj, key);
@@ -109,6 +171,11 @@ static int get_number(Ctx *cx, const json_t *obj, const char *parent, const char
     double x = json_number_value(v);
     int ok = kind == POSITIVE ? x > 0 : kind == NONNEGATIVE ? x >= 0 : (x > 0 && x <= 1);
     if (!ok) return expected(cx, jpath, what[kind], v);
+    if (range && !(x >= range[0] && x <= range[1])) {
+        char within[96];
+        snprintf(within, sizeof within, "a number in [%g, %g]", range[0], range[1]);
+        return expected(cx, jpath, within, v);
+    }
     *out = x;
     return 0;
 }
@@ -178,8 +245,8 @@ static int parse_link(Ctx *cx, const json_t *obj, const char *jpath, const LinkT
         if (strcmp(json_string_value(tv), link_names[allowed[i]]) == 0) type = allowed[i];
     if (type < 0) return expected(cx, tpath, what, tv);
     double bw = 0, lat = 0;
-    if (get_number(cx, obj, jpath, "bw_GBps", POSITIVE, 1, &bw)) return -1;
-    if (get_number(cx, obj, jpath, "lat_us", NONNEGATIVE, 1, &lat)) return -1;
+    if (get_number(cx, obj, jpath, "bw_GBps", POSITIVE, BW_RANGE, 1, &bw)) return -1;
+    if (get_number(cx, obj, jpath, "lat_us", NONNEGATIVE, LAT_RANGE, 1, &lat)) return -1;
     out->type = (LinkType)type;
     out->bw = bw * GIGA;
     out->lat = lat * MICRO;
@@ -191,8 +258,9 @@ static int parse_device_types(Ctx *cx, const json_t *root, Topology *t) {
     if (get_object(cx, root, "", "device_types", &types)) return -1;
     size_t n = json_object_size(types);
     if (n == 0) return expected(cx, "device_types", "at least one device type", types);
+    if (n > MAX_TYPES) return fail(cx, "device_types: expected at most %d device types, got %zu", MAX_TYPES, n);
     t->types = calloc(n, sizeof *t->types);
-    if (!t->types) return fail(cx, "out of memory");
+    if (!t->types || names_init(&cx->type_names, n)) return fail(cx, "out of memory");
     static const char *const keys[] = {
         "peak_tflops_bf16", "peak_tflops_fp32", "mem_gb", "hbm_GBps", "efficiency", NULL };
     const char *name = NULL;
@@ -209,13 +277,14 @@ static int parse_device_types(Ctx *cx, const json_t *root, Topology *t) {
         if (has_bf16 && has_fp32)
             return fail(cx, "%s: expected one of peak_tflops_bf16 and peak_tflops_fp32, got both", jpath);
         double peak = 0;
-        if (get_number(cx, dt, jpath, has_fp32 ? "peak_tflops_fp32" : "peak_tflops_bf16", POSITIVE, 1, &peak))
+        if (get_number(cx, dt, jpath, has_fp32 ? "peak_tflops_fp32" : "peak_tflops_bf16", POSITIVE, TFLOPS_RANGE, 1, &peak))
             return -1;
         double mem = 0, hbm = 0, eff = 0.5;
-        if (get_number(cx, dt, jpath, "mem_gb", POSITIVE, 1, &mem)) return -1;
-        if (get_number(cx, dt, jpath, "hbm_GBps", POSITIVE, 1, &hbm)) return -1;
-        if (get_number(cx, dt, jpath, "efficiency", FRACTION, 0, &eff)) return -1;
+        if (get_number(cx, dt, jpath, "mem_gb", POSITIVE, MEM_RANGE, 1, &mem)) return -1;
+        if (get_number(cx, dt, jpath, "hbm_GBps", POSITIVE, BW_RANGE, 1, &hbm)) return -1;
+        if (get_number(cx, dt, jpath, "efficiency", FRACTION, NULL, 0, &eff)) return -1;
         if (!(d->name = dup_or_null(name))) return fail(cx, "out of memory");
+        names_add(&cx->type_names, d->name, t->ntypes);   /* unique: the JSON has no duplicate keys */
         t->ntypes++;
         d->peak_flops = peak * TERA;
         d->mem_bytes = mem * GIGA;
@@ -223,12 +292,6 @@ static int parse_device_types(Ctx *cx, const json_t *root, Topology *t) {
         d->efficiency = eff;
     }
     return 0;
-}
-
-static int find_type(const Topology *t, const char *name) {
-    for (int i = 0; i < t->ntypes; i++)
-        if (strcmp(t->types[i].name, name) == 0) return i;
-    return -1;
 }
 
 static int parse_node(Ctx *cx, const json_t *nv, const char *jpath, Topology *t, Node *node) {
@@ -241,13 +304,12 @@ static int parse_node(Ctx *cx, const json_t *nv, const char *jpath, Topology *t,
     if (get_string(cx, nv, jpath, "name", &name)) return -1;
     char fpath[256];
     join_path(fpath, sizeof fpath, jpath, "name");
-    for (Node *other = t->nodes; other < node; other++)
-        if (strcmp(other->name, name) == 0)
-            return fail(cx, "%s: expected a name no other node has, got \"%s\" (also nodes[%d])",
-                        fpath, name, (int)(other - t->nodes));
+    int other = names_find(&cx->node_names, name);
+    if (other >= 0)
+        return fail(cx, "%s: expected a name no other node has, got \"%s\" (also nodes[%d])", fpath, name, other);
     if (get_count(cx, nv, jpath, "devices", 1, &node->ndevices)) return -1;
     if (get_string(cx, nv, jpath, "type", &type)) return -1;
-    if ((node->type = find_type(t, type)) < 0) {
+    if ((node->type = names_find(&cx->type_names, type)) < 0) {
         char list[160] = "";
         for (int i = 0; i < t->ntypes; i++) {
             size_t len = strlen(list);
@@ -271,6 +333,7 @@ static int parse_node(Ctx *cx, const json_t *nv, const char *jpath, Topology *t,
         return expected(cx, fpath, what, json_object_get(nv, "islands"));
     }
     if (!(node->name = dup_or_null(name))) return fail(cx, "out of memory");
+    names_add(&cx->node_names, node->name, (int)(node - t->nodes));
     return 0;
 }
 
@@ -279,8 +342,10 @@ static int parse_nodes(Ctx *cx, const json_t *root, Topology *t) {
     if (!json_is_array(nodes) || json_array_size(nodes) == 0)
         return expected(cx, "nodes", "a non-empty array", nodes);
     size_t n = json_array_size(nodes);
+    /* Every node has a device: more nodes than devices allowed is refused before allocating. */
+    if (n > MAX_DEVICES) return fail(cx, "nodes: expected at most %d nodes, got %zu", MAX_DEVICES, n);
     t->nodes = calloc(n, sizeof *t->nodes);
-    if (!t->nodes) return fail(cx, "out of memory");
+    if (!t->nodes || names_init(&cx->node_names, n)) return fail(cx, "out of memory");
     long long total = 0;
     for (size_t i = 0; i < n; i++) {
         char jpath[64];
@@ -335,27 +400,43 @@ static int parse_topology(Ctx *cx, const json_t *root, Topology *t) {
     return parse_network(cx, root, t);
 }
 
-int topology_load(const char *path, Topology *t, char *err, size_t errlen) {
-    Ctx cx = { path, err, errlen };
+/* Checks the parsed document (NULL: jerr says why it did not parse) into t. */
+static int load_root(Ctx *cx, json_t *root, const json_error_t *jerr, Topology *t) {
+    if (!root) return fail(cx, "line %d, column %d: malformed JSON: %s", jerr->line, jerr->column, jerr->text);
     Topology tmp = { 0 };
-    memset(t, 0, sizeof *t);
-    if (err && errlen) err[0] = '\0';
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(&cx, "cannot open: %s", strerror(errno));
-    json_error_t jerr;
-    /* Duplicate keys are rejected: the second would silently win otherwise. */
-    json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
-    fclose(f);
-    if (!root) return fail(&cx, "line %d, column %d: malformed JSON: %s", jerr.line, jerr.column, jerr.text);
-    int rc = parse_topology(&cx, root, &tmp);
+    int rc = parse_topology(cx, root, &tmp);
     json_decref(root);
-    if (rc == 0 && !(tmp.path = dup_or_null(path))) rc = fail(&cx, "out of memory");
+    names_free(&cx->type_names);
+    names_free(&cx->node_names);
+    if (rc == 0 && !(tmp.path = dup_or_null(cx->file))) rc = fail(cx, "out of memory");
     if (rc) {
         topology_free(&tmp);
         return -1;
     }
     *t = tmp;
     return 0;
+}
+
+/* Duplicate keys are rejected: the second would silently win otherwise. */
+int topology_load(const char *path, Topology *t, char *err, size_t errlen) {
+    Ctx cx = { path, err, errlen, { 0 }, { 0 } };
+    memset(t, 0, sizeof *t);
+    if (err && errlen) err[0] = '\0';
+    FILE *f = fopen(path, "rb");
+    if (!f) return fail(&cx, "cannot open: %s", strerror(errno));
+    json_error_t jerr;
+    json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
+    fclose(f);
+    return load_root(&cx, root, &jerr, t);
+}
+
+int topology_load_buffer(const char *name, const char *text, size_t len, Topology *t, char *err, size_t errlen) {
+    Ctx cx = { name, err, errlen, { 0 }, { 0 } };
+    memset(t, 0, sizeof *t);
+    if (err && errlen) err[0] = '\0';
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    return load_root(&cx, root, &jerr, t);
 }
 
 void topology_free(Topology *t) {

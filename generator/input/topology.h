@@ -41,8 +41,12 @@ typedef struct Topology {
 } Topology;
 
 /* Loads and checks path. On error returns -1 and writes one line to err:
- * "PATH: JSON.PATH: expected ..., got ...". Nothing is allocated on error. */
+ * "PATH: JSON.PATH: expected ..., got ...". Nothing is allocated on error. Limits far beyond any
+ * real cluster are refused the same way: more than 2^17 devices, figures outside [1e-3, 1e6]
+ * GB/s (links, HBM), [0, 1e6] µs, [1e-6, 1e6] TFLOP/s, [1e-3, 1e6] GB of memory. */
 int topology_load(const char *path, Topology *t, char *err, size_t errlen);
+/* The same from text in memory; name stands for the file in messages and in t->path. */
+int topology_load_buffer(const char *name, const char *text, size_t len, Topology *t, char *err, size_t errlen);
 void topology_free(Topology *t);
 
 /* Node of a global device index. */

@@ -370,21 +370,36 @@ int placement_lua_solve(lua_State *L) {
     Plan *p = *(Plan **)luaL_checkudata(L, 1, "wpgen.plan");
     luaL_checktype(L, 2, LUA_TTABLE);
     const char *mode = luaL_optstring(L, 3, "auto");
-    PlacementIn in = { .topo = p->topo, .nchunks = p->nchunks, .rounds = (int)luaL_optinteger(L, 4, 1) };
+    PlacementIn in = { .topo = p->topo, .nchunks = p->nchunks };
     if (!strcmp(mode, "auto")) in.mode = PLACE_AUTO;
     else if (!strcmp(mode, "node")) in.mode = PLACE_NODE;
     else if (!strcmp(mode, "island")) in.mode = PLACE_ISLAND;
     else if (!strcmp(mode, "published")) in.mode = PLACE_PUBLISHED;
     else return luaL_error(L, "solve_placement: mode \"%s\": expected auto, node, island or published", mode);
     if (p->nchunks < 1) return luaL_error(L, "solve_placement: set the chunks first");
-    int n = (int)luaL_len(L, 2);
-    int *ranks = xmalloc((size_t)(n ? n : 1) * sizeof(int)), *dev = xmalloc((size_t)(n ? n : 1) * sizeof(int));
+    lua_Integer rounds = luaL_optinteger(L, 4, 1);
+    if (rounds < 0 || rounds > (1 << 20)) return luaL_error(L, "solve_placement: rounds %I: expected 0 to 2^20", rounds);
+    in.rounds = (int)rounds;
+    /* Every check that can raise a Lua error (which longjmps past any free) comes before the
+     * allocations: a rank that is not an integer, or not one of the plan's. Raw access: no
+     * metamethod can raise an error or answer differently the second time. */
+    lua_Integer len = (lua_Integer)lua_rawlen(L, 2);
+    if (len < 1 || len > p->nranks) return luaL_error(L, "solve_placement: %I ranks: expected 1 to %d", len, p->nranks);
+    int n = (int)len;
+    for (int i = 0; i < n; i++) {
+        int isint = 0;
+        lua_rawgeti(L, 2, i + 1);
+        lua_Integer r = lua_tointegerx(L, -1, &isint);
+        lua_pop(L, 1);
+        if (!isint) return luaL_error(L, "solve_placement: ranks[%d]: expected an integer", i + 1);
+        if (r < 0 || r >= p->nranks) return luaL_error(L, "solve_placement: no rank %I (the plan has %d)", r, p->nranks);
+    }
+    int *ranks = xmalloc((size_t)n * sizeof(int)), *dev = xmalloc((size_t)n * sizeof(int));
     double *cb = xmalloc((size_t)p->nchunks * sizeof(double));
     for (int i = 0; i < n; i++) {
-        lua_geti(L, 2, i + 1);
+        lua_rawgeti(L, 2, i + 1);
         ranks[i] = (int)lua_tointeger(L, -1);
         lua_pop(L, 1);
-        if (ranks[i] < 0 || ranks[i] >= p->nranks) { free(ranks); free(dev); free(cb); return luaL_error(L, "solve_placement: no rank %d", ranks[i]); }
         dev[i] = p->ranks[ranks[i]].device;
     }
     for (int c = 0; c < p->nchunks; c++) cb[c] = (double)plan_chunk_bytes(p, c);

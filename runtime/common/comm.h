@@ -24,7 +24,8 @@
  * plan's order.
  *
  * Failure. Every wait has a timeout (default 300 s; environment variable WP_COMM_TIMEOUT in
- * seconds, or comm_set_timeout). When it passes, the rank prints one line to stderr naming
+ * seconds, or comm_set_timeout), except comm_bcast_bytes_save's, which waits for rank 0 to write
+ * a checkpoint and has its own (WP_SAVE_TIMEOUT; default none). When it passes, the rank prints one line to stderr naming
  * itself, the turn, the operation, the peer or group and the label still pending, and aborts the
  * whole job (exit status COMM_ABORT_STATUS) instead of hanging. A failing MPI call does likewise,
  * naming the call and MPI's error string.
@@ -38,6 +39,7 @@
 
 #define COMM_ABORT_STATUS 3       /* exit status of a job aborted by this layer */
 #define COMM_DEFAULT_TIMEOUT 300.0
+#define COMM_DEFAULT_SAVE_TIMEOUT 0.0   /* waiting for a checkpoint save: no limit */
 
 typedef struct Comm Comm;
 
@@ -118,6 +120,12 @@ void comm_barrier(Comm *c);
 void comm_allreduce_double(Comm *c, double *x, int n);
 /* Bytes from root to every rank (configuration, checkpoint headers). */
 void comm_bcast_bytes(Comm *c, void *buf, size_t nbytes, int root);
+/* The same, for the ranks that wait while root writes a checkpoint: a save of a large model to a
+ * slow disk can take far longer than any transfer, so this wait has the save timeout instead of
+ * the communication timeout: WP_SAVE_TIMEOUT seconds (or comm_set_save_timeout), default 0, no
+ * limit (a rank that dies while saving still ends the job: mpirun sees it exit). */
+void comm_bcast_bytes_save(Comm *c, void *buf, size_t nbytes, int root);
+void comm_set_save_timeout(Comm *c, double seconds);
 /* Concatenates every rank's `mine` (n floats, n may differ per rank and be 0) in rank order into
  * `all` at rank 0, which has room for `cap` floats; if counts is not NULL, rank 0 gets each
  * rank's n in counts[0..size). Returns the total at rank 0, 0 elsewhere. For checkpoints. */

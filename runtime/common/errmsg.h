@@ -17,4 +17,12 @@ static inline int __attribute__((format(printf, 3, 4))) errmsg(char *err, size_t
     return -1;
 }
 
+/* Makes a message one line whatever it quotes: control characters (a newline inside a JSON key,
+ * the raw text a JSON parser's error shows "near") become '?'. Returns -1, like errmsg. */
+static inline int errmsg_one_line(char *err) {
+    for (char *p = err; p && *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    return -1;
+}
+
 #endif

@@ -97,15 +97,12 @@ static int read_bool(const char *file, const json_t *root, const char *key, int 
     return 0;
 }
 
-/* Reads the sizes of a Hugging Face config.json into c. */
-static int load_hf_config(const char *path, WpConfig *c, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return errmsg(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    json_error_t jerr;
-    json_t *root = json_loadf(f, 0, &jerr);
-    fclose(f);
+/* Reads the sizes of a Hugging Face config.json, parsed into root (NULL: jerr says why not),
+ * into c; path names it in messages. Takes root. */
+static int read_hf_config(const char *path, json_t *root, const json_error_t *jerr, WpConfig *c, char *err,
+                          size_t errlen) {
     if (!root)
-        return errmsg(err, errlen, "%s: line %d, column %d: malformed JSON: %s", path, jerr.line, jerr.column, jerr.text);
+        return errmsg(err, errlen, "%s: line %d, column %d: malformed JSON: %s", path, jerr->line, jerr->column, jerr->text);
     int rc = -1;
     if (!json_is_object(root)) {
         expected(path, "top level", "an object", root, err, errlen);
@@ -140,6 +137,26 @@ static int load_hf_config(const char *path, WpConfig *c, char *err, size_t errle
 done:
     json_decref(root);
     return rc;
+}
+
+static int load_hf_config(const char *path, WpConfig *c, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return errmsg(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    json_error_t jerr;
+    json_t *root = json_loadf(f, 0, &jerr);
+    fclose(f);
+    return read_hf_config(path, root, &jerr, c, err, errlen);
+}
+
+int model_config_parse(const char *name, const char *text, size_t len, WpConfig *c, char *err, size_t errlen) {
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, 0, &jerr);
+    WpConfig tmp;
+    if (read_hf_config(name, root, &jerr, &tmp, err, errlen)) return errmsg_one_line(err);
+    char why[256];
+    if (model_check(&tmp, why, sizeof why)) return errmsg(err, errlen, "%s: %s", name, why);
+    *c = tmp;
+    return 0;
 }
 
 /* The name a plan calls the model by: the file's base name without ".json", or for the usual
@@ -180,7 +197,8 @@ int model_load(const char *name_or_path, WpConfig *c, char *name, size_t namelen
         return errmsg(err, errlen, "unknown model %s: not a preset (see wpgen list) nor a config.json file", name_or_path);
     if (f) fclose(f);
     WpConfig tmp;
-    if (load_hf_config(name_or_path, &tmp, err, errlen)) return -1;
+    /* one line, whatever the parser quotes from the file */
+    if (load_hf_config(name_or_path, &tmp, err, errlen)) return errmsg_one_line(err);
     char why[256];
     if (model_check(&tmp, why, sizeof why)) return errmsg(err, errlen, "%s: %s", name_or_path, why);
     *c = tmp;
@@ -188,17 +206,43 @@ int model_load(const char *name_or_path, WpConfig *c, char *name, size_t namelen
     return 0;
 }
 
+/* Limits far beyond any real model (the largest have H 16384, 126 layers, vocabularies of 256k,
+ * contexts of 10^6), so that every count downstream (parameters, bytes, FLOPs, buffer sizes in
+ * size_t and int) stays far from overflowing: a hidden size of 2^30 used to wrap the plan's byte
+ * counts to "0 B" and "fits". */
+#define MAX_PARAMS (1ULL << 44)        /* 17.6 trillion: 16 times the largest dense models */
+#define MAX_ACT_FLOATS (1ULL << 50)    /* activations of one micro-batch through the whole model */
+
+/* a * b into *out, or -1 when it passes limit (and so could have overflowed). */
+static int mul_le(unsigned long long a, unsigned long long b, unsigned long long limit, unsigned long long *out) {
+    unsigned long long r;
+    if (__builtin_mul_overflow(a, b, &r) || r > limit) return -1;
+    *out = r;
+    return 0;
+}
+
+static int add_le(unsigned long long a, unsigned long long b, unsigned long long limit, unsigned long long *out) {
+    unsigned long long r;
+    if (__builtin_add_overflow(a, b, &r) || r > limit) return -1;
+    *out = r;
+    return 0;
+}
+
 int model_check(const WpConfig *c, char *err, size_t errlen) {
     /* Named as in config.json (and as wpgen's flags), since that is what a user can change. */
-    const struct { const char *name; int value; } sizes[] = {
-        { "hidden_size", c->hidden }, { "num_hidden_layers", c->layers },
-        { "num_attention_heads", c->heads }, { "num_key_value_heads", c->kv_heads },
-        { "intermediate_size", c->ffn }, { "vocab_size", c->vocab },
-        { "sequence length", c->seq }, { "micro-batch size", c->mbs },
+    const struct { const char *name; int value, max, log2; } sizes[] = {
+        { "hidden_size", c->hidden, 1 << 20, 20 }, { "num_hidden_layers", c->layers, 1 << 16, 16 },
+        { "num_attention_heads", c->heads, 1 << 20, 20 }, { "num_key_value_heads", c->kv_heads, 1 << 20, 20 },
+        { "intermediate_size", c->ffn, 1 << 22, 22 }, { "vocab_size", c->vocab, 1 << 24, 24 },
+        { "sequence length", c->seq, 1 << 24, 24 }, { "micro-batch size", c->mbs, 1 << 20, 20 },
     };
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         if (sizes[i].value <= 0)
             return errmsg(err, errlen, "%s: expected a positive integer, got %d", sizes[i].name, sizes[i].value);
+        if (sizes[i].value > sizes[i].max)
+            return errmsg(err, errlen, "%s: expected at most %d (2^%d, beyond any real model), got %d", sizes[i].name,
+                          sizes[i].max, sizes[i].log2, sizes[i].value);
+    }
     if (c->hidden % c->heads != 0)
         return errmsg(err, errlen, "num_attention_heads (%d) does not divide hidden_size (%d)", c->heads, c->hidden);
     if (c->head_dim != c->hidden / c->heads)
@@ -220,5 +264,27 @@ int model_check(const WpConfig *c, char *err, size_t errlen) {
     /* The tokens of a micro-batch are counted in an int. */
     if ((long long)c->seq * c->mbs > INT_MAX)
         return errmsg(err, errlen, "sequence length x micro-batch size (%d x %d) is too large", c->seq, c->mbs);
+    /* Products, in checked 64-bit arithmetic: each field may be within its limit and the model
+     * still absurd. Parameters: a layer's 2H + 2qH + 2kvH + 3FH (config.c), L of them, and the
+     * embedding and head. */
+    unsigned long long H = (unsigned)c->hidden, F = (unsigned)c->ffn, V = (unsigned)c->vocab,
+                       kv = (unsigned long long)(unsigned)c->kv_heads * (unsigned)c->head_dim, a, b, layer, params;
+    const unsigned long long P = MAX_PARAMS;
+    int bad = mul_le(3 * F + 2 * kv + 2 * H + 2, H, P, &layer) || mul_le(layer, (unsigned)c->layers, P, &a) ||
+              mul_le(2 * V + 1, H, P, &b) || add_le(a, b, P, &params);
+    if (bad)
+        return errmsg(err, errlen, "the model has more than 2^44 parameters (hidden_size %d, intermediate_size %d, "
+                      "num_hidden_layers %d, vocab_size %d): beyond any real model", c->hidden, c->ffn, c->layers, c->vocab);
+    /* Activations of one micro-batch, bounded from above: per layer and token at most
+     * 8H + 4F + 4 heads + 4 floats (config.c's stash keeps 2H + 2q + 2kv + 2F + heads + 2, with
+     * q = H and kv <= H), the logits T x V on top. */
+    unsigned long long T = (unsigned long long)c->seq * (unsigned)c->mbs, per_tok, acts, logits;
+    const unsigned long long A = MAX_ACT_FLOATS;
+    bad = mul_le(8 * H + 4 * F + 4 * (unsigned)c->heads + 4, (unsigned)c->layers + 1ULL, A, &per_tok) ||
+          mul_le(per_tok, T, A, &acts) || mul_le(T, V, A, &logits) || add_le(acts, logits, A, &acts);
+    if (bad)
+        return errmsg(err, errlen, "one micro-batch's activations pass 2^50 floats (sequence length %d x micro-batch "
+                      "size %d, hidden_size %d, intermediate_size %d, %d layers, vocab_size %d): beyond any real run",
+                      c->seq, c->mbs, c->hidden, c->ffn, c->layers, c->vocab);
     return 0;
 }

@@ -19,7 +19,15 @@ const ModelPreset *model_presets(int *n);
  * writes one line to err ("PATH: FIELD: expected ..., got ..." or "unknown model NAME"). */
 int model_load(const char *name_or_path, WpConfig *c, char *name, size_t namelen, char *err, size_t errlen);
 
+/* A config.json's text in memory, read and checked as model_load reads a file; name stands for
+ * the file in messages. */
+int model_config_parse(const char *name, const char *text, size_t len, WpConfig *c, char *err, size_t errlen);
+
 /* Checks the shape's internal consistency (heads divide hidden, kv_heads divide heads, ...). */
 int model_check(const WpConfig *c, char *err, size_t errlen);
+/* It also refuses sizes no real model reaches, so that no count downstream can overflow:
+ * hidden_size and heads above 2^20, layers above 2^16, intermediate_size above 2^22, vocab_size
+ * and the sequence above 2^24, the micro-batch above 2^20, more than 2^44 parameters, or more
+ * than 2^50 floats of activations per micro-batch. */
 
 #endif

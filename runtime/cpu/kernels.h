@@ -20,10 +20,14 @@
 
 /* exp for the softmaxes and SiLU, branch-free so that loops over it vectorise (libm's expf is a
  * call per element). Cephes' expf: range reduction by ln 2, degree-6 polynomial, about 1 ulp;
- * 0 below -88 (where the true value is denormal or 0), so exp(-inf) is 0 as softmax wants. */
+ * 0 below -88 (where the true value is denormal or 0), so exp(-inf) is 0 as softmax wants.
+ * NaN in, NaN out: the clamps are written so that NaN fails both and becomes -88 (a NaN reaching
+ * the conversion to int below is undefined behaviour, and UBSan says so), and the NaN is handed
+ * back at the end, with a select that vectorises like the clamps. */
 static inline float wp_expf(float x) {
-    x = x < -88.0f ? -88.0f : x;
-    x = x > 88.0f ? 88.0f : x;
+    const float in = x;
+    x = x > -88.0f ? x : -88.0f;
+    x = x < 88.0f ? x : 88.0f;
     float n = x * 1.44269504088896341f + 12582912.0f;   /* round to nearest integer */
     n -= 12582912.0f;
     float r = x - n * 0.693359375f;
@@ -38,7 +42,7 @@ static inline float wp_expf(float x) {
     int32_t e = ((int32_t)n + 127) << 23;   /* 2^n; n = -127 gives 0 */
     float scale;
     memcpy(&scale, &e, sizeof scale);
-    return p * scale;
+    return in == in ? p * scale : in;
 }
 
 /* matmul.c: BLAS single-threaded (the OpenMP threads split each product); called by

@@ -117,6 +117,7 @@ struct Comm {
     int rank, size;
     int started_mpi;    /* comm_init called MPI_Init, so comm_finalize calls MPI_Finalize */
     double timeout;
+    double save_timeout;   /* comm_bcast_bytes_save's; 0: none */
     struct timespec t0;
 
     int ngroups, capgroups;
@@ -154,6 +155,22 @@ void comm_set_timeout(Comm *c, double seconds) {
     c->timeout = seconds;
 }
 
+void comm_set_save_timeout(Comm *c, double seconds) {
+    if (!(seconds >= 0)) comm_fail("comm_set_save_timeout: %g: expected seconds >= 0", seconds);
+    c->save_timeout = seconds;
+}
+
+/* A timeout in seconds from the environment, or dflt. */
+static double env_seconds(const char *name, double dflt) {
+    const char *env = getenv(name);
+    if (!env || !*env) return dflt;
+    char *end;
+    errno = 0;
+    double t = strtod(env, &end);
+    if (errno || *end || !(t >= 0)) comm_fail("%s=%s: expected a number of seconds >= 0", name, env);
+    return t;
+}
+
 static void *xrealloc(void *p, size_t bytes) {
     void *q = realloc(p, bytes ? bytes : 1);
     if (!q) comm_fail("out of memory (%zu bytes)", bytes);
@@ -181,15 +198,8 @@ Comm *comm_init(int *argc, char ***argv) {
     MPI_CHECK(MPI_Comm_size(c->world, &c->size));
     g_rank = c->rank;
 
-    c->timeout = COMM_DEFAULT_TIMEOUT;
-    const char *env = getenv("WP_COMM_TIMEOUT");
-    if (env && *env) {
-        char *end;
-        errno = 0;
-        double t = strtod(env, &end);
-        if (errno || *end || !(t >= 0)) comm_fail("WP_COMM_TIMEOUT=%s: expected a number of seconds >= 0", env);
-        c->timeout = t;
-    }
+    c->timeout = env_seconds("WP_COMM_TIMEOUT", COMM_DEFAULT_TIMEOUT);
+    c->save_timeout = env_seconds("WP_SAVE_TIMEOUT", COMM_DEFAULT_SAVE_TIMEOUT);
     return c;
 }
 
@@ -402,20 +412,20 @@ static void poll_once(Comm *c) {
     for (int j = 0; j < out; j++) complete(c, c->indices[j], &c->statuses[j]);
 }
 
-static void __attribute__((noreturn)) timeout_fail(Comm *c, double waited) {
+static void __attribute__((noreturn)) timeout_fail(Comm *c, double waited, double timeout, const char *var) {
     int first = -1, left = 0;
     for (int i = 0; i < c->npend; i++)
         if (!c->pend[i].done) { left++; if (first < 0) first = i; }
     char d[320];
     op_desc(c, &c->pend[first], d, sizeof d);
     comm_fail("timeout: %s still pending after %.1f s (%d of the %d operations of this wait pending; "
-              "WP_COMM_TIMEOUT=%g)", d, waited, left, c->npend, c->timeout);
+              "%s=%g)", d, waited, left, c->npend, var, timeout);
 }
 
 /* Polls until everything posted has completed; the heart of comm_wait_turn. It spins briefly
  * (a transfer that is nearly done should not pay a sleep), then sleeps with a growing interval
  * so that waiting ranks leave the cores to ranks still computing (tests oversubscribe). */
-static double wait_all(Comm *c) {
+static double wait_within(Comm *c, double timeout, const char *var) {
     if (c->ndone == c->npend) { c->npend = c->ndone = 0; return 0; }
     double t0 = comm_now(c);
     double nap = 2e-6;
@@ -424,7 +434,7 @@ static double wait_all(Comm *c) {
         poll_once(c);
         if (c->ndone == c->npend) break;
         double now = comm_now(c);
-        if (c->timeout > 0 && now - t0 > c->timeout) timeout_fail(c, now - t0);
+        if (timeout > 0 && now - t0 > timeout) timeout_fail(c, now - t0, timeout, var);
         if (now - t0 < 20e-6) continue;
         double s = nap;
         if (next > 0 && next - now < s) s = next - now > 0 ? next - now : 0;
@@ -437,6 +447,8 @@ static double wait_all(Comm *c) {
     c->stats.wait_s += waited;
     return waited;
 }
+
+static double wait_all(Comm *c) { return wait_within(c, c->timeout, "WP_COMM_TIMEOUT"); }
 
 double comm_wait_turn(Comm *c) { return wait_all(c); }
 
@@ -610,7 +622,8 @@ void comm_allreduce_double(Comm *c, double *x, int n) {
     wait_all(c);
 }
 
-void comm_bcast_bytes(Comm *c, void *buf, size_t nbytes, int root) {
+/* comm_bcast_bytes, its last wait with the given timeout. */
+static void bcast_bytes(Comm *c, void *buf, size_t nbytes, int root, double timeout, const char *var) {
     CommInfo info = { -1, "bytes" };
     check_peer(c, COMM_UTIL, root, &info);
     if (nbytes > (size_t)INT_MAX) comm_fail("comm_bcast_bytes: %zu bytes, more than MPI's limit of %d", nbytes, INT_MAX);
@@ -618,7 +631,15 @@ void comm_bcast_bytes(Comm *c, void *buf, size_t nbytes, int root) {
     util_count(c, nbytes);
     int i = post(c, COMM_UTIL, "BCAST_BYTES", NULL, root, -1, nbytes);
     MPI_CHECK(MPI_Ibcast(buf, (int)nbytes, MPI_BYTE, root, c->world, &c->reqs[i]));
-    wait_all(c);
+    wait_within(c, timeout, var);
+}
+
+void comm_bcast_bytes(Comm *c, void *buf, size_t nbytes, int root) {
+    bcast_bytes(c, buf, nbytes, root, c->timeout, "WP_COMM_TIMEOUT");
+}
+
+void comm_bcast_bytes_save(Comm *c, void *buf, size_t nbytes, int root) {
+    bcast_bytes(c, buf, nbytes, root, c->save_timeout, "WP_SAVE_TIMEOUT");
 }
 
 /* Every rank's n at rank 0 (counts: size entries there, NULL elsewhere). */

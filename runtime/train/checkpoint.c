@@ -1,19 +1,52 @@
-/* Checkpoints in Hugging Face's format plus the optimizer state; see checkpoint.h. */
+/* Checkpoints in Hugging Face's format plus the optimizer state, committed as one unit by the
+ * rename of the model file; see checkpoint.h for the layout and the guarantees. */
 #include "train/checkpoint.h"
 #include "common/errmsg.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 #include "train/safetensors.h"
+
+/* What marks a file as ours: the model file's __metadata__ and config.json carry it. */
+#define WRITTEN_BY "wpgen"
+
+/* ---- names ------------------------------------------------------------------------------ */
+
+/* A checkpoint path taken apart: DIR ("." if none), BASE (the file name) and STEM (BASE without
+ * ".safetensors"), the prefix of every name the checkpoint uses besides BASE and config.json. */
+typedef struct CkptNames {
+    char dir[4096], base[1024], stem[1024];
+} CkptNames;
+
+static int names_of(const char *path, CkptNames *n, char *err, size_t errlen) {
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    int dl = slash == path ? 1 : slash ? (int)(slash - path) : 0;
+    if (strlen(path) >= sizeof n->dir || strlen(base) + 64 >= sizeof n->base)
+        return errmsg(err, errlen, "%s: path too long", path);
+    if (slash) snprintf(n->dir, sizeof n->dir, "%.*s", dl, path);
+    else snprintf(n->dir, sizeof n->dir, ".");
+    snprintf(n->base, sizeof n->base, "%s", base);
+    size_t len = strlen(base), k = strlen(".safetensors");
+    snprintf(n->stem, sizeof n->stem, "%.*s", (int)(len > k && strcmp(base + len - k, ".safetensors") == 0 ? len - k : len), base);
+    return 0;
+}
+
+static void join(char *out, size_t outlen, const char *dir, const char *name) {
+    snprintf(out, outlen, "%s/%s", dir, name);
+}
 
 void ckpt_opt_path(const char *path, char *out, size_t outlen) {
     const char *ext = ".safetensors";
@@ -24,23 +57,78 @@ void ckpt_opt_path(const char *path, char *out, size_t outlen) {
         snprintf(out, outlen, "%s.opt.safetensors", path);
 }
 
-/* The directory part of path ("." if none). */
-static void dir_of(const char *path, char *out, size_t outlen) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(out, outlen, ".");
-    else if (slash == path) snprintf(out, outlen, "/");
-    else snprintf(out, outlen, "%.*s", (int)(slash - path), path);
+/* Is name STEM.opt.STEP.HASH.safetensors (STEP decimal, HASH 16 hex digits)? */
+static int is_opt_name(const char *name, const char *stem) {
+    size_t k = strlen(stem);
+    if (strncmp(name, stem, k) != 0 || strncmp(name + k, ".opt.", 5) != 0) return 0;
+    const char *p = name + k + 5, *q = p;
+    while (*q >= '0' && *q <= '9') q++;
+    if (q == p || *q != '.') return 0;
+    p = ++q;
+    while ((*q >= '0' && *q <= '9') || (*q >= 'a' && *q <= 'f')) q++;
+    return q - p == 16 && strcmp(q, ".safetensors") == 0;
+}
+
+/* Is name a temporary of ours (BASE, config.json or an optimizer file, then ".tmp.PID") left by
+ * a save that is no longer running? A live process's own temporaries are left alone. */
+static int is_stale_tmp(const char *name, const CkptNames *n) {
+    const char *t = strstr(name, ".tmp.");
+    if (!t) return 0;
+    const char *d = t + 5;
+    char *end;
+    errno = 0;
+    long pid = strtol(d, &end, 10);
+    if (end == d || *end || errno || pid <= 0) return 0;
+    char target[1100];
+    snprintf(target, sizeof target, "%.*s", (int)(t - name), name);
+    if (strcmp(target, n->base) != 0 && strcmp(target, "config.json") != 0 && !is_opt_name(target, n->stem)) return 0;
+    return pid == (long)getpid() || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+}
+
+/* ---- content hash ------------------------------------------------------------------------- */
+
+/* The optimizer file is named by a hash of its content, so that the model file's reference to
+ * it is also a check: whatever file has that name holds that state. And a save repeated with the
+ * same state writes the same names, as every other output of wpgen is reproducible. */
+static uint64_t mix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static uint64_t hash_bytes(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0x100000001b3ULL;
+        h ^= h >> 29;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p, n);
+    return mix64(h ^ w ^ ((uint64_t)n << 56));
+}
+
+/* ---- files ---------------------------------------------------------------------------------- */
+
+/* fsync of a directory, so that a rename in it survives a crash. Some file systems refuse it. */
+static int fsync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
+    if (rc != 0 && (errno == EINVAL || errno == EROFS)) rc = 0;
+    close(fd);
+    return rc;
 }
 
 /* Writes text to path atomically: PATH.tmp.PID, fsync, rename, fsync of the directory. */
-static int write_text_atomic(const char *path, const char *text, char *err, size_t errlen) {
-    char tmp[4200], dir[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp) {
-        errmsg(err, errlen, "%s: path too long", path);
-        return -1;
-    }
+static int write_text_atomic(const char *path, const char *dir, const char *text, char *err, size_t errlen) {
+    char tmp[4200];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
+        return errmsg(err, errlen, "%s: path too long", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) { errmsg(err, errlen, "%s: cannot create %s: %s", path, tmp, strerror(errno)); return -1; }
+    if (fd < 0) return errmsg(err, errlen, "%s: cannot create %s: %s", path, tmp, strerror(errno));
     size_t n = strlen(text), done = 0;
     int rc = 0;
     while (done < n && rc == 0) {
@@ -54,19 +142,43 @@ static int write_text_atomic(const char *path, const char *text, char *err, size
     if (rc == 0 && rename(tmp, path) != 0) { rc = -1; saved = errno; }
     if (rc != 0) {
         unlink(tmp);
-        errmsg(err, errlen, "%s: cannot write: %s", path, strerror(saved));
-        return -1;
+        return errmsg(err, errlen, "%s: cannot write: %s", path, strerror(saved));
     }
-    dir_of(path, dir, sizeof dir);
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        if (fsync(dfd) != 0 && errno != EINVAL) rc = -1;
-        close(dfd);
-    }
-    if (rc != 0) errmsg(err, errlen, "%s: fsync of the directory failed", path);
-    return rc;
+    if (fsync_dir(dir) != 0) return errmsg(err, errlen, "%s: fsync of the directory failed: %s", path, strerror(errno));
+    return 0;
 }
 
+/* Removes, in DIR, the temporaries of crashed saves and (once a commit names keep) the optimizer
+ * files of this checkpoint that nothing names any more, including an earlier version's
+ * STEM.opt.safetensors. keep NULL: temporaries only. Failures are ignored: what is left is
+ * removed by the next save. */
+static void remove_leftovers(const CkptNames *n, const char *keep) {
+    DIR *d = opendir(n->dir);
+    if (!d) return;
+    struct dirent *e;
+    char legacy[1100], path[5200];
+    snprintf(legacy, sizeof legacy, "%s.opt.safetensors", n->stem);
+    while ((e = readdir(d))) {
+        int stale = is_stale_tmp(e->d_name, n);
+        if (keep && !stale) {
+            if (is_opt_name(e->d_name, n->stem)) stale = strcmp(e->d_name, keep) != 0;
+            else if (strcmp(e->d_name, legacy) == 0) {
+                /* ours only if it says so */
+                join(path, sizeof path, n->dir, e->d_name);
+                WpStFile *f = wp_st_open(path, NULL, 0);
+                const char *fmt = f ? wp_st_metadata(f, "format") : NULL;
+                stale = fmt && strcmp(fmt, "wpgen-adamw") == 0;
+                wp_st_close(f);
+            }
+        }
+        if (!stale) continue;
+        join(path, sizeof path, n->dir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+}
+
+/* ---- config.json ---------------------------------------------------------------------------- */
 /* The shortest decimal that reads back as f, as a double: config.json shows 1e-05, not
  * 9.99999974737875e-06. */
 static double float_decimal(float f) {
@@ -79,10 +191,16 @@ static double float_decimal(float f) {
     return (double)f;
 }
 
-int ckpt_write_config(const char *path, const WpConfig *c, char *err, size_t errlen) {
-    char dir[4096], cfgpath[4200];
-    dir_of(path, dir, sizeof dir);
-    snprintf(cfgpath, sizeof cfgpath, "%s/config.json", dir);
+/* The keys of the config.json wpgen writes (before it marked its files). */
+static const char *const config_keys[] = {
+    "architectures", "model_type", "hidden_size", "intermediate_size", "num_hidden_layers",
+    "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_act", "max_position_embeddings",
+    "rms_norm_eps", "rope_theta", "tie_word_embeddings", "vocab_size", "attention_bias", "mlp_bias",
+    "torch_dtype", NULL,
+};
+
+/* config.json's text for c, malloc'd with a final newline; NULL when out of memory. */
+static char *config_text(const WpConfig *c) {
     json_t *o = json_object();
     int bad = !o;
     if (!bad) {
@@ -105,18 +223,107 @@ int ckpt_write_config(const char *path, const WpConfig *c, char *err, size_t err
         bad |= json_object_set_new(o, "attention_bias", json_false());
         bad |= json_object_set_new(o, "mlp_bias", json_false());
         bad |= json_object_set_new(o, "torch_dtype", json_string("float32"));
+        /* transformers keeps unknown keys as attributes: harmless, and it tells our file from a
+         * config.json someone else wrote (which a save must not overwrite) */
+        bad |= json_object_set_new(o, "written_by", json_string(WRITTEN_BY));
     }
     char *text = bad ? NULL : json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
     json_decref(o);
-    if (!text) { errmsg(err, errlen, "%s: out of memory", cfgpath); return -1; }
+    if (!text) return NULL;
     size_t n = strlen(text);
     char *withnl = realloc(text, n + 2);
-    if (!withnl) { free(text); errmsg(err, errlen, "%s: out of memory", cfgpath); return -1; }
+    if (!withnl) { free(text); return NULL; }
     withnl[n] = '\n';
     withnl[n + 1] = 0;
-    int rc = write_text_atomic(cfgpath, withnl, err, errlen);
-    free(withnl);
+    return withnl;
+}
+
+/* Did wpgen write this config.json? Marked so, or exactly the keys earlier versions wrote. */
+static int config_is_ours(const json_t *o) {
+    if (!json_is_object(o)) return 0;
+    const char *w = json_string_value(json_object_get(o, "written_by"));
+    if (w) return strcmp(w, WRITTEN_BY) == 0;
+    size_t n = 0;
+    for (; config_keys[n]; n++)
+        if (!json_object_get(o, config_keys[n])) return 0;
+    return json_object_size(o) == n;
+}
+
+/* DIR/config.json may be written: absent, or a file wpgen wrote. */
+static int check_config(const char *cfgpath, const char *path, char *err, size_t errlen) {
+    struct stat st;
+    if (lstat(cfgpath, &st) != 0) {
+        if (errno == ENOENT) return 0;
+        return errmsg(err, errlen, "%s: %s", cfgpath, strerror(errno));
+    }
+    json_error_t je;
+    json_t *o = S_ISREG(st.st_mode) ? json_load_file(cfgpath, 0, &je) : NULL;
+    int ours = config_is_ours(o);
+    json_decref(o);
+    if (!ours)
+        return errmsg(err, errlen, "%s: %s exists and was not written by wpgen (the model's own config.json?): "
+                      "a checkpoint there would replace it; save into another directory", path, cfgpath);
+    return 0;
+}
+
+int ckpt_write_config(const char *path, const WpConfig *c, char *err, size_t errlen) {
+    CkptNames n;
+    char cfgpath[4200];
+    if (names_of(path, &n, err, errlen)) return -1;
+    join(cfgpath, sizeof cfgpath, n.dir, "config.json");
+    if (check_config(cfgpath, path, err, errlen)) return -1;
+    char *text = config_text(c);
+    if (!text) return errmsg(err, errlen, "%s: out of memory", cfgpath);
+    /* Unchanged (the usual case: the same model saved again): not rewritten. */
+    size_t len = strlen(text);
+    char *old = malloc(len + 2);
+    FILE *f = old ? fopen(cfgpath, "rb") : NULL;
+    size_t got = f ? fread(old, 1, len + 1, f) : 0;
+    if (f) fclose(f);
+    int same = f && got == len && memcmp(old, text, len) == 0;
+    free(old);
+    int rc = same ? 0 : write_text_atomic(cfgpath, n.dir, text, err, errlen);
+    free(text);
     return rc;
+}
+
+/* ---- saving --------------------------------------------------------------------------------- */
+
+/* A model file wpgen wrote: marked so, or (earlier versions) one with a step in its metadata. */
+static int model_is_ours(const WpStFile *f) {
+    const char *w = wp_st_metadata(f, "written_by"), *fmt = wp_st_metadata(f, "format");
+    if (w) return strcmp(w, WRITTEN_BY) == 0;
+    return fmt && strcmp(fmt, "pt") == 0 && wp_st_metadata(f, "step") != NULL;
+}
+
+int ckpt_check_save(const char *path, char *err, size_t errlen) {
+    CkptNames n;
+    if (names_of(path, &n, err, errlen)) return -1;
+    if (!n.base[0] || !strcmp(n.base, ".") || !strcmp(n.base, ".."))
+        return errmsg(err, errlen, "%s: expected the model file's path, such as %s/model.safetensors", path,
+                      n.base[0] ? path : n.dir);
+    struct stat st;
+    if (stat(n.dir, &st) != 0) return errmsg(err, errlen, "%s: directory %s: %s", path, n.dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return errmsg(err, errlen, "%s: directory %s: %s", path, n.dir, strerror(ENOTDIR));
+    if (access(n.dir, W_OK) != 0) return errmsg(err, errlen, "%s: directory %s: %s", path, n.dir, strerror(errno));
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return errmsg(err, errlen, "%s is a directory, not a checkpoint file: give the model file's path, such as "
+                          "%s/model.safetensors", path, path);
+        if (!S_ISREG(st.st_mode))
+            return errmsg(err, errlen, "%s exists and is not a regular file (a device? a pipe?): refusing to replace it", path);
+        WpStFile *f = wp_st_open(path, NULL, 0);
+        int ours = f && model_is_ours(f);
+        wp_st_close(f);
+        if (!ours)
+            return errmsg(err, errlen, "%s exists and is not a checkpoint written by wpgen: refusing to replace it "
+                          "(remove it or save elsewhere)", path);
+    } else if (errno != ENOENT) {
+        return errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    }
+    char cfgpath[4200];
+    join(cfgpath, sizeof cfgpath, n.dir, "config.json");
+    return check_config(cfgpath, path, err, errlen);
 }
 
 /* The chunk's tensors, malloc'd; NULL on failure. */
@@ -157,46 +364,82 @@ static int add_chunks(WpStWriter *w, const WpConfig *c, const WpChunk *chunks, i
     return 0;
 }
 
+/* Does the model file at path name opt as its optimizer state (i.e. was that save committed)? */
+static int names_opt(const char *path, const char *opt) {
+    WpStFile *f = wp_st_open(path, NULL, 0);
+    const char *o = f ? wp_st_metadata(f, "optimizer") : NULL;
+    int yes = o && strcmp(o, opt) == 0;
+    wp_st_close(f);
+    return yes;
+}
+
 int ckpt_save(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
               float *const *params, float *const *m, float *const *v, const WpTrainState *st,
               char *err, size_t errlen) {
-    char num[32], e2[512];
+    char num[32], e2[512], optname[1200] = "", optpath[5300] = "";
+    CkptNames n;
+    if (m && v && !st) return errmsg(err, errlen, "%s: saving the optimizer needs the training state", path);
+    if (ckpt_check_save(path, err, errlen) || names_of(path, &n, err, errlen)) return -1;
+    remove_leftovers(&n, NULL);
+    int opt_existed = 0;
     if (m && v) {
-        if (!st) { errmsg(err, errlen, "%s: saving the optimizer needs the training state", path); return -1; }
-        char opt[4200];
-        ckpt_opt_path(path, opt, sizeof opt);
+        /* 1. The optimizer state, under a new name of its own: nothing of the previous
+         *    checkpoint is touched. */
         WpStWriter *w = wp_st_writer_new();
-        if (!w) { errmsg(err, errlen, "%s: out of memory", opt); return -1; }
+        if (!w) return errmsg(err, errlen, "%s: out of memory", path);
         if (add_chunks(w, c, chunks, nchunks, m, ".exp_avg", e2, sizeof e2) != 0 ||
             add_chunks(w, c, chunks, nchunks, v, ".exp_avg_sq", e2, sizeof e2) != 0) {
-            errmsg(err, errlen, "%s: %s", opt, e2);
             wp_st_writer_free(w);
-            return -1;
+            return errmsg(err, errlen, "%s: %s", path, e2);
         }
+        uint64_t h = 0;
+        for (int k = 0; k < nchunks; k++) {
+            h = hash_bytes(h, m[k], chunks[k].nparams * sizeof(float));
+            h = hash_bytes(h, v[k], chunks[k].nparams * sizeof(float));
+        }
+        const char *keys[] = { "step", "seed", "data_seq", "micro_batches", "micro_batch_size", "seq" };
+        uint64_t vals[] = { (uint64_t)st->step, st->seed, st->data_seq, (uint64_t)st->micro_batches,
+                            (uint64_t)st->micro_batch_size, (uint64_t)st->seq };
         wp_st_set_metadata(w, "format", "wpgen-adamw");
-        snprintf(num, sizeof num, "%ld", st->step);             wp_st_set_metadata(w, "step", num);
-        snprintf(num, sizeof num, "%" PRIu64, st->seed);        wp_st_set_metadata(w, "seed", num);
-        snprintf(num, sizeof num, "%" PRIu64, st->data_seq);    wp_st_set_metadata(w, "data_seq", num);
-        snprintf(num, sizeof num, "%d", st->micro_batches);     wp_st_set_metadata(w, "micro_batches", num);
-        snprintf(num, sizeof num, "%d", st->micro_batch_size);  wp_st_set_metadata(w, "micro_batch_size", num);
-        snprintf(num, sizeof num, "%d", st->seq);               wp_st_set_metadata(w, "seq", num);
-        if (wp_st_commit(w, opt, err, errlen) != 0) return -1;
+        for (int i = 0; i < 6; i++) {
+            snprintf(num, sizeof num, "%" PRIu64, vals[i]);
+            wp_st_set_metadata(w, keys[i], num);
+            h = hash_bytes(h, num, strlen(num) + 1);
+        }
+        snprintf(optname, sizeof optname, "%s.opt.%ld.%016" PRIx64 ".safetensors", n.stem, st->step, h);
+        join(optpath, sizeof optpath, n.dir, optname);
+        opt_existed = access(optpath, F_OK) == 0;   /* the same state saved before: same bytes */
+        if (wp_st_commit(w, optpath, err, errlen) != 0) return -1;
     }
-    if (ckpt_write_config(path, c, err, errlen) != 0) return -1;
+    /* 2. config.json, rewritten only if the model's shape changed. */
+    if (ckpt_write_config(path, c, err, errlen) != 0) goto undo;
+    /* 3. The model file, naming the optimizer file; its rename over path is the commit. */
     WpStWriter *w = wp_st_writer_new();
-    if (!w) { errmsg(err, errlen, "%s: out of memory", path); return -1; }
+    if (!w) { errmsg(err, errlen, "%s: out of memory", path); goto undo; }
     if (add_chunks(w, c, chunks, nchunks, params, "", e2, sizeof e2) != 0) {
         errmsg(err, errlen, "%s: %s", path, e2);
         wp_st_writer_free(w);
-        return -1;
+        goto undo;
     }
     /* transformers refuses safetensors files whose format is not one it knows. */
     wp_st_set_metadata(w, "format", "pt");
+    wp_st_set_metadata(w, "written_by", WRITTEN_BY);
     if (st) {
         snprintf(num, sizeof num, "%ld", st->step);
         wp_st_set_metadata(w, "step", num);
     }
-    return wp_st_commit(w, path, err, errlen);
+    if (optname[0]) wp_st_set_metadata(w, "optimizer", optname);
+    if (wp_st_commit(w, path, err, errlen) != 0) {
+        /* Committed all the same (only the directory's fsync failed)? Then keep everything. */
+        if (optname[0] && names_opt(path, optname)) return -1;
+        goto undo;
+    }
+    /* 4. Committed: what the previous checkpoint had and this one does not name goes. */
+    remove_leftovers(&n, optname[0] ? optname : "");
+    return 0;
+undo:
+    if (optname[0] && !opt_existed) unlink(optpath);
+    return -1;
 }
 
 static void shape_str(const size_t *shape, int nd, char *out, size_t outlen) {
@@ -324,6 +567,75 @@ static int meta_u64(const WpStFile *f, const char *key, uint64_t *out) {
     return 0;
 }
 
+/* The optimizer file of the model file f at path (metadata "optimizer", in path's directory; an
+ * earlier version's PATH.opt.safetensors when absent) into out. -1 with err set when the model
+ * file holds only weights or names something that is not an optimizer file of ours. */
+static int opt_path_of(const WpStFile *f, const char *path, char *out, size_t outlen, char *err, size_t errlen) {
+    const char *name = wp_st_metadata(f, "optimizer");
+    CkptNames n;
+    if (names_of(path, &n, err, errlen)) return -1;
+    if (name) {
+        /* a plain name in the same directory, never a path: the file is not trusted further */
+        if (!is_opt_name(name, n.stem))
+            return errmsg(err, errlen, "%s: its metadata names the optimizer state \"%s\", not a file name wpgen "
+                          "writes for this checkpoint (renamed? its optimizer files are %s.opt.STEP.HASH.safetensors)",
+                          path, name, n.stem);
+        join(out, outlen, n.dir, name);
+        return 0;
+    }
+    const char *w = wp_st_metadata(f, "written_by");
+    if (w && strcmp(w, WRITTEN_BY) == 0)
+        return errmsg(err, errlen, "%s holds only the weights (saved without the optimizer state): --init %s starts "
+                      "from them, --resume needs a checkpoint written by training", path, path);
+    ckpt_opt_path(path, out, outlen);
+    return 0;
+}
+
+/* Reads the optimizer file's metadata into st; checks its format and that its step is the
+ * model file's. */
+static int read_opt_meta(const WpStFile *f, const char *opt, const char *path, int has_step, uint64_t model_step,
+                         WpTrainState *st, char *err, size_t errlen) {
+    uint64_t step, seed, seq, mb, mbs, s;
+    const char *fmt = wp_st_metadata(f, "format");
+    if (!fmt || strcmp(fmt, "wpgen-adamw") != 0 || meta_u64(f, "step", &step) || meta_u64(f, "seed", &seed) ||
+        meta_u64(f, "data_seq", &seq) || meta_u64(f, "micro_batches", &mb) ||
+        meta_u64(f, "micro_batch_size", &mbs) || meta_u64(f, "seq", &s) || step > (uint64_t)INT64_MAX ||
+        mb > INT32_MAX || mbs > INT32_MAX || s > INT32_MAX)
+        return errmsg(err, errlen, "%s: not an optimizer state written by wpgen (its __metadata__ lacks format, step, seed, data_seq, ...)", opt);
+    if (!has_step || model_step != step) {
+        /* Earlier versions committed the two files one after the other: a crash in between mixed steps. */
+        char ms[32] = "unknown";
+        if (has_step) snprintf(ms, sizeof ms, "%" PRIu64, model_step);
+        return errmsg(err, errlen, "%s: optimizer state of step %" PRIu64 " but %s is of step %s (an interrupted save?)",
+                      opt, step, path, ms);
+    }
+    if (st) {
+        st->step = (long)step;
+        st->seed = seed;
+        st->data_seq = seq;
+        st->micro_batches = (int)mb;
+        st->micro_batch_size = (int)mbs;
+        st->seq = (int)s;
+    }
+    return 0;
+}
+
+int ckpt_read_state(const char *path, WpTrainState *st, char *err, size_t errlen) {
+    char opt[5300];
+    WpStFile *f = wp_st_open(path, err, errlen);
+    if (!f) return errmsg_one_line(err);
+    uint64_t model_step = 0;
+    int has_step = meta_u64(f, "step", &model_step) == 0;
+    int rc = opt_path_of(f, path, opt, sizeof opt, err, errlen);
+    wp_st_close(f);
+    if (rc) return errmsg_one_line(err);
+    WpStFile *o = wp_st_open(opt, err, errlen);
+    if (!o) return errmsg_one_line(err);
+    rc = read_opt_meta(o, opt, path, has_step, model_step, st, err, errlen);
+    wp_st_close(o);
+    return rc ? errmsg_one_line(err) : 0;
+}
+
 int ckpt_load(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
               float *const *params, float *const *m, float *const *v, WpTrainState *st,
               char *err, size_t errlen) {
@@ -334,39 +646,19 @@ int ckpt_load(const char *path, const WpConfig *c, const WpChunk *chunks, int nc
     if (rc == 0) rc = load_chunks(f, path, c, chunks, nchunks, params, "", 1, err, errlen);
     uint64_t model_step = 0;
     int has_step = meta_u64(f, "step", &model_step) == 0;
+    char opt[5300];
+    if (rc == 0 && m && v) rc = opt_path_of(f, path, opt, sizeof opt, err, errlen);
     wp_st_close(f);
-    if (rc != 0 || !(m && v)) return rc;
+    if (rc != 0 || !(m && v)) return rc ? errmsg_one_line(err) : 0;
 
-    char opt[4200];
-    ckpt_opt_path(path, opt, sizeof opt);
     f = wp_st_open(opt, err, errlen);
     if (!f) return -1;
-    uint64_t step, seed, seq, mb, mbs, s;
-    const char *fmt = wp_st_metadata(f, "format");
-    if (!fmt || strcmp(fmt, "wpgen-adamw") != 0 || meta_u64(f, "step", &step) || meta_u64(f, "seed", &seed) ||
-        meta_u64(f, "data_seq", &seq) || meta_u64(f, "micro_batches", &mb) ||
-        meta_u64(f, "micro_batch_size", &mbs) || meta_u64(f, "seq", &s)) {
-        errmsg(err, errlen, "%s: not an optimizer state written by wpgen (its __metadata__ lacks format, step, seed, data_seq, ...)", opt);
-        rc = -1;
-    } else if (!has_step || model_step != step) {
-        /* The two files are committed one after the other: a crash in between mixes steps. */
-        char ms[32] = "unknown";
-        if (has_step) snprintf(ms, sizeof ms, "%" PRIu64, model_step);
-        errmsg(err, errlen, "%s: optimizer state of step %" PRIu64 " but %s is of step %s (an interrupted save?)",
-               opt, step, path, ms);
-        rc = -1;
-    }
+    WpTrainState tmp;
+    rc = read_opt_meta(f, opt, path, has_step, model_step, &tmp, err, errlen);
     if (rc == 0) rc = check_no_extra(f, opt, c, moments, 2, err, errlen);
     if (rc == 0) rc = load_chunks(f, opt, c, chunks, nchunks, m, ".exp_avg", 0, err, errlen);
     if (rc == 0) rc = load_chunks(f, opt, c, chunks, nchunks, v, ".exp_avg_sq", 0, err, errlen);
-    if (rc == 0 && st) {
-        st->step = (long)step;
-        st->seed = seed;
-        st->data_seq = seq;
-        st->micro_batches = (int)mb;
-        st->micro_batch_size = (int)mbs;
-        st->seq = (int)s;
-    }
+    if (rc == 0 && st) *st = tmp;
     wp_st_close(f);
-    return rc;
+    return rc ? errmsg_one_line(err) : 0;
 }

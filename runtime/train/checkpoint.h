@@ -1,12 +1,32 @@
-/* Checkpoints: the model as a Hugging Face safetensors file (LlamaForCausalLM tensor names, full
- * tensors) with a config.json beside it, so `transformers` loads the directory; and the optimizer
- * state (AdamW's m and v per tensor, the step, the data position, the seed) in a second file,
- * PATH with ".safetensors" replaced by ".opt.safetensors" (or ".opt.safetensors" appended).
+/* Checkpoints. A checkpoint is named by the path of its model file, PATH (--save PATH, --resume
+ * PATH, --init PATH; conventionally DIR/model.safetensors), and consists of:
+ *   PATH                         the model: a Hugging Face safetensors file (LlamaForCausalLM
+ *                                tensor names, full tensors), so that `transformers` loads DIR;
+ *   DIR/config.json              its shape, for transformers;
+ *   DIR/STEM.opt.STEP.HASH.safetensors   the optimizer state (AdamW's m and v per tensor, the
+ *                                step, the data position, the seed), which PATH names in its
+ *                                metadata; STEM is PATH's file name without ".safetensors", HASH a
+ *                                hash of the file's content.
+ *
+ * One commit. A save writes the optimizer file first, under its own new name, then config.json
+ * (only if it changed), then the model file beside PATH and renames it over PATH (fsync before
+ * and after each rename). That last rename is the commit: until it, PATH is the previous
+ * checkpoint and names its own optimizer file, which the save has not touched; after it, PATH is
+ * the new one. A crash or kill -9 at any moment therefore leaves one whole checkpoint, the
+ * previous or the new. Once committed, the save removes the optimizer files of this STEM that PATH
+ * no longer names, and every save first removes the temporaries (NAME.tmp.PID) that crashed saves
+ * left: only names of this checkpoint, only of processes no longer running.
+ *
+ * wpgen replaces only its own files: a save refuses (before writing anything) a PATH that is a
+ * directory, a device or any file that is not a checkpoint written by wpgen, and a DIR/config.json
+ * it did not write (the model's own config.json given with -m, say).
  *
  * Everything works on arrays of chunks: params[k] (and m[k], v[k]) are the parameters of
  * chunks[k], laid out as wp_chunk_tensors() says. A pipelined runtime that gathers its chunks
- * passes them all; the reference trainer passes one chunk holding the whole model. Every file
- * is written atomically (temporary file, fsync, rename). */
+ * passes them all; the reference trainer passes one chunk holding the whole model.
+ *
+ * Checkpoints of earlier versions (PATH and PATH's ".opt.safetensors", written one after the
+ * other) still load, when the step both record agrees. */
 #ifndef WP_CHECKPOINT_H
 #define WP_CHECKPOINT_H
 
@@ -24,15 +44,22 @@ typedef struct WpTrainState {
     int seq;
 } WpTrainState;
 
-/* The optimizer file's path for a model path. */
+/* The optimizer file's path of an earlier version's checkpoint: PATH with ".safetensors" replaced
+ * by ".opt.safetensors" (or that appended). */
 void ckpt_opt_path(const char *path, char *out, size_t outlen);
 
-/* Writes DIR/config.json for c (DIR: the directory of path). */
+/* Could a checkpoint be saved at path? Its directory exists and is writable, path is absent or a
+ * checkpoint written by wpgen, DIR/config.json absent or written by wpgen. 0, or -1 with one line
+ * naming the path in err. ckpt_save checks the same; trainers call it at start-up too. */
+int ckpt_check_save(const char *path, char *err, size_t errlen);
+
+/* Writes DIR/config.json for c (DIR: the directory of path), unless it holds that already;
+ * refuses a config.json wpgen did not write. */
 int ckpt_write_config(const char *path, const WpConfig *c, char *err, size_t errlen);
 
-/* Saves the model to path and config.json beside it; with m and v (not NULL) also the optimizer
- * file, written first: a crash between the two commits leaves files of two different steps, which
- * ckpt_load refuses (both carry the step). st may be NULL when m is. 0 or -1 with err set. */
+/* Saves the checkpoint (see above): with m and v (not NULL) the optimizer state too, else the
+ * weights alone (which --init can start from). st may be NULL when m is. 0 or -1 with err set;
+ * on failure the previous checkpoint at path is as it was. */
 int ckpt_save(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
               float *const *params, float *const *m, float *const *v, const WpTrainState *st,
               char *err, size_t errlen);
@@ -44,5 +71,10 @@ int ckpt_save(const char *path, const WpConfig *c, const WpChunk *chunks, int nc
 int ckpt_load(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
               float *const *params, float *const *m, float *const *v, WpTrainState *st,
               char *err, size_t errlen);
+
+/* The training state of the checkpoint at path (step, seed, data position, shape) from the
+ * files' headers alone, without reading a tensor: what a trainer needs before it sets up
+ * (the seed of the synthetic data, say). 0 or -1 with err set. */
+int ckpt_read_state(const char *path, WpTrainState *st, char *err, size_t errlen);
 
 #endif

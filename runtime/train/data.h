@@ -16,8 +16,10 @@
 
 typedef struct WpData WpData;
 
-/* Opens path (memory-mapped) for sequences of seq+1 tokens and checks every token against vocab.
- * On error returns NULL and writes one line naming the file to err. */
+/* Opens path for sequences of seq+1 tokens and checks every token against vocab. path must be a
+ * regular file (a named pipe, a device or a directory is refused, not waited on). The file stays
+ * open and is read with pread (not mapped: see data.c). On error returns NULL and writes one line
+ * naming the file to err. */
 WpData *data_open(const char *path, int vocab, int seq, char *err, size_t errlen);
 /* Unbounded synthetic data: token at position p is a hash of (seed, p) modulo vocab. */
 WpData *data_synthetic(uint64_t seed, int vocab);
@@ -38,7 +40,9 @@ uint64_t data_seq_index(long step, int g, int M, int G, int i);
 uint64_t data_seq_start(const WpData *d, uint64_t q, int S);
 
 /* Fills inputs[G*S] and targets[G*S] with micro-batch g of step s: sequence i is the S+1 tokens
- * at data_seq_start(q), inputs the first S, targets the last S. */
+ * at data_seq_start(q), inputs the first S, targets the last S. Every token read is checked again:
+ * if the file shrank or changed since data_open, it prints one line naming the file and what
+ * changed, and ends the process with exit status 2 (under mpirun that ends the job). */
 void data_read_batch(const WpData *d, long step, int g, int M, int G, int S, int *inputs, int *targets);
 
 #endif

@@ -287,7 +287,8 @@ typedef struct StTensor {
 } StTensor;
 
 struct WpStFile {
-    void *map;
+    void *map;                   /* ours to unmap; NULL for wp_st_open_memory */
+    const unsigned char *bytes;  /* the whole file */
     size_t size;
     const unsigned char *data;   /* first byte after the header */
     json_t *root;
@@ -357,10 +358,14 @@ static int parse_entry(const char *path, const char *name, json_t *v, size_t dat
     return 0;
 }
 
+/* Validates the header of f->bytes (f->size bytes) and fills the table; 0, or -1 with err set. */
+static int st_parse(WpStFile *f, const char *path, char *err, size_t errlen);
+
 WpStFile *wp_st_open(const char *path, char *err, size_t errlen) {
     WpStFile *f = calloc(1, sizeof *f);
     if (!f) { errmsg(err, errlen, "%s: out of memory", path); return NULL; }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a named pipe would block the open itself; it is refused below. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) { errmsg(err, errlen, "%s: %s", path, strerror(errno)); free(f); return NULL; }
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -384,14 +389,41 @@ WpStFile *wp_st_open(const char *path, char *err, size_t errlen) {
         wp_st_close(f);
         return NULL;
     }
-    const unsigned char *p = f->map;
+    f->bytes = f->map;
+    if (st_parse(f, path, err, errlen) != 0) {
+        errmsg_one_line(err);   /* tensor names from the file are quoted raw */
+        wp_st_close(f);
+        return NULL;
+    }
+    return f;
+}
+
+WpStFile *wp_st_open_memory(const char *name, const void *data, size_t size, char *err, size_t errlen) {
+    WpStFile *f = calloc(1, sizeof *f);
+    if (!f) { errmsg(err, errlen, "%s: out of memory", name); return NULL; }
+    if (size < 8) {
+        errmsg(err, errlen, "%s: not a safetensors file (shorter than 8 bytes)", name);
+        free(f);
+        return NULL;
+    }
+    f->bytes = data;
+    f->size = size;
+    if (st_parse(f, name, err, errlen) != 0) {
+        errmsg_one_line(err);
+        wp_st_close(f);
+        return NULL;
+    }
+    return f;
+}
+
+static int st_parse(WpStFile *f, const char *path, char *err, size_t errlen) {
+    const unsigned char *p = f->bytes;
     uint64_t hlen = 0;
     for (int i = 0; i < 8; i++) hlen |= (uint64_t)p[i] << (8 * i);
     if (hlen > ST_MAX_HEADER || hlen > f->size - 8) {
         errmsg(err, errlen, "%s: not a safetensors file (header length %llu, file size %zu)", path,
                (unsigned long long)hlen, f->size);
-        wp_st_close(f);
-        return NULL;
+        return -1;
     }
     f->data = p + 8 + hlen;
     size_t datasize = f->size - 8 - (size_t)hlen;
@@ -399,8 +431,7 @@ WpStFile *wp_st_open(const char *path, char *err, size_t errlen) {
     f->root = json_loadb((const char *)p + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &je);
     if (!f->root || !json_is_object(f->root)) {
         errmsg(err, errlen, "%s: header: %s", path, f->root ? "expected a JSON object" : je.text);
-        wp_st_close(f);
-        return NULL;
+        return -1;
     }
     size_t nkeys = json_object_size(f->root);
     f->tensors = calloc(nkeys ? nkeys : 1, sizeof *f->tensors);
@@ -408,8 +439,7 @@ WpStFile *wp_st_open(const char *path, char *err, size_t errlen) {
     if (!f->tensors || !order) {
         errmsg(err, errlen, "%s: out of memory", path);
         free(order);
-        wp_st_close(f);
-        return NULL;
+        return -1;
     }
     const char *key;
     json_t *v;
@@ -424,13 +454,11 @@ WpStFile *wp_st_open(const char *path, char *err, size_t errlen) {
         bad_meta:
             errmsg(err, errlen, "%s: header: __metadata__: expected an object of strings", path);
             free(order);
-            wp_st_close(f);
-            return NULL;
+            return -1;
         }
         if (parse_entry(path, key, v, datasize, &f->tensors[f->n], err, errlen) != 0) {
             free(order);
-            wp_st_close(f);
-            return NULL;
+            return -1;
         }
         order[f->n] = &f->tensors[f->n];
         f->n++;
@@ -444,8 +472,7 @@ WpStFile *wp_st_open(const char *path, char *err, size_t errlen) {
                    path, order[i]->name, order[i]->begin < pos ? "overlap" : "leave a hole after",
                    order[i]->begin, pos);
             free(order);
-            wp_st_close(f);
-            return NULL;
+            return -1;
         }
         pos = order[i]->end;
     }
@@ -453,10 +480,9 @@ WpStFile *wp_st_open(const char *path, char *err, size_t errlen) {
     if (pos != datasize) {
         errmsg(err, errlen, "%s: %zu bytes of data but the tensors cover %zu (truncated or padded file)",
                path, datasize, pos);
-        wp_st_close(f);
-        return NULL;
+        return -1;
     }
-    return f;
+    return 0;
 }
 
 const void *wp_st_get(const WpStFile *f, const char *name, const char **dtype, size_t *shape,

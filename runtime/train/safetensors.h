@@ -18,6 +18,8 @@ int wp_st_commit(WpStWriter *w, const char *path, char *err, size_t errlen);  /*
 void wp_st_writer_free(WpStWriter *w);
 
 WpStFile *wp_st_open(const char *path, char *err, size_t errlen);
+/* The same over a file's bytes in memory (not copied: they must outlive f); name for messages. */
+WpStFile *wp_st_open_memory(const char *name, const void *data, size_t size, char *err, size_t errlen);
 /* Returns the tensor's data or NULL if absent; fills dtype/shape/ndim if not NULL. */
 const void *wp_st_get(const WpStFile *f, const char *name, const char **dtype, size_t *shape,
                       int *ndim, size_t *bytes);

@@ -123,7 +123,7 @@ static int save_checkpoint(WpRank *R, const char *path, const WpTrainState *st) 
         for (int c = 0; c < P->nchunks; c++) { free(par[c]); free(m[c]); free(v[c]); }
         free(par); free(m); free(v); free(all);
     }
-    comm_bcast_bytes(R->comm, &rc, sizeof rc, 0);
+    comm_bcast_bytes_save(R->comm, &rc, sizeof rc, 0);   /* rank 0's save may outlast the comm timeout */
     return rc;
 }
 
@@ -210,6 +210,17 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
         comm_finalize(comm);
         return 2;
     }
+    /* --resume: the run goes on with its own seed (its synthetic data), not the default or --seed's */
+    uint64_t ignored_seed;
+    int seeded = train_flags_resume(&o, &ignored_seed, err, sizeof err);
+    if (seeded < 0) {
+        if (R->rank == 0) fprintf(stderr, "train: %s\n", err);
+        comm_finalize(comm);
+        return 2;
+    }
+    if (seeded > 0 && R->rank == 0)
+        fprintf(stderr, "train: warning: --seed %llu ignored: the run being resumed has seed %llu\n",
+                (unsigned long long)ignored_seed, (unsigned long long)o.seed);
     setup(R, P, &o);
     /* WP_EMULATE=1: delay every send by the plan's link (latency + bytes / bandwidth, intra- or
      * inter-node), so that topology effects can be measured on one machine (make bench-sim). */
@@ -291,6 +302,11 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
                                  .micro_batches = P->total_mbs, .micro_batch_size = R->cfg.mbs, .seq = R->cfg.seq };
             if (save_checkpoint(R, o.save, &now)) { status = 1; break; }
         }
+    }
+    if (o.save && start >= end) {   /* no step to run (--steps 0): save the state as it is, as wp-ref does */
+        WpTrainState now = { .step = start, .seed = o.seed, .data_seq = data_seq_index(start, 0, P->total_mbs, R->cfg.mbs, 0),
+                             .micro_batches = P->total_mbs, .micro_batch_size = R->cfg.mbs, .seq = R->cfg.seq };
+        if (save_checkpoint(R, o.save, &now)) status = 1;
     }
     if (R->rank == 0 && status == 0)
         printf("train: %ld steps in %.2f s; final weights %s\n", end - start, comm_now(comm) - t_run, o.save ? o.save : "not saved (--save FILE)");

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "train/trainflags.h"
+#include "train/checkpoint.h"
 
 const char train_flags_usage[] =
     "  --data FILE             llm.c token shard (*.bin) or any file read as bytes\n"
@@ -20,8 +21,10 @@ const char train_flags_usage[] =
     "  --clip X                global gradient-norm limit, 0 = none (default 1.0)\n"
     "  --seed N                initialisation and synthetic data (default 1)\n"
     "  --init FILE             start from these weights (safetensors)\n"
-    "  --resume FILE           continue a run from its checkpoint (and FILE's .opt.safetensors)\n"
-    "  --save FILE             write a checkpoint at the end (safetensors + config.json + optimizer)\n"
+    "  --resume FILE           continue a run from its checkpoint (FILE and the optimizer file it names;\n"
+    "                          the run's seed comes from the checkpoint)\n"
+    "  --save FILE             write a checkpoint at the end: FILE (the model, safetensors), config.json\n"
+    "                          and FILE's optimizer file beside it, committed as one (see README)\n"
     "  --save-every N          and every N steps\n"
     "  --log FILE              one JSON object per step\n"
     "  --trace FILE            Chrome trace (chrome://tracing, Perfetto) of the steps\n"
@@ -97,8 +100,9 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
         else if (!strcmp(flag, "--micro-batch-size")) { rc = parse_long(flag, val, 1, 1 << 20, &x, err, errlen); o->mbs = (int)x; }
         else if (!strcmp(flag, "--micro-batches")) { rc = parse_long(flag, val, 1, 1 << 20, &x, err, errlen); o->micro_batches = (int)x; }
         else if (!strcmp(flag, "--data")) o->data = val;
-        else if (!strcmp(flag, "--steps")) rc = parse_long(flag, val, 0, 1L << 40, &o->steps, err, errlen);
-        else if (!strcmp(flag, "--stop-at")) rc = parse_long(flag, val, 1, 1L << 40, &o->stop_at, err, errlen);
+        /* Steps are counted in an int by the optimizer's schedule: a larger --steps would wrap. */
+        else if (!strcmp(flag, "--steps")) rc = parse_long(flag, val, 0, INT32_MAX, &o->steps, err, errlen);
+        else if (!strcmp(flag, "--stop-at")) rc = parse_long(flag, val, 1, INT32_MAX, &o->stop_at, err, errlen);
         else if (!strcmp(flag, "--lr")) rc = parse_float(flag, val, 0, 10, &o->lr, err, errlen);
         else if (!strcmp(flag, "--warmup")) { rc = parse_long(flag, val, 0, 1 << 30, &x, err, errlen); o->warmup = (int)x; }
         else if (!strcmp(flag, "--weight-decay")) rc = parse_float(flag, val, 0, 10, &o->weight_decay, err, errlen);
@@ -107,7 +111,7 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
         else if (!strcmp(flag, "--init")) o->init = val;
         else if (!strcmp(flag, "--resume")) o->resume = val;
         else if (!strcmp(flag, "--save")) o->save = val;
-        else if (!strcmp(flag, "--save-every")) rc = parse_long(flag, val, 1, 1L << 40, &o->save_every, err, errlen);
+        else if (!strcmp(flag, "--save-every")) rc = parse_long(flag, val, 1, INT32_MAX, &o->save_every, err, errlen);
         else if (!strcmp(flag, "--log")) o->log = val;
         else if (!strcmp(flag, "--trace")) o->trace = val;
         if (rc) return -1;
@@ -117,12 +121,21 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
     if (o->init && o->resume) { snprintf(err, errlen, "--init and --resume exclude each other (--resume restores the weights)"); return -1; }
     if (o->save_every && !o->save) { snprintf(err, errlen, "--save-every needs --save FILE"); return -1; }
     if (o->save) {
-        /* Find out now, not after hours of training, that the checkpoint cannot be written. */
-        char dir[4096];
-        const char *slash = strrchr(o->save, '/');
-        if (!slash) snprintf(dir, sizeof dir, ".");
-        else snprintf(dir, sizeof dir, "%.*s", slash == o->save ? 1 : (int)(slash - o->save), o->save);
-        if (access(dir, W_OK) != 0) { snprintf(err, errlen, "--save %s: directory %s: %s", o->save, dir, strerror(errno)); return -1; }
+        /* Find out now, not after hours of training, that the checkpoint cannot be written (or
+         * would replace a file that is not a checkpoint). */
+        char why[1024];
+        if (ckpt_check_save(o->save, why, sizeof why)) { snprintf(err, errlen, "--save %s", why); return -1; }
     }
     return 0;
+}
+
+int train_flags_resume(TrainFlags *o, uint64_t *ignored_seed, char *err, size_t errlen) {
+    if (!o->resume) return 0;
+    WpTrainState st;
+    if (ckpt_read_state(o->resume, &st, err, errlen)) return -1;
+    int ignored = o->seed_given && o->seed != st.seed;
+    if (ignored && ignored_seed) *ignored_seed = o->seed;
+    /* The synthetic data continue where the run was, whatever --seed says. */
+    o->seed = st.seed;
+    return ignored;
 }

@@ -14,7 +14,7 @@ typedef struct TrainFlags {
     float lr, weight_decay, clip;
     int warmup;
     uint64_t seed;
-    int seed_given;
+    int seed_given;                   /* --seed was given (else seed is the default, 1) */
     const char *init, *resume, *save, *log, *trace;
     long save_every;
     int recompute;
@@ -28,5 +28,12 @@ extern const char train_flags_usage[];
  * line in err (the caller exits 2). */
 int train_flags_parse(int argc, char **argv, int with_model, const char *usage_head, TrainFlags *o,
                       char *err, size_t errlen);
+
+/* --resume: takes the seed of the run being resumed into o->seed (initialisation is the
+ * checkpoint's; the synthetic data must continue where they were), reading only the
+ * checkpoint's headers, so that a trainer can call it before it sets up its data. A --seed that
+ * differs is ignored: returns 1 and its value in *ignored_seed, for the caller's warning. Without
+ * --resume does nothing. 0 or 1, or -1 with err set (the checkpoint cannot be read: exit 2). */
+int train_flags_resume(TrainFlags *o, uint64_t *ignored_seed, char *err, size_t errlen);
 
 #endif

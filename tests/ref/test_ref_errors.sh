@@ -74,8 +74,8 @@ mkdir -p "$tmp/ck"
 echo '{"hidden_size": 32, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 176, "vocab_size": 256}' >"$tmp/narrow.json"
 expect 2 "model.embed_tokens.weight: shape [256, 64] in the file, [256, 32] in the model" -- \
     -m "$tmp/narrow.json" --seq 16 --synthetic --init "$tmp/ck/m.safetensors"
-rm -f "$tmp/ck/m.opt.safetensors"
-expect 2 "m.opt.safetensors: No such file" -- "${ok[@]}" --synthetic --resume "$tmp/ck/m.safetensors"
+rm -f "$tmp/ck/"m.opt.*.safetensors
+expect 2 "$tmp/ck/m.opt.2." -- "${ok[@]}" --synthetic --resume "$tmp/ck/m.safetensors"
 
 # NaN: a checkpoint whose final norm holds a NaN. The run stops at once with exit 1 and leaves
 # the checkpoint it resumed from (and would have overwritten) as it was.
@@ -97,6 +97,39 @@ expect 1 "step 3: the loss is NaN: stopping (the checkpoint $tmp/ck/n.safetensor
 cmp -s "$tmp/ck/n.safetensors" "$tmp/n.before" || { echo "FAIL: the checkpoint changed after NaN"; fails=$((fails + 1)); }
 expect 1 "step 1: the loss is NaN: stopping (no checkpoint was written)" -- \
     "${ok[@]}" --synthetic --init "$tmp/ck/n.safetensors"
+
+# Out of range: --steps is counted in an int (2^31 + 2 used to wrap and change the schedule).
+expect 2 "--steps: expected an integer in [0, 2147483647], got \"2147483650\"" -- "${ok[@]}" --synthetic --stop-at 1 --steps 2147483650
+expect 2 "--save-every: expected an integer in [1, 2147483647]" -- "${ok[@]}" --synthetic --save "$tmp/x.safetensors" --save-every 4294967296
+# Sizes no real model has: refused naming the field, not wrapped into "0 B" (exit 2).
+echo '{"hidden_size": 1073741824, "num_hidden_layers": 2, "num_attention_heads": 16, "intermediate_size": 64, "vocab_size": 256}' >"$tmp/huge.json"
+expect 2 "huge.json: hidden_size: expected at most 1048576 (2^20, beyond any real model), got 1073741824" -- -m "$tmp/huge.json" --synthetic
+echo '{"hidden_size": 1048576, "num_hidden_layers": 65536, "num_attention_heads": 16, "intermediate_size": 4194304, "vocab_size": 256}' >"$tmp/wide.json"
+expect 2 "wide.json: the model has more than 2^44 parameters" -- -m "$tmp/wide.json" --synthetic
+# --data that is not a regular file: refused at once, not waited on (a named pipe used to hang).
+mkfifo "$tmp/fifo"
+n=$((n + 1))
+timeout 20 "$ref" "${ok[@]}" --data "$tmp/fifo" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "fifo: not a regular file (a named pipe)" "$tmp/err"; then
+    echo "FAIL: --data FIFO: exit $rc (want 2): $(head -n 1 "$tmp/err")"; fails=$((fails + 1))
+fi
+expect 2 "$tmp: not a regular file (a directory)" -- "${ok[@]}" --data "$tmp"
+# --save replaces only what wpgen wrote: not a device, a directory, a file of the user's, or the
+# config.json of the model being trained (-m DIR/config.json --save DIR/model.safetensors).
+# (a FIFO stands for a device: a build with this bug must not replace a real /dev/null)
+expect 2 "--save $tmp/fifo exists and is not a regular file" -- "${ok[@]}" --synthetic --save "$tmp/fifo"
+[ -p "$tmp/fifo" ] || { echo "FAIL: --save replaced a named pipe"; fails=$((fails + 1)); }
+expect 2 "--save $tmp/ck is a directory, not a checkpoint file" -- "${ok[@]}" --synthetic --save "$tmp/ck"
+echo "my notes" >"$tmp/notes.txt"
+expect 2 "--save $tmp/notes.txt exists and is not a checkpoint written by wpgen" -- "${ok[@]}" --synthetic --save "$tmp/notes.txt"
+grep -qx "my notes" "$tmp/notes.txt" || { echo "FAIL: --save overwrote a file of the user's"; fails=$((fails + 1)); }
+mkdir -p "$tmp/hf"
+echo '{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 176, "vocab_size": 256, "transformers_version": "4.40.0"}' >"$tmp/hf/config.json"
+cp "$tmp/hf/config.json" "$tmp/hf.before"
+expect 2 "--save $tmp/hf/model.safetensors: $tmp/hf/config.json exists and was not written by wpgen" -- \
+    -m "$tmp/hf/config.json" --seq 16 --steps 1 --synthetic --save "$tmp/hf/model.safetensors"
+cmp -s "$tmp/hf/config.json" "$tmp/hf.before" || { echo "FAIL: --save overwrote the model's config.json"; fails=$((fails + 1)); }
 
 # --help succeeds.
 n=$((n + 1))

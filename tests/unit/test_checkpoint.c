@@ -1,12 +1,15 @@
 /* Checkpoints: round trip through chunks (saved as two chunks, loaded as one and back), the
- * config.json transformers reads, the optimizer state, shape mismatches, BF16 input, files of
- * two different steps, and atomicity (a failed save leaves the previous checkpoint intact). */
+ * config.json transformers reads, the optimizer state, shape mismatches, BF16 input; one commit
+ * (a failed save leaves the previous checkpoint intact; what a crash at any point leaves loads as
+ * the previous or the new checkpoint; leftovers of crashed saves go at the next save, and only
+ * ours); the paths a save refuses to replace; checkpoints of the earlier two-file format. */
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <dirent.h>
 #include <unistd.h>
 
@@ -152,7 +155,7 @@ static void test_shape_errors(void) {
     float *m = calloc(k.nparams, 4), *v = calloc(k.nparams, 4);
     WpTrainState st;
     CHECK(ckpt_load(tmp_path("s.safetensors"), &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == -1, "no opt file");
-    CHECK(strstr(err, "s.opt.safetensors") != NULL, "message: %s", err);
+    CHECK(strstr(err, "s.safetensors holds only the weights") != NULL, "message: %s", err);
     free(p); free(m); free(v);
 }
 
@@ -182,17 +185,33 @@ static void test_bf16(void) {
     free(ts);
 }
 
+/* The names in the scratch directory that contain part, in *n; the first one into first. */
+static int find_file(const char *part, char *first, size_t len) {
+    DIR *d = opendir(tmp_dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strstr(e->d_name, part)) {
+            if (n++ == 0 && first) snprintf(first, len, "%s/%s", tmp_dir, e->d_name);
+        }
+    if (d) closedir(d);
+    return n;
+}
+
+static void spit(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) { perror(path); exit(1); }
+}
+
 static void test_atomic(void) {
     WpConfig c = tiny(8, 2, 0);
     WpChunk k = wp_chunk_make(&c, 0, 0, 2, 1, 1);
     float *p = filled(k.nparams, 0), *m = filled(k.nparams, 1), *v = filled(k.nparams, 2);
     WpTrainState st = {.step = 1, .seed = 7, .micro_batches = 1, .micro_batch_size = 1, .seq = 4};
-    char err[512] = "";
+    char err[512] = "", opt[600] = "";
     const char *path = tmp_path("a.safetensors");
-    char opt[300];
-    ckpt_opt_path(path, opt, sizeof opt);
-    CHECK(strstr(opt, "/a.opt.safetensors") != NULL, "opt path %s", opt);
     CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
+    CHECK(find_file("a.opt.1.", opt, sizeof opt) == 1, "one optimizer file of step 1, a.opt.1.HASH.safetensors");
     size_t n0, n1, o0, o1;
     unsigned char *before = (unsigned char *)tmp_slurp(path, &n0), *obefore = (unsigned char *)tmp_slurp(opt, &o0);
 
@@ -208,8 +227,9 @@ static void test_atomic(void) {
     int rc = ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err);
     setrlimit(RLIMIT_FSIZE, &old);
     CHECK(rc == -1, "save on a full disk succeeded");
-    CHECK(strstr(err, "a.opt.safetensors") != NULL, "message: %s", err);
+    CHECK(strstr(err, "a.opt.2.") != NULL && strstr(err, "File too large"), "message: %s", err);
     CHECK(tmp_count(".tmp.") == 0, "temporary files left behind");
+    CHECK(find_file("a.opt.", NULL, 0) == 1, "the failed save left an optimizer file");
     unsigned char *after = (unsigned char *)tmp_slurp(path, &n1), *oafter = (unsigned char *)tmp_slurp(opt, &o1);
     CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0, "model file changed by a failed save");
     CHECK(obefore && oafter && o0 == o1 && memcmp(obefore, oafter, o0) == 0, "optimizer file changed");
@@ -217,14 +237,186 @@ static void test_atomic(void) {
     WpTrainState s2;
     CHECK(ckpt_load(path, &c, &k, 1, &q, &qm, &qv, &s2, err, sizeof err) == 0 && s2.step == 1, "old still loads: %s", err);
 
-    /* Files of two different steps (a crash between the two commits) are refused. */
-    CHECK(ckpt_save(tmp_path("b.safetensors"), &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
-    char optb[300];
-    ckpt_opt_path(tmp_path("b.safetensors"), optb, sizeof optb);
-    CHECK(rename(optb, opt) == 0, "rename");
-    CHECK(ckpt_load(path, &c, &k, 1, &q, &qm, &qv, &s2, err, sizeof err) == -1, "mixed steps accepted");
-    CHECK(strstr(err, "step 2") && strstr(err, "step 1"), "message: %s", err);
+    /* A save that succeeds replaces the checkpoint and removes the optimizer file of the old one. */
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
+    CHECK(find_file("a.opt.", NULL, 0) == 1 && find_file("a.opt.2.", NULL, 0) == 1, "the old optimizer file is left");
+    CHECK(ckpt_load(path, &c, &k, 1, &q, &qm, &qv, &s2, err, sizeof err) == 0 && s2.step == 2, "step 2: %s", err);
+    /* The same state saved again: the same bytes under the same names. */
+    free(before);
+    before = (unsigned char *)tmp_slurp(path, &n0);
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
+    free(after);
+    after = (unsigned char *)tmp_slurp(path, &n1);
+    CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0, "the same save wrote other bytes");
+    CHECK(find_file("a.opt.", NULL, 0) == 1, "optimizer files after saving twice");
     free(before); free(after); free(obefore); free(oafter);
+    free(p); free(m); free(v); free(q); free(qm); free(qv);
+}
+
+/* What a crash leaves at each point of a save, and the next save's cleaning. */
+static void test_crash_points(void) {
+    WpConfig c = tiny(8, 1, 0);
+    WpChunk k = wp_chunk_make(&c, 0, 0, 1, 1, 1);
+    float *p = filled(k.nparams, 0), *m = filled(k.nparams, 1), *v = filled(k.nparams, 2);
+    float *q = calloc(k.nparams, 4), *qm = calloc(k.nparams, 4), *qv = calloc(k.nparams, 4);
+    WpTrainState st = {.step = 3, .seed = 9, .micro_batches = 1, .micro_batch_size = 1, .seq = 4}, s2;
+    char err[512] = "", opt3[600], opt4[600], path[300];
+    snprintf(path, sizeof path, "%s", tmp_path("c.safetensors"));   /* tmp_path's buffers are reused */
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
+    find_file("c.opt.3.", opt3, sizeof opt3);
+    /* Killed after the optimizer file of step 4 was committed, before the model's rename: the
+     * new optimizer file is there, with the temporary of the model file half written. */
+    char ckpt4[300];
+    snprintf(ckpt4, sizeof ckpt4, "%s", tmp_path("c4.safetensors"));
+    st.step = 4;
+    m[0] += 1;
+    CHECK(ckpt_save(ckpt4, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
+    find_file("c4.opt.4.", opt4, sizeof opt4);
+    char moved[700];
+    snprintf(moved, sizeof moved, "%s/c.opt.4.%s", tmp_dir, strstr(opt4, "c4.opt.4.") + strlen("c4.opt.4."));
+    CHECK(rename(opt4, moved) == 0, "rename %s", opt4);
+    spit(tmp_path("c.safetensors.tmp.999999999"), "half a model file");   /* no such process */
+    spit(tmp_path("config.json.tmp.999999998"), "{");
+    char opt_tmp[800];
+    snprintf(opt_tmp, sizeof opt_tmp, "%s.tmp.999999997", moved);
+    spit(opt_tmp, "half an optimizer file");
+    /* Not ours, or of a process still running: never touched. */
+    char live[300], foreign[300], other_opt[300];
+    snprintf(live, sizeof live, "%s", tmp_path("c.safetensors.tmp.1"));   /* pid 1 runs */
+    snprintf(foreign, sizeof foreign, "%s", tmp_path("notes.txt.tmp.999999999"));
+    snprintf(other_opt, sizeof other_opt, "%s", tmp_path("c.opt.7.notahash.safetensors"));
+    spit(live, "x"); spit(foreign, "x"); spit(other_opt, "x");
+    /* The checkpoint is still step 3, whole. */
+    CHECK(ckpt_load(path, &c, &k, 1, &q, &qm, &qv, &s2, err, sizeof err) == 0 && s2.step == 3 && qm[0] == 1.0f,
+          "after a crash before the commit: %s", err);
+    WpTrainState rs;
+    CHECK(ckpt_read_state(path, &rs, err, sizeof err) == 0 && rs.step == 3 && rs.seed == 9, "read_state: %s", err);
+    /* The next save, of step 5, commits and cleans: only our leftovers of dead processes. */
+    st.step = 5;
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
+    CHECK(access(tmp_path("c.safetensors.tmp.999999999"), F_OK) != 0, "stale model temporary kept");
+    CHECK(access(tmp_path("config.json.tmp.999999998"), F_OK) != 0, "stale config temporary kept");
+    CHECK(access(opt_tmp, F_OK) != 0, "stale optimizer temporary kept");
+    CHECK(access(moved, F_OK) != 0 && access(opt3, F_OK) != 0, "optimizer files nothing names kept");
+    CHECK(access(live, F_OK) == 0 && access(foreign, F_OK) == 0 && access(other_opt, F_OK) == 0,
+          "removed a file that is not ours or of a live process");
+    CHECK(find_file("c.opt.5.", NULL, 0) == 1, "the new optimizer file");
+    CHECK(ckpt_load(path, &c, &k, 1, &q, &qm, &qv, &s2, err, sizeof err) == 0 && s2.step == 5, "step 5: %s", err);
+
+    /* A model file that names an optimizer file elsewhere (edited by hand) is refused. */
+    WpStWriter *w = wp_st_writer_new();
+    size_t shape[1] = {1};
+    float one = 1;
+    wp_st_add(w, "x", "F32", shape, 1, &one, 4);
+    wp_st_set_metadata(w, "format", "pt");
+    wp_st_set_metadata(w, "written_by", "wpgen");
+    wp_st_set_metadata(w, "step", "5");
+    wp_st_set_metadata(w, "optimizer", "../../etc/passwd");
+    CHECK(wp_st_commit(w, tmp_path("evil.safetensors"), err, sizeof err) == 0, "%s", err);
+    CHECK(ckpt_read_state(tmp_path("evil.safetensors"), &rs, err, sizeof err) == -1 && strstr(err, "not a file name wpgen writes"),
+          "optimizer path outside the directory: %s", err);
+    unlink(live); unlink(foreign); unlink(other_opt);
+    free(p); free(m); free(v); free(q); free(qm); free(qv);
+}
+
+/* A save replaces only what wpgen wrote. */
+static void test_refusals(void) {
+    WpConfig c = tiny(8, 1, 0);
+    WpChunk k = wp_chunk_make(&c, 0, 0, 1, 1, 1);
+    float *p = filled(k.nparams, 0), *m = filled(k.nparams, 1), *v = filled(k.nparams, 2);
+    WpTrainState st = {.step = 1, .seed = 1, .micro_batches = 1, .micro_batch_size = 1, .seq = 4};
+    char err[1024] = "", path[400];
+    snprintf(path, sizeof path, "%s/sub", tmp_dir);
+    CHECK(mkdir(path, 0755) == 0, "mkdir");
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == -1 && strstr(err, "sub is a directory"),
+          "a directory: %s", err);
+    /* a named pipe stands for a device (a bug here must not replace a real /dev/null) */
+    CHECK(mkfifo(tmp_path("pipe"), 0600) == 0, "mkfifo");
+    CHECK(ckpt_save(tmp_path("pipe"), &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == -1 &&
+          strstr(err, "pipe exists and is not a regular file"), "a device: %s", err);
+    struct stat sb;
+    CHECK(stat(tmp_path("pipe"), &sb) == 0 && S_ISFIFO(sb.st_mode), "the pipe was replaced");
+    spit(tmp_path("notes.safetensors"), "my notes");
+    CHECK(ckpt_save(tmp_path("notes.safetensors"), &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == -1 &&
+          strstr(err, "notes.safetensors exists and is not a checkpoint written by wpgen"), "a foreign file: %s", err);
+    char *kept = tmp_slurp(tmp_path("notes.safetensors"), NULL);
+    CHECK(kept && strcmp(kept, "my notes") == 0, "the foreign file changed");
+    free(kept);
+    CHECK(ckpt_check_save(tmp_path("nodir/m.safetensors"), err, sizeof err) == -1 && strstr(err, "directory") &&
+          strstr(err, "No such file"), "no directory: %s", err);
+
+    /* The model's own config.json (as given to -m) is not overwritten. */
+    snprintf(path, sizeof path, "%s/hf", tmp_dir);
+    CHECK(mkdir(path, 0755) == 0, "mkdir");
+    const char *user_cfg = "{\"hidden_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
+                           "\"intermediate_size\": 20, \"vocab_size\": 40, \"transformers_version\": \"4.40\"}\n";
+    spit(tmp_path("hf/config.json"), user_cfg);
+    CHECK(ckpt_save(tmp_path("hf/model.safetensors"), &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == -1 &&
+          strstr(err, "hf/config.json exists and was not written by wpgen"), "a foreign config.json: %s", err);
+    kept = tmp_slurp(tmp_path("hf/config.json"), NULL);
+    CHECK(kept && strcmp(kept, user_cfg) == 0, "the user's config.json changed");
+    free(kept);
+    CHECK(access(tmp_path("hf/model.safetensors"), F_OK) != 0 && find_file("hf", NULL, 0) == 1, "files written");
+    /* One written by an earlier version (its exact keys, no mark) is ours. */
+    spit(tmp_path("hf/config.json"), "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": 8, "
+         "\"intermediate_size\": 20, \"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"num_key_value_heads\": 1, "
+         "\"head_dim\": 4, \"hidden_act\": \"silu\", \"max_position_embeddings\": 16, \"rms_norm_eps\": 1e-05, "
+         "\"rope_theta\": 10000.0, \"tie_word_embeddings\": false, \"vocab_size\": 40, \"attention_bias\": false, "
+         "\"mlp_bias\": false, \"torch_dtype\": \"float32\"}\n");
+    CHECK(ckpt_save(tmp_path("hf/model.safetensors"), &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
+    kept = tmp_slurp(tmp_path("hf/config.json"), NULL);
+    CHECK(kept && strstr(kept, "\"written_by\": \"wpgen\""), "config.json not rewritten: %s", kept ? kept : "");
+    free(kept);
+    free(p); free(m); free(v);
+}
+
+/* Checkpoints of the earlier format: PATH and PATH's .opt.safetensors, committed one after the
+ * other; they load when their steps agree, and are refused when a crash mixed two steps. */
+static void write_legacy(const char *path, const WpConfig *c, const WpChunk *k, const float *p, const float *m,
+                         const float *v, const char *model_step, const char *opt_step) {
+    int n = wp_chunk_tensors(c, k, NULL);
+    WpTensor *ts = calloc((size_t)n, sizeof *ts);
+    wp_chunk_tensors(c, k, ts);
+    WpStWriter *wm = wp_st_writer_new(), *wo = wp_st_writer_new();
+    for (int i = 0; i < n; i++) {
+        size_t shape[2] = {ts[i].rows, ts[i].cols}, bytes = ts[i].rows * ts[i].cols * 4;
+        int nd = ts[i].cols == 1 ? 1 : 2;
+        char name[128];
+        wp_st_add(wm, ts[i].name, "F32", shape, nd, p + ts[i].offset, bytes);
+        snprintf(name, sizeof name, "%s.exp_avg", ts[i].name);
+        wp_st_add(wo, name, "F32", shape, nd, m + ts[i].offset, bytes);
+        snprintf(name, sizeof name, "%s.exp_avg_sq", ts[i].name);
+        wp_st_add(wo, name, "F32", shape, nd, v + ts[i].offset, bytes);
+    }
+    wp_st_set_metadata(wm, "format", "pt");
+    wp_st_set_metadata(wm, "step", model_step);
+    const char *meta[][2] = {{"format", "wpgen-adamw"}, {"step", opt_step}, {"seed", "4"}, {"data_seq", "8"},
+                             {"micro_batches", "2"}, {"micro_batch_size", "1"}, {"seq", "4"}};
+    for (int i = 0; i < 7; i++) wp_st_set_metadata(wo, meta[i][0], meta[i][1]);
+    char opt[400], err[512];
+    ckpt_opt_path(path, opt, sizeof opt);
+    CHECK(wp_st_commit(wo, opt, err, sizeof err) == 0 && wp_st_commit(wm, path, err, sizeof err) == 0, "%s", err);
+    free(ts);
+}
+
+static void test_legacy(void) {
+    WpConfig c = tiny(8, 1, 0);
+    WpChunk k = wp_chunk_make(&c, 0, 0, 1, 1, 1);
+    float *p = filled(k.nparams, 0), *m = filled(k.nparams, 1), *v = filled(k.nparams, 2);
+    float *q = calloc(k.nparams, 4), *qm = calloc(k.nparams, 4), *qv = calloc(k.nparams, 4);
+    char err[512] = "", opt[400];
+    WpTrainState st;
+    CHECK(strstr((ckpt_opt_path(tmp_path("l.safetensors"), opt, sizeof opt), opt), "/l.opt.safetensors"), "opt path %s", opt);
+    write_legacy(tmp_path("l.safetensors"), &c, &k, p, m, v, "2", "2");
+    CHECK(ckpt_load(tmp_path("l.safetensors"), &c, &k, 1, &q, &qm, &qv, &st, err, sizeof err) == 0 && st.step == 2 &&
+          st.seed == 4 && memcmp(qv, v, k.nparams * 4) == 0, "legacy checkpoint: %s", err);
+    write_legacy(tmp_path("x.safetensors"), &c, &k, p, m, v, "1", "2");
+    CHECK(ckpt_load(tmp_path("x.safetensors"), &c, &k, 1, &q, &qm, &qv, &st, err, sizeof err) == -1 &&
+          strstr(err, "step 2") && strstr(err, "step 1"), "mixed steps: %s", err);
+    /* Saving over it writes the new format and removes the old optimizer file. */
+    WpTrainState s3 = {.step = 3, .seed = 4, .micro_batches = 2, .micro_batch_size = 1, .seq = 4};
+    CHECK(ckpt_save(tmp_path("l.safetensors"), &c, &k, 1, &p, &m, &v, &s3, err, sizeof err) == 0, "%s", err);
+    CHECK(access(opt, F_OK) != 0 && find_file("l.opt.3.", NULL, 0) == 1, "legacy optimizer file kept");
     free(p); free(m); free(v); free(q); free(qm); free(qv);
 }
 
@@ -235,6 +427,9 @@ int main(void) {
     test_shape_errors();
     test_bf16();
     test_atomic();
+    test_crash_points();
+    test_refusals();
+    test_legacy();
     tmp_dir_remove();
     return check_summary("test_checkpoint");
 }

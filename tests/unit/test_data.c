@@ -1,10 +1,14 @@
 /* Data: bytes and llm.c shards, the fixed position of every sequence (the numerical contract),
- * synthetic tokens, and the errors a user meets (short file, bad magic, token >= vocab). */
+ * synthetic tokens, and the errors a user meets (short file, bad magic, token >= vocab, a named
+ * pipe or a directory given as data, a file that shrinks or changes during the run). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "check.h"
 #include "tmpdir.h"
@@ -133,6 +137,84 @@ static void test_errors(void) {
     expect_error("tiny.bin", 256, 1, "not an llm.c token shard");
 }
 
+/* A named pipe used to block data_open forever (open waits for a writer): the alarm turns a
+ * hang into a failure of this test. */
+static void test_not_regular(void) {
+    CHECK(mkfifo(tmp_path("pipe.bin"), 0600) == 0, "mkfifo");
+    alarm(20);
+    expect_error("pipe.bin", 256, 8, "not a regular file (a named pipe)");
+    alarm(0);
+    char err[512] = "";
+    WpData *d = data_open(tmp_dir, 256, 8, err, sizeof err);
+    CHECK(d == NULL && strstr(err, "not a regular file (a directory)"), "a directory: %s", err);
+    data_close(d);
+}
+
+/* Runs data_read_batch of step s in a child process after change() altered the open file;
+ * returns its wait status and its stderr in msg. */
+static int read_in_child(WpData *d, long s, int S, void (*change)(void), char *msg, size_t msglen) {
+    int fds[2];
+    if (pipe(fds) != 0) { perror("pipe"); exit(1); }
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        change();
+        int in[4 * 64], tg[4 * 64];
+        data_read_batch(d, s, 0, 1, 4, S, in, tg);
+        _exit(0);
+    }
+    close(fds[1]);
+    ssize_t n = read(fds[0], msg, msglen - 1);
+    msg[n > 0 ? n : 0] = 0;
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return status;
+}
+
+static void shrink(void) { if (truncate(tmp_path("grow.txt"), 100) != 0) perror("truncate"); }
+
+static void corrupt(void) {
+    /* token 30 (every token of this shard is < 64) becomes 9999, in place */
+    FILE *f = fopen(tmp_path("live.bin"), "r+b");
+    uint16_t big = 9999;
+    if (!f || fseek(f, 1024 + 2 * 30, SEEK_SET) != 0 || fwrite(&big, 2, 1, f) != 1 || fclose(f) != 0) perror("corrupt");
+}
+
+/* A data file truncated during a run used to kill the job with SIGBUS (it was memory-mapped),
+ * and one rewritten in place handed out tokens nobody had checked: both end the run with one
+ * line naming the file and exit status 2. */
+static void test_changed_under_run(void) {
+    enum { N = 1 << 16, S = 16 };
+    static unsigned char text[N];
+    for (int i = 0; i < N; i++) text[i] = (unsigned char)(i % 200);
+    spit(tmp_path("grow.txt"), text, N);
+    char err[512] = "", msg[1024];
+    WpData *d = data_open(tmp_path("grow.txt"), 256, S, err, sizeof err);
+    CHECK(d != NULL, "%s", err);
+    if (!d) return;
+    /* sequences 800-803, at byte 12800: a page wholly past the new end (a mapping faults there) */
+    int st = read_in_child(d, 200, S, shrink, msg, sizeof msg);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2, "truncated file: %s %d", WIFSIGNALED(st) ? "killed by signal" : "exit",
+          WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    CHECK(strstr(msg, "grow.txt: the file shrank to 100 bytes during the run") && strchr(msg, '\n') == msg + strlen(msg) - 1,
+          "message: %s", msg);
+    data_close(d);
+
+    uint16_t tok[200];
+    for (int i = 0; i < 200; i++) tok[i] = (uint16_t)(i % 64);
+    write_shard(tmp_path("live.bin"), WP_SHARD_MAGIC, 1, 200, tok, 200);
+    d = data_open(tmp_path("live.bin"), 64, S, err, sizeof err);
+    CHECK(d != NULL, "%s", err);
+    if (!d) return;
+    st = read_in_child(d, 0, S, corrupt, msg, sizeof msg);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2, "a token changed in place: %s %d", WIFSIGNALED(st) ? "signal" : "exit",
+          WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    CHECK(strstr(msg, "live.bin: token 9999 at position 30 is not below the vocabulary size 64"), "message: %s", msg);
+    data_close(d);
+}
+
 static void test_synthetic(void) {
     enum { S = 32, G = 2 };
     WpData *a = data_synthetic(42, 1000), *b = data_synthetic(42, 1000), *c = data_synthetic(43, 1000);
@@ -159,6 +241,8 @@ int main(void) {
     test_bytes();
     test_shard();
     test_errors();
+    test_not_regular();
+    test_changed_under_run();
     test_synthetic();
     tmp_dir_remove();
     return check_summary("test_data");

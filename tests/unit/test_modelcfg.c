@@ -122,6 +122,19 @@ static const struct { const char *name, *json, *message; } bad[] = {
       "head_dim: expected hidden_size / num_attention_heads (64 / 4), got 32" },
     { "odd-head-dim", "{'hidden_size': 36, 'intermediate_size': 96, 'num_hidden_layers': 2, 'num_attention_heads': 4, 'vocab_size': 256}",
       "head_dim (hidden_size / num_attention_heads = 9) must be even for RoPE" },
+    /* Sizes no real model has: each field has a limit, then the products (parameters, one
+     * micro-batch's activations) are counted in checked 64-bit arithmetic. A hidden size of 2^30
+     * used to wrap the plan's byte counts to "0 B" and "fits". */
+    { "hidden-2-30", "{'hidden_size': 1073741824, 'intermediate_size': 176, 'num_hidden_layers': 2, 'num_attention_heads': 4, 'vocab_size': 256}",
+      "hidden_size: expected at most 1048576 (2^20, beyond any real model), got 1073741824" },
+    { "layers-huge", "{'hidden_size': 64, 'intermediate_size': 176, 'num_hidden_layers': 100000, 'num_attention_heads': 4, 'vocab_size': 256}",
+      "num_hidden_layers: expected at most 65536 (2^16, beyond any real model), got 100000" },
+    { "vocab-huge", "{'hidden_size': 64, 'intermediate_size': 176, 'num_hidden_layers': 2, 'num_attention_heads': 4, 'vocab_size': 2147483647}",
+      "vocab_size: expected at most 16777216 (2^24, beyond any real model), got 2147483647" },
+    { "ffn-huge", "{'hidden_size': 64, 'intermediate_size': 8388608, 'num_hidden_layers': 2, 'num_attention_heads': 4, 'vocab_size': 256}",
+      "intermediate_size: expected at most 4194304 (2^22, beyond any real model), got 8388608" },
+    { "params-huge", "{'hidden_size': 1048576, 'intermediate_size': 4194304, 'num_hidden_layers': 65536, 'num_attention_heads': 4096, 'vocab_size': 16777216}",
+      "the model has more than 2^44 parameters (hidden_size 1048576, intermediate_size 4194304, num_hidden_layers 65536, vocab_size 16777216): beyond any real model" },
 };
 
 static void test_bad_configs(void) {
@@ -148,6 +161,24 @@ static void test_bad_configs(void) {
     c = tiny->cfg;
     c.seq = 0;
     CHECK(model_check(&c, err, sizeof err) == -1 && strcmp(err, "sequence length: expected a positive integer, got 0") == 0, "%s", err);
+    c = tiny->cfg;
+    c.seq = 1 << 25;
+    CHECK(model_check(&c, err, sizeof err) == -1 && strcmp(err, "sequence length: expected at most 16777216 (2^24, beyond any real model), got 33554432") == 0, "%s", err);
+    c = tiny->cfg;
+    c.mbs = 1 << 21;
+    CHECK(model_check(&c, err, sizeof err) == -1 && strstr(err, "micro-batch size: expected at most 1048576"), "%s", err);
+    /* The largest real shapes pass: LLaMA-3 405B (H 16384, 126 layers, FFN 53248, vocabulary
+     * 128256) at a context of 2^20. */
+    WpConfig big = { .hidden = 16384, .layers = 126, .heads = 128, .kv_heads = 8, .head_dim = 128, .ffn = 53248,
+                     .vocab = 128256, .eps = 1e-5f, .rope_theta = 5e5f, .seq = 1 << 20, .mbs = 1 };
+    CHECK(model_check(&big, err, sizeof err) == 0, "405B: %s", err);
+    WpChunk whole = wp_chunk_make(&big, 0, 0, big.layers, 1, 1);
+    CHECK(whole.nparams > 405000000000ULL && whole.nparams < 406000000000ULL, "405B: %zu parameters", whole.nparams);
+    big.seq = 1 << 24;
+    big.mbs = 64;
+    CHECK(model_check(&big, err, sizeof err) == -1 && strcmp(err, "one micro-batch's activations pass 2^50 floats (sequence "
+          "length 16777216 x micro-batch size 64, hidden_size 16384, intermediate_size 53248, 126 layers, vocab_size 128256): "
+          "beyond any real run") == 0, "%s", err);
     c = tiny->cfg;
     c.head_dim = 8;
     CHECK(model_check(&c, err, sizeof err) == -1

@@ -9,12 +9,16 @@
  *    tawpipe and of weipipe-interleave are exactly what counting the algorithms' transfers gives,
  *    so their ratio is exact too; tawpipe's is well below.
  *  - Memory: tawpipe circulates fewer weight buffers than weipipe-interleave, and with its
- *    micro-batches in one round each (--rounds N) its peak per rank is below. */
+ *    micro-batches in one round each (--rounds N) its peak per rank is below.
+ *  - plan:solve_placement refuses ranks that are not the plan's, or not integers, with a Lua
+ *    error naming them (a bad rank was reported after its array was freed: a use after free
+ *    that ASan shows; ranks above 2^31 or not numbers were silently taken for rank 0). */
 #include "check.h"
 #include "plan_fixture.h"
 #include "plan_interp.h"
 #include "common/modelcfg.h"
 #include "place/placement.h"
+#include "lua/bridge.h"
 
 static void run_interp(const Plan *p, const char *what) {
     double (*ref)[IW] = malloc((size_t)p->nchunks * sizeof *ref), diff;
@@ -223,8 +227,40 @@ static void check_traffic(const char *topo_path, const char *model, int N) {
     topology_free(&t);
 }
 
+/* A strategy that sets four chunks and calls plan:solve_placement(RANKS, "auto", ROUNDS). */
+static void check_solver_refuses(const Topology *t, const char *ranks, const char *rounds, const char *want) {
+    char path[512], err[2048];
+    snprintf(path, sizeof path, "%s/bad-placement.lua", fixture_dir);
+    FILE *f = fopen(path, "w");
+    if (!f) { perror(path); exit(2); }
+    fprintf(f, "return { build = function(plan, ctx)\n  plan:chunks({ 1, 1, 1, 1 })\n"
+               "  plan:solve_placement(%s, \"auto\", %s)\nend }\n", ranks, rounds);
+    fclose(f);
+    WpConfig m = fixture_model(4);
+    StrategyOpts o = { .micro_batches = 1, .replicas = 1 };
+    Plan *p = NULL;
+    int rc = strategy_run(path, t, &m, "test", &o, &p, err, sizeof err);
+    CHECK(rc == STRATEGY_BAD_INPUT && strstr(err, want), "solve_placement(%s, %s): %s (want %s)", ranks, rounds, err, want);
+    if (p) plan_free(p);
+}
+
+static void test_solver_bad_input(void) {
+    Topology t;
+    int per[] = { 2, 2 };
+    if (fixture_topology(&t, 2, per)) { CHECK(0, "topology"); return; }
+    check_solver_refuses(&t, "{ 0, 99 }", "1", "solve_placement: no rank 99 (the plan has 4)");
+    check_solver_refuses(&t, "{ 0, -1 }", "1", "solve_placement: no rank -1");
+    check_solver_refuses(&t, "{ 0, 1 << 32 }", "1", "solve_placement: no rank 4294967296");
+    check_solver_refuses(&t, "{ 0, \"x\" }", "1", "solve_placement: ranks[2]: expected an integer");
+    check_solver_refuses(&t, "{ 0, 1.5 }", "1", "solve_placement: ranks[2]: expected an integer");
+    check_solver_refuses(&t, "{ }", "1", "solve_placement: 0 ranks: expected 1 to 4");
+    check_solver_refuses(&t, "{ 0, 1 }", "1 << 40", "solve_placement: rounds 1099511627776");
+    topology_free(&t);
+}
+
 int main(void) {
     fixture_init();
+    test_solver_bad_input();
     int per[64], isl[64];
     /* one node */
     int one[] = { 1, 2, 3, 4, 5, 7, 8, 12, 16 };

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "check.h"
 #include "input/topology.h"
@@ -186,7 +187,73 @@ static const struct { const char *name, *json, *message; } bad[] = {
       "network.nics_per_node: expected a positive integer, got 0" },
     { "network-typo-key", DOC(TYPES ", 'nodes': [" NODE("n0") ", " NODE("n1") "], 'network': {'type': 'NET', 'bw_GBps': 1, 'lat_us': 1, 'nics': 2}"),
       "network: expected only the keys type, bw_GBps, lat_us, nics_per_node, got \"nics\"" },
+    /* Figures no real hardware has: they used to load and end in "simulation stuck". */
+    { "bw-huge", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 8, 'type': 'A800', 'intra': {'type': 'NVL', 'bw_GBps': 1e30, 'lat_us': 1}}]"),
+      "nodes[0].intra.bw_GBps: expected a number in [0.001, 1e+06], got 1e30" },
+    { "bw-tiny", DOC(TYPES ", 'nodes': [" NODE("n0") ", " NODE("n1") "], 'network': {'type': 'NET', 'bw_GBps': 1e-30, 'lat_us': 1}"),
+      "network.bw_GBps: expected a number in [0.001, 1e+06], got 1e-30" },
+    { "lat-huge", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 8, 'type': 'A800', 'intra': {'type': 'NVL', 'bw_GBps': 200, 'lat_us': 1e300}}]"),
+      "nodes[0].intra.lat_us: expected a number in [0, 1e+06], got 1e300" },
+    { "peak-huge", DOC("'device_types': {'A800': {'peak_tflops_bf16': 1e30, 'mem_gb': 80, 'hbm_GBps': 2039}}, 'nodes': [" NODE("n0") "]"),
+      "device_types.A800.peak_tflops_bf16: expected a number in [1e-06, 1e+06], got 1e30" },
+    { "mem-huge", DOC("'device_types': {'A800': {'peak_tflops_bf16': 312, 'mem_gb': 1e20, 'hbm_GBps': 2039}}, 'nodes': [" NODE("n0") "]"),
+      "device_types.A800.mem_gb: expected a number in [0.001, 1e+06], got 1e20" },
+    { "hbm-tiny", DOC("'device_types': {'A800': {'peak_tflops_bf16': 312, 'mem_gb': 80, 'hbm_GBps': 1e-9}}, 'nodes': [" NODE("n0") "]"),
+      "device_types.A800.hbm_GBps: expected a number in [0.001, 1e+06], got 1e-9" },
+    { "devices-huge", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 1000000, 'type': 'A800', " INTRA "}]"),
+      "nodes[0].devices: expected a positive integer, got 1000000" },
+    { "devices-total", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 131072, 'type': 'A800', " INTRA "}, "
+                           "{'name': 'n1', 'devices': 1, 'type': 'A800', " INTRA "}], " NET),
+      "nodes: expected at most 131072 devices in all, got 131073" },
+    /* A name with a newline: the message stays one line. */
+    { "newline-name", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 8, 'type': 'A\\n800', " INTRA "}]"),
+      "nodes[0].type: expected a device type from device_types (A800), got \"A\\n800\"" },
+    { "newline-type", DOC("'device_types': {'A\\n800': {'peak_tflops_bf16': 312, 'mem_gb': 80, 'hbm_GBps': 2039}}, 'nodes': [{'name': 'n0', 'devices': 8, 'type': 'x', " INTRA "}]"),
+      "nodes[0].type: expected a device type from device_types (A?800), got \"x\"" },
 };
+
+/* 10^5 nodes load in linear time: the duplicate-name check compared every pair (16 s). And a
+ * topology past the device limit is refused before anything is allocated for it. */
+static void test_large(void) {
+    char path[256], err[512];
+    snprintf(path, sizeof path, "%s/large.json", tmpdir);
+    FILE *f = fopen(path, "w");
+    if (!f) { perror(path); exit(1); }
+    enum { N = 100000 };
+    fprintf(f, "{\"version\": 1, \"name\": \"large\", \"device_types\": {\"c\": {\"peak_tflops_fp32\": 1, \"mem_gb\": 1, "
+               "\"hbm_GBps\": 10}}, \"network\": {\"type\": \"NET\", \"bw_GBps\": 1, \"lat_us\": 1}, \"nodes\": [");
+    for (int i = 0; i < N; i++)
+        fprintf(f, "%s{\"name\": \"node-%d\", \"devices\": 1, \"type\": \"c\", \"intra\": {\"type\": \"SHM\", \"bw_GBps\": 10, "
+                   "\"lat_us\": 1}}", i ? ", " : "", i);
+    fprintf(f, "]}\n");
+    fclose(f);
+    Topology t;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    int rc = topology_load(path, &t, err, sizeof err);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double s = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+    CHECK(rc == 0 && t.nnodes == N && t.ndevices == N, "100k nodes: %s", err);
+    CHECK(s < 6.0, "100k nodes took %.2f s (quadratic?)", s);
+    printf("  %d nodes loaded in %.3f s\n", N, s);
+    if (rc == 0) {
+        CHECK(topology_node_of(&t, N - 1) == N - 1 && strcmp(t.nodes[N - 1].name, "node-99999") == 0, "last node");
+        topology_free(&t);
+    }
+    /* A duplicate far apart is still found. */
+    f = fopen(path, "w");
+    fprintf(f, "{\"version\": 1, \"name\": \"dup\", \"device_types\": {\"c\": {\"peak_tflops_fp32\": 1, \"mem_gb\": 1, "
+               "\"hbm_GBps\": 10}}, \"network\": {\"type\": \"NET\", \"bw_GBps\": 1, \"lat_us\": 1}, \"nodes\": [");
+    for (int i = 0; i < 5000; i++)
+        fprintf(f, "%s{\"name\": \"n%d\", \"devices\": 1, \"type\": \"c\", \"intra\": {\"type\": \"SHM\", \"bw_GBps\": 10, "
+                   "\"lat_us\": 1}}", i ? ", " : "", i == 4999 ? 17 : i);
+    fprintf(f, "]}\n");
+    fclose(f);
+    rc = topology_load(path, &t, err, sizeof err);
+    CHECK(rc == -1 && strstr(err, "nodes[4999].name: expected a name no other node has, got \"n17\" (also nodes[17])"),
+          "far duplicate: %s", err);
+    unlink(path);
+}
 
 static void test_bad_inputs(void) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -229,6 +296,7 @@ int main(void) {
     test_design_example();
     test_uneven_and_single();
     test_bad_inputs();
+    test_large();
     rmdir(tmpdir);
     return check_summary("test_topology");
 }

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# An emitted training program's checkpoints (issue 14): --steps 0 --save writes the initial model
+# (it used to say "final weights FILE" and write nothing); a run resumed without --seed continues
+# with the checkpoint's seed (it used to take the default, 1, and train on other synthetic data),
+# and one resumed with another --seed says it ignores it; --steps beyond an int is refused.
+set -u
+build=${1:-build}
+cd "$(dirname "$0")/../.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMP_NUM_THREADS=1
+mpirun=(mpirun --oversubscribe)
+[ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
+model=tests/data/tiny8/config.json
+pass=0; fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+d=$tmp/plan
+"$build/wpgen" emit -t topologies/cpu-2x2.json -m "$model" --micro-batch-size 2 -s weipipe-interleave --micro-batches 2 -o "$d" >/dev/null &&
+    make -s -j2 -C "$d" >/dev/null 2>&1 || { echo "FAIL: emit or build"; echo "0 passed, 1 failed"; exit 1; }
+train=("${mpirun[@]}" -np 4 "$d/train")
+mkdir -p "$tmp/s0" "$tmp/r0" "$tmp/a" "$tmp/b" "$tmp/c" "$tmp/e"
+
+# --steps 0 --save: the initial model, the same as the reference trainer's
+"${train[@]}" --synthetic --seed 5 --steps 0 --save "$tmp/s0/model.safetensors" >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 0 ] && [ -f "$tmp/s0/model.safetensors" ] && ok || bad "--steps 0 --save: exit $rc, $(ls "$tmp/s0" | tr '\n' ' ')$(tail -2 "$tmp/out")"
+"$build/wp-ref" -m "$model" --micro-batch-size 2 --micro-batches 8 --synthetic --seed 5 --steps 0 --save "$tmp/r0/model.safetensors" >/dev/null 2>&1
+"$build/tools/ckpt_compare" "$tmp/s0/model.safetensors" "$tmp/r0/model.safetensors" 0 >"$tmp/cmp" 2>&1 && ok || bad "--steps 0: not the reference's initial model: $(cat "$tmp/cmp")"
+
+# resumed without --seed: the checkpoint's seed, so the same weights as a run straight through
+common=(--synthetic --lr 2e-3 --warmup 1 --steps 4)
+"${train[@]}" "${common[@]}" --seed 5 --save "$tmp/a/model.safetensors" >"$tmp/out" 2>&1 || bad "straight: $(tail -2 "$tmp/out")"
+"${train[@]}" "${common[@]}" --seed 5 --stop-at 2 --save "$tmp/b/model.safetensors" >"$tmp/out" 2>&1 || bad "2 steps: $(tail -2 "$tmp/out")"
+cp -r "$tmp/b/." "$tmp/c/"
+"${train[@]}" "${common[@]}" --resume "$tmp/b/model.safetensors" --save "$tmp/b/model.safetensors" >"$tmp/out" 2>&1 || bad "resume: $(tail -2 "$tmp/out")"
+cmp -s "$tmp/a/model.safetensors" "$tmp/b/model.safetensors" && ok || bad "resumed without --seed: other weights than straight through (seed 1 instead of 5?)"
+# resumed with another --seed: ignored, with a warning
+"${train[@]}" "${common[@]}" --seed 9 --resume "$tmp/c/model.safetensors" --save "$tmp/c/model.safetensors" >"$tmp/out" 2>&1 || bad "resume --seed 9: $(tail -2 "$tmp/out")"
+grep -q "warning: --seed 9 ignored: the run being resumed has seed 5" "$tmp/out" && ok || bad "no warning for --seed 9: $(head -3 "$tmp/out")"
+cmp -s "$tmp/a/model.safetensors" "$tmp/c/model.safetensors" && ok || bad "resumed with --seed 9: other weights than straight through"
+# a checkpoint to resume that is not there: exit 2, one line
+"${train[@]}" --synthetic --resume "$tmp/none.safetensors" >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "train: $tmp/none.safetensors: No such file" "$tmp/out" && ok || bad "missing --resume: exit $rc: $(head -2 "$tmp/out")"
+# --steps is counted in an int: 2^31 + 2 is refused, not wrapped
+"${train[@]}" --synthetic --stop-at 1 --steps 2147483650 >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q -- "--steps: expected an integer in \[0, 2147483647\]" "$tmp/out" && ok || bad "--steps 2^31+2: exit $rc: $(head -2 "$tmp/out")"
+
+echo "train checkpoints: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

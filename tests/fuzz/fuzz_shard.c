@@ -1,0 +1,45 @@
+/* libFuzzer harness: llm.c token shards (runtime/train/data.c). The input is a file's bytes,
+ * written to a temporary *.bin (data_open reads files); its first byte picks the sequence length
+ * and the vocabulary. Either the shard opens and every batch read from it holds tokens below the
+ * vocabulary at the fixed positions, or it is refused with one line naming the file. */
+#include <unistd.h>
+#include "fuzz/fuzz.h"
+#include "train/data.h"
+
+static char fuzz_shard_path[64];
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    int seq = 1 + (data[0] & 15), vocab = (data[0] & 16) ? 50304 : 300;
+    if (!fuzz_shard_path[0]) snprintf(fuzz_shard_path, sizeof fuzz_shard_path, "/tmp/wp_fuzz_shard_%ld.bin", (long)getpid());
+    FILE *f = fopen(fuzz_shard_path, "wb");
+    FUZZ_REQUIRE(f != NULL, "cannot write %s", fuzz_shard_path);
+    FUZZ_REQUIRE(fwrite(data + 1, 1, size - 1, f) == size - 1 && fclose(f) == 0, "cannot write %s", fuzz_shard_path);
+    char err[512];
+    WpData *d = data_open(fuzz_shard_path, vocab, seq, err, sizeof err);
+    if (!d) {
+        fuzz_check_message(err, fuzz_shard_path);
+        unlink(fuzz_shard_path);
+        return 0;
+    }
+    size_t n = data_ntokens(d);
+    FUZZ_REQUIRE(n >= (size_t)seq + 1 && 1024 + 2 * n == size - 1, "%zu tokens in a file of %zu bytes", n, size - 1);
+    int in[4 * 16], tg[4 * 16];
+    for (long s = 0; s < 3; s++) {
+        data_read_batch(d, s, 1, 2, 4, seq, in, tg);
+        for (int i = 0; i < 4; i++) {
+            uint64_t start = data_seq_start(d, data_seq_index(s, 1, 2, 4, i), seq);
+            FUZZ_REQUIRE(start + (uint64_t)seq < n, "sequence at %llu passes the %zu tokens", (unsigned long long)start, n);
+            for (int j = 0; j < seq; j++) {
+                uint16_t want;
+                memcpy(&want, data + 1 + 1024 + 2 * (start + (uint64_t)j), 2);
+                FUZZ_REQUIRE(in[i * seq + j] == want && want < vocab, "token %d of sequence %d", j, i);
+                FUZZ_REQUIRE(j == 0 || tg[i * seq + j - 1] == in[i * seq + j], "targets are the inputs moved by one");
+            }
+            FUZZ_REQUIRE(tg[i * seq + seq - 1] >= 0 && tg[i * seq + seq - 1] < vocab, "last target");
+        }
+    }
+    data_close(d);
+    unlink(fuzz_shard_path);
+    return 0;
+}
