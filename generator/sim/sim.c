@@ -129,8 +129,9 @@ static int build_objs(Sim *S, char *err, size_t errlen) {
     qsort(recvs, (size_t)nr, sizeof *recvs, p2p_cmp);
     for (long j = 0; j < ns; j++) {
         if (sends[j].key != recvs[j].key) {
+            int rank = sends[j].rank;   /* read before the arrays go */
             free(sends); free(recvs);
-            return snprintf(err, errlen, "rank %d's sends do not match their receives (is the plan verified?)", sends[j].rank), -1;
+            return snprintf(err, errlen, "rank %d's sends do not match their receives (is the plan verified?)", rank), -1;
         }
         int id = new_obj(S);
         Obj *o = &S->objs[id];
