@@ -12,13 +12,13 @@
 #include "cpu/model.h"
 
 static uint64_t rng_state = 12345;
-static double urand(void) {   /* uniform in [-1, 1) */
+static inline double urand(void) {   /* uniform in [-1, 1) */
     rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
     return (double)(rng_state >> 11) / 4503599627370496.0 - 1.0;
 }
-static void fill(float *x, size_t n, double scale) { for (size_t i = 0; i < n; i++) x[i] = (float)(scale * urand()); }
+static inline void fill(float *x, size_t n, double scale) { for (size_t i = 0; i < n; i++) x[i] = (float)(scale * urand()); }
 
-static WpConfig tiny_config(int tied) {
+static inline WpConfig tiny_config(int tied) {
     WpConfig c = { .hidden = 16, .layers = 2, .heads = 4, .kv_heads = 2, .head_dim = 4, .ffn = 40,
                    .vocab = 32, .eps = 1e-5f, .rope_theta = 10000.0f, .tied = tied, .seq = 7, .mbs = 2 };
     return c;
@@ -33,7 +33,7 @@ typedef struct {
 /* Runs the model as the given chunks (each [layer0, layer0 + n)) on one micro-batch, forward then
  * backward, with the full model's parameters (single-chunk layout) in and its gradient out.
  * Returns the mean token loss. o may be NULL (fp32, default blocks). */
-static double run_chunked_opts(const WpConfig *c, const float *params, const int *tokens,
+static inline double run_chunked_opts(const WpConfig *c, const float *params, const int *tokens,
                                const int *targets, const int *split, int nchunks, int recompute,
                                float *grad, const RunOpts *o) {
     int T = c->mbs * c->seq, H = c->hidden;
@@ -98,13 +98,13 @@ static double run_chunked_opts(const WpConfig *c, const float *params, const int
     return loss / T;
 }
 
-static double run_chunked(const WpConfig *c, const float *params, const int *tokens,
+static inline double run_chunked(const WpConfig *c, const float *params, const int *tokens,
                           const int *targets, const int *split, int nchunks, int recompute,
                           float *grad) {
     return run_chunked_opts(c, params, tokens, targets, split, nchunks, recompute, grad, NULL);
 }
 
-static void make_batch(const WpConfig *c, int *tokens, int *targets) {
+static inline void make_batch(const WpConfig *c, int *tokens, int *targets) {
     int T = c->mbs * c->seq;
     for (int t = 0; t < T; t++) tokens[t] = (int)((urand() + 1) / 2 * c->vocab) % c->vocab;
     for (int t = 0; t < T; t++) targets[t] = (t % c->seq == c->seq - 1) ? (int)((urand() + 1) / 2 * c->vocab) % c->vocab : tokens[t + 1];
@@ -113,7 +113,7 @@ static void make_batch(const WpConfig *c, int *tokens, int *targets) {
 /* The model's parameters from wp_chunk_init, then made larger (std 0.3 instead of 0.02, norm
  * weights around 1 rather than exactly 1) so that attention is far from uniform and every
  * gradient is well above the float noise. */
-static void test_params(const WpConfig *c, const WpChunk *k, float *params) {
+static inline void test_params(const WpConfig *c, const WpChunk *k, float *params) {
     wp_chunk_init(c, k, params, 7);
     int nt = wp_chunk_tensors(c, k, NULL);
     WpTensor *t = malloc(nt * sizeof *t);
@@ -126,7 +126,7 @@ static void test_params(const WpConfig *c, const WpChunk *k, float *params) {
     free(t);
 }
 
-static double max_rel_diff(const float *a, const float *b, size_t n) {
+static inline double max_rel_diff(const float *a, const float *b, size_t n) {
     double m = 0, s = 0;
     for (size_t i = 0; i < n; i++) s = fmax(s, fabs(b[i]));
     for (size_t i = 0; i < n; i++) m = fmax(m, fabs(a[i] - b[i]));

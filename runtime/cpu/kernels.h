@@ -1,7 +1,9 @@
 /* The CPU model's building blocks, private to the runtime: one forward and one backward per
- * piece of the LLaMA layer, each in its own file. All fp32, activations row-major [T, width]
- * with T = G*S tokens (token t is position t % S of sequence t / S). Backward functions
- * accumulate (+=) into weight gradients and, where said, into input gradients. None allocates. */
+ * piece of the LLaMA layer, each in its own file. All fp32 arithmetic on float arrays,
+ * activations row-major [T, width] with T = G*S tokens (token t is position t % S of sequence
+ * t / S); in bf16 mode those arrays hold bf16 values, and the kernels with a bf16 flag round
+ * inside where a GPU kernel would (model.c rounds the rest). Backward functions accumulate (+=)
+ * into weight gradients and, where said, into input gradients. None allocates. */
 #ifndef WP_KERNELS_H
 #define WP_KERNELS_H
 
