@@ -5,7 +5,7 @@
  * training loop (train/loop.c): the same step lines, log, checks and checkpoints.
  *
  * Exit status: 0 done; 1 training failed (NaN/Inf loss or gradient norm, a checkpoint that cannot
- * be written); 2 bad input (flags, model, data, checkpoint to load); 4 stopped by SIGTERM/SIGINT
+ * be written); 2 bad input (flags, model, data, checkpoint to load); 4 stopped by SIGTERM, SIGINT or SIGUSR1
  * (with --save, the checkpoint of the last step done is written first). */
 #include <errno.h>
 #include <math.h>

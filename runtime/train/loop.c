@@ -18,6 +18,9 @@ static volatile sig_atomic_t stop_signal;
 
 static void on_stop_signal(int sig) {
     stop_signal = sig;
+    /* Whoever stops the job may have closed our output already (mpirun, on SIGTERM, stops
+     * forwarding it): a line written then must not kill the process before it saves. */
+    signal(SIGPIPE, SIG_IGN);
 }
 
 void loop_catch_signals(void) {
@@ -26,14 +29,19 @@ void loop_catch_signals(void) {
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
     /* SA_RESETHAND: a second signal finds the default action and ends the process at once, for
-     * whoever does not want to wait for the step; SA_RESTART: calls in flight carry on. */
-    sa.sa_flags = SA_RESETHAND | SA_RESTART;
+     * whoever does not want to wait for the step. No SA_RESTART: a write blocked on an output
+     * nobody reads any more (mpirun stops forwarding it when it is told to stop) returns, so the
+     * process gets on to its checkpoint; the waits of the communication layer poll anyway. */
+    sa.sa_flags = SA_RESETHAND;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    /* Open MPI's mpirun forwards SIGUSR1 to every rank and then reports their exit status, where
+     * a SIGTERM to mpirun kills the ranks a second later (odls_base_sigkill_timeout) and exits 1 */
+    sigaction(SIGUSR1, &sa, NULL);
 }
 
 static const char *signal_name(int sig) {
-    return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "a stop signal";
+    return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGUSR1 ? "SIGUSR1" : "a stop signal";
 }
 
 /* ---- the loop ---- */
@@ -126,20 +134,21 @@ int loop_run(const WpLoop *L) {
         if (s == start) first_loss = loss;
         last_loss = loss;
         if (loss < min_loss) min_loss = loss;
+        /* the checkpoint before the lines: when stopping, the console may no longer be read */
+        int every = o->save_every && (s + 1) % o->save_every == 0;
+        if (o->save && (every || s + 1 == end || stop)) {
+            if (save(L, s + 1)) { status = WP_EXIT_FAILED; break; }
+            saved_at = s + 1;
+        }
         if (L->printer) {
-            printf("step %5ld/%ld | loss %.6f | lr %.3e | grad norm %.4f | %8.1f ms | %9.0f tok/s\n", s + 1, o->steps,
-                   loss, lr, norm, ms, tokens_per_step / (ms * 1e-3));
-            fflush(stdout);
             if (L->log) {
                 fprintf(L->log, "{\"step\":%ld,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"ms\":%.3f,\"tokens_per_s\":%.1f}\n",
                         s + 1, loss, lr, norm, ms, tokens_per_step / (ms * 1e-3));
                 fflush(L->log);
             }
-        }
-        int every = o->save_every && (s + 1) % o->save_every == 0;
-        if (o->save && (every || s + 1 == end || stop)) {
-            if (save(L, s + 1)) { status = WP_EXIT_FAILED; break; }
-            saved_at = s + 1;
+            printf("step %5ld/%ld | loss %.6f | lr %.3e | grad norm %.4f | %8.1f ms | %9.0f tok/s\n", s + 1, o->steps,
+                   loss, lr, norm, ms, tokens_per_step / (ms * 1e-3));
+            fflush(stdout);
         }
         if (stop && s + 1 < end) {
             if (L->printer) {

@@ -1,7 +1,7 @@
 /* The training loop every trainer runs: the emitted DIR/train (train.c, any number of ranks) and
  * the reference trainer wp-ref (one process). One place for what a step means around the model:
  * the loss and gradient norm of the step, the checks on them, AdamW's schedule and clipping, the
- * console line, the JSON log line, when to save, and stopping on SIGTERM/SIGINT. A trainer is a
+ * console line, the JSON log line, when to save, and stopping on a signal. A trainer is a
  * set of callbacks: run one step, sum over the processes, apply the update, save.
  *
  * A step: step() -> (loss sum, gradient sum of squares, stop flag) summed over the processes in
@@ -23,7 +23,7 @@ enum {
     WP_EXIT_FAILED = 1,      /* the loss or gradient norm not finite, a checkpoint not written */
     WP_EXIT_BAD_INPUT = 2,   /* flags, data, a checkpoint of another shape, the world size */
     WP_EXIT_COMM = 3,        /* a transfer timed out or MPI failed: common/comm.h's COMM_ABORT_STATUS */
-    WP_EXIT_STOPPED = 4,     /* SIGTERM or SIGINT: stopped at a step boundary (saved with --save) */
+    WP_EXIT_STOPPED = 4,     /* SIGTERM, SIGINT or SIGUSR1: stopped at a step boundary (saved with --save) */
 };
 
 typedef struct WpLoop {
@@ -51,9 +51,9 @@ typedef struct WpLoop {
 /* The step this run ends at: --stop-at if it comes before --steps. */
 long loop_end(const TrainFlags *o);
 
-/* From now on SIGTERM and SIGINT ask the loop to stop at the next step boundary (a second one
- * ends the process at once, as usual). Call it on every process, after the communication layer
- * has started (MPI may install handlers of its own). */
+/* From now on SIGTERM, SIGINT and SIGUSR1 ask the loop to stop at the next step boundary (a
+ * second one ends the process at once, as usual). Call it on every process, after the
+ * communication layer has started (MPI may install handlers of its own). */
 void loop_catch_signals(void);
 
 /* Runs the steps start+1 .. loop_end(), saving as the flags say, and prints the summary.

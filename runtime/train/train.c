@@ -5,7 +5,7 @@
  * buffers are the compute backend's (common/compute.h): this file moves weights in and out of
  * them as host fp32 arrays only.
  * Exit status: loop.h's WP_EXIT_* (0 done; 1 training failed; 2 bad input; 3 communication
- * failure, from the communication layer; 4 stopped by SIGTERM/SIGINT). */
+ * failure, from the communication layer; 4 stopped by SIGTERM, SIGINT or SIGUSR1). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
