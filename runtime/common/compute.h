@@ -20,6 +20,11 @@
 typedef struct WpRank WpRank;        /* a rank's state: train/rank.h */
 typedef struct WpCompute WpCompute;  /* the backend's part of it (WpRank.dev): its own header */
 
+/* The first thing a program does, before the communication layer starts: a backend whose
+ * libraries read their settings when they are loaded may set them and execute the program again
+ * (the CPU backend: OMP_WAIT_POLICY=passive unless the user chose; see cpu/threads.h). */
+void compute_process_start(char **argv);
+
 /* Once per process, before the step program's first parallel region and before compute_setup:
  * the host threads the backend computes with, from the ranks of the job on this node (the CPU
  * backend shares the node's cores among them unless OMP_NUM_THREADS says otherwise). Writes one

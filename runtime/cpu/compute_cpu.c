@@ -1,38 +1,9 @@
-/* The CPU compute backend's side of common/compute.h: host threads, buffers as fp32 arrays,
- * masters copied as they are, AdamW through cpu/adamw.c. */
-#include <stdio.h>
+/* The CPU compute backend's side of common/compute.h: buffers as host fp32 arrays, masters copied
+ * as they are, AdamW through cpu/adamw.c. Its host threads: threads.c. */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <omp.h>
 #include "cpu/compute_cpu.h"
 #include "cpu/adamw.h"
-
-/* Every rank starting as many OpenMP threads as the node has cores oversubscribes it as soon as
- * two ranks share a node (4 ranks on 2 cores ran the README's example a hundred times slower than
- * one thread each): unless OMP_NUM_THREADS says otherwise, the node's cores are shared among its
- * ranks, at least one thread each, and never more than this process may run on (its affinity). */
-void compute_process_init(int ranks_on_node, char *about, size_t len) {
-    const char *env = getenv("OMP_NUM_THREADS");
-    const char *wait = getenv("OMP_WAIT_POLICY");
-    char how[64] = "";
-    if (wait && *wait) snprintf(how, sizeof how, ", OMP_WAIT_POLICY=%s", wait);
-    if (env && *env) {
-        int n = omp_get_max_threads();
-        snprintf(about, len, "%d thread%s per rank (OMP_NUM_THREADS%s)", n, n == 1 ? "" : "s", how);
-        return;
-    }
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int mine = omp_get_num_procs();
-    if (cores < 1) cores = mine;
-    if (ranks_on_node < 1) ranks_on_node = 1;
-    long n = cores / ranks_on_node;
-    if (n > mine) n = mine;
-    if (n < 1) n = 1;
-    omp_set_num_threads((int)n);
-    snprintf(about, len, "%ld thread%s per rank (%ld cores / %d rank%s on this node%s; OMP_NUM_THREADS overrides)", n,
-             n == 1 ? "" : "s", cores, ranks_on_node, ranks_on_node == 1 ? "" : "s", how);
-}
 
 /* MPI moves large messages only inside MPI calls: the model calls this between layers. */
 static void progress_comm(void *comm) {

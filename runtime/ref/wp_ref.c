@@ -26,6 +26,7 @@
 #include "train/data.h"
 #include "train/loop.h"
 #include "cpu/model.h"
+#include "cpu/threads.h"
 #include "common/modelcfg.h"
 #include "train/trainflags.h"
 
@@ -139,6 +140,7 @@ static double ref_now(void *ud) {
 }
 
 int main(int argc, char **argv) {
+    cpu_wait_passively(argv);   /* idle threads sleep, unless OMP_WAIT_POLICY or OMP_NUM_THREADS is set */
     TrainFlags o;
     Run run = {0}, *r = &run;
     char err[1024], name[256];
@@ -207,8 +209,10 @@ int main(int argc, char **argv) {
 
     printf("wp-ref: model %s: hidden %d, %d layers, %d heads (%d kv), ffn %d, vocab %d%s; %.2fM parameters\n",
            o.model, c->hidden, c->layers, c->heads, c->kv_heads, c->ffn, c->vocab, c->tied ? ", tied" : "", np / 1e6);
-    printf("wp-ref: data %s; %d micro-batches x %d sequences x %d tokens = %.0f tokens per step; %d threads%s\n",
-           data_describe(r->data), M, G, S, (double)M * G * S, omp_get_max_threads(), o.recompute ? "; recompute" : "");
+    const char *wait = getenv("OMP_WAIT_POLICY");
+    printf("wp-ref: data %s; %d micro-batches x %d sequences x %d tokens = %.0f tokens per step; %d threads%s%s%s\n",
+           data_describe(r->data), M, G, S, (double)M * G * S, omp_get_max_threads(), wait && *wait ? ", OMP_WAIT_POLICY=" : "",
+           wait && *wait ? wait : "", o.recompute ? "; recompute" : "");
     r->o = &o;
     r->trace.origin = now_s();
     loop_catch_signals();

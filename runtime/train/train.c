@@ -209,6 +209,7 @@ static void setup(WpRank *R, const WpPlanDesc *P, const TrainFlags *o) {
 }
 
 int wp_main(int argc, char **argv, const WpPlanDesc *P) {
+    compute_process_start(argv);
     Comm *comm = comm_init(&argc, &argv);
     WpRank R0 = { 0 }, *R = &R0;
     R->comm = comm;

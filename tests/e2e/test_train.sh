@@ -57,6 +57,21 @@ rc=$?
 "$build/tools/ckpt_compare" "$tmp/r4.safetensors" "$tmp/straight.safetensors" 1e-4 >"$tmp/cmp" 2>&1 && ok || bad "reference resume of a pipelined checkpoint: $(cat "$tmp/cmp")"
 [ -f "$tmp/config.json" ] && grep -q '"num_hidden_layers": *8' "$tmp/config.json" && ok || bad "config.json beside the checkpoint"
 
+# a NaN in the weights: the shared loop's check stops before the update, exit 1, as wp-ref does
+cp "$tmp/p2.safetensors" "$tmp/nan.safetensors"
+python3 - "$tmp/nan.safetensors" <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+at = 8 + n + json.loads(b[8:8 + n])["model.norm.weight"]["data_offsets"][0]
+b[at:at + 4] = struct.pack("<f", float("nan"))
+open(sys.argv[1], "wb").write(b)
+PY
+"${train[@]}" "${common[@]}" --init "$tmp/nan.safetensors" >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "train: step 1: the loss is NaN: stopping (no checkpoint was written)" "$tmp/out" && ok ||
+    bad "NaN weights: exit $rc: $(grep -v '^step' "$tmp/out" | head -3)"
+
 # the trace: valid JSON, every rank, compute and transfers
 "${train[@]}" --synthetic --steps 2 --trace "$tmp/trace.json" >"$tmp/out" 2>&1 || bad "train --trace"
 python3 - "$tmp/trace.json" <<'PY' && ok || bad "trace"
