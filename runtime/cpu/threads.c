@@ -47,6 +47,8 @@ void compute_process_init(int ranks_on_node, char *about, size_t len) {
     if (n > mine) n = mine;
     if (n < 1) n = 1;
     omp_set_num_threads((int)n);
-    snprintf(about, len, "%ld thread%s per rank (%ld cores / %d rank%s on this node%s; OMP_NUM_THREADS overrides)", n,
-             n == 1 ? "" : "s", cores, ranks_on_node, ranks_on_node == 1 ? "" : "s", how);
+    char bound[64] = "";
+    if (mine < cores / ranks_on_node) snprintf(bound, sizeof bound, ", %d for this rank (its binding)", mine);
+    snprintf(about, len, "%ld thread%s per rank (%ld cores / %d rank%s on this node%s%s; OMP_NUM_THREADS overrides)", n,
+             n == 1 ? "" : "s", cores, ranks_on_node, ranks_on_node == 1 ? "" : "s", bound, how);
 }
