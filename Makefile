@@ -47,11 +47,14 @@ RT_LIBS  := $(BLAS_LIBS) $(OPENMP) -ljansson -lm
 # by the compiler and with the flags its line names. common and train are backend-neutral (the
 # training program, the loop, checkpoints), cpu is the CPU compute backend, mpi the MPI
 # communication backend (the only folder that includes mpi.h). A new backend's folder is one more
-# line here (emitted programs take it from generator/emit/backends.c). Programs link the libraries
-# as a group: a static library contributes only the objects a program uses, so wp-ref links no MPI.
+# line here (emitted programs take it from generator/emit/backends.c). build/libwprt.a holds them
+# all, for the programs here and the scripts (bench-cpu, the torch test): a static library gives
+# a program only the objects it uses, so wp-ref links no MPI.
 RT_ARCHIVES :=
+RT_OBJ :=
 define runtime_lib
 RT_ARCHIVES += $(BUILD)/libwprt-$(1).a
+RT_OBJ += $$(call obj,$$(wildcard runtime/$(1)/*.c))
 $(BUILD)/obj/runtime/$(1)/%.o: runtime/$(1)/%.c | $(BUILD)/config.mk
 	@mkdir -p $$(@D)
 	$(2) $$(CFLAGS) $(OPENMP) $(3) -Iruntime -c $$< -o $$@
@@ -63,9 +66,15 @@ $(eval $(call runtime_lib,common,$(CC)))
 $(eval $(call runtime_lib,train,$(CC)))
 $(eval $(call runtime_lib,cpu,$(CC),$$(BLAS_CFLAGS)))
 $(eval $(call runtime_lib,mpi,$(MPICC)))
-LIBWPRT := -Wl,--start-group $(RT_ARCHIVES) -Wl,--end-group
+# ar keeps one member per file name: the runtime's file names must differ across its folders
+ifneq ($(words $(notdir $(RT_OBJ))),$(words $(sort $(notdir $(RT_OBJ)))))
+$(error two runtime folders have a source file of the same name: $(sort $(notdir $(RT_OBJ))))
+endif
+LIBWPRT := $(BUILD)/libwprt.a
+$(LIBWPRT): $(RT_ARCHIVES)
+	rm -f $@ && ar rcs $@ $(RT_OBJ)
 
-all: $(BUILD)/config.mk $(WPGEN) $(RT_ARCHIVES) $(WPREF)
+all: $(BUILD)/config.mk $(WPGEN) $(LIBWPRT) $(WPREF)
 
 $(BUILD)/obj/generator/%.o: generator/%.c | $(BUILD)/config.mk
 	@mkdir -p $(@D)
@@ -87,22 +96,22 @@ $(WPGEN): $(BUILD)/obj/generator/cli/main.o $(LIBWPGEN)
 $(BUILD)/obj/runtime/ref/%.o: runtime/ref/%.c | $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(OPENMP) -Iruntime -c $< -o $@
-$(WPREF): $(call obj,$(wildcard runtime/ref/*.c)) $(RT_ARCHIVES)
-	$(CC) $(call obj,$(wildcard runtime/ref/*.c)) -o $@ $(LIBWPRT) $(RT_LIBS)
+$(WPREF): $(call obj,$(wildcard runtime/ref/*.c)) $(LIBWPRT)
+	$(CC) $^ -o $@ $(RT_LIBS)
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBWPGEN) $(RT_ARCHIVES)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBWPGEN) $(LIBWPRT)
 	@mkdir -p $(@D)
-	$(CC) $< $(LIBWPGEN) -o $@ $(LIBWPRT) $(GEN_LIBS) $(RT_LIBS)
+	$(CC) $^ -o $@ $(GEN_LIBS) $(RT_LIBS)
 
 # MPI test programs: run by the scripts in tests/mpi/ under mpirun.
-$(BUILD)/tests-mpi/%: tests/mpi/%.c $(RT_ARCHIVES) | $(BUILD)/config.mk
+$(BUILD)/tests-mpi/%: tests/mpi/%.c $(LIBWPRT) | $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS) $(OPENMP) -Iruntime -Itests $< -o $@ $(LIBWPRT) $(RT_LIBS)
 
 # Helpers of the test scripts (checkpoint comparison, ...).
-$(BUILD)/tools/%: $(BUILD)/obj/tests/tools/%.o $(RT_ARCHIVES)
+$(BUILD)/tools/%: $(BUILD)/obj/tests/tools/%.o $(LIBWPRT)
 	@mkdir -p $(@D)
-	$(CC) $< -o $@ $(LIBWPRT) $(RT_LIBS)
+	$(CC) $^ -o $@ $(RT_LIBS)
 
 test: all $(UNIT_BINS) $(MPI_BINS) $(TOOL_BINS)
 	@./tests/run.sh $(BUILD)

@@ -103,8 +103,9 @@ int loop_run(const WpLoop *L) {
     double t_begin = L->now(L->ud), first_loss = NAN, last_loss = NAN, min_loss = INFINITY;
     for (long s = start; s < end; s++) {
         double t0 = L->now(L->ud);
-        double red[3] = { 0, 0, stop_signal != 0 };
+        double red[3] = { 0, 0, 0 };
         L->step(L->ud, s, &red[0], &red[1]);
+        red[2] = stop_signal != 0;   /* a signal during the step counts for this one */
         /* one sum for the loss, the gradient norm and whether any process was asked to stop */
         if (L->allreduce) L->allreduce(L->ud, red, 3);
         double loss = red[0] / tokens_per_step;
