@@ -9,15 +9,13 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 $(WARN) -D_GNU_SOURCE -MMD -MP
 OPENMP   := -fopenmp
 LUA_INC  := -I/usr/include/lua5.4
-BLAS_INC := -I/usr/include/x86_64-linux-gnu/openblas-pthread
-BLAS_LIB := -lopenblas
 
 .DEFAULT_GOAL := all
 # keep objects make considers intermediate (test objects): no rebuild on the next make test
 .SECONDARY:
 .PHONY: all deps test demo bench-gen bench-cpu bench-sim clean
 
-# The probe runs once; delete build/config.mk to run it again.
+# The probe runs once; delete build/config.mk to run it again. It sets BLAS_CFLAGS and BLAS_LIBS.
 $(BUILD)/config.mk: scripts/deps.sh
 	@echo "deps: probing dependencies"
 	@./scripts/deps.sh $@
@@ -29,10 +27,6 @@ GEN_SRC    := $(wildcard generator/*/*.c)
 GEN_LIBSRC := $(filter-out generator/cli/main.c,$(GEN_SRC))
 # What the generator shares with the runtime: the model's shape and presets.
 SHARED_SRC := runtime/common/config.c runtime/common/modelcfg.c
-# The training program of emitted plans and its MPI layer (compiled with mpicc); the rest of the
-# runtime (model math, AdamW, data, checkpoints) is libwprt, which the reference trainer links.
-RT_MPI_SRC := $(wildcard runtime/mpi/*.c) runtime/train/train.c runtime/train/trace.c runtime/cpu/step_ops.c
-RT_SRC     := $(filter-out $(RT_MPI_SRC),$(wildcard runtime/common/*.c runtime/cpu/*.c runtime/train/*.c))
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 MPI_TEST_SRC := $(wildcard tests/mpi/*.c)
 TOOL_SRC   := $(wildcard tests/tools/*.c)
@@ -41,29 +35,50 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 WPGEN      := $(BUILD)/wpgen
 LIBWPGEN   := $(BUILD)/libwpgen.a
-LIBWPRT    := $(BUILD)/libwprt.a
-LIBWPMPI   := $(BUILD)/libwprt_mpi.a
 WPREF      := $(BUILD)/wp-ref
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 MPI_BINS   := $(patsubst tests/mpi/%.c,$(BUILD)/tests-mpi/%,$(MPI_TEST_SRC))
 TOOL_BINS  := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
 
 GEN_LIBS := -ljansson -llua5.4 -lm -pthread
-RT_LIBS  := $(BLAS_LIB) $(OPENMP) -ljansson -lm
+RT_LIBS  := $(BLAS_LIBS) $(OPENMP) -ljansson -lm
 
-all: $(BUILD)/config.mk $(WPGEN) $(LIBWPRT) $(WPREF) $(if $(RT_MPI_SRC),$(LIBWPMPI))
+# The runtime, one library per folder: build/libwprt-FOLDER.a from runtime/FOLDER/*.c, compiled
+# by the compiler and with the flags its line names. common and train are backend-neutral (the
+# training program, the loop, checkpoints), cpu is the CPU compute backend, mpi the MPI
+# communication backend (the only folder that includes mpi.h). A new backend's folder is one more
+# line here (emitted programs take it from generator/emit/backends.c). build/libwprt.a holds them
+# all, for the programs here and the scripts (bench-cpu, the torch test): a static library gives
+# a program only the objects it uses, so wp-ref links no MPI.
+RT_ARCHIVES :=
+RT_OBJ :=
+define runtime_lib
+RT_ARCHIVES += $(BUILD)/libwprt-$(1).a
+RT_OBJ += $$(call obj,$$(wildcard runtime/$(1)/*.c))
+$(BUILD)/obj/runtime/$(1)/%.o: runtime/$(1)/%.c | $(BUILD)/config.mk
+	@mkdir -p $$(@D)
+	$(2) $$(CFLAGS) $(OPENMP) $(3) -Iruntime -c $$< -o $$@
+$(BUILD)/libwprt-$(1).a: $$(call obj,$$(wildcard runtime/$(1)/*.c))
+	@mkdir -p $$(@D)
+	rm -f $$@ && ar rcs $$@ $$^
+endef
+$(eval $(call runtime_lib,common,$(CC)))
+$(eval $(call runtime_lib,train,$(CC)))
+$(eval $(call runtime_lib,cpu,$(CC),$$(BLAS_CFLAGS)))
+$(eval $(call runtime_lib,mpi,$(MPICC)))
+# ar keeps one member per file name: the runtime's file names must differ across its folders
+ifneq ($(words $(notdir $(RT_OBJ))),$(words $(sort $(notdir $(RT_OBJ)))))
+$(error two runtime folders have a source file of the same name: $(sort $(notdir $(RT_OBJ))))
+endif
+LIBWPRT := $(BUILD)/libwprt.a
+$(LIBWPRT): $(RT_ARCHIVES)
+	rm -f $@ && ar rcs $@ $(RT_OBJ)
+
+all: $(BUILD)/config.mk $(WPGEN) $(LIBWPRT) $(WPREF)
 
 $(BUILD)/obj/generator/%.o: generator/%.c | $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LUA_INC) -Igenerator -Iruntime -c $< -o $@
-
-$(call obj,$(RT_MPI_SRC)): $(BUILD)/obj/%.o: %.c | $(BUILD)/config.mk
-	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS) $(OPENMP) $(BLAS_INC) -Iruntime -c $< -o $@
-
-$(BUILD)/obj/runtime/%.o: runtime/%.c | $(BUILD)/config.mk
-	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(OPENMP) $(BLAS_INC) -Iruntime -c $< -o $@
 
 $(BUILD)/obj/tests/%.o: tests/%.c | $(BUILD)/config.mk
 	@mkdir -p $(@D)
@@ -73,18 +88,14 @@ $(LIBWPGEN): $(call obj,$(GEN_LIBSRC) $(SHARED_SRC))
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-$(LIBWPRT): $(call obj,$(RT_SRC))
-	@mkdir -p $(@D)
-	rm -f $@ && ar rcs $@ $^
-
-$(LIBWPMPI): $(call obj,$(RT_MPI_SRC))
-	@mkdir -p $(@D)
-	rm -f $@ && ar rcs $@ $^
-
 $(WPGEN): $(BUILD)/obj/generator/cli/main.o $(LIBWPGEN)
 	$(CC) $^ -o $@ $(GEN_LIBS)
 
-# The reference trainer knows the same model presets as wpgen (runtime/common/modelcfg.c).
+# The reference trainer: runtime/ref on the neutral runtime and the CPU backend, no MPI; it knows
+# the same model presets as wpgen (runtime/common/modelcfg.c).
+$(BUILD)/obj/runtime/ref/%.o: runtime/ref/%.c | $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(OPENMP) -Iruntime -c $< -o $@
 $(WPREF): $(call obj,$(wildcard runtime/ref/*.c)) $(LIBWPRT)
 	$(CC) $^ -o $@ $(RT_LIBS)
 
@@ -93,9 +104,9 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBWPGEN) $(LIBWPRT)
 	$(CC) $^ -o $@ $(GEN_LIBS) $(RT_LIBS)
 
 # MPI test programs: run by the scripts in tests/mpi/ under mpirun.
-$(BUILD)/tests-mpi/%: tests/mpi/%.c $(LIBWPMPI) $(LIBWPRT) | $(BUILD)/config.mk
+$(BUILD)/tests-mpi/%: tests/mpi/%.c $(LIBWPRT) | $(BUILD)/config.mk
 	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS) $(OPENMP) -Iruntime -Itests $< -o $@ $(LIBWPMPI) $(LIBWPRT) $(RT_LIBS)
+	$(MPICC) $(CFLAGS) $(OPENMP) -Iruntime -Itests $< -o $@ $(LIBWPRT) $(RT_LIBS)
 
 # Helpers of the test scripts (checkpoint comparison, ...).
 $(BUILD)/tools/%: $(BUILD)/obj/tests/tools/%.o $(LIBWPRT)

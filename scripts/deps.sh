@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Probes every dependency of wpgen, prints one line per dependency, and installs the missing
 # Debian packages with apt-get (saying so). Exit 0 when the required ones are present afterwards.
-# Writes build/config.mk with what was found (CUDA yes/no), which the Makefile includes.
+# Writes build/config.mk with what was found (OpenBLAS's flags, CUDA yes/no), which the Makefile
+# includes.
 set -u
 out=${1:-build/config.mk}
 mkdir -p "$(dirname "$out")"
@@ -9,13 +10,33 @@ mkdir -p "$(dirname "$out")"
 have_header() { [ -e "$1" ]; }
 check() { eval "$1" >/dev/null 2>&1; }
 
+# OpenBLAS's compile and link flags (BLAS_CFLAGS, BLAS_LIBS): pkg-config first, else the usual
+# places of its cblas.h and library. Emitted programs probe the same way when they are built
+# (templates/backend/cpu.mk).
+blas_probe() {
+    if pkg-config --exists openblas 2>/dev/null; then
+        BLAS_CFLAGS=$(pkg-config --cflags openblas) BLAS_LIBS=$(pkg-config --libs openblas)
+        return 0
+    fi
+    local h
+    for h in /usr/include/*/openblas-pthread/cblas.h /usr/include/openblas/cblas.h /usr/include/*/cblas.h \
+             /usr/include/cblas.h /usr/local/include/cblas.h; do
+        [ -e "$h" ] || continue
+        ls /usr/lib/*/libopenblas.so* /usr/lib64/libopenblas.so* /usr/lib/libopenblas.so* \
+           /usr/local/lib/libopenblas.so* >/dev/null 2>&1 || return 1
+        BLAS_CFLAGS="-I$(dirname "$h")" BLAS_LIBS=-lopenblas
+        return 0
+    done
+    return 1
+}
+
 # name | test | debian packages
 deps=(
   "Jansson|have_header /usr/include/jansson.h|libjansson-dev"
   "Lua 5.4|have_header /usr/include/lua5.4/lua.h && command -v lua5.4|liblua5.4-dev lua5.4"
   "Penlight|lua5.4 -e 'require(\"pl.template\")'|lua-penlight"
   "Open MPI|command -v mpicc && command -v mpirun|libopenmpi-dev openmpi-bin"
-  "BLAS (OpenBLAS)|have_header /usr/include/x86_64-linux-gnu/cblas.h && ls /usr/lib/x86_64-linux-gnu/libopenblas.so|libopenblas-dev"
+  "BLAS (OpenBLAS)|blas_probe|libopenblas-dev"
   "pkg-config|command -v pkg-config|pkg-config"
   "Python 3 (test scripts)|command -v python3|python3"
 )
@@ -54,8 +75,12 @@ fi
 # The CUDA backend (runtime/cuda) is not written yet: say what was found and that the build is
 # CPU-only, so nobody expects GPU binaries from this version.
 if [ "$cuda" = yes ]; then echo "deps: CUDA toolkit and NCCL found; this version builds the CPU backend only (no CUDA backend yet)"; fi
+BLAS_CFLAGS="" BLAS_LIBS=""
+blas_probe
 {
     echo "# written by scripts/deps.sh"
+    echo "BLAS_CFLAGS := $BLAS_CFLAGS"
+    echo "BLAS_LIBS := $BLAS_LIBS"
     echo "HAVE_CUDA := $cuda"
     echo "CUDA_HOME := $CUDA_HOME"
 } > "$out.tmp" && mv "$out.tmp" "$out"

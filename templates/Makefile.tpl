@@ -2,28 +2,27 @@ ${P.first_hash}
 ${P.header_hash}
 #
 # Builds ./train: the unrolled step of every rank (rank_*.c), the plan's tables (plan_desc.c,
-# main.c) and the wpgen runtime, copied into runtime/ so that this directory stands alone.
-# `make -j$(nproc)` compiles the ranks in parallel; `make clean` removes what make made.
+# main.c) and the wpgen runtime, copied into runtime/ so that this directory stands alone. The
+# runtime is the backend-neutral training program (runtime/common, runtime/train) and the
+# backends this directory was emitted for: compute ${P.backend} and communication ${P.comm}, each a
+# folder of runtime/ and its part of this Makefile in runtime/backend/ (compiler, flags and
+# libraries, found on this machine when make runs). `make -j$(nproc)` compiles the ranks in
+# parallel; `make clean` removes what make made.
 
-CC      = mpicc
+CC      = cc
 OPT     = -O2
 # The steps are straight-line calls with constant arguments: optimizing them gains nothing
 # and, for long plans, costs the compiler seconds and hundreds of MB per rank.
 RANKOPT = -O0
-CFLAGS  = -fopenmp -std=c11 -D_GNU_SOURCE -I. -Iruntime -I/usr/include/x86_64-linux-gnu/openblas-pthread
-LDLIBS  = -lopenblas -ljansson -lm
-@ if P.backend == "cuda" then
-NVCC    = nvcc
-NVFLAGS = -O2 -Iruntime
-LDLIBS += -L/usr/local/cuda/lib64 -lcudart -lcublasLt -lcublas -lnccl
-@ end
+CFLAGS  = -std=c11 -D_GNU_SOURCE -I. -Iruntime
+LDLIBS  = -ljansson -lm
+SRC     = $(sort $(wildcard rank_*.c)) plan_desc.c main.c $(wildcard runtime/*/*.c)
+OBJ     =
 
-SRC     = $(sort $(wildcard rank_*.c)) plan_desc.c main.c $(wildcard runtime/common/*.c runtime/train/*.c runtime/cpu/*.c runtime/mpi/*.c)
-OBJ     = $(SRC:%.c=obj/%.o)
-@ if P.backend == "cuda" then
-CUSRC   = $(wildcard runtime/cuda/*.cu)
-OBJ    += $(CUSRC:%.cu=obj/%.o)
-@ end
+# Each backend's part adds to CC, CFLAGS, LDLIBS and OBJ (and may add rules for its own files).
+include runtime/backend/${P.backend}.mk runtime/backend/${P.comm}.mk
+
+OBJ    += $(SRC:%.c=obj/%.o)
 HDR     = plan.h $(wildcard runtime/*/*.h)
 
 train: $(OBJ)
@@ -36,12 +35,6 @@ obj/rank_%.o: rank_%.c plan.h runtime/common/step.h
 obj/%.o: %.c $(HDR)
 	@mkdir -p $(@D)
 	$(CC) $(OPT) $(CFLAGS) -c $< -o $@
-@ if P.backend == "cuda" then
-
-obj/%.o: %.cu $(HDR)
-	@mkdir -p $(@D)
-	$(NVCC) $(NVFLAGS) -c $< -o $@
-@ end
 
 clean:
 	rm -rf obj train

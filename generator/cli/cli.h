@@ -14,7 +14,7 @@
 enum { EXIT_REJECTED = 1, EXIT_BAD_INPUT = 2 };
 
 typedef struct Args {
-    const char *cmd, *topo, *model, *strategy, *out, *backend;
+    const char *cmd, *topo, *model, *strategy, *out, *backend, *comm;
     const char *trace, *svg, *strategies;   /* sim; compare */
     int seq, mbs, micro_batches, replicas, chunks, recompute, json;
     int rounds;             /* tawpipe: micro-batch rounds, 0 = the solver's */

@@ -31,7 +31,7 @@ int cmd_plan(const Args *a, int emit) {
         if (emit) {
             if (!a->out) rc = bad("emit: -o DIR is required%s%s", "", "");
             else {
-                EmitInfo info = { .model_name = name, .topo_name = topo.name, .backend = a->backend,
+                EmitInfo info = { .model_name = name, .topo_name = topo.name, .backend = a->backend, .comm = a->comm,
                                   .bytes_intra = intra, .bytes_inter = inter };
                 /* the prediction goes into every file's summary; a plan the simulator cannot run
                  * is still emitted, without one */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "emit/emit.h"
+#include "emit/backends.h"
 #include "cli/cli.h"
 #include "lua/sandbox.h"
 
@@ -16,7 +17,7 @@ static void usage(FILE *f) {
         "                  [--rounds K] [--grouping auto|node|island|published]   (tawpipe)\n"
         "                  [--lua-max-mib N] [--lua-max-instructions M]   (the strategy's limits: MiB of\n"
         "                  Lua memory, default %d; millions of Lua instructions, default %d)\n"
-        "       wpgen emit -t TOPO.json -m MODEL [-s STRATEGY] [...] -o DIR [--backend cpu|cuda]\n"
+        "       wpgen emit -t TOPO.json -m MODEL [-s STRATEGY] [...] -o DIR [--backend cpu] [--comm mpi]\n"
         "       wpgen sim -t TOPO.json -m MODEL [-s STRATEGY|auto] [...] [--trace FILE.json] [--svg FILE.svg] [--json]\n"
         "       wpgen compare -t TOPO.json -m MODEL [--strategies a,b,...] [...] [--json]\n"
         "MODEL is a preset (wpgen list) or a Hugging Face config.json. --micro-batches is per rank.\n"
@@ -39,7 +40,8 @@ static int parse_int(const char *flag, const char *v, int min, int *out) {
 static int parse_args(int argc, char **argv, Args *a) {
     memset(a, 0, sizeof *a);
     a->strategy = "weipipe-interleave";
-    a->backend = "cpu";
+    a->backend = backend_default(BACKEND_COMPUTE);
+    a->comm = backend_default(BACKEND_COMM);
     a->micro_batches = 4;
     a->replicas = 1;
     a->cmd = argv[1];
@@ -51,6 +53,7 @@ static int parse_args(int argc, char **argv, Args *a) {
         else if (!strcmp(f, "-s") || !strcmp(f, "--strategy")) a->strategy = v;
         else if (!strcmp(f, "-o") || !strcmp(f, "--out")) a->out = v;
         else if (!strcmp(f, "--backend")) a->backend = v;
+        else if (!strcmp(f, "--comm")) a->comm = v;
         else if (!strcmp(f, "--seq")) { if (parse_int(f, v, 1, &a->seq)) return -1; }
         else if (!strcmp(f, "--micro-batch-size")) { if (parse_int(f, v, 1, &a->mbs)) return -1; }
         else if (!strcmp(f, "--micro-batches")) { if (parse_int(f, v, 1, &a->micro_batches)) return -1; a->set_micro_batches = 1; }
@@ -80,13 +83,11 @@ static int parse_args(int argc, char **argv, Args *a) {
     }
     if (!a->topo) { fprintf(stderr, "wpgen %s: -t TOPO.json is required\n", a->cmd); return -1; }
     if (!a->model) { fprintf(stderr, "wpgen %s: -m MODEL is required\n", a->cmd); return -1; }
-    if (strcmp(a->backend, "cpu") && strcmp(a->backend, "cuda")) {
-        fprintf(stderr, "wpgen: --backend: expected cpu or cuda, got \"%s\"\n", a->backend);
-        return -1;
-    }
-    /* Refused rather than emitted half-way: no runtime/cuda exists for the code to link. */
-    if (!strcmp(a->backend, "cuda")) {
-        fprintf(stderr, "wpgen: --backend cuda: the CUDA runtime is not part of this version yet (use --backend cpu)\n");
+    /* the table says which backends exist and which are built: one not built yet is refused
+     * rather than emitted half-way */
+    char berr[256];
+    if (!backend_select(BACKEND_COMPUTE, a->backend, berr, sizeof berr) || !backend_select(BACKEND_COMM, a->comm, berr, sizeof berr)) {
+        fprintf(stderr, "wpgen: %s\n", berr);
         return -1;
     }
     return 0;

@@ -18,6 +18,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include "emit/emit.h"
+#include "emit/backends.h"
 #include "common/errmsg.h"
 #include "emit/emit_data.h"
 #include "lua/bridge.h"
@@ -130,25 +131,39 @@ static int copy_dir(const char *src, const char *dst, const char *const *exts, i
     return rc;
 }
 
-/* The runtime folders an emitted program builds from (the backend's folders join them). */
-static const char *const runtime_dirs[] = { "common", "train", "cpu", "mpi", NULL };
+/* The runtime an emitted program builds from, copied into DIR/runtime: the backend-neutral
+ * folders, then each chosen backend's folders (backends.c's table) and its part of the Makefile,
+ * templates/backend/NAME.mk as DIR/runtime/backend/NAME.mk. */
+static int copy_backend(const char *dir, const char *home, const Backend *b, char *err, size_t errlen) {
+    char src[PATHLEN], dst[PATHLEN];
+    for (const char *const *d = b->dirs; *d; d++) {
+        if (snprintf(src, sizeof src, "%s/runtime/%s", home, *d) >= PATHLEN || snprintf(dst, sizeof dst, "%s/runtime/%s", dir, *d) >= PATHLEN)
+            return errmsg(err, errlen, "%s/runtime: path too long", home);
+        if (copy_dir(src, dst, b->exts, 1, err, errlen)) return -1;
+    }
+    if (snprintf(dst, sizeof dst, "%s/runtime/backend", dir) >= PATHLEN) return errmsg(err, errlen, "%s: path too long", dir);
+    if (mkdir(dst, 0777) && errno != EEXIST) return errmsg(err, errlen, "%s: %s", dst, strerror(errno));
+    if (snprintf(src, sizeof src, "%s/templates/backend/%s.mk", home, b->name) >= PATHLEN ||
+        snprintf(dst, sizeof dst, "%s/runtime/backend/%s.mk", dir, b->name) >= PATHLEN)
+        return errmsg(err, errlen, "%s/templates/backend: path too long", home);
+    return copy_file(src, dst, err, errlen);
+}
 
-static int copy_runtime(const char *dir, const char *backend, char *err, size_t errlen) {
-    static const char *const c_h[] = { ".c", ".h", NULL }, *const cuda[] = { ".cu", ".cuh", ".c", ".h", NULL };
+static int copy_runtime(const char *dir, const EmitInfo *info, char *err, size_t errlen) {
+    static const char *const c_h[] = { ".c", ".h", NULL };
     char src[PATHLEN], dst[PATHLEN];
     const char *home = wpgen_home();
+    const Backend *compute = backend_select(BACKEND_COMPUTE, info->backend, err, errlen);
+    const Backend *comm = compute ? backend_select(BACKEND_COMM, info->comm, err, errlen) : NULL;
+    if (!comm) return -1;
     if (join_path(dst, dir, "runtime", err, errlen)) return -1;
     if (mkdir(dst, 0777) && errno != EEXIST) return errmsg(err, errlen, "%s: %s", dst, strerror(errno));
-    for (const char *const *d = runtime_dirs; *d; d++) {
+    for (const char *const *d = backend_neutral_dirs; *d; d++) {
         if (snprintf(src, sizeof src, "%s/runtime/%s", home, *d) >= PATHLEN || snprintf(dst, sizeof dst, "%s/runtime/%s", dir, *d) >= PATHLEN)
             return errmsg(err, errlen, "%s/runtime: path too long", home);
         if (copy_dir(src, dst, c_h, 1, err, errlen)) return -1;
     }
-    if (backend && !strcmp(backend, "cuda")) {
-        snprintf(src, sizeof src, "%s/runtime/cuda", home);
-        if (join_path(dst, dir, "runtime/cuda", err, errlen) || copy_dir(src, dst, cuda, 0, err, errlen)) return -1;
-    }
-    return 0;
+    return copy_backend(dir, home, compute, err, errlen) || copy_backend(dir, home, comm, err, errlen) ? -1 : 0;
 }
 
 /* DIR may be replaced when it is empty or holds what an earlier emit wrote (its plan.json says
@@ -437,7 +452,7 @@ int emit_plan(const Plan *p, const EmitInfo *info, const char *dir, char *err, s
     int rc = write_all(job, err, errlen);
     pthread_mutex_destroy(&job->lock);
     free(job);
-    if (rc == 0) rc = copy_runtime(tmp, info->backend, err, errlen);
+    if (rc == 0) rc = copy_runtime(tmp, info, err, errlen);
     if (rc) {
         rm_tree(tmp);
         return -1;

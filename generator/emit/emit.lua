@@ -149,7 +149,8 @@ local function summary_lines()
             P.step_time_s, 100 * P.bubble_ratio)
     end
     lines[#lines + 1] = fmt("memory      peak %s (rank %d)", human(P.peak_mem), P.peak_rank)
-    lines[#lines + 1] = fmt("backend     %s%s", P.backend, P.recompute ~= 0 and ", activations recomputed" or "")
+    lines[#lines + 1] = fmt("backend     %s (compute), %s (communication)%s", P.backend, P.comm,
+        P.recompute ~= 0 and ", activations recomputed" or "")
     for line in tostring(P.notes or ""):gmatch("[^\n]+") do lines[#lines + 1] = "notes       " .. line end
     for i, l in ipairs(lines) do lines[i] = comment_safe(l) end
     return lines

@@ -68,6 +68,8 @@ Comm *comm_init(int *argc, char ***argv);
 void comm_finalize(Comm *c);
 int comm_rank(const Comm *c);
 int comm_size(const Comm *c);
+/* Ranks of the job on this rank's node, this one included (they share its cores and memory). */
+int comm_local_size(const Comm *c);
 
 /* Declares a group: world ranks in order, member i holding shard i in ALLGATHER/REDUCE_SCATTER.
  * Every rank declares every group of the plan, in the plan's order, so that the returned indices
@@ -130,6 +132,8 @@ void comm_set_save_timeout(Comm *c, double seconds);
  * `all` at rank 0, which has room for `cap` floats; if counts is not NULL, rank 0 gets each
  * rank's n in counts[0..size). Returns the total at rank 0, 0 elsewhere. For checkpoints. */
 size_t comm_gather(Comm *c, const float *mine, size_t n, float *all, size_t cap, size_t *counts);
+/* The same for bytes (traces, text): n, cap and counts in bytes. */
+size_t comm_gather_bytes(Comm *c, const void *mine, size_t n, void *all, size_t cap, size_t *counts);
 /* The inverse, for loading: rank 0 holds `all`, `total` floats, the concatenation in rank order;
  * every rank gets the next n floats (its own n) in `mine`. The counts must add up to total. */
 void comm_scatter(Comm *c, const float *all, size_t total, float *mine, size_t n);

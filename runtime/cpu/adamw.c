@@ -1,30 +1,9 @@
-/* AdamW (Loshchilov & Hutter), the learning-rate schedule and gradient clipping; see adamw.h.
+/* AdamW (Loshchilov & Hutter) on host fp32 arrays, for the CPU backend; see adamw.h.
  * Element-wise, so the update is bit-identical whatever the number of threads; the one
  * reduction (the sum of squares) uses a fixed split so that it is too. */
 #include "cpu/adamw.h"
 
 #include <math.h>
-
-void adamw_init(WpAdamW *o, float lr, int warmup, int steps) {
-    o->lr = lr;
-    o->min_lr = 0.1f * lr;
-    o->warmup = warmup > 0 ? warmup : 0;
-    o->steps = steps;
-    o->beta1 = 0.9f;
-    o->beta2 = 0.95f;   /* the usual choice for language models (GPT-3, LLaMA, llm.c) */
-    o->eps = 1e-8f;
-    o->weight_decay = 0.1f;
-    o->clip = 1.0f;
-}
-
-float adamw_lr(const WpAdamW *o, long step) {
-    if (step < o->warmup) return o->lr * (float)(step + 1) / (float)o->warmup;
-    if (step >= o->steps) return o->min_lr;
-    /* Cosine over the steps after the warm-up: lr at its first step, min_lr at `steps`. */
-    double ratio = (double)(step - o->warmup) / (double)(o->steps - o->warmup);
-    double coeff = 0.5 * (1.0 + cos(M_PI * ratio));
-    return (float)(o->min_lr + coeff * (o->lr - o->min_lr));
-}
 
 double adamw_sumsq(const float *g, size_t n) {
     /* NB partial sums over fixed ranges, added in order: the result depends only on n. */
@@ -41,14 +20,6 @@ double adamw_sumsq(const float *g, size_t n) {
     double s = 0;
     for (int b = 0; b < NB; b++) s += part[b];
     return s;
-}
-
-float adamw_clip_scale(const WpAdamW *o, double sumsq, float *norm) {
-    double nrm = sqrt(sumsq);
-    if (norm) *norm = (float)nrm;
-    if (o->clip <= 0) return 1.0f;
-    double scale = o->clip / (nrm + 1e-6);
-    return scale < 1.0 ? (float)scale : 1.0f;
 }
 
 void adamw_update(const WpAdamW *o, float *p, const float *grad, float *m, float *v, size_t n,

@@ -7,11 +7,7 @@
 
 #include <stdint.h>
 #include "common/config.h"
-
-/* Deterministic initialisation. Every tensor is filled from its own stream, seeded by (seed,
- * tensor name), so the same model comes out whatever the chunking: N(0, 0.02) for matrices and
- * the embedding, 1 for norm weights. */
-void wp_chunk_init(const WpConfig *c, const WpChunk *k, float *params, uint64_t seed);
+#include "common/init.h"   /* wp_chunk_init, which trainers use with the model */
 
 /* Per-rank workspace for the largest chunk it runs; allocated once, never inside a step. */
 typedef struct WpScratch WpScratch;

@@ -115,6 +115,7 @@ typedef struct Pending {
 struct Comm {
     MPI_Comm world;     /* our own duplicate of MPI_COMM_WORLD, errors returned */
     int rank, size;
+    int local_size;     /* ranks on this node (sharing its memory) */
     int started_mpi;    /* comm_init called MPI_Init, so comm_finalize calls MPI_Finalize */
     double timeout;
     double save_timeout;   /* comm_bcast_bytes_save's; 0: none */
@@ -146,6 +147,7 @@ double comm_now(const Comm *c) {
 
 int comm_rank(const Comm *c) { return c->rank; }
 int comm_size(const Comm *c) { return c->size; }
+int comm_local_size(const Comm *c) { return c->local_size; }
 const CommStats *comm_stats(const Comm *c) { return &c->stats; }
 void comm_reset_stats(Comm *c) { memset(&c->stats, 0, sizeof c->stats); }
 void comm_set_trace(Comm *c, CommTraceFn fn, void *ud) { c->trace = fn; c->trace_ud = ud; }
@@ -197,6 +199,11 @@ Comm *comm_init(int *argc, char ***argv) {
     MPI_CHECK(MPI_Comm_rank(c->world, &c->rank));
     MPI_CHECK(MPI_Comm_size(c->world, &c->size));
     g_rank = c->rank;
+    /* the ranks sharing this node: what a compute backend divides the node's cores among */
+    MPI_Comm node;
+    MPI_CHECK(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    MPI_CHECK(MPI_Comm_size(node, &c->local_size));
+    MPI_CHECK(MPI_Comm_free(&node));
 
     c->timeout = env_seconds("WP_COMM_TIMEOUT", COMM_DEFAULT_TIMEOUT);
     c->save_timeout = env_seconds("WP_SAVE_TIMEOUT", COMM_DEFAULT_SAVE_TIMEOUT);
@@ -652,36 +659,46 @@ static void gather_counts(Comm *c, const char *name, size_t n, uint64_t *counts)
 }
 
 /* Gather and scatter move each rank's part as one message between it and rank 0 (not MPI_Gatherv,
- * whose int displacements would limit a checkpoint to 8 GiB in all). */
-size_t comm_gather(Comm *c, const float *mine, size_t n, float *all, size_t cap, size_t *counts) {
+ * whose int displacements would limit a checkpoint to 8 GiB in all). Elements of esize bytes, MPI
+ * type `type`; received floats are counted against what the sender announced. */
+static size_t gather(Comm *c, const char *name, const void *mine, size_t n, size_t esize, MPI_Datatype type, void *all,
+                     size_t cap, size_t *counts) {
     CommInfo info = { -1, "part" };
     int count = count_of(c, COMM_UTIL, n, &info);
     wait_all(c);
-    util_count(c, n * sizeof(float));
+    util_count(c, n * esize);
     uint64_t *cnt = c->rank == 0 ? xrealloc(NULL, (size_t)c->size * sizeof *cnt) : NULL;
-    gather_counts(c, "GATHER", n, cnt);
+    gather_counts(c, name, n, cnt);
     size_t total = 0;
     if (c->rank == 0) {
         for (int r = 0; r < c->size; r++) total += cnt[r];
-        if (total > cap) comm_fail("comm_gather: the ranks send %zu floats, rank 0 has room for %zu", total, cap);
+        if (total > cap) comm_fail("%s: the ranks send %zu elements, rank 0 has room for %zu", name, total, cap);
         size_t off = n;
-        if (n) memcpy(all, mine, n * sizeof(float));
+        if (n) memcpy(all, mine, n * esize);
         for (int r = 1; r < c->size; r++) {
             if (counts) counts[r] = (size_t)cnt[r];
             if (!cnt[r]) continue;
-            int k = post(c, COMM_UTIL, "GATHER", &info, r, -1, (size_t)cnt[r] * sizeof(float));
-            c->pend[k].expect = (long)cnt[r];
-            MPI_CHECK(MPI_Irecv(all + off, (int)cnt[r], MPI_FLOAT, r, TAG_UTIL, c->world, &c->reqs[k]));
+            int k = post(c, COMM_UTIL, name, &info, r, -1, (size_t)cnt[r] * esize);
+            if (type == MPI_FLOAT) c->pend[k].expect = (long)cnt[r];
+            MPI_CHECK(MPI_Irecv((char *)all + off * esize, (int)cnt[r], type, r, TAG_UTIL, c->world, &c->reqs[k]));
             off += (size_t)cnt[r];
         }
         if (counts) counts[0] = n;
     } else if (n) {
-        int k = post(c, COMM_UTIL, "GATHER", &info, 0, -1, n * sizeof(float));
-        MPI_CHECK(MPI_Isend(mine, count, MPI_FLOAT, 0, TAG_UTIL, c->world, &c->reqs[k]));
+        int k = post(c, COMM_UTIL, name, &info, 0, -1, n * esize);
+        MPI_CHECK(MPI_Isend(mine, count, type, 0, TAG_UTIL, c->world, &c->reqs[k]));
     }
     wait_all(c);
     free(cnt);
     return total;
+}
+
+size_t comm_gather(Comm *c, const float *mine, size_t n, float *all, size_t cap, size_t *counts) {
+    return gather(c, "GATHER", mine, n, sizeof(float), MPI_FLOAT, all, cap, counts);
+}
+
+size_t comm_gather_bytes(Comm *c, const void *mine, size_t n, void *all, size_t cap, size_t *counts) {
+    return gather(c, "GATHER_BYTES", mine, n, 1, MPI_BYTE, all, cap, counts);
 }
 
 void comm_scatter(Comm *c, const float *all, size_t total, float *mine, size_t n) {

@@ -1,10 +1,12 @@
 /* wp-ref: the single-process reference trainer. The whole model is one chunk, every micro-batch
  * of a step runs forward then backward in order, and the step is the mean loss over all its
  * tokens: the oracle that every pipelined run is compared with (DESIGN.md, "Numerical
- * contract"). Same flags as an emitted DIR/train, plus the model and training shape.
+ * contract"). Same flags as an emitted DIR/train, plus the model and training shape, and the same
+ * training loop (train/loop.c): the same step lines, log, checks and checkpoints.
  *
- * Exit status: 0 done; 1 training failed (NaN/Inf loss, a checkpoint that cannot be written);
- * 2 bad input (flags, model, data, checkpoint to load). */
+ * Exit status: 0 done; 1 training failed (NaN/Inf loss or gradient norm, a checkpoint that cannot
+ * be written); 2 bad input (flags, model, data, checkpoint to load); 4 stopped by SIGTERM, SIGINT or SIGUSR1
+ * (with --save, the checkpoint of the last step done is written first). */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -22,7 +24,9 @@
 #include "train/checkpoint.h"
 #include "common/config.h"
 #include "train/data.h"
+#include "train/loop.h"
 #include "cpu/model.h"
+#include "cpu/threads.h"
 #include "common/modelcfg.h"
 #include "train/trainflags.h"
 
@@ -78,15 +82,11 @@ static int trace_write(const Trace *t, const char *path) {
     return 0;
 }
 
-/* ---- training -------------------------------------------------------------------------- */
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+/* ---- training: the shared loop (train/loop.c), with the whole model in one process ------- */
 
 /* Everything a run holds, set up by main before the first step. */
 typedef struct Run {
+    const TrainFlags *o;
     WpConfig c;
     WpChunk k;                    /* the whole model as one chunk */
     WpTensor *tensors;            /* its tensors, for the per-tensor weight decay */
@@ -95,93 +95,52 @@ typedef struct Run {
     float *params, *grads, *m, *v, *stash;
     int *tokens, *targets;
     WpScratch *scratch;
-    WpAdamW opt;
-    FILE *log;
     Trace trace;
-    double *step_ms;              /* step times, for the median of the summary */
-    size_t ntimes, times_cap;
-    long start, end;              /* this run does steps start+1 .. end */
 } Run;
 
-/* Steps start+1 .. end. Returns 0, or 1 when the loss or the gradient is not finite. */
-static int train(const TrainFlags *o, Run *r) {
+/* Every micro-batch of step s, forward then backward, into one gradient. */
+static void ref_step(void *ud, long s, double *loss_sum, double *sumsq) {
+    Run *r = ud;
     const WpConfig *c = &r->c;
-    const int S = c->seq, G = c->mbs, M = o->micro_batches;
-    const double tokens_per_step = (double)M * G * S;
-    const float loss_scale = (float)(1.0 / tokens_per_step);
-    const size_t np = r->k.nparams;
-    char err[1024];
-    double t_begin = now_s(), first_loss = NAN, last_loss = NAN, min_loss = INFINITY;
-    long saved_at = -1;
-    r->trace.origin = t_begin;
-    for (long s = r->start; s < r->end; s++) {
-        double t0 = now_s();
-        memset(r->grads, 0, np * sizeof *r->grads);
-        double loss_sum = 0;
-        for (int g = 0; g < M; g++) {
-            data_read_batch(r->data, s, g, M, G, S, r->tokens, r->targets);
-            double a = now_s();
-            wp_chunk_forward(c, &r->k, r->params, r->tokens, r->targets, NULL, NULL, r->stash, o->recompute,
-                             r->scratch, &loss_sum);
-            double b = now_s();
-            wp_chunk_backward(c, &r->k, r->params, r->tokens, r->targets, r->stash, o->recompute, NULL, NULL,
-                              r->grads, loss_scale, r->scratch);
-            double e = now_s();
-            trace_span(&r->trace, "forward", a, b, s + 1, g);
-            trace_span(&r->trace, "backward", b, e, s + 1, g);
-        }
-        double loss = loss_sum / tokens_per_step;
+    const int S = c->seq, G = c->mbs, M = r->o->micro_batches;
+    const float loss_scale = (float)(1.0 / ((double)M * G * S));
+    memset(r->grads, 0, r->k.nparams * sizeof *r->grads);
+    for (int g = 0; g < M; g++) {
+        data_read_batch(r->data, s, g, M, G, S, r->tokens, r->targets);
         double a = now_s();
-        float norm;
-        float scale = adamw_clip_scale(&r->opt, adamw_sumsq(r->grads, np), &norm);
-        if (!isfinite(loss) || !isfinite(norm)) {
-            /* Stop before the update: the weights are garbage from here on, the checkpoint is not. */
-            double bad = isfinite(loss) ? norm : loss;
-            char kept[4400] = "no checkpoint was written";
-            if (saved_at >= 0) snprintf(kept, sizeof kept, "the last checkpoint, %s, is of step %ld", o->save, saved_at);
-            else if (o->resume) snprintf(kept, sizeof kept, "the checkpoint %s is untouched", o->resume);
-            fprintf(stderr, "wp-ref: step %ld: the %s is %s: stopping (%s)\n", s + 1,
-                    isfinite(loss) ? "gradient norm" : "loss", isnan(bad) ? "NaN" : "infinite", kept);
-            return 1;
-        }
-        float lr = adamw_lr(&r->opt, s);
-        adamw_update_chunk(&r->opt, r->tensors, r->ntensors, r->params, r->grads, r->m, r->v, lr, scale, s + 1);
-        double t1 = now_s();
-        trace_span(&r->trace, "optimizer", a, t1, s + 1, -1);
-        double ms = (t1 - t0) * 1e3;
-        if (r->ntimes < r->times_cap) r->step_ms[r->ntimes++] = ms;
-        if (s == r->start) first_loss = loss;
-        last_loss = loss;
-        if (loss < min_loss) min_loss = loss;
-        printf("step %5ld/%ld | loss %.6f | lr %.3e | norm %.4f | %8.1f ms | %8.0f tok/s\n", s + 1, o->steps, loss,
-               lr, norm, ms, tokens_per_step / (ms * 1e-3));
-        fflush(stdout);
-        if (r->log) {
-            fprintf(r->log, "{\"step\":%ld,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"ms\":%.3f,\"tokens_per_s\":%.1f}\n",
-                    s + 1, loss, lr, norm, ms, tokens_per_step / (ms * 1e-3));
-            fflush(r->log);
-        }
-        if (o->save && ((o->save_every && (s + 1) % o->save_every == 0) || s + 1 == r->end)) {
-            double sa = now_s();
-            WpTrainState st = {.step = s + 1, .seed = o->seed, .data_seq = data_seq_index(s + 1, 0, M, G, 0),
-                               .micro_batches = M, .micro_batch_size = G, .seq = S};
-            if (ckpt_save(o->save, c, &r->k, 1, &r->params, &r->m, &r->v, &st, err, sizeof err) != 0)
-                die(1, "step %ld: cannot save the checkpoint: %s", s + 1, err);
-            saved_at = s + 1;
-            trace_span(&r->trace, "save", sa, now_s(), s + 1, -1);
-        }
+        wp_chunk_forward(c, &r->k, r->params, r->tokens, r->targets, NULL, NULL, r->stash, r->o->recompute, r->scratch,
+                         loss_sum);
+        double b = now_s();
+        wp_chunk_backward(c, &r->k, r->params, r->tokens, r->targets, r->stash, r->o->recompute, NULL, NULL, r->grads,
+                          loss_scale, r->scratch);
+        double e = now_s();
+        trace_span(&r->trace, "forward", a, b, s + 1, g);
+        trace_span(&r->trace, "backward", b, e, s + 1, g);
     }
-    double total = now_s() - t_begin;
-    qsort(r->step_ms, r->ntimes, sizeof *r->step_ms, cmp_double);
-    double median = r->step_ms[r->ntimes / 2];
-    printf("wp-ref: %ld steps (%ld to %ld) in %.2f s | loss %.4f -> %.4f (min %.4f) | median step %.1f ms, %.0f tok/s\n",
-           r->end - r->start, r->start + 1, r->end, total, first_loss, last_loss, min_loss, median,
-           tokens_per_step / (median * 1e-3));
-    if (saved_at >= 0) printf("wp-ref: checkpoint of step %ld in %s\n", saved_at, o->save);
-    return 0;
+    *sumsq = adamw_sumsq(r->grads, r->k.nparams);
+}
+
+static void ref_update(void *ud, const WpAdamW *opt, float lr, float grad_scale, long t) {
+    Run *r = ud;
+    adamw_update_chunk(opt, r->tensors, r->ntensors, r->params, r->grads, r->m, r->v, lr, grad_scale, t);
+}
+
+static int ref_save(void *ud, const char *path, const WpTrainState *st, char *err, size_t errlen) {
+    Run *r = ud;
+    return ckpt_save(path, &r->c, &r->k, 1, &r->params, &r->m, &r->v, st, err, errlen);
+}
+
+static void ref_span(void *ud, const char *what, double t0, double t1, long step) {
+    trace_span(&((Run *)ud)->trace, what, t0, t1, step, -1);
+}
+
+static double ref_now(void *ud) {
+    (void)ud;
+    return now_s();
 }
 
 int main(int argc, char **argv) {
+    cpu_wait_passively(argv);   /* idle threads sleep, unless OMP_WAIT_POLICY or OMP_NUM_THREADS is set */
     TrainFlags o;
     Run run = {0}, *r = &run;
     char err[1024], name[256];
@@ -216,10 +175,11 @@ int main(int argc, char **argv) {
     if (!r->params || !r->grads || !r->m || !r->v || !r->stash || !r->tokens || !r->targets || !r->scratch)
         die(1, "out of memory: %zu parameters and %zu floats of activations", np, nstash);
 
+    long start = 0;
     if (o.resume) {
         WpTrainState st;
         if (ckpt_load(o.resume, c, &r->k, 1, &r->params, &r->m, &r->v, &st, err, sizeof err) != 0) die(2, "%s", err);
-        r->start = st.step;
+        start = st.step;
         if (o.seed_given && o.seed != st.seed)
             fprintf(stderr, "wp-ref: warning: --seed %llu ignored: the run being resumed has seed %llu\n",
                     (unsigned long long)o.seed, (unsigned long long)st.seed);
@@ -238,45 +198,32 @@ int main(int argc, char **argv) {
         wp_chunk_init(c, &r->k, r->params, o.seed);
     }
 
-    adamw_init(&r->opt, o.lr, o.warmup, (int)(o.steps < INT32_MAX ? o.steps : INT32_MAX));
-    r->opt.weight_decay = o.weight_decay;
-    r->opt.clip = o.clip;
-
-    if (o.log && !(r->log = fopen(o.log, o.resume ? "a" : "w"))) die(2, "%s: %s", o.log, strerror(errno));
-    r->end = o.stop_at && o.stop_at < o.steps ? o.stop_at : o.steps;
-    long nsteps = r->end > r->start ? r->end - r->start : 0;
+    FILE *log = NULL;
+    if (o.log && !(log = fopen(o.log, o.resume ? "a" : "w"))) die(2, "%s: %s", o.log, strerror(errno));
+    long nsteps = loop_end(&o) > start ? loop_end(&o) - start : 0;
     if (o.trace) {
         r->trace.cap = (size_t)nsteps * (2 * (size_t)M + 2) + 4;
         if (r->trace.cap > (1u << 22)) r->trace.cap = 1u << 22;   /* the first 4M spans of a long run */
         if (!(r->trace.spans = malloc(r->trace.cap * sizeof *r->trace.spans))) die(1, "out of memory for the trace");
     }
-    r->times_cap = (size_t)(nsteps < (1 << 20) ? (nsteps > 0 ? nsteps : 1) : (1 << 20));
-    if (!(r->step_ms = malloc(r->times_cap * sizeof *r->step_ms))) die(1, "out of memory");
 
     printf("wp-ref: model %s: hidden %d, %d layers, %d heads (%d kv), ffn %d, vocab %d%s; %.2fM parameters\n",
            o.model, c->hidden, c->layers, c->heads, c->kv_heads, c->ffn, c->vocab, c->tied ? ", tied" : "", np / 1e6);
-    printf("wp-ref: data %s; %d micro-batches x %d sequences x %d tokens = %.0f tokens per step; %d threads%s\n",
-           data_describe(r->data), M, G, S, (double)M * G * S, omp_get_max_threads(), o.recompute ? "; recompute" : "");
-    int status = 0;
-    if (r->start >= r->end) {
-        printf("wp-ref: no step to run: the model is at step %ld, this run ends at step %ld\n", r->start, r->end);
-        if (o.save) {   /* --steps 0 --save FILE writes the initial model (for --init elsewhere) */
-            WpTrainState st = {.step = r->start, .seed = o.seed, .data_seq = data_seq_index(r->start, 0, M, G, 0),
-                               .micro_batches = M, .micro_batch_size = G, .seq = S};
-            if (ckpt_save(o.save, c, &r->k, 1, &r->params, &r->m, &r->v, &st, err, sizeof err) != 0)
-                die(1, "cannot save the checkpoint: %s", err);
-            printf("wp-ref: checkpoint of step %ld in %s\n", r->start, o.save);
-        }
-    } else {
-        if (r->start > 0) printf("wp-ref: resuming from %s at step %ld\n", o.resume, r->start);
-        fflush(stdout);
-        status = train(&o, r);
-        /* Written after a failed run too: they are what one looks at to see why. */
-        if (o.trace && trace_write(&r->trace, o.trace) != 0) die(1, "%s: cannot write the trace", o.trace);
-    }
-    if (r->log && fclose(r->log) != 0) die(1, "%s: cannot write the log", o.log);
+    const char *wait = getenv("OMP_WAIT_POLICY");
+    printf("wp-ref: data %s; %d micro-batches x %d sequences x %d tokens = %.0f tokens per step; %d threads%s%s%s\n",
+           data_describe(r->data), M, G, S, (double)M * G * S, omp_get_max_threads(), wait && *wait ? ", OMP_WAIT_POLICY=" : "",
+           wait && *wait ? wait : "", o.recompute ? "; recompute" : "");
+    r->o = &o;
+    r->trace.origin = now_s();
+    loop_catch_signals();
+    WpLoop loop = { .prog = "wp-ref", .flags = &o, .start = start, .micro_batches = M, .mbs = G, .seq = S, .printer = 1,
+                    .log = log, .ud = r, .step = ref_step, .update = ref_update, .save = ref_save,
+                    .span = o.trace ? ref_span : NULL, .now = ref_now };
+    int status = loop_run(&loop);
+    /* Written after a failed run too: they are what one looks at to see why. */
+    if (nsteps > 0 && o.trace && trace_write(&r->trace, o.trace) != 0) die(1, "%s: cannot write the trace", o.trace);
+    if (log && fclose(log) != 0) die(1, "%s: cannot write the log", o.log);
 
-    free(r->step_ms);
     free(r->trace.spans);
     wp_scratch_free(r->scratch);
     free(r->params); free(r->grads); free(r->m); free(r->v); free(r->stash);

@@ -1,6 +1,8 @@
-/* Private to the MPI runtime: the state of one rank of an emitted training program, shared by the
- * operations the emitted step calls (step_ops.c), the program around them (train.c) and the
- * trace (trace.c). */
+/* Private to the training program: the state of one rank of an emitted program, shared by the
+ * program around the step (train.c), the operations the emitted step calls (the compute
+ * backend's, e.g. cpu/step_ops.c), the neutral helpers (rank.c) and the trace (trace.c).
+ * Backend-neutral: what the compute backend holds (buffers, activations, workspace) is behind
+ * `dev`, reached through common/compute.h. */
 #ifndef WP_RANK_H
 #define WP_RANK_H
 
@@ -8,14 +10,8 @@
 #include <stdint.h>
 #include "common/step.h"
 #include "common/comm.h"
+#include "common/compute.h"
 #include "train/data.h"
-#include "cpu/model.h"
-#include "cpu/adamw.h"
-
-/* Activations, their gradients and stashes a rank holds between operations, by (kind, chunk, mb). */
-enum { SLOT_ACT, SLOT_GRAD, SLOT_STASH };
-typedef struct Slot { int kind, chunk, mb; float *p; size_t n; } Slot;
-typedef struct Block { float *p; size_t n; } Block;
 
 /* An update the step asked for (OPT), applied at the end of the step once the global gradient
  * norm is known. */
@@ -31,31 +27,23 @@ struct WpRank {
     WpConfig cfg;
     WpChunk *chunks;              /* [nchunks] */
     WpTensor **tensors; int *ntensors;   /* per chunk, for the update */
-    float **buf;                  /* [nbufs] */
-    float **adam_m, **adam_v;     /* per buffer: AdamW moments of masters, NULL elsewhere */
+    WpCompute *dev;               /* the compute backend's part: buffers, activations, workspace */
     WpData *data;
-    WpScratch *scratch;
     int recompute;
     long step;                    /* the step being run (0-based) */
-    int *tokens, *targets;        /* one micro-batch */
     double loss_sum;              /* this step's token losses, on ranks running the last chunk */
     float loss_scale;             /* 1 / tokens of the step */
-    Slot *slots; int nslots, capslots;
-    Block *free; int nfree, capfree;
-    int *release; int nrelease, caprelease;   /* slots sent this turn: released after the wait */
     PendingOpt *opts; int nopts, capopts;
     int turn;
     TraceEvent *events; size_t nevents, capevents;
     int tracing;
 };
 
-/* step_ops.c */
+/* rank.c */
 /* Allocation that cannot fail quietly: out of memory ends the job with what was being allocated. */
 void *rank_realloc(WpRank *R, void *p, size_t bytes, const char *what);
 void *rank_calloc(WpRank *R, size_t n, size_t size, const char *what);
-float *slot_new(WpRank *R, int kind, int chunk, int mb, size_t n);
-float *slot_get(WpRank *R, int kind, int chunk, int mb);      /* aborts if missing */
-void slot_release(WpRank *R, int kind, int chunk, int mb);
+/* Floats of chunk's parameters in shard `shard` of `nshards` (the whole chunk when nshards <= 1). */
 size_t chunk_floats(const WpRank *R, int chunk, int shard, int nshards);
 
 /* trace.c */

@@ -2,17 +2,11 @@
  * optimizer) and every completed transfer or collective, from post to completion, one process
  * row per rank. Events are kept in memory during the run; at the end rank 0 gathers them and
  * writes one JSON file (Perfetto and chrome://tracing open it). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <mpi.h>
 #include "train/rank.h"
-
-/* The communication layer makes MPI return errors; a failed gather of the trace ends the job with
- * the call's name, like every other MPI call here. */
-#define TRACE_MPI(R, call) do { int rc_ = (call); if (rc_ != MPI_SUCCESS) { \
-    char s_[MPI_MAX_ERROR_STRING]; int l_ = 0; MPI_Error_string(rc_, s_, &l_); \
-    comm_abort((R)->comm, 1, "%s: %s", #call, s_); } } while (0)
 
 void trace_event(WpRank *R, const char *cat, const char *name, double t0, double t1) {
     if (!R->tracing) return;
@@ -64,28 +58,24 @@ static char *render(const WpRank *R, size_t *len) {
 int trace_write_all(WpRank *R, const char *path) {
     size_t len;
     char *mine = render(R, &len);
-    int size = comm_size(R->comm), n = (int)len, rc = 0;
-    int *lens = R->rank == 0 ? malloc((size_t)size * sizeof(int)) : NULL;
-    TRACE_MPI(R, MPI_Gather(&n, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD));
-    int *offs = NULL;
-    char *all = NULL;
-    if (R->rank == 0) {
-        offs = malloc((size_t)size * sizeof(int));
-        long total = 0;
-        for (int i = 0; i < size; i++) { offs[i] = (int)total; total += lens[i]; }
-        all = malloc((size_t)total + 1);
-    }
-    TRACE_MPI(R, MPI_Gatherv(mine, n, MPI_CHAR, all, lens, offs, MPI_CHAR, 0, MPI_COMM_WORLD));
+    int size = comm_size(R->comm), rc = 0;
+    /* rank 0 learns the sizes first (a gather of one number each), then gathers the text */
+    size_t total = 0;
+    uint64_t n64 = len, *all_n = R->rank == 0 ? rank_calloc(R, (size_t)size, sizeof *all_n, "the trace") : NULL;
+    comm_gather_bytes(R->comm, &n64, sizeof n64, all_n, R->rank == 0 ? (size_t)size * sizeof n64 : 0, NULL);
+    if (R->rank == 0)
+        for (int i = 0; i < size; i++) total += all_n[i];
+    char *all = R->rank == 0 ? rank_realloc(R, NULL, total + 1, "the trace") : NULL;
+    comm_gather_bytes(R->comm, mine, len, all, total, NULL);
     if (R->rank == 0) {
         char tmp[4200];
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
         FILE *f = fopen(tmp, "w");
         if (!f) rc = -1;
         else {
-            long total = offs[size - 1] + lens[size - 1];
             fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
             /* drop the last ",\n" so the array closes cleanly */
-            if (total >= 2) fwrite(all, 1, (size_t)total - 2, f);
+            if (total >= 2) fwrite(all, 1, total - 2, f);
             fputs("\n]}\n", f);
             if (ferror(f)) rc = -1;
             if (fclose(f) != 0) rc = -1;
@@ -93,7 +83,7 @@ int trace_write_all(WpRank *R, const char *path) {
             if (rc) remove(tmp);
         }
     }
-    TRACE_MPI(R, MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
-    free(mine); free(lens); free(offs); free(all);
+    comm_bcast_bytes(R->comm, &rc, sizeof rc, 0);
+    free(mine); free(all_n); free(all);
     return rc;
 }

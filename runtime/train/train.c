@@ -1,15 +1,19 @@
-/* The program around an emitted step (wp_main): flags, the world-size check, buffers and master
- * weights (initialised, loaded or resumed), the step loop with the optimizer applied at the end
- * of each step (after the global gradient norm is known), logging, checkpoints gathered to rank 0,
- * and the trace. Rank r runs plan->ranks[r].step.
- * Exit status: 0 done; 1 training failed (NaN/Inf loss, checkpoint not written); 2 bad input. */
-#include <math.h>
+/* The program around an emitted step (wp_main), backend-neutral: flags, the world-size check,
+ * setup, master weights (initialised, loaded or resumed), checkpoints gathered to rank 0, and the
+ * trace; the steps themselves run in the shared loop (loop.c), with the optimizer applied at the
+ * end of each step once the global gradient norm is known. Rank r runs plan->ranks[r].step. The
+ * buffers are the compute backend's (common/compute.h): this file moves weights in and out of
+ * them as host fp32 arrays only.
+ * Exit status: loop.h's WP_EXIT_* (0 done; 1 training failed; 2 bad input; 3 communication
+ * failure, from the communication layer; 4 stopped by SIGTERM, SIGINT or SIGUSR1). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <omp.h>
+#include "common/init.h"
 #include "train/rank.h"
 #include "train/checkpoint.h"
+#include "train/loop.h"
 #include "train/trainflags.h"
 
 static const char usage_head[] =
@@ -18,12 +22,10 @@ static const char usage_head[] =
 
 /* ---- master weights ---- */
 
-/* Copies a whole chunk's array into (or out of) a master buffer, which may hold a shard. */
-static void copy_shard(const WpRank *R, int b, float *dst, const float *whole) {
+/* Where master buffer b's floats start in its chunk: 0, or its shard's offset. */
+static size_t shard_offset(const WpRank *R, int b) {
     const WpBufDesc *d = &R->me->bufs[b];
-    size_t n = R->chunks[d->chunk].nparams;
-    size_t off = d->nshards > 1 ? comm_shard_offset(n, d->nshards, d->shard) : 0;
-    memcpy(dst, whole + off, chunk_floats(R, d->chunk, d->shard, d->nshards) * sizeof(float));
+    return d->nshards > 1 ? comm_shard_offset(R->chunks[d->chunk].nparams, d->nshards, d->shard) : 0;
 }
 
 static int owns_masters(const WpRank *R) {
@@ -57,8 +59,12 @@ static void init_masters(WpRank *R, const TrainFlags *o, WpTrainState *st) {
     for (int b = 0; b < R->me->nbufs; b++) {
         const WpBufDesc *d = &R->me->bufs[b];
         if (!d->master) continue;
-        copy_shard(R, b, R->buf[b], whole[d->chunk]);
-        if (m) { copy_shard(R, b, R->adam_m[b], m[d->chunk]); copy_shard(R, b, R->adam_v[b], v[d->chunk]); }
+        size_t off = shard_offset(R, b), n = chunk_floats(R, d->chunk, d->shard, d->nshards);
+        compute_master_set(R, b, WP_MASTER_W, whole[d->chunk] + off, n);
+        if (m) {
+            compute_master_set(R, b, WP_MASTER_M, m[d->chunk] + off, n);
+            compute_master_set(R, b, WP_MASTER_V, v[d->chunk] + off, n);
+        }
     }
     for (int c = 0; c < P->nchunks; c++) {
         free(whole[c]);
@@ -69,7 +75,7 @@ static void init_masters(WpRank *R, const TrainFlags *o, WpTrainState *st) {
 
 /* Gathers replica 0's masters (and AdamW moments) to rank 0 and writes the checkpoint there, in
  * the reference trainer's format: full tensors with Hugging Face names, whoever owned what. */
-static int save_checkpoint(WpRank *R, const char *path, const WpTrainState *st) {
+static int save_checkpoint(WpRank *R, const char *path, const WpTrainState *st, char *err, size_t errlen) {
     const WpPlanDesc *P = R->plan;
     size_t total = 0, mine_n = 0;
     for (int c = 0; c < P->nchunks; c++) total += R->chunks[c].nparams;
@@ -82,9 +88,9 @@ static int save_checkpoint(WpRank *R, const char *path, const WpTrainState *st) 
             const WpBufDesc *d = &R->me->bufs[b];
             if (!d->master) continue;
             size_t n = chunk_floats(R, d->chunk, d->shard, d->nshards);
-            memcpy(p, R->buf[b], n * sizeof(float)); p += n;
-            memcpy(p, R->adam_m[b], n * sizeof(float)); p += n;
-            memcpy(p, R->adam_v[b], n * sizeof(float)); p += n;
+            compute_master_get(R, b, WP_MASTER_W, p, n); p += n;
+            compute_master_get(R, b, WP_MASTER_M, p, n); p += n;
+            compute_master_get(R, b, WP_MASTER_V, p, n); p += n;
         }
     float *all = R->rank == 0 ? rank_realloc(R, NULL, (3 * total + 1) * sizeof(float), "the checkpoint") : NULL;
     comm_gather(R->comm, mine, mine_n, all, R->rank == 0 ? 3 * total : 0, NULL);
@@ -115,11 +121,7 @@ static int save_checkpoint(WpRank *R, const char *path, const WpTrainState *st) 
                 memcpy(v[d->chunk] + off, q, n * sizeof(float)); q += n;
             }
         }
-        char err[512];
-        if (ckpt_save(path, &R->cfg, R->chunks, P->nchunks, par, m, v, st, err, sizeof err)) {
-            fprintf(stderr, "train: %s\n", err);
-            rc = -1;
-        }
+        if (ckpt_save(path, &R->cfg, R->chunks, P->nchunks, par, m, v, st, err, errlen)) rc = -1;
         for (int c = 0; c < P->nchunks; c++) { free(par[c]); free(m[c]); free(v[c]); }
         free(par); free(m); free(v); free(all);
     }
@@ -133,8 +135,7 @@ static int save_checkpoint(WpRank *R, const char *path, const WpTrainState *st) 
  * so norms get no weight decay whatever the cut. */
 static void update_master(WpRank *R, const WpAdamW *opt, const PendingOpt *po, float lr, float scale, long t) {
     const WpBufDesc *d = &R->me->bufs[po->master];
-    size_t whole = R->chunks[po->chunk].nparams;
-    size_t lo = d->nshards > 1 ? comm_shard_offset(whole, d->nshards, d->shard) : 0;
+    size_t lo = shard_offset(R, po->master);
     size_t hi = lo + chunk_floats(R, po->chunk, d->shard, d->nshards);
     for (int i = 0; i < R->ntensors[po->chunk]; i++) {
         const WpTensor *tn = &R->tensors[po->chunk][i];
@@ -142,16 +143,51 @@ static void update_master(WpRank *R, const WpAdamW *opt, const PendingOpt *po, f
         if (a < lo) a = lo;
         if (b > hi) b = hi;
         if (a >= b) continue;
-        adamw_update(opt, R->buf[po->master] + (a - lo), R->buf[po->grad] + (a - lo), R->adam_m[po->master] + (a - lo),
-                     R->adam_v[po->master] + (a - lo), b - a, lr, tn->no_decay ? 0.0f : opt->weight_decay, scale, t);
+        compute_adamw(R, opt, po->master, po->grad, a - lo, b - a, lr, tn->no_decay ? 0.0f : opt->weight_decay, scale, t);
     }
 }
 
-/* ---- setup ---- */
+/* ---- the loop's callbacks ---- */
 
-static void progress_comm(void *comm) {
-    comm_progress(comm);
+static void run_step(void *ud, long s, double *loss_sum, double *sumsq) {
+    WpRank *R = ud;
+    R->step = s;
+    R->loss_sum = 0;
+    R->nopts = 0;
+    R->me->step(R);
+    *loss_sum = R->loss_sum;
+    /* every replica holds the same gradients: replica 0's count once */
+    *sumsq = 0;
+    if (R->me->replica == 0)
+        for (int i = 0; i < R->nopts; i++) {
+            const WpBufDesc *d = &R->me->bufs[R->opts[i].master];
+            *sumsq += compute_sumsq(R, R->opts[i].grad, chunk_floats(R, R->opts[i].chunk, d->shard, d->nshards));
+        }
 }
+
+static void allreduce(void *ud, double *x, int n) {
+    comm_allreduce_double(((WpRank *)ud)->comm, x, n);
+}
+
+static void update(void *ud, const WpAdamW *opt, float lr, float scale, long t) {
+    WpRank *R = ud;
+    for (int i = 0; i < R->nopts; i++) update_master(R, opt, &R->opts[i], lr, scale, t);
+}
+
+static int save(void *ud, const char *path, const WpTrainState *st, char *err, size_t errlen) {
+    return save_checkpoint(ud, path, st, err, errlen);
+}
+
+static void span(void *ud, const char *what, double t0, double t1, long step) {
+    (void)step;
+    trace_event(ud, what, strcmp(what, "optimizer") ? "checkpoint" : "AdamW", t0, t1);
+}
+
+static double now(void *ud) {
+    return comm_now(((WpRank *)ud)->comm);
+}
+
+/* ---- setup ---- */
 
 static void setup(WpRank *R, const WpPlanDesc *P, const TrainFlags *o) {
     R->plan = P;
@@ -161,37 +197,19 @@ static void setup(WpRank *R, const WpPlanDesc *P, const TrainFlags *o) {
     R->chunks = rank_realloc(R, NULL, (size_t)P->nchunks * sizeof *R->chunks, "the chunks' descriptions");
     R->tensors = rank_realloc(R, NULL, (size_t)P->nchunks * sizeof *R->tensors, "the chunks' descriptions");
     R->ntensors = rank_realloc(R, NULL, (size_t)P->nchunks * sizeof *R->ntensors, "the chunks' descriptions");
-    int maxl = 1;
     for (int c = 0; c < P->nchunks; c++) {
         R->chunks[c] = wp_chunk_make(&R->cfg, c, P->chunks[c].layer0, P->chunks[c].nlayers, c == 0, c == P->nchunks - 1);
         R->ntensors[c] = wp_chunk_tensors(&R->cfg, &R->chunks[c], NULL);
         R->tensors[c] = rank_realloc(R, NULL, (size_t)R->ntensors[c] * sizeof(WpTensor), "the chunks' descriptions");
         wp_chunk_tensors(&R->cfg, &R->chunks[c], R->tensors[c]);
-        if (P->chunks[c].nlayers > maxl) maxl = P->chunks[c].nlayers;
     }
-    int nb = R->me->nbufs;
-    R->buf = rank_calloc(R, (size_t)nb + 1, sizeof *R->buf, "the plan's buffers");
-    R->adam_m = rank_calloc(R, (size_t)nb + 1, sizeof *R->adam_m, "the plan's buffers");
-    R->adam_v = rank_calloc(R, (size_t)nb + 1, sizeof *R->adam_v, "the plan's buffers");
-    for (int b = 0; b < nb; b++) {
-        const WpBufDesc *d = &R->me->bufs[b];
-        R->buf[b] = rank_calloc(R, d->floats + 1, sizeof(float), "the plan's buffers");
-        if (d->master) {
-            R->adam_m[b] = rank_calloc(R, d->floats + 1, sizeof(float), "the plan's buffers");
-            R->adam_v[b] = rank_calloc(R, d->floats + 1, sizeof(float), "the plan's buffers");
-        }
-    }
-    size_t T = (size_t)R->cfg.mbs * R->cfg.seq;
-    R->tokens = rank_realloc(R, NULL, T * sizeof(int), "a micro-batch's tokens");
-    R->targets = rank_realloc(R, NULL, T * sizeof(int), "a micro-batch's tokens");
-    R->scratch = wp_scratch_new(&R->cfg, maxl);
-    if (!R->scratch) comm_abort(R->comm, 1, "out of memory for the model's workspace");
-    wp_scratch_set_progress(R->scratch, progress_comm, R->comm);
-    R->loss_scale = 1.0f / (float)((double)P->total_mbs * T);
+    compute_setup(R);
+    R->loss_scale = 1.0f / (float)((double)P->total_mbs * R->cfg.mbs * R->cfg.seq);
     for (int g = 0; g < P->ngroups; g++) comm_add_group(R->comm, P->groups[g].ranks, P->groups[g].n);
 }
 
 int wp_main(int argc, char **argv, const WpPlanDesc *P) {
+    compute_process_start(argv);
     Comm *comm = comm_init(&argc, &argv);
     WpRank R0 = { 0 }, *R = &R0;
     R->comm = comm;
@@ -201,14 +219,14 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
     if (train_flags_parse(argc, argv, 0, usage_head, &o, err, sizeof err)) {
         if (R->rank == 0) fprintf(stderr, "train: %s\n(./train --help lists the flags)\n", err);
         comm_finalize(comm);
-        return 2;
+        return WP_EXIT_BAD_INPUT;
     }
     if (comm_size(comm) != P->nranks) {
         if (R->rank == 0)
             fprintf(stderr, "train: this program was generated for %d ranks (plan %s), but runs on %d: use mpirun -np %d\n",
                     P->nranks, P->plan_hash, comm_size(comm), P->nranks);
         comm_finalize(comm);
-        return 2;
+        return WP_EXIT_BAD_INPUT;
     }
     /* --resume: the run goes on with its own seed (its synthetic data), not the default or --seed's */
     uint64_t ignored_seed;
@@ -216,11 +234,14 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
     if (seeded < 0) {
         if (R->rank == 0) fprintf(stderr, "train: %s\n", err);
         comm_finalize(comm);
-        return 2;
+        return WP_EXIT_BAD_INPUT;
     }
     if (seeded > 0 && R->rank == 0)
         fprintf(stderr, "train: warning: --seed %llu ignored: the run being resumed has seed %llu\n",
                 (unsigned long long)ignored_seed, (unsigned long long)o.seed);
+    /* the host threads, before anything computes: the node's cores are shared by its ranks */
+    char threads[160];
+    compute_process_init(comm_local_size(comm), threads, sizeof threads);
     setup(R, P, &o);
     /* WP_EMULATE=1: delay every send by the plan's link (latency + bytes / bandwidth, intra- or
      * inter-node), so that topology effects can be measured on one machine (make bench-sim). */
@@ -233,9 +254,9 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
         }
     R->data = o.synthetic ? data_synthetic(o.seed, R->cfg.vocab) : data_open(o.data, R->cfg.vocab, R->cfg.seq, err, sizeof err);
     if (!R->data) {
-        if (R->rank == 0) fprintf(stderr, "train: %s\n", err);
+        if (R->rank == 0) fprintf(stderr, "train: %s\n", o.synthetic ? "out of memory" : err);
         comm_finalize(comm);
-        return 2;
+        return o.synthetic ? WP_EXIT_FAILED : WP_EXIT_BAD_INPUT;
     }
     WpTrainState st = { 0 };
     init_masters(R, &o, &st);
@@ -250,68 +271,35 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
         R->tracing = 1;
         comm_set_trace(comm, trace_comm_event, R);
     }
-    WpAdamW opt;
-    adamw_init(&opt, o.lr, o.warmup, (int)o.steps);
-    opt.weight_decay = o.weight_decay;
-    opt.clip = o.clip;
-    long end = o.stop_at && o.stop_at < o.steps ? o.stop_at : o.steps;
-    size_t tokens_per_step = (size_t)P->total_mbs * R->cfg.mbs * R->cfg.seq;
+    /* the log is rank 0's; a path it cannot open stops every rank, as bad input */
     FILE *log = NULL;
-    if (R->rank == 0) {
-        printf("train: %s on %d ranks (%s, plan %s), model %s, %d micro-batches of %d x %d tokens per step, %s, %d threads\n",
+    int log_ok = 1;
+    if (R->rank == 0 && o.log && !(log = fopen(o.log, o.resume ? "a" : "w"))) {
+        fprintf(stderr, "train: --log %s: %s\n", o.log, strerror(errno));
+        log_ok = 0;
+    }
+    comm_bcast_bytes(comm, &log_ok, sizeof log_ok, 0);
+    if (!log_ok) {
+        comm_finalize(comm);
+        return WP_EXIT_BAD_INPUT;
+    }
+    if (R->rank == 0)
+        printf("train: %s on %d ranks (%s, plan %s), model %s, %d micro-batches of %d x %d tokens per step, %s, %s\n",
                P->strategy, P->nranks, P->topo_name, P->plan_hash, P->model_name, P->total_mbs, R->cfg.mbs, R->cfg.seq,
-               data_describe(R->data), omp_get_max_threads());
-        if (o.log && !(log = fopen(o.log, start ? "a" : "w"))) fprintf(stderr, "train: --log %s: cannot open\n", o.log);
-    }
-    int status = 0;
-    double t_run = comm_now(comm);
-    for (long s = start; s < end; s++) {
-        R->step = s;
-        R->loss_sum = 0;
-        R->nopts = 0;
-        double t0 = comm_now(comm);
-        R->me->step(R);
-        double red[2] = { R->loss_sum, 0 };
-        if (R->me->replica == 0)
-            for (int i = 0; i < R->nopts; i++) {
-                const WpBufDesc *d = &R->me->bufs[R->opts[i].master];
-                red[1] += adamw_sumsq(R->buf[R->opts[i].grad], chunk_floats(R, R->opts[i].chunk, d->shard, d->nshards));
-            }
-        comm_allreduce_double(comm, red, 2);
-        double loss = red[0] / (double)tokens_per_step;
-        float norm, scale = adamw_clip_scale(&opt, red[1], &norm);
-        float lr = adamw_lr(&opt, s);
-        double t1 = comm_now(comm);
-        for (int i = 0; i < R->nopts; i++) update_master(R, &opt, &R->opts[i], lr, scale, s + 1);
-        trace_event(R, "optimizer", "AdamW", t1, comm_now(comm));
-        double ms = (comm_now(comm) - t0) * 1e3;
-        if (!isfinite(loss)) {
-            if (R->rank == 0) fprintf(stderr, "train: step %ld: the loss is %f; stopping (the last checkpoint is kept)\n", s + 1, loss);
-            status = 1;
-            break;
-        }
-        if (R->rank == 0) {
-            printf("step %5ld/%ld | loss %.6f | lr %.3e | grad norm %.4f | %8.1f ms | %9.0f tok/s\n", s + 1, o.steps, loss, lr,
-                   norm, ms, tokens_per_step / (ms / 1e3));
-            fflush(stdout);
-            if (log) { fprintf(log, "{\"step\": %ld, \"loss\": %.9g, \"lr\": %.6g, \"grad_norm\": %.6g, \"ms\": %.3f}\n", s + 1, loss, lr, norm, ms); fflush(log); }
-        }
-        int last = s + 1 == end;
-        if (o.save && ((o.save_every && (s + 1) % o.save_every == 0) || last)) {
-            WpTrainState now = { .step = s + 1, .seed = o.seed, .data_seq = data_seq_index(s + 1, 0, P->total_mbs, R->cfg.mbs, 0),
-                                 .micro_batches = P->total_mbs, .micro_batch_size = R->cfg.mbs, .seq = R->cfg.seq };
-            if (save_checkpoint(R, o.save, &now)) { status = 1; break; }
-        }
-    }
-    if (o.save && start >= end) {   /* no step to run (--steps 0): save the state as it is, as wp-ref does */
-        WpTrainState now = { .step = start, .seed = o.seed, .data_seq = data_seq_index(start, 0, P->total_mbs, R->cfg.mbs, 0),
-                             .micro_batches = P->total_mbs, .micro_batch_size = R->cfg.mbs, .seq = R->cfg.seq };
-        if (save_checkpoint(R, o.save, &now)) status = 1;
-    }
-    if (R->rank == 0 && status == 0)
-        printf("train: %ld steps in %.2f s; final weights %s\n", end - start, comm_now(comm) - t_run, o.save ? o.save : "not saved (--save FILE)");
+               data_describe(R->data), threads);
+    loop_catch_signals();
+    WpLoop loop = { .prog = "train", .flags = &o, .start = start, .micro_batches = P->total_mbs, .mbs = R->cfg.mbs,
+                    .seq = R->cfg.seq, .printer = R->rank == 0, .log = log, .ud = R, .step = run_step,
+                    .allreduce = allreduce, .update = update, .save = save, .span = o.trace ? span : NULL, .now = now };
+    int status = loop_run(&loop);
+    /* written after a failed or stopped run too: it is what one looks at to see why */
     if (o.trace && trace_write_all(R, o.trace) && R->rank == 0) fprintf(stderr, "train: --trace %s: could not write\n", o.trace);
-    if (log) fclose(log);
+    if (log && fclose(log) && status == WP_EXIT_OK) {
+        fprintf(stderr, "train: --log %s: cannot write\n", o.log);
+        status = WP_EXIT_FAILED;
+    }
+    compute_teardown(R);
+    data_close(R->data);
     comm_finalize(comm);
     return status;
 }

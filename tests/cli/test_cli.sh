@@ -80,8 +80,11 @@ expect 2 "no such file" -- plan -t topologies/cpu-2x2.json -m tiny -s no-such-st
 expect 2 "syntax-error.lua:4:" -- plan -t topologies/cpu-2x2.json -m tiny -s tests/data/strategies/syntax-error.lua
 expect 2 "runtime-error.lua:4: " -- plan -t topologies/cpu-2x2.json -m tiny -s tests/data/strategies/runtime-error.lua
 grep -q "stack traceback" "$tmp/err" && ok || bad "a Lua error comes without a traceback"
-expect 2 "CUDA runtime is not part of this version" -- emit -t topologies/cpu-2x2.json -m tiny --backend cuda -o "$tmp/cuda"
+expect 2 "--backend cuda: the CUDA backend is not built yet" -- emit -t topologies/cpu-2x2.json -m tiny --backend cuda -o "$tmp/cuda"
 [ ! -e "$tmp/cuda" ] && ok || bad "a refused emit left $tmp/cuda"
+expect 2 "--comm nccl: the NCCL backend is not built yet" -- emit -t topologies/cpu-2x2.json -m tiny --comm nccl -o "$tmp/cuda"
+expect 2 '--backend: expected cpu or cuda, got "tpu"' -- emit -t topologies/cpu-2x2.json -m tiny --backend tpu -o "$tmp/cuda"
+expect 2 '--comm: expected mpi or nccl, got "gloo"' -- emit -t topologies/cpu-2x2.json -m tiny --comm gloo -o "$tmp/cuda"
 expect 2 "--grouping: expected auto, node, island or published" -- plan -t topologies/cpu-2x2.json -m tiny -s tawpipe --grouping bogus
 "$wpgen" plan -t topologies/cpu-uneven.json -m tests/data/tiny8/config.json -s tawpipe --rounds 2 --grouping published --micro-batches 3 >"$tmp/out" 2>&1 &&
     grep -q "in 2 rounds (set by --rounds)" "$tmp/out" && grep -q "mode published" "$tmp/out" && ok || bad "tawpipe --rounds/--grouping: $(tail -3 "$tmp/out")"

@@ -2,7 +2,8 @@
 # An emitted training program as a user meets it: it refuses a world size other than its plan's
 # and a checkpoint of another model shape (exit 2); its checkpoints and the reference trainer's
 # are the same files, so either resumes the other and lands on the same weights; --trace writes
-# a Chrome trace with every rank's compute and transfers.
+# a Chrome trace with every rank's compute and transfers; a signal stops it at a step boundary
+# with a checkpoint that resumes (exit 4).
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
@@ -22,6 +23,12 @@ d=$tmp/plan
 "$build/wpgen" emit -t topologies/cpu-2x2.json -m "$model" --micro-batch-size 2 -s weipipe-interleave --micro-batches 2 -o "$d" >/dev/null &&
     make -s -j2 -C "$d" >/dev/null 2>&1 && ok || { bad "emit or build"; echo "0 passed, 1 failed"; exit 1; }
 train=("${mpirun[@]}" -np 4 "$d/train")
+
+# the backends it was emitted for: named in plan.json, each with its folder and its part of the
+# Makefile, which finds its libraries itself (no path of this machine in the Makefile)
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert (p["backend"], p["comm"]) == ("cpu", "mpi"), p' "$d/plan.json" &&
+    [ -f "$d/runtime/backend/cpu.mk" ] && [ -f "$d/runtime/backend/mpi.mk" ] && [ -f "$d/runtime/cpu/compute_cpu.c" ] &&
+    [ ! -e "$d/runtime/cuda" ] && ! grep -q -- "-I/" "$d/Makefile" && ok || bad "backends of the emitted directory"
 
 # the world size is the plan's
 "${mpirun[@]}" -np 3 "$d/train" --synthetic --steps 1 >"$tmp/out" 2>&1
@@ -50,6 +57,21 @@ rc=$?
 "$build/tools/ckpt_compare" "$tmp/r4.safetensors" "$tmp/straight.safetensors" 1e-4 >"$tmp/cmp" 2>&1 && ok || bad "reference resume of a pipelined checkpoint: $(cat "$tmp/cmp")"
 [ -f "$tmp/config.json" ] && grep -q '"num_hidden_layers": *8' "$tmp/config.json" && ok || bad "config.json beside the checkpoint"
 
+# a NaN in the weights: the shared loop's check stops before the update, exit 1, as wp-ref does
+cp "$tmp/p2.safetensors" "$tmp/nan.safetensors"
+python3 - "$tmp/nan.safetensors" <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+at = 8 + n + json.loads(b[8:8 + n])["model.norm.weight"]["data_offsets"][0]
+b[at:at + 4] = struct.pack("<f", float("nan"))
+open(sys.argv[1], "wb").write(b)
+PY
+"${train[@]}" "${common[@]}" --init "$tmp/nan.safetensors" >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "train: step 1: the loss is NaN: stopping (no checkpoint was written)" "$tmp/out" && ok ||
+    bad "NaN weights: exit $rc: $(grep -v '^step' "$tmp/out" | head -3)"
+
 # the trace: valid JSON, every rank, compute and transfers
 "${train[@]}" --synthetic --steps 2 --trace "$tmp/trace.json" >"$tmp/out" 2>&1 || bad "train --trace"
 python3 - "$tmp/trace.json" <<'PY' && ok || bad "trace"
@@ -62,6 +84,50 @@ assert pids == {0, 1, 2, 3}, pids
 assert {"forward", "backward", "transfer", "optimizer"} <= cats, cats
 assert all(e["dur"] >= 0 for e in spans)
 PY
+
+# Stopping. A signal makes every rank stop after the step under way (it travels in the step's
+# allreduce), write the checkpoint of that step (--save) and exit 4; the checkpoint resumes to the
+# weights of an uninterrupted run. mpirun itself answers SIGTERM: it passes SIGTERM on to the
+# ranks odls_base_sigkill_timeout seconds later, stops forwarding their output, and exits 1
+# whatever they do; it forwards SIGUSR1 and reports the ranks' status.
+long=(--synthetic --seed 3 --lr 2e-3 --warmup 1 --steps 400)
+stop_run() {   # NAME SIGNAL mpirun|rank [mpirun flags...]: train until the first step is logged, then signal
+    local name=$1 sig=$2 target=$3 i; shift 3
+    "${mpirun[@]}" "$@" -np 4 "$d/train" "${long[@]}" --save "$tmp/$name.safetensors" --log "$tmp/$name.log" \
+        >"$tmp/$name.out" 2>&1 &
+    local pid=$!
+    for i in $(seq 600); do [ -s "$tmp/$name.log" ] && break; sleep 0.1; done
+    if [ "$target" = rank ]; then kill -"$sig" "$(pgrep -P $pid | tail -n 1)"; else kill -"$sig" $pid; fi
+    wait $pid
+}
+last_step() { tail -n 1 "$1" | sed 's/^{"step":\([0-9]*\),.*/\1/'; }
+ckpt_step() { python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); print(json.loads(b[8:8+struct.unpack("<Q",b[:8])[0]])["__metadata__"]["step"])' "$1" 2>/dev/null; }
+
+# SIGTERM to mpirun: the checkpoint of the last logged step, which resumes exactly
+stop_run term TERM mpirun --mca odls_base_sigkill_timeout 3
+rc=$?
+n=$(last_step "$tmp/term.log")
+[ $rc != 0 ] && [ -n "$n" ] && [ "$n" -lt 400 ] && [ "$(ckpt_step "$tmp/term.opt.safetensors")" = "$n" ] && ok ||
+    bad "SIGTERM to mpirun: exit $rc, last step logged ${n:-none}, checkpoint of step $(ckpt_step "$tmp/term.opt.safetensors"): $(tail -3 "$tmp/term.out")"
+if [ -n "$n" ]; then   # one step more, resumed or straight: the same bytes
+    "${train[@]}" "${long[@]}" --stop-at $((n + 1)) --resume "$tmp/term.safetensors" --save "$tmp/term-r.safetensors" \
+        >"$tmp/out" 2>&1 || bad "resume after SIGTERM: $(tail -3 "$tmp/out")"
+    "${train[@]}" "${long[@]}" --stop-at $((n + 1)) --save "$tmp/term-s.safetensors" >/dev/null 2>&1 || bad "train to step $((n + 1))"
+    cmp -s "$tmp/term-r.safetensors" "$tmp/term-s.safetensors" && cmp -s "$tmp/term-r.opt.safetensors" "$tmp/term-s.opt.safetensors" &&
+        ok || bad "stopped at step $n by SIGTERM, resumed to step $((n + 1)): not the uninterrupted run's checkpoint"
+fi
+# SIGUSR1 to mpirun, forwarded: exit 4
+stop_run usr1 USR1 mpirun
+rc=$?
+n=$(last_step "$tmp/usr1.log")
+[ $rc = 4 ] && grep -q "stopped by SIGUSR1 after step $n: the checkpoint of step $n is in" "$tmp/usr1.out" &&
+    [ "$(ckpt_step "$tmp/usr1.opt.safetensors")" = "$n" ] && ok || bad "SIGUSR1 to mpirun: exit $rc: $(grep -v '^step' "$tmp/usr1.out" | head -3)"
+# SIGTERM to one rank only: the others agree, exit 4
+stop_run rank TERM rank
+rc=$?
+n=$(last_step "$tmp/rank.log")
+[ $rc = 4 ] && grep -q "stopped by .* after step $n: the checkpoint of step $n is in" "$tmp/rank.out" &&
+    [ "$(ckpt_step "$tmp/rank.opt.safetensors")" = "$n" ] && ok || bad "SIGTERM to one rank: exit $rc: $(grep -v '^step' "$tmp/rank.out" | head -3)"
 
 echo "train: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

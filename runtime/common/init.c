@@ -4,7 +4,7 @@
  * (Hugging Face's initializer_range), 1 for norm weights. */
 #include <math.h>
 #include <stdlib.h>
-#include "cpu/model.h"
+#include "common/init.h"
 
 /* splitmix64: a full-period 64-bit generator whose outputs are well mixed even for nearby seeds */
 static uint64_t splitmix64(uint64_t *state) {

@@ -1,0 +1,60 @@
+/* The table of backends (see backends.h): one entry per backend, the only place the emitter and
+ * the command line learn which exist, which are built, and what each adds to a program. */
+#include <stdio.h>
+#include <string.h>
+#include "emit/backends.h"
+
+const char *const backend_neutral_dirs[] = { "common", "train", NULL };
+
+static const char *const c_files[] = { ".c", ".h", NULL };
+static const char *const cuda_files[] = { ".cu", ".cuh", ".c", ".h", NULL };
+
+static const Backend backends[] = {
+    /* fp32 on the CPU: OpenMP threads, matrix products through OpenBLAS */
+    { "cpu", BACKEND_COMPUTE, (const char *const[]){ "cpu", NULL }, c_files, NULL },
+    /* GPUs (runtime/cuda): to come */
+    { "cuda", BACKEND_COMPUTE, (const char *const[]){ "cuda", NULL }, cuda_files,
+      "the CUDA backend is not built yet (use --backend cpu)" },
+    /* MPI (Open MPI) between host buffers */
+    { "mpi", BACKEND_COMM, (const char *const[]){ "mpi", NULL }, c_files, NULL },
+    /* NCCL between GPU buffers (runtime/nccl): to come */
+    { "nccl", BACKEND_COMM, (const char *const[]){ "nccl", NULL }, c_files,
+      "the NCCL backend is not built yet (use --comm mpi)" },
+};
+enum { NBACKENDS = sizeof backends / sizeof backends[0] };
+
+static const char *flag_of(BackendKind kind) {
+    return kind == BACKEND_COMPUTE ? "--backend" : "--comm";
+}
+
+const char *backend_default(BackendKind kind) {
+    return kind == BACKEND_COMPUTE ? "cpu" : "mpi";
+}
+
+const Backend *backend_find(BackendKind kind, const char *name) {
+    for (int i = 0; i < NBACKENDS; i++)
+        if (backends[i].kind == kind && !strcmp(backends[i].name, name)) return &backends[i];
+    return NULL;
+}
+
+const Backend *backend_select(BackendKind kind, const char *name, char *err, size_t errlen) {
+    if (!name) name = backend_default(kind);
+    const Backend *b = backend_find(kind, name);
+    if (b && !b->missing) return b;
+    if (b) {
+        snprintf(err, errlen, "%s %s: %s", flag_of(kind), name, b->missing);
+        return NULL;
+    }
+    /* "expected cpu or cuda": every name of the kind, built or not */
+    char names[256] = "";
+    int n = 0, k = 0;
+    for (int i = 0; i < NBACKENDS; i++) k += backends[i].kind == kind;
+    for (int i = 0; i < NBACKENDS; i++) {
+        if (backends[i].kind != kind) continue;
+        size_t len = strlen(names);
+        snprintf(names + len, sizeof names - len, "%s%s", n == 0 ? "" : n == k - 1 ? " or " : ", ", backends[i].name);
+        n++;
+    }
+    snprintf(err, errlen, "%s: expected %s, got \"%s\"", flag_of(kind), names, name);
+    return NULL;
+}

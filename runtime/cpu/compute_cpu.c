@@ -1,0 +1,74 @@
+/* The CPU compute backend's side of common/compute.h: buffers as host fp32 arrays, masters copied
+ * as they are, AdamW through cpu/adamw.c. Its host threads: threads.c. */
+#include <stdlib.h>
+#include <string.h>
+#include "cpu/compute_cpu.h"
+#include "cpu/adamw.h"
+
+/* MPI moves large messages only inside MPI calls: the model calls this between layers. */
+static void progress_comm(void *comm) {
+    comm_progress(comm);
+}
+
+void compute_setup(WpRank *R) {
+    WpCompute *D = rank_calloc(R, 1, sizeof *D, "the compute backend's state");
+    R->dev = D;
+    int nb = R->me->nbufs, maxl = 1;
+    D->buf = rank_calloc(R, (size_t)nb + 1, sizeof *D->buf, "the plan's buffers");
+    D->adam_m = rank_calloc(R, (size_t)nb + 1, sizeof *D->adam_m, "the plan's buffers");
+    D->adam_v = rank_calloc(R, (size_t)nb + 1, sizeof *D->adam_v, "the plan's buffers");
+    for (int b = 0; b < nb; b++) {
+        const WpBufDesc *d = &R->me->bufs[b];
+        D->buf[b] = rank_calloc(R, d->floats + 1, sizeof(float), "the plan's buffers");
+        if (d->master) {
+            D->adam_m[b] = rank_calloc(R, d->floats + 1, sizeof(float), "the plan's buffers");
+            D->adam_v[b] = rank_calloc(R, d->floats + 1, sizeof(float), "the plan's buffers");
+        }
+    }
+    for (int c = 0; c < R->plan->nchunks; c++)
+        if (R->plan->chunks[c].nlayers > maxl) maxl = R->plan->chunks[c].nlayers;
+    size_t T = (size_t)R->cfg.mbs * R->cfg.seq;
+    D->tokens = rank_realloc(R, NULL, T * sizeof(int), "a micro-batch's tokens");
+    D->targets = rank_realloc(R, NULL, T * sizeof(int), "a micro-batch's tokens");
+    D->scratch = wp_scratch_new(&R->cfg, maxl);
+    if (!D->scratch) comm_abort(R->comm, 1, "out of memory for the model's workspace");
+    wp_scratch_set_progress(D->scratch, progress_comm, R->comm);
+}
+
+void compute_teardown(WpRank *R) {
+    WpCompute *D = R->dev;
+    if (!D) return;
+    for (int b = 0; b < R->me->nbufs; b++) { free(D->buf[b]); free(D->adam_m[b]); free(D->adam_v[b]); }
+    for (int i = 0; i < D->nslots; i++) free(D->slots[i].p);
+    for (int i = 0; i < D->nfree; i++) free(D->free[i].p);
+    free(D->buf); free(D->adam_m); free(D->adam_v);
+    free(D->slots); free(D->free); free(D->release);
+    free(D->tokens); free(D->targets);
+    wp_scratch_free(D->scratch);
+    free(D);
+    R->dev = NULL;
+}
+
+static float *master_array(WpRank *R, int buf, int what) {
+    WpCompute *D = R->dev;
+    return what == WP_MASTER_M ? D->adam_m[buf] : what == WP_MASTER_V ? D->adam_v[buf] : D->buf[buf];
+}
+
+void compute_master_set(WpRank *R, int buf, int what, const float *host, size_t n) {
+    memcpy(master_array(R, buf, what), host, n * sizeof(float));
+}
+
+void compute_master_get(WpRank *R, int buf, int what, float *host, size_t n) {
+    memcpy(host, master_array(R, buf, what), n * sizeof(float));
+}
+
+double compute_sumsq(WpRank *R, int buf, size_t n) {
+    return adamw_sumsq(R->dev->buf[buf], n);
+}
+
+void compute_adamw(WpRank *R, const WpAdamW *opt, int master, int grad, size_t off, size_t n, float lr,
+                   float wd, float grad_scale, long t) {
+    WpCompute *D = R->dev;
+    adamw_update(opt, D->buf[master] + off, D->buf[grad] + off, D->adam_m[master] + off, D->adam_v[master] + off, n,
+                 lr, wd, grad_scale, t);
+}

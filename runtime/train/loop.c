@@ -1,0 +1,183 @@
+/* The training loop shared by DIR/train and wp-ref; see loop.h. Everything a user reads of a run
+ * (step lines, the log, the stop and failure messages, the summary) is written here, so both
+ * trainers say the same things in the same format. */
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "train/loop.h"
+#include "train/data.h"
+
+/* ---- stopping on a signal ---- */
+
+/* The signal that asked for a stop (0: none). The handler only records it: the loop looks at it
+ * between steps, where every process agrees (it travels in the step's allreduce). */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig) {
+    stop_signal = sig;
+    /* Whoever stops the job may have closed our output already (mpirun, on SIGTERM, stops
+     * forwarding it): a line written then must not kill the process before it saves. */
+    signal(SIGPIPE, SIG_IGN);
+}
+
+void loop_catch_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    /* SA_RESETHAND: a second signal finds the default action and ends the process at once, for
+     * whoever does not want to wait for the step. No SA_RESTART: a write blocked on an output
+     * nobody reads any more (mpirun stops forwarding it when it is told to stop) returns, so the
+     * process gets on to its checkpoint; the waits of the communication layer poll anyway. */
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    /* Open MPI's mpirun forwards SIGUSR1 to every rank and then reports their exit status, where
+     * a SIGTERM to mpirun kills the ranks a second later (odls_base_sigkill_timeout) and exits 1 */
+    sigaction(SIGUSR1, &sa, NULL);
+}
+
+static const char *signal_name(int sig) {
+    return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGUSR1 ? "SIGUSR1" : "a stop signal";
+}
+
+/* ---- the loop ---- */
+
+long loop_end(const TrainFlags *o) {
+    return o->stop_at && o->stop_at < o->steps ? o->stop_at : o->steps;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static WpTrainState state_at(const WpLoop *L, long step) {
+    return (WpTrainState){ .step = step, .seed = L->flags->seed,
+                           .data_seq = data_seq_index(step, 0, L->micro_batches, L->mbs, 0),
+                           .micro_batches = L->micro_batches, .micro_batch_size = L->mbs, .seq = L->seq };
+}
+
+/* Saves the checkpoint of `step`. 0, or -1 having said why (printer). */
+static int save(const WpLoop *L, long step) {
+    char err[1024] = "";
+    WpTrainState st = state_at(L, step);
+    double t0 = L->now(L->ud);
+    if (L->save(L->ud, L->flags->save, &st, err, sizeof err)) {
+        if (L->printer) fprintf(stderr, "%s: step %ld: cannot save the checkpoint: %s\n", L->prog, step, err);
+        return -1;
+    }
+    if (L->span) L->span(L->ud, "save", t0, L->now(L->ud), step);
+    return 0;
+}
+
+int loop_run(const WpLoop *L) {
+    const TrainFlags *o = L->flags;
+    const long start = L->start, end = loop_end(o);
+    const double tokens_per_step = (double)L->micro_batches * L->mbs * L->seq;
+    if (start >= end) {
+        if (L->printer) printf("%s: no step to run: the model is at step %ld, this run ends at step %ld\n", L->prog, start, end);
+        /* --steps 0 --save FILE writes the initial model (for --init elsewhere) */
+        if (o->save) {
+            if (save(L, start)) return WP_EXIT_FAILED;
+            if (L->printer) printf("%s: checkpoint of step %ld in %s\n", L->prog, start, o->save);
+        }
+        return WP_EXIT_OK;
+    }
+    if (start > 0 && o->resume && L->printer) printf("%s: resuming from %s at step %ld\n", L->prog, o->resume, start);
+    fflush(stdout);
+
+    WpAdamW opt;
+    adamw_init(&opt, o->lr, o->warmup, (int)(o->steps < INT32_MAX ? o->steps : INT32_MAX));
+    opt.weight_decay = o->weight_decay;
+    opt.clip = o->clip;
+    /* step times, for the median of the summary (the first million steps of a long run) */
+    size_t ncap = (size_t)(end - start < (1 << 20) ? end - start : (1 << 20)), ntimes = 0;
+    double *step_ms = malloc(ncap * sizeof *step_ms);   /* NULL: a summary without the median */
+
+    int status = WP_EXIT_OK;
+    long saved_at = -1, done = 0;
+    double t_begin = L->now(L->ud), first_loss = NAN, last_loss = NAN, min_loss = INFINITY;
+    for (long s = start; s < end; s++) {
+        double t0 = L->now(L->ud);
+        double red[3] = { 0, 0, 0 };
+        L->step(L->ud, s, &red[0], &red[1]);
+        red[2] = stop_signal != 0;   /* a signal during the step counts for this one */
+        /* one sum for the loss, the gradient norm and whether any process was asked to stop */
+        if (L->allreduce) L->allreduce(L->ud, red, 3);
+        double loss = red[0] / tokens_per_step;
+        float norm, scale = adamw_clip_scale(&opt, red[1], &norm);
+        int stop = red[2] > 0;
+        if (!isfinite(loss) || !isfinite(norm)) {
+            /* Stop before the update: the weights are garbage from here on, the checkpoint is not. */
+            if (L->printer) {
+                double bad = isfinite(loss) ? norm : loss;
+                char kept[4400] = "no checkpoint was written";
+                if (saved_at >= 0) snprintf(kept, sizeof kept, "the last checkpoint, %s, is of step %ld", o->save, saved_at);
+                else if (o->resume) snprintf(kept, sizeof kept, "the checkpoint %s is untouched", o->resume);
+                fprintf(stderr, "%s: step %ld: the %s is %s: stopping (%s)\n", L->prog, s + 1,
+                        isfinite(loss) ? "gradient norm" : "loss", isnan(bad) ? "NaN" : "infinite", kept);
+            }
+            status = WP_EXIT_FAILED;
+            break;
+        }
+        float lr = adamw_lr(&opt, s);
+        double t1 = L->now(L->ud);
+        L->update(L->ud, &opt, lr, scale, s + 1);
+        double t2 = L->now(L->ud);
+        if (L->span) L->span(L->ud, "optimizer", t1, t2, s + 1);
+        double ms = (t2 - t0) * 1e3;
+        done++;
+        if (ntimes < ncap && step_ms) step_ms[ntimes++] = ms;
+        if (s == start) first_loss = loss;
+        last_loss = loss;
+        if (loss < min_loss) min_loss = loss;
+        /* the checkpoint before the lines: when stopping, the console may no longer be read */
+        int every = o->save_every && (s + 1) % o->save_every == 0;
+        if (o->save && (every || s + 1 == end || stop)) {
+            if (save(L, s + 1)) { status = WP_EXIT_FAILED; break; }
+            saved_at = s + 1;
+        }
+        if (L->printer) {
+            if (L->log) {
+                fprintf(L->log, "{\"step\":%ld,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"ms\":%.3f,\"tokens_per_s\":%.1f}\n",
+                        s + 1, loss, lr, norm, ms, tokens_per_step / (ms * 1e-3));
+                fflush(L->log);
+            }
+            printf("step %5ld/%ld | loss %.6f | lr %.3e | grad norm %.4f | %8.1f ms | %9.0f tok/s\n", s + 1, o->steps,
+                   loss, lr, norm, ms, tokens_per_step / (ms * 1e-3));
+            fflush(stdout);
+        }
+        if (stop && s + 1 < end) {
+            if (L->printer) {
+                const char *what = signal_name(stop_signal);
+                if (!stop_signal) what = "a stop signal on another rank";
+                if (saved_at == s + 1)
+                    fprintf(stderr, "%s: stopped by %s after step %ld: the checkpoint of step %ld is in %s "
+                            "(continue with --resume %s)\n", L->prog, what, s + 1, s + 1, o->save, o->save);
+                else
+                    fprintf(stderr, "%s: stopped by %s after step %ld: no checkpoint (--save FILE writes one)\n", L->prog,
+                            what, s + 1);
+            }
+            status = WP_EXIT_STOPPED;
+            break;
+        }
+    }
+    if (L->printer && done > 0 && status != WP_EXIT_FAILED) {
+        double median = NAN;
+        if (ntimes > 0) {
+            qsort(step_ms, ntimes, sizeof *step_ms, cmp_double);
+            median = step_ms[ntimes / 2];
+        }
+        printf("%s: %ld steps (%ld to %ld) in %.2f s | loss %.4f -> %.4f (min %.4f) | median step %.1f ms, %.0f tok/s\n",
+               L->prog, done, start + 1, start + done, L->now(L->ud) - t_begin, first_loss, last_loss, min_loss, median,
+               tokens_per_step / (median * 1e-3));
+        if (saved_at >= 0) printf("%s: checkpoint of step %ld in %s\n", L->prog, saved_at, o->save);
+        fflush(stdout);
+    }
+    free(step_ms);
+    return status;
+}

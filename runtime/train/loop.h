@@ -1,0 +1,63 @@
+/* The training loop every trainer runs: the emitted DIR/train (train.c, any number of ranks) and
+ * the reference trainer wp-ref (one process). One place for what a step means around the model:
+ * the loss and gradient norm of the step, the checks on them, AdamW's schedule and clipping, the
+ * console line, the JSON log line, when to save, and stopping on a signal. A trainer is a
+ * set of callbacks: run one step, sum over the processes, apply the update, save.
+ *
+ * A step: step() -> (loss sum, gradient sum of squares, stop flag) summed over the processes in
+ * one allreduce -> both must be finite -> update() with the clipping scale -> one console line and
+ * one log line (by the printing process) -> save() if --save and (--save-every hits, the last
+ * step, or a stop signal arrived on any process). */
+#ifndef WP_LOOP_H
+#define WP_LOOP_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include "common/optim.h"
+#include "train/checkpoint.h"
+#include "train/trainflags.h"
+
+/* Exit statuses of train and wp-ref (README, "Exit status"). */
+enum {
+    WP_EXIT_OK = 0,
+    WP_EXIT_FAILED = 1,      /* the loss or gradient norm not finite, a checkpoint not written */
+    WP_EXIT_BAD_INPUT = 2,   /* flags, data, a checkpoint of another shape, the world size */
+    WP_EXIT_COMM = 3,        /* a transfer timed out or MPI failed: common/comm.h's COMM_ABORT_STATUS */
+    WP_EXIT_STOPPED = 4,     /* SIGTERM, SIGINT or SIGUSR1: stopped at a step boundary (saved with --save) */
+};
+
+typedef struct WpLoop {
+    const char *prog;              /* "train", "wp-ref": the prefix of its messages */
+    const TrainFlags *flags;       /* --steps, --stop-at, --lr ..., --save, --save-every, --resume */
+    long start;                    /* steps already done: this run does start+1 .. loop_end() */
+    int micro_batches, mbs, seq;   /* M, G, S of a step: its tokens, and the checkpoint's state */
+    int printer;                   /* this process prints the step lines and writes the log */
+    FILE *log;                     /* --log, open on the printer; NULL: none */
+    void *ud;
+    /* Runs step s (0-based): this process's sum of token losses and the sum of squares of the
+     * gradients it owns (each gradient counted on one process only). */
+    void (*step)(void *ud, long s, double *loss_sum, double *sumsq);
+    /* Sums x[0..n) over every process of the job, in place. NULL: one process. */
+    void (*allreduce)(void *ud, double *x, int n);
+    /* AdamW on what this process owns, the gradients scaled by grad_scale; t: 1-based update. */
+    void (*update)(void *ud, const WpAdamW *opt, float lr, float grad_scale, long t);
+    /* Collective: writes the checkpoint. 0, or -1 with the reason in err on the printer. */
+    int (*save)(void *ud, const char *path, const WpTrainState *st, char *err, size_t errlen);
+    /* A span of the trace, what = "optimizer" or "save" (NULL: no trace). */
+    void (*span)(void *ud, const char *what, double t0, double t1, long step);
+    double (*now)(void *ud);       /* seconds, any origin */
+} WpLoop;
+
+/* The step this run ends at: --stop-at if it comes before --steps. */
+long loop_end(const TrainFlags *o);
+
+/* From now on SIGTERM, SIGINT and SIGUSR1 ask the loop to stop at the next step boundary (a
+ * second one ends the process at once, as usual). Call it on every process, after the
+ * communication layer has started (MPI may install handlers of its own). */
+void loop_catch_signals(void);
+
+/* Runs the steps start+1 .. loop_end(), saving as the flags say, and prints the summary.
+ * Collective. Returns the exit status: WP_EXIT_OK, WP_EXIT_FAILED or WP_EXIT_STOPPED. */
+int loop_run(const WpLoop *L);
+
+#endif
