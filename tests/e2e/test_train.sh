@@ -87,33 +87,46 @@ PY
 
 # Stopping. A signal makes every rank stop after the step under way (it travels in the step's
 # allreduce), write the checkpoint of that step (--save) and exit 4; the checkpoint resumes to the
-# weights of an uninterrupted run. mpirun itself answers SIGTERM: it passes SIGTERM on to the
-# ranks odls_base_sigkill_timeout seconds later, stops forwarding their output, and exits 1
-# whatever they do; it forwards SIGUSR1 and reports the ranks' status.
+# weights of an uninterrupted run. The ranks are signalled as a batch system does (all of them,
+# or one); SIGUSR1 goes to mpirun, which forwards it. SIGTERM to mpirun itself is not tested:
+# Open MPI answers it on its own (SIGTERM to the ranks later, then SIGKILL, exit 1), and here it
+# sometimes never exited once its ranks had. A watchdog ends any run that outlives 120 s.
 long=(--synthetic --seed 3 --lr 2e-3 --warmup 1 --steps 400)
 stop_run() {   # NAME SIGNAL mpirun|rank [mpirun flags...]: train until the first step is logged, then signal
     local name=$1 sig=$2 target=$3 i; shift 3
     "${mpirun[@]}" "$@" -np 4 "$d/train" "${long[@]}" --save "$tmp/$name.safetensors" --log "$tmp/$name.log" \
         >"$tmp/$name.out" 2>&1 &
     local pid=$!
+    ( sleep 120; kill -9 $pid 2>/dev/null ) &
+    local dog=$!
     for i in $(seq 600); do [ -s "$tmp/$name.log" ] && break; sleep 0.1; done
-    if [ "$target" = rank ]; then kill -"$sig" "$(pgrep -P $pid | tail -n 1)"; else kill -"$sig" $pid; fi
+    case $target in
+        rank) kill -"$sig" "$(pgrep -P $pid | tail -n 1)" ;;
+        ranks) kill -"$sig" $(pgrep -P $pid) ;;
+        *) kill -"$sig" $pid ;;
+    esac
     wait $pid
+    local rc=$?
+    kill $dog 2>/dev/null; wait $dog 2>/dev/null
+    return $rc
 }
 last_step() { tail -n 1 "$1" | sed 's/^{"step":\([0-9]*\),.*/\1/'; }
+# the step a committed checkpoint holds: its model file's metadata (which names its optimizer file)
 ckpt_step() { python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); print(json.loads(b[8:8+struct.unpack("<Q",b[:8])[0]])["__metadata__"]["step"])' "$1" 2>/dev/null; }
+ckpt_opt() { python3 -c 'import json,struct,sys,os; b=open(sys.argv[1],"rb").read(); print(os.path.join(os.path.dirname(sys.argv[1]), json.loads(b[8:8+struct.unpack("<Q",b[:8])[0]])["__metadata__"]["optimizer"]))' "$1" 2>/dev/null; }
 
-# SIGTERM to mpirun: the checkpoint of the last logged step, which resumes exactly
-stop_run term TERM mpirun --mca odls_base_sigkill_timeout 3
+# SIGTERM to every rank: exit 4, the checkpoint of the last logged step, which resumes exactly
+stop_run term TERM ranks
 rc=$?
 n=$(last_step "$tmp/term.log")
-[ $rc != 0 ] && [ -n "$n" ] && [ "$n" -lt 400 ] && [ "$(ckpt_step "$tmp/term.opt.safetensors")" = "$n" ] && ok ||
-    bad "SIGTERM to mpirun: exit $rc, last step logged ${n:-none}, checkpoint of step $(ckpt_step "$tmp/term.opt.safetensors"): $(tail -3 "$tmp/term.out")"
-if [ -n "$n" ]; then   # one step more, resumed or straight: the same bytes
-    "${train[@]}" "${long[@]}" --stop-at $((n + 1)) --resume "$tmp/term.safetensors" --save "$tmp/term-r.safetensors" \
+[ $rc = 4 ] && [ -n "$n" ] && [ "$n" -lt 400 ] && [ "$(ckpt_step "$tmp/term.safetensors")" = "$n" ] && ok ||
+    bad "SIGTERM to the ranks: exit $rc, last step logged ${n:-none}, checkpoint of step $(ckpt_step "$tmp/term.safetensors"): $(tail -3 "$tmp/term.out")"
+if [ -n "$n" ]; then   # one step more, resumed or straight: the same bytes (same file names, so
+    mkdir -p "$tmp/r" "$tmp/s"   # that the model files name the same optimizer file)
+    "${train[@]}" "${long[@]}" --stop-at $((n + 1)) --resume "$tmp/term.safetensors" --save "$tmp/r/ckpt.safetensors" \
         >"$tmp/out" 2>&1 || bad "resume after SIGTERM: $(tail -3 "$tmp/out")"
-    "${train[@]}" "${long[@]}" --stop-at $((n + 1)) --save "$tmp/term-s.safetensors" >/dev/null 2>&1 || bad "train to step $((n + 1))"
-    cmp -s "$tmp/term-r.safetensors" "$tmp/term-s.safetensors" && cmp -s "$tmp/term-r.opt.safetensors" "$tmp/term-s.opt.safetensors" &&
+    "${train[@]}" "${long[@]}" --stop-at $((n + 1)) --save "$tmp/s/ckpt.safetensors" >/dev/null 2>&1 || bad "train to step $((n + 1))"
+    cmp -s "$tmp/r/ckpt.safetensors" "$tmp/s/ckpt.safetensors" && cmp -s "$(ckpt_opt "$tmp/r/ckpt.safetensors")" "$(ckpt_opt "$tmp/s/ckpt.safetensors")" &&
         ok || bad "stopped at step $n by SIGTERM, resumed to step $((n + 1)): not the uninterrupted run's checkpoint"
 fi
 # SIGUSR1 to mpirun, forwarded: exit 4
@@ -121,13 +134,13 @@ stop_run usr1 USR1 mpirun
 rc=$?
 n=$(last_step "$tmp/usr1.log")
 [ $rc = 4 ] && grep -q "stopped by SIGUSR1 after step $n: the checkpoint of step $n is in" "$tmp/usr1.out" &&
-    [ "$(ckpt_step "$tmp/usr1.opt.safetensors")" = "$n" ] && ok || bad "SIGUSR1 to mpirun: exit $rc: $(grep -v '^step' "$tmp/usr1.out" | head -3)"
+    [ "$(ckpt_step "$tmp/usr1.safetensors")" = "$n" ] && ok || bad "SIGUSR1 to mpirun: exit $rc: $(grep -v '^step' "$tmp/usr1.out" | head -3)"
 # SIGTERM to one rank only: the others agree, exit 4
 stop_run rank TERM rank
 rc=$?
 n=$(last_step "$tmp/rank.log")
 [ $rc = 4 ] && grep -q "stopped by .* after step $n: the checkpoint of step $n is in" "$tmp/rank.out" &&
-    [ "$(ckpt_step "$tmp/rank.opt.safetensors")" = "$n" ] && ok || bad "SIGTERM to one rank: exit $rc: $(grep -v '^step' "$tmp/rank.out" | head -3)"
+    [ "$(ckpt_step "$tmp/rank.safetensors")" = "$n" ] && ok || bad "SIGTERM to one rank: exit $rc: $(grep -v '^step' "$tmp/rank.out" | head -3)"
 
 echo "train: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
