@@ -20,6 +20,7 @@
 #include "emit/emit.h"
 #include "common/errmsg.h"
 #include "emit/emit_data.h"
+#include "emit/emit_ops.h"
 #include "lua/bridge.h"
 
 enum { PATHLEN = 4096 };
@@ -216,16 +217,55 @@ static int l_begin(lua_State *L) {
     return 0;
 }
 
-/* Protected: (M, job, r) -> file name, C source, schedule lines of rank r. */
+/* What a worker keeps from one rank to the next: the compiled formats of emit.lua's M.op_text and
+ * the text of the rank's step and schedule lines (the buffers grow once, not per rank). */
+typedef struct Worker {
+    OpText *ot;
+    Text body, sched;
+} Worker;
+
+/* Protected: (M, job, r, worker) -> file name and C source of rank r; its schedule lines are left
+ * in worker->sched. */
 static int l_rank(lua_State *L) {
     const Job *job = lua_touserdata(L, 2);
     int r = (int)lua_tointeger(L, 3);
+    Worker *w = lua_touserdata(L, 4);
+    const PlanRank *rk = &job->p->ranks[r];
+    emit_push_rank(L, job->p, r);
+    int rank = lua_gettop(L);
+    lua_getfield(L, 1, "ids");
+    lua_pushvalue(L, rank);
+    lua_call(L, 1, 1);
+    if (!lua_istable(L, -1)) return luaL_error(L, "emit.lua: M.ids must return a table");
+    const char **ids = lua_newuserdatauv(L, ((size_t)rk->nbufs + 1) * sizeof *ids, 0);
+    for (int b = 0; b < rk->nbufs; b++) {
+        lua_rawgeti(L, -2, b + 1);
+        if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "emit.lua: M.ids: no name for buffer %d", b + 1);
+        ids[b] = lua_tostring(L, -1);   /* stays valid while the table holds it */
+        lua_pop(L, 1);
+    }
+    int nbusy;
+    w->body.len = w->sched.len = 0;
+    op_text_rank(w->ot, job->p, r, ids, &w->body, &w->sched, &nbusy);
     lua_getfield(L, 1, "rank");
-    emit_push_rank(L, job->p, r, 1);
-    lua_call(L, 1, 3);
-    for (int i = -3; i < 0; i++)
-        if (lua_type(L, i) != LUA_TSTRING) return luaL_error(L, "emit.lua: M.rank must return three strings");
-    return 3;
+    lua_pushvalue(L, rank);
+    lua_pushlstring(L, w->body.len ? w->body.s : "", w->body.len);
+    lua_pushinteger(L, nbusy);
+    lua_call(L, 3, 2);
+    for (int i = -2; i < 0; i++)
+        if (lua_type(L, i) != LUA_TSTRING) return luaL_error(L, "emit.lua: M.rank must return two strings");
+    return 2;
+}
+
+/* Protected: (M, plan, out) -> *out = the compiled formats of M.op_text(). */
+static int l_op_text(lua_State *L) {
+    const Plan *p = lua_touserdata(L, 2);
+    OpText **out = lua_touserdata(L, 3);
+    char err[1024];
+    lua_getfield(L, 1, "op_text");
+    lua_call(L, 0, 1);
+    if (!(*out = op_text_load(L, -1, p, err, sizeof err))) return luaL_error(L, "%s", err);
+    return 0;
 }
 
 /* Protected: (M, job) -> M.files(ranks), the ranks without their operations. */
@@ -234,7 +274,7 @@ static int l_files(lua_State *L) {
     lua_getfield(L, 1, "files");
     lua_createtable(L, job->p->nranks, 0);
     for (int r = 0; r < job->p->nranks; r++) {
-        emit_push_rank(L, job->p, r, 0);
+        emit_push_rank(L, job->p, r);
         lua_rawseti(L, -2, r + 1);
     }
     lua_call(L, 1, 1);
@@ -248,8 +288,9 @@ static int l_schedule_header(lua_State *L) {
     return 1;
 }
 
-/* A Lua state with generator/emit/emit.lua loaded and begun; the module is at the top of its stack. */
-static lua_State *open_emitter(Job *job, char *err, size_t errlen) {
+/* A Lua state with generator/emit/emit.lua loaded and begun; the module is at the top of its stack.
+ * With ot, the formats of its operations too. */
+static lua_State *open_emitter(Job *job, OpText **ot, char *err, size_t errlen) {
     lua_State *L = wpgen_lua_new();
     if (!L) { errmsg(err, errlen, "cannot create a Lua state"); return NULL; }
     lua_getglobal(L, "require");
@@ -264,6 +305,13 @@ static lua_State *open_emitter(Job *job, char *err, size_t errlen) {
     lua_pushvalue(L, -2);
     lua_pushlightuserdata(L, job);
     if (lua_pcall_traceback(L, 2, 0, err, errlen)) { lua_close(L); return NULL; }
+    if (ot) {
+        lua_pushcfunction(L, l_op_text);
+        lua_pushvalue(L, -2);
+        lua_pushlightuserdata(L, (void *)job->p);
+        lua_pushlightuserdata(L, ot);
+        if (lua_pcall_traceback(L, 3, 0, err, errlen)) { lua_close(L); return NULL; }
+    }
     return L;
 }
 
@@ -272,8 +320,9 @@ static lua_State *open_emitter(Job *job, char *err, size_t errlen) {
 static void *worker(void *arg) {
     Job *job = arg;
     char err[2048];
-    lua_State *L = open_emitter(job, err, sizeof err);
-    if (!L) { job_fail(job, err); return NULL; }
+    Worker w = { 0 };
+    lua_State *L = open_emitter(job, &w.ot, err, sizeof err);
+    if (!L) { op_text_free(w.ot); job_fail(job, err); return NULL; }
     int M = lua_gettop(L);
     for (;;) {
         int r = atomic_fetch_add(&job->next, 1);
@@ -282,22 +331,26 @@ static void *worker(void *arg) {
         lua_pushvalue(L, M);
         lua_pushlightuserdata(L, job);
         lua_pushinteger(L, r);
-        if (lua_pcall_traceback(L, 3, 3, err, sizeof err)) { job_fail(job, err); break; }
-        size_t srclen, schedlen;
-        const char *name = lua_tostring(L, -3), *src = lua_tolstring(L, -2, &srclen);
-        const char *lines = lua_tolstring(L, -1, &schedlen);
+        lua_pushlightuserdata(L, &w);
+        if (lua_pcall_traceback(L, 4, 2, err, sizeof err)) { job_fail(job, err); break; }
+        size_t srclen;
+        const char *name = lua_tostring(L, -2), *src = lua_tolstring(L, -1, &srclen);
         int rc = 0;
         if (!safe_name(name)) rc = errmsg(err, sizeof err, "emit.lua: bad file name \"%s\"", name);
         else if (write_file(job->dir, name, src, srclen, err, sizeof err)) rc = -1;
-        else if (!(job->sched[r] = malloc(schedlen + 1))) rc = errmsg(err, sizeof err, "out of memory");
+        else if (!(job->sched[r] = malloc(w.sched.len + 1))) rc = errmsg(err, sizeof err, "out of memory");
         else {
-            memcpy(job->sched[r], lines, schedlen + 1);
-            job->schedlen[r] = schedlen;
+            memcpy(job->sched[r], w.sched.len ? w.sched.s : "", w.sched.len);
+            job->sched[r][w.sched.len] = 0;
+            job->schedlen[r] = w.sched.len;
         }
-        lua_pop(L, 3);
+        lua_pop(L, 2);
         if (rc) { job_fail(job, err); break; }
     }
     lua_close(L);
+    op_text_free(w.ot);
+    text_free(&w.body);
+    text_free(&w.sched);
     return NULL;
 }
 
@@ -386,7 +439,7 @@ static int write_all(Job *job, char *err, size_t errlen) {
         if (atomic_load(&job->failed)) rc = errmsg(err, errlen, "%s", job->err);
     }
     if (rc == 0) {
-        lua_State *L = open_emitter(job, err, errlen);
+        lua_State *L = open_emitter(job, NULL, err, errlen);
         if (!L) rc = -1;
         else {
             int M = lua_gettop(L);
