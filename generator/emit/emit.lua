@@ -1,9 +1,10 @@
 -- The words and the layout of an emitted plan (wpgen emit). generator/emit/emit.c drives it: M.begin
--- with the plan's shape, then M.rank once per rank (its operations, with what the verifier
--- learnt about each), then M.files for the files that need every rank. It writes what these
--- return. The files' layout is in templates/*.tpl, rendered with Penlight's
+-- with the plan's shape; M.op_text gives the formats of every operation's line, which emit.c
+-- renders in C (generator/emit/emit_ops.c: hundreds of thousands of lines, no Lua value each);
+-- M.ids and M.rank once per rank; then M.files for the files that need every rank. It writes
+-- what these return. The files' layout is in templates/*.tpl, rendered with Penlight's
 -- pl.template: lines starting with "@" are Lua, ${expr} is replaced by the value of expr.
--- What each operation is called and how it is explained lives here, once (OPS below).
+-- What each operation is called and how it is explained lives here, once (FORMS below).
 local template = require("pl.template")
 
 local fmt, concat = string.format, table.concat
@@ -59,15 +60,53 @@ end
 
 local function plural(n, word) return fmt("%d %s%s", n, word, n == 1 and "" or "s") end
 
--- "0, 1, 2" with a line break every `per` items (for long C initializers).
-local function join(list, per, indent)
-    local parts = {}
+-- Every emitted line (C sources, README, rankfile) is shorter than this; schedule.txt (one line
+-- per turn) and plan.json (one line per rank) are data.
+local MAX_LINE = 119
+
+-- "0, 1, 2" starting at column col, continued on lines starting at the same column, none longer
+-- than MAX_LINE with the " };" that follows the last item (for long C initializers).
+local function join(list, col)
+    local parts, width = {}, col
     for i, v in ipairs(list) do
-        parts[#parts + 1] = tostring(v)
-        if per and i % per == 0 and i < #list then parts[#parts] = parts[#parts] .. ",\n" .. indent
-        elseif i < #list then parts[#parts] = parts[#parts] .. ", " end
+        local item = tostring(v) .. (i < #list and "," or "")
+        if i > 1 then
+            if width + 1 + #item + (i == #list and 3 or 0) > MAX_LINE then
+                parts[#parts + 1] = "\n" .. string.rep(" ", col)
+                width = col
+            else
+                parts[#parts + 1] = " "
+                width = width + 1
+            end
+        end
+        parts[#parts + 1] = item
+        width = width + #item
     end
     return concat(parts)
+end
+
+-- text broken at spaces into lines of at most width characters, the lines after the first starting
+-- with indent; a word longer than a line stays whole.
+local function wrap(text, width, indent)
+    local lines = {}
+    while #text > width do
+        local cut
+        for i = width + 1, #indent + 2, -1 do
+            if text:sub(i, i) == " " then cut = i; break end
+        end
+        cut = cut or text:find(" ", width + 1, true)
+        if not cut then break end
+        lines[#lines + 1] = (text:sub(1, cut - 1):gsub(" +$", ""))
+        text = indent .. text:sub(cut + 1):gsub("^ +", "")
+    end
+    lines[#lines + 1] = text
+    return lines
+end
+
+-- A C comment of text (one paragraph), on lines of at most 100 characters (prose reads better
+-- narrower than code).
+local function c_comment(text)
+    return concat(wrap("/* " .. comment_safe(text) .. " */", 100, " * "), "\n")
 end
 
 -- Members of a group, short: "ranks 0-7", "ranks 0, 8, 16", "32 ranks".
@@ -84,13 +123,13 @@ end
 -- ---- buffer names ----
 
 -- Names the emitted code may not take for a buffer's enum constant: C keywords, what stddef.h
--- and runtime/common/step.h declare, the step's parameter and functions.
+-- and runtime/common/step.h declare, the step's parameter and functions, plan.h's labels.
 local RESERVED = {}
 for w in ([[auto break case char const continue default do double else enum extern float for goto
     if inline int long register restrict return short signed sizeof static struct switch typedef
     union unsigned void volatile while _Alignas _Alignof _Atomic _Bool _Complex _Generic
     _Imaginary _Noreturn _Static_assert _Thread_local NULL offsetof size_t ptrdiff_t wchar_t
-    max_align_t main R]]):gmatch("%S+") do RESERVED[w] = true end
+    max_align_t main R CHUNK MB TO FROM ROOT GROUP WHOLE SHARD WRITE ADD]]):gmatch("%S+") do RESERVED[w] = true end
 
 local function clashes(name)
     return RESERVED[name] or name:match("^[Ww][Pp]_") or name:match("^Wp") or name:match("^step_rank_")
@@ -113,7 +152,7 @@ local function buffer_ids(bufs)
     end
 end
 
--- ---- the summary every file starts with ----
+-- ---- the summary (README) and the line other files point to it with ----
 
 local function chunk_text(c, i)
     local extra = {}
@@ -151,22 +190,12 @@ local function summary_lines()
     lines[#lines + 1] = fmt("memory      peak %s (rank %d)", human(P.peak_mem), P.peak_rank)
     lines[#lines + 1] = fmt("backend     %s%s", P.backend, P.recompute ~= 0 and ", activations recomputed" or "")
     for line in tostring(P.notes or ""):gmatch("[^\n]+") do lines[#lines + 1] = "notes       " .. line end
-    for i, l in ipairs(lines) do lines[i] = comment_safe(l) end
-    return lines
-end
-
-local function header_c(lines)
-    local out = { "/*" }
-    for _, l in ipairs(lines) do out[#out + 1] = " * " .. l end
-    out[#out + 1] = " */"
-    return concat(out, "\n")
-end
-
-local function header_hash(lines)
+    -- long lines (a model's or a strategy's words) continue under the text of the first
     local out = {}
-    -- No backslash at the end: make would continue the comment onto the next line.
-    for _, l in ipairs(lines) do out[#out + 1] = ("# " .. l):gsub("\\+$", "") end
-    return concat(out, "\n")
+    for _, l in ipairs(lines) do
+        for _, w in ipairs(wrap(comment_safe(l), MAX_LINE, string.rep(" ", 12))) do out[#out + 1] = w end
+    end
+    return out
 end
 
 -- ---- operations: the call, its comment, its token in schedule.txt ----
@@ -174,111 +203,136 @@ end
 -- What emit.c renders for every operation, from these formats: "{name}" is replaced by a field of
 -- the operation (its numbers, its buffers' names) or by a phrase, itself a format, of which the
 -- renderer picks one variant per operation (generator/emit/emit_ops.c lists the fields and says
--- when it picks which). A form is one kind of operation, or one way it reads: call (the C call),
--- why (its comment) and token (schedule.txt's notation).
+-- when it picks which). A form is one kind of operation, or one way it reads: call (the C call,
+-- its integers labelled with plan.h's macros), why (its comment: what the call does not say) and
+-- token (schedule.txt's notation). The comments call a transfer's other end "their turn".
 local FORMS = {
-    FWD = { call = "wp_fwd(R, {chunk}, {mb}, {buf});",
-            why = "turn {turn}: FWD chunk {chunk} of mb {mb}{loss} with {origin}",
+    FWD = { call = "wp_fwd(R, CHUNK({chunk}), MB({mb}), {buf});",
+            why = "{origin}{loss}",
             token = "F{chunk}.{mb}" },
-    BWD = { call = "wp_bwd(R, {chunk}, {mb}, {buf}, {buf2}, {first});",
-            why = "turn {turn}: BWD chunk {chunk} of mb {mb} with {origin}; gradient {into}",
+    BWD = { call = "wp_bwd(R, CHUNK({chunk}), MB({mb}), {buf}, {buf2}, {first});",
+            why = "{origin}",
             token = "B{chunk}.{mb}" },
-    BWD_B = { call = "wp_bwd_b(R, {chunk}, {mb}, {buf});",
-              why = "turn {turn}: BWD_B chunk {chunk} of mb {mb} with {origin}: input gradient only, BWD_W follows",
+    BWD_B = { call = "wp_bwd_b(R, CHUNK({chunk}), MB({mb}), {buf});",
+              why = "{origin}; the input gradient only",
               token = "b{chunk}.{mb}" },
-    BWD_W = { call = "wp_bwd_w(R, {chunk}, {mb}, {buf2}, {first});",
-              why = "turn {turn}: BWD_W chunk {chunk} of mb {mb}: weight gradient {into}",
+    BWD_W = { call = "wp_bwd_w(R, CHUNK({chunk}), MB({mb}), {buf2}, {first});",
+              why = "the weight gradient, after BWD_B",
               token = "w{chunk}.{mb}" },
-    SEND_W = { call = "wp_send(R, {buf}, {nchunk}, {shard}, {nshards}, {peer});",
-               why = "{carried} to rank {peer} (its turn {from_turn})",
+    SEND_W = { call = "wp_send(R, {buf}, CHUNK({nchunk}), {part}, TO({peer}));",
+               why = "{carried}{their_turn}",
                token = "send {carried}>r{peer}" },
-    SEND_D = { call = "wp_send(R, {buf}, {nchunk}, {shard}, {nshards}, {peer});",
-               why = "{carried} to rank {peer} (its turn {from_turn}); passed on, not kept",
+    SEND_D = { call = "wp_send(R, {buf}, CHUNK({nchunk}), {part}, TO({peer}));",
+               why = "{carried} passed on, not kept{their_turn}",
                token = "send {carried}>r{peer}" },
-    SEND_ACT = { call = "wp_send_act(R, {act_id}, {chunk}, {mb}, {peer});",
-                 why = "{act} to rank {peer} (its turn {from_turn})",
+    SEND_ACT = { call = "wp_send_act(R, {act_id}, CHUNK({chunk}), MB({mb}), TO({peer}));",
+                 why = "{act}{their_turn}",
                  token = "send {letter}{chunk}.{mb}>r{peer}" },
-    RECV = { call = "wp_recv(R, {buf}, {nchunk}, {shard}, {nshards}, {peer});",
-             why = "{carried} from rank {peer} (its turn {from_turn}){purpose}",
+    RECV = { call = "wp_recv(R, {buf}, CHUNK({nchunk}), {part}, FROM({peer}));",
+             why = "{carried}{purpose}{their_turn}",
              token = "recv {carried}<r{peer}" },
-    RECV_ACT = { call = "wp_recv_act(R, {act_id}, {chunk}, {mb}, {peer});",
-                 why = "{act} from rank {peer} (its turn {from_turn})",
+    RECV_ACT = { call = "wp_recv_act(R, {act_id}, CHUNK({chunk}), MB({mb}), FROM({peer}));",
+                 why = "{act}{their_turn}",
                  token = "recv {letter}{chunk}.{mb}<r{peer}" },
-    BCAST_ROOT = { call = "wp_bcast(R, {buf}, {nchunk}, {shard}, {nshards}, {group}, {peer});",
-                   why = "{carried} to the rest of {group_text}, this rank is the root",
+    BCAST_ROOT = { call = "wp_bcast(R, {buf}, CHUNK({nchunk}), {part}, GROUP({group}), ROOT({peer}));",
+                   why = "{carried} from this rank to {members}",
                    token = "bcast {carried}@g{group}:r{peer}" },
-    BCAST = { call = "wp_bcast(R, {buf}, {nchunk}, {shard}, {nshards}, {group}, {peer});",
-              why = "{carried} from rank {peer} over {group_text}{purpose}",
+    BCAST = { call = "wp_bcast(R, {buf}, CHUNK({nchunk}), {part}, GROUP({group}), ROOT({peer}));",
+              why = "{carried}{purpose}",
               token = "bcast {carried}@g{group}:r{peer}" },
-    REDUCE_ROOT = { call = "wp_reduce(R, {buf}, {nchunk}, {shard}, {nshards}, {group}, {peer});",
-                    why = "{carried} summed over {group_text} into this rank{purpose}",
+    REDUCE_ROOT = { call = "wp_reduce(R, {buf}, CHUNK({nchunk}), {part}, GROUP({group}), ROOT({peer}));",
+                    why = "{carried} summed here{purpose}",
                     token = "reduce {carried}@g{group}:r{peer}" },
-    REDUCE = { call = "wp_reduce(R, {buf}, {nchunk}, {shard}, {nshards}, {group}, {peer});",
-               why = "{carried} summed over {group_text} into rank {peer}; passed on, not kept",
+    REDUCE = { call = "wp_reduce(R, {buf}, CHUNK({nchunk}), {part}, GROUP({group}), ROOT({peer}));",
+               why = "{carried} summed into the root, not kept",
                token = "reduce {carried}@g{group}:r{peer}" },
-    ALLREDUCE = { call = "wp_allreduce(R, {buf}, {nchunk}, {shard}, {nshards}, {group});",
-                  why = "{carried} summed over {group_text}, on every member{purpose}",
+    ALLREDUCE = { call = "wp_allreduce(R, {buf}, CHUNK({nchunk}), {part}, GROUP({group}));",
+                  why = "{carried} summed over {members}{purpose}",
                   token = "allreduce {carried}@g{group}" },
-    ALLGATHER = { call = "wp_allgather(R, {buf}, {buf2}, {nchunk}, {group});",
-                  why = "W{nchunk} gathered from its {gsize} shards over {group_text} into {buf2}{purpose}",
+    ALLGATHER = { call = "wp_allgather(R, {buf}, {buf2}, CHUNK({nchunk}), GROUP({group}));",
+                  why = "W{nchunk} from its {gsize} shards{purpose}",
                   token = "allgather W{nchunk}@g{group}" },
-    REDUCE_SCATTER = { call = "wp_reduce_scatter(R, {buf}, {buf2}, {nchunk}, {group});",
-                       why = "D{nchunk} summed over {group_text}; this rank keeps its shard in {buf2}{purpose}",
+    REDUCE_SCATTER = { call = "wp_reduce_scatter(R, {buf}, {buf2}, CHUNK({nchunk}), GROUP({group}));",
+                       why = "D{nchunk} summed; own shard{purpose}",
                        token = "rscatter D{nchunk}@g{group}" },
-    ACC_FIRST = { call = "wp_acc(R, {buf}, {buf2}, {nchunk}, {first});",
-                  why = "{buf} = {buf2}: D{nchunk} ({buf} held nothing: written, not added)",
+    ACC_FIRST = { call = "wp_acc(R, {buf}, {buf2}, CHUNK({nchunk}), {first});",
+                  why = "{buf} = {buf2}: D{nchunk}{purpose}",
                   token = "acc D{nchunk}" },
-    ACC = { call = "wp_acc(R, {buf}, {buf2}, {nchunk}, {first});",
-            why = "{buf} += {buf2}: {buf2}'s part of D{nchunk} added{purpose}",
+    ACC = { call = "wp_acc(R, {buf}, {buf2}, CHUNK({nchunk}), {first});",
+            why = "{buf} += {buf2}: D{nchunk}{purpose}",
             token = "acc D{nchunk}" },
-    COPY = { call = "wp_copy(R, {buf}, {buf2}, {nchunk});",
+    COPY = { call = "wp_copy(R, {buf}, {buf2}, CHUNK({nchunk}));",
              why = "{buf} = {buf2}: W{nchunk}{purpose}",
              token = "copy W{nchunk}" },
-    OPT_SHARD = { call = "wp_opt(R, {chunk}, {buf}, {buf2});",
-                  why = "AdamW on shard {bshard} of {bnshards} of chunk {chunk}, which this rank owns",
+    OPT_SHARD = { call = "wp_opt(R, CHUNK({chunk}), {buf}, {buf2});",
+                  why = "AdamW on this rank's shard {bshard} of {bnshards}",
                   token = "opt {chunk}" },
-    OPT = { call = "wp_opt(R, {chunk}, {buf}, {buf2});",
-            why = "AdamW on chunk {chunk}, which this rank owns",
+    OPT = { call = "wp_opt(R, CHUNK({chunk}), {buf}, {buf2});",
+            why = "AdamW on this rank's chunk {chunk}",
             token = "opt {chunk}" },
     FREE = { call = "wp_free(R, {buf});",
-             why = "{buf} is not needed again this step",
+             why = "not needed again this step",
              token = "free ({buf})" },
     FREE_HELD = { call = "wp_free(R, {buf});",
-                  why = "{buf}{held_note} is not needed again this step",
+                  why = "{letter}{held} not needed again this step",
                   token = "free {letter}{held}" },
 }
 
 local PHRASES = {
     -- what a transfer or collective carries: W3, D3, W3[1/4] (shard 1 of 4)
     carried = { whole = "{letter}{nchunk}", shard = "{letter}{nchunk}[{shard}/{nshards}]" },
+    -- the same as arguments: the shard and the number of shards (plan.h)
+    part = { whole = "WHOLE", shard = "SHARD({shard}, {nshards})" },
     -- where the weights a computation uses came from
     origin = {
-        master = "W{chunk} ({buf}: this rank's master)",
-        bcast = "W{chunk}, which rank {from_rank} broadcast at turn {from_turn}",
-        came = "W{chunk}, which came from rank {from_rank} at turn {from_turn}",
-        copied = "W{chunk}, copied from its master at turn {src_turn}",
-        gathered = "W{chunk}, all-gathered at turn {src_turn}",
+        master = "W{chunk}, this rank's master",
+        bcast = "W{chunk} bcast by rank {from_rank} at turn {from_turn}",
+        came = "W{chunk} from rank {from_rank} at turn {from_turn}",
+        copied = "W{chunk} copied from its master at turn {src_turn}",
+        gathered = "W{chunk} all-gathered at turn {src_turn}",
         plain = "W{chunk}",
     },
     -- why a received or copied value is there: the next operation of this rank that uses it
-    purpose = { use = ", for {use_kind} at turn {use_turn}", none = ", not used again this step" },
-    -- a gradient's destination empty (written) or not (added to)
-    first = { first = "1", add = "0" },
-    into = { first = "into {buf2} (first contribution: written, not added)", add = "added into {buf2}" },
-    act = { A = "input of chunk {chunk} for mb {mb}", G = "gradient of chunk {chunk}'s input for mb {mb}" },
+    purpose = { use = " {use_kind} at turn {use_turn}", none = ", unused this step" },
+    -- the turn of the other end of a transfer, said only when it is not this one
+    their_turn = { same = "", other = "; their turn {from_turn}" },
+    -- a gradient's destination empty (written) or not (added to): plan.h's labels
+    first = { first = "WRITE", add = "ADD" },
+    act = { A = "input of chunk {chunk}", G = "gradient of chunk {chunk}'s input" },
     act_id = { A = "WP_ACT", G = "WP_GRAD" },
-    loss = { last = " (and the loss)", other = "" },
-    group_text = "group {group} ({members})",
-    -- a freed buffer's name that does not say which chunk it held
+    loss = { last = " + loss", other = "" },   -- the last chunk's forward ends with the loss
     held_note = { same = "", other = " ({letter}{held})" },
 }
 
--- The word for the next use of a value, by kind of operation.
+-- What the next use of a value is for, by kind of operation.
 local USE = {
-    FWD = "FWD", BWD = "BWD", BWD_B = "BWD_B", BWD_W = "BWD_W", SEND = "passing on", RECV = "RECV", BCAST = "BCAST",
-    REDUCE = "REDUCE", ALLREDUCE = "ALLREDUCE", ALLGATHER = "ALLGATHER", REDUCE_SCATTER = "REDUCE_SCATTER",
-    ACC = "ACC", COPY = "COPY", OPT = "OPT", FREE = "FREE (unused)",
+    FWD = "for FWD", BWD = "for BWD", BWD_B = "for BWD_B", BWD_W = "for BWD_W", SEND = "to pass on", RECV = "for RECV",
+    BCAST = "to broadcast", REDUCE = "to reduce", ALLREDUCE = "to all-reduce", ALLGATHER = "to all-gather",
+    REDUCE_SCATTER = "to reduce-scatter", ACC = "for ACC", COPY = "to copy", OPT = "for OPT", FREE = "unused, freed",
 }
+
+-- ---- the strategy lines the operations came from ----
+
+-- Names for the plan's strategy files in comments: the shortest tail of each path that no other
+-- file of the plan shares ("weipipe.lua", "lib/tawpipe.lua" beside "tawpipe.lua").
+local function source_names(paths)
+    local names = {}
+    for i, path in ipairs(paths) do
+        local parts = {}
+        for part in path:gmatch("[^/]+") do parts[#parts + 1] = part end
+        local name
+        for k = #parts, 1, -1 do
+            name = concat(parts, "/", k, #parts)
+            local shared = false
+            for j, other in ipairs(paths) do
+                if j ~= i and (other == name or other:sub(-#name - 1) == "/" .. name) then shared = true end
+            end
+            if not shared then break end
+        end
+        names[i] = comment_safe(name or path)
+    end
+    return names
+end
 
 -- ---- M: what emit.c calls ----
 
@@ -288,12 +342,14 @@ local USE = {
 function M.begin(plan)
     P = plan
     for _, g in ipairs(P.groups) do g.text = ranks_text(g.ranks) end
-    local lines = summary_lines()
+    P.source_names, P.source_paths = source_names(P.sources), {}
+    for i, path in ipairs(P.sources) do P.source_paths[i] = comment_safe(path) end
     P.first_c = fmt("/* Code generated by wpgen %s from plan %s. DO NOT EDIT. */", P.version, P.hash)
     P.first_hash = fmt("# Code generated by wpgen %s from plan %s. DO NOT EDIT.", P.version, P.hash)
-    P.header_c = header_c(lines)
-    P.header_hash = header_hash(lines)
-    P.summary = concat(lines, "\n")
+    -- the summary once, in README; every other file points there
+    P.summary = concat(summary_lines(), "\n")
+    P.header_c = "/* The plan at a glance (strategy, cluster, model, chunks, traffic, prediction): README */"
+    P.header_hash = "# The plan at a glance (strategy, cluster, model, chunks, traffic, prediction): README"
     P.width = math.max(3, #tostring(P.nranks - 1))
     for _, name in ipairs({ "rank.c", "plan.h", "plan_desc.c", "main.c", "Makefile", "README", "rankfile", "schedule.txt" }) do
         local path = P.templates .. "/" .. name .. ".tpl"
@@ -308,8 +364,8 @@ function M.begin(plan)
 end
 
 local function render(name, env)
-    env.P, env.fmt, env.concat, env.c_string, env.c_float, env.c_double, env.join, env.human =
-        P, fmt, concat, c_string, c_float, c_double, join, human
+    env.P, env.fmt, env.concat, env.c_string, env.c_float, env.c_double, env.join, env.human, env.c_comment =
+        P, fmt, concat, c_string, c_float, c_double, join, human, c_comment
     local out, err = tpl[name]:render(env, _G)
     if not out then error(name .. ".tpl: " .. tostring(err), 0) end
     return out
@@ -321,14 +377,19 @@ end
 
 -- The formats of every operation and turn for emit.c (generator/emit/emit_ops.c), once per Lua
 -- state. A turn is laid out as {turn}: a comment with the turn's schedule.txt line, then its
--- transfers, compute and local operations, one line each: indent, the call (padded to the
--- widest call of the rank, at most call_width), open, why, close.
+-- transfers, compute and local operations, one line each as {line}: the call, padded to the
+-- widest of the rank (at most call_width), then a comment with the strategy line that made the
+-- operation (padded to the widest of the rank) and why. {line_bare} when the plan does not say
+-- where an operation came from (plans built in C). {why} and {summary} continue on more lines,
+-- at the column they started, rather than make a line longer than max_line.
 function M.op_text()
     local members = {}
     for i, g in ipairs(P.groups) do members[i] = g.text end
     return {
-        forms = FORMS, phrases = PHRASES, uses = USE, members = members,
-        indent = "    ", call_width = 48, open = "  /* ", close = " */",
+        forms = FORMS, phrases = PHRASES, uses = USE, members = members, sources = P.source_names,
+        line = "    {call}  /* {where}  {why} */",
+        line_bare = "    {call}  /* {why} */",
+        call_width = 52, max_line = MAX_LINE,
         turn = "    /* turn {turn}: {summary} */\n"
             .. "    wp_turn_begin(R, {turn});\n"
             .. "{comm_lines}    wp_turn_compute(R);\n"
@@ -357,7 +418,9 @@ end
 -- One rank, its step's body rendered (emit.c): returns its file name and C source.
 function M.rank(r, body, nbusy)
     r.id = fmt("%0" .. P.width .. "d", r.rank)
-    r.node_text = comment_safe(r.node_name)
+    r.head = c_comment(fmt("The training step of rank %d (node %s, replica %d, stage %d): %s in %d of %d turns, "
+                           .. "unrolled. plan.h says how to read it.", r.rank, r.node_name, r.replica, r.stage,
+                           plural(r.nops, "operation"), nbusy, P.nturns))
     for _, b in ipairs(r.bufs) do
         local what = b.kind == "W" and "weights" or "weight gradient"
         if b.master then what = "master weights (and AdamW state)" end

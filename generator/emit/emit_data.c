@@ -148,6 +148,10 @@ void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const cha
     lua_createtable(L, t->nnodes, 0);
     for (int n = 0; n < t->nnodes; n++) { lua_pushstring(L, t->nodes[n].name); lua_rawseti(L, -2, n + 1); }
     lua_setfield(L, -2, "nodes");
+
+    lua_createtable(L, p->nsources, 0);
+    for (int i = 0; i < p->nsources; i++) { lua_pushstring(L, p->sources[i]); lua_rawseti(L, -2, i + 1); }
+    lua_setfield(L, -2, "sources");
 }
 
 void emit_push_rank(lua_State *L, const Plan *p, int r) {

@@ -61,7 +61,9 @@ void text_free(Text *t) {
     X(turn) X(rank) X(chunk) X(mb) X(peer) X(group) X(nchunk) X(shard) X(nshards) X(from_rank)        \
     X(from_turn) X(src_turn) X(use_turn) X(use_kind) X(held) X(bshard) X(bnshards) X(gsize) X(members) \
     X(buf) X(buf2) X(letter)                                                                            \
-    X(carried) X(origin) X(purpose) X(first) X(into) X(act) X(act_id) X(loss) X(group_text) X(held_note)         \
+    X(carried) X(part) X(origin) X(purpose) X(first) X(act) X(act_id) X(loss) X(their_turn)     \
+    X(held_note)                                                                                        \
+    X(call) X(where) X(why)                                                                             \
     X(summary) X(comm_lines) X(compute_lines) X(local_lines) X(comm_tokens) X(compute_tokens)          \
     X(local_tokens) X(from) X(to)
 
@@ -80,29 +82,26 @@ static const char *const field_names[F__COUNT] = {
 
 enum { MAXVAR = 6 };
 
-/* Variants of each phrase, in the order phrase_variant() returns them; { NULL }: one text. */
+/* Variants of each phrase, in the order phrase_variant() returns them. */
 static const char *const phrase_variants[F__COUNT][MAXVAR + 1] = {
     [F_carried] = { "whole", "shard" },
+    [F_part] = { "whole", "shard" },
     [F_origin] = { "master", "bcast", "came", "copied", "gathered", "plain" },
     [F_purpose] = { "use", "none" },
     [F_first] = { "first", "add" },
-    [F_into] = { "first", "add" },
     [F_act] = { "A", "G" },
     [F_act_id] = { "A", "G" },
     [F_loss] = { "last", "other" },
-    [F_group_text] = { NULL },
+    [F_their_turn] = { "same", "other" },
     [F_held_note] = { "same", "other" },
 };
 
-static int is_phrase(int f) {
-    return f == F_carried || f == F_origin || f == F_purpose || f == F_first || f == F_into || f == F_act || f == F_act_id ||
-           f == F_loss || f == F_group_text || f == F_held_note;
-}
+static int is_phrase(int f) { return phrase_variants[f][0] != NULL; }
 
 static int nvariants(int f) {
     int n = 0;
     while (n < MAXVAR && phrase_variants[f][n]) n++;
-    return n ? n : 1;
+    return n;
 }
 
 /* The forms: one per kind of operation, and more where a kind reads differently (a send of weights
@@ -135,12 +134,14 @@ typedef struct Fmt { Piece *pc; int n; char *lit; } Fmt;
 struct OpText {
     Fmt form[FM__COUNT][NPARTS];
     Fmt phrase[F__COUNT][MAXVAR];
-    Fmt turn, idle_one, idle_range, summary, sched_busy, sched_idle;
-    char *indent, *open, *close, *token_sep, *no_tokens, *turn_sep;
-    int call_width;
+    Fmt line, line_bare, turn, idle_one, idle_range, summary, sched_busy, sched_idle;
+    char *token_sep, *no_tokens, *turn_sep;
+    int call_width, max_line;
     char *use_words[OP__COUNT];
     char **members;   /* by group */
     int ngroups;
+    char **sources;   /* the names comments give Plan.sources */
+    int nsources;
 };
 
 static void fmt_free(Fmt *f) {
@@ -231,10 +232,6 @@ static int load(OpText *ot, lua_State *L, int t, const Plan *p, char *err, size_
         if (!is_phrase(f)) continue;
         char where[96];
         snprintf(where, sizeof where, "phrases.%s", field_names[f]);
-        if (!phrase_variants[f][0]) {
-            if (get_fmt(L, phrases, field_names[f], &ot->phrase[f][0], "phrases", err, errlen)) return -1;
-            continue;
-        }
         lua_getfield(L, phrases, field_names[f]);
         if (!lua_istable(L, -1)) return errmsg(err, errlen, "emit.lua: %s: expected a table of variants", where);
         for (int v = 0; v < nvariants(f); v++)
@@ -246,21 +243,22 @@ static int load(OpText *ot, lua_State *L, int t, const Plan *p, char *err, size_
         if (is_phrase(f) && phrase_loops(ot, f, 0))
             return errmsg(err, errlen, "emit.lua: phrases.%s: uses itself", field_names[f]);
 
-    if (get_fmt(L, t, "turn", &ot->turn, "op_text()", err, errlen) ||
+    if (get_fmt(L, t, "line", &ot->line, "op_text()", err, errlen) ||
+        get_fmt(L, t, "line_bare", &ot->line_bare, "op_text()", err, errlen) ||
+        get_fmt(L, t, "turn", &ot->turn, "op_text()", err, errlen) ||
         get_fmt(L, t, "idle_one", &ot->idle_one, "op_text()", err, errlen) ||
         get_fmt(L, t, "idle_range", &ot->idle_range, "op_text()", err, errlen) ||
         get_fmt(L, t, "summary", &ot->summary, "op_text()", err, errlen) ||
         get_fmt(L, t, "sched_busy", &ot->sched_busy, "op_text()", err, errlen) ||
         get_fmt(L, t, "sched_idle", &ot->sched_idle, "op_text()", err, errlen)) return -1;
-    if (!(ot->indent = get_string(L, t, "indent", "op_text()", err, errlen)) ||
-        !(ot->open = get_string(L, t, "open", "op_text()", err, errlen)) ||
-        !(ot->close = get_string(L, t, "close", "op_text()", err, errlen)) ||
-        !(ot->token_sep = get_string(L, t, "token_sep", "op_text()", err, errlen)) ||
+    if (!(ot->token_sep = get_string(L, t, "token_sep", "op_text()", err, errlen)) ||
         !(ot->no_tokens = get_string(L, t, "no_tokens", "op_text()", err, errlen)) ||
         !(ot->turn_sep = get_string(L, t, "turn_sep", "op_text()", err, errlen))) return -1;
     lua_getfield(L, t, "call_width");
-    ot->call_width = (int)lua_tointeger(L, -1);
-    lua_pop(L, 1);
+    lua_getfield(L, t, "max_line");
+    ot->call_width = (int)lua_tointeger(L, -2);
+    ot->max_line = (int)lua_tointeger(L, -1);
+    lua_pop(L, 2);
 
     lua_getfield(L, t, "uses");
     if (!lua_istable(L, -1)) return errmsg(err, errlen, "emit.lua: op_text().uses: expected a table");
@@ -276,6 +274,18 @@ static int load(OpText *ot, lua_State *L, int t, const Plan *p, char *err, size_
         lua_rawgeti(L, -1, g + 1);
         if (lua_type(L, -1) != LUA_TSTRING) return errmsg(err, errlen, "emit.lua: op_text().members[%d]: expected a string", g + 1);
         ot->members[g] = xalloc_check(strdup(lua_tostring(L, -1)));
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+
+    lua_getfield(L, t, "sources");
+    if (!lua_istable(L, -1)) return errmsg(err, errlen, "emit.lua: op_text().sources: expected a table");
+    ot->sources = xcalloc((size_t)p->nsources + 1, sizeof *ot->sources);
+    ot->nsources = p->nsources;
+    for (int i = 0; i < p->nsources; i++) {
+        lua_rawgeti(L, -1, i + 1);
+        if (lua_type(L, -1) != LUA_TSTRING) return errmsg(err, errlen, "emit.lua: op_text().sources[%d]: expected a string", i + 1);
+        ot->sources[i] = xalloc_check(strdup(lua_tostring(L, -1)));
         lua_pop(L, 1);
     }
     lua_pop(L, 1);
@@ -298,12 +308,15 @@ void op_text_free(OpText *ot) {
         for (int part = 0; part < NPARTS; part++) fmt_free(&ot->form[k][part]);
     for (int f = 0; f < F__COUNT; f++)
         for (int v = 0; v < MAXVAR; v++) fmt_free(&ot->phrase[f][v]);
-    Fmt *single[] = { &ot->turn, &ot->idle_one, &ot->idle_range, &ot->summary, &ot->sched_busy, &ot->sched_idle };
+    Fmt *single[] = { &ot->line, &ot->line_bare, &ot->turn, &ot->idle_one, &ot->idle_range, &ot->summary,
+                      &ot->sched_busy, &ot->sched_idle };
     for (size_t i = 0; i < sizeof single / sizeof *single; i++) fmt_free(single[i]);
-    free(ot->indent); free(ot->open); free(ot->close); free(ot->token_sep); free(ot->no_tokens); free(ot->turn_sep);
+    free(ot->token_sep); free(ot->no_tokens); free(ot->turn_sep);
     for (int k = 0; k < OP__COUNT; k++) free(ot->use_words[k]);
     for (int g = 0; g < ot->ngroups; g++) free(ot->members[g]);
+    for (int i = 0; i < ot->nsources; i++) free(ot->sources[i]);
     free(ot->members);
+    free(ot->sources);
     free(ot);
 }
 
@@ -422,7 +435,11 @@ typedef struct Ctx {
     const int *turn_of;         /* turn of each operation of the rank */
     const Op *o;                /* the operation; NULL for a turn's formats */
     const OpNote *nt;
-    int i, turn, src, use, held;
+    int i, turn, src, use, held, form;
+    int wrap;                   /* the longest line {why} and {summary} may make (0: no limit) */
+    const char *call;           /* the operation's call, rendered, and the widths of the columns */
+    size_t call_len, call_width, where_width;
+    Text *scratch;              /* for a field that wraps */
     const Text *summary, *lines[3], *tokens[3];
     int from, to;
 } Ctx;
@@ -438,7 +455,7 @@ static const char *letter(const Ctx *c) {
 static int phrase_variant(const Ctx *c, int f) {
     const Op *o = c->o;
     switch (f) {
-    case F_carried: return c->nt->nshards > 1;
+    case F_carried: case F_part: return c->nt->nshards > 1;
     case F_origin: {
         if (o->buf >= 0 && c->rk->bufs[o->buf].master) return 0;
         int sk = c->src >= 0 ? c->rk->ops[c->src].kind : -1;
@@ -448,9 +465,10 @@ static int phrase_variant(const Ctx *c, int f) {
         return 5;
     }
     case F_purpose: return c->use < 0;
-    case F_first: case F_into: return !c->nt->first;
+    case F_first: return !c->nt->first;
     case F_act: case F_act_id: return o->what != WHAT_A;
     case F_loss: return o->chunk != c->p->nchunks - 1;
+    case F_their_turn: return c->nt->from_turn != c->turn;
     case F_held_note: {
         /* "same" when the buffer's name already says what it held (W3 freeing W3) */
         char held[32];
@@ -461,16 +479,82 @@ static int phrase_variant(const Ctx *c, int f) {
     }
 }
 
+/* Where the operation came from: "weipipe.lua:158" (the length; 0 when not known). */
+static size_t put_where(Text *out, const Ctx *c) {
+    uint32_t loc = c->o->srcloc;
+    int file = (int)(loc >> 20) - 1, line = (int)(loc & 0xFFFFF);
+    if (file < 0 || file >= c->ot->nsources) return 0;
+    size_t len0 = out->len;
+    put_str(out, c->ot->sources[file]);
+    put(out, ":", 1);
+    put_int(out, line);
+    return out->len - len0;
+}
+
+/* The column the next character of out goes to. */
+static size_t column(const Text *out) {
+    size_t i = out->len;
+    while (i > 0 && out->s[i - 1] != '\n') i--;
+    return out->len - i;
+}
+
+/* text at the current column, broken at spaces so that no line is longer than max with tail (what
+ * the format puts after it on the same line) at the end; the lines after the first start at the
+ * same column. A word longer than a line stays whole. */
+static void put_wrapped(Text *out, const char *text, size_t len, size_t tail, size_t max) {
+    size_t col = column(out);
+    if (!max || col + len + tail <= max) { put(out, text, len); return; }
+    size_t room = max > col + 20 ? max - col : 20;
+    while (len > 0) {
+        if (len + tail <= room) { put(out, text, len); return; }
+        size_t cut = room < len ? room : len;
+        while (cut > 0 && text[cut] != ' ') cut--;
+        if (cut == 0) {   /* one long word: up to the next space */
+            cut = room;
+            while (cut < len && text[cut] != ' ') cut++;
+            if (cut == len) { put(out, text, len); return; }
+        } else if (!memchr(text + cut + 1, ' ', len - cut - 1)) {
+            /* not one word alone on the last line: the word before goes with it */
+            size_t prev = cut - 1;
+            while (prev > 0 && text[prev] != ' ') prev--;
+            if (prev > 0) cut = prev;
+        }
+        size_t end = cut;
+        while (end > 0 && text[end - 1] == ' ') end--;
+        put(out, text, end);
+        put(out, "\n", 1);
+        put_spaces(out, col);
+        while (cut < len && text[cut] == ' ') cut++;
+        text += cut;
+        len -= cut;
+    }
+}
+
 static void render(Text *out, const Fmt *f, const Ctx *c);
 
-static void put_field(Text *out, int f, const Ctx *c) {
+/* The literal text a format puts after piece k on the same line. */
+static size_t tail_of(const Fmt *f, int k) {
+    size_t n = 0;
+    for (k++; k < f->n && f->pc[k].field < 0; k++) {
+        const char *s = f->lit + f->pc[k].off, *nl = memchr(s, '\n', f->pc[k].len);
+        if (nl) return n + (size_t)(nl - s);
+        n += f->pc[k].len;
+    }
+    return n;
+}
+
+static void put_field(Text *out, const Fmt *fm, int k, const Ctx *c) {
+    int f = fm->pc[k].field;
     const Op *o = c->o;
     const OpNote *nt = c->nt;
-    if (is_phrase(f)) { render(out, &c->ot->phrase[f][phrase_variant(c, f)], c); return; }
+    if (is_phrase(f)) { if (o) render(out, &c->ot->phrase[f][phrase_variant(c, f)], c); return; }
     switch (f) {
     case F_turn: put_int(out, c->turn); return;
     case F_rank: put_int(out, c->rank); return;
-    case F_summary: put(out, c->summary->s, c->summary->len); return;
+    case F_summary:
+        if (c->wrap) put_wrapped(out, c->summary->s, c->summary->len, tail_of(fm, k), (size_t)c->wrap);
+        else put(out, c->summary->s, c->summary->len);
+        return;
     case F_comm_lines: case F_compute_lines: case F_local_lines: {
         const Text *t = c->lines[f - F_comm_lines];
         put(out, t->s, t->len);
@@ -508,6 +592,22 @@ static void put_field(Text *out, int f, const Ctx *c) {
     case F_buf: put_str(out, buf_id(c, o->buf)); break;
     case F_buf2: put_str(out, buf_id(c, o->buf2)); break;
     case F_letter: put_str(out, letter(c)); break;
+    case F_call:   /* padded to the rank's widest call */
+        if (!c->call) { render(out, &c->ot->form[c->form][PART_CALL], c); break; }
+        put(out, c->call, c->call_len);
+        if (c->call_len < c->call_width) put_spaces(out, c->call_width - c->call_len);
+        break;
+    case F_where: {   /* padded to the rank's widest */
+        size_t n = put_where(out, c);
+        if (n < c->where_width) put_spaces(out, c->where_width - n);
+        break;
+    }
+    case F_why:
+        if (!c->wrap) { render(out, &c->ot->form[c->form][PART_WHY], c); break; }
+        c->scratch->len = 0;
+        render(c->scratch, &c->ot->form[c->form][PART_WHY], c);
+        put_wrapped(out, c->scratch->s, c->scratch->len, tail_of(fm, k), (size_t)c->wrap);
+        break;
     default: break;
     }
 }
@@ -516,7 +616,7 @@ static void render(Text *out, const Fmt *f, const Ctx *c) {
     for (int k = 0; k < f->n; k++) {
         const Piece *pc = &f->pc[k];
         if (pc->field < 0) put(out, f->lit + pc->off, pc->len);
-        else put_field(out, pc->field, c);
+        else put_field(out, f, k, c);
     }
 }
 
@@ -545,6 +645,17 @@ static int form_of(const Ctx *c) {
 
 static int phase_of(int kind) { return is_comm(kind) ? 0 : is_compute(kind) ? 1 : 2; }
 
+static void op_at(Ctx *c, int i, const int *src, const int *use, const int *held, const int *form) {
+    c->o = &c->rk->ops[i];
+    c->nt = &c->rk->notes[i];
+    c->i = i;
+    c->turn = c->turn_of[i];
+    c->src = src[i];
+    c->use = use[i];
+    c->held = held[i];
+    if (form) c->form = form[i];
+}
+
 void op_text_rank(const OpText *ot, const Plan *p, int r, const char *const *ids, Text *body, Text *sched, int *nbusy) {
     const PlanRank *rk = &p->ranks[r];
     int n = rk->nops;
@@ -555,26 +666,32 @@ void op_text_rank(const OpText *ot, const Plan *p, int r, const char *const *ids
     for (int t = 0; t < p->nturns; t++)
         for (int i = rk->turn_start[t]; i < rk->turn_start[t + 1]; i++) turn_of[i] = t;
 
-    Ctx c = { .ot = ot, .p = p, .rk = rk, .rank = r, .ids = ids, .turn_of = turn_of };
-    /* The calls first: their column is as wide as the widest (up to call_width). */
-    Text calls = { 0 };
+    /* The calls first: their column is as wide as the widest (up to call_width), and the column of
+     * the strategy lines as wide as the widest. */
+    Text calls = { 0 }, why = { 0 };
+    Ctx c = { .ot = ot, .p = p, .rk = rk, .rank = r, .ids = ids, .turn_of = turn_of, .wrap = ot->max_line,
+              .scratch = &why };
     size_t *call_end = xmalloc(((size_t)n + 1) * sizeof *call_end);
-    size_t width = 0;
+    size_t width = 0, where = 0;
     for (int i = 0; i < n; i++) {
-        c.o = &rk->ops[i]; c.nt = &rk->notes[i]; c.i = i; c.turn = turn_of[i];
-        c.src = src[i]; c.use = use[i]; c.held = held[i];
-        form[i] = form_of(&c);
+        op_at(&c, i, src, use, held, NULL);
+        c.form = form[i] = form_of(&c);
         size_t start = calls.len;
         render(&calls, &ot->form[form[i]][PART_CALL], &c);
         call_end[i] = calls.len;
         if (calls.len - start > width) width = calls.len - start;
+        size_t w = put_where(&calls, &c);
+        if (w > where) where = w;
+        calls.len -= w;
     }
-    if (width > (size_t)ot->call_width) width = (size_t)ot->call_width;
+    c.call_width = width > (size_t)ot->call_width ? (size_t)ot->call_width : width;
+    c.where_width = where;
 
     Text lines[3] = { { 0 } }, tokens[3] = { { 0 } }, summary = { 0 };
     int entries = 0, last_busy = -1, busy = 0;
     size_t tsep = strlen(ot->token_sep), isep = strlen(ot->turn_sep);
-    Ctx tc = { .ot = ot, .p = p, .rk = rk, .rank = r, .ids = ids, .turn_of = turn_of, .summary = &summary };
+    Ctx tc = { .ot = ot, .p = p, .rk = rk, .rank = r, .ids = ids, .turn_of = turn_of, .summary = &summary,
+               .wrap = ot->max_line };
     for (int k = 0; k < 3; k++) { tc.lines[k] = &lines[k]; tc.tokens[k] = &tokens[k]; }
     for (int t = 0; t <= p->nturns; t++) {
         int t0 = t < p->nturns ? rk->turn_start[t] : n, t1 = t < p->nturns ? rk->turn_start[t + 1] : n;
@@ -589,30 +706,27 @@ void op_text_rank(const OpText *ot, const Plan *p, int r, const char *const *ids
         }
         if (t == p->nturns) break;
         tc.turn = t;
+        tc.wrap = 0;   /* schedule.txt: one line per turn, however long */
         if (t0 == t1) { render(sched, &ot->sched_idle, &tc); put(sched, "\n", 1); continue; }
         for (int k = 0; k < 3; k++) lines[k].len = tokens[k].len = 0;
         for (int i = t0; i < t1; i++) {
-            c.o = &rk->ops[i]; c.nt = &rk->notes[i]; c.i = i; c.turn = t;
-            c.src = src[i]; c.use = use[i]; c.held = held[i];
+            op_at(&c, i, src, use, held, form);
             int ph = phase_of(c.o->kind);
-            Text *ln = &lines[ph];
-            size_t c0 = i ? call_end[i - 1] : 0, clen = call_end[i] - c0;
-            put_str(ln, ot->indent);
-            put(ln, calls.s + c0, clen);
-            if (clen < width) put_spaces(ln, width - clen);
-            put_str(ln, ot->open);
-            render(ln, &ot->form[form[i]][PART_WHY], &c);
-            put_str(ln, ot->close);
-            put(ln, "\n", 1);
+            size_t c0 = i ? call_end[i - 1] : 0;
+            c.call = calls.s + c0;
+            c.call_len = call_end[i] - c0;
+            render(&lines[ph], c.o->srcloc && (int)(c.o->srcloc >> 20) <= ot->nsources ? &ot->line : &ot->line_bare, &c);
+            put(&lines[ph], "\n", 1);
             if (tokens[ph].len) put(&tokens[ph], ot->token_sep, tsep);
             render(&tokens[ph], &ot->form[form[i]][PART_TOKEN], &c);
         }
         summary.len = 0;
         render(&summary, &ot->summary, &tc);
-        if (entries++) put(body, ot->turn_sep, isep);
-        render(body, &ot->turn, &tc);
         render(sched, &ot->sched_busy, &tc);
         put(sched, "\n", 1);
+        tc.wrap = ot->max_line;
+        if (entries++) put(body, ot->turn_sep, isep);
+        render(body, &ot->turn, &tc);
         last_busy = t;
         busy++;
     }
@@ -620,6 +734,7 @@ void op_text_rank(const OpText *ot, const Plan *p, int r, const char *const *ids
     for (int k = 0; k < 3; k++) { text_free(&lines[k]); text_free(&tokens[k]); }
     text_free(&summary);
     text_free(&calls);
+    text_free(&why);
     free(call_end);
     free(scratch);
 }
