@@ -42,18 +42,25 @@ static int join_path(char *out, const char *dir, const char *name, char *err, si
     return 0;
 }
 
-static int write_file(const char *dir, const char *name, const char *data, size_t len, char *err, size_t errlen) {
+/* dir/name made of n parts, one after the other. */
+static int write_parts(const char *dir, const char *name, int n, const char *const *data, const size_t *len,
+                       char *err, size_t errlen) {
     char path[PATHLEN];
     if (join_path(path, dir, name, err, errlen)) return -1;
     FILE *f = fopen(path, "wb");
     if (!f) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
-    if (len && fwrite(data, 1, len, f) != len) {
-        int e = errno;
-        fclose(f);
-        return errmsg(err, errlen, "%s: %s", path, strerror(e));
-    }
+    for (int i = 0; i < n; i++)
+        if (len[i] && fwrite(data[i], 1, len[i], f) != len[i]) {
+            int e = errno;
+            fclose(f);
+            return errmsg(err, errlen, "%s: %s", path, strerror(e));
+        }
     if (fclose(f)) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
     return 0;
+}
+
+static int write_file(const char *dir, const char *name, const char *data, size_t len, char *err, size_t errlen) {
+    return write_parts(dir, name, 1, &data, &len, err, errlen);
 }
 
 /* Names the templates give files: plain names inside DIR, nothing that climbs out of it. */
@@ -193,7 +200,7 @@ typedef struct Job {
     const char *dir;
     char hash[17];
     char tpldir[PATHLEN];
-    atomic_int next;            /* the next rank to render */
+    atomic_int next;            /* the next rank to render, + 1 (0: plan.json) */
     atomic_int failed;
     pthread_mutex_t lock;       /* guards err */
     char err[2048];
@@ -217,6 +224,21 @@ static int l_begin(lua_State *L) {
     return 0;
 }
 
+/* plan.json, from the plan alone: a worker writes it while the others render ranks. */
+static int write_json(const Job *job, char *err, size_t errlen) {
+    const Plan *p = job->p;
+    char path[PATHLEN];
+    if (join_path(path, job->dir, "plan.json", err, errlen)) return -1;
+    FILE *f = fopen(path, "wb");
+    if (!f) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    int rc = emit_json_head(f, p, job->info, job->hash);
+    for (int r = 0; r < p->nranks && rc == 0; r++) rc = emit_json_rank(f, p, r);
+    if (rc == 0) rc = emit_json_tail(f);
+    if (rc) errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    if (fclose(f) && rc == 0) rc = errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    return rc;
+}
+
 /* What a worker keeps from one rank to the next: the compiled formats of emit.lua's M.op_text and
  * the text of the rank's step and schedule lines (the buffers grow once, not per rank). */
 typedef struct Worker {
@@ -224,8 +246,8 @@ typedef struct Worker {
     Text body, sched;
 } Worker;
 
-/* Protected: (M, job, r, worker) -> file name and C source of rank r; its schedule lines are left
- * in worker->sched. */
+/* Protected: (M, job, r, worker) -> file name of rank r and its text before and after the step's
+ * body, which is left in worker->body (its schedule lines in worker->sched). */
 static int l_rank(lua_State *L) {
     const Job *job = lua_touserdata(L, 2);
     int r = (int)lua_tointeger(L, 3);
@@ -249,12 +271,12 @@ static int l_rank(lua_State *L) {
     op_text_rank(w->ot, job->p, r, ids, &w->body, &w->sched, &nbusy);
     lua_getfield(L, 1, "rank");
     lua_pushvalue(L, rank);
-    lua_pushlstring(L, w->body.len ? w->body.s : "", w->body.len);
     lua_pushinteger(L, nbusy);
-    lua_call(L, 3, 2);
-    for (int i = -2; i < 0; i++)
-        if (lua_type(L, i) != LUA_TSTRING) return luaL_error(L, "emit.lua: M.rank must return two strings");
-    return 2;
+    lua_pushboolean(L, w->body.len > 0);
+    lua_call(L, 3, 3);
+    for (int i = -3; i < 0; i++)
+        if (lua_type(L, i) != LUA_TSTRING) return luaL_error(L, "emit.lua: M.rank must return three strings");
+    return 3;
 }
 
 /* Protected: (M, plan, out) -> *out = the compiled formats of M.op_text(). */
@@ -315,8 +337,9 @@ static lua_State *open_emitter(Job *job, OpText **ot, char *err, size_t errlen) 
     return L;
 }
 
-/* A worker: takes ranks until there are none left (or another worker failed), writes each one's
- * source and keeps its schedule lines for the main thread, which writes schedule.txt in order. */
+/* A worker: takes plan.json or a rank until there are none left (or another worker failed), writes
+ * each rank's source and keeps its schedule lines for the main thread, which writes schedule.txt
+ * in order. */
 static void *worker(void *arg) {
     Job *job = arg;
     char err[2048];
@@ -325,26 +348,35 @@ static void *worker(void *arg) {
     if (!L) { op_text_free(w.ot); job_fail(job, err); return NULL; }
     int M = lua_gettop(L);
     for (;;) {
-        int r = atomic_fetch_add(&job->next, 1);
+        /* the first to ask writes plan.json; then ranks 0, 1, ... */
+        int r = atomic_fetch_add(&job->next, 1) - 1;
         if (r >= job->p->nranks || atomic_load(&job->failed)) break;
+        if (r < 0) {
+            if (write_json(job, err, sizeof err)) { job_fail(job, err); break; }
+            continue;
+        }
         lua_pushcfunction(L, l_rank);
         lua_pushvalue(L, M);
         lua_pushlightuserdata(L, job);
         lua_pushinteger(L, r);
         lua_pushlightuserdata(L, &w);
-        if (lua_pcall_traceback(L, 4, 2, err, sizeof err)) { job_fail(job, err); break; }
-        size_t srclen;
-        const char *name = lua_tostring(L, -2), *src = lua_tolstring(L, -1, &srclen);
+        if (lua_pcall_traceback(L, 4, 3, err, sizeof err)) { job_fail(job, err); break; }
+        size_t len[3];
+        const char *name = lua_tostring(L, -3), *part[3];
+        part[0] = lua_tolstring(L, -2, &len[0]);
+        part[1] = w.body.s;
+        len[1] = w.body.len;
+        part[2] = lua_tolstring(L, -1, &len[2]);
         int rc = 0;
         if (!safe_name(name)) rc = errmsg(err, sizeof err, "emit.lua: bad file name \"%s\"", name);
-        else if (write_file(job->dir, name, src, srclen, err, sizeof err)) rc = -1;
+        else if (write_parts(job->dir, name, 3, part, len, err, sizeof err)) rc = -1;
         else if (!(job->sched[r] = malloc(w.sched.len + 1))) rc = errmsg(err, sizeof err, "out of memory");
         else {
             memcpy(job->sched[r], w.sched.len ? w.sched.s : "", w.sched.len);
             job->sched[r][w.sched.len] = 0;
             job->schedlen[r] = w.sched.len;
         }
-        lua_pop(L, 2);
+        lua_pop(L, 3);
         if (rc) { job_fail(job, err); break; }
     }
     lua_close(L);
@@ -369,8 +401,8 @@ static int write_text(FILE *f, const char *path, const char *data, size_t len, c
     return 0;
 }
 
-/* schedule.txt and plan.json, in rank order, from what the workers kept and from the plan. */
-static int write_schedule_and_json(lua_State *L, int M, Job *job, char *err, size_t errlen) {
+/* schedule.txt, in rank order, from what the workers kept. */
+static int write_schedule(lua_State *L, int M, Job *job, char *err, size_t errlen) {
     const Plan *p = job->p;
     char path[PATHLEN];
     lua_pushcfunction(L, l_schedule_header);
@@ -387,14 +419,6 @@ static int write_schedule_and_json(lua_State *L, int M, Job *job, char *err, siz
         rc = write_text(f, path, job->sched[r], job->schedlen[r], err, errlen);
         if (rc == 0 && fputc('\n', f) == EOF) rc = errmsg(err, errlen, "%s: %s", path, strerror(errno));
     }
-    if (fclose(f) && rc == 0) rc = errmsg(err, errlen, "%s: %s", path, strerror(errno));
-    if (rc || join_path(path, job->dir, "plan.json", err, errlen)) return -1;
-
-    if (!(f = fopen(path, "wb"))) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
-    rc = emit_json_head(f, p, job->info, job->hash);
-    for (int r = 0; r < p->nranks && rc == 0; r++) rc = emit_json_rank(f, p, r);
-    if (rc == 0) rc = emit_json_tail(f);
-    if (rc) errmsg(err, errlen, "%s: %s", path, strerror(errno));
     if (fclose(f) && rc == 0) rc = errmsg(err, errlen, "%s: %s", path, strerror(errno));
     return rc;
 }
@@ -443,7 +467,7 @@ static int write_all(Job *job, char *err, size_t errlen) {
         if (!L) rc = -1;
         else {
             int M = lua_gettop(L);
-            rc = write_schedule_and_json(L, M, job, err, errlen);
+            rc = write_schedule(L, M, job, err, errlen);
             if (rc == 0) rc = write_plan_files(L, M, job, err, errlen);
             lua_close(L);
         }

@@ -415,8 +415,13 @@ function M.ids(rank)
     return ids
 end
 
--- One rank, its step's body rendered (emit.c): returns its file name and C source.
-function M.rank(r, body, nbusy)
+-- Where the step's body goes in rank.c.tpl's text: emit.c writes the body (megabytes) itself, between
+-- the parts before and after, rather than have Lua copy it into one string.
+local BODY = "\1body\1"
+
+-- One rank, its step's body rendered by emit.c (nbusy turns; has_body: the body is not empty):
+-- returns its file name and the text of its file before and after the body.
+function M.rank(r, nbusy, has_body)
     r.id = fmt("%0" .. P.width .. "d", r.rank)
     r.head = c_comment(fmt("The training step of rank %d (node %s, replica %d, stage %d): %s in %d of %d turns, "
                            .. "unrolled. plan.h says how to read it.", r.rank, r.node_name, r.replica, r.stage,
@@ -428,8 +433,10 @@ function M.rank(r, body, nbusy)
         if b.nshards > 1 then of = fmt("shard %d of %d %s", b.shard, b.nshards, of) end
         b.about = fmt("%s %s, %s", what, of, human(b.bytes))
     end
-    local src = render("rank.c", { r = r, body = body, nbusy = nbusy, plural = plural })
-    return "rank_" .. r.id .. ".c", src
+    local src = render("rank.c", { r = r, body = has_body and BODY or "", nbusy = nbusy, plural = plural })
+    local i, j = src:find(BODY, 1, true)
+    if not i then return "rank_" .. r.id .. ".c", src, "" end
+    return "rank_" .. r.id .. ".c", src:sub(1, i - 1), src:sub(j + 1)
 end
 
 -- The files that need every rank, given as M.rank gets them but without their operations:

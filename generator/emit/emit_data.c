@@ -311,7 +311,8 @@ int emit_json_rank(FILE *f, const Plan *p, int r) {
         if (fprintf(f, "%s\"%d\":[", sep, t) < 0) rc = -1;
         for (int i = t0; i < t1 && rc == 0; i++) {
             op_format(p, r, &rk->ops[i], line, sizeof line);
-            if (fprintf(f, "%s\"%s\"", i > t0 ? "," : "", line) < 0) rc = -1;
+            if ((i > t0 && putc(',', f) == EOF) || putc('"', f) == EOF || fputs(line, f) == EOF || putc('"', f) == EOF)
+                rc = -1;
         }
         if (rc == 0 && fputc(']', f) == EOF) rc = -1;
         sep = ",";

@@ -23,11 +23,11 @@ static void text_reserve(Text *t, size_t more) {
     t->cap = cap;
 }
 
+/* (Not NUL-terminated: a Text is its s and len.) */
 static void put(Text *t, const char *s, size_t n) {
     text_reserve(t, n);
     memcpy(t->s + t->len, s, n);
     t->len += n;
-    t->s[t->len] = 0;
 }
 
 static void put_str(Text *t, const char *s) { put(t, s, strlen(s)); }
@@ -36,7 +36,6 @@ static void put_spaces(Text *t, size_t n) {
     text_reserve(t, n);
     memset(t->s + t->len, ' ', n);
     t->len += n;
-    t->s[t->len] = 0;
 }
 
 static void put_int(Text *t, long v) {
@@ -507,7 +506,7 @@ static void put_wrapped(Text *out, const char *text, size_t len, size_t tail, si
     size_t room = max > col + 20 ? max - col : 20;
     while (len > 0) {
         if (len + tail <= room) { put(out, text, len); return; }
-        size_t cut = room < len ? room : len;
+        size_t cut = room < len ? room : len - 1;   /* the space a line may end at */
         while (cut > 0 && text[cut] != ' ') cut--;
         if (cut == 0) {   /* one long word: up to the next space */
             cut = room;

@@ -10,7 +10,7 @@
 
 typedef struct lua_State lua_State;
 
-/* A growing string. */
+/* A growing string: s[0, len), not NUL-terminated. */
 typedef struct Text {
     char *s;
     size_t len, cap;
