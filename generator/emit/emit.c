@@ -1,9 +1,10 @@
 /* wpgen emit: writes a verified plan out as a directory that builds and runs on its own. The
- * text comes from emit.lua beside this file and its *.tpl files (Penlight's pl.template); this file
- * drives them one rank at a time (ranks in parallel, a Lua state per thread), writes what they
- * return and plan.json (emit_data.c), copies the runtime's sources, and makes the whole thing
- * appear at once: everything goes into DIR.tmp-PID, which is renamed over DIR at the end, so a
- * failure leaves DIR as it was. */
+ * text comes from emit.lua beside this file and its *.tpl files (Penlight's pl.template): the
+ * files' layout from the templates, one rank at a time, and each operation's line from the formats
+ * emit.lua gives once, rendered in C (emit_ops.c). This file drives them (ranks in parallel, a Lua
+ * state per thread), writes what they return and plan.json (emit_data.c), copies the runtime's
+ * sources, and makes the whole thing appear at once: everything goes into DIR.tmp-PID, which is
+ * renamed over DIR at the end, so a failure leaves DIR as it was. */
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>

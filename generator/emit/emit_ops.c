@@ -54,8 +54,22 @@ void text_free(Text *t) {
 
 /* ---- fields, phrases and forms ---- */
 
-/* The names a format may use inside braces. The phrases are fields whose text is itself a format,
- * one of a few variants chosen by the operation (phrase_variants). */
+/* The names a format may use inside braces.
+ *   an operation's  turn; rank (this one); chunk, mb, peer (the other end, or a collective's root),
+ *                   group (as the plan has them); nchunk, shard, nshards (what a transfer carries);
+ *                   from_rank, from_turn (where a computation's weights came from and when; for a
+ *                   transfer, the turn of the other end); src_turn (when this rank wrote the weights
+ *                   a computation reads); use_turn, use_kind (the next use of what it wrote, in
+ *                   emit.lua's words); held (the chunk a freed buffer held); bshard, bnshards (its
+ *                   buffer's shard); gsize, members (its group's size, and its ranks in emit.lua's
+ *                   words); buf, buf2 (its buffers' names); letter (W or D: what it carries or what
+ *                   its buffer holds)
+ *   its line's      call, where (the strategy line: both padded to the widest of the rank); why
+ *                   (continued on more lines, at its column, rather than pass max_line)
+ *   a turn's        turn; summary (continued like why); comm_, compute_, local_lines and _tokens;
+ *                   from, to (a stretch of idle turns)
+ *   phrases         fields whose text is a format, one of a few variants (phrase_variants), which
+ *                   phrase_variant() picks for the operation. */
 #define FIELDS(X)                                                                                       \
     X(turn) X(rank) X(chunk) X(mb) X(peer) X(group) X(nchunk) X(shard) X(nshards) X(from_rank)        \
     X(from_turn) X(src_turn) X(use_turn) X(use_kind) X(held) X(bshard) X(bnshards) X(gsize) X(members) \
@@ -451,6 +465,13 @@ static const char *letter(const Ctx *c) {
     return o->buf >= 0 && c->rk->bufs[o->buf].kind == BUF_D ? "D" : "W";
 }
 
+/* Which variant of phrase f the operation reads with (its index in phrase_variants[f]): carried,
+ * part: a shard or the whole chunk; origin: the computation's weights are its rank's master, were
+ * broadcast or sent by another rank, copied or all-gathered here, or none of these; purpose:
+ * something later reads what it wrote, or nothing; first: its destination held nothing (written)
+ * or something (added to); act: an activation or its gradient; loss: the last chunk or another;
+ * their_turn: the other end's turn is this one or not; held_note: the freed buffer's name says
+ * which chunk it held, or not. */
 static int phrase_variant(const Ctx *c, int f) {
     const Op *o = c->o;
     switch (f) {
