@@ -22,7 +22,8 @@ Other flags: --data FILE, --lr, --warmup, --weight-decay, --clip, --seed, --init
 Files
 -----
 
-    ${fmt("%-20s", "rank_" .. string.rep("N", P.width) .. ".c")}the step of one rank: one commented call per operation, turn by turn
+    ${fmt("%-20s", "rank_" .. string.rep("N", P.width) .. ".c")}the step of one rank, turn by turn: one call per operation, commented
+                        with the strategy line that added it (plan.h says how to read them)
     plan.h, plan_desc.c the plan's tables for the runtime: buffers, chunks, owners, groups
     main.c              int main() { return wp_main(...); }
     schedule.txt        every rank's turns, one line each (the notation is at its top)

@@ -8,7 +8,7 @@ ${P.header_c}
 
 /* ---- chunks: layers and the ranks holding their master weights ---- */
 @ for i, c in ipairs(P.chunks) do
-static const int owners_${i - 1}[] = { ${join(c.owners, 16, "                                   ")} };
+static const int owners_${i - 1}[] = { ${join(c.owners, 31 + #tostring(i - 1))} };
 @ end
 
 static const WpChunkDesc chunks[${#P.chunks}] = {
@@ -20,7 +20,7 @@ static const WpChunkDesc chunks[${#P.chunks}] = {
 
 /* ---- groups of the collectives: members in order (shard i lives on member i) ---- */
 @   for i, g in ipairs(P.groups) do
-static const int group_${i - 1}[] = { ${join(g.ranks, 16, "                                  ")} };
+static const int group_${i - 1}[] = { ${join(g.ranks, 30 + #tostring(i - 1))} };
 @   end
 
 static const WpGroupDesc groups[${#P.groups}] = {
@@ -49,7 +49,7 @@ static const WpRankDesc ranks[${#ranks}] = {
 
 @ local nodes = {}
 @ for i, d in ipairs(ranks) do nodes[i] = d.node end
-static const int rank_node[${#ranks}] = { ${join(nodes, 32, "                                      ")} };
+static const int rank_node[${#ranks}] = { ${join(nodes, 33 + #tostring(#ranks))} };
 
 const WpPlanDesc WP_PLAN = {
     .wpgen_version = ${c_string(P.version)},

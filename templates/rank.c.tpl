@@ -1,11 +1,7 @@
 ${P.first_c}
 ${P.header_c}
 
-/* The training step of rank ${r.rank} (node ${r.node_text}, replica ${r.replica}, stage ${r.stage}): ${plural(#r.ops, "operation")}
- * in ${nbusy} of ${P.nturns} turns, unrolled. A turn posts its transfers, computes while they move,
- * waits for them, then runs its local operations (runtime/common/step.h). In the comments Wc is the
- * weights of chunk c, Dc its weight gradient and mb a global micro-batch; "its turn" is the turn
- * of the rank at the other end. */
+${r.head}
 #include "plan.h"
 @ if #r.bufs > 0 then
 
@@ -18,21 +14,10 @@ enum {
 
 void step_rank_${r.id}(WpRank *R)
 {
-@ if #r.ops == 0 then
+@ if r.nops == 0 then
     (void)R;    /* this rank has nothing to do in a step */
 @ end
-@ for k, t in ipairs(turns) do
-@   if k > 1 then
-
-@   end
-@   if t.gap then
-    /* ${t.gap} */
-@   else
-    /* turn ${t.turn}: ${t.summary} */
-    wp_turn_begin(R, ${t.turn});
-${t.comm}    wp_turn_compute(R);
-${t.compute}    wp_turn_wait(R);
-${t.locals}    wp_turn_end(R);
-@   end
+@ if body ~= "" then
+${body}
 @ end
 }

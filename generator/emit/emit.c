@@ -1,9 +1,10 @@
 /* wpgen emit: writes a verified plan out as a directory that builds and runs on its own. The
- * text comes from emit.lua beside this file and its *.tpl files (Penlight's pl.template); this file
- * drives them one rank at a time (ranks in parallel, a Lua state per thread), writes what they
- * return and plan.json (emit_data.c), copies the runtime's sources, and makes the whole thing
- * appear at once: everything goes into DIR.tmp-PID, which is renamed over DIR at the end, so a
- * failure leaves DIR as it was. */
+ * text comes from emit.lua beside this file and its *.tpl files (Penlight's pl.template): the
+ * files' layout from the templates, one rank at a time, and each operation's line from the formats
+ * emit.lua gives once, rendered in C (emit_ops.c). This file drives them (ranks in parallel, a Lua
+ * state per thread), writes what they return and plan.json (emit_data.c), copies the runtime's
+ * sources, and makes the whole thing appear at once: everything goes into DIR.tmp-PID, which is
+ * renamed over DIR at the end, so a failure leaves DIR as it was. */
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
@@ -21,6 +22,7 @@
 #include "emit/backends.h"
 #include "common/errmsg.h"
 #include "emit/emit_data.h"
+#include "emit/emit_ops.h"
 #include "lua/bridge.h"
 
 enum { PATHLEN = 4096 };
@@ -42,18 +44,25 @@ static int join_path(char *out, const char *dir, const char *name, char *err, si
     return 0;
 }
 
-static int write_file(const char *dir, const char *name, const char *data, size_t len, char *err, size_t errlen) {
+/* dir/name made of n parts, one after the other. */
+static int write_parts(const char *dir, const char *name, int n, const char *const *data, const size_t *len,
+                       char *err, size_t errlen) {
     char path[PATHLEN];
     if (join_path(path, dir, name, err, errlen)) return -1;
     FILE *f = fopen(path, "wb");
     if (!f) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
-    if (len && fwrite(data, 1, len, f) != len) {
-        int e = errno;
-        fclose(f);
-        return errmsg(err, errlen, "%s: %s", path, strerror(e));
-    }
+    for (int i = 0; i < n; i++)
+        if (len[i] && fwrite(data[i], 1, len[i], f) != len[i]) {
+            int e = errno;
+            fclose(f);
+            return errmsg(err, errlen, "%s: %s", path, strerror(e));
+        }
     if (fclose(f)) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
     return 0;
+}
+
+static int write_file(const char *dir, const char *name, const char *data, size_t len, char *err, size_t errlen) {
+    return write_parts(dir, name, 1, &data, &len, err, errlen);
 }
 
 /* Names the templates give files: plain names inside DIR, nothing that climbs out of it. */
@@ -207,7 +216,7 @@ typedef struct Job {
     const char *dir;
     char hash[17];
     char tpldir[PATHLEN];
-    atomic_int next;            /* the next rank to render */
+    atomic_int next;            /* the next rank to render, + 1 (0: plan.json) */
     atomic_int failed;
     pthread_mutex_t lock;       /* guards err */
     char err[2048];
@@ -231,16 +240,70 @@ static int l_begin(lua_State *L) {
     return 0;
 }
 
-/* Protected: (M, job, r) -> file name, C source, schedule lines of rank r. */
+/* plan.json, from the plan alone: a worker writes it while the others render ranks. */
+static int write_json(const Job *job, char *err, size_t errlen) {
+    const Plan *p = job->p;
+    char path[PATHLEN];
+    if (join_path(path, job->dir, "plan.json", err, errlen)) return -1;
+    FILE *f = fopen(path, "wb");
+    if (!f) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    int rc = emit_json_head(f, p, job->info, job->hash);
+    for (int r = 0; r < p->nranks && rc == 0; r++) rc = emit_json_rank(f, p, r);
+    if (rc == 0) rc = emit_json_tail(f);
+    if (rc) errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    if (fclose(f) && rc == 0) rc = errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    return rc;
+}
+
+/* What a worker keeps from one rank to the next: the compiled formats of emit.lua's M.op_text and
+ * the text of the rank's step and schedule lines (the buffers grow once, not per rank). */
+typedef struct Worker {
+    OpText *ot;
+    Text body, sched;
+} Worker;
+
+/* Protected: (M, job, r, worker) -> file name of rank r and its text before and after the step's
+ * body, which is left in worker->body (its schedule lines in worker->sched). */
 static int l_rank(lua_State *L) {
     const Job *job = lua_touserdata(L, 2);
     int r = (int)lua_tointeger(L, 3);
+    Worker *w = lua_touserdata(L, 4);
+    const PlanRank *rk = &job->p->ranks[r];
+    emit_push_rank(L, job->p, r);
+    int rank = lua_gettop(L);
+    lua_getfield(L, 1, "ids");
+    lua_pushvalue(L, rank);
+    lua_call(L, 1, 1);
+    if (!lua_istable(L, -1)) return luaL_error(L, "emit.lua: M.ids must return a table");
+    const char **ids = lua_newuserdatauv(L, ((size_t)rk->nbufs + 1) * sizeof *ids, 0);
+    for (int b = 0; b < rk->nbufs; b++) {
+        lua_rawgeti(L, -2, b + 1);
+        if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "emit.lua: M.ids: no name for buffer %d", b + 1);
+        ids[b] = lua_tostring(L, -1);   /* stays valid while the table holds it */
+        lua_pop(L, 1);
+    }
+    int nbusy;
+    w->body.len = w->sched.len = 0;
+    op_text_rank(w->ot, job->p, r, ids, &w->body, &w->sched, &nbusy);
     lua_getfield(L, 1, "rank");
-    emit_push_rank(L, job->p, r, 1);
-    lua_call(L, 1, 3);
+    lua_pushvalue(L, rank);
+    lua_pushinteger(L, nbusy);
+    lua_pushboolean(L, w->body.len > 0);
+    lua_call(L, 3, 3);
     for (int i = -3; i < 0; i++)
         if (lua_type(L, i) != LUA_TSTRING) return luaL_error(L, "emit.lua: M.rank must return three strings");
     return 3;
+}
+
+/* Protected: (M, plan, out) -> *out = the compiled formats of M.op_text(). */
+static int l_op_text(lua_State *L) {
+    const Plan *p = lua_touserdata(L, 2);
+    OpText **out = lua_touserdata(L, 3);
+    char err[1024];
+    lua_getfield(L, 1, "op_text");
+    lua_call(L, 0, 1);
+    if (!(*out = op_text_load(L, -1, p, err, sizeof err))) return luaL_error(L, "%s", err);
+    return 0;
 }
 
 /* Protected: (M, job) -> M.files(ranks), the ranks without their operations. */
@@ -249,7 +312,7 @@ static int l_files(lua_State *L) {
     lua_getfield(L, 1, "files");
     lua_createtable(L, job->p->nranks, 0);
     for (int r = 0; r < job->p->nranks; r++) {
-        emit_push_rank(L, job->p, r, 0);
+        emit_push_rank(L, job->p, r);
         lua_rawseti(L, -2, r + 1);
     }
     lua_call(L, 1, 1);
@@ -263,8 +326,9 @@ static int l_schedule_header(lua_State *L) {
     return 1;
 }
 
-/* A Lua state with generator/emit/emit.lua loaded and begun; the module is at the top of its stack. */
-static lua_State *open_emitter(Job *job, char *err, size_t errlen) {
+/* A Lua state with generator/emit/emit.lua loaded and begun; the module is at the top of its stack.
+ * With ot, the formats of its operations too. */
+static lua_State *open_emitter(Job *job, OpText **ot, char *err, size_t errlen) {
     lua_State *L = wpgen_lua_new();
     if (!L) { errmsg(err, errlen, "cannot create a Lua state"); return NULL; }
     lua_getglobal(L, "require");
@@ -279,40 +343,62 @@ static lua_State *open_emitter(Job *job, char *err, size_t errlen) {
     lua_pushvalue(L, -2);
     lua_pushlightuserdata(L, job);
     if (lua_pcall_traceback(L, 2, 0, err, errlen)) { lua_close(L); return NULL; }
+    if (ot) {
+        lua_pushcfunction(L, l_op_text);
+        lua_pushvalue(L, -2);
+        lua_pushlightuserdata(L, (void *)job->p);
+        lua_pushlightuserdata(L, ot);
+        if (lua_pcall_traceback(L, 3, 0, err, errlen)) { lua_close(L); return NULL; }
+    }
     return L;
 }
 
-/* A worker: takes ranks until there are none left (or another worker failed), writes each one's
- * source and keeps its schedule lines for the main thread, which writes schedule.txt in order. */
+/* A worker: takes plan.json or a rank until there are none left (or another worker failed), writes
+ * each rank's source and keeps its schedule lines for the main thread, which writes schedule.txt
+ * in order. */
 static void *worker(void *arg) {
     Job *job = arg;
     char err[2048];
-    lua_State *L = open_emitter(job, err, sizeof err);
-    if (!L) { job_fail(job, err); return NULL; }
+    Worker w = { 0 };
+    lua_State *L = open_emitter(job, &w.ot, err, sizeof err);
+    if (!L) { op_text_free(w.ot); job_fail(job, err); return NULL; }
     int M = lua_gettop(L);
     for (;;) {
-        int r = atomic_fetch_add(&job->next, 1);
+        /* the first to ask writes plan.json; then ranks 0, 1, ... */
+        int r = atomic_fetch_add(&job->next, 1) - 1;
         if (r >= job->p->nranks || atomic_load(&job->failed)) break;
+        if (r < 0) {
+            if (write_json(job, err, sizeof err)) { job_fail(job, err); break; }
+            continue;
+        }
         lua_pushcfunction(L, l_rank);
         lua_pushvalue(L, M);
         lua_pushlightuserdata(L, job);
         lua_pushinteger(L, r);
-        if (lua_pcall_traceback(L, 3, 3, err, sizeof err)) { job_fail(job, err); break; }
-        size_t srclen, schedlen;
-        const char *name = lua_tostring(L, -3), *src = lua_tolstring(L, -2, &srclen);
-        const char *lines = lua_tolstring(L, -1, &schedlen);
+        lua_pushlightuserdata(L, &w);
+        if (lua_pcall_traceback(L, 4, 3, err, sizeof err)) { job_fail(job, err); break; }
+        size_t len[3];
+        const char *name = lua_tostring(L, -3), *part[3];
+        part[0] = lua_tolstring(L, -2, &len[0]);
+        part[1] = w.body.s;
+        len[1] = w.body.len;
+        part[2] = lua_tolstring(L, -1, &len[2]);
         int rc = 0;
         if (!safe_name(name)) rc = errmsg(err, sizeof err, "emit.lua: bad file name \"%s\"", name);
-        else if (write_file(job->dir, name, src, srclen, err, sizeof err)) rc = -1;
-        else if (!(job->sched[r] = malloc(schedlen + 1))) rc = errmsg(err, sizeof err, "out of memory");
+        else if (write_parts(job->dir, name, 3, part, len, err, sizeof err)) rc = -1;
+        else if (!(job->sched[r] = malloc(w.sched.len + 1))) rc = errmsg(err, sizeof err, "out of memory");
         else {
-            memcpy(job->sched[r], lines, schedlen + 1);
-            job->schedlen[r] = schedlen;
+            memcpy(job->sched[r], w.sched.len ? w.sched.s : "", w.sched.len);
+            job->sched[r][w.sched.len] = 0;
+            job->schedlen[r] = w.sched.len;
         }
         lua_pop(L, 3);
         if (rc) { job_fail(job, err); break; }
     }
     lua_close(L);
+    op_text_free(w.ot);
+    text_free(&w.body);
+    text_free(&w.sched);
     return NULL;
 }
 
@@ -331,8 +417,8 @@ static int write_text(FILE *f, const char *path, const char *data, size_t len, c
     return 0;
 }
 
-/* schedule.txt and plan.json, in rank order, from what the workers kept and from the plan. */
-static int write_schedule_and_json(lua_State *L, int M, Job *job, char *err, size_t errlen) {
+/* schedule.txt, in rank order, from what the workers kept. */
+static int write_schedule(lua_State *L, int M, Job *job, char *err, size_t errlen) {
     const Plan *p = job->p;
     char path[PATHLEN];
     lua_pushcfunction(L, l_schedule_header);
@@ -349,14 +435,6 @@ static int write_schedule_and_json(lua_State *L, int M, Job *job, char *err, siz
         rc = write_text(f, path, job->sched[r], job->schedlen[r], err, errlen);
         if (rc == 0 && fputc('\n', f) == EOF) rc = errmsg(err, errlen, "%s: %s", path, strerror(errno));
     }
-    if (fclose(f) && rc == 0) rc = errmsg(err, errlen, "%s: %s", path, strerror(errno));
-    if (rc || join_path(path, job->dir, "plan.json", err, errlen)) return -1;
-
-    if (!(f = fopen(path, "wb"))) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
-    rc = emit_json_head(f, p, job->info, job->hash);
-    for (int r = 0; r < p->nranks && rc == 0; r++) rc = emit_json_rank(f, p, r);
-    if (rc == 0) rc = emit_json_tail(f);
-    if (rc) errmsg(err, errlen, "%s: %s", path, strerror(errno));
     if (fclose(f) && rc == 0) rc = errmsg(err, errlen, "%s: %s", path, strerror(errno));
     return rc;
 }
@@ -401,11 +479,11 @@ static int write_all(Job *job, char *err, size_t errlen) {
         if (atomic_load(&job->failed)) rc = errmsg(err, errlen, "%s", job->err);
     }
     if (rc == 0) {
-        lua_State *L = open_emitter(job, err, errlen);
+        lua_State *L = open_emitter(job, NULL, err, errlen);
         if (!L) rc = -1;
         else {
             int M = lua_gettop(L);
-            rc = write_schedule_and_json(L, M, job, err, errlen);
+            rc = write_schedule(L, M, job, err, errlen);
             if (rc == 0) rc = write_plan_files(L, M, job, err, errlen);
             lua_close(L);
         }

@@ -1,9 +1,10 @@
 -- The words and the layout of an emitted plan (wpgen emit). generator/emit/emit.c drives it: M.begin
--- with the plan's shape, then M.rank once per rank (its operations, with what the verifier
--- learnt about each), then M.files for the files that need every rank. It writes what these
--- return. The files' layout is in templates/*.tpl, rendered with Penlight's
+-- with the plan's shape; M.op_text gives the formats of every operation's line, which emit.c
+-- renders in C (generator/emit/emit_ops.c: hundreds of thousands of lines, no Lua value each);
+-- M.ids and M.rank once per rank; then M.files for the files that need every rank. It writes
+-- what these return. The files' layout is in templates/*.tpl, rendered with Penlight's
 -- pl.template: lines starting with "@" are Lua, ${expr} is replaced by the value of expr.
--- What each operation is called and how it is explained lives here, once (OPS below).
+-- What each operation is called and how it is explained lives here, once (FORMS below).
 local template = require("pl.template")
 
 local fmt, concat = string.format, table.concat
@@ -59,15 +60,53 @@ end
 
 local function plural(n, word) return fmt("%d %s%s", n, word, n == 1 and "" or "s") end
 
--- "0, 1, 2" with a line break every `per` items (for long C initializers).
-local function join(list, per, indent)
-    local parts = {}
+-- Every emitted line (C sources, README, rankfile) is shorter than this; schedule.txt (one line
+-- per turn) and plan.json (one line per rank) are data.
+local MAX_LINE = 119
+
+-- "0, 1, 2" starting at column col, continued on lines starting at the same column, none longer
+-- than MAX_LINE with the " };" that follows the last item (for long C initializers).
+local function join(list, col)
+    local parts, width = {}, col
     for i, v in ipairs(list) do
-        parts[#parts + 1] = tostring(v)
-        if per and i % per == 0 and i < #list then parts[#parts] = parts[#parts] .. ",\n" .. indent
-        elseif i < #list then parts[#parts] = parts[#parts] .. ", " end
+        local item = tostring(v) .. (i < #list and "," or "")
+        if i > 1 then
+            if width + 1 + #item + (i == #list and 3 or 0) > MAX_LINE then
+                parts[#parts + 1] = "\n" .. string.rep(" ", col)
+                width = col
+            else
+                parts[#parts + 1] = " "
+                width = width + 1
+            end
+        end
+        parts[#parts + 1] = item
+        width = width + #item
     end
     return concat(parts)
+end
+
+-- text broken at spaces into lines of at most width characters, the lines after the first starting
+-- with indent; a word longer than a line stays whole.
+local function wrap(text, width, indent)
+    local lines = {}
+    while #text > width do
+        local cut
+        for i = width + 1, #indent + 2, -1 do
+            if text:sub(i, i) == " " then cut = i; break end
+        end
+        cut = cut or text:find(" ", width + 1, true)
+        if not cut then break end
+        lines[#lines + 1] = (text:sub(1, cut - 1):gsub(" +$", ""))
+        text = indent .. text:sub(cut + 1):gsub("^ +", "")
+    end
+    lines[#lines + 1] = text
+    return lines
+end
+
+-- A C comment of text (one paragraph), on lines of at most 100 characters (prose reads better
+-- narrower than code).
+local function c_comment(text)
+    return concat(wrap("/* " .. comment_safe(text) .. " */", 100, " * "), "\n")
 end
 
 -- Members of a group, short: "ranks 0-7", "ranks 0, 8, 16", "32 ranks".
@@ -84,13 +123,13 @@ end
 -- ---- buffer names ----
 
 -- Names the emitted code may not take for a buffer's enum constant: C keywords, what stddef.h
--- and runtime/common/step.h declare, the step's parameter and functions.
+-- and runtime/common/step.h declare, the step's parameter and functions, plan.h's labels.
 local RESERVED = {}
 for w in ([[auto break case char const continue default do double else enum extern float for goto
     if inline int long register restrict return short signed sizeof static struct switch typedef
     union unsigned void volatile while _Alignas _Alignof _Atomic _Bool _Complex _Generic
     _Imaginary _Noreturn _Static_assert _Thread_local NULL offsetof size_t ptrdiff_t wchar_t
-    max_align_t main R]]):gmatch("%S+") do RESERVED[w] = true end
+    max_align_t main R CHUNK MB TO FROM ROOT GROUP WHOLE SHARD WRITE ADD]]):gmatch("%S+") do RESERVED[w] = true end
 
 local function clashes(name)
     return RESERVED[name] or name:match("^[Ww][Pp]_") or name:match("^Wp") or name:match("^step_rank_")
@@ -113,7 +152,7 @@ local function buffer_ids(bufs)
     end
 end
 
--- ---- the summary every file starts with ----
+-- ---- the summary (README) and the line other files point to it with ----
 
 local function chunk_text(c, i)
     local extra = {}
@@ -152,220 +191,149 @@ local function summary_lines()
     lines[#lines + 1] = fmt("backend     %s (compute), %s (communication)%s", P.backend, P.comm,
         P.recompute ~= 0 and ", activations recomputed" or "")
     for line in tostring(P.notes or ""):gmatch("[^\n]+") do lines[#lines + 1] = "notes       " .. line end
-    for i, l in ipairs(lines) do lines[i] = comment_safe(l) end
-    return lines
-end
-
-local function header_c(lines)
-    local out = { "/*" }
-    for _, l in ipairs(lines) do out[#out + 1] = " * " .. l end
-    out[#out + 1] = " */"
-    return concat(out, "\n")
-end
-
-local function header_hash(lines)
+    -- long lines (a model's or a strategy's words) continue under the text of the first
     local out = {}
-    -- No backslash at the end: make would continue the comment onto the next line.
-    for _, l in ipairs(lines) do out[#out + 1] = ("# " .. l):gsub("\\+$", "") end
-    return concat(out, "\n")
+    for _, l in ipairs(lines) do
+        for _, w in ipairs(wrap(comment_safe(l), MAX_LINE, string.rep(" ", 12))) do out[#out + 1] = w end
+    end
+    return out
 end
 
 -- ---- operations: the call, its comment, its token in schedule.txt ----
 
-local R         -- the rank being rendered (M.rank)
-local IDS, KINDS = {}, {}   -- its buffers' enum names and kinds ("W", "D"), by plan index
-local ORIGIN = {}           -- origin() by buffer and source operation: many computations share one
-local CARRIED = { W = {}, D = {} }   -- "W3", "D3" by chunk
+-- What emit.c renders for every operation, from these formats: "{name}" is replaced by a field of
+-- the operation (its numbers, its buffers' names) or by a phrase, itself a format, of which the
+-- renderer picks one variant per operation (generator/emit/emit_ops.c lists the fields and says
+-- when it picks which). A form is one kind of operation, or one way it reads: call (the C call,
+-- its integers labelled with plan.h's macros), why (its comment: what the call does not say) and
+-- token (schedule.txt's notation). The comments call a transfer's other end "their turn".
+local FORMS = {
+    FWD = { call = "wp_fwd(R, CHUNK({chunk}), MB({mb}), {buf});",
+            why = "{origin}{loss}",
+            token = "F{chunk}.{mb}" },
+    BWD = { call = "wp_bwd(R, CHUNK({chunk}), MB({mb}), {buf}, {buf2}, {first});",
+            why = "{origin}",
+            token = "B{chunk}.{mb}" },
+    BWD_B = { call = "wp_bwd_b(R, CHUNK({chunk}), MB({mb}), {buf});",
+              why = "{origin}; the input gradient only",
+              token = "b{chunk}.{mb}" },
+    BWD_W = { call = "wp_bwd_w(R, CHUNK({chunk}), MB({mb}), {buf2}, {first});",
+              why = "the weight gradient, after BWD_B",
+              token = "w{chunk}.{mb}" },
+    SEND_W = { call = "wp_send(R, {buf}, CHUNK({nchunk}), {part}, TO({peer}));",
+               why = "{carried}{their_turn}",
+               token = "send {carried}>r{peer}" },
+    SEND_D = { call = "wp_send(R, {buf}, CHUNK({nchunk}), {part}, TO({peer}));",
+               why = "{carried} passed on, not kept{their_turn}",
+               token = "send {carried}>r{peer}" },
+    SEND_ACT = { call = "wp_send_act(R, {act_id}, CHUNK({chunk}), MB({mb}), TO({peer}));",
+                 why = "{act}{their_turn}",
+                 token = "send {letter}{chunk}.{mb}>r{peer}" },
+    RECV = { call = "wp_recv(R, {buf}, CHUNK({nchunk}), {part}, FROM({peer}));",
+             why = "{carried}{purpose}{their_turn}",
+             token = "recv {carried}<r{peer}" },
+    RECV_ACT = { call = "wp_recv_act(R, {act_id}, CHUNK({chunk}), MB({mb}), FROM({peer}));",
+                 why = "{act}{their_turn}",
+                 token = "recv {letter}{chunk}.{mb}<r{peer}" },
+    BCAST_ROOT = { call = "wp_bcast(R, {buf}, CHUNK({nchunk}), {part}, GROUP({group}), ROOT({peer}));",
+                   why = "{carried} from this rank to {members}",
+                   token = "bcast {carried}@g{group}:r{peer}" },
+    BCAST = { call = "wp_bcast(R, {buf}, CHUNK({nchunk}), {part}, GROUP({group}), ROOT({peer}));",
+              why = "{carried}{purpose}",
+              token = "bcast {carried}@g{group}:r{peer}" },
+    REDUCE_ROOT = { call = "wp_reduce(R, {buf}, CHUNK({nchunk}), {part}, GROUP({group}), ROOT({peer}));",
+                    why = "{carried} summed here{purpose}",
+                    token = "reduce {carried}@g{group}:r{peer}" },
+    REDUCE = { call = "wp_reduce(R, {buf}, CHUNK({nchunk}), {part}, GROUP({group}), ROOT({peer}));",
+               why = "{carried} summed into the root, not kept",
+               token = "reduce {carried}@g{group}:r{peer}" },
+    ALLREDUCE = { call = "wp_allreduce(R, {buf}, CHUNK({nchunk}), {part}, GROUP({group}));",
+                  why = "{carried} summed over {members}{purpose}",
+                  token = "allreduce {carried}@g{group}" },
+    ALLGATHER = { call = "wp_allgather(R, {buf}, {buf2}, CHUNK({nchunk}), GROUP({group}));",
+                  why = "W{nchunk} from its {gsize} shards{purpose}",
+                  token = "allgather W{nchunk}@g{group}" },
+    REDUCE_SCATTER = { call = "wp_reduce_scatter(R, {buf}, {buf2}, CHUNK({nchunk}), GROUP({group}));",
+                       why = "D{nchunk} summed; own shard{purpose}",
+                       token = "rscatter D{nchunk}@g{group}" },
+    ACC_FIRST = { call = "wp_acc(R, {buf}, {buf2}, CHUNK({nchunk}), {first});",
+                  why = "{buf} = {buf2}: D{nchunk}{purpose}",
+                  token = "acc D{nchunk}" },
+    ACC = { call = "wp_acc(R, {buf}, {buf2}, CHUNK({nchunk}), {first});",
+            why = "{buf} += {buf2}: D{nchunk}{purpose}",
+            token = "acc D{nchunk}" },
+    COPY = { call = "wp_copy(R, {buf}, {buf2}, CHUNK({nchunk}));",
+             why = "{buf} = {buf2}: W{nchunk}{purpose}",
+             token = "copy W{nchunk}" },
+    OPT_SHARD = { call = "wp_opt(R, CHUNK({chunk}), {buf}, {buf2});",
+                  why = "AdamW on this rank's shard {bshard} of {bnshards}",
+                  token = "opt {chunk}" },
+    OPT = { call = "wp_opt(R, CHUNK({chunk}), {buf}, {buf2});",
+            why = "AdamW on this rank's chunk {chunk}",
+            token = "opt {chunk}" },
+    FREE = { call = "wp_free(R, {buf});",
+             why = "not needed again this step",
+             token = "free ({buf})" },
+    FREE_HELD = { call = "wp_free(R, {buf});",
+                  why = "{letter}{held} not needed again this step",
+                  token = "free {letter}{held}" },
+}
 
-local function bid(i) return IDS[i] end
-local function bkind(i) return KINDS[i] end
+local PHRASES = {
+    -- what a transfer or collective carries: W3, D3, W3[1/4] (shard 1 of 4)
+    carried = { whole = "{letter}{nchunk}", shard = "{letter}{nchunk}[{shard}/{nshards}]" },
+    -- the same as arguments: the shard and the number of shards (plan.h)
+    part = { whole = "WHOLE", shard = "SHARD({shard}, {nshards})" },
+    -- where the weights a computation uses came from
+    origin = {
+        master = "W{chunk}, this rank's master",
+        bcast = "W{chunk} bcast by rank {from_rank} at turn {from_turn}",
+        came = "W{chunk} from rank {from_rank} at turn {from_turn}",
+        copied = "W{chunk} copied from its master at turn {src_turn}",
+        gathered = "W{chunk} all-gathered at turn {src_turn}",
+        plain = "W{chunk}",
+    },
+    -- why a received or copied value is there: the next operation of this rank that uses it
+    purpose = { use = " {use_kind} at turn {use_turn}", none = ", unused this step" },
+    -- the turn of the other end of a transfer, said only when it is not this one
+    their_turn = { same = "", other = "; their turn {from_turn}" },
+    -- a gradient's destination empty (written) or not (added to): plan.h's labels
+    first = { first = "WRITE", add = "ADD" },
+    act = { A = "input of chunk {chunk}", G = "gradient of chunk {chunk}'s input" },
+    act_id = { A = "WP_ACT", G = "WP_GRAD" },
+    loss = { last = " + loss", other = "" },   -- the last chunk's forward ends with the loss
+    held_note = { same = "", other = " ({letter}{held})" },
+}
 
--- What a transfer or collective carries: W3, D3, W3[1/4] (shard 1 of 4).
-local function carried(op, letter)
-    letter = letter or bkind(op.buf)
-    if (op.nshards or 1) > 1 then return fmt("%s%d[%d/%d]", letter, op.nchunk, op.shard, op.nshards) end
-    local s = CARRIED[letter][op.nchunk]
-    if not s then s = letter .. op.nchunk; CARRIED[letter][op.nchunk] = s end
-    return s
-end
-
-local function group_text(g) return fmt("group %d (%s)", g, P.groups[g + 1].text) end
-
--- Why a received or copied value is there: the next operation of this rank that uses it.
+-- What the next use of a value is for, by kind of operation.
 local USE = {
-    FWD = "FWD", BWD = "BWD", BWD_B = "BWD_B", BWD_W = "BWD_W", SEND = "passing on", BCAST = "BCAST",
-    REDUCE = "REDUCE", ALLREDUCE = "ALLREDUCE", ALLGATHER = "ALLGATHER", REDUCE_SCATTER = "REDUCE_SCATTER",
-    ACC = "ACC", COPY = "COPY", OPT = "OPT", FREE = "FREE (unused)",
+    FWD = "for FWD", BWD = "for BWD", BWD_B = "for BWD_B", BWD_W = "for BWD_W", SEND = "to pass on", RECV = "for RECV",
+    BCAST = "to broadcast", REDUCE = "to reduce", ALLREDUCE = "to all-reduce", ALLGATHER = "to all-gather",
+    REDUCE_SCATTER = "to reduce-scatter", ACC = "for ACC", COPY = "to copy", OPT = "for OPT", FREE = "unused, freed",
 }
-local function purpose(op)
-    local u = op.use and R.ops[op.use]
-    if not u then return ", not used again this step" end
-    return fmt(", for %s at turn %d", USE[u.kind], u.turn)
-end
 
--- Where the weights a computation uses came from.
-local function origin_text(op)
-    local b = R.bufs[op.buf + 1]
-    local w = "W" .. op.chunk
-    if b.master then return w .. fmt(" (%s: this rank's master)", b.id) end
-    local src = op.src and R.ops[op.src]
-    if op.from_rank then
-        if src and src.kind == "BCAST" then
-            return fmt("%s, which rank %d broadcast at turn %d", w, op.from_rank, op.from_turn)
+-- ---- the strategy lines the operations came from ----
+
+-- Names for the plan's strategy files in comments: the shortest tail of each path that no other
+-- file of the plan shares ("weipipe.lua", "lib/tawpipe.lua" beside "tawpipe.lua").
+local function source_names(paths)
+    local names = {}
+    for i, path in ipairs(paths) do
+        local parts = {}
+        for part in path:gmatch("[^/]+") do parts[#parts + 1] = part end
+        local name
+        for k = #parts, 1, -1 do
+            name = concat(parts, "/", k, #parts)
+            local shared = false
+            for j, other in ipairs(paths) do
+                if j ~= i and (other == name or other:sub(-#name - 1) == "/" .. name) then shared = true end
+            end
+            if not shared then break end
         end
-        return fmt("%s, which came from rank %d at turn %d", w, op.from_rank, op.from_turn)
+        names[i] = comment_safe(name or path)
     end
-    if src and src.kind == "COPY" then return fmt("%s, copied from its master at turn %d", w, src.turn) end
-    if src and src.kind == "ALLGATHER" then return fmt("%s, all-gathered at turn %d", w, src.turn) end
-    return w
+    return names
 end
-
-local function origin(op)
-    local key = op.buf * 16777216 + (op.src or 0)
-    local s = ORIGIN[key]
-    if not s then s = origin_text(op); ORIGIN[key] = s end
-    return s
-end
-
-local function first_text(op, dst)
-    return op.first and fmt("into %s (first contribution: written, not added)", dst) or fmt("added into %s", dst)
-end
-
-local function act_text(op)
-    return op.what == "A" and fmt("input of chunk %d for mb %d", op.chunk, op.mb)
-        or fmt("gradient of chunk %d's input for mb %d", op.chunk, op.mb)
-end
-
-local function flag(b) return b and 1 or 0 end
-
--- kind = { phase, call(op), comment(op), token(op) }; phase: "comm", "compute" or "local".
-local OPS = {
-    FWD = { "compute",
-        function(o) return fmt("wp_fwd(R, %d, %d, %s);", o.chunk, o.mb, bid(o.buf)) end,
-        function(o)
-            local last = o.chunk == #P.chunks - 1 and " (and the loss)" or ""
-            return fmt("turn %d: FWD chunk %d of mb %d%s with %s", o.turn, o.chunk, o.mb, last, origin(o))
-        end,
-        function(o) return fmt("F%d.%d", o.chunk, o.mb) end },
-    BWD = { "compute",
-        function(o) return fmt("wp_bwd(R, %d, %d, %s, %s, %d);", o.chunk, o.mb, bid(o.buf), bid(o.buf2), flag(o.first)) end,
-        function(o)
-            return fmt("turn %d: BWD chunk %d of mb %d with %s; gradient %s", o.turn, o.chunk, o.mb, origin(o),
-                       first_text(o, bid(o.buf2)))
-        end,
-        function(o) return fmt("B%d.%d", o.chunk, o.mb) end },
-    BWD_B = { "compute",
-        function(o) return fmt("wp_bwd_b(R, %d, %d, %s);", o.chunk, o.mb, bid(o.buf)) end,
-        function(o)
-            return fmt("turn %d: BWD_B chunk %d of mb %d with %s: input gradient only, BWD_W follows", o.turn,
-                       o.chunk, o.mb, origin(o))
-        end,
-        function(o) return fmt("b%d.%d", o.chunk, o.mb) end },
-    BWD_W = { "compute",
-        function(o) return fmt("wp_bwd_w(R, %d, %d, %s, %d);", o.chunk, o.mb, bid(o.buf2), flag(o.first)) end,
-        function(o)
-            return fmt("turn %d: BWD_W chunk %d of mb %d: weight gradient %s", o.turn, o.chunk, o.mb, first_text(o, bid(o.buf2)))
-        end,
-        function(o) return fmt("w%d.%d", o.chunk, o.mb) end },
-    SEND = { "comm",
-        function(o)
-            if o.what == "A" or o.what == "G" then
-                return fmt("wp_send_act(R, %s, %d, %d, %d);", o.what == "A" and "WP_ACT" or "WP_GRAD", o.chunk, o.mb, o.peer)
-            end
-            return fmt("wp_send(R, %s, %d, %d, %d, %d);", bid(o.buf), o.nchunk, o.shard, o.nshards, o.peer)
-        end,
-        function(o)
-            local what = (o.what == "A" or o.what == "G") and act_text(o) or carried(o, o.what)
-            local s = fmt("%s to rank %d (its turn %d)", what, o.peer, o.from_turn)
-            if o.what == "D" then s = s .. "; passed on, not kept" end
-            return s
-        end,
-        function(o)
-            if o.what == "A" or o.what == "G" then return fmt("send %s%d.%d>r%d", o.what, o.chunk, o.mb, o.peer) end
-            return fmt("send %s>r%d", carried(o, o.what), o.peer)
-        end },
-    RECV = { "comm",
-        function(o)
-            if o.what == "A" or o.what == "G" then
-                return fmt("wp_recv_act(R, %s, %d, %d, %d);", o.what == "A" and "WP_ACT" or "WP_GRAD", o.chunk, o.mb, o.peer)
-            end
-            return fmt("wp_recv(R, %s, %d, %d, %d, %d);", bid(o.buf), o.nchunk, o.shard, o.nshards, o.peer)
-        end,
-        function(o)
-            if o.what == "A" or o.what == "G" then
-                return fmt("%s from rank %d (its turn %d)", act_text(o), o.peer, o.from_turn)
-            end
-            return fmt("%s from rank %d (its turn %d)%s", carried(o, o.what), o.peer, o.from_turn, purpose(o))
-        end,
-        function(o)
-            if o.what == "A" or o.what == "G" then return fmt("recv %s%d.%d<r%d", o.what, o.chunk, o.mb, o.peer) end
-            return fmt("recv %s<r%d", carried(o, o.what), o.peer)
-        end },
-    BCAST = { "comm",
-        function(o) return fmt("wp_bcast(R, %s, %d, %d, %d, %d, %d);", bid(o.buf), o.nchunk, o.shard, o.nshards, o.group, o.peer) end,
-        function(o)
-            if o.peer == R.rank then return fmt("%s to the rest of %s, this rank is the root", carried(o), group_text(o.group)) end
-            return fmt("%s from rank %d over %s%s", carried(o), o.peer, group_text(o.group), purpose(o))
-        end,
-        function(o) return fmt("bcast %s@g%d:r%d", carried(o), o.group, o.peer) end },
-    REDUCE = { "comm",
-        function(o) return fmt("wp_reduce(R, %s, %d, %d, %d, %d, %d);", bid(o.buf), o.nchunk, o.shard, o.nshards, o.group, o.peer) end,
-        function(o)
-            if o.peer == R.rank then return fmt("%s summed over %s into this rank%s", carried(o), group_text(o.group), purpose(o)) end
-            return fmt("%s summed over %s into rank %d; passed on, not kept", carried(o), group_text(o.group), o.peer)
-        end,
-        function(o) return fmt("reduce %s@g%d:r%d", carried(o), o.group, o.peer) end },
-    ALLREDUCE = { "comm",
-        function(o) return fmt("wp_allreduce(R, %s, %d, %d, %d, %d);", bid(o.buf), o.nchunk, o.shard, o.nshards, o.group) end,
-        function(o) return fmt("%s summed over %s, on every member%s", carried(o), group_text(o.group), purpose(o)) end,
-        function(o) return fmt("allreduce %s@g%d", carried(o), o.group) end },
-    ALLGATHER = { "comm",
-        function(o) return fmt("wp_allgather(R, %s, %s, %d, %d);", bid(o.buf), bid(o.buf2), o.nchunk, o.group) end,
-        function(o)
-            return fmt("W%d gathered from its %d shards over %s into %s%s", o.nchunk, #P.groups[o.group + 1].ranks,
-                       group_text(o.group), bid(o.buf2), purpose(o))
-        end,
-        function(o) return fmt("allgather W%d@g%d", o.nchunk, o.group) end },
-    REDUCE_SCATTER = { "comm",
-        function(o) return fmt("wp_reduce_scatter(R, %s, %s, %d, %d);", bid(o.buf), bid(o.buf2), o.nchunk, o.group) end,
-        function(o)
-            return fmt("D%d summed over %s; this rank keeps its shard in %s%s", o.nchunk, group_text(o.group),
-                       bid(o.buf2), purpose(o))
-        end,
-        function(o) return fmt("rscatter D%d@g%d", o.nchunk, o.group) end },
-    ACC = { "local",
-        function(o) return fmt("wp_acc(R, %s, %s, %d, %d);", bid(o.buf), bid(o.buf2), o.nchunk, flag(o.first)) end,
-        function(o)
-            if o.first then return fmt("%s = %s: D%d (%s held nothing: written, not added)", bid(o.buf), bid(o.buf2), o.nchunk, bid(o.buf)) end
-            return fmt("%s += %s: %s's part of D%d added%s", bid(o.buf), bid(o.buf2), bid(o.buf2), o.nchunk, purpose(o))
-        end,
-        function(o) return fmt("acc D%d", o.nchunk) end },
-    COPY = { "local",
-        function(o) return fmt("wp_copy(R, %s, %s, %d);", bid(o.buf), bid(o.buf2), o.nchunk) end,
-        function(o) return fmt("%s = %s: W%d%s", bid(o.buf), bid(o.buf2), o.nchunk, purpose(o)) end,
-        function(o) return fmt("copy W%d", o.nchunk) end },
-    OPT = { "local",
-        function(o) return fmt("wp_opt(R, %d, %s, %s);", o.chunk, bid(o.buf), bid(o.buf2)) end,
-        function(o)
-            local b = R.bufs[o.buf + 1]
-            if b.nshards > 1 then
-                return fmt("AdamW on shard %d of %d of chunk %d, which this rank owns", b.shard, b.nshards, o.chunk)
-            end
-            return fmt("AdamW on chunk %d, which this rank owns", o.chunk)
-        end,
-        function(o) return fmt("opt %d", o.chunk) end },
-    FREE = { "local",
-        function(o) return fmt("wp_free(R, %s);", bid(o.buf)) end,
-        function(o)
-            local held = o.held and bkind(o.buf) .. o.held
-            if held and held ~= bid(o.buf) then return fmt("%s (%s) is not needed again this step", bid(o.buf), held) end
-            return fmt("%s is not needed again this step", bid(o.buf))
-        end,
-        function(o) return o.held and fmt("free %s%d", bkind(o.buf), o.held) or fmt("free (%s)", bid(o.buf)) end },
-}
-
--- Where each kind's lines and schedule tokens go in a turn.
-for _, info in pairs(OPS) do info.phase = info[1] == "comm" and 1 or info[1] == "compute" and 2 or 3 end
 
 -- ---- M: what emit.c calls ----
 
@@ -375,12 +343,14 @@ for _, info in pairs(OPS) do info.phase = info[1] == "comm" and 1 or info[1] == 
 function M.begin(plan)
     P = plan
     for _, g in ipairs(P.groups) do g.text = ranks_text(g.ranks) end
-    local lines = summary_lines()
+    P.source_names, P.source_paths = source_names(P.sources), {}
+    for i, path in ipairs(P.sources) do P.source_paths[i] = comment_safe(path) end
     P.first_c = fmt("/* Code generated by wpgen %s from plan %s. DO NOT EDIT. */", P.version, P.hash)
     P.first_hash = fmt("# Code generated by wpgen %s from plan %s. DO NOT EDIT.", P.version, P.hash)
-    P.header_c = header_c(lines)
-    P.header_hash = header_hash(lines)
-    P.summary = concat(lines, "\n")
+    -- the summary once, in README; every other file points there
+    P.summary = concat(summary_lines(), "\n")
+    P.header_c = "/* The plan at a glance (strategy, cluster, model, chunks, traffic, prediction): README */"
+    P.header_hash = "# The plan at a glance (strategy, cluster, model, chunks, traffic, prediction): README"
     P.width = math.max(3, #tostring(P.nranks - 1))
     for _, name in ipairs({ "rank.c", "plan.h", "plan_desc.c", "main.c", "Makefile", "README", "rankfile", "schedule.txt" }) do
         local path = P.templates .. "/" .. name .. ".tpl"
@@ -395,8 +365,8 @@ function M.begin(plan)
 end
 
 local function render(name, env)
-    env.P, env.fmt, env.concat, env.c_string, env.c_float, env.c_double, env.join, env.human =
-        P, fmt, concat, c_string, c_float, c_double, join, human
+    env.P, env.fmt, env.concat, env.c_string, env.c_float, env.c_double, env.join, env.human, env.c_comment =
+        P, fmt, concat, c_string, c_float, c_double, join, human, c_comment
     local out, err = tpl[name]:render(env, _G)
     if not out then error(name .. ".tpl: " .. tostring(err), 0) end
     return out
@@ -406,78 +376,68 @@ function M.schedule_header()
     return render("schedule.txt", {})
 end
 
--- One rank: returns its file name, its C source and its lines of schedule.txt.
--- rank = { rank, node, node_name, replica, stage, bufs = { {name, kind, master, chunk, shard,
--- nshards, bytes} }, ops = { {kind, turn, what, buf, buf2, chunk, mb, peer, group, nchunk,
--- from_rank, from_turn, first, shard, nshards, src, use, held} } } (absent fields: none).
-function M.rank(rank)
-    R = rank
-    buffer_ids(R.bufs)
-    IDS, KINDS, ORIGIN, CARRIED = {}, {}, {}, { W = {}, D = {} }
-    for i, b in ipairs(R.bufs) do IDS[i - 1], KINDS[i - 1] = b.id, b.kind end
-    R.id = fmt("%0" .. P.width .. "d", R.rank)
-    R.node_text = comment_safe(R.node_name)
+-- The formats of every operation and turn for emit.c (generator/emit/emit_ops.c), once per Lua
+-- state. A turn is laid out as {turn}: a comment with the turn's schedule.txt line, then its
+-- transfers, compute and local operations, one line each as {line}: the call, padded to the
+-- widest of the rank (at most call_width), then a comment with the strategy line that made the
+-- operation (padded to the widest of the rank) and why. {line_bare} when the plan does not say
+-- where an operation came from (plans built in C). {why} and {summary} continue on more lines,
+-- at the column they started, rather than make a line longer than max_line.
+function M.op_text()
+    local members = {}
+    for i, g in ipairs(P.groups) do members[i] = g.text end
+    return {
+        forms = FORMS, phrases = PHRASES, uses = USE, members = members, sources = P.source_names,
+        line = "    {call}  /* {where}  {why} */",
+        line_bare = "    {call}  /* {why} */",
+        call_width = 52, max_line = MAX_LINE,
+        turn = "    /* turn {turn}: {summary} */\n"
+            .. "    wp_turn_begin(R, {turn});\n"
+            .. "{comm_lines}    wp_turn_compute(R);\n"
+            .. "{compute_lines}    wp_turn_wait(R);\n"
+            .. "{local_lines}    wp_turn_end(R);",
+        turn_sep = "\n\n",
+        idle_one = "    /* turn {from}: nothing to do */",
+        idle_range = "    /* turns {from}-{to}: nothing to do */",
+        summary = "{compute_tokens} | {comm_tokens} | {local_tokens}",
+        token_sep = " ", no_tokens = "-",
+        sched_busy = "r{rank} t{turn}: {summary}",
+        sched_idle = "r{rank} t{turn}: -",
+    }
+end
 
-    -- Every operation's line; the calls padded so that the comments line up.
-    local ops = R.ops
-    local calls, width = {}, 0
-    for i = 1, #ops do
-        local o = ops[i]
-        local c = OPS[o.kind][2](o)
-        calls[i] = c
-        if #c > width then width = #c end
-    end
-    width = math.min(width, 48)
-    local pad = "    %-" .. width .. "s  /* %s */\n"
+-- The names of a rank's buffers in its C source, in plan order.
+-- rank = { rank, node, node_name, slot, replica, stage, nops, bufs = { {name, kind, master, chunk,
+-- shard, nshards, bytes} } }
+function M.ids(rank)
+    buffer_ids(rank.bufs)
+    local ids = {}
+    for i, b in ipairs(rank.bufs) do ids[i] = b.id end
+    return ids
+end
 
-    -- Turn by turn: the lines of each phase joined into one string (the template lays them out),
-    -- the tokens of schedule.txt, and a comment for each stretch of idle turns.
-    local turns, sched = {}, {}
-    local lines, tokens, count = { {}, {}, {} }, { {}, {}, {} }, { 0, 0, 0 }   -- by phase: comm, compute, local
-    local i, n, last_busy = 1, #ops, -1
-    local function idle(from, to)
-        turns[#turns + 1] = { gap = to > from and fmt("turns %d-%d: nothing to do", from, to)
-                                              or fmt("turn %d: nothing to do", from) }
-    end
-    local function joined(list, k, sep) return k > 0 and concat(list, sep, 1, k) or (sep == "" and "" or "-") end
-    for t = 0, P.nturns - 1 do
-        if i <= n and ops[i].turn == t then
-            count[1], count[2], count[3] = 0, 0, 0
-            while i <= n and ops[i].turn == t do
-                local o = ops[i]
-                local info = OPS[o.kind]
-                local phase = info.phase
-                local k = count[phase] + 1
-                count[phase] = k
-                lines[phase][k] = fmt(pad, calls[i], info[3](o))
-                tokens[phase][k] = info[4](o)
-                i = i + 1
-            end
-            if t > last_busy + 1 then idle(last_busy + 1, t - 1) end
-            last_busy = t
-            local summary = fmt("%s | %s | %s", joined(tokens[2], count[2], " "), joined(tokens[1], count[1], " "),
-                                joined(tokens[3], count[3], " "))
-            turns[#turns + 1] = { turn = t, summary = summary, comm = joined(lines[1], count[1], ""),
-                                  compute = joined(lines[2], count[2], ""), locals = joined(lines[3], count[3], "") }
-            sched[#sched + 1] = fmt("r%d t%d: %s", R.rank, t, summary)
-        else
-            sched[#sched + 1] = fmt("r%d t%d: -", R.rank, t)
-        end
-    end
-    if last_busy < P.nturns - 1 then idle(last_busy + 1, P.nturns - 1) end
-    sched[#sched + 1] = ""
+-- Where the step's body goes in rank.c.tpl's text: emit.c writes the body (megabytes) itself, between
+-- the parts before and after, rather than have Lua copy it into one string.
+local BODY = "\1body\1"
 
-    local nbusy = 0
-    for _, e in ipairs(turns) do if e.turn then nbusy = nbusy + 1 end end
-    for _, b in ipairs(R.bufs) do
+-- One rank, its step's body rendered by emit.c (nbusy turns; has_body: the body is not empty):
+-- returns its file name and the text of its file before and after the body.
+function M.rank(r, nbusy, has_body)
+    r.id = fmt("%0" .. P.width .. "d", r.rank)
+    r.head = c_comment(fmt("The training step of rank %d (node %s, replica %d, stage %d): %s in %d of %d turns, "
+                           .. "unrolled. plan.h says how to read it.", r.rank, r.node_name, r.replica, r.stage,
+                           plural(r.nops, "operation"), nbusy, P.nturns))
+    for _, b in ipairs(r.bufs) do
         local what = b.kind == "W" and "weights" or "weight gradient"
         if b.master then what = "master weights (and AdamW state)" end
         local of = b.chunk >= 0 and fmt("of chunk %d", b.chunk) or "sized for the largest chunk"
         if b.nshards > 1 then of = fmt("shard %d of %d %s", b.shard, b.nshards, of) end
         b.about = fmt("%s %s, %s", what, of, human(b.bytes))
     end
-    local src = render("rank.c", { r = R, turns = turns, nbusy = nbusy, plural = plural })
-    return "rank_" .. R.id .. ".c", src, concat(sched, "\n")
+    local src = render("rank.c", { r = r, body = has_body and BODY or "", nbusy = nbusy, plural = plural })
+    local i, j = src:find(BODY, 1, true)
+    if not i then return "rank_" .. r.id .. ".c", src, "" end
+    return "rank_" .. r.id .. ".c", src:sub(1, i - 1), src:sub(j + 1)
 end
 
 -- The files that need every rank, given as M.rank gets them but without their operations:

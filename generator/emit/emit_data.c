@@ -72,7 +72,6 @@ uint64_t plan_hash(const Plan *p) {
 
 /* ---- tables for the templates ---- */
 
-
 static void push_ints(lua_State *L, const int *v, int n) {
     lua_createtable(L, n, 0);
     for (int i = 0; i < n; i++) { lua_pushinteger(L, v[i]); lua_rawseti(L, -2, i + 1); }
@@ -150,110 +149,13 @@ void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const cha
     lua_createtable(L, t->nnodes, 0);
     for (int n = 0; n < t->nnodes; n++) { lua_pushstring(L, t->nodes[n].name); lua_rawseti(L, -2, n + 1); }
     lua_setfield(L, -2, "nodes");
+
+    lua_createtable(L, p->nsources, 0);
+    for (int i = 0; i < p->nsources; i++) { lua_pushstring(L, p->sources[i]); lua_rawseti(L, -2, i + 1); }
+    lua_setfield(L, -2, "sources");
 }
 
-static int is_compute(int k) { return k == OP_FWD || k == OP_BWD || k == OP_BWD_B || k == OP_BWD_W; }
-static int is_comm(int k) { return k >= OP_SEND && k <= OP_REDUCE_SCATTER; }
-
-/* The buffer a transfer or collective overwrites when it completes (-1: none), and whether it
- * only clears it (a gradient passed on). */
-static int comm_writes(const Op *o, int rank, int *clears) {
-    *clears = 0;
-    switch ((OpKind)o->kind) {
-    case OP_SEND: if (o->what == WHAT_D) { *clears = 1; return o->buf; } return -1;
-    case OP_RECV: return o->what == WHAT_W || o->what == WHAT_D ? o->buf : -1;
-    case OP_BCAST: return o->peer == rank ? -1 : o->buf;
-    case OP_REDUCE: *clears = o->peer != rank; return o->buf;
-    case OP_ALLREDUCE: return o->buf;
-    case OP_ALLGATHER: case OP_REDUCE_SCATTER: return o->buf2;
-    default: return -1;
-    }
-}
-
-/* The buffer a transfer or collective reads when it is posted (-1: none). */
-static int comm_reads(const Op *o, int rank) {
-    switch ((OpKind)o->kind) {
-    case OP_SEND: return o->what == WHAT_W || o->what == WHAT_D ? o->buf : -1;
-    case OP_BCAST: return o->peer == rank ? o->buf : -1;
-    case OP_REDUCE: case OP_ALLREDUCE: case OP_ALLGATHER: case OP_REDUCE_SCATTER: return o->buf;
-    default: return -1;
-    }
-}
-
-/* For each operation of rank r, in the order the verifier runs a turn (transfers posted, compute,
- * transfers complete, local operations): src, the operation that last wrote the weights a
- * computation reads (-1: they were there from the start); use, the next operation to read what
- * a transfer or copy wrote (-1: none this step); held, the chunk a freed buffer held (-1). */
-static void explain(const Plan *p, int r, int *src, int *use, int *held, int *last, int *cont, int *next) {
-    const PlanRank *rk = &p->ranks[r];
-    for (int b = 0; b < rk->nbufs; b++) {
-        last[b] = -1;
-        cont[b] = rk->bufs[b].master ? rk->bufs[b].chunk : -1;
-        next[b] = -1;
-    }
-    for (int i = 0; i < rk->nops; i++) src[i] = use[i] = held[i] = -1;
-    for (int t = 0; t < p->nturns; t++) {
-        int t0 = rk->turn_start[t], t1 = rk->turn_start[t + 1];
-        for (int i = t0; i < t1; i++) {
-            const Op *o = &rk->ops[i];
-            if (!is_compute(o->kind)) continue;
-            if (o->kind != OP_BWD_W) src[i] = last[o->buf];
-            if (o->buf2 >= 0) { last[o->buf2] = i; cont[o->buf2] = o->chunk; }
-        }
-        for (int i = t0; i < t1; i++) {
-            int clears, w = is_comm(rk->ops[i].kind) ? comm_writes(&rk->ops[i], r, &clears) : -1;
-            if (w < 0) continue;
-            last[w] = i;
-            cont[w] = clears ? -1 : rk->notes[i].chunk;
-            if (rk->ops[i].kind == OP_REDUCE_SCATTER) cont[rk->ops[i].buf] = -1;
-        }
-        for (int i = t0; i < t1; i++) {
-            const Op *o = &rk->ops[i];
-            switch ((OpKind)o->kind) {
-            case OP_ACC: last[o->buf] = i; cont[o->buf] = rk->notes[i].chunk; cont[o->buf2] = -1; break;
-            case OP_COPY: last[o->buf] = i; cont[o->buf] = rk->notes[i].chunk; break;
-            case OP_OPT: cont[o->buf2] = -1; break;
-            case OP_FREE: held[i] = cont[o->buf]; cont[o->buf] = -1; last[o->buf] = i; break;
-            default: break;
-            }
-        }
-    }
-    /* Backwards, for the next reader: a plain overwrite ends the chain of the value before it. */
-    for (int t = p->nturns - 1; t >= 0; t--) {
-        int t0 = rk->turn_start[t], t1 = rk->turn_start[t + 1];
-        for (int i = t1 - 1; i >= t0; i--) {
-            const Op *o = &rk->ops[i];
-            switch ((OpKind)o->kind) {
-            case OP_ACC: use[i] = next[o->buf]; next[o->buf] = next[o->buf2] = i; break;
-            case OP_COPY: use[i] = next[o->buf]; next[o->buf] = -1; next[o->buf2] = i; break;
-            case OP_OPT: next[o->buf] = next[o->buf2] = i; break;
-            case OP_FREE: next[o->buf] = i; break;
-            default: break;
-            }
-        }
-        for (int i = t1 - 1; i >= t0; i--) {
-            int clears, w = is_comm(rk->ops[i].kind) ? comm_writes(&rk->ops[i], r, &clears) : -1;
-            if (w < 0) continue;
-            if (!clears) use[i] = next[w];
-            next[w] = -1;
-            if (rk->ops[i].kind == OP_REDUCE_SCATTER) next[rk->ops[i].buf] = -1;
-        }
-        /* a transfer that reads a buffer runs beside the turn's compute; when both read it, the
-         * compute is the better answer to "what is it for" */
-        for (int i = t1 - 1; i >= t0; i--) {
-            int b = is_comm(rk->ops[i].kind) ? comm_reads(&rk->ops[i], r) : -1;
-            if (b >= 0) next[b] = i;
-        }
-        for (int i = t1 - 1; i >= t0; i--) {
-            const Op *o = &rk->ops[i];
-            if (!is_compute(o->kind)) continue;
-            if (o->buf2 >= 0) next[o->buf2] = i;
-            if (o->kind != OP_BWD_W) next[o->buf] = i;
-        }
-    }
-}
-
-void emit_push_rank(lua_State *L, const Plan *p, int r, int ops) {
+void emit_push_rank(lua_State *L, const Plan *p, int r) {
     const PlanRank *rk = &p->ranks[r];
     const Topology *t = p->topo;
     lua_createtable(L, 0, 10);
@@ -263,6 +165,7 @@ void emit_push_rank(lua_State *L, const Plan *p, int r, int ops) {
     lua_set_int(L, "slot", rk->device - t->nodes[rk->node].first_device);
     lua_set_int(L, "replica", rk->replica);
     lua_set_int(L, "stage", rk->stage);
+    lua_set_int(L, "nops", rk->nops);
 
     lua_createtable(L, rk->nbufs, 0);
     for (int b = 0; b < rk->nbufs; b++) {
@@ -278,47 +181,6 @@ void emit_push_rank(lua_State *L, const Plan *p, int r, int ops) {
         lua_rawseti(L, -2, b + 1);
     }
     lua_setfield(L, -2, "bufs");
-    if (!ops) return;
-
-    /* Scratch as a userdata: the Lua state owns it, so an error half-way leaks nothing. */
-    size_t n = (size_t)rk->nops * 3 + (size_t)rk->nbufs * 3 + 1;
-    int *scratch = lua_newuserdatauv(L, n * sizeof(int), 0);
-    int *src = scratch, *use = src + rk->nops, *held = use + rk->nops;
-    int *last = held + rk->nops, *cont = last + rk->nbufs, *next = cont + rk->nbufs;
-    explain(p, r, src, use, held, last, cont, next);
-
-    /* One small table per operation; fields that do not apply stay nil. */
-    lua_createtable(L, rk->nops, 0);
-    int turn = 0;
-    for (int i = 0; i < rk->nops; i++) {
-        const Op *o = &rk->ops[i];
-        const OpNote *nt = &rk->notes[i];
-        while (rk->turn_start[turn + 1] <= i) turn++;
-        lua_createtable(L, 0, 12);
-        lua_set_str(L, "kind", op_names[o->kind]);
-        lua_set_int(L, "turn", turn);
-        if (o->what != WHAT_NONE) lua_set_str(L, "what", what_names[o->what]);
-        if (o->buf >= 0) lua_set_int(L, "buf", o->buf);
-        if (o->buf2 >= 0) lua_set_int(L, "buf2", o->buf2);
-        if (o->chunk >= 0) lua_set_int(L, "chunk", o->chunk);
-        if (o->mb >= 0) lua_set_int(L, "mb", o->mb);
-        if (o->peer >= 0) lua_set_int(L, "peer", o->peer);
-        if (o->group >= 0) lua_set_int(L, "group", o->group);
-        if (nt->chunk >= 0) lua_set_int(L, "nchunk", nt->chunk);
-        if (nt->from_rank >= 0) lua_set_int(L, "from_rank", nt->from_rank);
-        if (nt->from_turn >= 0) lua_set_int(L, "from_turn", nt->from_turn);
-        if (nt->first) { lua_pushboolean(L, 1); lua_setfield(L, -2, "first"); }
-        if (is_comm(o->kind)) {
-            lua_set_int(L, "shard", nt->nshards > 1 ? nt->shard : 0);
-            lua_set_int(L, "nshards", nt->nshards > 1 ? nt->nshards : 1);
-        }
-        if (src[i] >= 0) lua_set_int(L, "src", src[i] + 1);
-        if (use[i] >= 0) lua_set_int(L, "use", use[i] + 1);
-        if (held[i] >= 0) lua_set_int(L, "held", held[i]);
-        lua_rawseti(L, -2, i + 1);
-    }
-    lua_setfield(L, -3, "ops");
-    lua_pop(L, 1);   /* the scratch */
 }
 
 /* ---- plan.json: one top-level key per line, each chunk, group and rank on one line ---- */
@@ -451,7 +313,8 @@ int emit_json_rank(FILE *f, const Plan *p, int r) {
         if (fprintf(f, "%s\"%d\":[", sep, t) < 0) rc = -1;
         for (int i = t0; i < t1 && rc == 0; i++) {
             op_format(p, r, &rk->ops[i], line, sizeof line);
-            if (fprintf(f, "%s\"%s\"", i > t0 ? "," : "", line) < 0) rc = -1;
+            if ((i > t0 && putc(',', f) == EOF) || putc('"', f) == EOF || fputs(line, f) == EOF || putc('"', f) == EOF)
+                rc = -1;
         }
         if (rc == 0 && fputc(']', f) == EOF) rc = -1;
         sep = ",";

@@ -13,11 +13,10 @@ typedef struct lua_State lua_State;
  * summary's figures. hash is plan_hash as 16 hex digits, tpldir where the *.tpl files are. */
 void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const char *hash, const char *tpldir);
 
-/* Pushes rank r: its place, buffers and (if ops) operations with their notes, and for each
- * operation the neighbours that explain it (the operation that last wrote the buffer it reads,
- * the next one that reads what it writes). Both raise Lua errors (out of memory): call them in
- * protected mode. They only read the plan, so threads with a Lua state each may call them. */
-void emit_push_rank(lua_State *L, const Plan *p, int r, int ops);
+/* Pushes rank r: its place, its number of operations and its buffers (the operations' text is
+ * emit_ops.c's). Both raise Lua errors (out of memory): call them in protected mode. They only
+ * read the plan, so threads with a Lua state each may call them. */
+void emit_push_rank(lua_State *L, const Plan *p, int r);
 
 /* plan.json, streamed: the head (everything but the ranks), then each rank on one line, then the
  * tail. Each returns 0, or -1 with errno set by the failing write (or out of memory). */

@@ -51,7 +51,8 @@ void plan_free(Plan *p) {
     for (int c = 0; c < p->nchunks; c++) free(p->chunks[c].owners);
     for (int g = 0; g < p->ngroups; g++) free(p->groups[g].ranks);
     free(p->ranks); free(p->op_turn); free(p->chunks); free(p->groups);
-    free(p->strategy); free(p->notes);
+    for (int i = 0; i < p->nsources; i++) free(p->sources[i]);
+    free(p->strategy); free(p->notes); free(p->sources);
     free(p);
 }
 

@@ -40,6 +40,8 @@ typedef struct Op {
     int32_t mb;         /* global micro-batch, -1 if none */
     int32_t peer;       /* SEND/RECV: the other rank; collectives: the root (rank), -1 if none */
     int32_t group;      /* collectives: group index, -1 if none */
+    uint32_t srcloc;    /* the strategy line that added it: (i + 1) << 20 | line, i indexing Plan.sources;
+                           0: not known (a plan built in C). Not part of plan_hash. */
 } Op;
 
 typedef enum { BUF_W, BUF_D } BufKind;
@@ -95,6 +97,7 @@ typedef struct Plan {
     int ngroups, capgroups; PlanGroup *groups;
     int32_t **op_turn;  /* [rank][op] turn while building */
     char *notes;        /* the strategy's words on what it chose, for the summary */
+    int nsources; char **sources;   /* the Lua files ops were added from (Op.srcloc), as the bridge names them */
     int finished, verified;
     size_t peak_mem;    /* largest over ranks */
     int peak_rank;

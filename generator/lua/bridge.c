@@ -41,8 +41,54 @@ static int opt_int(lua_State *L, int arg, int dflt) {
     return lua_isnoneornil(L, arg) ? dflt : (int)luaL_checkinteger(L, arg);
 }
 
+/* The plan userdata: the plan (first, so that a Plan ** reads it) and the strategy file the last
+ * operation came from, so that the next one from it is found without a search. */
+typedef struct PlanUd {
+    Plan *p;
+    uint32_t last_index;        /* its Plan.sources index + 1; 0: none yet */
+    size_t last_len;
+    char last[512];             /* its Lua source name, "@path" */
+} PlanUd;
+
+/* Index + 1 of a strategy file in p->sources, added if new (0: the table is full). Files under
+ * wpgen's home are named from there ("schedules/lib/weipipe.lua"), others as Lua was given them. */
+static uint32_t intern_source(Plan *p, const char *path) {
+    const char *home = wpgen_home();
+    size_t h = strlen(home);
+    if (!strncmp(path, home, h) && path[h] == '/') path += h + 1;
+    while (!strncmp(path, "./", 2)) path += 2;
+    for (int i = 0; i < p->nsources; i++)
+        if (!strcmp(p->sources[i], path)) return (uint32_t)i + 1;
+    if (p->nsources >= 4095) return 0;
+    p->sources = xrealloc(p->sources, (size_t)(p->nsources + 1) * sizeof *p->sources);
+    p->sources[p->nsources++] = xstrdup(path);
+    return (uint32_t)p->nsources;
+}
+
+/* Op.srcloc of an operation being added: the innermost function on the Lua stack that runs from a
+ * file, which is the line calling plan:xxx, in the strategy or in a schedules/lib helper (the
+ * helper's line says which call made the operation; its caller is one frame up). 0 if none. */
+static uint32_t srcloc(lua_State *L, PlanUd *ud) {
+    lua_Debug ar;
+    for (int level = 1; lua_getstack(L, level, &ar); level++) {
+        if (!lua_getinfo(L, "Sl", &ar)) return 0;
+        if (ar.source[0] != '@' || ar.currentline <= 0) continue;
+        if (ar.currentline > 0xFFFFF) return 0;
+        uint32_t i = ud->last_index;
+        if (!(i && ar.srclen == ud->last_len && !memcmp(ar.source, ud->last, ar.srclen))) {
+            i = intern_source(ud->p, ar.source + 1);
+            ud->last_index = ar.srclen < sizeof ud->last ? i : 0;   /* too long to remember: searched each time */
+            ud->last_len = ar.srclen;
+            if (ud->last_index) memcpy(ud->last, ar.source, ar.srclen);
+        }
+        return i ? i << 20 | (uint32_t)ar.currentline : 0;
+    }
+    return 0;
+}
+
 static void add_op(lua_State *L, Plan *p, int rank, int turn, Op *op) {
     char err[256];
+    op->srcloc = srcloc(L, lua_touserdata(L, 1));
     if (plan_add_op(p, rank, turn, op, err, sizeof err)) luaL_error(L, "%s", err);
 }
 
@@ -442,8 +488,9 @@ static int run_strategy(lua_State *L) {
     lua_getfield(L, -1, "build");
     if (!lua_isfunction(L, -1))
         return one_line_error(L, lua_pushfstring(L, "%s: the returned table has no build function", name));
-    Plan **pp = lua_newuserdatauv(L, sizeof *pp, 0);
-    *pp = run->p;
+    PlanUd *ud = lua_newuserdatauv(L, sizeof *ud, 0);
+    ud->p = run->p;
+    ud->last_index = 0;
     if (luaL_newmetatable(L, PLAN_MT)) {
         luaL_newlib(L, plan_methods);
         lua_setfield(L, -2, "__index");

@@ -1,9 +1,11 @@
 /* Tests of wpgen emit: small plans built by hand through the plan_* builder and verified, then
  * written out: the same plan gives byte-identical directories, every generated file starts with
- * the generated-by line, every operation is one call, the C compiles against the runtime's
- * headers, and a failing emit (missing parent, someone else's directory, a write that fails half
- * way) leaves nothing behind and DIR as it was. Runs from the repository root (WPGEN_HOME is set
- * to it when unset). WP_EMIT_BENCH=1 also times a plan of 1,024 ranks of about 400 operations;
+ * the generated-by line, every operation is one call, no line is 120 characters or longer, the
+ * plan's summary is in README only, the C compiles against the runtime's headers, and a failing
+ * emit (missing parent, someone else's directory, a write that fails half way) leaves nothing
+ * behind and DIR as it was. Plans made by strategies (through the Lua bridge) say for every
+ * operation the strategy line that added it. Runs from the repository root (WPGEN_HOME is set to
+ * it when unset). WP_EMIT_BENCH=1 also times a plan of 1,024 ranks of about 400 operations;
  * WP_EMIT_KEEP=1 keeps what was written, to look at. */
 #include <dirent.h>
 #include <signal.h>
@@ -313,6 +315,20 @@ static int count(const char *s, const char *needle) {
     return n;
 }
 
+/* The length of the longest line of a file (-1: cannot read it). */
+static int longest_line(const char *path) {
+    size_t len;
+    char *s = slurp(path, &len);
+    if (!s) return -1;
+    int longest = 0, n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '\n') n = 0;
+        else if (++n > longest) longest = n;
+    }
+    free(s);
+    return longest;
+}
+
 static void check_rank_sources(const Plan *p, const char *dir, const char *first_c) {
     int width = 1, busy_total = 0;
     for (int x = p->nranks - 1; x >= 10; x /= 10) width++;
@@ -328,6 +344,8 @@ static void check_rank_sources(const Plan *p, const char *dir, const char *first
         /* Every operation is one call "    wp_xxx(R, ...);" apart from the four turn calls. */
         int calls = count(s, "\n    wp_") - count(s, "\n    wp_turn_");
         CHECK(calls == p->ranks[r].nops, "%s: %d calls for %d operations", path, calls, p->ranks[r].nops);
+        CHECK(longest_line(path) < 120, "%s: a line of %d characters", path, longest_line(path));
+        CHECK(!strstr(s, "strategy    "), "%s repeats the plan's summary", path);
         int busy = 0;
         for (int t = 0; t < p->nturns; t++) busy += p->ranks[r].turn_start[t + 1] > p->ranks[r].turn_start[t];
         busy_total += busy;
@@ -384,6 +402,28 @@ static void check_dir(const Plan *p, const char *dir) {
     }
     free(rf);
 
+    /* Every line of the sources, the README and the rankfile is under 120 characters (schedule.txt
+     * and plan.json are data: one line per turn, per rank; the Makefile's template is not the
+     * emitter's); the summary is in README only, and the other files point there. */
+    const char *readable[] = { "plan.h", "plan_desc.c", "main.c", "README", "rankfile" };
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, readable[i]);
+        CHECK(longest_line(path) < 120, "%s: a line of %d characters", path, longest_line(path));
+    }
+    char strategy_line[200];
+    snprintf(strategy_line, sizeof strategy_line, "strategy    %s\n", p->strategy);
+    int copies = 0;
+    const char *all[] = { "plan.h", "plan_desc.c", "main.c", "README", "rankfile", "Makefile", "schedule.txt" };
+    for (int i = 0; i < 7; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, all[i]);
+        char *text = slurp(path, NULL);
+        copies += text && strstr(text, strategy_line) != NULL;
+        CHECK(i == 3 || (text && strstr(text, "at a glance (strategy, cluster, model, chunks, traffic, prediction): README")),
+              "%s does not point to the summary in README", path);
+        free(text);
+    }
+    CHECK(copies == 1, "the plan's summary is in %d files (README only, expected)", copies);
+
     /* Self-contained: the runtime's headers are there, and no absolute path of this machine. */
     snprintf(path, sizeof path, "%s/runtime/common/step.h", dir);
     CHECK(access(path, R_OK) == 0, "%s missing", path);
@@ -417,18 +457,23 @@ static void test_hand_plan(void) {
     /* What a reader sees: the calls and the why of a few operations. */
     join(c, sizeof c, a, "rank_001.c");
     char *s = slurp(c, NULL);
-    CHECK(s && strstr(s, "wp_recv(R, W0, 0, 0, 1, 0);") && strstr(s, "W0 from rank 0 (its turn 0), for FWD at turn 1"),
+    CHECK(s && strstr(s, "wp_recv(R, W0, CHUNK(0), WHOLE, FROM(0));") && strstr(s, "/* W0 for FWD at turn 1 */"),
           "rank_001.c: the receive of W0");
-    CHECK(s && strstr(s, "wp_bwd(R, 1, 1, M1, D1, 1);") && strstr(s, "first contribution: written, not added"),
-          "rank_001.c: the first backward into D1");
-    CHECK(s && strstr(s, "wp_opt(R, 1, M1, D1);") && strstr(s, "AdamW on chunk 1, which this rank owns"), "rank_001.c: OPT");
-    CHECK(s && strstr(s, "    B_int,") && strstr(s, "wp_acc(R, D1, B_int, 1, 0);"), "rank_001.c: buffer int is not B_int");
-    CHECK(s && strstr(s, "FWD chunk 0 of mb 1 with W0, which came from rank 0 at turn 0"), "rank_001.c: FWD provenance");
+    CHECK(s && strstr(s, "wp_bwd(R, CHUNK(1), MB(1), M1, D1, WRITE);"), "rank_001.c: the first backward into D1");
+    CHECK(s && strstr(s, "wp_bwd(R, CHUNK(0), MB(1), W0, D0, WRITE); ") && strstr(s, " /* W0 from rank 0 at turn 0 */"),
+          "rank_001.c: BWD provenance");
+    CHECK(s && strstr(s, "wp_opt(R, CHUNK(1), M1, D1);") && strstr(s, "AdamW on this rank's chunk 1"), "rank_001.c: OPT");
+    CHECK(s && strstr(s, "    B_int,") && strstr(s, "wp_acc(R, D1, B_int, CHUNK(1), ADD);"), "rank_001.c: buffer int is not B_int");
+    CHECK(s && strstr(s, "wp_fwd(R, CHUNK(0), MB(1), W0);") && strstr(s, "/* W0 from rank 0 at turn 0 */"),
+          "rank_001.c: FWD provenance");
+    CHECK(s && strstr(s, "wp_send(R, D0, CHUNK(0), WHOLE, TO(0));") && strstr(s, "/* D0 passed on, not kept */"),
+          "rank_001.c: the gradient passed on");
     free(s);
     join(c, sizeof c, a, "rank_000.c");
     s = slurp(c, NULL);
     CHECK(s && strstr(s, "/* turn 4: nothing to do */"), "rank_000.c: the idle turn 4 is not mentioned");
-    CHECK(s && strstr(s, "wp_bcast(R, W1, 1, 0, 1, 0, 1);") && strstr(s, "which rank 1 broadcast at turn 0"), "rank_000.c: BCAST");
+    CHECK(s && strstr(s, "wp_bcast(R, W1, CHUNK(1), WHOLE, GROUP(0), ROOT(1));") && strstr(s, "W1 bcast by rank 1 at turn 0 + loss"),
+          "rank_000.c: BCAST");
     free(s);
 
     /* Re-emitting over a previous output replaces all of it, build products included. */
@@ -507,8 +552,10 @@ static void test_all_kinds(void) {
     if (load_topology(1, 2, &t)) return;
     Plan *plans[2] = { activation_plan(&t), sharded_plan(&t) };
     const char *expect[2][3] = {
-        { "wp_send_act(R, WP_ACT, 1, 0, 1);", "wp_bwd_w(R, 1, 0, D1, 1);", "copied from its master at turn 0" },
-        { "wp_allgather(R, S0, W0, 0, 0);", "wp_reduce_scatter(R, D0, E0, 0, 0);", "AdamW on shard 1 of 2 of chunk 0" },
+        { "wp_send_act(R, WP_ACT, CHUNK(1), MB(0), TO(1));", "wp_bwd_w(R, CHUNK(1), MB(0), D1, WRITE);",
+          "W0 copied from its master at turn 0" },
+        { "wp_allgather(R, S0, W0, CHUNK(0), GROUP(0));", "wp_reduce_scatter(R, D0, E0, CHUNK(0), GROUP(0));",
+          "AdamW on this rank's shard 1 of 2" },
     };
     const char *files[2][3] = { { "rank_000.c", "rank_001.c", "rank_000.c" }, { "rank_000.c", "rank_000.c", "rank_001.c" } };
     for (int i = 0; i < 2; i++) {
@@ -527,6 +574,88 @@ static void test_all_kinds(void) {
         }
         plan_free(p);
     }
+    topology_free(&t);
+}
+
+/* Line n (from 1) of a file, without its newline, into out; 0, or -1 if there is no such line. */
+static int file_line(const char *path, int n, char *out, size_t len) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int rc = -1;
+    for (int i = 1; fgets(out, (int)len, f); i++)
+        if (i == n) { out[strcspn(out, "\n")] = 0; rc = 0; break; }
+    fclose(f);
+    return rc;
+}
+
+/* A plan a strategy made (through the Lua bridge): every operation's comment starts with the
+ * strategy line that added it, as NAME:LINE, where plan.h names the file NAME stands for, and that
+ * line calls the plan method of the operation's kind (wp_send_act: plan:send, and so on). */
+static void test_sources(const char *strategy) {
+    Topology t;
+    if (load_topology(1, 2, &t)) return;
+    WpConfig m = tiny_model();
+    StrategyOpts o = { .micro_batches = 2, .replicas = 1, .grouping = "auto" };
+    Plan *p = NULL;
+    int rc = strategy_run(strategy, &t, &m, "tiny-test", &o, &p, err, sizeof err);
+    CHECK(rc == 0, "%s: %s", strategy, err);
+    if (rc == 0 && verify(p) == 0) {
+        char dir[512], path[600];
+        join(dir, sizeof dir, base, strategy);
+        CHECK(emit(p, dir) == 0, "emit %s: %s", strategy, err);
+        check_dir(p, dir);
+        CHECK(p->nsources > 0, "%s: the plan has no strategy files", strategy);
+
+        /* plan.h's list: " *   NAME  PATH" per file */
+        join(path, sizeof path, dir, "plan.h");
+        char *h = slurp(path, NULL), names[8][64] = { { 0 } };
+        for (int i = 0; h && i < p->nsources && i < 8; i++) {
+            char want[600];
+            snprintf(want, sizeof want, "  %s\n", p->sources[i]);
+            char *at = strstr(h, want);
+            CHECK(at != NULL, "plan.h does not name %s", p->sources[i]);
+            if (!at) continue;
+            char *line = at;
+            while (line > h && line[-1] != '\n') line--;
+            CHECK(sscanf(line, " *   %63s", names[i]) == 1, "plan.h: \"%.40s\"", line);
+        }
+        free(h);
+
+        int checked = 0, total = 0;
+        for (int r = 0; r < p->nranks; r++) {
+            char name[32];
+            snprintf(name, sizeof name, "rank_%03d.c", r);
+            join(path, sizeof path, dir, name);
+            char *src = slurp(path, NULL);
+            total += p->ranks[r].nops;
+            for (char *line = src; line && (line = strstr(line, "\n    wp_")); line++) {
+                char call[32], where[96], text[512], method[40];
+                if (!strncmp(line, "\n    wp_turn_", 13)) continue;
+                if (sscanf(line, "\n    wp_%31[a-z_](", call) != 1) continue;
+                char *c = strstr(line, "/* "), *nl = strchr(line + 1, '\n');
+                CHECK(c && (!nl || c < nl) && sscanf(c, "/* %95s", where) == 1, "%s: no comment: %.60s", name, line + 1);
+                if (!c || (nl && c > nl)) continue;
+                char *colon = strrchr(where, ':');
+                int n = colon ? atoi(colon + 1) : 0, file = -1;
+                if (colon) *colon = 0;
+                for (int i = 0; i < p->nsources && i < 8; i++)
+                    if (!strcmp(names[i], where)) file = i;
+                CHECK(file >= 0 && n > 0, "%s: \"%s\" is not a strategy line: %.80s", name, where, line + 1);
+                if (file < 0 || n <= 0) continue;
+                CHECK(file_line(p->sources[file], n, text, sizeof text) == 0, "%s has no line %d", p->sources[file], n);
+                size_t k = strlen(call);
+                if (k > 4 && !strcmp(call + k - 4, "_act")) call[k - 4] = 0;
+                snprintf(method, sizeof method, "plan:%s(", call);
+                CHECK(strstr(text, method) != NULL, "%s: wp_%s from %s:%d, which reads \"%s\"", name, call,
+                      p->sources[file], n, text);
+                checked++;
+            }
+            free(src);
+        }
+        CHECK(checked == total && total > 0, "%s: %d of %d operations traced to their strategy line", strategy,
+              checked, total);
+    }
+    plan_free(p);
     topology_free(&t);
 }
 
@@ -569,6 +698,9 @@ int main(void) {
     test_hand_plan();
     test_replicas();
     test_all_kinds();
+    test_sources("weipipe-interleave");   /* operations added in schedules/lib/weipipe.lua */
+    test_sources("fsdp");                 /* ... in schedules/fsdp.lua itself */
+    test_sources("1f1b");                 /* ... in schedules/lib/actpass.lua, activations too */
     if (getenv("WP_EMIT_BENCH")) bench();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
