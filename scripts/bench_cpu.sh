@@ -2,7 +2,8 @@
 # `make bench-cpu`: the CPU model against the same model in PyTorch (tests/torch/llama.py), same
 # shapes, same thread count, measured side by side in one run. Prints each side's median time of
 # forward + backward on one micro-batch (and of a whole training step with AdamW when build/wp-ref
-# exists) and the ratio torch / C (above 1: C is faster). Never fails the build: a missing piece
+# exists) and the ratio torch / C (above 1: C is faster); the C model also in bf16 (model.c's
+# rounding points), beside its fp32 figure. Never fails the build: a missing piece
 # is reported and skipped.
 # usage: scripts/bench_cpu.sh BUILD_DIR     (THREADS=n to override the thread count, default nproc)
 set -u
@@ -45,8 +46,10 @@ for entry in "${shapes[@]}"; do
     IFS='|' read -r name shape runs <<<"$entry"
     echo
     echo "== $name: forward + backward of one micro-batch, median of $runs runs"
-    c_out=$("$tmp/bench_model" $shape "$runs"); echo "  $c_out"
+    c_out=$("$tmp/bench_model" $shape "$runs" fp32); echo "  $c_out"
     c_tot=$(echo "$c_out" | ms total)
+    b_out=$("$tmp/bench_model" $shape "$runs" bf16); echo "  $b_out"
+    echo "  ratio C bf16 / C fp32: $(ratio "$(echo "$b_out" | ms total)" "$c_tot") (bf16 on the CPU: fp32 math plus the rounding passes of model.c)"
     if [ $have_torch = 1 ]; then
         t_out=$($py scripts/bench_torch.py "$threads" $shape "$runs"); echo "  $t_out"
         tp_out=$(OMP_WAIT_POLICY=passive $py scripts/bench_torch.py "$threads" $shape "$runs")

@@ -1,7 +1,7 @@
 /* Sizes of the LLaMA-style model, shared by the generator and the runtime: parameter counts and
- * tensor layout of a chunk, the floats its forward keeps for backward, and its forward FLOPs.
- * No BLAS or OpenMP here: the generator links this file too. The stash layout below is the one
- * runtime/model.c uses; the two must change together. */
+ * tensor layout of a chunk, its forward FLOPs, and the memory of its forward and backward (stash and workspace). No BLAS or OpenMP here: the
+ * generator links this file too. model.c takes its stash layout and its workspace sizes from
+ * here. */
 #include <stdio.h>
 #include <string.h>
 #include "common/config.h"
@@ -64,34 +64,110 @@ WpChunk wp_chunk_make(const WpConfig *c, int index, int layer0, int nlayers, int
  * q/k (after RoPE), v, output and per-row log-sum-exp, the residual after attention, the two
  * norms' 1/rms, and the MLP's gate and up pre-activations. Normalised inputs and silu(g)*u are
  * recomputed in backward: they cost one pass over memory each. */
-size_t wp_layer_stash_floats(const WpConfig *c) {
+WpLayerStashLayout wp_layer_stash_layout(const WpConfig *c) {
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
     size_t q = (size_t)c->heads * c->head_dim, kv = (size_t)c->kv_heads * c->head_dim;
-    return T * H            /* x: layer input */
-         + T                /* rstd of input_layernorm */
-         + T * q + 2 * T * kv   /* q, k (rotated), v */
-         + T * q            /* attention output, before o_proj */
-         + (size_t)c->mbs * c->heads * c->seq   /* log-sum-exp per (sequence, head, row) */
-         + T * H            /* x + attention: the MLP's residual input */
-         + T                /* rstd of post_attention_layernorm */
-         + 2 * T * F;       /* gate and up pre-activations */
+    WpLayerStashLayout s;
+    s.x = 0;                              /* layer input */
+    s.rstd1 = s.x + T * H;                /* rstd of input_layernorm */
+    s.qkv = s.rstd1 + T;                  /* q, k (rotated), v */
+    s.att = s.qkv + T * (q + 2 * kv);     /* attention output, before o_proj */
+    s.lse = s.att + T * q;                /* log-sum-exp per (sequence, head, row) */
+    s.x2 = s.lse + (size_t)c->mbs * c->heads * c->seq;   /* x + attention: the MLP's input */
+    s.rstd2 = s.x2 + T * H;               /* rstd of post_attention_layernorm */
+    s.gu = s.rstd2 + T;                   /* gate and up pre-activations */
+    s.end = s.gu + 2 * T * F;
+    return s;
+}
+
+size_t wp_layer_stash_floats(const WpConfig *c) {
+    return wp_layer_stash_layout(c).end;
+}
+
+/* The stash of a chunk as activation and statistic elements. Each layer's part starts with its
+ * input: layer 0's is the chunk's input, layer i's the output of layer i - 1. The last chunk
+ * adds the final norm's input (the last layer's output) and rstd, and each token's log-sum-exp
+ * of the logits: with it, backward recomputes the softmax one block of tokens at a time. */
+static void stash_count(const WpConfig *c, const WpChunk *k, int recompute, size_t *act, size_t *stat) {
+    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden;
+    *act = T * H;   /* the chunk's input (the embedding's output on the first chunk) */
+    *stat = 0;
+    if (recompute) return;
+    if (k->nlayers > 0) {
+        WpLayerStashLayout l = wp_layer_stash_layout(c);
+        size_t lstat = (l.qkv - l.rstd1) + (l.x2 - l.lse) + (l.gu - l.rstd2);
+        *act = (size_t)k->nlayers * (l.end - lstat);
+        *stat = (size_t)k->nlayers * lstat;
+        if (k->last) *act += T * H;   /* the last layer's output */
+    }
+    if (k->last) *stat += T + T;      /* final norm's rstd, log-sum-exp of the logits */
 }
 
 size_t wp_stash_floats(const WpConfig *c, const WpChunk *k, int recompute) {
-    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, V = (size_t)c->vocab;
-    if (recompute || k->nlayers == 0) {
-        /* the chunk's input (the embedding's output on the first chunk) */
-        size_t n = T * H;
-        if (!recompute && k->last) n += T + T * V;   /* final norm's rstd, softmax (below) */
-        return n;
+    size_t act, stat;
+    stash_count(c, k, recompute, &act, &stat);
+    return act + stat;
+}
+
+size_t wp_stash_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtype act_dtype) {
+    size_t act, stat;
+    stash_count(c, k, recompute, &act, &stat);
+    return act * wp_dtype_bytes(act_dtype) + stat * sizeof(float);
+}
+
+/* A block's logits are the largest temporary of the LM head: 32 MiB of them (or 64 tokens, for
+ * vocabularies over 131072) keep the block small beside the activations (one H1024 layer's stash
+ * of a 16 x 4k micro-batch is 2.1 GiB) while the head's products keep at least 64 rows, deep
+ * enough for full-speed BLAS and tensor-core tiles; whole multiples of 64 tokens for the same
+ * reason. A 16 x 4k micro-batch at vocabulary 32000 had 7.8 GiB of logits at once; now 31 MiB. */
+#define CE_BLOCK_BYTES ((size_t)32 << 20)
+
+int wp_ce_block_tokens(const WpConfig *c) {
+    size_t T = (size_t)c->mbs * c->seq, V = c->vocab > 0 ? (size_t)c->vocab : 1;
+    size_t b = CE_BLOCK_BYTES / (V * sizeof(float)) / 64 * 64;
+    if (b < 64) b = 64;
+    if (b > T) b = T;
+    return (int)b;
+}
+
+size_t wp_workspace_part_floats(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part) {
+    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
+    size_t qd = (size_t)c->heads * c->head_dim;
+    size_t width = (size_t)(c->heads + 2 * c->kv_heads) * c->head_dim;
+    int layers = k->nlayers > 0, head = k->last;
+    switch (part) {
+    case WP_WS_XN:      return layers || head ? T * H : 0;
+    case WP_WS_H:       return layers ? T * F : 0;
+    case WP_WS_DH:      return layers ? T * F : 0;
+    case WP_WS_DGU:     return layers ? 2 * T * F : 0;
+    case WP_WS_DXN:     return layers || head ? T * H : 0;
+    case WP_WS_DRES:    return T * H;   /* also carries dx_out to dx_in of a chunk without layers */
+    case WP_WS_DATT:    return layers ? T * qd : 0;
+    case WP_WS_DQKV:    return layers ? T * width : 0;
+    case WP_WS_ROPE:    return layers ? 2 * (size_t)c->seq * (c->head_dim / 2) : 0;
+    case WP_WS_LOGITS:  return head ? (size_t)wp_ce_block_tokens(c) * c->vocab : 0;
+    case WP_WS_RESTASH: return recompute ? wp_stash_floats(c, k, 0) : 0;
+    case WP_WS_NPARTS:  break;
     }
-    /* Each layer's part starts with its input: layer 0's is the chunk's input, layer i's the
-     * output of layer i - 1. */
-    size_t n = (size_t)k->nlayers * wp_layer_stash_floats(c);
-    if (k->last)
-        n += T * H         /* output of the last layer: the final norm's input */
-           + T             /* its rstd */
-           + T * V;        /* softmax of the logits: cross-entropy's backward */
+    return 0;
+}
+
+size_t wp_workspace_floats(const WpConfig *c, const WpChunk *k, int recompute) {
+    size_t n = 0;
+    for (int p = 0; p < WP_WS_NPARTS; p++) n += wp_workspace_part_floats(c, k, recompute, (WpWorkspacePart)p);
+    return n;
+}
+
+/* Activations and their gradients at the run's precision; RoPE tables and logits fp32 (the
+ * cross-entropy's softmax works on fp32 logits, model.c); the recompute stash as a stash. */
+size_t wp_workspace_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtype act_dtype) {
+    size_t n = 0;
+    for (int p = 0; p < WP_WS_NPARTS; p++) {
+        size_t e = wp_workspace_part_floats(c, k, recompute, (WpWorkspacePart)p);
+        if (p == WP_WS_RESTASH) n += e ? wp_stash_bytes(c, k, 0, act_dtype) : 0;
+        else if (p == WP_WS_ROPE || p == WP_WS_LOGITS) n += e * sizeof(float);
+        else n += e * wp_dtype_bytes(act_dtype);
+    }
     return n;
 }
 

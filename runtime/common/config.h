@@ -4,6 +4,7 @@
 #define WP_CONFIG_H
 
 #include <stddef.h>
+#include "common/precision.h"
 
 typedef struct WpConfig {
     int hidden;        /* H */
@@ -46,9 +47,53 @@ typedef struct WpTensor {
 /* Writes the chunk's tensors in order to out (if not NULL), returns how many there are. */
 int wp_chunk_tensors(const WpConfig *c, const WpChunk *k, WpTensor *out);
 
-/* Floats kept from the forward of one chunk on one micro-batch for its backward pass
+/* ---- Memory of a chunk's forward and backward. The one place these sizes are computed: the
+ * runtime's buffers (runtime/cpu/model.c) and the planner's peak-memory estimates both come from
+ * here. Counted in elements ("floats": the CPU keeps every element in an fp32 container); the
+ * _bytes versions count each element at the size a run in the given precision stores it (bf16
+ * activations, fp32 statistics; common/precision.h). */
+
+/* Where one layer's part of the stash keeps what (model.c, "stash layout"), in elements from the
+ * part's start. rstd1, lse, rstd2 are statistics (fp32 in every precision); the rest are
+ * activations. end: the part's size. */
+typedef struct WpLayerStashLayout {
+    size_t x, rstd1, qkv, att, lse, x2, rstd2, gu, end;
+} WpLayerStashLayout;
+WpLayerStashLayout wp_layer_stash_layout(const WpConfig *c);
+
+/* Elements kept from the forward of one chunk on one micro-batch for its backward pass
  * (recompute: only the chunk's input is kept). */
 size_t wp_stash_floats(const WpConfig *c, const WpChunk *k, int recompute);
+/* The same stash in bytes when activations are stored as act (statistics stay fp32). */
+size_t wp_stash_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtype act);
+
+/* Tokens per block of the LM head's chunked cross-entropy: the [tokens, vocab] fp32 logits exist
+ * one block at a time, never for the whole micro-batch (model.c, "the LM head"). */
+int wp_ce_block_tokens(const WpConfig *c);
+
+/* The workspace of one chunk's forward and backward on one micro-batch: temporaries that live
+ * only inside one call, beside the stash and the chunk's input and output activations. One part
+ * per buffer of the CPU model's scratch; a part a chunk does not use is 0 (the logits block, for
+ * one, is nonzero only on the chunk with the LM head; the recompute stash only with recompute).
+ * Not counted: the attention kernel's own work area (the CPU's copies of K and V transposed and
+ * per-thread tiles, attention_work_floats; a flash-attention GPU kernel needs none). */
+typedef enum {
+    WP_WS_XN,        /* [T, H] a norm's output                     activation */
+    WP_WS_H,         /* [T, F] silu(gate) * up                     activation */
+    WP_WS_DH,        /* [T, F]                                     activation gradient */
+    WP_WS_DGU,       /* [T, 2F]                                    activation gradient */
+    WP_WS_DXN,       /* [T, H] gradient of a norm's output         activation gradient */
+    WP_WS_DRES,      /* [T, H] gradient of the residual stream     activation gradient */
+    WP_WS_DATT,      /* [T, heads*hd]                              activation gradient */
+    WP_WS_DQKV,      /* [T, (heads + 2 kv)*hd]                     activation gradient */
+    WP_WS_ROPE,      /* [S, hd/2] twice: RoPE's cos and sin        fp32 */
+    WP_WS_LOGITS,    /* [wp_ce_block_tokens, V] a block of logits  fp32 */
+    WP_WS_RESTASH,   /* recompute: the chunk's full stash, refilled before its backward */
+    WP_WS_NPARTS
+} WpWorkspacePart;
+size_t wp_workspace_part_floats(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part);
+size_t wp_workspace_floats(const WpConfig *c, const WpChunk *k, int recompute);
+size_t wp_workspace_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtype act);
 
 /* Forward FLOPs of one chunk on one micro-batch (matrix products and attention). */
 double wp_chunk_fwd_flops(const WpConfig *c, const WpChunk *k);

@@ -11,7 +11,11 @@
  * row), dQ += dS K, dK += dS^T Q (both scaled by 1/sqrt(hd)). A task owns its heads' dQ, dK and
  * dV, so no two threads ever add into the same place.
  *
- * Query head h reads key/value head h / (heads / kv_heads), as Hugging Face's repeat_kv does. */
+ * Query head h reads key/value head h / (heads / kv_heads), as Hugging Face's repeat_kv does.
+ *
+ * bf16 (kernels.h): every product's inputs are bf16 values, as on tensor cores: q, k, v and dO
+ * arrive so; P is rounded before P V and P^T dO, dS before dS K and dS^T Q. What is summed in
+ * fp32 (l, D, the outputs before they are stored) stays fp32 until stored. */
 #include <math.h>
 #include <omp.h>
 #include "cpu/kernels.h"
@@ -209,7 +213,7 @@ static void transpose_heads(float *dst, const float *qkv, size_t off, int G, int
 
 WP_HOT
 void attention_forward(float *out, float *lse, const float *qkv, int G, int S, int heads,
-                       int kv_heads, int hd, float *work, int nthreads) {
+                       int kv_heads, int hd, float *work, int nthreads, int bf16) {
     size_t width = (size_t)(heads + 2 * kv_heads) * hd, qd = (size_t)heads * hd, Sp = padded(S);
     int rep = heads / kv_heads, nqb = (S + BR - 1) / BR;
     float scale = 1.0f / sqrtf((float)hd);
@@ -255,6 +259,7 @@ void attention_forward(float *out, float *lse, const float *qkv, int G, int S, i
                         }
                         l[r] = l[r] * corr + sum;
                         m[r] = mx;
+                        if (bf16) wp_bf16_round_serial(s, BC);   /* P as the P V product takes it */
                         if (corr != 1.0f) {
                             float *o = O + (size_t)r * hd;
                             #pragma omp simd
@@ -267,6 +272,7 @@ void attention_forward(float *out, float *lse, const float *qkv, int G, int S, i
                     float *o = out + ((size_t)g * S + i0 + r) * qd + (size_t)h * hd;
                     float inv = 1.0f / l[r];
                     for (int d = 0; d < hd; d++) o[d] = O[(size_t)r * hd + d] * inv;
+                    if (bf16) wp_bf16_round_serial(o, (size_t)hd);
                     lse[((size_t)g * heads + h) * S + i0 + r] = m[r] + logf(l[r]);
                 }
             }
@@ -276,10 +282,13 @@ void attention_forward(float *out, float *lse, const float *qkv, int G, int S, i
 WP_HOT
 void attention_backward(float *dqkv, const float *dout, const float *out, const float *lse,
                         const float *qkv, int G, int S, int heads, int kv_heads, int hd,
-                        float *work, int nthreads) {
+                        float *work, int nthreads, int bf16) {
     size_t width = (size_t)(heads + 2 * kv_heads) * hd, qd = (size_t)heads * hd, Sp = padded(S);
     int rep = heads / kv_heads, nb = (S + BR - 1) / BR;
     float scale = 1.0f / sqrtf((float)hd);
+    /* bf16: dS is rounded before its products without the 1/sqrt(hd), which dQ and dK take after
+     * their sums, as flash attention does (the rounding of dS does not depend on hd then) */
+    float dscale = bf16 ? 1.0f : scale;
     float *KT = work, *VT = work + shared_floats(G, S, kv_heads, hd) / 2;
     TileMM *tile_mm = tile_mm_pick();
     #pragma omp parallel num_threads(nthreads)
@@ -330,26 +339,42 @@ void attention_backward(float *dqkv, const float *dout, const float *out, const 
                             #pragma omp simd
                             for (int c = 0; c < BC; c++) p[c] = c < lim ? wp_expf(p[c] * scale - L) : 0.0f;
                         }
-                        /* dV += P^T dO */
-                        tile_mm(dV, hd, P, 1, BC, do0, (int)qd, nc, hd, nr, 1);
-                        /* dP = dO V^T, then dS = P * (dP - D) * scale */
+                        /* dP = dO V^T, then dS = P * (dP - D) * dscale */
                         tile_mm(dS, BC, do0, (int)qd, 1, vt + j0, (int)Sp, nr, BC, hd, 0);
                         for (int r = 0; r < nr; r++) {
                             float *ds = dS + r * BC, *p = P + r * BC, Dr = D[(size_t)hh * S + i0 + r];
                             #pragma omp simd
-                            for (int c = 0; c < BC; c++) ds[c] = p[c] * (ds[c] - Dr) * scale;
+                            for (int c = 0; c < BC; c++) ds[c] = p[c] * (ds[c] - Dr) * dscale;
                         }
+                        if (bf16) {   /* the products below take P and dS as bf16 */
+                            wp_bf16_round_serial(P, (size_t)nr * BC);
+                            wp_bf16_round_serial(dS, (size_t)nr * BC);
+                        }
+                        /* dV += P^T dO */
+                        tile_mm(dV, hd, P, 1, BC, do0, (int)qd, nc, hd, nr, 1);
                         /* dQ += dS K (K's rows straight from qkv), dK += dS^T Q */
                         tile_mm(dbase + (size_t)i0 * width + (size_t)h * hd, (int)width, dS, BC, 1,
                                 base + (size_t)j0 * width + koff, (int)width, nr, hd, nc, 1);
                         tile_mm(dK, hd, dS, 1, BC, q0, (int)width, nc, hd, nr, 1);
                     }
                 }
+                if (bf16) {   /* dK's deferred scale; dK and dV stored as bf16 */
+                    for (size_t e = 0; e < (size_t)nc * hd; e++) dK[e] *= scale;
+                    wp_bf16_round_serial(dK, (size_t)nc * hd);
+                    wp_bf16_round_serial(dV, (size_t)nc * hd);
+                }
                 for (int c = 0; c < nc; c++) {
                     memcpy(dbase + (size_t)(j0 + c) * width + koff, dK + (size_t)c * hd, (size_t)hd * sizeof(float));
                     memcpy(dbase + (size_t)(j0 + c) * width + voff, dV + (size_t)c * hd, (size_t)hd * sizeof(float));
                 }
             }
+            if (bf16)   /* the group's dQ is complete: its deferred scale, then stored as bf16 */
+                for (int hh = 0; hh < rep; hh++)
+                    for (int i = 0; i < S; i++) {
+                        float *dq = dbase + (size_t)i * width + (size_t)(kvh * rep + hh) * hd;
+                        for (int e = 0; e < hd; e++) dq[e] *= scale;
+                        wp_bf16_round_serial(dq, (size_t)hd);
+                    }
         }
     }
 }

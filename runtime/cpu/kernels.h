@@ -1,7 +1,9 @@
 /* The CPU model's building blocks, private to the runtime: one forward and one backward per
- * piece of the LLaMA layer, each in its own file. All fp32, activations row-major [T, width]
- * with T = G*S tokens (token t is position t % S of sequence t / S). Backward functions
- * accumulate (+=) into weight gradients and, where said, into input gradients. None allocates. */
+ * piece of the LLaMA layer, each in its own file. All fp32 arithmetic on float arrays,
+ * activations row-major [T, width] with T = G*S tokens (token t is position t % S of sequence
+ * t / S); in bf16 mode those arrays hold bf16 values, and the kernels with a bf16 flag round
+ * inside where a GPU kernel would (model.c rounds the rest). Backward functions accumulate (+=)
+ * into weight gradients and, where said, into input gradients. None allocates. */
 #ifndef WP_KERNELS_H
 #define WP_KERNELS_H
 
@@ -9,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "common/config.h"
+#include "common/precision.h"
 
 /* Vectorised clones of the hot loops: the build has no -march, so each such function is compiled
  * for AVX-512, AVX2+FMA and plain x86-64, and the loader picks the best one the CPU has. */
@@ -44,11 +47,31 @@ static inline float wp_expf(float x) {
 /* matmul.c: BLAS single-threaded (the OpenMP threads split each product); called by
  * wp_scratch_new, before any product. */
 void matmul_init(void);
+/* flags of a product: */
+enum {
+    MM_BF16_IN = 1,    /* its inputs (x or dy, and w) hold bf16 values: a bf16 GEMM may run it */
+    MM_BF16_OUT = 2,   /* y, or dx, is stored as bf16: rounded as written (dW never is) */
+};
 /* y[T, N] = x[T, K] W[N, K]^T (a torch Linear's weight layout), through BLAS. */
-void matmul_forward(float *y, const float *x, const float *w, int T, int K, int N, int accumulate);
+void matmul_forward(float *y, const float *x, const float *w, int T, int K, int N, int accumulate,
+                    int flags);
 /* dx[T, K] (= or +=) dy W; dW[N, K] += dy^T x. dx may be NULL. */
 void matmul_backward(float *dx, float *dw, const float *dy, const float *x, const float *w,
-                     int T, int K, int N, int accumulate_dx);
+                     int T, int K, int N, int accumulate_dx, int flags);
+/* Whether the BLAS has a bf16 GEMM (OpenBLAS's cblas_sbgemm, looked up at run time) and uses it
+ * for MM_BF16_IN products: 0 none, 1 found and used, 2 found but slower than the conversion path
+ * (sgemm on bf16-valued floats), so unused. */
+int matmul_bf16_gemm(void);
+/* Elements of bf16 work area the bf16 GEMM needs for a product of these sizes (0 without one). */
+size_t matmul_bf16_work(int T, int K, int N);
+/* The work area for the bf16 GEMM, at least matmul_bf16_work() of every product; given by the
+ * scratch. NULL (or too small for a product): that product takes the conversion path. */
+void matmul_set_bf16_work(WpBf16 *work, size_t elems);
+/* For tests: take fn as the bf16 GEMM (cblas_sbgemm's signature, row-major calls only), or NULL:
+ * back to what matmul_init found. */
+typedef void MatmulSbgemm(int order, int transa, int transb, int m, int n, int k, float alpha,
+                          const WpBf16 *a, int lda, const WpBf16 *b, int ldb, float beta, float *c, int ldc);
+void matmul_force_bf16_gemm(MatmulSbgemm *fn);
 
 /* rmsnorm.c: out = x * rsqrt(mean(x^2) + eps) * w per row; rstd keeps the rsqrt. */
 void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int H, float eps);
@@ -72,12 +95,16 @@ void rope_backward(float *dqkv, const float *cos_t, const float *sin_t, int T, i
  * score row [G, heads, S]. Flash-style: no S x S matrix, only per-thread tiles. */
 /* work: attention_work_floats() floats, for forward and backward alike. */
 size_t attention_work_floats(int G, int S, int heads, int kv_heads, int hd, int nthreads);
+/* bf16: the inputs hold bf16 values and the two products of the softmax's probabilities take
+ * them as bf16 (P rounded before P V; in backward P before P^T dO and dS before dS K, dS^T Q),
+ * as a flash-attention kernel on tensor cores does; out and dqkv are rounded to bf16. Sums,
+ * softmax statistics and lse stay fp32. */
 void attention_forward(float *out, float *lse, const float *qkv, int G, int S, int heads,
-                       int kv_heads, int hd, float *work, int nthreads);
+                       int kv_heads, int hd, float *work, int nthreads, int bf16);
 /* dqkv written (not accumulated). */
 void attention_backward(float *dqkv, const float *dout, const float *out, const float *lse,
                         const float *qkv, int G, int S, int heads, int kv_heads, int hd, float *work,
-                        int nthreads);
+                        int nthreads, int bf16);
 
 /* For tests: use the "avx2" or the "plain" tile kernel instead of the best one; NULL: the best. */
 void attention_force_tiles(const char *which);
@@ -87,12 +114,15 @@ void swiglu_forward(float *h, const float *gu, int T, int F);
 /* dgu from dh. */
 void swiglu_backward(float *dgu, const float *dh, const float *gu, int T, int F);
 
-/* loss.c: probs = softmax(logits) per row, returns the sum of -log p[target] in double. A target
- * < 0 is ignored (no loss, no gradient), as Hugging Face's -100. */
-double crossentropy_forward(float *probs, const float *logits, const int *targets, int T, int V);
-/* dlogits = scale * (probs - onehot(target)). */
-void crossentropy_backward(float *dlogits, const float *probs, const int *targets, int T, int V,
-                           float scale);
+/* loss.c: cross-entropy of a block of n tokens' logits [n, V] (the LM head runs it one block
+ * at a time, model.c). Forward: lse[t] = log(sum exp(logits[t])) in fp32, and returns the sum
+ * of lse - logit[target] over the block in double. A target < 0 is ignored (no loss, no
+ * gradient), as Hugging Face's -100. */
+double crossentropy_forward(float *lse, const float *logits, const int *targets, int n, int V);
+/* In place, logits become dlogits = scale * (softmax - onehot(target)), the softmax from the
+ * forward's lse; rounded to bf16 when bf16 (they are the head's products' input). */
+void crossentropy_backward(float *logits, const float *lse, const int *targets, int n, int V,
+                           float scale, int bf16);
 
 /* embedding.c: rows of the table, and its gradient. */
 void embedding_forward(float *x, const int *tokens, const float *table, int T, int H, int V);

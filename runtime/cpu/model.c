@@ -8,13 +8,73 @@
  * product. The first chunk starts with the embedding, the last ends with the final norm, the
  * LM head and the cross-entropy.
  *
- * Stash layout (wp_stash_floats in config.c counts the same): per layer, in order,
+ * The LM head runs in blocks of wp_ce_block_tokens (config.c) tokens, so that the [T, V] fp32
+ * logits of a micro-batch never exist at once (16 sequences of 4k tokens at vocabulary 32000:
+ * 7.8 GiB): forward computes a block's logits = xn_blk W^T and keeps each token's log-sum-exp;
+ * backward recomputes the block's logits, dlogits = scale * (softmax - onehot), dxn_blk =
+ * dlogits W and dW += dlogits^T xn_blk. One more head product in backward buys memory that no
+ * longer grows with the vocabulary.
+ *
+ * Stash layout (config.c's wp_layer_stash_layout and wp_stash_floats count the same): per layer,
  *   x [T*H] | rstd1 [T] | qkv [T*(heads+2kv)*hd] | att [T*heads*hd] | lse [G*heads*S] |
  *   x2 [T*H] | rstd2 [T] | gu [T*2F]
- * then, on the last chunk, xf [T*H] (the last layer's output) | rstdf [T] | probs [T*V].
+ * then, on the last chunk, xf [T*H] (the last layer's output) | rstdf [T] | lse of the logits [T].
  * Each part begins with its input, so layer i writes its output where layer i + 1's part begins.
  * With recompute only the chunk's input is stashed; backward re-runs the forward into a full
- * stash inside the scratch first. */
+ * stash inside the scratch first.
+ *
+ * Precision. With wp_scratch_set_precision(s, WP_BF16) a chunk computes as a bf16 GPU
+ * implementation will, so that the CPU is that implementation's numerical reference: arithmetic
+ * in fp32, but every tensor the GPU stores in bf16 is rounded to bf16 (to nearest even) at the
+ * point where it is stored. The CPU keeps those tensors in fp32 containers holding bf16 values
+ * (so the kernels need no 16-bit versions); the plan's buffers and transfers are real 16-bit
+ * arrays, which the step ops convert. Weights must arrive bf16-valued (the caller rounds its
+ * working copy, wp_bf16_round_array; nothing here checks). Every matrix product then has
+ * bf16-valued inputs and fp32 sums: tensor-core semantics up to the order of the sums (a product
+ * of two bf16 values is exact in fp32). The rounding points, the one list of them, with the name
+ * of the GPU kernel that stores each tensor (CUDA backend: follow this table):
+ *
+ *   tensor                                 GPU kernel          here
+ *   forward, each layer
+ *     x, the chunk's input                 embedding_fwd/recv  store_bf16 as it enters the stash
+ *     xn = rmsnorm(x)                      rmsnorm_fwd         store_bf16 (rstd1: fp32)
+ *     qkv = xn Wqkv^T                      gemm                MM_BF16_OUT
+ *     q, k rotated                         rope_fwd            store_bf16
+ *     P (softmax tile) before P V          attention_fwd       attention(bf16)
+ *     att                                  attention_fwd       attention(bf16) (lse: fp32)
+ *     x2 = x + att Wo^T                    gemm, x as C        MM_BF16_OUT (one rounding of the sum)
+ *     xn = rmsnorm(x2)                     rmsnorm_fwd         store_bf16 (rstd2: fp32)
+ *     gu = xn Wgu^T                        gemm                MM_BF16_OUT
+ *     h = silu(g) * u                      swiglu_fwd          store_bf16
+ *     y = x2 + h Wdown^T (next x, x_out)   gemm, x2 as C       MM_BF16_OUT
+ *   forward, head (last chunk)
+ *     xn = rmsnorm(xf)                     rmsnorm_fwd         store_bf16 (rstdf: fp32)
+ *     logits block = xn W^T                gemm, fp32 out      not rounded (fp32 workspace)
+ *     lse per token, loss                  ce_fwd              fp32; loss summed in double
+ *   backward, head
+ *     logits block again                   gemm, fp32 out      not rounded
+ *     dlogits = scale (softmax - onehot)   ce_bwd              crossentropy_backward(bf16)
+ *     dxn = dlogits W                      gemm                MM_BF16_OUT
+ *     dres = rmsnorm_bwd(dxn)              rmsnorm_bwd         store_bf16
+ *   backward, each layer (dres = dL/dy on entry; dx_out rounded as it enters)
+ *     h again                              swiglu_fwd          store_bf16
+ *     dh = dres Wdown                      gemm                MM_BF16_OUT
+ *     dgu                                  swiglu_bwd          store_bf16
+ *     xn = rmsnorm(x2) again               rmsnorm_fwd         store_bf16
+ *     dxn = dgu Wgu                        gemm                MM_BF16_OUT
+ *     dres = dres + rmsnorm_bwd(dxn)       rmsnorm_bwd         store_bf16 (dL/dx2, one rounding)
+ *     datt = dres Wo                       gemm                MM_BF16_OUT
+ *     P, dS before their products          attention_bwd       attention(bf16) (D: fp32)
+ *     dqkv                                 attention_bwd       attention(bf16)
+ *     dq, dk rotated back                  rope_bwd            store_bf16
+ *     xn = rmsnorm(x) again                rmsnorm_fwd         store_bf16
+ *     dxn = dqkv Wqkv                      gemm                MM_BF16_OUT
+ *     dres = dres + rmsnorm_bwd(dxn)       rmsnorm_bwd         store_bf16 (dL/dx; the chunk's dx_in)
+ * Kept in fp32 in every precision: rstd, both log-sum-exps, the softmax statistics inside
+ * attention and cross-entropy, the logits block, the loss (double), and the parameter gradients,
+ * which the products and the norm and embedding backwards add into dparams in fp32 (how they are
+ * stored or sent afterwards is the caller's choice). A recomputed tensor is rounded exactly as the
+ * first time, so it is the same bits. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,9 +84,12 @@
 struct WpScratch {
     WpConfig cfg;
     int max_layers, nthreads;
+    int ce_block;            /* tokens per block of the LM head (wp_ce_block_tokens, or less for tests) */
+    WpDtype dtype;           /* WP_BF16: the rounding points of the header apply */
     void (*progress)(void *);   /* called between layers: lets posted transfers move */
     void *progress_ud;
     float *restash;          /* the full stash of a recomputed chunk */
+    /* the workspace, one buffer per part of config.c's WpWorkspacePart */
     float *xn;               /* [T, H] a norm's output */
     float *h;                /* [T, F] silu(gate) * up */
     float *dh;               /* [T, F] */
@@ -35,10 +98,12 @@ struct WpScratch {
     float *dres;             /* [T, H] gradient of the residual stream */
     float *datt;             /* [T, heads*hd] */
     float *dqkv;             /* [T, (heads+2kv)*hd] */
-    float *logits;           /* [T, V] logits, then their gradient */
     float *cos_t, *sin_t;    /* [S, hd/2] RoPE tables */
+    float *logits;           /* [ce_block, V] a block's logits, then their gradient */
     float *attn_work;        /* K^T, V^T and per-thread tiles */
     float *block;            /* the one allocation all of the above but restash point into */
+    WpBf16 *mm_work;         /* bf16 mode with a bf16 GEMM: its operands' 16-bit copies */
+    size_t mm_work_elems;
 };
 
 /* Pointers into one layer's parameters. */
@@ -59,59 +124,84 @@ static LayerParams layer_params(const WpConfig *c, float *p) {
     return l;
 }
 
-/* Pointers into one layer's part of the stash. */
+/* Pointers into one layer's part of the stash (its layout is config.c's). */
 typedef struct {
     float *x, *rstd1, *qkv, *att, *lse, *x2, *rstd2, *gu, *end;
 } LayerStash;
 
 static LayerStash layer_stash(const WpConfig *c, float *b) {
-    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
-    size_t qd = (size_t)c->heads * c->head_dim;
-    size_t width = (size_t)(c->heads + 2 * c->kv_heads) * c->head_dim;
-    LayerStash s;
-    s.x = b;
-    s.rstd1 = s.x + T * H;
-    s.qkv = s.rstd1 + T;
-    s.att = s.qkv + T * width;
-    s.lse = s.att + T * qd;
-    s.x2 = s.lse + (size_t)c->mbs * c->heads * c->seq;
-    s.rstd2 = s.x2 + T * H;
-    s.gu = s.rstd2 + T;
-    s.end = s.gu + 2 * T * F;
+    WpLayerStashLayout l = wp_layer_stash_layout(c);
+    LayerStash s = { b + l.x, b + l.rstd1, b + l.qkv, b + l.att, b + l.lse, b + l.x2, b + l.rstd2,
+                     b + l.gu, b + l.end };
     return s;
 }
 
 WpScratch *wp_scratch_new(const WpConfig *c, int max_layers) {
-    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
-    size_t V = (size_t)c->vocab, hd = (size_t)c->head_dim, qd = (size_t)c->heads * hd;
-    size_t width = (size_t)(c->heads + 2 * c->kv_heads) * hd;
     WpScratch *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->cfg = *c;
     s->max_layers = max_layers;
     s->nthreads = omp_get_max_threads();
+    s->ce_block = wp_ce_block_tokens(c);
+    s->dtype = WP_FP32;
     matmul_init();
+    /* the largest chunk this scratch serves: every part at its largest */
     WpChunk big = wp_chunk_make(c, 0, 0, max_layers, 1, 1);
     /* The recompute stash is an allocation of its own: a run without recompute never touches
-     * it, so its pages are never made resident. */
-    s->restash = aligned_alloc(64, (wp_stash_floats(c, &big, 0) + 15) / 16 * 16 * sizeof(float));
+     * it, so its pages are never made resident. Likewise the logits block of a rank that runs
+     * no LM head. */
+    s->restash = aligned_alloc(64, (wp_workspace_part_floats(c, &big, 1, WP_WS_RESTASH) + 15) / 16 * 16 * sizeof(float));
     if (!s->restash) { free(s); return NULL; }
-    size_t sizes[] = {
-        T * H, T * F, T * F, 2 * T * F, T * H, T * H, T * qd,
-        T * width, T * V, (size_t)c->seq * hd / 2, (size_t)c->seq * hd / 2,
-        attention_work_floats(c->mbs, c->seq, c->heads, c->kv_heads, c->head_dim, s->nthreads),
+    float **part[WP_WS_NPARTS] = {
+        [WP_WS_XN] = &s->xn, [WP_WS_H] = &s->h, [WP_WS_DH] = &s->dh, [WP_WS_DGU] = &s->dgu,
+        [WP_WS_DXN] = &s->dxn, [WP_WS_DRES] = &s->dres, [WP_WS_DATT] = &s->datt,
+        [WP_WS_DQKV] = &s->dqkv, [WP_WS_ROPE] = &s->cos_t, [WP_WS_LOGITS] = &s->logits,
     };
-    float **ptrs[] = { &s->xn, &s->h, &s->dh, &s->dgu, &s->dxn, &s->dres, &s->datt,
-                       &s->dqkv, &s->logits, &s->cos_t, &s->sin_t, &s->attn_work };
-    enum { NBUF = sizeof sizes / sizeof sizes[0] };
-    size_t total = 0;
-    for (int i = 0; i < NBUF; i++) total += (sizes[i] + 15) / 16 * 16;   /* 64-byte aligned each */
+    size_t attn = attention_work_floats(c->mbs, c->seq, c->heads, c->kv_heads, c->head_dim, s->nthreads);
+    size_t total = (attn + 15) / 16 * 16;
+    for (int i = 0; i < WP_WS_NPARTS; i++)   /* 64-byte aligned each */
+        if (part[i]) total += (wp_workspace_part_floats(c, &big, 0, (WpWorkspacePart)i) + 15) / 16 * 16;
     s->block = aligned_alloc(64, total * sizeof(float));
     if (!s->block) { free(s->restash); free(s); return NULL; }
     size_t off = 0;
-    for (int i = 0; i < NBUF; i++) { *ptrs[i] = s->block + off; off += (sizes[i] + 15) / 16 * 16; }
-    rope_tables(s->cos_t, s->sin_t, c->seq, c->head_dim, c->rope_theta);
+    for (int i = 0; i < WP_WS_NPARTS; i++)
+        if (part[i]) {
+            *part[i] = s->block + off;
+            off += (wp_workspace_part_floats(c, &big, 0, (WpWorkspacePart)i) + 15) / 16 * 16;
+        }
+    s->attn_work = s->block + off;
+    if (max_layers > 0) {
+        s->sin_t = s->cos_t + (size_t)c->seq * (c->head_dim / 2);
+        rope_tables(s->cos_t, s->sin_t, c->seq, c->head_dim, c->rope_theta);
+    }
     return s;
+}
+
+int wp_scratch_set_precision(WpScratch *s, WpDtype dtype) {
+    s->dtype = dtype;
+    if (dtype != WP_BF16 || s->mm_work) return 0;
+    /* a bf16 GEMM, if the BLAS has one, needs 16-bit copies of the largest product's operands */
+    const WpConfig *c = &s->cfg;
+    int T = c->mbs * c->seq, H = c->hidden, F = c->ffn, qd = c->heads * c->head_dim;
+    int width = (c->heads + 2 * c->kv_heads) * c->head_dim;
+    size_t need = matmul_bf16_work(s->ce_block, H, c->vocab);
+    if (s->max_layers > 0) {
+        size_t layer[4] = { matmul_bf16_work(T, H, width), matmul_bf16_work(T, qd, H),
+                            matmul_bf16_work(T, H, 2 * F), matmul_bf16_work(T, F, H) };
+        for (int i = 0; i < 4; i++) need = layer[i] > need ? layer[i] : need;
+    }
+    if (need == 0) return 0;   /* no bf16 GEMM: the conversion path needs nothing */
+    s->mm_work = aligned_alloc(64, (need * sizeof(WpBf16) + 63) / 64 * 64);
+    if (!s->mm_work) return -1;
+    s->mm_work_elems = need;
+    return 0;
+}
+
+WpDtype wp_scratch_precision(const WpScratch *s) { return s->dtype; }
+
+void wp_scratch_set_ce_block(WpScratch *s, int tokens) {
+    int most = wp_ce_block_tokens(&s->cfg);
+    s->ce_block = tokens >= 1 && tokens < most ? tokens : most;
 }
 
 void wp_scratch_set_progress(WpScratch *s, void (*fn)(void *), void *ud) {
@@ -125,10 +215,21 @@ static void progress(const WpScratch *s) {
 
 void wp_scratch_free(WpScratch *s) {
     if (!s) return;
+    if (s->mm_work) matmul_set_bf16_work(NULL, 0);
+    free(s->mm_work);
     free(s->block);
     free(s->restash);
     free(s);
 }
+
+/* A rounding point of the header's table: the n floats at x are stored as bf16 (in bf16 mode). */
+static void store_bf16(const WpScratch *s, float *x, size_t n) {
+    if (s->dtype == WP_BF16) wp_bf16_round_array(x, n);
+}
+
+/* Flags of a product whose output is an activation (rounded when stored) or not. */
+static int mm_flags(const WpScratch *s) { return s->dtype == WP_BF16 ? MM_BF16_IN | MM_BF16_OUT : 0; }
+static int mm_flags_fp32_out(const WpScratch *s) { return s->dtype == WP_BF16 ? MM_BF16_IN : 0; }
 
 static void check_call(const WpConfig *c, const WpChunk *k, const WpScratch *s) {
     if (k->nlayers > s->max_layers || s->cfg.seq != c->seq || s->cfg.mbs != c->mbs ||
@@ -143,46 +244,61 @@ static void check_call(const WpConfig *c, const WpChunk *k, const WpScratch *s) 
         fprintf(stderr, "wp_chunk: a tied LM head needs the embedding in the same chunk (chunk %d)\n", k->index);
         abort();
     }
+    /* this scratch's bf16 GEMM work area, not another's */
+    matmul_set_bf16_work(s->mm_work, s->mm_work_elems);
 }
 
 static void layer_forward(const WpConfig *c, const LayerParams *p, const LayerStash *st, float *y,
                           WpScratch *s) {
     int T = c->mbs * c->seq, H = c->hidden, F = c->ffn, hd = c->head_dim;
-    int qd = c->heads * hd, width = (c->heads + 2 * c->kv_heads) * hd;
+    int qd = c->heads * hd, width = (c->heads + 2 * c->kv_heads) * hd, mm = mm_flags(s);
+    int bf16 = s->dtype == WP_BF16;
     rmsnorm_forward(s->xn, st->rstd1, st->x, p->ln1, T, H, c->eps);
-    matmul_forward(st->qkv, s->xn, p->wqkv, T, H, width, 0);
+    store_bf16(s, s->xn, (size_t)T * H);
+    matmul_forward(st->qkv, s->xn, p->wqkv, T, H, width, 0, mm);
     rope_forward(st->qkv, s->cos_t, s->sin_t, T, c->seq, c->heads, c->kv_heads, hd);
+    store_bf16(s, st->qkv, (size_t)T * width);
     attention_forward(st->att, st->lse, st->qkv, c->mbs, c->seq, c->heads, c->kv_heads, hd,
-                      s->attn_work, s->nthreads);
+                      s->attn_work, s->nthreads, bf16);
     memcpy(st->x2, st->x, (size_t)T * H * sizeof(float));
-    matmul_forward(st->x2, st->att, p->wo, T, qd, H, 1);        /* x2 = x + att Wo^T */
+    matmul_forward(st->x2, st->att, p->wo, T, qd, H, 1, mm);        /* x2 = x + att Wo^T */
     rmsnorm_forward(s->xn, st->rstd2, st->x2, p->ln2, T, H, c->eps);
-    matmul_forward(st->gu, s->xn, p->wgu, T, H, 2 * F, 0);
+    store_bf16(s, s->xn, (size_t)T * H);
+    matmul_forward(st->gu, s->xn, p->wgu, T, H, 2 * F, 0, mm);
     swiglu_forward(s->h, st->gu, T, F);
+    store_bf16(s, s->h, (size_t)T * F);
     memcpy(y, st->x2, (size_t)T * H * sizeof(float));
-    matmul_forward(y, s->h, p->wdown, T, F, H, 1);              /* y = x2 + h Wdown^T */
+    matmul_forward(y, s->h, p->wdown, T, F, H, 1, mm);              /* y = x2 + h Wdown^T */
 }
 
 /* On entry s->dres holds dL/dy; on return dL/dx. */
 static void layer_backward(const WpConfig *c, const LayerParams *p, LayerParams *dp,
                            const LayerStash *st, WpScratch *s) {
     int T = c->mbs * c->seq, H = c->hidden, F = c->ffn, hd = c->head_dim;
-    int qd = c->heads * hd, width = (c->heads + 2 * c->kv_heads) * hd;
+    int qd = c->heads * hd, width = (c->heads + 2 * c->kv_heads) * hd, mm = mm_flags(s);
+    int bf16 = s->dtype == WP_BF16;
     /* MLP: y = x2 + h Wdown^T, h = silu(g) * u, gu = rmsnorm(x2) Wgu^T */
     swiglu_forward(s->h, st->gu, T, F);
-    matmul_backward(s->dh, dp->wdown, s->dres, s->h, p->wdown, T, F, H, 0);
+    store_bf16(s, s->h, (size_t)T * F);
+    matmul_backward(s->dh, dp->wdown, s->dres, s->h, p->wdown, T, F, H, 0, mm);
     swiglu_backward(s->dgu, s->dh, st->gu, T, F);
+    store_bf16(s, s->dgu, (size_t)T * 2 * F);
     rmsnorm_recompute(s->xn, st->x2, p->ln2, st->rstd2, T, H);
-    matmul_backward(s->dxn, dp->wgu, s->dgu, s->xn, p->wgu, T, H, 2 * F, 0);
+    store_bf16(s, s->xn, (size_t)T * H);
+    matmul_backward(s->dxn, dp->wgu, s->dgu, s->xn, p->wgu, T, H, 2 * F, 0, mm);
     rmsnorm_backward(s->dres, dp->ln2, s->dxn, st->x2, p->ln2, st->rstd2, T, H);   /* dres: dL/dx2 */
+    store_bf16(s, s->dres, (size_t)T * H);
     /* attention: x2 = x + att Wo^T */
-    matmul_backward(s->datt, dp->wo, s->dres, st->att, p->wo, T, qd, H, 0);
+    matmul_backward(s->datt, dp->wo, s->dres, st->att, p->wo, T, qd, H, 0, mm);
     attention_backward(s->dqkv, s->datt, st->att, st->lse, st->qkv, c->mbs, c->seq, c->heads,
-                       c->kv_heads, hd, s->attn_work, s->nthreads);
+                       c->kv_heads, hd, s->attn_work, s->nthreads, bf16);
     rope_backward(s->dqkv, s->cos_t, s->sin_t, T, c->seq, c->heads, c->kv_heads, hd);
+    store_bf16(s, s->dqkv, (size_t)T * width);
     rmsnorm_recompute(s->xn, st->x, p->ln1, st->rstd1, T, H);
-    matmul_backward(s->dxn, dp->wqkv, s->dqkv, s->xn, p->wqkv, T, H, width, 0);
+    store_bf16(s, s->xn, (size_t)T * H);
+    matmul_backward(s->dxn, dp->wqkv, s->dqkv, s->xn, p->wqkv, T, H, width, 0, mm);
     rmsnorm_backward(s->dres, dp->ln1, s->dxn, st->x, p->ln1, st->rstd1, T, H);     /* dres: dL/dx */
+    store_bf16(s, s->dres, (size_t)T * H);
 }
 
 /* Where the last chunk's head parameters are. */
@@ -195,6 +311,44 @@ static float *final_norm(const WpConfig *c, const WpChunk *k, float *p) {
 }
 static float *first_layer(const WpConfig *c, const WpChunk *k, float *p) {
     return p + (k->first ? (size_t)c->vocab * c->hidden : 0);
+}
+
+/* The LM head's forward from xf (the last layer's output): its norm, then block by block the
+ * logits and each token's log-sum-exp. Returns the block's summed token losses. */
+static double head_forward(const WpConfig *c, const WpChunk *k, const float *params,
+                           const int *targets, float *xf, float *rstdf, float *lse, WpScratch *s) {
+    int T = c->mbs * c->seq, H = c->hidden, V = c->vocab, B = s->ce_block;
+    float *pp = (float *)params, *w = head_weight(c, k, pp);
+    rmsnorm_forward(s->xn, rstdf, xf, final_norm(c, k, pp), T, H, c->eps);
+    store_bf16(s, s->xn, (size_t)T * H);
+    double loss = 0;
+    for (int t0 = 0; t0 < T; t0 += B) {
+        int n = T - t0 < B ? T - t0 : B;
+        matmul_forward(s->logits, s->xn + (size_t)t0 * H, w, n, H, V, 0, mm_flags_fp32_out(s));
+        loss += crossentropy_forward(lse + t0, s->logits, targets + t0, n, V);
+    }
+    return loss;
+}
+
+/* The head's backward: leaves dL/dxf in s->dres. */
+static void head_backward(const WpConfig *c, const WpChunk *k, const float *params,
+                          const int *targets, const float *xf, const float *rstdf, const float *lse,
+                          float *dparams, float loss_scale, WpScratch *s) {
+    int T = c->mbs * c->seq, H = c->hidden, V = c->vocab, B = s->ce_block;
+    float *pp = (float *)params, *w = head_weight(c, k, pp), *wf = final_norm(c, k, pp);
+    rmsnorm_recompute(s->xn, xf, wf, rstdf, T, H);
+    store_bf16(s, s->xn, (size_t)T * H);
+    for (int t0 = 0; t0 < T; t0 += B) {
+        int n = T - t0 < B ? T - t0 : B;
+        const float *xn = s->xn + (size_t)t0 * H;
+        matmul_forward(s->logits, xn, w, n, H, V, 0, mm_flags_fp32_out(s));   /* as in forward */
+        crossentropy_backward(s->logits, lse + t0, targets + t0, n, V, loss_scale, s->dtype == WP_BF16);
+        matmul_backward(s->dxn + (size_t)t0 * H, head_weight(c, k, dparams), s->logits, xn, w, n, H, V,
+                        0, mm_flags(s));
+    }
+    memset(s->dres, 0, (size_t)T * H * sizeof(float));
+    rmsnorm_backward(s->dres, final_norm(c, k, dparams), s->dxn, xf, wf, rstdf, T, H);
+    store_bf16(s, s->dres, (size_t)T * H);
 }
 
 /* The forward after the chunk's input is in st (layer 0's x): the layers, then on the last
@@ -217,10 +371,8 @@ static void chunk_forward_from_stash(const WpConfig *c, const WpChunk *k, const 
         if (k->nlayers == 0) memcpy(y, st, T * H * sizeof(float));
         return;
     }
-    float *xf = b, *rstdf = xf + T * H, *probs = rstdf + T;
-    rmsnorm_forward(s->xn, rstdf, xf, final_norm(c, k, pp), (int)T, (int)H, c->eps);
-    matmul_forward(s->logits, s->xn, head_weight(c, k, pp), (int)T, (int)H, c->vocab, 0);
-    double l = crossentropy_forward(probs, s->logits, targets, (int)T, c->vocab);
+    float *xf = b, *rstdf = xf + T * H, *lse = rstdf + T;
+    double l = head_forward(c, k, params, targets, xf, rstdf, lse, s);
     if (loss_sum) *loss_sum += l;
 }
 
@@ -232,6 +384,7 @@ void wp_chunk_forward(const WpConfig *c, const WpChunk *k, const float *params,
     float *st = recompute ? s->restash : stash;
     if (k->first) embedding_forward(st, tokens, params, c->mbs * c->seq, c->hidden, c->vocab);
     else memcpy(st, x_in, TH * sizeof(float));
+    store_bf16(s, st, TH);   /* x: bf16 already when the weights and the sender are */
     if (recompute) memcpy(stash, st, TH * sizeof(float));
     chunk_forward_from_stash(c, k, params, targets, st, x_out, s, loss_sum);
 }
@@ -253,17 +406,11 @@ void wp_chunk_backward(const WpConfig *c, const WpChunk *k, const float *params,
     float *pp = (float *)params;
     size_t lstash = wp_layer_stash_floats(c);
     if (k->last) {
-        float *xf = k->nlayers ? st + (size_t)k->nlayers * lstash : st;
-        float *rstdf = xf + T * H, *probs = rstdf + T;
-        float *wf = final_norm(c, k, pp);
-        crossentropy_backward(s->logits, probs, targets, (int)T, c->vocab, loss_scale);
-        rmsnorm_recompute(s->xn, xf, wf, rstdf, (int)T, (int)H);
-        matmul_backward(s->dxn, head_weight(c, k, dparams), s->logits, s->xn,
-                        head_weight(c, k, pp), (int)T, (int)H, c->vocab, 0);
-        memset(s->dres, 0, T * H * sizeof(float));
-        rmsnorm_backward(s->dres, final_norm(c, k, dparams), s->dxn, xf, wf, rstdf, (int)T, (int)H);
+        float *xf = st + (size_t)k->nlayers * lstash, *rstdf = xf + T * H, *lse = rstdf + T;
+        head_backward(c, k, params, targets, xf, rstdf, lse, dparams, loss_scale, s);
     } else {
         memcpy(s->dres, dx_out, T * H * sizeof(float));
+        store_bf16(s, s->dres, T * H);   /* dL/dy: bf16 already when the sender is */
     }
     float *lp = first_layer(c, k, pp), *dlp = first_layer(c, k, dparams);
     for (int i = k->nlayers - 1; i >= 0; i--) {

@@ -1,5 +1,7 @@
-/* The LLaMA-style decoder on the CPU (fp32), forward and backward, one chunk at a time: the
- * schedules run chunks, so this is the unit of compute. Matches Hugging Face's LlamaForCausalLM. */
+/* The LLaMA-style decoder on the CPU, forward and backward, one chunk at a time: the schedules run
+ * chunks, so this is the unit of compute. Matches Hugging Face's LlamaForCausalLM. Computes in
+ * fp32, or as a bf16 GPU implementation does (wp_scratch_set_precision; model.c lists where it
+ * rounds). */
 #ifndef WP_MODEL_H
 #define WP_MODEL_H
 
@@ -15,6 +17,18 @@ void wp_chunk_init(const WpConfig *c, const WpChunk *k, float *params, uint64_t 
 typedef struct WpScratch WpScratch;
 WpScratch *wp_scratch_new(const WpConfig *c, int max_layers);
 void wp_scratch_free(WpScratch *s);
+/* The precision the chunks computed with this scratch use; WP_FP32 from wp_scratch_new. WP_BF16:
+ * the tensors a bf16 GPU implementation stores as bf16 are rounded to bf16 where they are stored
+ * (model.c's table), in fp32 containers: params, x_in, dx_out, stash, x_out and dx_in stay float
+ * arrays, and x_out, dx_in and the stash's activations hold bf16 values. The caller must give
+ * bf16-valued weights (round its working copy with wp_bf16_round_array). dparams accumulate in
+ * fp32. Allocates the work area of a bf16 GEMM if the BLAS has one: call it before the steps,
+ * not inside one. Returns 0, or -1 when out of memory. */
+int wp_scratch_set_precision(WpScratch *s, WpDtype dtype);
+WpDtype wp_scratch_precision(const WpScratch *s);
+/* For tests: run the LM head in blocks of this many tokens (at most wp_ce_block_tokens, the
+ * default; 0 restores it). */
+void wp_scratch_set_ce_block(WpScratch *s, int tokens);
 /* fn(ud) is called between layers of forward and backward, so that a communication layer whose
  * transfers only move inside its own calls (MPI without a progress thread) overlaps them with
  * compute for real. NULL: none. */

@@ -2,7 +2,7 @@
  * attention, untied head, byte vocabulary; or a tied, multi-query one with S = 100), runs one forward and backward of a
  * micro-batch, and writes everything PyTorch needs to redo it into one safetensors file: the
  * weights under their Hugging Face names, tokens, targets, the shape (metadata), and the results:
- * loss, the softmax of the logits, and the gradient of every tensor ("grad." + name).
+ * loss, each token's log-sum-exp of the logits, and the gradient of every tensor ("grad." + name).
  * usage: dump OUT.safetensors [tied] */
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,10 +76,10 @@ int main(int argc, char **argv) {
     double loss = loss_sum / T;
     size_t one = 1;
     wp_st_add(w, "loss", "F64", &one, 1, &loss, sizeof loss);
-    /* The softmax of the logits is the stash's last T*V floats (model.c, "stash layout"). */
-    size_t pshape[3] = { (size_t)c.mbs, (size_t)c.seq, (size_t)c.vocab };
-    wp_st_add(w, "probs", "F32", pshape, 3, stash + nstash - (size_t)T * c.vocab,
-              (size_t)T * c.vocab * sizeof(float));
+    /* Each token's log-sum-exp of the logits is the stash's last T floats (model.c, "stash
+     * layout"): with the loss and the head's gradient it checks every logit. */
+    size_t lshape[2] = { (size_t)c.mbs, (size_t)c.seq };
+    wp_st_add(w, "lse", "F32", lshape, 2, stash + nstash - (size_t)T, (size_t)T * sizeof(float));
     char err[256];
     if (wp_st_commit(w, argv[1], err, sizeof err)) { fprintf(stderr, "dump: %s\n", err); return 1; }
     printf("dump: %s: %s model, %d tensors, loss %.6f\n", argv[1], tied ? "tied" : "untied", nt, loss);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # PyTorch parity of the CPU model: tests/torch/dump.c runs the C model and writes weights, batch,
-# loss, softmax and gradients; tests/torch/parity.py redoes it in PyTorch and compares (the
+# loss, log-sum-exp of the logits and gradients; tests/torch/parity.py redoes it in PyTorch and compares (the
 # tolerances are stated there). Uses Debian's python3-torch through /usr/bin/python3 (not a
 # python3 earlier on PATH), installing it when missing.
 # usage: tests/torch/test_torch_parity.sh BUILD_DIR
@@ -26,5 +26,5 @@ for variant in untied tied; do
     "$tmp/dump" "$tmp/$variant.safetensors" $variant
     (cd tests/torch && $py parity.py "$tmp/$variant.safetensors") || status=1
 done
-[ $status = 0 ] && echo "torch parity: loss, softmax and every gradient match (untied GQA and tied MQA models)"
+[ $status = 0 ] && echo "torch parity: loss, log-sum-exp and every gradient match (untied GQA and tied MQA models)"
 exit $status

@@ -10,18 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#include "model_fixture.h"
 #include "common/config.h"
 #include "cpu/model.h"
 #include "cpu/kernels.h"
 
 /* ---- small helpers ---- */
 
-static uint64_t rng_state = 12345;
-static double urand(void) {   /* uniform in [-1, 1) */
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return (double)(rng_state >> 11) / 4503599627370496.0 - 1.0;
-}
-static void fill(float *x, size_t n, double scale) { for (size_t i = 0; i < n; i++) x[i] = (float)(scale * urand()); }
 static double *to_double(const float *x, size_t n) {
     double *d = malloc(n * sizeof *d);
     for (size_t i = 0; i < n; i++) d[i] = x[i];
@@ -254,7 +249,7 @@ static void test_attention(int G, int S, int heads, int kv, int hd, int nsample,
     float *work = malloc(attention_work_floats(G, S, heads, kv, hd, nt) * 4);
     fill(qkv, n, 2.0); fill(R, no, 1.0);   /* scale 2: peaked softmaxes, not uniform ones */
     attention_force_tiles(tiles);
-    attention_forward(out, lse, qkv, G, S, heads, kv, hd, work, nt);
+    attention_forward(out, lse, qkv, G, S, heads, kv, hd, work, nt, 0);
     double *qd_ = to_double(qkv, n), *ref = malloc(no * sizeof *ref), *lref = malloc(nl * sizeof *lref);
     ref_attention(ref, lref, qd_, G, S, heads, kv, hd);
     double err = 0, lerr = 0;
@@ -264,7 +259,7 @@ static void test_attention(int G, int S, int heads, int kv, int hd, int nsample,
     snprintf(what, sizeof what, "attention G=%d S=%d heads=%d kv=%d hd=%d tiles %s", G, S, heads, kv,
              hd, tiles ? tiles : "best");
     CHECK(err < 2e-5 && lerr < 2e-5, "%s forward: max error %g, lse %g", what, err, lerr);
-    attention_backward(dqkv, R, out, lse, qkv, G, S, heads, kv, hd, work, nt);
+    attention_backward(dqkv, R, out, lse, qkv, G, S, heads, kv, hd, work, nt, 0);
     int m = nsample < (int)n ? nsample : (int)n;
     float *got = malloc(m * 4);
     double *g = malloc(m * sizeof *g), h = 1e-6;
@@ -310,13 +305,20 @@ static void test_swiglu(void) {
 static void test_crossentropy(void) {
     int T = 6, V = 29;
     int targets[6] = { 3, 0, 28, -1, 7, 7 };   /* -1: ignored */
-    float logits[6 * 29], probs[6 * 29], d[6 * 29], scale = 0.2f;
+    float logits[6 * 29], lse[6], d[6 * 29], scale = 0.2f;
     fill(logits, T * V, 5.0);
-    double loss = crossentropy_forward(probs, logits, targets, T, V);
+    double loss = crossentropy_forward(lse, logits, targets, T, V);
     double *ld = to_double(logits, T * V), g[6 * 29], h = 1e-6;
     double ref = ref_crossentropy(ld, targets, T, V);
     CHECK_CLOSE(loss, ref, 1e-6, 0, "cross-entropy forward");
-    crossentropy_backward(d, probs, targets, T, V, scale);
+    for (int t = 0; t < T; t++) {   /* every row's log-sum-exp, the ignored one's too */
+        double m = ld[t * V], sum = 0;
+        for (int v = 0; v < V; v++) m = fmax(m, ld[t * V + v]);
+        for (int v = 0; v < V; v++) sum += exp(ld[t * V + v] - m);
+        CHECK_CLOSE(lse[t], m + log(sum), 2e-7, 0, "cross-entropy log-sum-exp");
+    }
+    memcpy(d, logits, sizeof d);
+    crossentropy_backward(d, lse, targets, T, V, scale, 0);
     for (int i = 0; i < T * V; i++) {
         double o = ld[i];
         ld[i] = o + h; double lp = ref_crossentropy(ld, targets, T, V);
@@ -325,101 +327,17 @@ static void test_crossentropy(void) {
         g[i] = scale * (lp - lm) / (2 * h);
     }
     compare_grad("cross-entropy dlogits", d, g, T * V, 1e-5, 1e-6);
+    /* bf16: the same gradient, each element rounded to bf16 */
+    float d16[6 * 29];
+    memcpy(d16, logits, sizeof d16);
+    crossentropy_backward(d16, lse, targets, T, V, scale, 1);
+    int same = 1;
+    for (int i = 0; i < T * V; i++) same &= d16[i] == wp_bf16_round(d[i]);
+    CHECK(same, "cross-entropy bf16 dlogits are not the fp32 ones rounded");
     free(ld);
 }
 
 /* ---- the whole model ---- */
-
-static WpConfig tiny_config(int tied) {
-    WpConfig c = { .hidden = 16, .layers = 2, .heads = 4, .kv_heads = 2, .head_dim = 4, .ffn = 40,
-                   .vocab = 32, .eps = 1e-5f, .rope_theta = 10000.0f, .tied = tied, .seq = 7, .mbs = 2 };
-    return c;
-}
-
-/* Runs the model as the given chunks (each [layer0, layer0 + n)) on one micro-batch, forward then
- * backward, with the full model's parameters (single-chunk layout) in and its gradient out. */
-static double run_chunked(const WpConfig *c, const float *params, const int *tokens,
-                          const int *targets, const int *split, int nchunks, int recompute,
-                          float *grad) {
-    int T = c->mbs * c->seq, H = c->hidden;
-    WpChunk whole = wp_chunk_make(c, 0, 0, c->layers, 1, 1);
-    int nt_whole = wp_chunk_tensors(c, &whole, NULL);
-    WpTensor *tw = malloc(nt_whole * sizeof *tw);
-    wp_chunk_tensors(c, &whole, tw);
-    WpChunk ks[4];
-    float *p[4], *g[4], *stash[4];
-    float *x[5];
-    int max_layers = 0;
-    for (int i = 0, l0 = 0; i < nchunks; l0 += split[i], i++) {
-        ks[i] = wp_chunk_make(c, i, l0, split[i], i == 0, i == nchunks - 1);
-        if (split[i] > max_layers) max_layers = split[i];
-    }
-    WpScratch *s = wp_scratch_new(c, max_layers);
-    for (int i = 0; i <= nchunks; i++) x[i] = calloc((size_t)T * H, 4);
-    /* scatter the whole model's tensors into the chunks, by name */
-    for (int i = 0; i < nchunks; i++) {
-        p[i] = calloc(ks[i].nparams, 4); g[i] = calloc(ks[i].nparams, 4);
-        size_t ns = wp_stash_floats(c, &ks[i], recompute);
-        stash[i] = malloc((ns + 64) * 4);
-        for (int j = 0; j < 64; j++) stash[i][ns + j] = 1234.5f;   /* guard: nothing written past */
-        int nt = wp_chunk_tensors(c, &ks[i], NULL);
-        WpTensor *t = malloc(nt * sizeof *t);
-        wp_chunk_tensors(c, &ks[i], t);
-        for (int a = 0; a < nt; a++)
-            for (int b = 0; b < nt_whole; b++)
-                if (!strcmp(t[a].name, tw[b].name))
-                    memcpy(p[i] + t[a].offset, params + tw[b].offset, t[a].rows * t[a].cols * 4);
-        free(t);
-    }
-    double loss = 0;
-    for (int i = 0; i < nchunks; i++)
-        wp_chunk_forward(c, &ks[i], p[i], tokens, targets, x[i], x[i + 1], stash[i], recompute, s, &loss);
-    for (int i = nchunks - 1; i >= 0; i--)
-        wp_chunk_backward(c, &ks[i], p[i], tokens, targets, stash[i], recompute, x[i + 1], x[i],
-                          g[i], 1.0f / T, s);
-    /* gather the gradient back into the single-chunk layout */
-    for (int i = 0; i < nchunks; i++) {
-        size_t ns = wp_stash_floats(c, &ks[i], recompute);
-        int ok = 1;
-        for (int j = 0; j < 64; j++) ok &= stash[i][ns + j] == 1234.5f;
-        CHECK(ok, "chunk %d wrote past its stash of %zu floats (recompute %d)", i, ns, recompute);
-        int nt = wp_chunk_tensors(c, &ks[i], NULL);
-        WpTensor *t = malloc(nt * sizeof *t);
-        wp_chunk_tensors(c, &ks[i], t);
-        for (int a = 0; a < nt; a++)
-            for (int b = 0; b < nt_whole; b++)
-                if (!strcmp(t[a].name, tw[b].name))
-                    memcpy(grad + tw[b].offset, g[i] + t[a].offset, t[a].rows * t[a].cols * 4);
-        free(t);
-        free(p[i]); free(g[i]); free(stash[i]);
-    }
-    for (int i = 0; i <= nchunks; i++) free(x[i]);
-    wp_scratch_free(s);
-    free(tw);
-    return loss / T;
-}
-
-static void make_batch(const WpConfig *c, int *tokens, int *targets) {
-    int T = c->mbs * c->seq;
-    for (int t = 0; t < T; t++) tokens[t] = (int)((urand() + 1) / 2 * c->vocab) % c->vocab;
-    for (int t = 0; t < T; t++) targets[t] = (t % c->seq == c->seq - 1) ? (int)((urand() + 1) / 2 * c->vocab) % c->vocab : tokens[t + 1];
-}
-
-/* The model's parameters from wp_chunk_init, then made larger (std 0.3 instead of 0.02, norm
- * weights around 1 rather than exactly 1) so that attention is far from uniform and every
- * gradient is well above the float noise. */
-static void test_params(const WpConfig *c, const WpChunk *k, float *params) {
-    wp_chunk_init(c, k, params, 7);
-    int nt = wp_chunk_tensors(c, k, NULL);
-    WpTensor *t = malloc(nt * sizeof *t);
-    wp_chunk_tensors(c, k, t);
-    for (int i = 0; i < nt; i++)
-        for (size_t j = 0; j < t[i].rows * t[i].cols; j++) {
-            float *v = params + t[i].offset + j;
-            *v = t[i].no_decay ? 1.0f + 0.3f * (float)urand() : *v * 15.0f;
-        }
-    free(t);
-}
 
 static void test_model_fd(int tied) {
     WpConfig c = tiny_config(tied);
@@ -450,13 +368,6 @@ static void test_model_fd(int tied) {
         compare_grad(what, grad + t[i].offset, fd + t[i].offset, t[i].rows * t[i].cols, 1e-4, 2e-5);
     }
     free(t); free(params); free(grad); free(pd); free(fd);
-}
-
-static double max_rel_diff(const float *a, const float *b, size_t n) {
-    double m = 0, s = 0;
-    for (size_t i = 0; i < n; i++) s = fmax(s, fabs(b[i]));
-    for (size_t i = 0; i < n; i++) m = fmax(m, fabs(a[i] - b[i]));
-    return s > 0 ? m / s : m;
 }
 
 static void test_chunking_and_recompute(void) {
@@ -548,6 +459,72 @@ static void test_layout_and_init(void) {
     free(pw);
 }
 
+/* The LM head in blocks of tokens (model.c): any block size gives the loss and gradients of one
+ * block (the whole micro-batch) up to the order of the sums. Block 5 of 14 tokens leaves a tail
+ * block of 4; block 1 is the extreme. */
+static void test_ce_blocks(void) {
+    WpConfig c = tiny_config(0);
+    WpChunk k = wp_chunk_make(&c, 0, 0, c.layers, 1, 1);
+    CHECK(wp_ce_block_tokens(&c) == c.mbs * c.seq, "tiny model: one block (%d tokens)", wp_ce_block_tokens(&c));
+    float *params = malloc(k.nparams * 4), *g1 = calloc(k.nparams, 4), *g5 = calloc(k.nparams, 4);
+    float *gb = calloc(k.nparams, 4), *g5r = calloc(k.nparams, 4);
+    int tokens[14], targets[14];
+    test_params(&c, &k, params);
+    make_batch(&c, tokens, targets);
+    targets[3] = -1;   /* an ignored token inside a block */
+    int one[1] = { 2 }, two[2] = { 1, 1 };
+    RunOpts whole = { WP_FP32, 0 }, b5 = { WP_FP32, 5 }, b1 = { WP_FP32, 1 };
+    double l1 = run_chunked_opts(&c, params, tokens, targets, one, 1, 0, g1, &whole);
+    double l5 = run_chunked_opts(&c, params, tokens, targets, two, 2, 0, g5, &b5);
+    double lb = run_chunked_opts(&c, params, tokens, targets, one, 1, 0, gb, &b1);
+    double l5r = run_chunked_opts(&c, params, tokens, targets, two, 2, 1, g5r, &b5);
+    CHECK_CLOSE(l5, l1, 1e-6, 0, "loss: head in blocks of 5 tokens vs one block");
+    CHECK_CLOSE(lb, l1, 1e-6, 0, "loss: head in blocks of 1 token vs one block");
+    CHECK_CLOSE(l5r, l1, 1e-6, 0, "loss: blocks of 5 with recompute vs one block");
+    double d5 = max_rel_diff(g5, g1, k.nparams), db = max_rel_diff(gb, g1, k.nparams);
+    double d5r = max_rel_diff(g5r, g1, k.nparams);
+    CHECK(d5 <= 1e-6 && db <= 1e-6 && d5r <= 1e-6,
+          "gradient: head in blocks vs one block differ by %g (5), %g (1), %g (5, recompute)", d5, db, d5r);
+    printf("LM head in blocks: |blocks of 5 - one block| %.3g, |blocks of 1 - one block| %.3g\n", d5, db);
+    free(params); free(g1); free(g5); free(gb); free(g5r);
+}
+
+/* The sizes the planner reads: the logits exist one block at a time, the stash keeps a
+ * log-sum-exp per token instead of the softmax, and the bf16 byte counts halve activations only. */
+static void test_memory_sizes(void) {
+    WpConfig c = { .hidden = 1024, .layers = 32, .heads = 32, .kv_heads = 32, .head_dim = 32,
+                   .ffn = 2816, .vocab = 32000, .eps = 1e-5f, .rope_theta = 10000.0f, .tied = 0,
+                   .seq = 4096, .mbs = 16 };
+    size_t T = (size_t)c.mbs * c.seq, H = c.hidden;
+    WpChunk mid = wp_chunk_make(&c, 1, 8, 8, 0, 0), last = wp_chunk_make(&c, 3, 24, 8, 0, 1);
+    WpChunk head = wp_chunk_make(&c, 3, 32, 0, 0, 1);
+    int B = wp_ce_block_tokens(&c);
+    size_t logits = wp_workspace_part_floats(&c, &last, 0, WP_WS_LOGITS);
+    CHECK(B == 256 && logits == (size_t)B * c.vocab, "H1024 S4096 G16: blocks of %d tokens, %zu logits", B, logits);
+    CHECK(logits * 4 <= ((size_t)32 << 20), "a logits block is %zu bytes", logits * 4);
+    CHECK(wp_workspace_part_floats(&c, &mid, 0, WP_WS_LOGITS) == 0, "no logits off the LM-head chunk");
+    CHECK(wp_workspace_part_floats(&c, &mid, 0, WP_WS_RESTASH) == 0 &&
+          wp_workspace_part_floats(&c, &mid, 1, WP_WS_RESTASH) == wp_stash_floats(&c, &mid, 0),
+          "the recompute stash is the chunk's full stash, with recompute only");
+    CHECK(wp_stash_floats(&c, &head, 0) == T * H + 2 * T, "head-only stash: xf, rstd, lse");
+    CHECK(wp_stash_floats(&c, &last, 0) == wp_stash_floats(&c, &mid, 0) + T * H + 2 * T,
+          "last chunk's stash: its layers, then xf, rstd, lse");
+    CHECK(wp_workspace_part_floats(&c, &head, 0, WP_WS_H) == 0 && wp_workspace_part_floats(&c, &head, 0, WP_WS_XN) == T * H,
+          "head-only chunk: no layer temporaries, a norm's output");
+    /* bytes: fp32 is 4 per element; bf16 halves activations, not the statistics */
+    CHECK(wp_stash_bytes(&c, &last, 0, WP_FP32) == 4 * wp_stash_floats(&c, &last, 0), "fp32 stash bytes");
+    WpLayerStashLayout l = wp_layer_stash_layout(&c);
+    size_t stat = 8 * ((l.qkv - l.rstd1) + (l.x2 - l.lse) + (l.gu - l.rstd2)) + 2 * T;
+    size_t act = wp_stash_floats(&c, &last, 0) - stat;
+    CHECK(wp_stash_bytes(&c, &last, 0, WP_BF16) == 2 * act + 4 * stat, "bf16 stash bytes");
+    CHECK(wp_workspace_bytes(&c, &mid, 0, WP_FP32) == 4 * wp_workspace_floats(&c, &mid, 0), "fp32 workspace bytes");
+    CHECK(wp_workspace_bytes(&c, &last, 1, WP_BF16) < wp_workspace_bytes(&c, &last, 1, WP_FP32), "bf16 workspace bytes");
+    printf("H1024 S4096 G16 V32000: logits %.2f GiB for the whole micro-batch before, a block of %d tokens now: %.1f MiB; "
+           "stash of the LM head %.2f GiB -> %.4f GiB\n",
+           (double)T * c.vocab * 4 / (1 << 30), B, (double)logits * 4 / (1 << 20),
+           (double)(T * H + T + T * c.vocab) * 4 / (1 << 30), (double)wp_stash_floats(&c, &head, 0) * 4 / (1 << 30));
+}
+
 int main(void) {
     test_layout_and_init();
     test_rmsnorm();
@@ -566,5 +543,7 @@ int main(void) {
     test_model_fd(1);
     test_chunking_and_recompute();
     test_accumulation();
+    test_ce_blocks();
+    test_memory_sizes();
     return check_summary("test_grad");
 }
