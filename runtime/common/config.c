@@ -117,7 +117,7 @@ size_t wp_stash_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtyp
 
 /* A block's logits are the largest temporary of the LM head: 32 MiB of them (or 64 tokens, for
  * vocabularies over 131072) keep the block small beside the activations (one H1024 layer's stash
- * of a 16 x 4k micro-batch is 2.1 GiB) while the head's products keep at least 64 rows, deep
+ * of a 16 x 4k micro-batch is 2.9 GiB in fp32) while the head's products keep at least 64 rows, deep
  * enough for full-speed BLAS and tensor-core tiles; whole multiples of 64 tokens for the same
  * reason. A 16 x 4k micro-batch at vocabulary 32000 had 7.8 GiB of logits at once; now 31 MiB. */
 #define CE_BLOCK_BYTES ((size_t)32 << 20)

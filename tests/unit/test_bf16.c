@@ -208,8 +208,16 @@ static double cosine(const float *a, const float *b, size_t n) {
     return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
 }
 
+/* |a - b| / |b| in the L2 norm: unlike the cosine, it sees a wrong scale */
+static double rel_l2(const float *a, const float *b, size_t n) {
+    double d = 0, bb = 0;
+    for (size_t i = 0; i < n; i++) { d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]); bb += (double)b[i] * b[i]; }
+    return bb > 0 ? sqrt(d / bb) : sqrt(d);
+}
+
 /* A bf16 step against the fp32 step on the same (bf16-valued) weights: the loss within a relative
- * 1e-2, the whole gradient's cosine above 0.999 and each tensor's above 0.99. */
+ * 1e-2, the whole gradient's cosine above 0.999 and each tensor's above 0.99, and each tensor's
+ * gradient within a relative 5e-2 in the L2 norm (the cosine alone would miss a wrong scale). */
 static void test_close_to_fp32(const char *name, WpConfig c) {
     WpChunk k = wp_chunk_make(&c, 0, 0, c.layers, 1, 1);
     int T = c.mbs * c.seq;
@@ -220,20 +228,23 @@ static void test_close_to_fp32(const char *name, WpConfig c) {
     RunOpts fp32 = { WP_FP32, 0 }, bf16 = { WP_BF16, 0 };
     double l32 = run_chunked_opts(&c, p, tokens, targets, one, 1, 0, g32, &fp32);
     double l16 = run_chunked_opts(&c, p, tokens, targets, one, 1, 0, g16, &bf16);
-    double rel = fabs(l16 - l32) / fabs(l32), cos_all = cosine(g16, g32, k.nparams), worst = 1;
-    const char *worst_name = "";
+    double rel = fabs(l16 - l32) / fabs(l32), cos_all = cosine(g16, g32, k.nparams), worst = 1, worst_l2 = 0;
+    const char *worst_name = "", *worst_l2_name = "";
     WpTensor *t = malloc(wp_chunk_tensors(&c, &k, NULL) * sizeof *t);
     int nt = wp_chunk_tensors(&c, &k, t);
     for (int i = 0; i < nt; i++) {
         double cs = cosine(g16 + t[i].offset, g32 + t[i].offset, t[i].rows * t[i].cols);
+        double e = rel_l2(g16 + t[i].offset, g32 + t[i].offset, t[i].rows * t[i].cols);
         if (cs < worst) { worst = cs; worst_name = t[i].name; }
+        if (e > worst_l2) { worst_l2 = e; worst_l2_name = t[i].name; }
     }
-    printf("%s: loss fp32 %.6f bf16 %.6f (relative %.2e); gradient cosine %.6f, worst tensor %.5f (%s)\n",
-           name, l32, l16, rel, cos_all, worst, worst_name);
+    printf("%s: loss fp32 %.6f bf16 %.6f (relative %.2e); gradient cosine %.6f, worst tensor %.5f (%s); "
+           "worst relative L2 error %.2e (%s)\n", name, l32, l16, rel, cos_all, worst, worst_name, worst_l2, worst_l2_name);
     CHECK(rel < 1e-2, "%s: bf16 loss %.6f vs fp32 %.6f", name, l16, l32);
     CHECK(rel > 0, "%s: bf16 gave the fp32 loss bit for bit: no rounding happened", name);
     CHECK(cos_all > 0.999, "%s: gradient cosine %.6f", name, cos_all);
     CHECK(worst > 0.99, "%s: gradient of %s has cosine %.5f", name, worst_name, worst);
+    CHECK(worst_l2 < 5e-2, "%s: gradient of %s off by %.3g in the L2 norm", name, worst_l2_name, worst_l2);
     free(t); free(p); free(g32); free(g16); free(tokens); free(targets);
 }
 
