@@ -20,9 +20,6 @@ static void sim_json_add(json_t *o, const Plan *p, const SimResult *s) {
     for (int l = 0; l < LINK__COUNT; l++)
         if (s->link_bytes[l] > 0) json_object_set_new(links, link_type_name((LinkType)l), json_real(s->link_bytes[l]));
     json_object_set_new(o, "bytes_by_link", links);
-    json_t *mem = json_array();
-    for (int r = 0; r < p->nranks; r++) json_array_append_new(mem, json_integer((json_int_t)p->ranks[r].peak_mem));
-    json_object_set_new(o, "peak_mem_bytes_per_rank", mem);
 }
 
 static void print_sim(const Plan *p, const SimResult *s) {
@@ -49,7 +46,7 @@ int cmd_sim(const Args *a) {
     int rc = load_inputs(a, &topo, &model, name, sizeof name);
     if (rc) return rc;
     const char *strategy = a->strategy;
-    StrategyOpts o = opts_of(a);
+    StrategyOpts o = opts_of(a, &topo);
     Cand best;
     int is_auto = !strcmp(a->strategy, "auto");
     if (is_auto) {
@@ -136,7 +133,7 @@ int cmd_compare(const Args *a) {
     WpConfig model;
     int rc = load_inputs(a, &topo, &model, name, sizeof name);
     if (rc) return rc;
-    StrategyOpts o = opts_of(a);
+    StrategyOpts o = opts_of(a, &topo);
     json_t *arr = json_array();
     Cand *c = xcalloc((size_t)ns, sizeof *c);
     json_t **rows = xcalloc((size_t)ns, sizeof *rows);

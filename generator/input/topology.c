@@ -218,6 +218,7 @@ static int parse_device_types(Ctx *cx, const json_t *root, Topology *t) {
         if (!(d->name = dup_or_null(name))) return fail(cx, "out of memory");
         t->ntypes++;
         d->peak_flops = peak * TERA;
+        d->rated_bf16 = !has_fp32;
         d->mem_bytes = mem * GIGA;
         d->hbm_bw = hbm * GIGA;
         d->efficiency = eff;
