@@ -166,9 +166,9 @@ int cmd_compare(const Args *a) {
         if (c[i].fits && (best < 0 || cand_better(&c[i], &c[best]))) best = i;
     }
     if (!a->json) {
-        printf("cluster %s (%d devices on %d node%s); model %s, seq %d, %d sequence%s per micro-batch, %d micro-batches per rank\n",
-               topo.name, topo.ndevices, topo.nnodes, topo.nnodes > 1 ? "s" : "", name, model.seq, model.mbs, model.mbs > 1 ? "s" : "",
-               a->micro_batches);
+        printf("cluster %s (%d devices on %d node%s); model %s, seq %d, %d sequence%s per micro-batch, %d micro-batches per rank; "
+               "precision %s, gradients %s\n", topo.name, topo.ndevices, topo.nnodes, topo.nnodes > 1 ? "s" : "", name, model.seq,
+               model.mbs, model.mbs > 1 ? "s" : "", a->micro_batches, wp_dtype_name(o.precision), wp_dtype_name(o.grad_precision));
         printf("%-22s %10s %13s %7s %11s %11s %10s\n", "strategy", "step s", "tokens/s/dev", "bubble", "intra GiB", "inter GiB", "peak GiB");
     }
     for (int i = 0; i < ns; i++) {

@@ -425,7 +425,7 @@ int placement_lua_solve(lua_State *L) {
     }
     lua_createtable(L, 0, 5);
     lua_pushnumber(L, device); lua_setfield(L, -2, "device");
-    lua_pushnumber(L, (double)m->mbs * m->seq * (4.0 * m->hidden + 3.0 * m->ffn + m->vocab) * sizeof(float));
+    lua_pushnumber(L, (double)plan_workspace_bytes(p, NULL));
     lua_setfield(L, -2, "workspace");
     lua_pushnumber(L, (double)plan_act_bytes(p)); lua_setfield(L, -2, "act");
     lua_createtable(L, p->nchunks, 1);
@@ -435,7 +435,7 @@ int placement_lua_solve(lua_State *L) {
     for (int c = 0; c < p->nchunks; c++) {
         const PlanChunk *ch = &p->chunks[c];
         WpChunk k = wp_chunk_make(m, c, ch->layer0, ch->nlayers, c == 0, c == p->nchunks - 1);
-        lua_pushnumber(L, (double)wp_stash_floats(m, &k, p->recompute) * sizeof(float));
+        lua_pushnumber(L, (double)wp_stash_bytes(m, &k, p->recompute, p->precision));
         lua_seti(L, -2, c);
     }
     lua_setfield(L, -2, "stash");

@@ -1,6 +1,7 @@
 /* The plan verifier: executes every rank's operations symbolically, turn by turn, and proves
  * what DESIGN.md promises before anything is emitted:
- *   - every operation is well formed (its buffers exist and are of the right kind);
+ *   - every operation is well formed (its buffers exist and are of the right kind), and every
+ *     buffer is kept in the format the plan's precision gives it (ir/plan.h, above PlanBuf);
  *   - within a turn, no buffer is overwritten while another operation uses it (a turn posts its
  *     transfers, runs its compute in the listed order while they move, waits for them, then
  *     runs its local operations ACC, COPY, OPT and FREE in the listed order);
@@ -12,7 +13,8 @@
  *     reverse order;
  *   - every chunk's gradient collects each micro-batch exactly once and reaches the owners'
  *     master weights before OPT; every master is updated exactly once;
- *   - nothing is left behind at the end of the step, and the peak memory is accounted.
+ *   - nothing is left behind at the end of the step, and the peak memory is accounted (by
+ *     what holds it: PlanMem).
  * What each operation is (its phase, its operands and how it uses them) comes from its row of
  * op_table[] (ir/op_table.h); what it does is the rules here. Transfers and collectives are
  * verify_comm.c's; the symbolic state and its primitives verify_state.c's. */
@@ -352,27 +354,26 @@ static int check_end(Verifier *V) {
     return 0;
 }
 
-/* Workspace of the runtime per rank: a few activations, the MLP's hidden values and the
- * logits of one micro-batch (the CPU runtime's WpScratch is about this size). */
-static size_t workspace_bytes(const Plan *p) {
-    const WpConfig *m = &p->model;
-    return (size_t)m->mbs * m->seq * (4 * (size_t)m->hidden + 3 * (size_t)m->ffn + (size_t)m->vocab) * sizeof(float);
-}
-
 /* A rank's peak: all its buffers for the whole step (masters with AdamW's state and working
- * copy), the most activations it keeps at once, and its workspace; by what holds it. */
+ * copy), the most activations it keeps at once, and the workspace of the chunks it computes
+ * (config.c's: the logits block only where the LM head runs); by what holds it. */
 static void account_memory(Verifier *V) {
     Plan *p = V->p;
     p->peak_mem = 0;
     p->peak_rank = 0;
+    uint8_t *computes = xcalloc((size_t)p->nchunks + 1, 1);
     for (int r = 0; r < p->nranks; r++) {
         PlanRank *rk = &p->ranks[r];
-        PlanMem m = { .acts = V->rs[r].act_peak, .workspace = workspace_bytes(p) };
+        memset(computes, 0, (size_t)p->nchunks);
+        for (int i = 0; i < rk->nops; i++)
+            if (op_is_compute(rk->ops[i].kind)) computes[rk->ops[i].chunk] = 1;
+        PlanMem m = { .acts = V->rs[r].act_peak, .workspace = plan_workspace_bytes(p, computes) };
         for (int b = 0; b < rk->nbufs; b++) plan_buf_mem(&rk->bufs[b], &m);
         rk->mem = m;
         rk->peak_mem = plan_mem_total(&m);
         if (rk->peak_mem > p->peak_mem) { p->peak_mem = rk->peak_mem; p->peak_rank = r; }
     }
+    free(computes);
 }
 
 static void verifier_free(Verifier *V) {
