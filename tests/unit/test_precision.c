@@ -3,7 +3,8 @@
  * the largest; what transfers carry, at which format; the workspace's logits block only where
  * the LM head runs; the verifier refuses buffers whose formats break the rule; the simulator's
  * compute at the precision's peak (a GPU: fp32 at half its bf16 rating; a CPU: the same) and its
- * memory-bound operations by the bytes of each operand's format. */
+ * memory-bound operations by the bytes of each operand's format; TawPipe's placement solver counts
+ * the bytes the plan moves in every setting. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "plan_fixture.h"
 #include "ir/op_table.h"
 #include "sim/sim.h"
+#include "place/placement.h"
 
 static const char *strategies[] = { "weipipe-naive", "weipipe-interleave", "1f1b", "fsdp", "tawpipe" };
 static const WpDtype settings[][2] = { { WP_FP32, WP_FP32 }, { WP_BF16, WP_FP32 }, { WP_BF16, WP_BF16 }, { WP_FP32, WP_BF16 } };
@@ -254,6 +256,41 @@ static void test_sim_costs(void) {
     }
 }
 
+/* TawPipe's solver counts the plan's bytes in every setting: weights at the precision, gradients
+ * at the grad precision (PlacementIn's wires), on the TawPipe paper's clusters. */
+static void test_placement(void) {
+    const char *topos[] = { "topologies/tawpipe-3x8-a800-pcie-10gbe.json", "topologies/tawpipe-2x8-a800-pcie-2islands-10gbe.json" };
+    WpConfig m = fixture_model(48);
+    for (int ti = 0; ti < 2; ti++) {
+        Topology t;
+        char err[1024];
+        if (topology_load(topos[ti], &t, err, sizeof err)) { CHECK(0, "%s", err); continue; }
+        for (int k = 0; k < 4; k++) {
+            Plan *p = make(&t, &m, "tawpipe", settings[k][0], settings[k][1], 1, 0);
+            if (!p) continue;
+            int n = p->nranks, C = p->nchunks;
+            int *dev = malloc((size_t)n * sizeof *dev);
+            double *cb = malloc((size_t)C * sizeof *cb);
+            for (int i = 0; i < n; i++) dev[i] = i;
+            for (int c = 0; c < C; c++) cb[c] = (double)plan_chunk_bytes(p, c);
+            PlacementIn in = { .topo = &t, .n = n, .devices = dev, .nchunks = C, .chunk_bytes = cb, .mode = PLACE_AUTO, .rounds = 1,
+                               .weight_wire = wp_dtype_bytes(settings[k][0]) / 4.0, .grad_wire = wp_dtype_bytes(settings[k][1]) / 4.0 };
+            Placement pl;
+            if (placement_solve(&in, &pl, err, sizeof err) == 0) {
+                double intra, inter;
+                plan_traffic(p, &intra, &inter);
+                CHECK(inter == pl.cost.bytes[LC_NET] && intra == pl.cost.bytes[LC_XI] + pl.cost.bytes[LC_IN],
+                      "%s %s/%s: the solver counts %.0f + %.0f bytes, the plan moves %.0f + %.0f", t.name, wp_dtype_name(settings[k][0]),
+                      wp_dtype_name(settings[k][1]), pl.cost.bytes[LC_NET], pl.cost.bytes[LC_XI] + pl.cost.bytes[LC_IN], inter, intra);
+                placement_free(&pl);
+            } else CHECK(0, "%s", err);
+            free(dev); free(cb);
+            plan_free(p);
+        }
+        topology_free(&t);
+    }
+}
+
 int main(void) {
     fixture_init();
     test_buffers();
@@ -261,6 +298,7 @@ int main(void) {
     test_workspace();
     test_verifier();
     test_sim_costs();
+    test_placement();
     fixture_done();
     return check_summary("test_precision");
 }
