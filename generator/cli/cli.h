@@ -37,8 +37,6 @@ typedef struct Cand {
 int bad(const char *fmt, const char *a, const char *b);
 /* The strategy's options, as the flags give them; the precision's default from the topology. */
 StrategyOpts opts_of(const Args *a, const Topology *topo);
-/* The precision without --precision: bf16 where the plan runs on GPUs, fp32 on CPUs (inputs.c). */
-WpDtype default_precision(const Args *a, const Topology *topo);
 /* The topology and the model of the flags, loaded and checked. 0, or EXIT_BAD_INPUT said. */
 int load_inputs(const Args *a, Topology *topo, WpConfig *model, char *name, size_t namelen);
 /* Runs a strategy and verifies its plan. 0; EXIT_BAD_INPUT (a strategy's error) or EXIT_REJECTED

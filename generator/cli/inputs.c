@@ -19,7 +19,7 @@ int bad(const char *fmt, const char *a, const char *b) {
  * clusters. Except emit for the CPU backend, which stays fp32: the emitted program does not
  * carry the buffers' formats yet (cmd_plan.c refuses emit --precision bf16).
  * TODO(integrator): once the emitter writes PlanBuf.dtype/elems, drop the emit exception. */
-WpDtype default_precision(const Args *a, const Topology *topo) {
+static WpDtype default_precision(const Args *a, const Topology *topo) {
     if (!strcmp(a->backend, "cuda")) return WP_BF16;
     if (!strcmp(a->cmd, "emit")) return WP_FP32;
     for (int i = 0; i < topo->ntypes; i++)
