@@ -11,7 +11,6 @@ strategy=${STRATEGY:-weipipe-interleave}
 steps=${STEPS:-400}
 mpirun=(mpirun --oversubscribe -np 4)
 [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
-export OMP_NUM_THREADS=1
 
 echo "== 1. plan: $strategy on $topo, model tiny (H=64, 4 layers, byte-level)"
 "$build/wpgen" plan -t "$topo" -m tiny -s "$strategy" --micro-batches 2
