@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Hardware fails: a job that loses a rank ends by itself (no hang), and the last checkpoint it
+# committed resumes to the uninterrupted run's weights, bit for bit. Two ways to die:
+#  - one rank (not 0) killed with SIGKILL in the middle of training;
+#  - rank 0 killed with SIGKILL while it writes a checkpoint (a save every step, the kill sent as
+#    soon as a temporary of the save appears), three times.
+# Each resumed run saves under the same file name as the uninterrupted one, so that equal states
+# give byte-identical files (the model file names its optimizer file by content).
+set -u
+build=${1:-build}
+cd "$(dirname "$0")/../.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMP_NUM_THREADS=1
+mpirun=(mpirun --oversubscribe)
+[ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
+model=tests/data/tiny8/config.json
+steps=30
+long=(--synthetic --seed 3 --lr 2e-3 --warmup 1 --steps $steps)
+pass=0; fail=0; midsave=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+d=$tmp/plan
+"$build/wpgen" emit -t topologies/cpu-2x2.json -m "$model" --micro-batch-size 2 -s weipipe-interleave --micro-batches 2 -o "$d" >/dev/null &&
+    make -s -j2 -C "$d" >/dev/null 2>&1 || { echo "FAIL: emit or build"; echo "0 passed, 1 failed"; exit 1; }
+train=("${mpirun[@]}" -np 4 "$d/train")
+
+ckpt_step() { python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); print(json.loads(b[8:8+struct.unpack("<Q",b[:8])[0]])["__metadata__"]["step"])' "$1" 2>/dev/null; }
+ckpt_opt() { python3 -c 'import json,struct,sys,os; b=open(sys.argv[1],"rb").read(); print(os.path.join(os.path.dirname(sys.argv[1]), json.loads(b[8:8+struct.unpack("<Q",b[:8])[0]])["__metadata__"]["optimizer"]))' "$1" 2>/dev/null; }
+same_ckpt() { cmp -s "$1" "$2" && cmp -s "$(ckpt_opt "$1")" "$(ckpt_opt "$2")"; }
+# the pid of the given rank among mpirun's children (Open MPI puts the rank in the environment)
+rank_pid() {
+    local c
+    for c in $(pgrep -P "$1"); do
+        tr '\0' '\n' <"/proc/$c/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$c"; return; }
+    done
+}
+# runs a job in the background with a watchdog: a job that outlives 120 s has hung
+start_job() {   # OUT, train flags...
+    local out=$1; shift
+    "${train[@]}" "$@" >"$out" 2>&1 &
+    job=$!
+    ( sleep 120; kill -9 $job 2>/dev/null ) &
+    dog=$!
+}
+end_job() { wait $job; local rc=$?; kill $dog 2>/dev/null; wait $dog 2>/dev/null; return $rc; }
+
+# the uninterrupted run
+mkdir -p "$tmp/u"
+"${train[@]}" "${long[@]}" --save "$tmp/u/ckpt.safetensors" >"$tmp/u.out" 2>&1 || { bad "uninterrupted run: $(tail -3 "$tmp/u.out")"; }
+
+# resumes CKPT (a committed checkpoint) in DIR to the end and compares with the uninterrupted run
+resume_and_compare() {   # WHAT, CKPT, DIR
+    local what=$1 ck=$2 dir=$3 s
+    s=$(ckpt_step "$ck")
+    [ -n "$s" ] || { bad "$what: no committed checkpoint left ($(ls "$(dirname "$ck")" | tr '\n' ' '))"; return; }
+    ls "$(dirname "$ck")" | grep -q '\.tmp\.' && { midsave=$((midsave + 1)); what="$what (mid-save: a temporary was left)"; }
+    mkdir -p "$dir"
+    "${train[@]}" "${long[@]}" --resume "$ck" --save "$dir/ckpt.safetensors" >"$dir.out" 2>&1 ||
+        { bad "$what: resume from step $s: $(tail -3 "$dir.out")"; return; }
+    same_ckpt "$dir/ckpt.safetensors" "$tmp/u/ckpt.safetensors" && ok ||
+        bad "$what: resumed from step $s, not the uninterrupted run's weights at step $steps"
+    echo "  $what: resumed from the checkpoint of step $s, landed on the uninterrupted weights"
+}
+
+# 1. a rank other than 0 dies mid-training; the others must not wait forever for it
+mkdir -p "$tmp/k1"
+t0=$SECONDS
+WP_COMM_TIMEOUT=20 start_job "$tmp/k1.out" "${long[@]}" --save "$tmp/k1/ckpt.safetensors" --save-every 5 --log "$tmp/k1.log"
+for i in $(seq 600); do [ -f "$tmp/k1.log" ] && [ "$(wc -l <"$tmp/k1.log")" -ge 12 ] && break; sleep 0.1; done
+victim=$(rank_pid $job 2)
+[ -n "$victim" ] && kill -9 "$victim"
+end_job
+rc=$?
+[ -n "$victim" ] && [ $rc != 0 ] && [ $((SECONDS - t0)) -lt 110 ] && ok ||
+    bad "rank 2 killed: exit $rc after $((SECONDS - t0)) s (victim ${victim:-not found}): $(tail -3 "$tmp/k1.out")"
+resume_and_compare "rank 2 killed at step $(tail -n 1 "$tmp/k1.log" | sed 's/^{"step":\([0-9]*\),.*/\1/')" "$tmp/k1/ckpt.safetensors" "$tmp/r1"
+
+# 2. rank 0 dies while it writes a checkpoint: the previous one must still be whole
+for k in 1 2 3; do
+    mkdir -p "$tmp/k2$k"
+    start_job "$tmp/k2$k.out" "${long[@]}" --save "$tmp/k2$k/ckpt.safetensors" --save-every 1
+    # wait for a committed checkpoint, then for $k more saves to begin, and kill at the next one
+    for i in $(seq 2000); do [ -f "$tmp/k2$k/ckpt.safetensors" ] && break; sleep 0.01; done
+    seen=0
+    for i in $(seq 20000); do
+        if ls "$tmp/k2$k" | grep -q '\.tmp\.'; then seen=$((seen + 1)); [ $seen -gt $((k * 3)) ] && break; fi
+        kill -0 $job 2>/dev/null || break
+    done
+    r0=$(rank_pid $job 0)
+    [ -n "$r0" ] && kill -9 "$r0"
+    end_job
+    resume_and_compare "rank 0 killed during save $k" "$tmp/k2$k/ckpt.safetensors" "$tmp/r2$k"
+done
+
+echo "kill: $pass passed, $fail failed ($midsave of the rank-0 kills landed while a temporary of the save existed)"
+[ $fail = 0 ]
