@@ -78,6 +78,22 @@ grep -q '^ \*   weipipe\.lua  schedules/lib/weipipe\.lua$' "$tmp/a/plan.h" && ok
 cp -r "$tmp/a" "$tmp/a.before"
 expect 1 "plan rejected" -- emit -t topologies/cpu-2x2.json -m tiny -s tests/data/strategies/lost-gradient.lua -o "$tmp/a"
 diff -r "$tmp/a" "$tmp/a.before" >/dev/null && ok || bad "a failed emit changed the output directory"
+# emitting again over an earlier emission replaces wpgen's files and keeps the user's: a trace and
+# checkpoints a run saved there stay; rank files of the earlier, larger plan go
+"$wpgen" emit -t topologies/cpu-4x2.json -m tiny -s weipipe-interleave -o "$tmp/re" >/dev/null && ok || bad "emit re"
+mkdir -p "$tmp/re/obj" "$tmp/re/ckpt" && echo trace >"$tmp/re/trace.json" && echo ck >"$tmp/re/ckpt/step_3.bin" && echo o >"$tmp/re/obj/x.o"
+"$wpgen" emit -t topologies/cpu-2x2.json -m tiny -s weipipe-interleave -o "$tmp/re" >/dev/null 2>"$tmp/err" && ok || bad "re-emit: $(cat "$tmp/err")"
+[ "$(cat "$tmp/re/trace.json" 2>/dev/null)" = trace ] && [ "$(cat "$tmp/re/ckpt/step_3.bin" 2>/dev/null)" = ck ] && ok ||
+    bad "re-emitting removed the user's files: $(ls "$tmp/re")"
+[ -f "$tmp/re/rank_003.c" ] && [ ! -e "$tmp/re/rank_004.c" ] && [ ! -e "$tmp/re/obj" ] && ok || bad "re-emit left stale files: $(ls "$tmp/re")"
+rm -rf "$tmp/re/trace.json" "$tmp/re/ckpt"
+diff -r "$tmp/re" "$tmp/a" >/dev/null && ok || bad "a re-emission differs from a fresh one"
+# ... and refuses, naming it, a user's file it would replace or remove; nothing changes
+echo mine >"$tmp/re/rank_005.c"; cp -r "$tmp/re" "$tmp/re.before"
+expect 2 "re/rank_005.c was not written by wpgen" -- emit -t topologies/cpu-4x2.json -m tiny -s weipipe-interleave -o "$tmp/re"
+rm "$tmp/re/rank_005.c"; echo mine >"$tmp/re/runtime/common/mine.c"; rm -rf "$tmp/re.before"; cp -r "$tmp/re" "$tmp/re.before"
+expect 2 "re/runtime/common/mine.c was not written by wpgen" -- emit -t topologies/cpu-2x2.json -m tiny -s weipipe-interleave -o "$tmp/re"
+diff -r "$tmp/re" "$tmp/re.before" >/dev/null && ok || bad "a refused emit changed the output directory"
 
 # bad input: exit 2 with one clear line naming what is wrong
 expect 2 "-t TOPO.json is required" -- plan -m tiny
