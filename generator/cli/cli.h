@@ -17,6 +17,7 @@ typedef struct Args {
     const char *cmd, *topo, *model, *strategy, *out, *backend, *comm;
     const char *trace, *svg, *strategies;   /* sim; compare */
     int seq, mbs, micro_batches, replicas, chunks, recompute, json;
+    int force;              /* emit: a plan that does not fit the devices' memory too */
     int rounds;             /* tawpipe: micro-batch rounds, 0 = the solver's */
     const char *grouping;   /* tawpipe: auto, node, island or published */
     int lua_max_mib, lua_max_minstr;   /* the strategy sandbox's limits; 0: its defaults */

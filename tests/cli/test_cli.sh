@@ -121,6 +121,12 @@ expect 1 "micro-batch" -- plan -t topologies/cpu-2x2.json -m tiny -s tests/data/
 grep -q "rank 0, turn 4, OPT chunk 0" "$tmp/err" && ok || bad "rejection does not name rank/turn/op: $(cat "$tmp/err")"
 # a plan that does not fit the device: exit 1, said so
 expect 1 "does not fit" -- plan -t topologies/cpu-1x4.json -m llama2-7b -s weipipe-interleave
+# ... and emit writes nothing for it (one line, exit 1), unless --force
+expect 1 "does not fit" -- emit -t topologies/cpu-1x4.json -m llama2-7b -s weipipe-interleave -o "$tmp/big"
+[ "$(wc -l <"$tmp/err")" = 1 ] && [ ! -e "$tmp/big" ] && ok || bad "emit of a plan that does not fit: $(ls "$tmp/big" 2>&1 | head -2)"
+expect 0 "does not fit" -- emit -t topologies/cpu-1x4.json -m llama2-7b -s weipipe-interleave -o "$tmp/big" --force
+[ -f "$tmp/big/rank_000.c" ] && ok || bad "emit --force wrote no rank_000.c"
+expect 2 'unknown flag "--force"' -- plan -t topologies/cpu-1x4.json -m tiny --force
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
