@@ -119,6 +119,9 @@ expect 2 "--replicas 3" -- plan -t topologies/cpu-2x2.json -m tiny --replicas 3
 # a plan that breaks a rule: exit 1, one line naming rank, turn, operation and rule
 expect 1 "micro-batch" -- plan -t topologies/cpu-2x2.json -m tiny -s tests/data/strategies/lost-gradient.lua
 grep -q "rank 0, turn 4, OPT chunk 0" "$tmp/err" && ok || bad "rejection does not name rank/turn/op: $(cat "$tmp/err")"
+# a rank placed in a replica that does not exist (plan:place): rejected, one line
+expect 1 "rank 0: placed in replica 1000000" -- plan -t topologies/cpu-2x2.json -m tiny -s tests/data/strategies/misplaced.lua
+[ "$(wc -l <"$tmp/err")" = 1 ] && ok || bad "the placement rejection is not one line: $(cat "$tmp/err")"
 # a plan that does not fit the device: exit 1, said so
 expect 1 "does not fit" -- plan -t topologies/cpu-1x4.json -m llama2-7b -s weipipe-interleave
 # ... and emit writes nothing for it (one line, exit 1), unless --force
