@@ -27,7 +27,7 @@ static void text_reserve(Text *t, size_t more) {
 /* (Not NUL-terminated: a Text is its s and len.) */
 static void put(Text *t, const char *s, size_t n) {
     text_reserve(t, n);
-    memcpy(t->s + t->len, s, n);
+    if (n) memcpy(t->s + t->len, s, n);   /* s may be NULL when n is 0 (an empty Text): not memcpy's */
     t->len += n;
 }
 

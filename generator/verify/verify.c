@@ -384,6 +384,8 @@ static void verifier_free(Verifier *V) {
             RankState *s = &V->rs[r];
             for (int b = 0; b < p->ranks[r].nbufs; b++) val_clear(&s->bufs[b]);
             for (int i = 0; i < s->nsends; i++) val_clear(&s->sends[i].val);
+            /* a turn posted but not applied (the plan was rejected on the way) still holds values */
+            for (int i = 0; s->slot && i < V->maxops; i++) val_clear(&s->slot[i]);
             free(s->bufs); free(s->keep.slots); free(s->slot); free(s->matched);
             free(s->sends); free(s->recvs); free(s->touch);
         }
@@ -417,6 +419,7 @@ int plan_verify(Plan *p, char *err, size_t errlen) {
             int n = p->ranks[r].turn_start[t + 1] - p->ranks[r].turn_start[t];
             if (n > maxops) maxops = n;
         }
+    V.maxops = maxops;
     for (int r = 0; r < p->nranks; r++) {
         PlanRank *rk = &p->ranks[r];
         RankState *s = &V.rs[r];
