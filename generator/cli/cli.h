@@ -17,6 +17,7 @@ typedef struct Args {
     const char *cmd, *topo, *model, *strategy, *out, *backend, *comm;
     const char *trace, *svg, *strategies;   /* sim; compare */
     int seq, mbs, micro_batches, replicas, chunks, recompute, json;
+    int force;              /* emit: a plan that does not fit the devices' memory too */
     int rounds;             /* tawpipe: micro-batch rounds, 0 = the solver's */
     const char *grouping;   /* tawpipe: auto, node, island or published */
     const char *precision, *grad_precision;   /* "fp32" or "bf16" as given; NULL: the default (inputs.c) */

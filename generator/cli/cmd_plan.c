@@ -37,6 +37,12 @@ int cmd_plan(const Args *a, int emit) {
         int fits = plan_fits(p);
         if (emit) {
             if (!a->out) rc = bad("emit: -o DIR is required%s%s", "", "");
+            else if (!fits && !a->force) {
+                /* a program that would run out of memory: nothing is written, unless asked */
+                fprintf(stderr, "wpgen: the plan does not fit: rank %d needs %zu bytes; nothing written (--force emits it anyway)\n",
+                        p->peak_rank, p->peak_mem);
+                rc = EXIT_REJECTED;
+            }
             else {
                 EmitInfo info = { .model_name = name, .topo_name = topo.name, .backend = a->backend, .comm = a->comm,
                                   .bytes_intra = intra, .bytes_inter = inter };
@@ -51,6 +57,9 @@ int cmd_plan(const Args *a, int emit) {
                 }
                 if (emit_plan(p, &info, a->out, err, sizeof err)) rc = bad("emit: %s%s", err, "");
                 else if (!a->json) printf("wpgen: wrote %s (%d ranks, plan %016llx)\n", a->out, p->nranks, (unsigned long long)plan_hash(p));
+                if (rc == 0 && !fits)
+                    fprintf(stderr, "wpgen: warning: the plan does not fit: rank %d needs %zu bytes (emitted: --force)\n",
+                            p->peak_rank, p->peak_mem);
             }
         } else if (a->json) {
             json_t *j = plan_json(p, intra, inter, fits);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "emit/emit.h"
 #include "emit/backends.h"
 #include "cli/cli.h"
@@ -18,7 +19,7 @@ static void usage(FILE *f) {
         "                  [--rounds K] [--grouping auto|node|island|published]   (tawpipe)\n"
         "                  [--lua-max-mib N] [--lua-max-instructions M]   (the strategy's limits: MiB of\n"
         "                  Lua memory, default %d; millions of Lua instructions, default %d)\n"
-        "       wpgen emit -t TOPO.json -m MODEL [-s STRATEGY] [...] -o DIR [--backend cpu] [--comm mpi]\n"
+        "       wpgen emit -t TOPO.json -m MODEL [-s STRATEGY] [...] -o DIR [--backend cpu] [--comm mpi] [--force]\n"
         "       wpgen sim -t TOPO.json -m MODEL [-s STRATEGY|auto] [...] [--trace FILE.json] [--svg FILE.svg] [--json]\n"
         "       wpgen compare -t TOPO.json -m MODEL [--strategies a,b,...] [...] [--json]\n"
         "MODEL is a preset (wpgen list) or a Hugging Face config.json. --micro-batches is per rank.\n"
@@ -28,6 +29,7 @@ static void usage(FILE *f) {
         "stay at the owner); default bf16 on clusters of GPUs and for --backend cuda, fp32 on CPUs (emit for\n"
         "the CPU backend: fp32 only, for now). --grad-precision: weight gradients on the wire, added into\n"
         "fp32 at the owner; default fp32.\n"
+        "emit writes nothing for a plan that does not fit the devices' memory, unless --force.\n"
         "Exit status: 0 done, 1 plan rejected or does not fit, 2 bad input.\n", SANDBOX_DEFAULT_MIB, SANDBOX_DEFAULT_MINSTR);
 }
 
@@ -39,6 +41,28 @@ static int parse_int(const char *flag, const char *v, int min, int *out) {
         return -1;
     }
     *out = (int)x;
+    return 0;
+}
+
+/* sim's outputs (--trace, --svg) must not be one of its inputs, nor each other: writing one would
+ * destroy the topology, the model's config.json or the strategy it was read from. Compared by
+ * file (device and inode), so another name for the same file is caught too. */
+static int check_outputs(const Args *a) {
+    const char *in[] = { a->topo, a->model, a->strategy }, *inflag[] = { "-t", "-m", "-s" };
+    const char *out[] = { a->trace, a->svg }, *outflag[] = { "--trace", "--svg" };
+    for (int o = 0; o < 2; o++) {
+        struct stat so, si;
+        if (!out[o] || stat(out[o], &so)) continue;   /* a new file is no input */
+        for (int i = 0; i < 3; i++)
+            if (in[i] && stat(in[i], &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
+                fprintf(stderr, "wpgen: %s %s is the input of %s; refusing to overwrite it\n", outflag[o], out[o], inflag[i]);
+                return -1;
+            }
+    }
+    if (a->trace && a->svg && !strcmp(a->trace, a->svg)) {
+        fprintf(stderr, "wpgen: --trace and --svg name the same file %s\n", a->svg);
+        return -1;
+    }
     return 0;
 }
 
@@ -88,6 +112,7 @@ static int parse_args(int argc, char **argv, Args *a) {
             else a->grad_precision = v;
         }
         else if (!strcmp(f, "--json")) { a->json = 1; takes = 0; }
+        else if (!strcmp(f, "--force") && !strcmp(a->cmd, "emit")) { a->force = 1; takes = 0; }
         else if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(stdout); exit(0); }
         else { fprintf(stderr, "wpgen: unknown flag \"%s\"\n", f); return -1; }
         if (takes) {
@@ -97,6 +122,7 @@ static int parse_args(int argc, char **argv, Args *a) {
     }
     if (!a->topo) { fprintf(stderr, "wpgen %s: -t TOPO.json is required\n", a->cmd); return -1; }
     if (!a->model) { fprintf(stderr, "wpgen %s: -m MODEL is required\n", a->cmd); return -1; }
+    if (check_outputs(a)) return -1;
     /* the table says which backends exist and which are built: one not built yet is refused
      * rather than emitted half-way */
     char berr[256];

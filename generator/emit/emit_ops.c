@@ -10,6 +10,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include "emit/emit_ops.h"
+#include "ir/op_table.h"
 #include "ir/xalloc.h"
 #include "common/errmsg.h"
 
@@ -26,7 +27,7 @@ static void text_reserve(Text *t, size_t more) {
 /* (Not NUL-terminated: a Text is its s and len.) */
 static void put(Text *t, const char *s, size_t n) {
     text_reserve(t, n);
-    memcpy(t->s + t->len, s, n);
+    if (n) memcpy(t->s + t->len, s, n);   /* s may be NULL when n is 0 (an empty Text): not memcpy's */
     t->len += n;
 }
 
@@ -335,33 +336,11 @@ void op_text_free(OpText *ot) {
 
 /* ---- what the verifier's order says about each operation ---- */
 
-static int is_compute(int k) { return k == OP_FWD || k == OP_BWD || k == OP_BWD_B || k == OP_BWD_W; }
-static int is_comm(int k) { return k >= OP_SEND && k <= OP_REDUCE_SCATTER; }
-
-/* The buffer a transfer or collective overwrites when it completes (-1: none), and whether it
- * only clears it (a gradient passed on). */
-static int comm_writes(const Op *o, int rank, int *clears) {
-    *clears = 0;
-    switch ((OpKind)o->kind) {
-    case OP_SEND: if (o->what == WHAT_D) { *clears = 1; return o->buf; } return -1;
-    case OP_RECV: return o->what == WHAT_W || o->what == WHAT_D ? o->buf : -1;
-    case OP_BCAST: return o->peer == rank ? -1 : o->buf;
-    case OP_REDUCE: *clears = o->peer != rank; return o->buf;
-    case OP_ALLREDUCE: return o->buf;
-    case OP_ALLGATHER: case OP_REDUCE_SCATTER: return o->buf2;
-    default: return -1;
-    }
-}
-
-/* The buffer a transfer or collective reads when it is posted (-1: none). */
-static int comm_reads(const Op *o, int rank) {
-    switch ((OpKind)o->kind) {
-    case OP_SEND: return o->what == WHAT_W || o->what == WHAT_D ? o->buf : -1;
-    case OP_BCAST: return o->peer == rank ? o->buf : -1;
-    case OP_REDUCE: case OP_ALLREDUCE: case OP_ALLGATHER: case OP_REDUCE_SCATTER: return o->buf;
-    default: return -1;
-    }
-}
+/* What an operation is and what a transfer does to its buffers come from the operation table
+ * (ir/op_table.h): a transfer reads its buffer when it is posted (op_use), and when it completes
+ * writes one (op_written) and may leave one empty (op_emptied: a gradient passed on, or reduced
+ * away). */
+static int transfer_reads(const Op *o, int rank) { return op_use(o, rank, 0) & USE_READ ? o->buf : -1; }
 
 /* For each operation of rank r, in the order the verifier runs a turn (transfers posted, compute,
  * transfers complete, local operations): src, the operation that last wrote the weights a
@@ -379,16 +358,18 @@ static void explain(const Plan *p, int r, int *src, int *use, int *held, int *la
         int t0 = rk->turn_start[t], t1 = rk->turn_start[t + 1];
         for (int i = t0; i < t1; i++) {
             const Op *o = &rk->ops[i];
-            if (!is_compute(o->kind)) continue;
+            if (!op_is_compute(o->kind)) continue;
             if (o->kind != OP_BWD_W) src[i] = last[o->buf];
             if (o->buf2 >= 0) { last[o->buf2] = i; cont[o->buf2] = o->chunk; }
         }
         for (int i = t0; i < t1; i++) {
-            int clears, w = is_comm(rk->ops[i].kind) ? comm_writes(&rk->ops[i], r, &clears) : -1;
-            if (w < 0) continue;
-            last[w] = i;
-            cont[w] = clears ? -1 : rk->notes[i].chunk;
-            if (rk->ops[i].kind == OP_REDUCE_SCATTER) cont[rk->ops[i].buf] = -1;
+            if (!op_is_transfer(rk->ops[i].kind)) continue;
+            int w = op_written(&rk->ops[i], r), e = op_emptied(&rk->ops[i], r);
+            if (w >= 0) { last[w] = i; cont[w] = rk->notes[i].chunk; }
+            if (e >= 0 && e != w) {
+                if (w < 0) last[e] = i;
+                cont[e] = -1;
+            }
         }
         for (int i = t0; i < t1; i++) {
             const Op *o = &rk->ops[i];
@@ -415,21 +396,20 @@ static void explain(const Plan *p, int r, int *src, int *use, int *held, int *la
             }
         }
         for (int i = t1 - 1; i >= t0; i--) {
-            int clears, w = is_comm(rk->ops[i].kind) ? comm_writes(&rk->ops[i], r, &clears) : -1;
-            if (w < 0) continue;
-            if (!clears) use[i] = next[w];
-            next[w] = -1;
-            if (rk->ops[i].kind == OP_REDUCE_SCATTER) next[rk->ops[i].buf] = -1;
+            if (!op_is_transfer(rk->ops[i].kind)) continue;
+            int w = op_written(&rk->ops[i], r), e = op_emptied(&rk->ops[i], r);
+            if (w >= 0) { use[i] = next[w]; next[w] = -1; }
+            if (e >= 0) next[e] = -1;
         }
         /* a transfer that reads a buffer runs beside the turn's compute; when both read it, the
          * compute is the better answer to "what is it for" */
         for (int i = t1 - 1; i >= t0; i--) {
-            int b = is_comm(rk->ops[i].kind) ? comm_reads(&rk->ops[i], r) : -1;
+            int b = op_is_transfer(rk->ops[i].kind) ? transfer_reads(&rk->ops[i], r) : -1;
             if (b >= 0) next[b] = i;
         }
         for (int i = t1 - 1; i >= t0; i--) {
             const Op *o = &rk->ops[i];
-            if (!is_compute(o->kind)) continue;
+            if (!op_is_compute(o->kind)) continue;
             if (o->buf2 >= 0) next[o->buf2] = i;
             if (o->kind != OP_BWD_W) next[o->buf] = i;
         }
@@ -663,7 +643,10 @@ static int form_of(const Ctx *c) {
     }
 }
 
-static int phase_of(int kind) { return is_comm(kind) ? 0 : is_compute(kind) ? 1 : 2; }
+/* A turn's lines and tokens by phase: comm_, compute_ and local_ in the order of OpPhase. */
+_Static_assert(OP_PHASE_TRANSFER == 0 && OP_PHASE_COMPUTE == 1 && OP_PHASE_LOCAL == 2 && OP_PHASE__COUNT == 3,
+               "lines[] and tokens[] are indexed by OpPhase");
+static int phase_of(int kind) { return op_info(kind)->phase; }
 
 static void op_at(Ctx *c, int i, const int *src, const int *use, const int *held, const int *form) {
     c->o = &c->rk->ops[i];

@@ -274,8 +274,33 @@ static int check_dtypes(Verifier *V, int r) {
     return 0;
 }
 
+/* Where plan:place put each rank: the emitted runtime relies on it (runtime/train/train.c:
+ * replica 0's masters make the checkpoint and its gradients the norm), so the replicas must be
+ * p->replicas pipelines of the same length, replica in [0, replicas) and stage in [0, ranks per
+ * replica), each (replica, stage) held by one rank. */
+static int check_placement(Verifier *V) {
+    const Plan *p = V->p;
+    if (p->replicas < 1 || p->nranks % p->replicas)
+        return snprintf(V->err, V->errlen, "the plan has %d replicas: expected a divisor of its %d ranks", p->replicas, p->nranks), -1;
+    int per = p->nranks / p->replicas, rc = 0;
+    int *at = xcalloc((size_t)p->nranks, sizeof *at);   /* (replica, stage) -> its rank + 1 */
+    for (int r = 0; r < p->nranks && rc == 0; r++) {
+        int q = p->ranks[r].replica, st = p->ranks[r].stage;
+        if (q < 0 || q >= p->replicas)
+            rc = verr(V, r, -1, "placed in replica %d, expected 0..%d (the plan has %d replicas)", q, p->replicas - 1, p->replicas);
+        else if (st < 0 || st >= per)
+            rc = verr(V, r, -1, "placed at stage %d, expected 0..%d (%d ranks per replica)", st, per - 1, per);
+        else if (at[q * per + st])
+            rc = verr(V, r, -1, "placed at replica %d, stage %d, where rank %d is too", q, st, at[q * per + st] - 1);
+        else at[q * per + st] = r + 1;
+    }
+    free(at);
+    return rc;
+}
+
 static int check_structure(Verifier *V) {
     Plan *p = V->p;
+    if (check_placement(V)) return -1;
     for (int c = 0; c < p->nchunks; c++) {
         const PlanChunk *ch = &p->chunks[c];
         if (ch->nowners == 0) return snprintf(V->err, V->errlen, "chunk %d has no owner", c), -1;
@@ -288,19 +313,26 @@ static int check_structure(Verifier *V) {
                 int owner = 0;
                 for (int i = 0; i < ch->nowners; i++) owner |= ch->owners[i] == r;
                 if (!owner) { free(seen); return verr(V, r, -1, "holds master %s of chunk %d but is not among its owners", pb->name, c); }
-                if (!nshards) { nshards = pb->nshards; seen = xcalloc((size_t)nshards, sizeof *seen); }
+                if (!nshards) { nshards = pb->nshards; seen = xcalloc((size_t)nshards * p->replicas, sizeof *seen); }
                 if (pb->nshards != nshards) { free(seen); return verr(V, r, -1, "master %s of chunk %d is cut in %d shards, another in %d", pb->name, c, pb->nshards, nshards); }
-                seen[pb->shard]++;
+                /* once in every replica: replica 0's masters alone make the checkpoint */
+                if (seen[pb->shard * p->replicas + rk->replica]++) {
+                    free(seen);
+                    return verr(V, r, -1, "holds master %s (shard %d of chunk %d), which replica %d already holds: expected once per replica",
+                                pb->name, pb->shard, c, rk->replica);
+                }
             }
         }
         if (!nshards) return snprintf(V->err, V->errlen, "chunk %d: no rank holds its master weights", c), -1;
-        for (int s = 0; s < nshards; s++)
-            if (seen[s] != p->replicas) {
-                int n = seen[s];
+        for (int s = 0; s < nshards; s++) {
+            int n = 0;
+            for (int q = 0; q < p->replicas; q++) n += seen[s * p->replicas + q];
+            if (n != p->replicas) {
                 free(seen);
                 return snprintf(V->err, V->errlen, "chunk %d: shard %d of its master weights is held %d times, expected once per replica (%d)",
                                 c, s, n, p->replicas), -1;
             }
+        }
         free(seen);
     }
     for (int r = 0; r < p->nranks; r++)
@@ -383,6 +415,8 @@ static void verifier_free(Verifier *V) {
             RankState *s = &V->rs[r];
             for (int b = 0; b < p->ranks[r].nbufs; b++) val_clear(&s->bufs[b]);
             for (int i = 0; i < s->nsends; i++) val_clear(&s->sends[i].val);
+            /* a turn posted but not applied (the plan was rejected on the way) still holds values */
+            for (int i = 0; s->slot && i < V->maxops; i++) val_clear(&s->slot[i]);
             free(s->bufs); free(s->keep.slots); free(s->slot); free(s->matched);
             free(s->sends); free(s->recvs); free(s->touch);
         }
@@ -416,6 +450,7 @@ int plan_verify(Plan *p, char *err, size_t errlen) {
             int n = p->ranks[r].turn_start[t + 1] - p->ranks[r].turn_start[t];
             if (n > maxops) maxops = n;
         }
+    V.maxops = maxops;
     for (int r = 0; r < p->nranks; r++) {
         PlanRank *rk = &p->ranks[r];
         RankState *s = &V.rs[r];

@@ -70,6 +70,7 @@ typedef struct Verifier {
     Plan *p;
     int M, words;           /* micro-batches per step; bitset words */
     RankState *rs;
+    int maxops;             /* entries of each rank's slot: the most operations of a turn */
     GroupState *gs;
     uint8_t *fwd, *bwd;     /* [chunk * M + mb]: times done */
     char *err; size_t errlen;

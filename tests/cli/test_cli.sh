@@ -90,6 +90,22 @@ grep -q '^ \*   weipipe\.lua  schedules/lib/weipipe\.lua$' "$tmp/a/plan.h" && ok
 cp -r "$tmp/a" "$tmp/a.before"
 expect 1 "plan rejected" -- emit -t topologies/cpu-2x2.json -m tiny -s tests/data/strategies/lost-gradient.lua -o "$tmp/a"
 diff -r "$tmp/a" "$tmp/a.before" >/dev/null && ok || bad "a failed emit changed the output directory"
+# emitting again over an earlier emission replaces wpgen's files and keeps the user's: a trace and
+# checkpoints a run saved there stay; rank files of the earlier, larger plan go
+"$wpgen" emit -t topologies/cpu-4x2.json -m tiny -s weipipe-interleave -o "$tmp/re" >/dev/null && ok || bad "emit re"
+mkdir -p "$tmp/re/obj" "$tmp/re/ckpt" && echo trace >"$tmp/re/trace.json" && echo ck >"$tmp/re/ckpt/step_3.bin" && echo o >"$tmp/re/obj/x.o"
+"$wpgen" emit -t topologies/cpu-2x2.json -m tiny -s weipipe-interleave -o "$tmp/re" >/dev/null 2>"$tmp/err" && ok || bad "re-emit: $(cat "$tmp/err")"
+[ "$(cat "$tmp/re/trace.json" 2>/dev/null)" = trace ] && [ "$(cat "$tmp/re/ckpt/step_3.bin" 2>/dev/null)" = ck ] && ok ||
+    bad "re-emitting removed the user's files: $(ls "$tmp/re")"
+[ -f "$tmp/re/rank_003.c" ] && [ ! -e "$tmp/re/rank_004.c" ] && [ ! -e "$tmp/re/obj" ] && ok || bad "re-emit left stale files: $(ls "$tmp/re")"
+rm -rf "$tmp/re/trace.json" "$tmp/re/ckpt"
+diff -r "$tmp/re" "$tmp/a" >/dev/null && ok || bad "a re-emission differs from a fresh one"
+# ... and refuses, naming it, a user's file it would replace or remove; nothing changes
+echo mine >"$tmp/re/rank_005.c"; cp -r "$tmp/re" "$tmp/re.before"
+expect 2 "re/rank_005.c was not written by wpgen" -- emit -t topologies/cpu-4x2.json -m tiny -s weipipe-interleave -o "$tmp/re"
+rm "$tmp/re/rank_005.c"; echo mine >"$tmp/re/runtime/common/mine.c"; rm -rf "$tmp/re.before"; cp -r "$tmp/re" "$tmp/re.before"
+expect 2 "re/runtime/common/mine.c was not written by wpgen" -- emit -t topologies/cpu-2x2.json -m tiny -s weipipe-interleave -o "$tmp/re"
+diff -r "$tmp/re" "$tmp/re.before" >/dev/null && ok || bad "a refused emit changed the output directory"
 
 # bad input: exit 2 with one clear line naming what is wrong
 expect 2 "-t TOPO.json is required" -- plan -m tiny
@@ -137,8 +153,17 @@ done
 # a plan that breaks a rule: exit 1, one line naming rank, turn, operation and rule
 expect 1 "micro-batch" -- plan -t topologies/cpu-2x2.json -m tiny -s tests/data/strategies/lost-gradient.lua
 grep -q "rank 0, turn 4, OPT chunk 0" "$tmp/err" && ok || bad "rejection does not name rank/turn/op: $(cat "$tmp/err")"
+# a rank placed in a replica that does not exist (plan:place): rejected, one line
+expect 1 "rank 0: placed in replica 1000000" -- plan -t topologies/cpu-2x2.json -m tiny -s tests/data/strategies/misplaced.lua
+[ "$(wc -l <"$tmp/err")" = 1 ] && ok || bad "the placement rejection is not one line: $(cat "$tmp/err")"
 # a plan that does not fit the device: exit 1, said so
 expect 1 "does not fit" -- plan -t topologies/cpu-1x4.json -m llama2-7b -s weipipe-interleave
+# ... and emit writes nothing for it (one line, exit 1), unless --force
+expect 1 "does not fit" -- emit -t topologies/cpu-1x4.json -m llama2-7b -s weipipe-interleave -o "$tmp/big"
+[ "$(wc -l <"$tmp/err")" = 1 ] && [ ! -e "$tmp/big" ] && ok || bad "emit of a plan that does not fit: $(ls "$tmp/big" 2>&1 | head -2)"
+expect 0 "does not fit" -- emit -t topologies/cpu-1x4.json -m llama2-7b -s weipipe-interleave -o "$tmp/big" --force
+[ -f "$tmp/big/rank_000.c" ] && ok || bad "emit --force wrote no rank_000.c"
+expect 2 'unknown flag "--force"' -- plan -t topologies/cpu-1x4.json -m tiny --force
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -97,6 +97,17 @@ EOF
 "$wpgen" compare $shape >"$tmp/pt" 2>&1 && ok || bad "compare text, default precision"
 grep -q "precision bf16, gradients fp32" "$tmp/pt" && ok || bad "compare does not say its precision: $(head -1 "$tmp/pt")"
 
+# an output that is one of the inputs (by another name too) or the other output: refused, input intact
+cp topologies/cpu-2x2.json "$tmp/topo.json"; ln "$tmp/topo.json" "$tmp/same.json"
+"$wpgen" sim -t "$tmp/topo.json" -m tiny --svg "$tmp/same.json" >/dev/null 2>"$tmp/e"; [ $? = 2 ] && grep -q "is the input of -t" "$tmp/e" &&
+    cmp -s "$tmp/topo.json" topologies/cpu-2x2.json && ok || bad "--svg over the topology: $(head -2 "$tmp/e")"
+"$wpgen" sim -t "$tmp/topo.json" -m tiny --trace "$tmp/topo.json" >/dev/null 2>"$tmp/e"; [ $? = 2 ] && grep -q "refusing to overwrite" "$tmp/e" &&
+    cmp -s "$tmp/topo.json" topologies/cpu-2x2.json && ok || bad "--trace over the topology: $(head -2 "$tmp/e")"
+cp tests/data/tiny8/config.json "$tmp/model.json"
+"$wpgen" sim -t topologies/cpu-2x2.json -m "$tmp/model.json" --trace "$tmp/model.json" >/dev/null 2>"$tmp/e"; [ $? = 2 ] &&
+    cmp -s "$tmp/model.json" tests/data/tiny8/config.json && ok || bad "--trace over the model: $(head -2 "$tmp/e")"
+"$wpgen" sim -t topologies/cpu-2x2.json -m tiny --trace "$tmp/o" --svg "$tmp/o" >/dev/null 2>"$tmp/e"; [ $? = 2 ] && grep -q "same file" "$tmp/e" &&
+    ok || bad "--trace and --svg the same file: $(head -2 "$tmp/e")"
 # trace and picture
 "$wpgen" sim -t topologies/weipipe-4x8-a800-pcie-10gbe.json -m llama-h1024 -s weipipe-interleave --trace "$tmp/t.json" --svg "$tmp/t.svg" >/dev/null 2>"$tmp/e" && ok || bad "sim --trace --svg: $(head -2 "$tmp/e")"
 python3 - "$tmp/t.json" "$tmp/t.svg" <<'EOF' && ok || bad "trace / svg content"

@@ -100,6 +100,32 @@ static Plan *mutant(const Plan *p, int r0, int i0, int m) {
 
 static long slipped;
 
+/* plan:place mutants: a rank in a replica or at a stage that does not exist, two ranks at one
+ * place, the plan's replica count off by one. The runtime would train them wrong (a rank in
+ * replica 1000000 trained with a zero gradient norm and wrote an all-zero checkpoint): every one
+ * must be rejected. */
+static void placement_mutants(const char *strategy, const Plan *p) {
+    int per = p->nranks / p->replicas, last = p->nranks - 1;
+    for (int m = 0; m < 6; m++) {
+        Plan *q = mutant(p, -1, -1, M_DROP);   /* a copy: no operation mutated */
+        if (!q) { CHECK(0, "%s: the copy of a valid plan was refused", strategy); return; }
+        const char *what = "";
+        switch (m) {
+        case 0: q->ranks[0].replica = 1000000; what = "rank 0 in replica 1000000"; break;
+        case 1: q->ranks[last].replica = -1; what = "a rank in replica -1"; break;
+        case 2: q->ranks[last].stage = per; what = "a rank at a stage past the pipeline's end"; break;
+        case 3: q->ranks[1].replica = q->ranks[0].replica; q->ranks[1].stage = q->ranks[0].stage; what = "two ranks at one place"; break;
+        case 4: q->replicas = p->replicas + 1; what = "one replica more than placed"; break;
+        case 5: q->replicas = p->replicas > 1 ? p->replicas - 1 : 4; what = "a replica count that does not match"; break;
+        }
+        char err[512] = "";
+        int rc = plan_verify(q, err, sizeof err);
+        CHECK(rc != 0, "%s, %d replica(s): %s verified", strategy, p->replicas, what);
+        CHECK(rc == 0 || !strchr(err, '\n'), "%s: the rejection is not one line: %s", strategy, err);
+        plan_free(q);
+    }
+}
+
 static void run(const char *strategy, int nodes, const int *per, int mbs, int replicas, long *total, long *rejected, long *same) {
     Topology t;
     if (fixture_topology(&t, nodes, per)) { CHECK(0, "topology"); return; }
@@ -108,6 +134,7 @@ static void run(const char *strategy, int nodes, const int *per, int mbs, int re
     Plan *p = fixture_plan(&t, &m, strategy, mbs, replicas, 0, err, sizeof err);
     CHECK(p != NULL, "%s: %s", strategy, err);
     if (!p) { topology_free(&t); return; }
+    placement_mutants(strategy, p);
     double (*ref)[IW] = malloc((size_t)p->nchunks * sizeof *ref), diff;
     interp_reference(p->nchunks, p->total_mbs, ref);
     long n0 = *total, rej0 = *rejected, same0 = *same;
