@@ -60,13 +60,19 @@ static WpConfig fixture_model(int layers) {
 }
 
 /* Builds and verifies; returns the plan, or NULL with the message in err. */
-static Plan *fixture_plan(const Topology *t, const WpConfig *m, const char *strategy, int micro_batches,
-                          int replicas, int chunks, char *err, size_t errlen) {
-    StrategyOpts o = { .micro_batches = micro_batches, .replicas = replicas, .chunks = chunks };
+static inline Plan *fixture_plan_opts(const Topology *t, const WpConfig *m, const char *strategy, const StrategyOpts *o,
+                               char *err, size_t errlen) {
     Plan *p = NULL;
-    if (strategy_run(strategy, t, m, "test", &o, &p, err, errlen)) return NULL;
+    if (strategy_run(strategy, t, m, "test", o, &p, err, errlen)) return NULL;
     if (plan_verify(p, err, errlen)) { plan_free(p); return NULL; }
     return p;
+}
+
+/* The same in fp32. */
+static inline Plan *fixture_plan(const Topology *t, const WpConfig *m, const char *strategy, int micro_batches,
+                          int replicas, int chunks, char *err, size_t errlen) {
+    StrategyOpts o = { .micro_batches = micro_batches, .replicas = replicas, .chunks = chunks };
+    return fixture_plan_opts(t, m, strategy, &o, err, errlen);
 }
 
 #endif

@@ -45,7 +45,7 @@ int auto_search(const Args *a, const Topology *topo, const WpConfig *model, cons
                 int chunks = a->set_chunks ? a->chunks : cm ? 2 * (P / R) : 0;
                 if (chunks > model->layers) continue;
                 for (int rec = a->recompute; rec < 2; rec++) {
-                    Cand c = { .o = opts_of(a) };
+                    Cand c = { .o = opts_of(a, topo) };
                     c.o.replicas = R;
                     c.o.chunks = chunks;
                     c.o.recompute = rec;

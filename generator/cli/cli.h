@@ -19,6 +19,7 @@ typedef struct Args {
     int seq, mbs, micro_batches, replicas, chunks, recompute, json;
     int rounds;             /* tawpipe: micro-batch rounds, 0 = the solver's */
     const char *grouping;   /* tawpipe: auto, node, island or published */
+    const char *precision, *grad_precision;   /* "fp32" or "bf16" as given; NULL: the default (inputs.c) */
     int lua_max_mib, lua_max_minstr;   /* the strategy sandbox's limits; 0: its defaults */
     int set_micro_batches, set_replicas, set_chunks;   /* given on the command line (auto keeps them) */
 } Args;
@@ -34,8 +35,8 @@ typedef struct Cand {
 /* inputs.c */
 /* Prints "wpgen: " and the message; returns EXIT_BAD_INPUT. */
 int bad(const char *fmt, const char *a, const char *b);
-/* The strategy's options, as the flags give them. */
-StrategyOpts opts_of(const Args *a);
+/* The strategy's options, as the flags give them; the precision's default from the topology. */
+StrategyOpts opts_of(const Args *a, const Topology *topo);
 /* The topology and the model of the flags, loaded and checked. 0, or EXIT_BAD_INPUT said. */
 int load_inputs(const Args *a, Topology *topo, WpConfig *model, char *name, size_t namelen);
 /* Runs a strategy and verifies its plan. 0; EXIT_BAD_INPUT (a strategy's error) or EXIT_REJECTED

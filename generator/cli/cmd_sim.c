@@ -20,9 +20,6 @@ static void sim_json_add(json_t *o, const Plan *p, const SimResult *s) {
     for (int l = 0; l < LINK__COUNT; l++)
         if (s->link_bytes[l] > 0) json_object_set_new(links, link_type_name((LinkType)l), json_real(s->link_bytes[l]));
     json_object_set_new(o, "bytes_by_link", links);
-    json_t *mem = json_array();
-    for (int r = 0; r < p->nranks; r++) json_array_append_new(mem, json_integer((json_int_t)p->ranks[r].peak_mem));
-    json_object_set_new(o, "peak_mem_bytes_per_rank", mem);
 }
 
 static void print_sim(const Plan *p, const SimResult *s) {
@@ -49,7 +46,7 @@ int cmd_sim(const Args *a) {
     int rc = load_inputs(a, &topo, &model, name, sizeof name);
     if (rc) return rc;
     const char *strategy = a->strategy;
-    StrategyOpts o = opts_of(a);
+    StrategyOpts o = opts_of(a, &topo);
     Cand best;
     int is_auto = !strcmp(a->strategy, "auto");
     if (is_auto) {
@@ -136,7 +133,7 @@ int cmd_compare(const Args *a) {
     WpConfig model;
     int rc = load_inputs(a, &topo, &model, name, sizeof name);
     if (rc) return rc;
-    StrategyOpts o = opts_of(a);
+    StrategyOpts o = opts_of(a, &topo);
     json_t *arr = json_array();
     Cand *c = xcalloc((size_t)ns, sizeof *c);
     json_t **rows = xcalloc((size_t)ns, sizeof *rows);
@@ -169,9 +166,9 @@ int cmd_compare(const Args *a) {
         if (c[i].fits && (best < 0 || cand_better(&c[i], &c[best]))) best = i;
     }
     if (!a->json) {
-        printf("cluster %s (%d devices on %d node%s); model %s, seq %d, %d sequence%s per micro-batch, %d micro-batches per rank\n",
-               topo.name, topo.ndevices, topo.nnodes, topo.nnodes > 1 ? "s" : "", name, model.seq, model.mbs, model.mbs > 1 ? "s" : "",
-               a->micro_batches);
+        printf("cluster %s (%d devices on %d node%s); model %s, seq %d, %d sequence%s per micro-batch, %d micro-batches per rank; "
+               "precision %s, gradients %s\n", topo.name, topo.ndevices, topo.nnodes, topo.nnodes > 1 ? "s" : "", name, model.seq,
+               model.mbs, model.mbs > 1 ? "s" : "", a->micro_batches, wp_dtype_name(o.precision), wp_dtype_name(o.grad_precision));
         printf("%-22s %10s %13s %7s %11s %11s %10s\n", "strategy", "step s", "tokens/s/dev", "bubble", "intra GiB", "inter GiB", "peak GiB");
     }
     for (int i = 0; i < ns; i++) {

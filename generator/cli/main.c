@@ -14,6 +14,7 @@ static void usage(FILE *f) {
         "usage: wpgen list\n"
         "       wpgen plan -t TOPO.json -m MODEL [-s STRATEGY] [--seq S] [--micro-batch-size G]\n"
         "                  [--micro-batches N] [--replicas R] [--chunks C] [--recompute] [--json]\n"
+        "                  [--precision fp32|bf16] [--grad-precision fp32|bf16]\n"
         "                  [--rounds K] [--grouping auto|node|island|published]   (tawpipe)\n"
         "                  [--lua-max-mib N] [--lua-max-instructions M]   (the strategy's limits: MiB of\n"
         "                  Lua memory, default %d; millions of Lua instructions, default %d)\n"
@@ -23,6 +24,10 @@ static void usage(FILE *f) {
         "MODEL is a preset (wpgen list) or a Hugging Face config.json. --micro-batches is per rank.\n"
         "-s auto (plan, emit, sim) tries every strategy with its parameters in the simulator and takes the\n"
         "fastest plan that fits.\n"
+        "--precision: working weights, activations and their gradients (fp32 master weights and AdamW state\n"
+        "stay at the owner); default bf16 on clusters of GPUs and for --backend cuda, fp32 on CPUs (emit for\n"
+        "the CPU backend: fp32 only, for now). --grad-precision: weight gradients on the wire, added into\n"
+        "fp32 at the owner; default fp32.\n"
         "Exit status: 0 done, 1 plan rejected or does not fit, 2 bad input.\n", SANDBOX_DEFAULT_MIB, SANDBOX_DEFAULT_MINSTR);
 }
 
@@ -72,6 +77,15 @@ static int parse_args(int argc, char **argv, Args *a) {
                 return -1;
             }
             a->grouping = v;
+        }
+        else if (!strcmp(f, "--precision") || !strcmp(f, "--grad-precision")) {
+            WpDtype d;
+            if (!v || wp_dtype_parse(v, &d)) {
+                fprintf(stderr, "wpgen: %s: expected fp32 or bf16, got \"%s\"\n", f, v ? v : "");
+                return -1;
+            }
+            if (f[2] == 'p') a->precision = v;
+            else a->grad_precision = v;
         }
         else if (!strcmp(f, "--json")) { a->json = 1; takes = 0; }
         else if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(stdout); exit(0); }

@@ -1,5 +1,7 @@
 /* A verified plan reported: the text summary of `wpgen plan`, the JSON object of `--json`,
- * whether it fits the devices' memory, and sizes in bytes for people (B, KiB, MiB, ...). */
+ * whether it fits the devices' memory, and sizes in bytes for people (B, KiB, MiB, ...). Memory
+ * is broken down (ir/plan.h, PlanMem) for the rank with the highest peak; every rank's total is
+ * in the JSON, so that 1,024 ranks stay a small object. */
 #include <stdio.h>
 #include <jansson.h>
 #include "cli/cli.h"
@@ -24,6 +26,8 @@ void print_summary(const Plan *p, const char *model_name, double intra, double i
            p->model.mbs > 1 ? "s" : "");
     printf("batch       %d micro-batches per step (%d per rank), %ld tokens\n", p->total_mbs, p->micro_batches,
            (long)p->total_mbs * p->model.mbs * p->model.seq);
+    printf("precision   %s weights in flight, activations and their gradients; %s weight gradients; fp32 masters and AdamW\n",
+           wp_dtype_name(p->precision), wp_dtype_name(p->grad_precision));
     printf("chunks      %d:", p->nchunks);
     for (int c = 0; c < p->nchunks; c++) {
         printf(" [%d layer%s, owner%s", p->chunks[c].nlayers, p->chunks[c].nlayers > 1 ? "s" : "", p->chunks[c].nowners > 1 ? "s" : "");
@@ -40,6 +44,12 @@ void print_summary(const Plan *p, const char *model_name, double intra, double i
     printf("turns       %d, %d operations\n", p->nturns, nops);
     printf("traffic     %s inside nodes, %s between nodes per step\n", a, b);
     printf("memory      peak %s on rank %d of %s: %s\n", c, p->peak_rank, d, fits ? "fits" : "DOES NOT FIT");
+    const PlanMem *m = &p->ranks[p->peak_rank].mem;
+    char e[5][32];
+    size_t parts[5] = { m->weights, m->grads, m->masters, m->acts, m->workspace };
+    for (int i = 0; i < 5; i++) human_bytes((double)parts[i], e[i], sizeof e[i]);
+    printf("            rank %d: working weights %s, gradients %s, masters and AdamW %s, activations %s, workspace %s\n",
+           p->peak_rank, e[0], e[1], e[2], e[3], e[4]);
     if (p->notes) printf("notes       %s", p->notes);
 }
 
@@ -58,6 +68,20 @@ json_t *plan_json(const Plan *p, double intra, double inter, int fits) {
     json_object_set_new(o, "peak_mem_bytes", json_integer((json_int_t)p->peak_mem));
     json_object_set_new(o, "peak_mem_rank", json_integer(p->peak_rank));
     json_object_set_new(o, "fits", json_boolean(fits));
+    json_object_set_new(o, "precision", json_string(wp_dtype_name(p->precision)));
+    json_object_set_new(o, "grad_precision", json_string(wp_dtype_name(p->grad_precision)));
+    const PlanMem *m = &p->ranks[p->peak_rank].mem;
+    json_t *mem = json_object();
+    json_object_set_new(mem, "rank", json_integer(p->peak_rank));
+    json_object_set_new(mem, "working_weights", json_integer((json_int_t)m->weights));
+    json_object_set_new(mem, "gradients", json_integer((json_int_t)m->grads));
+    json_object_set_new(mem, "masters_optimizer", json_integer((json_int_t)m->masters));
+    json_object_set_new(mem, "activations", json_integer((json_int_t)m->acts));
+    json_object_set_new(mem, "workspace", json_integer((json_int_t)m->workspace));
+    json_object_set_new(o, "peak_mem_breakdown", mem);
+    json_t *per = json_array();
+    for (int r = 0; r < p->nranks; r++) json_array_append_new(per, json_integer((json_int_t)p->ranks[r].peak_mem));
+    json_object_set_new(o, "peak_mem_bytes_per_rank", per);
     return o;
 }
 

@@ -287,6 +287,7 @@ static int parse_device_types(Ctx *cx, const json_t *root, Topology *t) {
         names_add(&cx->type_names, d->name, t->ntypes);   /* unique: the JSON has no duplicate keys */
         t->ntypes++;
         d->peak_flops = peak * TERA;
+        d->rated_bf16 = !has_fp32;
         d->mem_bytes = mem * GIGA;
         d->hbm_bw = hbm * GIGA;
         d->efficiency = eff;

@@ -16,6 +16,7 @@ typedef struct Link {
 typedef struct DeviceType {
     char *name;
     double peak_flops;  /* bf16 (GPU) or fp32 (CPU) FLOP/s */
+    int rated_bf16;     /* peak_flops is a bf16 figure (peak_tflops_bf16): a GPU, which trains in bf16 */
     double mem_bytes;
     double hbm_bw;      /* bytes per second */
     double efficiency;  /* fraction of peak that compute reaches; default 0.5 */

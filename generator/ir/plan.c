@@ -173,24 +173,23 @@ int plan_add_op(Plan *p, int rank, int turn, const Op *op, char *err, size_t err
     return 0;
 }
 
-size_t plan_chunk_bytes(const Plan *p, int chunk) {
-    const PlanChunk *c = &p->chunks[chunk];
-    WpChunk k = wp_chunk_make(&p->model, chunk, c->layer0, c->nlayers, chunk == 0, chunk == p->nchunks - 1);
-    return k.nparams * sizeof(float);
-}
-
-size_t shard_bytes(size_t whole, int nshards) {
-    size_t n = whole / sizeof(float);
-    if (nshards < 1) nshards = 1;
-    return (n / (size_t)nshards + (n % (size_t)nshards != 0)) * sizeof(float);
-}
-
-size_t plan_shard_bytes(const Plan *p, int chunk, int nshards) {
-    return chunk < 0 ? 0 : shard_bytes(plan_chunk_bytes(p, chunk), nshards);
-}
-
-size_t plan_act_bytes(const Plan *p) {
-    return (size_t)p->model.mbs * p->model.seq * p->model.hidden * sizeof(float);
+/* The formats of the buffers (plan.h, above PlanBuf): the gradient each OPT reads is the owner's
+ * fp32 accumulator; the rest follow the plan's two settings. */
+static void set_dtypes(Plan *p, int r, size_t largest) {
+    PlanRank *rk = &p->ranks[r];
+    uint8_t *accumulator = xcalloc((size_t)rk->nbufs + 1, 1);
+    for (int i = 0; i < rk->nops; i++)
+        if (rk->ops[i].kind == OP_OPT && rk->ops[i].buf2 >= 0) accumulator[rk->ops[i].buf2] = 1;
+    for (int b = 0; b < rk->nbufs; b++) {
+        PlanBuf *buf = &rk->bufs[b];
+        WpDtype d = buf->master || (buf->kind == BUF_D && accumulator[b]) ? WP_FP32
+                  : buf->kind == BUF_W ? p->precision : p->grad_precision;
+        buf->dtype = (uint8_t)d;
+        buf->copy_dtype = (uint8_t)(buf->master ? p->precision : d);
+        buf->elems = shard_elems(buf->chunk >= 0 ? plan_chunk_params(p, buf->chunk) : largest, buf->nshards);
+        buf->bytes = buf->elems * wp_dtype_bytes(d);
+    }
+    free(accumulator);
 }
 
 int plan_finish(Plan *p, char *err, size_t errlen) {
@@ -198,13 +197,10 @@ int plan_finish(Plan *p, char *err, size_t errlen) {
     if (!p->nchunks) return errmsg(err, errlen, "the strategy set no chunks");
     size_t largest = 0;
     for (int c = 0; c < p->nchunks; c++)
-        if (plan_chunk_bytes(p, c) > largest) largest = plan_chunk_bytes(p, c);
+        if (plan_chunk_params(p, c) > largest) largest = plan_chunk_params(p, c);
     for (int r = 0; r < p->nranks; r++) {
         PlanRank *rk = &p->ranks[r];
-        for (int b = 0; b < rk->nbufs; b++) {
-            PlanBuf *buf = &rk->bufs[b];
-            buf->bytes = shard_bytes(buf->chunk >= 0 ? plan_chunk_bytes(p, buf->chunk) : largest, buf->nshards);
-        }
+        set_dtypes(p, r, largest);
         /* Counting sort by turn keeps the order the strategy gave within a turn. */
         rk->turn_start = xcalloc((size_t)p->nturns + 2, sizeof *rk->turn_start);
         for (int i = 0; i < rk->nops; i++) rk->turn_start[p->op_turn[r][i] + 1]++;

@@ -46,14 +46,42 @@ typedef struct Op {
 
 typedef enum { BUF_W, BUF_D } BufKind;
 
+/* Number formats (common/precision.h's WpDtype). A plan has two settings: its precision, the
+ * format of the working weights (what FWD and BWD compute with and W transfers carry), of the
+ * activations and of their gradients (A and G transfers, the stash); and its grad_precision, the
+ * format of weight gradients on the wire (D transfers and collectives) and in the buffers that
+ * carry them. Whatever the settings, the owner keeps fp32: its master weights with AdamW's m and
+ * v, and the gradient OPT reads, into which what arrives in grad_precision is added (ACC, a
+ * reduction or BWD converts). plan_finish gives every buffer its format by that rule:
+ *     master W            fp32 (+ m, v fp32), and a working copy at the precision when that is
+ *                         not fp32: OPT refreshes it, compute and sends read it
+ *     other W             precision
+ *     D that OPT reads    fp32 (the owner's accumulator)
+ *     other D             grad_precision */
 typedef struct PlanBuf {
     char name[24];
     uint8_t kind;       /* BufKind */
     uint8_t master;     /* holds the owner's master weights (and optimizer state) from the start */
+    uint8_t dtype;      /* WpDtype its elements are kept in (plan_finish) */
+    uint8_t copy_dtype; /* masters: WpDtype of the working copy, when it differs from dtype (a plan
+                         * whose precision is not fp32); equal to dtype: no copy (plan_finish) */
     int32_t chunk;      /* the chunk it is sized for and, for masters, holds; -1: sized for the largest */
     int32_t shard, nshards; /* a shard of the chunk (fsdp); 0 of 1 for whole chunks */
-    size_t bytes;       /* filled by plan_finish */
+    size_t elems;       /* elements: the chunk's parameters, or its shard's (plan_finish) */
+    size_t bytes;       /* elems at dtype (plan_finish); masters' state and copy: plan_buf_mem */
 } PlanBuf;
+
+static inline int plan_buf_has_copy(const PlanBuf *b) { return b->master && b->copy_dtype != b->dtype; }
+
+/* A rank's memory at its peak, by what holds it (plan_verify; plan_buf_mem for one buffer). */
+typedef struct PlanMem {
+    size_t weights;     /* working weights: weight buffers other than masters, and masters' working copies */
+    size_t grads;       /* gradient buffers, at their formats */
+    size_t masters;     /* masters' fp32 weights and AdamW's m and v: 12 bytes per parameter */
+    size_t acts;        /* the most activations kept at once: stashes, chunk inputs, their gradients */
+    size_t workspace;   /* temporaries of one chunk's forward and backward: per part of config.c's
+                         * workspace, the largest over the chunks the rank computes */
+} PlanMem;
 
 /* What the verifier learnt about an operation, for the emitter and the simulator. */
 typedef struct OpNote {
@@ -72,6 +100,7 @@ typedef struct PlanRank {
     int *turn_start;    /* [nturns + 1] offsets into ops, filled by plan_finish */
     OpNote *notes;      /* [nops], filled by plan_verify */
     size_t peak_mem;    /* filled by plan_verify: buffers, optimizer state, activations, workspace */
+    PlanMem mem;        /* filled by plan_verify: peak_mem by what holds it (they sum to it) */
 } PlanRank;
 
 typedef struct PlanChunk {
@@ -92,6 +121,8 @@ typedef struct Plan {
     int micro_batches;  /* per rank (per pipeline rank for activation passing) */
     int total_mbs;      /* M: global micro-batches per step, all replicas */
     int recompute;
+    WpDtype precision;      /* working weights, activations, activation gradients (see PlanBuf) */
+    WpDtype grad_precision; /* weight gradients on the wire and in flight (see PlanBuf) */
     PlanRank *ranks;
     PlanChunk *chunks;
     int ngroups, capgroups; PlanGroup *groups;
@@ -130,13 +161,34 @@ void plan_traffic(const Plan *p, double *intra, double *inter);
 
 /* One line, "FWD chunk 3 mb 5 with w0", as the row's format says; returns what snprintf does. */
 int op_format(const Plan *p, int rank, const Op *op, char *out, size_t len);
-size_t plan_chunk_bytes(const Plan *p, int chunk);   /* fp32 weights of one chunk */
-size_t plan_act_bytes(const Plan *p);                /* one activation, G*S*H floats */
-/* One of nshards shards of whole bytes of floats: the floats split evenly, rounded up to a whole
- * float (the last shard is padded). Every size of a shard (buffers, transfers, the verifier's
- * values) comes from here. */
+size_t plan_chunk_params(const Plan *p, int chunk);  /* parameters of one chunk */
+size_t plan_chunk_bytes(const Plan *p, int chunk);   /* one chunk's parameters at 4 bytes (its fp32 master) */
+size_t plan_act_bytes(const Plan *p);                /* one activation, G*S*H elements at the precision */
+/* One of nshards shards of n elements: split evenly, rounded up (the last shard is padded);
+ * nshards < 1 counts as 1. */
+size_t shard_elems(size_t n, int nshards);
+size_t plan_shard_elems(const Plan *p, int chunk, int nshards);   /* 0 for chunk -1 */
+
+/* What a transfer or collective op (on rank) carries: WHAT_W, WHAT_D, WHAT_A or WHAT_G (a
+ * broadcast: what its buffer holds, by the buffer's kind); WHAT_NONE for other operations. */
+int plan_op_carries(const Plan *p, int rank, const Op *op);
+/* The format a transfer carrying what moves in: W, A, G the precision; D the grad_precision. */
+WpDtype plan_carried_dtype(const Plan *p, int what);
+/* Bytes of one value on the wire: a chunk's weights or gradient (or a shard of nshards) for W and
+ * D, one activation or activation gradient for A and G (chunk and nshards unused). */
+size_t plan_carried_bytes(const Plan *p, int what, int chunk, int nshards);
+
+/* Adds the memory one buffer takes on its rank to m: its elements, and a master's AdamW state and
+ * working copy. Returns the bytes added. */
+size_t plan_buf_mem(const PlanBuf *b, PlanMem *m);
+size_t plan_mem_total(const PlanMem *m);
+/* The workspace of a rank that computes the chunks computes[c] != 0 (NULL: every chunk): per part
+ * of config.c's workspace the largest over those chunks, at the plan's precision. */
+size_t plan_workspace_bytes(const Plan *p, const uint8_t *computes);
+
+/* shard_elems in fp32 bytes: one of nshards shards of whole bytes of floats, rounded up to a
+ * whole float. (Every size of a shard, buffers, transfers, the verifier's values, comes from
+ * shard_elems.) */
 size_t shard_bytes(size_t whole, int nshards);
-/* A shard of chunk's weights or gradient; 0 for chunk -1 (nothing); nshards < 1 counts as 1. */
-size_t plan_shard_bytes(const Plan *p, int chunk, int nshards);
 
 #endif

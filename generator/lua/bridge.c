@@ -359,7 +359,7 @@ static void push_model(lua_State *L, const WpConfig *m, const char *name) {
 }
 
 static void push_opts(lua_State *L, const StrategyOpts *o, const Plan *p) {
-    lua_createtable(L, 0, 6);
+    lua_createtable(L, 0, 10);
     lua_set_int(L, "ranks", p->nranks);
     lua_set_int(L, "micro_batches", o->micro_batches);
     lua_set_int(L, "replicas", o->replicas);
@@ -368,6 +368,8 @@ static void push_opts(lua_State *L, const StrategyOpts *o, const Plan *p) {
     lua_set_int(L, "recompute", o->recompute);
     lua_set_int(L, "rounds", o->rounds);
     lua_set_str(L, "grouping", o->grouping ? o->grouping : "auto");
+    lua_set_str(L, "precision", wp_dtype_name(o->precision));
+    lua_set_str(L, "grad_precision", wp_dtype_name(o->grad_precision));
 }
 
 static int traceback(lua_State *L) {
@@ -529,6 +531,8 @@ int strategy_run(const char *name, const Topology *t, const WpConfig *m, const c
     p->micro_batches = o->micro_batches;
     p->total_mbs = t->ndevices * o->micro_batches;
     p->recompute = o->recompute;
+    p->precision = o->precision;
+    p->grad_precision = o->grad_precision;
     for (int r = 0; r < p->nranks; r++) {
         int per = p->nranks / p->replicas;
         p->ranks[r].replica = r / per;

@@ -17,6 +17,8 @@ typedef struct StrategyOpts {
     const char *grouping;   /* tawpipe: "auto", "node", "island" or "published" */
     int lua_max_mib;        /* the sandbox's limits: MiB of Lua memory, millions of instructions; */
     int lua_max_minstr;     /* 0: the defaults (sandbox.h) */
+    WpDtype precision;      /* the plan's formats (ir/plan.h, PlanBuf); zero: fp32 */
+    WpDtype grad_precision;
 } StrategyOpts;
 
 enum { STRATEGY_BAD_INPUT = 2 };

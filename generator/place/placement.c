@@ -58,8 +58,9 @@ static void cost_ctx(Ctx *x, const Placement *pl, PlacementCost *c) {
     memset(x->owned, 0, (size_t)in->n * sizeof(double));
     for (int g = 0; g < D; g++)
         for (int i = pl->group_start[g]; i < pl->group_start[g + 1]; i++) x->gof[pl->members[i]] = g;
+    double ww = in->weight_wire > 0 ? in->weight_wire : 1, gw = in->grad_wire > 0 ? in->grad_wire : 1;
     for (int k = 0; k < C; k++) {
-        double b = in->chunk_bytes[k];
+        double b = in->chunk_bytes[k], wb = ww * b, gb = gw * b;
         int o = pl->owner[k], j0 = x->gof[o];
         x->owned[o] += b;
         int passes = uses_of(in, k), K = rounds_of(in);
@@ -68,12 +69,12 @@ static void cost_ctx(Ctx *x, const Placement *pl, PlacementCost *c) {
             if (j != j0) {
                 int sender = (j == 0 || j - 1 == j0) ? o : pl->staging[j - 1];
                 root = pl->staging[j];
-                edge(x, sender, root, passes * b, c);
+                edge(x, sender, root, passes * wb, c);
             }
-            chain(x, pl, j, root, passes * b, c);
+            chain(x, pl, j, root, passes * wb, c);
             /* the gradient, every round: reduced to the root, sent on to the owner */
-            chain(x, pl, j, root, K * b, c);
-            if (j != j0) edge(x, root, o, K * b, c);
+            chain(x, pl, j, root, K * gb, c);
+            if (j != j0) edge(x, root, o, K * gb, c);
         }
     }
     for (int v = 0; v < x->nnodes; v++) {
@@ -404,6 +405,9 @@ int placement_lua_solve(lua_State *L) {
     }
     for (int c = 0; c < p->nchunks; c++) cb[c] = (double)plan_chunk_bytes(p, c);
     in.n = n; in.devices = dev; in.chunk_bytes = cb;
+    /* the bytes a transfer carries at the plan's formats (ir/plan.h) */
+    in.weight_wire = (double)plan_carried_bytes(p, WHAT_W, 0, 1) / (double)plan_chunk_bytes(p, 0);
+    in.grad_wire = (double)plan_carried_bytes(p, WHAT_D, 0, 1) / (double)plan_chunk_bytes(p, 0);
     Placement pl;
     char err[256];
     if (placement_solve(&in, &pl, err, sizeof err)) { free(ranks); free(dev); free(cb); return luaL_error(L, "%s", err); }
@@ -440,7 +444,7 @@ int placement_lua_solve(lua_State *L) {
     }
     lua_createtable(L, 0, 5);
     lua_pushnumber(L, device); lua_setfield(L, -2, "device");
-    lua_pushnumber(L, (double)m->mbs * m->seq * (4.0 * m->hidden + 3.0 * m->ffn + m->vocab) * sizeof(float));
+    lua_pushnumber(L, (double)plan_workspace_bytes(p, NULL));
     lua_setfield(L, -2, "workspace");
     lua_pushnumber(L, (double)plan_act_bytes(p)); lua_setfield(L, -2, "act");
     lua_createtable(L, p->nchunks, 1);
@@ -450,7 +454,7 @@ int placement_lua_solve(lua_State *L) {
     for (int c = 0; c < p->nchunks; c++) {
         const PlanChunk *ch = &p->chunks[c];
         WpChunk k = wp_chunk_make(m, c, ch->layer0, ch->nlayers, c == 0, c == p->nchunks - 1);
-        lua_pushnumber(L, (double)wp_stash_floats(m, &k, p->recompute) * sizeof(float));
+        lua_pushnumber(L, (double)wp_stash_bytes(m, &k, p->recompute, p->precision));
         lua_seti(L, -2, c);
     }
     lua_setfield(L, -2, "stash");

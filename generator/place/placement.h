@@ -39,7 +39,9 @@ typedef struct PlacementIn {
     int n;                      /* ranks in the pipeline */
     const int *devices;         /* [n] the device of each (global index) */
     int nchunks;
-    const double *chunk_bytes;  /* [nchunks] */
+    const double *chunk_bytes;  /* [nchunks] at 4 bytes per parameter (fp32) */
+    double weight_wire, grad_wire;  /* bytes on the wire per byte of chunk_bytes, for weights and
+                                 * for gradients: 0.5 in bf16; 0 counts as 1 (fp32) */
     int mode;                   /* PLACE_* */
     int rounds;                 /* micro-batch rounds per step (0 or 1: one) */
 } PlacementIn;

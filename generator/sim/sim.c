@@ -18,8 +18,43 @@ double sim_op_bytes(const Plan *p, int rank, int opi) {
     const Op *op = &p->ranks[rank].ops[opi];
     const OpNote *n = &p->ranks[rank].notes[opi];
     if (!op_is_transfer(op->kind)) return 0;
-    if (op_moves_activation(op)) return (double)plan_act_bytes(p);
-    return (double)plan_shard_bytes(p, n->chunk, n->nshards);
+    return (double)plan_carried_bytes(p, plan_op_carries(p, rank, op), n->chunk, n->nshards);
+}
+
+/* What fraction of its bf16 rating a GPU reaches in fp32: the matrix products of an fp32 run go
+ * to TF32 tensor cores, half the bf16 rate on A100/A800 (156 of 312 TFLOP/s) and H100 (495 of
+ * 989). (Without TF32, plain fp32 runs at 1/16 of it: 19.5 of 312.) */
+#define GPU_FP32_OF_BF16 0.5
+
+/* FLOP/s a device's compute reaches in a format. GPUs are rated in bf16 (peak_tflops_bf16); CPUs
+ * in fp32 (peak_tflops_fp32), and the CPU backend computes bf16 in fp32 arithmetic, rounding to
+ * bf16 where a GPU kernel would: the same rate. */
+static double device_flops(const DeviceType *d, WpDtype precision) {
+    double peak = d->rated_bf16 && precision == WP_FP32 ? d->peak_flops * GPU_FP32_OF_BF16 : d->peak_flops;
+    return peak * (d->efficiency > 0 ? d->efficiency : 0.5);
+}
+
+/* Bytes a local operation moves through memory: a pass over an operand to read it (USE_READ,
+ * USE_ADD) and one to write it (USE_WRITE, USE_ADD), each at the operand's format (a master read
+ * by anything but OPT: its working copy); the rest of its row's mem_passes go over fp32 state
+ * beside the buffer (OPT: AdamW's m and v, read and written); OPT also writes the working copy. */
+static double local_bytes(const Plan *p, int rank, const Op *op, const OpNote *note) {
+    const OpInfo *in = op_info(op->kind);
+    const PlanBuf *bufs = p->ranks[rank].bufs;
+    double n = (double)plan_shard_elems(p, note->chunk, bufs[op->buf].nshards), passes_left = in->mem_passes, bytes = 0;
+    int updates = in->flags & OPF_MASTER;
+    for (int k = 0; k < 2; k++) {
+        int b = k ? op->buf2 : op->buf;
+        unsigned u = op_use(op, rank, k);
+        if (b < 0) continue;
+        int passes = ((u & (USE_READ | USE_ADD)) != 0) + ((u & (USE_WRITE | USE_ADD)) != 0);
+        WpDtype d = (WpDtype)(bufs[b].master && !updates ? bufs[b].copy_dtype : bufs[b].dtype);
+        bytes += passes * n * (double)wp_dtype_bytes(d);
+        passes_left -= passes;
+    }
+    bytes += passes_left * n * sizeof(float);
+    if (updates && plan_buf_has_copy(&bufs[op->buf])) bytes += n * (double)wp_dtype_bytes((WpDtype)bufs[op->buf].copy_dtype);
+    return bytes;
 }
 
 /* Forward passes' worth of compute of a compute operation. */
@@ -32,14 +67,13 @@ double sim_op_seconds(const Plan *p, const Topology *t, int rank, const Op *op, 
     const DeviceType *d = rank_type(p, t, rank);
     const OpInfo *in = op_info(op->kind);
     if (in->phase == OP_PHASE_COMPUTE) {
-        double flops_s = d->peak_flops * (d->efficiency > 0 ? d->efficiency : 0.5);
         const PlanChunk *c = &p->chunks[op->chunk];
         WpChunk k = wp_chunk_make(&p->model, op->chunk, c->layer0, c->nlayers, op->chunk == 0, op->chunk == p->nchunks - 1);
-        return compute_units(p, op->kind) * wp_chunk_fwd_flops(&p->model, &k) / flops_s;
+        return compute_units(p, op->kind) * wp_chunk_fwd_flops(&p->model, &k) / device_flops(d, p->precision);
     }
     if (in->phase != OP_PHASE_LOCAL || in->mem_passes == 0) return 0;
-    /* its chunk's part on this rank (the shard its buffer holds) through memory, mem_passes times */
-    double bytes = in->mem_passes * (double)plan_shard_bytes(p, note->chunk, p->ranks[rank].bufs[op->buf].nshards);
+    /* its chunk's part on this rank (the shard its buffer holds) through memory */
+    double bytes = local_bytes(p, rank, op, note);
     return d->hbm_bw > 0 ? bytes / d->hbm_bw : 0;
 }
 

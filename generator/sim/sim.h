@@ -9,9 +9,13 @@
  * Costs, all from the topology and the model (nothing is tuned to a published figure):
  *   compute    FWD = wp_chunk_fwd_flops / (peak * efficiency) of the rank's device type
  *              (matrix products, attention's S^2 terms, the LM head); BWD = 2 FWD, +1 FWD with
- *              recomputation; BWD_B = BWD_W = 1 FWD (BWD_B +1 FWD with recomputation).
- *   memory     ACC 3, COPY 2, OPT (AdamW: read w g m v, write w m v) 7 times the bytes, over
- *              the device's memory bandwidth.
+ *              recomputation; BWD_B = BWD_W = 1 FWD (BWD_B +1 FWD with recomputation). The peak
+ *              is the plan's precision's: a GPU's bf16 rating, half of it in fp32 (TF32 tensor
+ *              cores); a CPU's fp32 rating in both (sim.c, device_flops).
+ *   memory     ACC 3, COPY 2, OPT (AdamW: read w g m v, write w m v) 7 passes over the
+ *              elements, each at its buffer's format (m, v fp32; OPT also writes a master's
+ *              working copy in a bf16 plan), over the device's memory bandwidth.
+ *   bytes      every transfer at the format of what it carries (plan_carried_bytes).
  *   transfers  alpha-beta per link class, as flows that share links fairly (max-min):
  *              NVL/SHM: each device's send and receive port (intra bandwidth each);
  *              PCI: the device ports, and traffic between PCIe islands of a node shares each

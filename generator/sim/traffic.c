@@ -1,6 +1,8 @@
 /* Bytes a verified plan moves in one step, split into traffic inside nodes and traffic that
  * crosses the network: every send once, every collective call once as NCCL's ring algorithms
- * move it (sim/collective.h, the simulator's own model). */
+ * move it (sim/collective.h, the simulator's own model); each at the format what it carries moves
+ * in (plan_carried_bytes: weights and activations at the plan's precision, gradients at its
+ * grad_precision). */
 #include "ir/plan.h"
 #include "ir/op_table.h"
 #include "sim/collective.h"
@@ -19,18 +21,18 @@ void plan_traffic(const Plan *p, double *intra, double *inter) {
             const OpNote *note = &rk->notes[i];
             const OpInfo *in = op_info(op->kind);
             if (in->p2p == P2P_SEND) {
-                double bytes = op_moves_activation(op) ? (double)plan_act_bytes(p) : (double)plan_shard_bytes(p, note->chunk, note->nshards);
-                add_edge(p, r, op->peer, bytes, intra, inter);
+                add_edge(p, r, op->peer, (double)plan_carried_bytes(p, op->what, note->chunk, note->nshards), intra, inter);
                 continue;
             }
             if (!in->coll) continue;
             const PlanGroup *g = &p->groups[op->group];
             /* Count each call once: at its root, or at the group's first member. */
             if ((in->root ? op->peer : g->ranks[0]) != r) continue;
+            double bytes = (double)plan_carried_bytes(p, plan_op_carries(p, r, op), note->chunk, note->nshards);
             int root = 0;
             if (in->root) while (g->ranks[root] != op->peer) root++;
             /* all-gather, reduce-scatter: the note is of the whole chunk */
-            CollShape cs = coll_shape(in->coll, g->n, root, (double)plan_shard_bytes(p, note->chunk, note->nshards));
+            CollShape cs = coll_shape(in->coll, g->n, root, bytes);
             for (int h = 0; h < cs.nedges; h++) {
                 int a, b;
                 coll_edge(&cs, g->n, h, &a, &b);

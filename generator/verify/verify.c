@@ -1,6 +1,7 @@
 /* The plan verifier: executes every rank's operations symbolically, turn by turn, and proves
  * what DESIGN.md promises before anything is emitted:
- *   - every operation is well formed (its buffers exist and are of the right kind);
+ *   - every operation is well formed (its buffers exist and are of the right kind), and every
+ *     buffer is kept in the format the plan's precision gives it (ir/plan.h, above PlanBuf);
  *   - within a turn, no buffer is overwritten while another operation uses it (a turn posts its
  *     transfers, runs its compute in the listed order while they move, waits for them, then
  *     runs its local operations ACC, COPY, OPT and FREE in the listed order);
@@ -12,7 +13,8 @@
  *     reverse order;
  *   - every chunk's gradient collects each micro-batch exactly once and reaches the owners'
  *     master weights before OPT; every master is updated exactly once;
- *   - nothing is left behind at the end of the step, and the peak memory is accounted.
+ *   - nothing is left behind at the end of the step, and the peak memory is accounted (by
+ *     what holds it: PlanMem).
  * What each operation is (its phase, its operands and how it uses them) comes from its row of
  * op_table[] (ir/op_table.h); what it does is the rules here. Transfers and collectives are
  * verify_comm.c's; the symbolic state and its primitives verify_state.c's. */
@@ -76,6 +78,9 @@ static int check_shape(Verifier *V, int r, int opi) {
     if ((in->flags & OPF_DISTINCT) && op->buf == op->buf2) return verr(V, r, opi, "source and destination are the same buffer");
     if ((in->flags & OPF_MASTER) && (!bufs[op->buf].master || bufs[op->buf].chunk != op->chunk))
         return verr(V, r, opi, "%s is not this rank's master of chunk %d", bufs[op->buf].name, op->chunk);
+    if ((in->flags & OPF_MASTER) && op->buf2 >= 0 && bufs[op->buf2].dtype != WP_FP32)
+        return verr(V, r, opi, "the gradient %s is kept in %s; the owner's, which AdamW reads, is fp32", bufs[op->buf2].name,
+                    wp_dtype_name((WpDtype)bufs[op->buf2].dtype));
     /* emptying a master: FREE (the other kinds that empty a buffer take gradients, which masters are not) */
     if ((op_use(op, r, 0) & USE_CLEAR) && bufs[op->buf].master) return verr(V, r, opi, "master weights are never freed");
     if (need_chunk && (op->chunk < 0 || op->chunk >= p->nchunks)) return verr(V, r, opi, "no chunk %d", op->chunk);
@@ -246,6 +251,29 @@ static int run_local(Verifier *V, int r, int opi) {
 
 /* ---- the driver ---- */
 
+/* Buffer formats as plan.h's rule says (plan_finish sets them; the emitter and the runtime
+ * allocate and convert by them): masters fp32 with a working copy at the precision, other weights
+ * at the precision, gradients at the grad_precision or fp32, the gradient OPT reads fp32, and
+ * every size its elements at its format. */
+static int check_dtypes(Verifier *V, int r) {
+    const Plan *p = V->p;
+    const PlanRank *rk = &p->ranks[r];
+    for (int b = 0; b < rk->nbufs; b++) {
+        const PlanBuf *pb = &rk->bufs[b];
+        WpDtype want = pb->master ? WP_FP32 : pb->kind == BUF_W ? p->precision : p->grad_precision;
+        int ok = pb->dtype == want || (pb->kind == BUF_D && pb->dtype == WP_FP32);
+        if (!ok || (pb->master && pb->copy_dtype != p->precision) || (!pb->master && pb->copy_dtype != pb->dtype))
+            return verr(V, r, -1, "buffer %s is kept in %s (working copy %s), expected %s in a plan of %s weights and %s gradients",
+                        pb->name, wp_dtype_name((WpDtype)pb->dtype), wp_dtype_name((WpDtype)pb->copy_dtype), wp_dtype_name(want),
+                        wp_dtype_name(p->precision), wp_dtype_name(p->grad_precision));
+        size_t elems = pb->chunk >= 0 ? plan_shard_elems(p, pb->chunk, pb->nshards) : pb->elems;
+        if (pb->elems != elems || pb->bytes != pb->elems * wp_dtype_bytes((WpDtype)pb->dtype))
+            return verr(V, r, -1, "buffer %s: %zu elements in %zu bytes, expected %zu elements of %s", pb->name, pb->elems,
+                        pb->bytes, elems, wp_dtype_name((WpDtype)pb->dtype));
+    }
+    return 0;
+}
+
 static int check_structure(Verifier *V) {
     Plan *p = V->p;
     for (int c = 0; c < p->nchunks; c++) {
@@ -275,6 +303,8 @@ static int check_structure(Verifier *V) {
             }
         free(seen);
     }
+    for (int r = 0; r < p->nranks; r++)
+        if (check_dtypes(V, r)) return -1;
     for (int r = 0; r < p->nranks; r++)
         for (int t = 0; t < p->nturns; t++) {
             V->rs[r].turn = t;   /* for the message */
@@ -324,25 +354,26 @@ static int check_end(Verifier *V) {
     return 0;
 }
 
-/* Workspace of the runtime per rank: a few activations, the MLP's hidden values and the
- * logits of one micro-batch (the CPU runtime's WpScratch is about this size). */
-static size_t workspace_bytes(const Plan *p) {
-    const WpConfig *m = &p->model;
-    return (size_t)m->mbs * m->seq * (4 * (size_t)m->hidden + 3 * (size_t)m->ffn + (size_t)m->vocab) * sizeof(float);
-}
-
+/* A rank's peak: all its buffers for the whole step (masters with AdamW's state and working
+ * copy), the most activations it keeps at once, and the workspace of the chunks it computes
+ * (config.c's: the logits block only where the LM head runs); by what holds it. */
 static void account_memory(Verifier *V) {
     Plan *p = V->p;
     p->peak_mem = 0;
     p->peak_rank = 0;
+    uint8_t *computes = xcalloc((size_t)p->nchunks + 1, 1);
     for (int r = 0; r < p->nranks; r++) {
         PlanRank *rk = &p->ranks[r];
-        size_t bytes = workspace_bytes(p) + V->rs[r].act_peak;
-        for (int b = 0; b < rk->nbufs; b++)
-            bytes += rk->bufs[b].bytes * (rk->bufs[b].master ? 3 : 1);   /* AdamW's m and v beside masters */
-        rk->peak_mem = bytes;
-        if (bytes > p->peak_mem) { p->peak_mem = bytes; p->peak_rank = r; }
+        memset(computes, 0, (size_t)p->nchunks);
+        for (int i = 0; i < rk->nops; i++)
+            if (op_is_compute(rk->ops[i].kind)) computes[rk->ops[i].chunk] = 1;
+        PlanMem m = { .acts = V->rs[r].act_peak, .workspace = plan_workspace_bytes(p, computes) };
+        for (int b = 0; b < rk->nbufs; b++) plan_buf_mem(&rk->bufs[b], &m);
+        rk->mem = m;
+        rk->peak_mem = plan_mem_total(&m);
+        if (rk->peak_mem > p->peak_mem) { p->peak_mem = rk->peak_mem; p->peak_rank = r; }
     }
+    free(computes);
 }
 
 static void verifier_free(Verifier *V) {

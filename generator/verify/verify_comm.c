@@ -51,9 +51,9 @@ static int meet(Verifier *V, int a, int sop, int st, const Val *val, int b, int 
         }
     } else {
         const PlanBuf *rb = &p->ranks[b].bufs[ro->buf];
-        if (rb->bytes < val_bytes(V, val))
-            return verr(V, b, rop, "%s (%zu bytes) is too small for the %zu bytes rank %d sends", rb->name, rb->bytes,
-                        val_bytes(V, val), a);
+        if (rb->elems < val_elems(V, val))
+            return verr(V, b, rop, "%s (%zu elements) is too small for the %zu elements rank %d sends", rb->name, rb->elems,
+                        val_elems(V, val), a);
         val_copy(V, &V->rs[b].slot[rop - turn_first_op(V, b)], val);
         V->rs[b].slot[rop - turn_first_op(V, b)].from_rank = a;
         V->rs[b].slot[rop - turn_first_op(V, b)].from_turn = st;
@@ -195,10 +195,10 @@ static int complete(Verifier *V, int g, Coll *c, int last_rank, int last_op) {
                 val_clear(&sum);
                 return verr(V, r, opi, "%s would receive %s", dst->name, val_describe(V, slot, d1, sizeof d1));
             }
-            if (dst->bytes < val_bytes(V, slot)) {
+            if (dst->elems < val_elems(V, slot)) {
                 val_clear(&sum);
-                return verr(V, r, opi, "%s (%zu bytes) is too small for %s (%zu bytes)", dst->name, dst->bytes,
-                            val_describe(V, slot, d1, sizeof d1), val_bytes(V, slot));
+                return verr(V, r, opi, "%s (%zu elements) is too small for %s (%zu elements)", dst->name, dst->elems,
+                            val_describe(V, slot, d1, sizeof d1), val_elems(V, slot));
             }
         }
         set_matched(V, r, opi);

@@ -82,8 +82,8 @@ int val_union(Verifier *V, Val *dst, const Val *src, int *dup_mb) {
     return 0;
 }
 
-size_t val_bytes(const Verifier *V, const Val *v) {
-    return plan_shard_bytes(V->p, v->chunk, v->nshards);
+size_t val_elems(const Verifier *V, const Val *v) {
+    return plan_shard_elems(V->p, v->chunk, v->nshards);
 }
 
 const char *val_describe(const Verifier *V, const Val *v, char *buf, size_t len) {
@@ -116,7 +116,7 @@ static size_t keep_bytes(Verifier *V, uint64_t key) {
     if (kind == K_ACT || kind == K_GRAD) return plan_act_bytes(V->p);
     const PlanChunk *c = &V->p->chunks[chunk];
     WpChunk k = wp_chunk_make(&V->p->model, chunk, c->layer0, c->nlayers, chunk == 0, chunk == V->p->nchunks - 1);
-    return wp_stash_floats(&V->p->model, &k, V->p->recompute) * sizeof(float);
+    return wp_stash_bytes(&V->p->model, &k, V->p->recompute, V->p->precision);
 }
 
 void keep_add(Verifier *V, int r, uint64_t key) {

@@ -79,7 +79,7 @@ typedef struct Verifier {
 void val_clear(Val *v);
 void val_copy(Verifier *V, Val *dst, const Val *src);
 int val_union(Verifier *V, Val *dst, const Val *src, int *dup_mb);  /* 0, or -1 with the mb counted twice */
-size_t val_bytes(const Verifier *V, const Val *v);
+size_t val_elems(const Verifier *V, const Val *v);   /* elements: its chunk's or shard's */
 const char *val_describe(const Verifier *V, const Val *v, char *buf, size_t len);
 
 /* Errors: "rank R, turn T, OP: message". Always returns -1. */

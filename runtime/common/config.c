@@ -160,14 +160,16 @@ size_t wp_workspace_floats(const WpConfig *c, const WpChunk *k, int recompute) {
 
 /* Activations and their gradients at the run's precision; RoPE tables and logits fp32 (the
  * cross-entropy's softmax works on fp32 logits, model.c); the recompute stash as a stash. */
+size_t wp_workspace_part_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part, WpDtype act_dtype) {
+    size_t e = wp_workspace_part_floats(c, k, recompute, part);
+    if (part == WP_WS_RESTASH) return e ? wp_stash_bytes(c, k, 0, act_dtype) : 0;
+    if (part == WP_WS_ROPE || part == WP_WS_LOGITS) return e * sizeof(float);
+    return e * wp_dtype_bytes(act_dtype);
+}
+
 size_t wp_workspace_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtype act_dtype) {
     size_t n = 0;
-    for (int p = 0; p < WP_WS_NPARTS; p++) {
-        size_t e = wp_workspace_part_floats(c, k, recompute, (WpWorkspacePart)p);
-        if (p == WP_WS_RESTASH) n += e ? wp_stash_bytes(c, k, 0, act_dtype) : 0;
-        else if (p == WP_WS_ROPE || p == WP_WS_LOGITS) n += e * sizeof(float);
-        else n += e * wp_dtype_bytes(act_dtype);
-    }
+    for (int p = 0; p < WP_WS_NPARTS; p++) n += wp_workspace_part_bytes(c, k, recompute, (WpWorkspacePart)p, act_dtype);
     return n;
 }
 

@@ -92,6 +92,9 @@ typedef enum {
     WP_WS_NPARTS
 } WpWorkspacePart;
 size_t wp_workspace_part_floats(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part);
+/* The same part in bytes when activations are stored as act (RoPE tables and logits stay fp32,
+ * the recompute stash is a stash). wp_workspace_bytes is the sum over the parts. */
+size_t wp_workspace_part_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part, WpDtype act);
 size_t wp_workspace_floats(const WpConfig *c, const WpChunk *k, int recompute);
 size_t wp_workspace_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtype act);
 

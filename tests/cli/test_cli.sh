@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # wpgen's command line as a user meets it: list, plan and emit on every shipped topology and
-# preset, --json fields, byte-identical emission, and bad input: exit statuses and messages.
+# preset, --json fields, byte-identical emission, the precision flags and defaults, and bad
+# input: exit statuses and messages.
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
@@ -34,7 +35,18 @@ for t in topologies/*.json; do
         "$wpgen" plan -t "$t" -m tiny -s "$s" --micro-batches 2 --json >"$tmp/j" 2>"$tmp/e"
         rc=$?
         if [ $rc = 0 ]; then
-            python3 -c "import json,sys; d=json.load(open('$tmp/j')); k=['strategy','ranks','nodes','replicas','chunks','micro_batches_per_rank','turns','bytes_intra_node','bytes_inter_node','peak_mem_bytes','fits']; m=[x for x in k if x not in d]; sys.exit(1 if m else 0)" && ok || bad "plan --json $t $s lacks fields"
+            python3 -c "import json,sys; d=json.load(open('$tmp/j')); k=['strategy','ranks','nodes','replicas','chunks','micro_batches_per_rank','turns','bytes_intra_node','bytes_inter_node','peak_mem_bytes','fits','precision','grad_precision','peak_mem_breakdown','peak_mem_bytes_per_rank']; m=[x for x in k if x not in d]; sys.exit(1 if m else 0)" && ok || bad "plan --json $t $s lacks fields"
+            # the default precision: bf16 on GPU clusters, fp32 on CPU ones; gradients fp32; the
+            # peak rank's breakdown sums to the peak
+            python3 - "$tmp/j" "$t" <<'EOF' && ok || bad "plan --json $t $s: precision or memory breakdown"
+import json, sys
+d = json.load(open(sys.argv[1]))
+gpu = 'peak_tflops_bf16' in open(sys.argv[2]).read()
+assert d['precision'] == ('bf16' if gpu else 'fp32') and d['grad_precision'] == 'fp32', d['precision']
+b = d['peak_mem_breakdown']
+assert b['rank'] == d['peak_mem_rank'] and sum(v for k, v in b.items() if k != 'rank') == d['peak_mem_bytes']
+assert len(d['peak_mem_bytes_per_rank']) == d['ranks'] and max(d['peak_mem_bytes_per_rank']) == d['peak_mem_bytes']
+EOF
         elif [ $rc = 2 ] && [ "$(wc -l <"$tmp/e")" -ge 1 ] && grep -q "wpgen:" "$tmp/e"; then ok
         else bad "plan $t $s: exit $rc: $(head -2 "$tmp/e")"; fi
     done
@@ -100,6 +112,28 @@ expect 2 "--grouping: expected auto, node, island or published" -- plan -t topol
 "$wpgen" plan -t topologies/cpu-uneven.json -m tests/data/tiny8/config.json -s tawpipe --rounds 2 --grouping published --micro-batches 3 >"$tmp/out" 2>&1 &&
     grep -q "in 2 rounds (set by --rounds)" "$tmp/out" && grep -q "mode published" "$tmp/out" && ok || bad "tawpipe --rounds/--grouping: $(tail -3 "$tmp/out")"
 expect 2 "--replicas 3" -- plan -t topologies/cpu-2x2.json -m tiny --replicas 3
+# precision: the flags, the summary's lines, bf16 halving every byte moved, emit in fp32 only
+expect 2 '--precision: expected fp32 or bf16, got "fp16"' -- plan -t topologies/cpu-2x2.json -m tiny --precision fp16
+expect 2 '--grad-precision: expected fp32 or bf16, got ""' -- plan -t topologies/cpu-2x2.json -m tiny --grad-precision
+expect 2 "the emitted program does not carry the buffers' formats yet" -- emit -t topologies/cpu-2x2.json -m tiny --precision bf16 -o "$tmp/bf16"
+[ ! -e "$tmp/bf16" ] && ok || bad "a refused emit left $tmp/bf16"
+"$wpgen" plan -t topologies/cpu-2x2.json -m tiny --precision bf16 --grad-precision bf16 >"$tmp/out" 2>&1 && ok || bad "plan --precision bf16"
+grep -q "^precision   bf16 weights in flight, activations and their gradients; bf16 weight gradients; fp32 masters and AdamW$" "$tmp/out" &&
+    ok || bad "the summary does not say the precision: $(grep precision "$tmp/out")"
+grep -Eq "^            rank [0-9]+: working weights .*, gradients .*, masters and AdamW .*, activations .*, workspace " "$tmp/out" &&
+    ok || bad "the summary has no memory breakdown"
+for s in weipipe-interleave 1f1b fsdp tawpipe; do
+    "$wpgen" plan -t topologies/cpu-2x2.json -m tiny -s $s --json >"$tmp/a32" 2>/dev/null &&
+    "$wpgen" plan -t topologies/cpu-2x2.json -m tiny -s $s --precision bf16 --grad-precision bf16 --json >"$tmp/a16" 2>/dev/null &&
+    python3 -c "
+import json; a, b = json.load(open('$tmp/a32')), json.load(open('$tmp/a16'))
+assert b['precision'] == 'bf16' and b['turns'] == a['turns']
+assert 2 * b['bytes_intra_node'] == a['bytes_intra_node'] and 2 * b['bytes_inter_node'] == a['bytes_inter_node']" && ok || bad "plan $s in bf16 does not move half the bytes"
+done
+# a GPU cluster plans in bf16 unless told, and emits in fp32 (the emitted program's format for now)
+"$wpgen" plan -t topologies/dgx-h100.json -m tiny --precision fp32 --json >"$tmp/j" && grep -q '"precision": "fp32"' "$tmp/j" && ok || bad "--precision fp32 on a GPU cluster"
+"$wpgen" emit -t topologies/dgx-h100.json -m tiny -o "$tmp/gpu" >/dev/null 2>"$tmp/e" && ok || bad "emit on a GPU cluster: $(head -2 "$tmp/e")"
+
 # a plan that breaks a rule: exit 1, one line naming rank, turn, operation and rule
 expect 1 "micro-batch" -- plan -t topologies/cpu-2x2.json -m tiny -s tests/data/strategies/lost-gradient.lua
 grep -q "rank 0, turn 4, OPT chunk 0" "$tmp/err" && ok || bad "rejection does not name rank/turn/op: $(cat "$tmp/err")"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # wpgen sim and compare as a user meets them: text and --json fields, exit statuses, the trace
-# and the SVG picture, -s auto, and on the papers' clusters: twice the bandwidth of every link
-# never makes a step slower.
+# and the SVG picture, -s auto, bf16 against fp32, and on the papers' clusters: twice the
+# bandwidth of every link never makes a step slower.
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
@@ -35,8 +35,9 @@ assert abs(sum(d['bytes_by_link'].values()) - d['bytes_intra_node'] - d['bytes_i
 EOF
 done
 
-# compare --json: one object per strategy, non-fitting included with fits: false; one fastest
-"$wpgen" compare -t topologies/weipipe-2x8-a800-nvlink-10gbe.json -m llama-h2048 --seq 8192 --json >"$tmp/c" 2>"$tmp/e" && ok || bad "compare --json: $(head -2 "$tmp/e")"
+# compare --json: one object per strategy, non-fitting included with fits: false; one fastest.
+# In fp32: in bf16, the default on this GPU cluster, every strategy fits at this shape.
+"$wpgen" compare -t topologies/weipipe-2x8-a800-nvlink-10gbe.json -m llama-h2048 --seq 8192 --precision fp32 --json >"$tmp/c" 2>"$tmp/e" && ok || bad "compare --json: $(head -2 "$tmp/e")"
 python3 - "$tmp/c" <<'EOF' && ok || bad "compare --json content"
 import json, sys
 a = json.load(open(sys.argv[1]))
@@ -48,8 +49,8 @@ fast = [d for d in a if d.get('fastest')]
 assert len(fast) == 1 and fast[0]['fits']
 assert all(fast[0]['step_time_s'] <= d['step_time_s'] for d in a if d['fits'] and 'step_time_s' in d)
 EOF
-# compare, text: the fastest marked, OOM marked
-"$wpgen" compare -t topologies/weipipe-2x8-a800-nvlink-10gbe.json -m llama-h2048 --seq 8192 >"$tmp/ct" 2>&1 && ok || bad "compare text"
+# compare, text: the fastest marked, OOM marked (fp32, as above)
+"$wpgen" compare -t topologies/weipipe-2x8-a800-nvlink-10gbe.json -m llama-h2048 --seq 8192 --precision fp32 >"$tmp/ct" 2>&1 && ok || bad "compare text"
 grep -q "<- fastest" "$tmp/ct" && ok || bad "compare marks no fastest: $(cat "$tmp/ct")"
 grep -q "OOM" "$tmp/ct" && ok || bad "compare marks no OOM"
 "$wpgen" compare -t topologies/cpu-2x2.json -m tiny --strategies 1f1b,weipipe-naive --json >"$tmp/c2" && ok || bad "compare --strategies"
@@ -62,6 +63,39 @@ python3 -c "import json; a=json.load(open('$tmp/c2')); assert [d['strategy'] for
 "$wpgen" compare -t topologies/cpu-2x2.json -m tiny --svg x.svg >/dev/null 2>"$tmp/e"; [ $? = 2 ] && ok || bad "compare --svg should be an unknown flag"
 "$wpgen" compare -t topologies/cpu-2x2.json -m tiny --strategies 1f1b,no-such >/dev/null 2>"$tmp/e"; [ $? = 2 ] && grep -q 'no strategy "no-such"' "$tmp/e" && ok || bad "compare of an unknown strategy should exit 2"
 "$wpgen" sim -t topologies/cpu-2x2.json -m tiny --trace /no/such/dir/t.json >/dev/null 2>"$tmp/e"; [ $? = 2 ] && grep -q "cannot write" "$tmp/e" && ok || bad "unwritable trace"
+
+# precision on the WeiPipe paper's cluster and shape (2x8 A800, H1024, 16 x 4k tokens per
+# micro-batch, recomputation): with weights, activations and gradients in bf16 every strategy moves
+# half the bytes between nodes of fp32 (+-1%) and needs less memory; with bf16 weights and
+# activations but fp32 gradients (the default gradients) the activation-passing 1F1B still halves,
+# the others land between half and all of fp32; the default on this GPU cluster is bf16.
+shape="-t topologies/weipipe-2x8-a800-nvlink-10gbe.json -m llama-h1024 --seq 4096 --micro-batch-size 16 --recompute"
+"$wpgen" compare $shape --precision fp32 --json >"$tmp/p32" 2>"$tmp/e" && ok || bad "compare --precision fp32: $(head -2 "$tmp/e")"
+"$wpgen" compare $shape --precision bf16 --grad-precision bf16 --json >"$tmp/p16" 2>"$tmp/e" && ok || bad "compare bf16: $(head -2 "$tmp/e")"
+"$wpgen" compare $shape --precision bf16 --json >"$tmp/p16g" 2>"$tmp/e" && ok || bad "compare bf16, fp32 gradients: $(head -2 "$tmp/e")"
+"$wpgen" compare $shape --json >"$tmp/pdef" 2>"$tmp/e" && ok || bad "compare default precision: $(head -2 "$tmp/e")"
+python3 - "$tmp/p32" "$tmp/p16" "$tmp/p16g" "$tmp/pdef" <<'EOF' && ok || bad "compare: bf16 against fp32"
+import json, sys
+a32, a16, a16g, adef = ([d for d in json.load(open(f)) if 'error' not in d] for f in sys.argv[1:5])
+assert len(a32) == 5 and [d['strategy'] for d in a32] == [d['strategy'] for d in a16] == [d['strategy'] for d in a16g]
+for f, g, h in zip(a32, a16, a16g):
+    s = f['strategy']
+    assert f['precision'] == 'fp32' and g['precision'] == 'bf16' and g['grad_precision'] == 'bf16' and h['grad_precision'] == 'fp32', s
+    r = g['bytes_inter_node'] / f['bytes_inter_node']
+    assert abs(r - 0.5) <= 0.005, (s, 'inter-node bytes', r)
+    assert abs(g['bytes_intra_node'] / f['bytes_intra_node'] - 0.5) <= 0.005, (s, 'intra-node bytes')
+    assert g['peak_mem_bytes'] < f['peak_mem_bytes'] and h['peak_mem_bytes'] < f['peak_mem_bytes'], (s, 'peak memory')
+    rg = h['bytes_inter_node'] / f['bytes_inter_node']
+    assert (abs(rg - 0.5) <= 0.005) if s == '1f1b' else (0.5 < rg < 1), (s, 'fp32 gradients', rg)
+    for d in (f, g, h):
+        b = d['peak_mem_breakdown']
+        assert sum(b[k] for k in ('working_weights', 'gradients', 'masters_optimizer', 'activations', 'workspace')) == d['peak_mem_bytes']
+        assert d['peak_mem_bytes_per_rank'][b['rank']] == d['peak_mem_bytes'] == max(d['peak_mem_bytes_per_rank'])
+for d, e in zip(adef, a16g):
+    assert d['precision'] == 'bf16' and d['grad_precision'] == 'fp32' and d['bytes_inter_node'] == e['bytes_inter_node'], d['strategy']
+EOF
+"$wpgen" compare $shape >"$tmp/pt" 2>&1 && ok || bad "compare text, default precision"
+grep -q "precision bf16, gradients fp32" "$tmp/pt" && ok || bad "compare does not say its precision: $(head -1 "$tmp/pt")"
 
 # trace and picture
 "$wpgen" sim -t topologies/weipipe-4x8-a800-pcie-10gbe.json -m llama-h1024 -s weipipe-interleave --trace "$tmp/t.json" --svg "$tmp/t.svg" >/dev/null 2>"$tmp/e" && ok || bad "sim --trace --svg: $(head -2 "$tmp/e")"

@@ -3,7 +3,7 @@
  * per rank: for 1F1B, N per pipeline stage, so M per pipeline; for WeiPipe, N per rank, M in
  * all); more link bandwidth never makes a step slower; compute-only steps scale with the
  * device's speed; a hand-made plan's step time and contention computed by hand; memory
- * accounting of that plan by hand. */
+ * accounting of that plan by hand; both in fp32 and bf16. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,47 +175,66 @@ static const char *handmade =
     "  plan:opt(0, 4, 0, 'm0', 'd')\n"
     "end }\n";
 
+/* The handmade plan in each precision, everything by hand: elements n, master fp32 (AdamW m, v
+ * beside it, and a bf16 working copy when the precision is bf16), weights on the wire at the
+ * precision (w bytes per element), gradients at the grad precision (g bytes) except the gradient
+ * OPT reads, the owner's fp32 accumulator 'd' on rank 0. */
 static void test_handmade(void) {
     char path[400];
     snprintf(path, sizeof path, "%s/handmade.lua", fixture_dir);
     FILE *f = fopen(path, "w");
     fputs(handmade, f);
     fclose(f);
+    static const WpDtype settings[][2] = { { WP_FP32, WP_FP32 }, { WP_BF16, WP_FP32 }, { WP_BF16, WP_BF16 } };
+    for (int si = 0; si < 3; si++)
     for (int P = 2; P <= 4; P++) {
+        WpDtype prec = settings[si][0], grad = settings[si][1];
         Topology t;
         int per[] = { 1, P - 1 };
         if (fixture_topology(&t, 2, per)) { CHECK(0, "topology"); return; }
         WpConfig m = fixture_model(2);
         char err[2048];
-        Plan *p = fixture_plan(&t, &m, path, 1, 1, 0, err, sizeof err);
+        StrategyOpts o = { .micro_batches = 1, .replicas = 1, .precision = prec, .grad_precision = grad };
+        Plan *p = fixture_plan_opts(&t, &m, path, &o, err, sizeof err);
         CHECK(p != NULL, "handmade P=%d: %s", P, err);
         if (!p) { topology_free(&t); continue; }
-        /* by hand: fixture network 1 GB/s, 10 us; device 50 GFLOP/s x 0.5, 10 GB/s memory */
-        double B = (double)plan_chunk_bytes(p, 0), bw = 1e9, lat = 10e-6, hbm = 10e9;
+        /* by hand: fixture network 1 GB/s, 10 us; device 50 GFLOP/s x 0.5 (a CPU: the same in
+         * bf16), 10 GB/s memory */
+        double n = (double)plan_chunk_params(p, 0), w = (double)wp_dtype_bytes(prec), g = (double)wp_dtype_bytes(grad);
+        double bw = 1e9, lat = 10e-6, hbm = 10e9;
         WpChunk k = wp_chunk_make(&m, 0, 0, 2, 1, 1);
         double f1 = wp_chunk_fwd_flops(&m, &k) / (0.05e12 * 0.5);
-        double xfer = lat + (P - 1) * B / bw;   /* P-1 flows share one NIC */
-        double expect = xfer + 3 * f1 + xfer + (P - 1) * 3 * B / hbm + 7 * B / hbm;
+        double xfer_w = lat + (P - 1) * n * w / bw;   /* P-1 flows share one NIC */
+        double xfer_d = lat + (P - 1) * n * g / bw;
+        /* ACC: the fp32 accumulator read and written, the arrived gradient read; OPT: master,
+         * m, v read and written, the gradient read, and in bf16 the working copy written */
+        double acc = (2 * 4 + g) * n / hbm, opt = (7 * 4 + (prec == WP_BF16 ? 2 : 0)) * n / hbm;
+        double expect = xfer_w + 3 * f1 + xfer_d + (P - 1) * acc + opt;
         SimResult r;
         if (run(p, NULL, &r) >= 0) {
-            char what[64];
-            snprintf(what, sizeof what, "handmade P=%d step", P);
+            char what[96];
+            snprintf(what, sizeof what, "handmade %s/%s P=%d step", wp_dtype_name(prec), wp_dtype_name(grad), P);
             CHECK_CLOSE(r.step_time, expect, 1e-9, 1e-15, what);
             /* a receiving rank ends when its gradient has left */
             snprintf(what, sizeof what, "handmade P=%d rank 1 end", P);
-            CHECK_CLOSE(r.rank_end[1], xfer + 3 * f1 + xfer, 1e-9, 1e-15, what);
+            CHECK_CLOSE(r.rank_end[1], xfer_w + 3 * f1 + xfer_d, 1e-9, 1e-15, what);
             CHECK_CLOSE(r.bubble_ratio, 1 - P * 3 * f1 / (P * expect), 1e-9, 1e-15, "handmade bubble");
-            CHECK_CLOSE(r.link_bytes[LINK_NET], 2.0 * (P - 1) * B, 1e-12, 0, "handmade network bytes");
+            CHECK_CLOSE(r.link_bytes[LINK_NET], (P - 1) * n * (w + g), 1e-12, 0, "handmade network bytes");
             sim_result_free(&r);
         }
-        /* memory by hand: rank 0 holds the master (x3 with AdamW's m and v), its gradient and
-         * P-1 incoming gradients, one micro-batch's stash, and the workspace */
+        /* memory by hand: rank 0 holds the master (12 bytes per element with AdamW's m and v, and
+         * its working copy), its fp32 gradient and P-1 incoming gradients, one micro-batch's
+         * stash, and the workspace of the one chunk (config.c's parts, logits block included) */
         WpConfig *c = &p->model;
-        size_t stash = wp_stash_floats(c, &k, 0) * sizeof(float);
-        size_t ws = (size_t)c->mbs * c->seq * (4 * (size_t)c->hidden + 3 * (size_t)c->ffn + (size_t)c->vocab) * sizeof(float);
-        size_t want0 = (size_t)B * 3 + (size_t)B + (size_t)(P - 1) * (size_t)B + stash + ws;
+        size_t N = (size_t)n;
+        size_t stash = wp_stash_bytes(c, &k, 0, prec);
+        size_t ws = wp_workspace_bytes(c, &k, 0, prec);
+        size_t copy = prec == WP_BF16 ? 2 * N : 0;
+        size_t want0 = 12 * N + copy + 4 * N + (size_t)(P - 1) * N * (size_t)g + stash + ws;
         CHECK(p->ranks[0].peak_mem == want0, "rank 0 memory %zu, by hand %zu", p->ranks[0].peak_mem, want0);
-        size_t want1 = 2 * (size_t)B + stash + ws;
+        CHECK(p->ranks[0].mem.masters == 12 * N && p->ranks[0].mem.weights == copy && p->ranks[0].mem.workspace == ws &&
+              p->ranks[0].mem.acts == stash, "rank 0's breakdown");
+        size_t want1 = N * (size_t)w + N * (size_t)g + stash + ws;
         CHECK(p->ranks[1].peak_mem == want1, "rank 1 memory %zu, by hand %zu", p->ranks[1].peak_mem, want1);
         plan_free(p);
         topology_free(&t);

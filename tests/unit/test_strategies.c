@@ -1,6 +1,9 @@
 /* Every shipped strategy, on 1..16, 24 and 32 ranks, several micro-batch counts, with and
  * without replicas and with other chunk counts: the plan must verify, and running it with the
- * toy-model interpreter must give exactly the step computed directly. */
+ * toy-model interpreter must give exactly the step computed directly. In bf16 the same plan (same
+ * turns and operations; TawPipe with fp32 gradients may place otherwise) verifies and computes the
+ * same step; with bf16 gradients too it moves exactly half the bytes of fp32, and with fp32
+ * gradients between the two. */
 #include "check.h"
 #include "plan_fixture.h"
 #include "plan_interp.h"
@@ -22,6 +25,34 @@ static void check_one(const char *s, int nodes, const int *per, int mbs, int rep
         CHECK(rc == 0 && diff < 1e-12, "%s on %d ranks, %d micro-batches, %d replicas: the interpreter %s (diff %g)", s,
               t.ndevices, mbs, replicas, rc ? "could not run it" : "computes another step", diff);
         free(ref);
+        double intra, inter;
+        plan_traffic(p, &intra, &inter);
+        static const WpDtype grads[] = { WP_BF16, WP_FP32 };
+        for (int gi = 0; gi < 2; gi++) {
+            StrategyOpts o = { .micro_batches = mbs, .replicas = replicas, .chunks = chunks, .precision = WP_BF16, .grad_precision = grads[gi] };
+            Plan *q = fixture_plan_opts(&t, &m, s, &o, err, sizeof err);
+            CHECK(q != NULL, "%s on %d ranks in bf16 (gradients %s): %s", s, t.ndevices, wp_dtype_name(grads[gi]), err);
+            if (!q) continue;
+            /* TawPipe's placement weighs weight bytes against gradient bytes: with bf16 weights and
+             * fp32 gradients it may choose another placement, so another plan */
+            int tawpipe_mixed = !strcmp(s, "tawpipe") && grads[gi] == WP_FP32;
+            int same = q->nturns == p->nturns;
+            for (int r = 0; r < p->nranks && same; r++) same = q->ranks[r].nops == p->ranks[r].nops;
+            CHECK(same || tawpipe_mixed, "%s on %d ranks: the bf16 plan has other turns or operations", s, t.ndevices);
+            double (*ref2)[IW] = malloc((size_t)q->nchunks * sizeof *ref2);
+            interp_reference(q->nchunks, q->total_mbs, ref2);
+            CHECK(interp_run(q, ref2, &diff) == 0 && diff < 1e-12, "%s on %d ranks: the bf16 plan computes another step", s, t.ndevices);
+            free(ref2);
+            double qi, qx;
+            plan_traffic(q, &qi, &qx);
+            if (grads[gi] == WP_BF16)
+                CHECK(2 * qi == intra && 2 * qx == inter, "%s on %d ranks, %d micro-batches, %d replicas: bf16 moves %.0f + %.0f bytes, "
+                      "fp32 %.0f + %.0f", s, t.ndevices, mbs, replicas, qi, qx, intra, inter);
+            else if (!tawpipe_mixed)
+                CHECK(2 * qi >= intra && qi <= intra && 2 * qx >= inter && qx <= inter, "%s on %d ranks: bf16 with fp32 gradients "
+                      "moves %.0f + %.0f bytes, fp32 %.0f + %.0f", s, t.ndevices, qi, qx, intra, inter);
+            plan_free(q);
+        }
         plan_free(p);
     }
     topology_free(&t);
