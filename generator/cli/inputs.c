@@ -16,12 +16,9 @@ int bad(const char *fmt, const char *a, const char *b) {
 
 /* What a user expects without --precision: GPUs train in bf16, so bf16 for --backend cuda and
  * for plans of a cluster whose devices are all GPUs (rated in bf16 in the topology); fp32 on CPU
- * clusters. Except emit for the CPU backend, which stays fp32: the emitted program does not
- * carry the buffers' formats yet (cmd_plan.c refuses emit --precision bf16).
- * TODO(integrator): once the emitter writes PlanBuf.dtype/elems, drop the emit exception. */
+ * clusters (emit too: the emitted program carries every buffer's format). */
 static WpDtype default_precision(const Args *a, const Topology *topo) {
     if (!strcmp(a->backend, "cuda")) return WP_BF16;
-    if (!strcmp(a->cmd, "emit")) return WP_FP32;
     for (int i = 0; i < topo->ntypes; i++)
         if (!topo->types[i].rated_bf16) return WP_FP32;
     return topo->ntypes > 0 ? WP_BF16 : WP_FP32;
