@@ -385,8 +385,7 @@ void wp_acc(WpRank *R, int dst, int src, int chunk, int first) {
     }
     #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
-        float v = elem(s, sd, i) + (first ? 0.0f : elem(d, dd, i));
-        if (first) v = elem(s, sd, i);
+        float v = first ? elem(s, sd, i) : elem(d, dd, i) + elem(s, sd, i);
         if (dd == WP_BF16) ((WpBf16 *)d)[i] = wp_f32_to_bf16(v);
         else d[i] = v;
     }
