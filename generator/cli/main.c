@@ -26,8 +26,8 @@ static void usage(FILE *f) {
         "fastest plan that fits.\n"
         "--precision: working weights, activations and their gradients (fp32 master weights and AdamW state\n"
         "stay at the owner); default bf16 on clusters of GPUs and for --backend cuda, fp32 on CPUs.\n"
-        "--grad-precision: weight gradients on the wire, added into\n"
-        "fp32 at the owner; default fp32.\n"
+        "--grad-precision: weight gradients on the wire, added into fp32 at the owner; default: the\n"
+        "--precision.\n"
         "Exit status: 0 done, 1 plan rejected or does not fit, 2 bad input.\n", SANDBOX_DEFAULT_MIB, SANDBOX_DEFAULT_MINSTR);
 }
 

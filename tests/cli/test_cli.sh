@@ -36,13 +36,13 @@ for t in topologies/*.json; do
         rc=$?
         if [ $rc = 0 ]; then
             python3 -c "import json,sys; d=json.load(open('$tmp/j')); k=['strategy','ranks','nodes','replicas','chunks','micro_batches_per_rank','turns','bytes_intra_node','bytes_inter_node','peak_mem_bytes','fits','precision','grad_precision','peak_mem_breakdown','peak_mem_bytes_per_rank']; m=[x for x in k if x not in d]; sys.exit(1 if m else 0)" && ok || bad "plan --json $t $s lacks fields"
-            # the default precision: bf16 on GPU clusters, fp32 on CPU ones; gradients fp32; the
+            # the default precision: bf16 on GPU clusters, fp32 on CPU ones; gradients the same; the
             # peak rank's breakdown sums to the peak
             python3 - "$tmp/j" "$t" <<'EOF' && ok || bad "plan --json $t $s: precision or memory breakdown"
 import json, sys
 d = json.load(open(sys.argv[1]))
 gpu = 'peak_tflops_bf16' in open(sys.argv[2]).read()
-assert d['precision'] == ('bf16' if gpu else 'fp32') and d['grad_precision'] == 'fp32', d['precision']
+assert d['precision'] == ('bf16' if gpu else 'fp32') and d['grad_precision'] == d['precision'], d['precision']
 b = d['peak_mem_breakdown']
 assert b['rank'] == d['peak_mem_rank'] and sum(v for k, v in b.items() if k != 'rank') == d['peak_mem_bytes']
 assert len(d['peak_mem_bytes_per_rank']) == d['ranks'] and max(d['peak_mem_bytes_per_rank']) == d['peak_mem_bytes']
@@ -116,9 +116,9 @@ expect 2 "--replicas 3" -- plan -t topologies/cpu-2x2.json -m tiny --replicas 3
 expect 2 '--precision: expected fp32 or bf16, got "fp16"' -- plan -t topologies/cpu-2x2.json -m tiny --precision fp16
 expect 2 '--grad-precision: expected fp32 or bf16, got ""' -- plan -t topologies/cpu-2x2.json -m tiny --grad-precision
 "$wpgen" emit -t topologies/cpu-2x2.json -m tiny -s weipipe-interleave --precision bf16 -o "$tmp/bf16" >/dev/null 2>&1 &&
-    grep -q '"precision": "bf16"' "$tmp/bf16/plan.json" && grep -q '"grad_precision": "fp32"' "$tmp/bf16/plan.json" &&
+    grep -q '"precision": "bf16"' "$tmp/bf16/plan.json" && grep -q '"grad_precision": "bf16"' "$tmp/bf16/plan.json" &&
     grep -q "in bf16; weight gradients" "$tmp/bf16/README" && grep -q "working weights, activations and their gradients bf16" "$tmp/bf16/plan.h" &&
-    grep -q ".precision = WP_BF16, .grad_precision = WP_FP32" "$tmp/bf16/plan_desc.c" &&
+    grep -q ".precision = WP_BF16, .grad_precision = WP_BF16" "$tmp/bf16/plan_desc.c" &&
     grep -q "WP_BUF_W, 1, .*, WP_FP32, WP_BF16 }" "$tmp/bf16/plan_desc.c" && grep -q "WP_BUF_W, 0, .*, WP_BF16, WP_BF16 }" "$tmp/bf16/plan_desc.c" &&
     ok || bad "emit --precision bf16 does not say its formats: $(grep -n precision "$tmp/bf16/plan_desc.c" | head -3)"
 "$wpgen" plan -t topologies/cpu-2x2.json -m tiny --precision bf16 --grad-precision bf16 >"$tmp/out" 2>&1 && ok || bad "plan --precision bf16"
