@@ -5,6 +5,9 @@ fully unrolled training step per rank in C, plus the runtime it links against.
 
 ${P.summary}
 
+Number formats: working weights, activations and their gradients in ${P.precision}; weight gradients
+on the wire in ${P.grad_precision}; master weights, AdamW's moments and the gradient it reads in fp32.
+
 Build and run
 -------------
 

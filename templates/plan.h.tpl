@@ -15,6 +15,9 @@ ${P.header_c}
  * and the turn of the rank at the other end of a transfer ("their turn") when it is not this one.
  * Wc is the weights of chunk c, Dc its weight gradient, Wc[k/n] shard k of n; mb is a global
  * micro-batch; "+ loss": the forward of the last chunk ends with the loss.
+ *
+ * Number formats: working weights, activations and their gradients ${P.precision}, weight gradients
+ * on the wire ${P.grad_precision}, masters and AdamW fp32 (plan_desc.c gives each buffer's).
 @ if #P.sources > 0 then
  *
 @   local w = 0

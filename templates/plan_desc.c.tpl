@@ -30,12 +30,12 @@ static const WpGroupDesc groups[${#P.groups}] = {
 };
 @ end
 
-/* ---- ranks: buffers (name, kind, master, chunk, shard, nshards, floats) and steps ---- */
+/* ---- ranks: buffers (name, kind, master, chunk, shard, nshards, elements, format, copy's format), steps ---- */
 @ for _, d in ipairs(ranks) do
 @   if #d.bufs > 0 then
 static const WpBufDesc bufs_${d.id}[] = {
 @     for _, b in ipairs(d.bufs) do
-    { ${c_string(b.name)}, ${b.kind == "W" and "WP_BUF_W" or "WP_BUF_D"}, ${b.master and 1 or 0}, ${b.chunk}, ${b.shard}, ${b.nshards}, ${b.bytes // 4} },
+    { ${c_string(b.name)}, ${b.kind == "W" and "WP_BUF_W" or "WP_BUF_D"}, ${b.master and 1 or 0}, ${b.chunk}, ${b.shard}, ${b.nshards}, ${b.elems}, ${b.dtype == "bf16" and "WP_BF16" or "WP_FP32"}, ${b.copy_dtype == "bf16" and "WP_BF16" or "WP_FP32"} },
 @     end
 };
 @   end
@@ -62,6 +62,7 @@ const WpPlanDesc WP_PLAN = {
                .rope_theta = ${c_float(P.model.rope_theta)}, .tied = ${P.model.tied}, .seq = ${P.model.seq}, .mbs = ${P.model.mbs} },
     .nranks = ${P.nranks}, .nnodes = ${P.nnodes}, .nchunks = ${#P.chunks}, .ngroups = ${#P.groups}, .nturns = ${P.nturns},
     .micro_batches = ${P.micro_batches}, .total_mbs = ${P.total_mbs}, .recompute = ${P.recompute},
+    .precision = ${P.precision == "bf16" and "WP_BF16" or "WP_FP32"}, .grad_precision = ${P.grad_precision == "bf16" and "WP_BF16" or "WP_FP32"},
     .chunks = chunks,
     .groups = ${#P.groups > 0 and "groups" or "NULL"},
     .ranks = ranks,

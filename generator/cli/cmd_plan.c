@@ -16,13 +16,6 @@ int cmd_plan(const Args *a, int emit) {
     if (rc) return rc;
     Plan *p = NULL;
     StrategyOpts o = opts_of(a, &topo);
-    /* TODO(integrator): the emitted program sizes its buffers as fp32 (templates/plan_desc.c.tpl,
-     * bytes / 4); drop this once it reads PlanBuf.dtype, copy_dtype and elems. */
-    if (emit && (o.precision != WP_FP32 || o.grad_precision != WP_FP32)) {
-        topology_free(&topo);
-        return bad("emit: %s%s", "bf16 (--precision, --grad-precision) is for plan, sim and compare: the emitted program does "
-                   "not carry the buffers' formats yet; emit in fp32", "");
-    }
     Cand best;
     int is_auto = !strcmp(a->strategy, "auto");
     if (is_auto) rc = auto_search(a, &topo, &model, name, &best, 0);

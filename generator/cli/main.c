@@ -26,9 +26,9 @@ static void usage(FILE *f) {
         "-s auto (plan, emit, sim) tries every strategy with its parameters in the simulator and takes the\n"
         "fastest plan that fits.\n"
         "--precision: working weights, activations and their gradients (fp32 master weights and AdamW state\n"
-        "stay at the owner); default bf16 on clusters of GPUs and for --backend cuda, fp32 on CPUs (emit for\n"
-        "the CPU backend: fp32 only, for now). --grad-precision: weight gradients on the wire, added into\n"
-        "fp32 at the owner; default fp32.\n"
+        "stay at the owner); default bf16 on clusters of GPUs and for --backend cuda, fp32 on CPUs.\n"
+        "--grad-precision: weight gradients on the wire, added into fp32 at the owner; default: the\n"
+        "--precision.\n"
         "emit writes nothing for a plan that does not fit the devices' memory, unless --force.\n"
         "Exit status: 0 done, 1 plan rejected or does not fit, 2 bad input.\n", SANDBOX_DEFAULT_MIB, SANDBOX_DEFAULT_MINSTR);
 }

@@ -36,7 +36,9 @@ uint64_t plan_hash(const Plan *p) {
     fnv_float(&f, m->rope_theta);
     fnv_str(&f, p->strategy);
     fnv_str(&f, p->topo ? p->topo->name : "");
-    int64_t plan[] = { p->nranks, p->replicas, p->nchunks, p->nturns, p->micro_batches, p->total_mbs, p->recompute };
+    /* the formats too: a bf16 plan and an fp32 plan of the same operations are different programs */
+    int64_t plan[] = { p->nranks, p->replicas, p->nchunks, p->nturns, p->micro_batches, p->total_mbs, p->recompute,
+                       p->precision, p->grad_precision };
     for (size_t i = 0; i < sizeof plan / sizeof *plan; i++) fnv_int(&f, plan[i]);
     for (int c = 0; c < p->nchunks; c++) {
         const PlanChunk *ch = &p->chunks[c];
@@ -96,6 +98,8 @@ void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const cha
     lua_set_int(L, "micro_batches", p->micro_batches);
     lua_set_int(L, "total_mbs", p->total_mbs);
     lua_set_int(L, "recompute", p->recompute);
+    lua_set_str(L, "precision", wp_dtype_name(p->precision));
+    lua_set_str(L, "grad_precision", wp_dtype_name(p->grad_precision));
     lua_set_num(L, "bytes_intra", info->bytes_intra);
     lua_set_num(L, "bytes_inter", info->bytes_inter);
     lua_set_num(L, "step_time_s", info->step_time_s);
@@ -178,6 +182,9 @@ void emit_push_rank(lua_State *L, const Plan *p, int r) {
         lua_set_int(L, "shard", pb->shard);
         lua_set_int(L, "nshards", pb->nshards);
         lua_set_int(L, "bytes", (lua_Integer)pb->bytes);
+        lua_set_int(L, "elems", (lua_Integer)pb->elems);
+        lua_set_str(L, "dtype", wp_dtype_name((WpDtype)pb->dtype));
+        lua_set_str(L, "copy_dtype", wp_dtype_name((WpDtype)pb->copy_dtype));
         lua_rawseti(L, -2, b + 1);
     }
     lua_setfield(L, -2, "bufs");
@@ -270,6 +277,8 @@ int emit_json_head(FILE *f, const Plan *p, const EmitInfo *info, const char *has
     if (!rc) rc = put_value(f, "micro_batches_per_rank", json_integer(p->micro_batches), 0);
     if (!rc) rc = put_value(f, "micro_batches", json_integer(p->total_mbs), 0);
     if (!rc) rc = put_value(f, "recompute", json_boolean(p->recompute), 0);
+    if (!rc) rc = put_value(f, "precision", json_string(wp_dtype_name(p->precision)), 0);
+    if (!rc) rc = put_value(f, "grad_precision", json_string(wp_dtype_name(p->grad_precision)), 0);
     if (!rc) rc = put_value(f, "turns", json_integer(p->nturns), 0);
     if (!rc) rc = put_value(f, "bytes_intra_node", json_real(info->bytes_intra), 0);
     if (!rc) rc = put_value(f, "bytes_inter_node", json_real(info->bytes_inter), 0);
@@ -292,9 +301,10 @@ int emit_json_rank(FILE *f, const Plan *p, int r) {
     json_t *bufs = json_array();
     for (int b = 0; b < rk->nbufs; b++) {
         const PlanBuf *pb = &rk->bufs[b];
-        json_array_append_new(bufs, json_pack("{s:s, s:s, s:b, s:i, s:i, s:i, s:I}", "name", pb->name, "kind",
+        json_array_append_new(bufs, json_pack("{s:s, s:s, s:b, s:i, s:i, s:i, s:I, s:s}", "name", pb->name, "kind",
                                               pb->kind == BUF_W ? "W" : "D", "master", pb->master, "chunk", pb->chunk,
-                                              "shard", pb->shard, "nshards", pb->nshards, "bytes", (json_int_t)pb->bytes));
+                                              "shard", pb->shard, "nshards", pb->nshards, "bytes", (json_int_t)pb->bytes,
+                                              "dtype", wp_dtype_name((WpDtype)pb->dtype)));
     }
     json_t *o = json_pack("{s:i, s:s, s:i, s:i, s:i, s:I, s:o}", "rank", r, "node", p->topo->nodes[rk->node].name,
                           "device", rk->device, "replica", rk->replica, "stage", rk->stage,

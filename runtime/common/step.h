@@ -19,7 +19,10 @@ typedef struct WpBufDesc {
     int master;         /* holds the owner's master weights of chunk (and AdamW state) */
     int chunk;          /* -1: sized for the largest chunk */
     int shard, nshards;
-    size_t floats;
+    size_t floats;      /* elements (at dtype) */
+    int dtype;          /* WpDtype its elements are kept in */
+    int copy_dtype;     /* masters: the working copy's WpDtype (compute and sends read it, rounded from
+                         * the fp32 master); equal to dtype: no copy */
 } WpBufDesc;
 
 typedef struct WpRank WpRank;   /* a rank's runtime state, opaque to emitted code */
@@ -44,6 +47,8 @@ typedef struct WpPlanDesc {
     WpConfig model;
     int nranks, nnodes, nchunks, ngroups, nturns;
     int micro_batches, total_mbs, recompute;
+    int precision;              /* WpDtype of working weights, activations and their gradients */
+    int grad_precision;         /* WpDtype of weight gradients on the wire (Plan.grad_precision) */
     const WpChunkDesc *chunks;
     const WpGroupDesc *groups;
     const WpRankDesc *ranks;

@@ -19,7 +19,9 @@ void compute_setup(WpRank *R) {
     D->adam_v = rank_calloc(R, (size_t)nb + 1, sizeof *D->adam_v, "the plan's buffers");
     for (int b = 0; b < nb; b++) {
         const WpBufDesc *d = &R->me->bufs[b];
-        D->buf[b] = rank_calloc(R, d->floats + 1, sizeof(float), "the plan's buffers");
+        /* a bf16 buffer of n elements takes (n + 1) / 2 floats' room: transfers move it as such */
+        size_t room = d->dtype == WP_BF16 ? (d->floats + 1) / 2 : d->floats;
+        D->buf[b] = rank_calloc(R, room + 1, sizeof(float), "the plan's buffers");
         if (d->master) {
             D->adam_m[b] = rank_calloc(R, d->floats + 1, sizeof(float), "the plan's buffers");
             D->adam_v[b] = rank_calloc(R, d->floats + 1, sizeof(float), "the plan's buffers");
@@ -27,12 +29,21 @@ void compute_setup(WpRank *R) {
     }
     for (int c = 0; c < R->plan->nchunks; c++)
         if (R->plan->chunks[c].nlayers > maxl) maxl = R->plan->chunks[c].nlayers;
+    size_t maxp = 1;
+    for (int c = 0; c < R->plan->nchunks; c++)
+        if (R->chunks[c].nparams > maxp) maxp = R->chunks[c].nparams;
+    if (R->plan->precision == WP_BF16 || R->plan->grad_precision == WP_BF16) {
+        D->wstage = rank_calloc(R, maxp, sizeof(float), "the bf16 weights' fp32 copy");
+        D->gstage = rank_calloc(R, maxp, sizeof(float), "the bf16 gradients' fp32 copy");
+    }
     size_t T = (size_t)R->cfg.mbs * R->cfg.seq;
     D->tokens = rank_realloc(R, NULL, T * sizeof(int), "a micro-batch's tokens");
     D->targets = rank_realloc(R, NULL, T * sizeof(int), "a micro-batch's tokens");
     D->scratch = wp_scratch_new(&R->cfg, maxl);
     if (!D->scratch) comm_abort(R->comm, 1, "out of memory for the model's workspace");
     wp_scratch_set_progress(D->scratch, progress_comm, R->comm);
+    if (wp_scratch_set_precision(D->scratch, (WpDtype)R->plan->precision))
+        comm_abort(R->comm, 1, "out of memory for the model's workspace in %s", wp_dtype_name((WpDtype)R->plan->precision));
 }
 
 void compute_teardown(WpRank *R) {
@@ -42,7 +53,8 @@ void compute_teardown(WpRank *R) {
     for (int i = 0; i < D->nslots; i++) free(D->slots[i].p);
     for (int i = 0; i < D->nfree; i++) free(D->free[i].p);
     free(D->buf); free(D->adam_m); free(D->adam_v);
-    free(D->slots); free(D->free); free(D->release);
+    free(D->slots); free(D->free); free(D->release); free(D->pend);
+    free(D->wstage); free(D->gstage);
     free(D->tokens); free(D->targets);
     wp_scratch_free(D->scratch);
     free(D);

@@ -13,14 +13,23 @@ enum { SLOT_ACT, SLOT_GRAD, SLOT_STASH };
 typedef struct Slot { int kind, chunk, mb; float *p; size_t n; } Slot;
 typedef struct Block { float *p; size_t n; } Block;
 
+/* What a turn's wait finishes for a transfer in another format than its buffer's: a temporary
+ * block (n floats, released after) and, unless dst is NULL, elems values written from it into dst
+ * (PEND_BF16: the block holds bf16 bits, dst is fp32; PEND_STORE: the block holds fp32 values,
+ * written into buffer dst_buf at its format). */
+enum { PEND_RELEASE, PEND_BF16, PEND_STORE };
+typedef struct Pending { int kind; float *p; size_t n; float *dst; int dst_buf; size_t elems; } Pending;
+
 struct WpCompute {
-    float **buf;                  /* [nbufs] */
+    float **buf;                  /* [nbufs]: fp32 arrays, or WpBf16 arrays (cast) where the buffer's dtype is bf16 */
+    float *wstage, *gstage;       /* the largest chunk in fp32: weights and gradient of a bf16 buffer while computed */
     float **adam_m, **adam_v;     /* per buffer: AdamW moments of masters, NULL elsewhere */
     WpScratch *scratch;
     int *tokens, *targets;        /* one micro-batch */
     Slot *slots; int nslots, capslots;
     Block *free; int nfree, capfree;
     int *release; int nrelease, caprelease;   /* slots sent this turn: released after the wait */
+    Pending *pend; int npend, cappend;        /* conversions and temporaries finished after the wait */
 };
 
 #endif

@@ -3,7 +3,15 @@
  * through the communication layer (common/comm.h) on the same buffers, and the bookkeeping of
  * activations between them. The plan verifier has proved the step: every buffer
  * holds what an operation expects, so nothing here re-checks it, except what costs nothing
- * (an activation that is not where the plan says aborts with the operation's name). */
+ * (an activation that is not where the plan says aborts with the operation's name).
+ *
+ * Formats (common/precision.h): a buffer whose dtype is bf16 is a real 16-bit array; transfers
+ * move what the plan carries (W, A, G at its precision, D at its grad precision) as 2-byte
+ * elements, packed two to a float for the communication layer. The model computes on fp32
+ * containers: a bf16 buffer is widened into a staging copy for it, an fp32 master is rounded to
+ * bf16 where the plan reads its working copy (compute, sends, COPY), a gradient is summed in fp32
+ * within one backward and rounded where it is stored into a bf16 buffer. Collectives in bf16 run
+ * on fp32 copies (the sums in fp32, rounded when stored back): their bytes are not halved yet. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +75,68 @@ static void slot_release(WpRank *R, int kind, int chunk, int mb) {
     D->slots[i] = D->slots[--D->nslots];
 }
 
+/* ---- formats ---- */
+
+static int buf_dtype(const WpRank *R, int b) { return R->me->bufs[b].dtype; }
+
+/* Floats of room n bf16 elements take, packed two to a float. */
+static size_t bf16_room(size_t n) { return (n + 1) / 2; }
+
+/* n elements of buffer b as fp32 into out (exact). */
+static void load_f32(WpRank *R, int b, float *out, size_t n) {
+    if (buf_dtype(R, b) == WP_BF16) wp_bf16_to_f32_array(out, (const WpBf16 *)R->dev->buf[b], n);
+    else memcpy(out, R->dev->buf[b], n * sizeof(float));
+}
+
+/* n fp32 values into buffer b at its format (rounded to bf16 there). */
+static void store_f32(WpRank *R, int b, const float *in, size_t n) {
+    if (buf_dtype(R, b) == WP_BF16) wp_f32_to_bf16_array((WpBf16 *)R->dev->buf[b], in, n);
+    else memcpy(R->dev->buf[b], in, n * sizeof(float));
+}
+
+/* The working weights of buffer w (n elements) as the model reads them: fp32 values, bf16-valued
+ * in a bf16 plan (a bf16 buffer widened, an fp32 master rounded: its working copy). */
+static const float *working_weights(WpRank *R, int w, size_t n) {
+    WpCompute *D = R->dev;
+    if (buf_dtype(R, w) == WP_BF16) { load_f32(R, w, D->wstage, n); return D->wstage; }
+    if (R->plan->precision == WP_BF16) {
+        memcpy(D->wstage, D->buf[w], n * sizeof(float));
+        wp_bf16_round_array(D->wstage, n);
+        return D->wstage;
+    }
+    return D->buf[w];
+}
+
+static void pending_add(WpRank *R, Pending p) {
+    WpCompute *D = R->dev;
+    if (D->npend == D->cappend) {
+        D->cappend = D->cappend ? 2 * D->cappend : 16;
+        D->pend = rank_realloc(R, D->pend, (size_t)D->cappend * sizeof *D->pend, "transfer bookkeeping");
+    }
+    D->pend[D->npend++] = p;
+}
+
+/* A temporary of n bf16 elements holding src (fp32) rounded, released after the turn's wait. */
+static float *bf16_temp(WpRank *R, const float *src, size_t n) {
+    size_t room = bf16_room(n);
+    float *t = block_get(R, room);
+    if (n % 2) ((WpBf16 *)t)[n] = 0;   /* the packing's spare half: defined bytes on the wire */
+    wp_f32_to_bf16_array((WpBf16 *)t, src, n);
+    pending_add(R, (Pending){ PEND_RELEASE, t, room, NULL, -1, 0 });
+    return t;
+}
+
+static void pending_finish(WpRank *R) {
+    WpCompute *D = R->dev;
+    for (int i = 0; i < D->npend; i++) {
+        Pending *p = &D->pend[i];
+        if (p->kind == PEND_BF16) wp_bf16_to_f32_array(p->dst, (const WpBf16 *)p->p, p->elems);
+        else if (p->kind == PEND_STORE) store_f32(R, p->dst_buf, p->p, p->elems);
+        block_put(R, p->p, p->n);
+    }
+    D->npend = 0;
+}
+
 /* ---- sizes ---- */
 
 static size_t act_floats(const WpRank *R) {
@@ -92,6 +162,7 @@ void wp_turn_compute(WpRank *R) {
 
 void wp_turn_wait(WpRank *R) {
     comm_wait_turn(R->comm);
+    pending_finish(R);
     /* what this turn sent has left: activations sent on are no longer ours */
     WpCompute *D = R->dev;
     for (int i = 0; i < D->nrelease; i += 3) slot_release(R, D->release[i], D->release[i + 1], D->release[i + 2]);
@@ -117,7 +188,7 @@ void wp_fwd(WpRank *R, int chunk, int mb, int w) {
     float *stash = slot_new(R, SLOT_STASH, chunk, mb, wp_stash_floats(&R->cfg, k, R->recompute));
     float *x_out = k->last ? NULL : slot_new(R, SLOT_ACT, chunk + 1, mb, act_floats(R));
     WpCompute *D = R->dev;
-    wp_chunk_forward(&R->cfg, k, D->buf[w], D->tokens, D->targets, x_in, x_out, stash, R->recompute, D->scratch,
+    wp_chunk_forward(&R->cfg, k, working_weights(R, w, k->nparams), D->tokens, D->targets, x_in, x_out, stash, R->recompute, D->scratch,
                      &R->loss_sum);
     if (!k->first) slot_release(R, SLOT_ACT, chunk, mb);   /* the stash kept a copy */
     if (R->tracing) {
@@ -135,10 +206,15 @@ static void backward(WpRank *R, int chunk, int mb, int w, int d, int first) {
     float *dy = k->last ? NULL : slot_get(R, SLOT_GRAD, chunk + 1, mb);
     float *dx = k->first ? NULL : slot_new(R, SLOT_GRAD, chunk, mb, act_floats(R));
     WpCompute *D = R->dev;
-    /* the plan knows when a gradient buffer starts a new sum: clear it then, add otherwise */
-    if (first) memset(D->buf[d], 0, k->nparams * sizeof(float));
-    wp_chunk_backward(&R->cfg, k, D->buf[w], D->tokens, D->targets, stash, R->recompute, dy, dx, D->buf[d],
-                      R->loss_scale, D->scratch);
+    /* the plan knows when a gradient buffer starts a new sum: clear it then, add otherwise; a bf16
+     * gradient is summed in fp32 within this backward and rounded once, where it is stored */
+    int g16 = buf_dtype(R, d) == WP_BF16;
+    float *grad = g16 ? D->gstage : D->buf[d];
+    if (first) memset(grad, 0, k->nparams * sizeof(float));
+    else if (g16) load_f32(R, d, grad, k->nparams);
+    wp_chunk_backward(&R->cfg, k, working_weights(R, w, k->nparams), D->tokens, D->targets, stash, R->recompute, dy,
+                      dx, grad, R->loss_scale, D->scratch);
+    if (g16) store_f32(R, d, grad, k->nparams);
     slot_release(R, SLOT_STASH, chunk, mb);
     if (!k->last) slot_release(R, SLOT_GRAD, chunk + 1, mb);
     if (R->tracing) {
@@ -166,23 +242,42 @@ void wp_bwd_w(WpRank *R, int chunk, int mb, int d, int first) {
 
 /* ---- transfers ---- */
 
+/* The format a W or D transfer of buffer b carries. */
+static int carried(const WpRank *R, int b) {
+    return R->me->bufs[b].kind == WP_BUF_W ? R->plan->precision : R->plan->grad_precision;
+}
+
 void wp_send(WpRank *R, int buf, int chunk, int shard, int nshards, int peer) {
     char l[32];
     CommInfo ci = info(R, l, sizeof l, R->me->bufs[buf].kind == WP_BUF_W ? "W%d" : "D%d", chunk);
-    comm_send(R->comm, R->dev->buf[buf], chunk_floats(R, chunk, shard, nshards), peer, &ci);
+    size_t n = chunk_floats(R, chunk, shard, nshards);
+    float *p = R->dev->buf[buf];
+    if (carried(R, buf) == WP_FP32) comm_send(R->comm, p, n, peer, &ci);
+    else if (buf_dtype(R, buf) == WP_BF16) comm_send(R->comm, p, bf16_room(n), peer, &ci);
+    else comm_send(R->comm, bf16_temp(R, p, n), bf16_room(n), peer, &ci);   /* a master's working copy */
 }
 
 void wp_recv(WpRank *R, int buf, int chunk, int shard, int nshards, int peer) {
     char l[32];
     CommInfo ci = info(R, l, sizeof l, R->me->bufs[buf].kind == WP_BUF_W ? "W%d" : "D%d", chunk);
-    comm_recv(R->comm, R->dev->buf[buf], chunk_floats(R, chunk, shard, nshards), peer, &ci);
+    size_t n = chunk_floats(R, chunk, shard, nshards);
+    float *p = R->dev->buf[buf];
+    if (carried(R, buf) == WP_FP32) comm_recv(R->comm, p, n, peer, &ci);
+    else if (buf_dtype(R, buf) == WP_BF16) comm_recv(R->comm, p, bf16_room(n), peer, &ci);
+    else {   /* bf16 into an fp32 buffer: widened after the wait */
+        float *t = block_get(R, bf16_room(n));
+        comm_recv(R->comm, t, bf16_room(n), peer, &ci);
+        pending_add(R, (Pending){ PEND_BF16, t, bf16_room(n), p, -1, n });
+    }
 }
 
 void wp_send_act(WpRank *R, int what, int chunk, int mb, int peer) {
     int kind = what == WP_ACT ? SLOT_ACT : SLOT_GRAD;
     char l[32];
     CommInfo ci = info(R, l, sizeof l, what == WP_ACT ? "A%d" : "G%d", chunk);
-    comm_send(R->comm, slot_get(R, kind, chunk, mb), act_floats(R), peer, &ci);
+    float *a = slot_get(R, kind, chunk, mb);
+    if (R->plan->precision == WP_BF16) comm_send(R->comm, bf16_temp(R, a, act_floats(R)), bf16_room(act_floats(R)), peer, &ci);
+    else comm_send(R->comm, a, act_floats(R), peer, &ci);
     WpCompute *D = R->dev;
     if (D->nrelease + 3 > D->caprelease) {
         D->caprelease = D->caprelease ? 2 * D->caprelease : 24;
@@ -197,39 +292,67 @@ void wp_recv_act(WpRank *R, int what, int chunk, int mb, int peer) {
     int kind = what == WP_ACT ? SLOT_ACT : SLOT_GRAD;
     char l[32];
     CommInfo ci = info(R, l, sizeof l, what == WP_ACT ? "A%d" : "G%d", chunk);
-    comm_recv(R->comm, slot_new(R, kind, chunk, mb, act_floats(R)), act_floats(R), peer, &ci);
+    size_t n = act_floats(R);
+    float *a = slot_new(R, kind, chunk, mb, n);
+    if (R->plan->precision == WP_BF16) {   /* bf16 on the wire, widened into the slot after the wait */
+        float *t = block_get(R, bf16_room(n));
+        comm_recv(R->comm, t, bf16_room(n), peer, &ci);
+        pending_add(R, (Pending){ PEND_BF16, t, bf16_room(n), a, -1, n });
+    } else comm_recv(R->comm, a, n, peer, &ci);
 }
 
 /* ---- collectives ---- */
 
+/* Collectives work on fp32 (sums in fp32): a buffer in another format, or a master whose working
+ * copy is what goes out, takes part through an fp32 temporary holding its values (rounded: the
+ * working copy), stored back after the wait unless keep (a master is never overwritten). */
+static float *coll_f32(WpRank *R, int b, size_t n, int keep) {
+    int copy = R->me->bufs[b].master && R->plan->precision == WP_BF16 && R->me->bufs[b].kind == WP_BUF_W;
+    if (buf_dtype(R, b) == WP_FP32 && !copy) return R->dev->buf[b];
+    float *t = block_get(R, n ? n : 1);
+    load_f32(R, b, t, n);
+    if (copy) wp_bf16_round_array(t, n);
+    pending_add(R, (Pending){ keep || copy ? PEND_RELEASE : PEND_STORE, t, n ? n : 1, NULL, b, n });
+    return t;
+}
+
 void wp_bcast(WpRank *R, int buf, int chunk, int shard, int nshards, int group, int root) {
     char l[32];
     CommInfo ci = info(R, l, sizeof l, "W%d", chunk);
-    comm_bcast(R->comm, group, R->dev->buf[buf], chunk_floats(R, chunk, shard, nshards), root, &ci);
+    size_t n = chunk_floats(R, chunk, shard, nshards);
+    comm_bcast(R->comm, group, coll_f32(R, buf, n, 0), n, root, &ci);
 }
 
 void wp_reduce(WpRank *R, int buf, int chunk, int shard, int nshards, int group, int root) {
     char l[32];
     CommInfo ci = info(R, l, sizeof l, "D%d", chunk);
-    comm_reduce(R->comm, group, R->dev->buf[buf], chunk_floats(R, chunk, shard, nshards), root, &ci);
+    size_t n = chunk_floats(R, chunk, shard, nshards);
+    comm_reduce(R->comm, group, coll_f32(R, buf, n, 0), n, root, &ci);
 }
 
 void wp_allreduce(WpRank *R, int buf, int chunk, int shard, int nshards, int group) {
     char l[32];
     CommInfo ci = info(R, l, sizeof l, "D%d", chunk);
-    comm_allreduce(R->comm, group, R->dev->buf[buf], chunk_floats(R, chunk, shard, nshards), &ci);
+    size_t n = chunk_floats(R, chunk, shard, nshards);
+    comm_allreduce(R->comm, group, coll_f32(R, buf, n, 0), n, &ci);
 }
 
 void wp_allgather(WpRank *R, int shard_buf, int whole_buf, int chunk, int group) {
     char l[32];
     CommInfo ci = info(R, l, sizeof l, "W%d", chunk);
-    comm_allgather(R->comm, group, R->dev->buf[shard_buf], R->dev->buf[whole_buf], R->chunks[chunk].nparams, &ci);
+    size_t n = R->chunks[chunk].nparams;
+    const WpBufDesc *sb = &R->me->bufs[shard_buf];
+    comm_allgather(R->comm, group, coll_f32(R, shard_buf, chunk_floats(R, chunk, sb->shard, sb->nshards), 1),
+                   coll_f32(R, whole_buf, n, 0), n, &ci);
 }
 
 void wp_reduce_scatter(WpRank *R, int whole_buf, int shard_buf, int chunk, int group) {
     char l[32];
     CommInfo ci = info(R, l, sizeof l, "D%d", chunk);
-    comm_reduce_scatter(R->comm, group, R->dev->buf[whole_buf], R->dev->buf[shard_buf], R->chunks[chunk].nparams, &ci);
+    size_t n = R->chunks[chunk].nparams;
+    const WpBufDesc *sb = &R->me->bufs[shard_buf];
+    comm_reduce_scatter(R->comm, group, coll_f32(R, whole_buf, n, 1),
+                        coll_f32(R, shard_buf, chunk_floats(R, chunk, sb->shard, sb->nshards), 0), n, &ci);
 }
 
 /* ---- local ---- */
@@ -240,19 +363,43 @@ static size_t held_floats(const WpRank *R, int buf, int chunk) {
     return chunk_floats(R, chunk, b->shard, b->nshards);
 }
 
+/* Element i of a buffer of format dt, as fp32. */
+static inline float elem(const float *p, int dt, size_t i) {
+    return dt == WP_BF16 ? wp_bf16_to_f32(((const WpBf16 *)p)[i]) : p[i];
+}
+
+/* dst += src (first: dst = src) in fp32, stored at dst's format: a bf16 gradient received and
+ * added into the owner's fp32 one is widened; into a bf16 one, the sum is rounded. */
 void wp_acc(WpRank *R, int dst, int src, int chunk, int first) {
     size_t n = held_floats(R, dst, chunk);
     float *d = R->dev->buf[dst];
     const float *s = R->dev->buf[src];
-    if (first) memcpy(d, s, n * sizeof(float));
-    else {
-        #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) d[i] += s[i];
+    int dd = buf_dtype(R, dst), sd = buf_dtype(R, src);
+    if (dd == WP_FP32 && sd == WP_FP32) {
+        if (first) memcpy(d, s, n * sizeof(float));
+        else {
+            #pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < n; i++) d[i] += s[i];
+        }
+        return;
+    }
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float v = first ? elem(s, sd, i) : elem(d, dd, i) + elem(s, sd, i);
+        if (dd == WP_BF16) ((WpBf16 *)d)[i] = wp_f32_to_bf16(v);
+        else d[i] = v;
     }
 }
 
+/* dst = src at dst's format: a master copied into a bf16 buffer is rounded (its working copy). */
 void wp_copy(WpRank *R, int dst, int src, int chunk) {
-    memcpy(R->dev->buf[dst], R->dev->buf[src], held_floats(R, src, chunk) * sizeof(float));
+    size_t n = held_floats(R, src, chunk);
+    float *d = R->dev->buf[dst];
+    const float *s = R->dev->buf[src];
+    int dd = buf_dtype(R, dst), sd = buf_dtype(R, src);
+    if (dd == sd) memcpy(d, s, n * wp_dtype_bytes((WpDtype)dd));
+    else if (dd == WP_BF16) wp_f32_to_bf16_array((WpBf16 *)d, s, n);
+    else wp_bf16_to_f32_array(d, (const WpBf16 *)s, n);
 }
 
 void wp_free(WpRank *R, int buf) {

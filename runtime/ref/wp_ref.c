@@ -4,6 +4,11 @@
  * contract"). Same flags as an emitted DIR/train, plus the model and training shape, and the same
  * training loop (train/loop.c): the same step lines, log, checks and checkpoints.
  *
+ * --precision bf16 computes as a pipelined bf16 run does with the whole model as one chunk: the
+ * working weights are the fp32 masters rounded to bf16 each step, the model's math in bf16
+ * (cpu/model.c); --grad-precision bf16 rounds the gradient to bf16 after each micro-batch's
+ * backward (a bf16 gradient buffer), fp32 (the default) sums it in fp32.
+ *
  * Exit status: 0 done; 1 training failed (NaN/Inf loss or gradient norm, a checkpoint that cannot
  * be written); 2 bad input (flags, model, data, checkpoint to load); 4 stopped by SIGTERM, SIGINT or SIGUSR1
  * (with --save, the checkpoint of the last step done is written first). */
@@ -35,7 +40,9 @@ static const char usage_head[] =
     "  -m MODEL                preset (wpgen list) or a Hugging Face config.json path\n"
     "  --seq S                 tokens per sequence (default: the model's)\n"
     "  --micro-batch-size G    sequences per micro-batch (default: the model's)\n"
-    "  --micro-batches M       micro-batches per step, in all (default 1)\n";
+    "  --micro-batches M       micro-batches per step, in all (default 1)\n"
+    "  --precision P           fp32 (default) or bf16: working weights, activations and their gradients\n"
+    "  --grad-precision P      fp32 (default) or bf16: the weight gradient, rounded once per micro-batch\n";
 
 static void die(int status, const char *fmt, ...) {
     va_list ap;
@@ -93,6 +100,8 @@ typedef struct Run {
     int ntensors;
     WpData *data;
     float *params, *grads, *m, *v, *stash;
+    float *work;                  /* bf16: the working copy of params (rounded each step); else params */
+    WpDtype precision, grad_precision;
     int *tokens, *targets;
     WpScratch *scratch;
     Trace trace;
@@ -105,14 +114,19 @@ static void ref_step(void *ud, long s, double *loss_sum, double *sumsq) {
     const int S = c->seq, G = c->mbs, M = r->o->micro_batches;
     const float loss_scale = (float)(1.0 / ((double)M * G * S));
     memset(r->grads, 0, r->k.nparams * sizeof *r->grads);
+    if (r->precision == WP_BF16) {
+        memcpy(r->work, r->params, r->k.nparams * sizeof *r->work);
+        wp_bf16_round_array(r->work, r->k.nparams);
+    }
     for (int g = 0; g < M; g++) {
         data_read_batch(r->data, s, g, M, G, S, r->tokens, r->targets);
         double a = now_s();
-        wp_chunk_forward(c, &r->k, r->params, r->tokens, r->targets, NULL, NULL, r->stash, r->o->recompute, r->scratch,
+        wp_chunk_forward(c, &r->k, r->work, r->tokens, r->targets, NULL, NULL, r->stash, r->o->recompute, r->scratch,
                          loss_sum);
         double b = now_s();
-        wp_chunk_backward(c, &r->k, r->params, r->tokens, r->targets, r->stash, r->o->recompute, NULL, NULL, r->grads,
+        wp_chunk_backward(c, &r->k, r->work, r->tokens, r->targets, r->stash, r->o->recompute, NULL, NULL, r->grads,
                           loss_scale, r->scratch);
+        if (r->grad_precision == WP_BF16) wp_bf16_round_array(r->grads, r->k.nparams);
         double e = now_s();
         trace_span(&r->trace, "forward", a, b, s + 1, g);
         trace_span(&r->trace, "backward", b, e, s + 1, g);
@@ -144,6 +158,22 @@ int main(int argc, char **argv) {
     TrainFlags o;
     Run run = {0}, *r = &run;
     char err[1024], name[256];
+    /* --precision and --grad-precision are wp-ref's own: taken out before the shared flags */
+    char **args = malloc(((size_t)argc + 1) * sizeof *args);
+    if (!args) die(1, "out of memory");
+    int nargs = 0;
+    for (int i = 0; i < argc; i++) {
+        int p = !strcmp(argv[i], "--precision"), g = !strcmp(argv[i], "--grad-precision");
+        if (!p && !g) { args[nargs++] = argv[i]; continue; }
+        WpDtype d;
+        if (i + 1 >= argc || wp_dtype_parse(argv[i + 1], &d))
+            die(2, "%s: expected fp32 or bf16, got \"%s\"", argv[i], i + 1 < argc ? argv[i + 1] : "");
+        if (p) r->precision = d; else r->grad_precision = d;
+        i++;
+    }
+    args[nargs] = NULL;
+    argc = nargs;
+    argv = args;
     if (train_flags_parse(argc, argv, 1, usage_head, &o, err, sizeof err)) die(2, "%s\n(wp-ref --help lists the flags)", err);
     if (!o.micro_batches) o.micro_batches = 1;
     WpConfig *c = &r->c;
@@ -172,7 +202,9 @@ int main(int argc, char **argv) {
     r->tokens = malloc((size_t)G * S * sizeof *r->tokens);
     r->targets = malloc((size_t)G * S * sizeof *r->targets);
     r->scratch = wp_scratch_new(c, c->layers);
-    if (!r->params || !r->grads || !r->m || !r->v || !r->stash || !r->tokens || !r->targets || !r->scratch)
+    r->work = r->precision == WP_BF16 ? malloc(np * sizeof *r->work) : r->params;
+    if (r->scratch && wp_scratch_set_precision(r->scratch, r->precision)) die(1, "out of memory for the bf16 workspace");
+    if (!r->params || !r->work || !r->grads || !r->m || !r->v || !r->stash || !r->tokens || !r->targets || !r->scratch)
         die(1, "out of memory: %zu parameters and %zu floats of activations", np, nstash);
 
     long start = 0;
@@ -213,6 +245,8 @@ int main(int argc, char **argv) {
     printf("wp-ref: data %s; %d micro-batches x %d sequences x %d tokens = %.0f tokens per step; %d threads%s%s%s\n",
            data_describe(r->data), M, G, S, (double)M * G * S, omp_get_max_threads(), wait && *wait ? ", OMP_WAIT_POLICY=" : "",
            wait && *wait ? wait : "", o.recompute ? "; recompute" : "");
+    if (r->precision != WP_FP32 || r->grad_precision != WP_FP32)
+        printf("wp-ref: precision %s, weight gradients %s\n", wp_dtype_name(r->precision), wp_dtype_name(r->grad_precision));
     r->o = &o;
     r->trace.origin = now_s();
     loop_catch_signals();
@@ -226,8 +260,9 @@ int main(int argc, char **argv) {
 
     free(r->trace.spans);
     wp_scratch_free(r->scratch);
+    if (r->work != r->params) free(r->work);
     free(r->params); free(r->grads); free(r->m); free(r->v); free(r->stash);
-    free(r->tokens); free(r->targets); free(r->tensors);
+    free(r->tokens); free(r->targets); free(r->tensors); free(args);
     data_close(r->data);
     return status;
 }

@@ -36,13 +36,13 @@ for t in topologies/*.json; do
         rc=$?
         if [ $rc = 0 ]; then
             python3 -c "import json,sys; d=json.load(open('$tmp/j')); k=['strategy','ranks','nodes','replicas','chunks','micro_batches_per_rank','turns','bytes_intra_node','bytes_inter_node','peak_mem_bytes','fits','precision','grad_precision','peak_mem_breakdown','peak_mem_bytes_per_rank']; m=[x for x in k if x not in d]; sys.exit(1 if m else 0)" && ok || bad "plan --json $t $s lacks fields"
-            # the default precision: bf16 on GPU clusters, fp32 on CPU ones; gradients fp32; the
+            # the default precision: bf16 on GPU clusters, fp32 on CPU ones; gradients the same; the
             # peak rank's breakdown sums to the peak
             python3 - "$tmp/j" "$t" <<'EOF' && ok || bad "plan --json $t $s: precision or memory breakdown"
 import json, sys
 d = json.load(open(sys.argv[1]))
 gpu = 'peak_tflops_bf16' in open(sys.argv[2]).read()
-assert d['precision'] == ('bf16' if gpu else 'fp32') and d['grad_precision'] == 'fp32', d['precision']
+assert d['precision'] == ('bf16' if gpu else 'fp32') and d['grad_precision'] == d['precision'], d['precision']
 b = d['peak_mem_breakdown']
 assert b['rank'] == d['peak_mem_rank'] and sum(v for k, v in b.items() if k != 'rank') == d['peak_mem_bytes']
 assert len(d['peak_mem_bytes_per_rank']) == d['ranks'] and max(d['peak_mem_bytes_per_rank']) == d['peak_mem_bytes']
@@ -128,11 +128,15 @@ expect 2 "--grouping: expected auto, node, island or published" -- plan -t topol
 "$wpgen" plan -t topologies/cpu-uneven.json -m tests/data/tiny8/config.json -s tawpipe --rounds 2 --grouping published --micro-batches 3 >"$tmp/out" 2>&1 &&
     grep -q "in 2 rounds (set by --rounds)" "$tmp/out" && grep -q "mode published" "$tmp/out" && ok || bad "tawpipe --rounds/--grouping: $(tail -3 "$tmp/out")"
 expect 2 "--replicas 3" -- plan -t topologies/cpu-2x2.json -m tiny --replicas 3
-# precision: the flags, the summary's lines, bf16 halving every byte moved, emit in fp32 only
+# precision: the flags, the summary's lines, bf16 halving every byte moved, emit carrying the formats
 expect 2 '--precision: expected fp32 or bf16, got "fp16"' -- plan -t topologies/cpu-2x2.json -m tiny --precision fp16
 expect 2 '--grad-precision: expected fp32 or bf16, got ""' -- plan -t topologies/cpu-2x2.json -m tiny --grad-precision
-expect 2 "the emitted program does not carry the buffers' formats yet" -- emit -t topologies/cpu-2x2.json -m tiny --precision bf16 -o "$tmp/bf16"
-[ ! -e "$tmp/bf16" ] && ok || bad "a refused emit left $tmp/bf16"
+"$wpgen" emit -t topologies/cpu-2x2.json -m tiny -s weipipe-interleave --precision bf16 -o "$tmp/bf16" >/dev/null 2>&1 &&
+    grep -q '"precision": "bf16"' "$tmp/bf16/plan.json" && grep -q '"grad_precision": "bf16"' "$tmp/bf16/plan.json" &&
+    grep -q "in bf16; weight gradients" "$tmp/bf16/README" && grep -q "working weights, activations and their gradients bf16" "$tmp/bf16/plan.h" &&
+    grep -q ".precision = WP_BF16, .grad_precision = WP_BF16" "$tmp/bf16/plan_desc.c" &&
+    grep -q "WP_BUF_W, 1, .*, WP_FP32, WP_BF16 }" "$tmp/bf16/plan_desc.c" && grep -q "WP_BUF_W, 0, .*, WP_BF16, WP_BF16 }" "$tmp/bf16/plan_desc.c" &&
+    ok || bad "emit --precision bf16 does not say its formats: $(grep -n precision "$tmp/bf16/plan_desc.c" | head -3)"
 "$wpgen" plan -t topologies/cpu-2x2.json -m tiny --precision bf16 --grad-precision bf16 >"$tmp/out" 2>&1 && ok || bad "plan --precision bf16"
 grep -q "^precision   bf16 weights in flight, activations and their gradients; bf16 weight gradients; fp32 masters and AdamW$" "$tmp/out" &&
     ok || bad "the summary does not say the precision: $(grep precision "$tmp/out")"
@@ -146,7 +150,7 @@ import json; a, b = json.load(open('$tmp/a32')), json.load(open('$tmp/a16'))
 assert b['precision'] == 'bf16' and b['turns'] == a['turns']
 assert 2 * b['bytes_intra_node'] == a['bytes_intra_node'] and 2 * b['bytes_inter_node'] == a['bytes_inter_node']" && ok || bad "plan $s in bf16 does not move half the bytes"
 done
-# a GPU cluster plans in bf16 unless told, and emits in fp32 (the emitted program's format for now)
+# a GPU cluster plans and emits in bf16 unless told
 "$wpgen" plan -t topologies/dgx-h100.json -m tiny --precision fp32 --json >"$tmp/j" && grep -q '"precision": "fp32"' "$tmp/j" && ok || bad "--precision fp32 on a GPU cluster"
 "$wpgen" emit -t topologies/dgx-h100.json -m tiny -o "$tmp/gpu" >/dev/null 2>"$tmp/e" && ok || bad "emit on a GPU cluster: $(head -2 "$tmp/e")"
 

@@ -67,12 +67,12 @@ python3 -c "import json; a=json.load(open('$tmp/c2')); assert [d['strategy'] for
 # precision on the WeiPipe paper's cluster and shape (2x8 A800, H1024, 16 x 4k tokens per
 # micro-batch, recomputation): with weights, activations and gradients in bf16 every strategy moves
 # half the bytes between nodes of fp32 (+-1%) and needs less memory; with bf16 weights and
-# activations but fp32 gradients (the default gradients) the activation-passing 1F1B still halves,
-# the others land between half and all of fp32; the default on this GPU cluster is bf16.
+# activations but fp32 gradients the activation-passing 1F1B still halves, the others land between
+# half and all of fp32; the default on this GPU cluster is bf16, gradients too.
 shape="-t topologies/weipipe-2x8-a800-nvlink-10gbe.json -m llama-h1024 --seq 4096 --micro-batch-size 16 --recompute"
 "$wpgen" compare $shape --precision fp32 --json >"$tmp/p32" 2>"$tmp/e" && ok || bad "compare --precision fp32: $(head -2 "$tmp/e")"
 "$wpgen" compare $shape --precision bf16 --grad-precision bf16 --json >"$tmp/p16" 2>"$tmp/e" && ok || bad "compare bf16: $(head -2 "$tmp/e")"
-"$wpgen" compare $shape --precision bf16 --json >"$tmp/p16g" 2>"$tmp/e" && ok || bad "compare bf16, fp32 gradients: $(head -2 "$tmp/e")"
+"$wpgen" compare $shape --precision bf16 --grad-precision fp32 --json >"$tmp/p16g" 2>"$tmp/e" && ok || bad "compare bf16, fp32 gradients: $(head -2 "$tmp/e")"
 "$wpgen" compare $shape --json >"$tmp/pdef" 2>"$tmp/e" && ok || bad "compare default precision: $(head -2 "$tmp/e")"
 python3 - "$tmp/p32" "$tmp/p16" "$tmp/p16g" "$tmp/pdef" <<'EOF' && ok || bad "compare: bf16 against fp32"
 import json, sys
@@ -91,11 +91,11 @@ for f, g, h in zip(a32, a16, a16g):
         b = d['peak_mem_breakdown']
         assert sum(b[k] for k in ('working_weights', 'gradients', 'masters_optimizer', 'activations', 'workspace')) == d['peak_mem_bytes']
         assert d['peak_mem_bytes_per_rank'][b['rank']] == d['peak_mem_bytes'] == max(d['peak_mem_bytes_per_rank'])
-for d, e in zip(adef, a16g):
-    assert d['precision'] == 'bf16' and d['grad_precision'] == 'fp32' and d['bytes_inter_node'] == e['bytes_inter_node'], d['strategy']
+for d, e in zip(adef, a16):
+    assert d['precision'] == 'bf16' and d['grad_precision'] == 'bf16' and d['bytes_inter_node'] == e['bytes_inter_node'], d['strategy']
 EOF
 "$wpgen" compare $shape >"$tmp/pt" 2>&1 && ok || bad "compare text, default precision"
-grep -q "precision bf16, gradients fp32" "$tmp/pt" && ok || bad "compare does not say its precision: $(head -1 "$tmp/pt")"
+grep -q "precision bf16, gradients bf16" "$tmp/pt" && ok || bad "compare does not say its precision: $(head -1 "$tmp/pt")"
 
 # an output that is one of the inputs (by another name too) or the other output: refused, input intact
 cp topologies/cpu-2x2.json "$tmp/topo.json"; ln "$tmp/topo.json" "$tmp/same.json"
