@@ -9,26 +9,15 @@
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMP_NUM_THREADS=1
-mpirun=(mpirun --oversubscribe)
-[ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
-model=tests/data/tiny8/config.json
+. tests/e2e/train_lib.sh
 steps=30
 long=(--synthetic --seed 3 --lr 2e-3 --warmup 1 --steps $steps)
-pass=0; fail=0; midsave=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+midsave=0
 
 d=$tmp/plan
-"$build/wpgen" emit -t topologies/cpu-2x2.json -m "$model" --micro-batch-size 2 -s weipipe-interleave --micro-batches 2 -o "$d" >/dev/null &&
-    make -s -j2 -C "$d" >/dev/null 2>&1 || { echo "FAIL: emit or build"; echo "0 passed, 1 failed"; exit 1; }
+emit_tiny8 "$d" || { echo "FAIL: emit or build"; echo "0 passed, 1 failed"; exit 1; }
 train=("${mpirun[@]}" -np 4 "$d/train")
 
-ckpt_step() { python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); print(json.loads(b[8:8+struct.unpack("<Q",b[:8])[0]])["__metadata__"]["step"])' "$1" 2>/dev/null; }
-ckpt_opt() { python3 -c 'import json,struct,sys,os; b=open(sys.argv[1],"rb").read(); print(os.path.join(os.path.dirname(sys.argv[1]), json.loads(b[8:8+struct.unpack("<Q",b[:8])[0]])["__metadata__"]["optimizer"]))' "$1" 2>/dev/null; }
-same_ckpt() { cmp -s "$1" "$2" && cmp -s "$(ckpt_opt "$1")" "$(ckpt_opt "$2")"; }
 # the pid of the given rank among mpirun's children (Open MPI puts the rank in the environment)
 rank_pid() {
     local c

@@ -7,21 +7,12 @@
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMP_NUM_THREADS=1
-mpirun=(mpirun --oversubscribe)
-[ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
-model=tests/data/tiny8/config.json
+. tests/e2e/train_lib.sh
 common=(--synthetic --seed 3 --lr 2e-3 --warmup 1 --steps 4)
 ref=("$build/wp-ref" -m "$model" --micro-batch-size 2 --micro-batches 8)
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 d=$tmp/plan
-"$build/wpgen" emit -t topologies/cpu-2x2.json -m "$model" --micro-batch-size 2 -s weipipe-interleave --micro-batches 2 -o "$d" >/dev/null &&
-    make -s -j2 -C "$d" >/dev/null 2>&1 && ok || { bad "emit or build"; echo "0 passed, 1 failed"; exit 1; }
+emit_tiny8 "$d" && ok || { bad "emit or build"; echo "0 passed, 1 failed"; exit 1; }
 train=("${mpirun[@]}" -np 4 "$d/train")
 
 # the backends it was emitted for: named in plan.json, each with its folder and its part of the
@@ -111,9 +102,6 @@ stop_run() {   # NAME SIGNAL mpirun|rank [mpirun flags...]: train until the firs
     return $rc
 }
 last_step() { tail -n 1 "$1" | sed 's/^{"step":\([0-9]*\),.*/\1/'; }
-# the step a committed checkpoint holds: its model file's metadata (which names its optimizer file)
-ckpt_step() { python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); print(json.loads(b[8:8+struct.unpack("<Q",b[:8])[0]])["__metadata__"]["step"])' "$1" 2>/dev/null; }
-ckpt_opt() { python3 -c 'import json,struct,sys,os; b=open(sys.argv[1],"rb").read(); print(os.path.join(os.path.dirname(sys.argv[1]), json.loads(b[8:8+struct.unpack("<Q",b[:8])[0]])["__metadata__"]["optimizer"]))' "$1" 2>/dev/null; }
 
 # SIGTERM to every rank: exit 4, the checkpoint of the last logged step, which resumes exactly
 stop_run term TERM ranks
@@ -126,7 +114,7 @@ if [ -n "$n" ]; then   # one step more, resumed or straight: the same bytes (sam
     "${train[@]}" "${long[@]}" --stop-at $((n + 1)) --resume "$tmp/term.safetensors" --save "$tmp/r/ckpt.safetensors" \
         >"$tmp/out" 2>&1 || bad "resume after SIGTERM: $(tail -3 "$tmp/out")"
     "${train[@]}" "${long[@]}" --stop-at $((n + 1)) --save "$tmp/s/ckpt.safetensors" >/dev/null 2>&1 || bad "train to step $((n + 1))"
-    cmp -s "$tmp/r/ckpt.safetensors" "$tmp/s/ckpt.safetensors" && cmp -s "$(ckpt_opt "$tmp/r/ckpt.safetensors")" "$(ckpt_opt "$tmp/s/ckpt.safetensors")" &&
+    same_ckpt "$tmp/r/ckpt.safetensors" "$tmp/s/ckpt.safetensors" &&
         ok || bad "stopped at step $n by SIGTERM, resumed to step $((n + 1)): not the uninterrupted run's checkpoint"
 fi
 # SIGUSR1 to mpirun, forwarded: exit 4

@@ -6,19 +6,10 @@
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMP_NUM_THREADS=1
-mpirun=(mpirun --oversubscribe)
-[ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
-model=tests/data/tiny8/config.json
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. tests/e2e/train_lib.sh
 
 d=$tmp/plan
-"$build/wpgen" emit -t topologies/cpu-2x2.json -m "$model" --micro-batch-size 2 -s weipipe-interleave --micro-batches 2 -o "$d" >/dev/null &&
-    make -s -j2 -C "$d" >/dev/null 2>&1 || { echo "FAIL: emit or build"; echo "0 passed, 1 failed"; exit 1; }
+emit_tiny8 "$d" || { echo "FAIL: emit or build"; echo "0 passed, 1 failed"; exit 1; }
 train=("${mpirun[@]}" -np 4 "$d/train")
 mkdir -p "$tmp/s0" "$tmp/r0" "$tmp/a" "$tmp/b" "$tmp/c" "$tmp/e"
 
