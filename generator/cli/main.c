@@ -33,11 +33,19 @@ static void usage(FILE *f) {
         "Exit status: 0 done, 1 plan rejected or does not fit, 2 bad input.\n", SANDBOX_DEFAULT_MIB, SANDBOX_DEFAULT_MINSTR);
 }
 
-static int parse_int(const char *flag, const char *v, int min, int *out) {
+/* Limits no real run reaches: past them a plan would take minutes or all memory to build
+ * (--micro-batches 100000 per rank took 48 s), so they are refused at once. */
+enum {
+    MAX_MICRO_BATCHES = 1 << 14,   /* per rank and step */
+    MAX_RANKS_FLAG = 1 << 17,      /* --replicas, --chunks: the topology's limit on devices */
+    MAX_SHAPE = 1 << 24,           /* --seq, --micro-batch-size: the model's limits check further */
+};
+
+static int parse_int(const char *flag, const char *v, int min, int max, int *out) {
     char *end;
     long x = v ? strtol(v, &end, 10) : 0;
-    if (!v || !*v || *end || x < min || x > 1 << 24) {
-        fprintf(stderr, "wpgen: %s: expected an integer >= %d, got \"%s\"\n", flag, min, v ? v : "");
+    if (!v || !*v || *end || x < min || x > max) {
+        fprintf(stderr, "wpgen: %s: expected an integer in [%d, %d], got \"%s\"\n", flag, min, max, v ? v : "");
         return -1;
     }
     *out = (int)x;
@@ -83,18 +91,18 @@ static int parse_args(int argc, char **argv, Args *a) {
         else if (!strcmp(f, "-o") || !strcmp(f, "--out")) a->out = v;
         else if (!strcmp(f, "--backend")) a->backend = v;
         else if (!strcmp(f, "--comm")) a->comm = v;
-        else if (!strcmp(f, "--seq")) { if (parse_int(f, v, 1, &a->seq)) return -1; }
-        else if (!strcmp(f, "--micro-batch-size")) { if (parse_int(f, v, 1, &a->mbs)) return -1; }
-        else if (!strcmp(f, "--micro-batches")) { if (parse_int(f, v, 1, &a->micro_batches)) return -1; a->set_micro_batches = 1; }
-        else if (!strcmp(f, "--replicas")) { if (parse_int(f, v, 1, &a->replicas)) return -1; a->set_replicas = 1; }
-        else if (!strcmp(f, "--chunks")) { if (parse_int(f, v, 1, &a->chunks)) return -1; a->set_chunks = 1; }
+        else if (!strcmp(f, "--seq")) { if (parse_int(f, v, 1, MAX_SHAPE, &a->seq)) return -1; }
+        else if (!strcmp(f, "--micro-batch-size")) { if (parse_int(f, v, 1, MAX_SHAPE, &a->mbs)) return -1; }
+        else if (!strcmp(f, "--micro-batches")) { if (parse_int(f, v, 1, MAX_MICRO_BATCHES, &a->micro_batches)) return -1; a->set_micro_batches = 1; }
+        else if (!strcmp(f, "--replicas")) { if (parse_int(f, v, 1, MAX_RANKS_FLAG, &a->replicas)) return -1; a->set_replicas = 1; }
+        else if (!strcmp(f, "--chunks")) { if (parse_int(f, v, 1, MAX_RANKS_FLAG, &a->chunks)) return -1; a->set_chunks = 1; }
         else if (!strcmp(f, "--trace") && !strcmp(a->cmd, "sim")) a->trace = v;
         else if (!strcmp(f, "--svg") && !strcmp(a->cmd, "sim")) a->svg = v;
         else if (!strcmp(f, "--strategies") && !strcmp(a->cmd, "compare")) a->strategies = v;
         else if (!strcmp(f, "--recompute")) { a->recompute = 1; takes = 0; }
-        else if (!strcmp(f, "--rounds")) { if (parse_int(f, v, 1, &a->rounds)) return -1; }
-        else if (!strcmp(f, "--lua-max-mib")) { if (parse_int(f, v, 1, &a->lua_max_mib)) return -1; }
-        else if (!strcmp(f, "--lua-max-instructions")) { if (parse_int(f, v, 1, &a->lua_max_minstr)) return -1; }
+        else if (!strcmp(f, "--rounds")) { if (parse_int(f, v, 1, MAX_MICRO_BATCHES, &a->rounds)) return -1; }
+        else if (!strcmp(f, "--lua-max-mib")) { if (parse_int(f, v, 1, 1 << 20, &a->lua_max_mib)) return -1; }
+        else if (!strcmp(f, "--lua-max-instructions")) { if (parse_int(f, v, 1, 1 << 20, &a->lua_max_minstr)) return -1; }
         else if (!strcmp(f, "--grouping")) {
             if (!v || (strcmp(v, "auto") && strcmp(v, "node") && strcmp(v, "island") && strcmp(v, "published"))) {
                 fprintf(stderr, "wpgen: --grouping: expected auto, node, island or published, got \"%s\"\n", v ? v : "");

@@ -111,6 +111,9 @@ diff -r "$tmp/re" "$tmp/re.before" >/dev/null && ok || bad "a refused emit chang
 expect 2 "-t TOPO.json is required" -- plan -m tiny
 expect 2 "unknown flag" -- plan -t topologies/cpu-2x2.json -m tiny --bogus
 expect 2 "--micro-batches: expected an integer" -- plan -t topologies/cpu-2x2.json -m tiny --micro-batches x
+# limits no real run reaches, refused at once (2^24 micro-batches per rank used to run for 23 s into the
+# Lua memory limit)
+expect 2 "--micro-batches: expected an integer in [1, 16384]" -- plan -t topologies/cpu-2x2.json -m tiny --micro-batches 16777216
 expect 2 "unknown model" -- plan -t topologies/cpu-2x2.json -m no-such-model
 expect 2 "no-such.json" -- plan -t no-such.json -m tiny
 printf '{"version": 1, "name": "x", "nodes": [' >"$tmp/broken.json"
