@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <jansson.h>
 #include "common/modelcfg.h"
@@ -127,7 +128,8 @@ static int read_hf_config(const char *path, json_t *root, const json_error_t *je
     if (max_pos) c->seq = max_pos < 4096 ? max_pos : 4096;
     c->head_dim = c->hidden % c->heads == 0 ? c->hidden / c->heads : 0;
     /* The runtime's layout assumes heads * head_dim == hidden (q and o projections are H x H). */
-    if (head_dim && head_dim * c->heads != c->hidden) {
+    /* in 64 bits: both are read as any positive int, and their product may not fit in one */
+    if (head_dim && (int64_t)head_dim * c->heads != c->hidden) {
         char what[96];
         snprintf(what, sizeof what, "hidden_size / num_attention_heads (%d / %d)", c->hidden, c->heads);
         expected(path, "head_dim", what, json_object_get(root, "head_dim"), err, errlen);
