@@ -9,6 +9,7 @@
 #include <lauxlib.h>
 #include "emit/emit_data.h"
 #include "lua/bridge.h"
+#include "emit/backends.h"
 
 /* ---- the plan's hash: FNV-1a 64 over every field that defines it, never over struct padding ---- */
 
@@ -89,8 +90,8 @@ void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const cha
     if (p->notes) lua_set_str(L, "notes", p->notes);
     lua_set_str(L, "model_name", info->model_name);
     lua_set_str(L, "topo_name", info->topo_name ? info->topo_name : t->name);
-    lua_set_str(L, "backend", info->backend ? info->backend : "cpu");
-    lua_set_str(L, "comm", info->comm ? info->comm : "mpi");
+    lua_set_str(L, "backend", info->backend ? info->backend : backend_default(BACKEND_COMPUTE));
+    lua_set_str(L, "comm", info->comm ? info->comm : backend_default(BACKEND_COMM));
     lua_set_int(L, "nranks", p->nranks);
     lua_set_int(L, "nnodes", t->nnodes);
     lua_set_int(L, "replicas", p->replicas);
@@ -266,8 +267,8 @@ int emit_json_head(FILE *f, const Plan *p, const EmitInfo *info, const char *has
     if (!rc) rc = put_value(f, "plan_hash", json_string(hash), 0);
     if (!rc) rc = put_value(f, "strategy", json_string(p->strategy), 0);
     if (!rc && p->notes) rc = put_value(f, "notes", json_string(p->notes), 0);
-    if (!rc) rc = put_value(f, "backend", json_string(info->backend ? info->backend : "cpu"), 0);
-    if (!rc) rc = put_value(f, "comm", json_string(info->comm ? info->comm : "mpi"), 0);
+    if (!rc) rc = put_value(f, "backend", json_string(info->backend ? info->backend : backend_default(BACKEND_COMPUTE)), 0);
+    if (!rc) rc = put_value(f, "comm", json_string(info->comm ? info->comm : backend_default(BACKEND_COMM)), 0);
     int digits = float_digits(m->eps) > float_digits(m->rope_theta) ? float_digits(m->eps) : float_digits(m->rope_theta);
     if (!rc) rc = put_value_prec(f, "model", json_incref(model), 0, digits);
     if (!rc) rc = put_value(f, "topology", json_string(info->topo_name ? info->topo_name : p->topo->name), 0);
