@@ -1,0 +1,80 @@
+/* The LLaMA chunk on a CUDA device, in bf16: what the CUDA compute backend's step operations
+ * (cuda/step_ops_cuda.c) call, as cpu/model.h is for the CPU backend. Forward and backward of one
+ * chunk on one micro-batch, the optimizer and the element-wise conversions between the plan's
+ * formats. Everything is asynchronous on the stream the model was created with; nothing here
+ * allocates, synchronises with the host or copies between host and device after wc_model_new.
+ *
+ * Numerics: those of the CPU model in bf16 mode (cpu/model.c's table of rounding points, which
+ * names the kernel that stores each tensor): bf16 activations and working weights, fp32 sums in
+ * every product and reduction, fp32 statistics (rstd, log-sum-exps), parameter gradients summed in
+ * fp32. The CPU run is the reference a GPU run is tested against (tests/gpu).
+ *
+ * Memory: the stash of a chunk on a micro-batch is wp_stash_bytes(c, k, recompute, WP_BF16) bytes
+ * (common/config.h), the workspace at most wp_workspace_bytes(c, k, recompute, WP_BF16) plus the
+ * matrix-product library's own (wc_model_workspace_bytes says the total), so that what the planner
+ * counted is what the device holds. All pointers below are device pointers unless said. */
+#ifndef WP_MODEL_CUDA_H
+#define WP_MODEL_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "common/config.h"
+#include "common/optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct WcModel WcModel;
+
+/* On the current device, for chunks of at most max_layers layers (with the LM head if has_head),
+ * computing on `stream` (a cudaStream_t). Reserves the workspace, the RoPE tables and the
+ * cuBLASLt handle and work area. NULL on failure, with the reason in err. */
+WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recompute, void *stream,
+                      char *err, size_t errlen);
+void wc_model_free(WcModel *m);
+/* Device bytes wc_model_new reserved (for the start-up line). */
+size_t wc_model_workspace_bytes(const WcModel *m);
+
+/* Forward of chunk k on one micro-batch of G sequences of S tokens (T = G*S).
+ *   params   bf16 [k->nparams], the chunk's working weights (order of wp_chunk_tensors)
+ *   tokens   int32 [T] (first chunk)        targets int32 [T] (last chunk)
+ *   x_in     bf16 [T*H] (not first)         x_out   bf16 [T*H] (not last)
+ *   stash    wp_stash_bytes(c, k, recompute, WP_BF16) bytes: what backward needs, x_in included
+ *   loss_sum the last chunk adds the sum of its token losses (fp64) */
+void wc_chunk_forward(WcModel *m, const WpChunk *k, const uint16_t *params, const int *tokens,
+                      const int *targets, const uint16_t *x_in, uint16_t *x_out, void *stash,
+                      double *loss_sum);
+
+/* Backward of chunk k on the micro-batch whose forward filled stash.
+ *   dx_out   bf16 [T*H] gradient w.r.t. x_out (not last; the last chunk starts from the loss,
+ *            each token's loss weighted by loss_scale)
+ *   dx_in    bf16 [T*H] written (not first)
+ *   dparams  fp32 [k->nparams], accumulated (+=) */
+void wc_chunk_backward(WcModel *m, const WpChunk *k, const uint16_t *params, const int *tokens,
+                       const int *targets, const void *stash, const uint16_t *dx_out,
+                       uint16_t *dx_in, float *dparams, float loss_scale);
+
+/* ---- element-wise, on the model's stream ---- */
+
+/* dst = src rounded to bf16 (to nearest even), or widened. */
+void wc_f32_to_bf16(WcModel *m, uint16_t *dst, const float *src, size_t n);
+void wc_bf16_to_f32(WcModel *m, float *dst, const uint16_t *src, size_t n);
+/* dst (+)= src for gradients: dst_dtype, src_dtype are WpDtype; the sum is in fp32, rounded
+ * where dst is bf16; first: dst = src. */
+void wc_acc(WcModel *m, void *dst, int dst_dtype, const void *src, int src_dtype, size_t n, int first);
+
+/* The sum of squares of g[0..n) into *out (fp64, device), in an order that depends only on n. */
+void wc_sumsq(WcModel *m, const float *g, size_t n, double *out);
+
+/* AdamW on w[0..n) (fp32 master) with gradient g * grad_scale and moments m1, m2, as
+ * cpu/adamw.c computes it; wd: weight decay (0 for norms); t: the 1-based update. If w16 is not
+ * NULL the updated weights are also written there rounded to bf16 (the working copy). */
+void wc_adamw(WcModel *m, const WpAdamW *opt, float *w, const float *g, float *m1, float *m2,
+              size_t n, float lr, float wd, float grad_scale, long t, uint16_t *w16);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
