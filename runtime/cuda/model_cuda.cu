@@ -233,6 +233,18 @@ void wc_model_free(WcModel *m) {
 
 size_t wc_model_workspace_bytes(const WcModel *m) { return m->block_bytes + m->lt.work_bytes; }
 
+int wc_model_set_ce_block(WcModel *m, int tokens, char *err, size_t errlen) {
+    int most = wp_ce_block_tokens(&m->cfg);   /* the logits block and the losses are this large */
+    m->ce_block = tokens >= 1 && tokens < most ? tokens : most;
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < HEAD_N; i++) if (m->head_mm[b][i].planned) wc_gemm_free(&m->head_mm[b][i]);
+    int layers = m->max_layers;
+    m->max_layers = 0;   /* plan the head's products only */
+    int rc = plan_products(m, err, errlen);
+    m->max_layers = layers;
+    return rc;
+}
+
 static void check_call(const WcModel *m, const WpChunk *k) {
     if (k->nlayers > m->max_layers || (k->last && !m->has_head)) {
         fprintf(stderr, "wc_chunk: chunk %d (%d layers%s) does not fit the model (%d layers%s)\n", k->index,
