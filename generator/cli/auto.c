@@ -56,7 +56,8 @@ int auto_search(const Args *a, const Topology *topo, const WpConfig *model, cons
                     if (c.rc == 0) {
                         c.fits = plan_fits(p);
                         SimResult s;
-                        if (sim_run(p, NULL, &s, err, sizeof err) == 0) {
+                        SimOptions so = { .calib = a->calib };
+                        if (sim_run(p, &so, &s, err, sizeof err) == 0) {
                             c.step = s.step_time; c.tps = s.tokens_per_s_per_device; c.bubble = s.bubble_ratio;
                             sim_result_free(&s);
                         } else c.rc = EXIT_REJECTED;

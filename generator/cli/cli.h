@@ -10,6 +10,7 @@
 #include "ir/plan.h"
 #include "lua/bridge.h"
 #include "sim/sim.h"
+#include "calib/calib.h"
 
 enum { EXIT_REJECTED = 1, EXIT_BAD_INPUT = 2 };
 
@@ -23,6 +24,8 @@ typedef struct Args {
     const char *precision, *grad_precision;   /* "fp32" or "bf16" as given; NULL: the default (inputs.c) */
     int lua_max_mib, lua_max_minstr;   /* the strategy sandbox's limits; 0: its defaults */
     int set_micro_batches, set_replicas, set_chunks;   /* given on the command line (auto keeps them) */
+    const char *calib_path;    /* --calibration FILE (plan, emit, sim, compare) */
+    const Calibration *calib;  /* loaded by main.c; NULL: the cost table's defaults */
 } Args;
 
 typedef struct Cand {

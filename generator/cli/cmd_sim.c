@@ -61,7 +61,7 @@ int cmd_sim(const Args *a) {
         topology_free(&topo);
         return rc;
     }
-    SimOptions so = { .record = a->trace || a->svg };
+    SimOptions so = { .record = a->trace || a->svg, .calib = a->calib };
     SimResult s;
     if (sim_run(p, &so, &s, err, sizeof err)) {
         fprintf(stderr, "wpgen: sim: %s\n", err);
@@ -159,7 +159,8 @@ int cmd_compare(const Args *a) {
             if (!strcmp(names[i], "auto")) snprintf(c[i].strategy, sizeof c[i].strategy, "auto");
             continue;
         }
-        if (sim_run(plans[i], NULL, &res[i], err, sizeof err)) { c[i].rc = EXIT_REJECTED; snprintf(errs[i], sizeof errs[i], "sim: %.500s", err); continue; }
+        SimOptions so = { .calib = a->calib };
+        if (sim_run(plans[i], &so, &res[i], err, sizeof err)) { c[i].rc = EXIT_REJECTED; snprintf(errs[i], sizeof errs[i], "sim: %.500s", err); continue; }
         c[i].fits = plan_fits(plans[i]);
         c[i].step = res[i].step_time;
         nfit += c[i].fits;

@@ -58,6 +58,21 @@ int make_plan(const char *strategy, const Topology *topo, const WpConfig *model,
 int load_inputs(const Args *a, Topology *topo, WpConfig *model, char *name, size_t namelen) {
     char err[4096];
     if (topology_load(a->topo, topo, err, sizeof err)) return bad("%s%s", err, "");
+    if (a->calib) {
+        /* a calibration of other device types would silently change nothing: refused */
+        int named = 0;
+        for (int i = 0; i < topo->ntypes; i++) named += calib_find(a->calib, topo->types[i].name) != NULL;
+        if (!named && a->calib->ntypes > 0) {
+            char types[256] = "";
+            for (int i = 0; i < topo->ntypes; i++) {
+                size_t l = strlen(types);
+                snprintf(types + l, sizeof types - l, "%s%s", i ? ", " : "", topo->types[i].name);
+            }
+            topology_free(topo);
+            return bad("--calibration %s: device_types: names none of the topology's device types (%s)", a->calib_path, types);
+        }
+        calib_apply_links(a->calib, topo);
+    }
     if (model_load(a->model, model, name, namelen, err, sizeof err)) { topology_free(topo); return bad("%s%s", err, ""); }
     if (a->seq) model->seq = a->seq;
     if (a->mbs) model->mbs = a->mbs;

@@ -22,6 +22,8 @@ static void usage(FILE *f) {
         "       wpgen emit -t TOPO.json -m MODEL [-s STRATEGY] [...] -o DIR [--backend cpu] [--comm mpi] [--force]\n"
         "       wpgen sim -t TOPO.json -m MODEL [-s STRATEGY|auto] [...] [--trace FILE.json] [--svg FILE.svg] [--json]\n"
         "       wpgen compare -t TOPO.json -m MODEL [--strategies a,b,...] [...] [--json]\n"
+        "       (plan, emit, sim, compare: [--calibration CALIB.json], measured compute rates and links\n"
+        "       from wpgen calibrate in place of the defaults; docs/calibration.md)\n"
         "MODEL is a preset (wpgen list) or a Hugging Face config.json. --micro-batches is per rank.\n"
         "-s auto (plan, emit, sim) tries every strategy with its parameters in the simulator and takes the\n"
         "fastest plan that fits.\n"
@@ -120,6 +122,7 @@ static int parse_args(int argc, char **argv, Args *a) {
             else a->grad_precision = v;
         }
         else if (!strcmp(f, "--json")) { a->json = 1; takes = 0; }
+        else if (!strcmp(f, "--calibration")) a->calib_path = v;
         else if (!strcmp(f, "--force") && !strcmp(a->cmd, "emit")) { a->force = 1; takes = 0; }
         else if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(stdout); exit(0); }
         else { fprintf(stderr, "wpgen: unknown flag \"%s\"\n", f); return -1; }
@@ -154,7 +157,13 @@ int main(int argc, char **argv) {
     }
     Args a;
     if (parse_args(argc, argv, &a)) return EXIT_BAD_INPUT;
-    if (!strcmp(cmd, "sim")) return cmd_sim(&a);
-    if (!strcmp(cmd, "compare")) return cmd_compare(&a);
-    return cmd_plan(&a, !strcmp(cmd, "emit"));
+    Calibration calib;
+    if (a.calib_path) {
+        char err[1024];
+        if (calib_load(a.calib_path, &calib, err, sizeof err)) { fprintf(stderr, "wpgen: --calibration %s\n", err); return EXIT_BAD_INPUT; }
+        a.calib = &calib;
+    }
+    int rc = !strcmp(cmd, "sim") ? cmd_sim(&a) : !strcmp(cmd, "compare") ? cmd_compare(&a) : cmd_plan(&a, !strcmp(cmd, "emit"));
+    if (a.calib) calib_free(&calib);
+    return rc;
 }
