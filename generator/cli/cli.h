@@ -64,5 +64,6 @@ int cmd_list(void);
 int cmd_plan(const Args *a, int emit);   /* plan, or emit with emit set */
 int cmd_sim(const Args *a);
 int cmd_compare(const Args *a);
+int cmd_calibrate(int argc, char **argv);   /* its own flags (cmd_calibrate.c) */
 
 #endif

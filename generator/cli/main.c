@@ -22,6 +22,7 @@ static void usage(FILE *f) {
         "       wpgen emit -t TOPO.json -m MODEL [-s STRATEGY] [...] -o DIR [--backend cpu] [--comm mpi] [--force]\n"
         "       wpgen sim -t TOPO.json -m MODEL [-s STRATEGY|auto] [...] [--trace FILE.json] [--svg FILE.svg] [--json]\n"
         "       wpgen compare -t TOPO.json -m MODEL [--strategies a,b,...] [...] [--json]\n"
+        "       wpgen calibrate -t TOPO.json --trace RUN/trace.json [...] [--held-out ...] [--links L.json] -o CALIB.json\n"
         "       (plan, emit, sim, compare: [--calibration CALIB.json], measured compute rates and links\n"
         "       from wpgen calibrate in place of the defaults; docs/calibration.md)\n"
         "MODEL is a preset (wpgen list) or a Hugging Face config.json. --micro-batches is per rank.\n"
@@ -150,6 +151,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
     if (!strcmp(cmd, "--version")) { printf("wpgen %s\n", WPGEN_VERSION); return 0; }
     if (!strcmp(cmd, "list")) return cmd_list();
+    if (!strcmp(cmd, "calibrate")) return cmd_calibrate(argc, argv);
     if (strcmp(cmd, "plan") && strcmp(cmd, "emit") && strcmp(cmd, "sim") && strcmp(cmd, "compare")) {
         fprintf(stderr, "wpgen: unknown command \"%s\"\n", cmd);
         usage(stderr);
