@@ -1,6 +1,6 @@
 /* What wpgen's command-line files share: the parsed flags (main.c), the steps every command
  * takes (inputs.c), the plan's report (plan_report.c), the `-s auto` search (auto.c) and the
- * commands main.c dispatches to (cmd_list.c, cmd_plan.c, cmd_sim.c). The calls go one way:
+ * commands main.c dispatches to (cmd_list.c, cmd_plan.c, cmd_sim.c, cmd_calibrate.c, cmd_probe.c). The calls go one way:
  * main.c -> cmd_*.c -> auto.c -> inputs.c, plan_report.c. */
 #ifndef WP_CLI_H
 #define WP_CLI_H
@@ -65,5 +65,6 @@ int cmd_plan(const Args *a, int emit);   /* plan, or emit with emit set */
 int cmd_sim(const Args *a);
 int cmd_compare(const Args *a);
 int cmd_calibrate(int argc, char **argv);   /* its own flags (cmd_calibrate.c) */
+int cmd_probe(int argc, char **argv);       /* its own flags (cmd_probe.c) */
 
 #endif
