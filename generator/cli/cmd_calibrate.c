@@ -131,6 +131,32 @@ static void span_features(const Run *r, const TraceSpan *s, double f[COST__COUNT
 
 static int load_links(const char *path, Calibration *cal, char *err, size_t errlen);
 
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median over a run's forward and backward spans (after its first step) of measured over
+ * calibrated time: 1 when the run computes at the fitted rates; above it when its ranks computed
+ * slower (sharing cores with each other or other work), which no model of the links explains. */
+static double span_ratio(const Run *r, const Calibration *cal) {
+    double *x = xcalloc((size_t)r->tr.nspans + 1, sizeof *x);
+    int n = 0;
+    for (int k = 0; k < r->tr.nspans; k++) {
+        const TraceSpan *s = &r->tr.spans[k];
+        if (s->step == 0 || s->kind == TR_OPT || s->dur <= 0) continue;
+        double f[COST__COUNT], c[COST__COUNT];
+        span_features(r, s, f);
+        calib_coefs(cal, type_of(r, s->rank), r->plan->precision, c);
+        double t = cost_seconds(f, c);
+        if (t > 0) x[n++] = s->dur / t;
+    }
+    qsort(x, (size_t)n, sizeof *x, cmp_dbl);
+    double m = n ? (n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2) : 0;
+    free(x);
+    return m;
+}
+
 /* The plan has the span's forward or backward on the span's rank. */
 static int has_op(const Plan *p, const TraceSpan *s) {
     if (s->rank >= p->nranks) return 0;
@@ -281,7 +307,7 @@ int cmd_calibrate(int argc, char **argv) {
         for (int i = 0; i < nruns; i++) {
             Run *r = &runs[i];
             if (r->held_out != role) continue;
-            if (!cnt[role]) printf("%-10s %-44s %-20s %12s %12s %8s\n", role ? "held out" : "fitted", "trace", "strategy", "predicted s", "measured s", "error");
+            if (!cnt[role]) printf("%-10s %-44s %-20s %12s %12s %8s %7s\n", role ? "held out" : "fitted", "trace", "strategy", "predicted s", "measured s", "error", "spans");
             calib_apply_links(&cal, &r->topo);
             SimOptions so = { .calib = &cal };
             SimResult s;
@@ -289,7 +315,8 @@ int cmd_calibrate(int argc, char **argv) {
             r->predicted = s.step_time;
             sim_result_free(&s);
             double e = r->predicted / r->measured - 1;
-            printf("%-10s %-44s %-20s %12.5g %12.5g %+7.1f%%\n", "", r->trace, r->plan->strategy, r->predicted, r->measured, 100 * e);
+            printf("%-10s %-44s %-20s %12.5g %12.5g %+7.1f%% %6.2fx\n", "", r->trace, r->plan->strategy, r->predicted, r->measured, 100 * e,
+                   span_ratio(r, &cal));
             json_array_append_new(jr, json_pack("{s:s, s:s, s:s, s:f, s:f}", "trace", r->trace, "role", role ? "held-out" : "fitted",
                                                 "strategy", r->plan->strategy, "predicted_s", r->predicted, "measured_s", r->measured));
             err2[role] += e * e; cnt[role]++;
