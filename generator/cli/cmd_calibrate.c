@@ -82,21 +82,22 @@ static int rebuild(Run *r, char *err, size_t errlen) {
         snprintf(err, errlen, "%s: precision: expected fp32 or bf16", r->plan_path);
         goto done;
     }
-    /* the chunks option: the strategy's default, or as many as the plan has */
-    int tries[2] = { 0, (int)json_array_size(chunks) };
-    for (int k = 0; k < 2 && rc; k++) {
-        o.chunks = tries[k];
+    /* the chunks option: the strategy's default, or as many as the plan has; fsdp's variant */
+    int tries[2] = { 0, (int)json_array_size(chunks) }, nvar = !strcmp(strategy, "fsdp") ? 2 : 1;
+    for (int k = 0; k < 2 * nvar && rc; k++) {
+        o.chunks = tries[k % 2];
+        o.fsdp_variant = k >= 2 ? "full-shard" : NULL;
         char perr[4096], got[20];
         Plan *p = NULL;
         if (make_plan(strategy, &r->topo, &r->model, r->model_name, &o, &p, perr, sizeof perr)) {
-            if (k == 1) { char *nl = strchr(perr, '\n'); if (nl) *nl = 0; snprintf(err, errlen, "%s: cannot plan it again: %.3000s", r->plan_path, perr); }
+            if (k == 2 * nvar - 1) { char *nl = strchr(perr, '\n'); if (nl) *nl = 0; snprintf(err, errlen, "%s: cannot plan it again: %.3000s", r->plan_path, perr); }
             continue;
         }
         snprintf(got, sizeof got, "%016llx", (unsigned long long)plan_hash(p));
         if (!strcmp(got, hash)) { r->plan = p; rc = 0; }
         else {
             plan_free(p);
-            if (k == 1) snprintf(err, errlen, "%s: planned again on %s it is another plan (hash %s, the file's %s): another topology, "
+            if (k == 2 * nvar - 1) snprintf(err, errlen, "%s: planned again on %s it is another plan (hash %s, the file's %s): another topology, "
                                  "or options plan.json does not record (--rounds, --grouping)", r->plan_path, r->topo_path, got, hash);
         }
     }

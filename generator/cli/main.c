@@ -18,6 +18,8 @@ static void usage(FILE *f) {
         "                  [--micro-batches N] [--replicas R] [--chunks C] [--recompute] [--json]\n"
         "                  [--precision fp32|bf16] [--grad-precision fp32|bf16]\n"
         "                  [--rounds K] [--grouping auto|node|island|published]   (tawpipe)\n"
+        "                  [--fsdp-variant gather-once|full-shard]   (fsdp: gathers once per step, or per\n"
+        "                  micro-batch as PyTorch FSDP FULL_SHARD under gradient accumulation)\n"
         "                  [--lua-max-mib N] [--lua-max-instructions M]   (the strategy's limits: MiB of\n"
         "                  Lua memory, default %d; millions of Lua instructions, default %d)\n"
         "       wpgen emit -t TOPO.json -m MODEL [-s STRATEGY] [...] -o DIR [--backend cpu] [--comm mpi] [--force]\n"
@@ -108,6 +110,13 @@ static int parse_args(int argc, char **argv, Args *a) {
         else if (!strcmp(f, "--rounds")) { if (parse_int(f, v, 1, MAX_MICRO_BATCHES, &a->rounds)) return -1; }
         else if (!strcmp(f, "--lua-max-mib")) { if (parse_int(f, v, 1, 1 << 20, &a->lua_max_mib)) return -1; }
         else if (!strcmp(f, "--lua-max-instructions")) { if (parse_int(f, v, 1, 1 << 20, &a->lua_max_minstr)) return -1; }
+        else if (!strcmp(f, "--fsdp-variant")) {
+            if (!v || (strcmp(v, "gather-once") && strcmp(v, "full-shard"))) {
+                fprintf(stderr, "wpgen: --fsdp-variant: expected gather-once or full-shard, got \"%s\"\n", v ? v : "");
+                return -1;
+            }
+            a->fsdp_variant = v;
+        }
         else if (!strcmp(f, "--grouping")) {
             if (!v || (strcmp(v, "auto") && strcmp(v, "node") && strcmp(v, "island") && strcmp(v, "published"))) {
                 fprintf(stderr, "wpgen: --grouping: expected auto, node, island or published, got \"%s\"\n", v ? v : "");
