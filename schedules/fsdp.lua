@@ -21,12 +21,28 @@
 -- Default chunks: one per layer (FSDP's usual wrapping: one unit per transformer block; the
 -- first also holds the embedding, the last the final norm and the LM head). --chunks C takes
 -- any C from 1 to the number of layers.
+--
+-- Two variants (--fsdp-variant):
+--   gather-once  (the default, above) each chunk is gathered once for the forward of all N
+--                micro-batches and once for their backward, and reduce-scattered once: the
+--                least traffic, but every micro-batch's activations are held at once.
+--   full-shard   PyTorch FSDP FULL_SHARD under gradient accumulation: the N micro-batches one
+--                after the other, each a block of 2C+1 turns as above with N = 1: chunks gathered
+--                for its forward and again for its backward (but the last two, still there),
+--                its gradient reduce-scattered into "g<c>" (the first) or a shard buffer
+--                "s<c>" added (ACC) into it (the others); OPT after the last micro-batch. N times the gathers and reduce-scatters,
+--                one micro-batch's activations at a time.
 local wp = require("wp")
 
 return {
   build = function(plan, ctx)
     local P, R = wp.pipeline(ctx)
     local N = ctx.opts.micro_batches
+    local variant = ctx.opts.fsdp_variant or "gather-once"
+    if variant ~= "gather-once" and variant ~= "full-shard" then
+      wp.bad_option("--fsdp-variant " .. variant, "expected gather-once or full-shard")
+    end
+    local per_mb = variant == "full-shard"
     local L = ctx.model.layers
     local C = wp.chunk_count(ctx, ctx.model.tied ~= 0 and 1 or L)
     if C > 1 and ctx.model.tied ~= 0 then
@@ -54,35 +70,54 @@ return {
         end
         for _, name in ipairs({ "w0", "w1" }) do plan:buffer(r, name, "W") end
         for _, name in ipairs({ "d0", "d1" }) do plan:buffer(r, name, "D") end
-        -- the rank's own micro-batches
-        local mbs = {}
-        for j = 0, N - 1 do mbs[#mbs + 1] = r * N + j end
-
-        -- forward: chunk k gathered in turn k (with chunk k-1's compute), computed in turn k+1
-        for k = 0, C - 1 do
-          plan:allgather(r, fwd_turn(k) - 1, "m" .. k, w(k), replica)
-          for _, g in ipairs(mbs) do plan:fwd(r, fwd_turn(k), k, g, w(k)) end
+        if per_mb and N > 1 then
+          -- a sharded buffer is of one chunk: one per chunk (a shard each, 1/P of the chunk)
+          for c = 0, C - 1 do plan:buffer(r, "s" .. c, "D", { chunk = c, shard = i, nshards = P }) end
         end
-
-        -- backward, last chunk first; chunks C-1 and C-2 are still gathered from the forward
         local shard_group
         if R > 1 then
           local same = {}
           for q2 = 0, R - 1 do same[#same + 1] = q2 * P + i end
           shard_group = plan:group(same)
         end
-        for c = C - 1, 0, -1 do
-          local t = bwd_turn(c)
-          if c < C - 2 then plan:allgather(r, t - 1, "m" .. c, w(c), replica) end
-          for _, g in ipairs(mbs) do plan:bwd(r, t, c, g, w(c), d(c)) end
-          -- this rank's shard of the replica's gradient, while chunk c-1 computes
-          plan:reduce_scatter(r, t + 1, d(c), "g" .. c, replica)
-          local u = t + 1
-          if shard_group then
-            u = u + 1
-            plan:allreduce(r, u, "g" .. c, shard_group)
+        -- the rank's own micro-batches, all in one block (gather-once) or a block each
+        local blocks = {}
+        for j = 0, N - 1 do
+          local b = per_mb and j + 1 or 1
+          blocks[b] = blocks[b] or {}
+          table.insert(blocks[b], r * N + j)
+        end
+        for b, mbs in ipairs(blocks) do
+          local base = (b - 1) * (2 * C + 1)
+          local last = b == #blocks
+          -- forward: chunk k gathered in turn k (with chunk k-1's compute), computed in turn k+1
+          for k = 0, C - 1 do
+            plan:allgather(r, base + fwd_turn(k) - 1, "m" .. k, w(k), replica)
+            for _, g in ipairs(mbs) do plan:fwd(r, base + fwd_turn(k), k, g, w(k)) end
           end
-          plan:opt(r, u, c, "m" .. c, "g" .. c)
+          -- backward, last chunk first; chunks C-1 and C-2 are still gathered from the forward
+          for c = C - 1, 0, -1 do
+            local t = base + bwd_turn(c)
+            if c < C - 2 then plan:allgather(r, t - 1, "m" .. c, w(c), replica) end
+            for _, g in ipairs(mbs) do plan:bwd(r, t, c, g, w(c), d(c)) end
+            -- this rank's shard of the replica's gradient, while chunk c-1 computes: the first
+            -- block's into g<c>, a later one's into s<c>, added into g<c>
+            if b > 1 then
+              local sb = "s" .. c
+              plan:reduce_scatter(r, t + 1, d(c), sb, replica)
+              plan:acc(r, t + 1, "g" .. c, sb)
+            else
+              plan:reduce_scatter(r, t + 1, d(c), "g" .. c, replica)
+            end
+            if last then
+              local u = t + 1
+              if shard_group then
+                u = u + 1
+                plan:allreduce(r, u, "g" .. c, shard_group)
+              end
+              plan:opt(r, u, c, "m" .. c, "g" .. c)
+            end
+          end
         end
       end
     end
@@ -91,5 +126,9 @@ return {
       "2 whole-chunk weight and 2 gradient buffers per rank",
       P, P > 1 and "s" or "", R > 1 and string.format(" x %d replicas (gradient shards all-reduced across them)", R) or "",
       C, C > 1 and "s" or "", N, N > 1 and "es" or ""))
+    if per_mb then
+      plan:note("variant full-shard: gathered for every micro-batch's forward and backward, reduce-scattered per " ..
+        "micro-batch (PyTorch FSDP FULL_SHARD with gradient accumulation)")
+    end
   end,
 }

@@ -28,7 +28,7 @@ int cand_better(const Cand *x, const Cand *y) {   /* x strictly better than y */
 }
 
 /* -s auto: every shipped strategy with every replica count that divides the ranks, its default
- * chunks and twice as many, first without recomputation and with it only where that does not
+ * chunks and twice as many, fsdp in both its variants, first without recomputation and with it only where that does not
  * fit. Micro-batches per rank stay as given, so the global batch is the same for all. Options
  * given on the command line are kept. Picks the fastest that fits. Returns 0 and fills *best, or
  * EXIT_REJECTED when nothing fits. */
@@ -44,8 +44,12 @@ int auto_search(const Args *a, const Topology *topo, const WpConfig *model, cons
                 if (a->set_chunks && cm) continue;
                 int chunks = a->set_chunks ? a->chunks : cm ? 2 * (P / R) : 0;
                 if (chunks > model->layers) continue;
+                /* fsdp in both variants (schedules/fsdp.lua), unless one was given */
+                int nvar = !strcmp(names[si], "fsdp") && !a->fsdp_variant ? 2 : 1;
+                for (int var = 0; var < nvar; var++)
                 for (int rec = a->recompute; rec < 2; rec++) {
                     Cand c = { .o = opts_of(a, topo) };
+                    if (var) c.o.fsdp_variant = "full-shard";
                     c.o.replicas = R;
                     c.o.chunks = chunks;
                     c.o.recompute = rec;
@@ -56,7 +60,8 @@ int auto_search(const Args *a, const Topology *topo, const WpConfig *model, cons
                     if (c.rc == 0) {
                         c.fits = plan_fits(p);
                         SimResult s;
-                        if (sim_run(p, NULL, &s, err, sizeof err) == 0) {
+                        SimOptions so = { .calib = a->calib };
+                        if (sim_run(p, &so, &s, err, sizeof err) == 0) {
                             c.step = s.step_time; c.tps = s.tokens_per_s_per_device; c.bubble = s.bubble_ratio;
                             sim_result_free(&s);
                         } else c.rc = EXIT_REJECTED;

@@ -1,6 +1,6 @@
 /* What wpgen's command-line files share: the parsed flags (main.c), the steps every command
  * takes (inputs.c), the plan's report (plan_report.c), the `-s auto` search (auto.c) and the
- * commands main.c dispatches to (cmd_list.c, cmd_plan.c, cmd_sim.c). The calls go one way:
+ * commands main.c dispatches to (cmd_list.c, cmd_plan.c, cmd_sim.c, cmd_calibrate.c, cmd_probe.c). The calls go one way:
  * main.c -> cmd_*.c -> auto.c -> inputs.c, plan_report.c. */
 #ifndef WP_CLI_H
 #define WP_CLI_H
@@ -10,6 +10,7 @@
 #include "ir/plan.h"
 #include "lua/bridge.h"
 #include "sim/sim.h"
+#include "calib/calib.h"
 
 enum { EXIT_REJECTED = 1, EXIT_BAD_INPUT = 2 };
 
@@ -20,9 +21,12 @@ typedef struct Args {
     int force;              /* emit: a plan that does not fit the devices' memory too */
     int rounds;             /* tawpipe: micro-batch rounds, 0 = the solver's */
     const char *grouping;   /* tawpipe: auto, node, island or published */
+    const char *fsdp_variant;   /* fsdp: gather-once or full-shard; NULL: gather-once */
     const char *precision, *grad_precision;   /* "fp32" or "bf16" as given; NULL: the default (inputs.c) */
     int lua_max_mib, lua_max_minstr;   /* the strategy sandbox's limits; 0: its defaults */
     int set_micro_batches, set_replicas, set_chunks;   /* given on the command line (auto keeps them) */
+    const char *calib_path;    /* --calibration FILE (plan, emit, sim, compare) */
+    const Calibration *calib;  /* loaded by main.c; NULL: the cost table's defaults */
 } Args;
 
 typedef struct Cand {
@@ -61,5 +65,7 @@ int cmd_list(void);
 int cmd_plan(const Args *a, int emit);   /* plan, or emit with emit set */
 int cmd_sim(const Args *a);
 int cmd_compare(const Args *a);
+int cmd_calibrate(int argc, char **argv);   /* its own flags (cmd_calibrate.c) */
+int cmd_probe(int argc, char **argv);       /* its own flags (cmd_probe.c) */
 
 #endif

@@ -41,7 +41,7 @@ int cmd_plan(const Args *a, int emit) {
                                   .bytes_intra = intra, .bytes_inter = inter };
                 /* the prediction goes into every file's summary; a plan the simulator cannot run
                  * is still emitted, without one */
-                SimOptions so = { 0 };
+                SimOptions so = { .calib = a->calib };
                 SimResult sr;
                 if (sim_run(p, &so, &sr, err, sizeof err) == 0) {
                     info.step_time_s = sr.step_time;

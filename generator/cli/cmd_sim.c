@@ -61,7 +61,7 @@ int cmd_sim(const Args *a) {
         topology_free(&topo);
         return rc;
     }
-    SimOptions so = { .record = a->trace || a->svg };
+    SimOptions so = { .record = a->trace || a->svg, .calib = a->calib };
     SimResult s;
     if (sim_run(p, &so, &s, err, sizeof err)) {
         fprintf(stderr, "wpgen: sim: %s\n", err);
@@ -85,8 +85,9 @@ int cmd_sim(const Args *a) {
         json_decref(j);
     } else {
         if (is_auto)
-            printf("auto        picked %s, %d replica%s, %s chunks%s: %s\n", strategy, o.replicas, o.replicas > 1 ? "s" : "",
-                   o.chunks ? "twice the default" : "default", o.recompute ? ", recomputation" : "", best.why);
+            printf("auto        picked %s%s, %d replica%s, %s chunks%s: %s\n", strategy,
+                   !strcmp(strategy, "fsdp") ? (o.fsdp_variant && !strcmp(o.fsdp_variant, "full-shard") ? " (full-shard)" : " (gather-once)") : "",
+                   o.replicas, o.replicas > 1 ? "s" : "", o.chunks ? "twice the default" : "default", o.recompute ? ", recomputation" : "", best.why);
         print_summary(p, name, s.bytes_intra, s.bytes_inter, fits);
         if (p->notes && p->notes[0] && p->notes[strlen(p->notes) - 1] != '\n') printf("\n");
         print_sim(p, &s);
@@ -159,7 +160,8 @@ int cmd_compare(const Args *a) {
             if (!strcmp(names[i], "auto")) snprintf(c[i].strategy, sizeof c[i].strategy, "auto");
             continue;
         }
-        if (sim_run(plans[i], NULL, &res[i], err, sizeof err)) { c[i].rc = EXIT_REJECTED; snprintf(errs[i], sizeof errs[i], "sim: %.500s", err); continue; }
+        SimOptions so = { .calib = a->calib };
+        if (sim_run(plans[i], &so, &res[i], err, sizeof err)) { c[i].rc = EXIT_REJECTED; snprintf(errs[i], sizeof errs[i], "sim: %.500s", err); continue; }
         c[i].fits = plan_fits(plans[i]);
         c[i].step = res[i].step_time;
         nfit += c[i].fits;
@@ -174,8 +176,13 @@ int cmd_compare(const Args *a) {
     for (int i = 0; i < ns; i++) {
         const char *label = names[i];
         char shown[160];
+        /* fsdp says which of its variants ran (schedules/fsdp.lua) */
+        int fsdp = !c[i].rc && !strcmp(c[i].strategy, "fsdp");
+        const char *variant = c[i].o.fsdp_variant ? c[i].o.fsdp_variant : "gather-once";
         if (!strcmp(names[i], "auto") && !c[i].rc)
-            snprintf(shown, sizeof shown, "auto=%s/r%d%s%s", c[i].strategy, c[i].o.replicas, c[i].o.chunks ? "/2c" : "", c[i].o.recompute ? "/rc" : "");
+            snprintf(shown, sizeof shown, "auto=%s/r%d%s%s%s", c[i].strategy, c[i].o.replicas, c[i].o.chunks ? "/2c" : "", c[i].o.recompute ? "/rc" : "",
+                     fsdp && strcmp(variant, "gather-once") ? "/full-shard" : "");
+        else if (fsdp) snprintf(shown, sizeof shown, "%s/%s", label, variant);
         else snprintf(shown, sizeof shown, "%s", label);
         if (c[i].rc) {
             if (a->json) {
@@ -193,6 +200,7 @@ int cmd_compare(const Args *a) {
             json_t *j = plan_json(p, s->bytes_intra, s->bytes_inter, c[i].fits);
             sim_json_add(j, p, s);
             json_object_set_new(j, "fastest", json_boolean(i == best));
+            if (fsdp) json_object_set_new(j, "fsdp_variant", json_string(variant));
             if (!strcmp(names[i], "auto")) json_object_set_new(j, "picked_by", json_string("auto"));
             json_array_append_new(arr, j);
         } else {

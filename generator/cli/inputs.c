@@ -31,7 +31,7 @@ static WpDtype default_precision(const Args *a, const Topology *topo) {
  * only round differently (wp-ref fp32 1.712, bf16 1.677). */
 StrategyOpts opts_of(const Args *a, const Topology *topo) {
     StrategyOpts o = { .micro_batches = a->micro_batches, .replicas = a->replicas, .chunks = a->chunks,
-                       .recompute = a->recompute, .rounds = a->rounds, .grouping = a->grouping ? a->grouping : "auto",
+                       .recompute = a->recompute, .rounds = a->rounds, .grouping = a->grouping ? a->grouping : "auto", .fsdp_variant = a->fsdp_variant,
                        .lua_max_mib = a->lua_max_mib, .lua_max_minstr = a->lua_max_minstr,
                        .precision = default_precision(a, topo) };
     if (a->precision) wp_dtype_parse(a->precision, &o.precision);   /* checked by main.c */
@@ -58,6 +58,21 @@ int make_plan(const char *strategy, const Topology *topo, const WpConfig *model,
 int load_inputs(const Args *a, Topology *topo, WpConfig *model, char *name, size_t namelen) {
     char err[4096];
     if (topology_load(a->topo, topo, err, sizeof err)) return bad("%s%s", err, "");
+    if (a->calib) {
+        /* a calibration of other device types would silently change nothing: refused */
+        int named = 0;
+        for (int i = 0; i < topo->ntypes; i++) named += calib_find(a->calib, topo->types[i].name) != NULL;
+        if (!named && a->calib->ntypes > 0) {
+            char types[256] = "";
+            for (int i = 0; i < topo->ntypes; i++) {
+                size_t l = strlen(types);
+                snprintf(types + l, sizeof types - l, "%s%s", i ? ", " : "", topo->types[i].name);
+            }
+            topology_free(topo);
+            return bad("--calibration %s: device_types: names none of the topology's device types (%s)", a->calib_path, types);
+        }
+        calib_apply_links(a->calib, topo);
+    }
     if (model_load(a->model, model, name, namelen, err, sizeof err)) { topology_free(topo); return bad("%s%s", err, ""); }
     if (a->seq) model->seq = a->seq;
     if (a->mbs) model->mbs = a->mbs;

@@ -1,5 +1,6 @@
 /* wpgen's command line: parses the flags and hands them to the command, one file each: list
- * (cmd_list.c), plan and emit (cmd_plan.c), sim and compare (cmd_sim.c); what commands share is
+ * (cmd_list.c), plan and emit (cmd_plan.c), sim and compare (cmd_sim.c), calibrate and probe
+ * (cmd_calibrate.c, cmd_probe.c: their own flags); what commands share is
  * declared in cli.h. Exit status: 0 done; 1 the plan was rejected or does not fit; 2 bad input. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,11 +18,17 @@ static void usage(FILE *f) {
         "                  [--micro-batches N] [--replicas R] [--chunks C] [--recompute] [--json]\n"
         "                  [--precision fp32|bf16] [--grad-precision fp32|bf16]\n"
         "                  [--rounds K] [--grouping auto|node|island|published]   (tawpipe)\n"
+        "                  [--fsdp-variant gather-once|full-shard]   (fsdp: gathers once per step, or per\n"
+        "                  micro-batch as PyTorch FSDP FULL_SHARD under gradient accumulation)\n"
         "                  [--lua-max-mib N] [--lua-max-instructions M]   (the strategy's limits: MiB of\n"
         "                  Lua memory, default %d; millions of Lua instructions, default %d)\n"
         "       wpgen emit -t TOPO.json -m MODEL [-s STRATEGY] [...] -o DIR [--backend cpu] [--comm mpi] [--force]\n"
         "       wpgen sim -t TOPO.json -m MODEL [-s STRATEGY|auto] [...] [--trace FILE.json] [--svg FILE.svg] [--json]\n"
         "       wpgen compare -t TOPO.json -m MODEL [--strategies a,b,...] [...] [--json]\n"
+        "       wpgen calibrate -t TOPO.json --trace RUN/trace.json [...] [--held-out ...] [--links L.json] -o CALIB.json\n"
+        "       wpgen probe [-o OUT.json] [--sysroot DIR] | --merge HOST1.json HOST2.json ... [-o OUT.json]\n"
+        "       (plan, emit, sim, compare: [--calibration CALIB.json], measured compute rates and links\n"
+        "       from wpgen calibrate in place of the defaults; docs/calibration.md)\n"
         "MODEL is a preset (wpgen list) or a Hugging Face config.json. --micro-batches is per rank.\n"
         "-s auto (plan, emit, sim) tries every strategy with its parameters in the simulator and takes the\n"
         "fastest plan that fits.\n"
@@ -103,6 +110,13 @@ static int parse_args(int argc, char **argv, Args *a) {
         else if (!strcmp(f, "--rounds")) { if (parse_int(f, v, 1, MAX_MICRO_BATCHES, &a->rounds)) return -1; }
         else if (!strcmp(f, "--lua-max-mib")) { if (parse_int(f, v, 1, 1 << 20, &a->lua_max_mib)) return -1; }
         else if (!strcmp(f, "--lua-max-instructions")) { if (parse_int(f, v, 1, 1 << 20, &a->lua_max_minstr)) return -1; }
+        else if (!strcmp(f, "--fsdp-variant")) {
+            if (!v || (strcmp(v, "gather-once") && strcmp(v, "full-shard"))) {
+                fprintf(stderr, "wpgen: --fsdp-variant: expected gather-once or full-shard, got \"%s\"\n", v ? v : "");
+                return -1;
+            }
+            a->fsdp_variant = v;
+        }
         else if (!strcmp(f, "--grouping")) {
             if (!v || (strcmp(v, "auto") && strcmp(v, "node") && strcmp(v, "island") && strcmp(v, "published"))) {
                 fprintf(stderr, "wpgen: --grouping: expected auto, node, island or published, got \"%s\"\n", v ? v : "");
@@ -120,6 +134,7 @@ static int parse_args(int argc, char **argv, Args *a) {
             else a->grad_precision = v;
         }
         else if (!strcmp(f, "--json")) { a->json = 1; takes = 0; }
+        else if (!strcmp(f, "--calibration")) a->calib_path = v;
         else if (!strcmp(f, "--force") && !strcmp(a->cmd, "emit")) { a->force = 1; takes = 0; }
         else if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(stdout); exit(0); }
         else { fprintf(stderr, "wpgen: unknown flag \"%s\"\n", f); return -1; }
@@ -147,6 +162,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
     if (!strcmp(cmd, "--version")) { printf("wpgen %s\n", WPGEN_VERSION); return 0; }
     if (!strcmp(cmd, "list")) return cmd_list();
+    if (!strcmp(cmd, "calibrate")) return cmd_calibrate(argc, argv);
+    if (!strcmp(cmd, "probe")) return cmd_probe(argc, argv);
     if (strcmp(cmd, "plan") && strcmp(cmd, "emit") && strcmp(cmd, "sim") && strcmp(cmd, "compare")) {
         fprintf(stderr, "wpgen: unknown command \"%s\"\n", cmd);
         usage(stderr);
@@ -154,7 +171,13 @@ int main(int argc, char **argv) {
     }
     Args a;
     if (parse_args(argc, argv, &a)) return EXIT_BAD_INPUT;
-    if (!strcmp(cmd, "sim")) return cmd_sim(&a);
-    if (!strcmp(cmd, "compare")) return cmd_compare(&a);
-    return cmd_plan(&a, !strcmp(cmd, "emit"));
+    Calibration calib;
+    if (a.calib_path) {
+        char err[1024];
+        if (calib_load(a.calib_path, &calib, err, sizeof err)) { fprintf(stderr, "wpgen: --calibration %s\n", err); return EXIT_BAD_INPUT; }
+        a.calib = &calib;
+    }
+    int rc = !strcmp(cmd, "sim") ? cmd_sim(&a) : !strcmp(cmd, "compare") ? cmd_compare(&a) : cmd_plan(&a, !strcmp(cmd, "emit"));
+    if (a.calib) calib_free(&calib);
+    return rc;
 }

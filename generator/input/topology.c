@@ -291,6 +291,7 @@ static int parse_device_types(Ctx *cx, const json_t *root, Topology *t) {
         d->mem_bytes = mem * GIGA;
         d->hbm_bw = hbm * GIGA;
         d->efficiency = eff;
+        d->efficiency_set = json_object_get(dt, "efficiency") != NULL;
     }
     return 0;
 }

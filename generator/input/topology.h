@@ -20,6 +20,7 @@ typedef struct DeviceType {
     double mem_bytes;
     double hbm_bw;      /* bytes per second */
     double efficiency;  /* fraction of peak that compute reaches; default 0.5 */
+    int efficiency_set; /* given in the file (the simulator's cost table has its own default) */
 } DeviceType;
 
 typedef struct Node {

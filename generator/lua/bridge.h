@@ -15,6 +15,7 @@ typedef struct StrategyOpts {
     int recompute;
     int rounds;             /* tawpipe: micro-batch rounds; 0: its own choice */
     const char *grouping;   /* tawpipe: "auto", "node", "island" or "published" */
+    const char *fsdp_variant;   /* fsdp: "gather-once" (NULL: it) or "full-shard" */
     int lua_max_mib;        /* the sandbox's limits: MiB of Lua memory, millions of instructions; */
     int lua_max_minstr;     /* 0: the defaults (sandbox.h) */
     WpDtype precision;      /* the plan's formats (ir/plan.h, PlanBuf); zero: fp32 */

@@ -21,19 +21,6 @@ double sim_op_bytes(const Plan *p, int rank, int opi) {
     return (double)plan_carried_bytes(p, plan_op_carries(p, rank, op), n->chunk, n->nshards);
 }
 
-/* What fraction of its bf16 rating a GPU reaches in fp32: the matrix products of an fp32 run go
- * to TF32 tensor cores, half the bf16 rate on A100/A800 (156 of 312 TFLOP/s) and H100 (495 of
- * 989). (Without TF32, plain fp32 runs at 1/16 of it: 19.5 of 312.) */
-#define GPU_FP32_OF_BF16 0.5
-
-/* FLOP/s a device's compute reaches in a format. GPUs are rated in bf16 (peak_tflops_bf16); CPUs
- * in fp32 (peak_tflops_fp32), and the CPU backend computes bf16 in fp32 arithmetic, rounding to
- * bf16 where a GPU kernel would: the same rate. */
-static double device_flops(const DeviceType *d, WpDtype precision) {
-    double peak = d->rated_bf16 && precision == WP_FP32 ? d->peak_flops * GPU_FP32_OF_BF16 : d->peak_flops;
-    return peak * (d->efficiency > 0 ? d->efficiency : 0.5);
-}
-
 /* Bytes a local operation moves through memory: a pass over an operand to read it (USE_READ,
  * USE_ADD) and one to write it (USE_WRITE, USE_ADD), each at the operand's format (a master read
  * by anything but OPT: its working copy); the rest of its row's mem_passes go over fp32 state
@@ -57,24 +44,39 @@ static double local_bytes(const Plan *p, int rank, const Op *op, const OpNote *n
     return bytes;
 }
 
-/* Forward passes' worth of compute of a compute operation. */
+/* Forward passes' worth of compute of a compute operation (for SimOptions.unit_fwd_s). */
 static double compute_units(const Plan *p, int kind) {
     const OpInfo *in = op_info(kind);
     return in->fwd_units + (p->recompute ? in->recompute_units : 0);
 }
 
-double sim_op_seconds(const Plan *p, const Topology *t, int rank, const Op *op, const OpNote *note) {
-    const DeviceType *d = rank_type(p, t, rank);
+/* An operation's features (sim/costs.h): a compute operation's work by class, a local one's bytes
+ * through memory (its chunk's part on this rank: the shard its buffer holds); transfers none. */
+static void op_features(const Plan *p, const Topology *t, int rank, const Op *op, const OpNote *note, double f[COST__COUNT]) {
     const OpInfo *in = op_info(op->kind);
+    for (int i = 0; i < COST__COUNT; i++) f[i] = 0;
     if (in->phase == OP_PHASE_COMPUTE) {
         const PlanChunk *c = &p->chunks[op->chunk];
-        WpChunk k = wp_chunk_make(&p->model, op->chunk, c->layer0, c->nlayers, op->chunk == 0, op->chunk == p->nchunks - 1);
-        return compute_units(p, op->kind) * wp_chunk_fwd_flops(&p->model, &k) / device_flops(d, p->precision);
-    }
-    if (in->phase != OP_PHASE_LOCAL || in->mem_passes == 0) return 0;
-    /* its chunk's part on this rank (the shard its buffer holds) through memory */
-    double bytes = local_bytes(p, rank, op, note);
-    return d->hbm_bw > 0 ? bytes / d->hbm_bw : 0;
+        cost_compute_features(&p->model, op->chunk, c->layer0, c->nlayers, p->nchunks, op->kind, p->recompute, p->precision,
+                              rank_type(p, t, rank)->rated_bf16, f);
+    } else if (in->phase == OP_PHASE_LOCAL && in->mem_passes > 0)
+        f[COST_BYTES] = local_bytes(p, rank, op, note);
+}
+
+void sim_op_features(const Plan *p, int rank, const Op *op, const OpNote *note, double f[COST__COUNT]) {
+    op_features(p, p->topo, rank, op, note, f);
+}
+
+double sim_op_seconds_calib(const Plan *p, const Topology *t, const Calibration *calib, int rank, const Op *op,
+                            const OpNote *note) {
+    double f[COST__COUNT], c[COST__COUNT];
+    op_features(p, t, rank, op, note, f);
+    calib_coefs(calib, rank_type(p, t, rank), p->precision, c);
+    return cost_seconds(f, c);
+}
+
+double sim_op_seconds(const Plan *p, const Topology *t, int rank, const Op *op, const OpNote *note) {
+    return sim_op_seconds_calib(p, t, NULL, rank, op, note);
 }
 
 /* ---- the engine ---- */
@@ -122,7 +124,15 @@ typedef struct Sim {
     double now;
     int rates_dirty;
     int at_barrier;                    /* lockstep: ranks that finished the current turn */
+    double (*coef)[COST__COUNT];       /* per device type: seconds per unit of each feature */
 } Sim;
+
+/* Seconds of a compute or local operation on its rank's device type. */
+static double op_seconds(const Sim *S, int r, const Op *op, const OpNote *note) {
+    double f[COST__COUNT];
+    op_features(S->p, S->t, r, op, note, f);
+    return cost_seconds(f, S->coef[S->t->nodes[S->p->ranks[r].node].type]);
+}
 
 static int new_obj(Sim *S) {
     if (S->nobjs == S->capobjs) {
@@ -349,7 +359,7 @@ static void advance(Sim *S, int r) {
             double c = S->now;
             for (int i = t0; i < t1; i++) {
                 if (!op_is_compute(rk->ops[i].kind)) continue;
-                double d = sim_op_seconds(p, S->t, r, &rk->ops[i], &rk->notes[i]);
+                double d = op_seconds(S, r, &rk->ops[i], &rk->notes[i]);
                 if (S->o->unit_fwd_s > 0) d = S->o->unit_fwd_s * compute_units(p, rk->ops[i].kind);
                 S->tpost[r][i] = S->tstart[r][i] = c;
                 c += d;
@@ -366,7 +376,7 @@ static void advance(Sim *S, int r) {
             double c = S->now;
             for (int i = t0; i < t1; i++) {
                 if (!op_is_local(rk->ops[i].kind)) continue;
-                double d = S->o->free_local ? 0 : sim_op_seconds(p, S->t, r, &rk->ops[i], &rk->notes[i]);
+                double d = S->o->free_local ? 0 : op_seconds(S, r, &rk->ops[i], &rk->notes[i]);
                 S->tpost[r][i] = S->tstart[r][i] = c;
                 c += d;
                 S->tend[r][i] = c;
@@ -497,6 +507,8 @@ int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, siz
         S.tstart[r] = xcalloc((size_t)no, sizeof(double));
         S.tend[r] = xcalloc((size_t)no, sizeof(double));
     }
+    S.coef = xcalloc((size_t)S.t->ntypes, sizeof *S.coef);
+    for (int i = 0; i < S.t->ntypes; i++) calib_coefs(opt->calib, &S.t->types[i], p->precision, S.coef[i]);
     S.work = xcalloc((size_t)n, sizeof(int));
     S.inwork = xcalloc((size_t)n, 1);
     int rc = build_objs(&S, err, errlen);
@@ -581,7 +593,7 @@ int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, siz
     free(S.objs);
     for (int r = 0; r < n; r++) free(S.op_obj[r]), free(S.tpost[r]), free(S.tstart[r]), free(S.tend[r]);
     free(S.op_obj); free(S.tpost); free(S.tstart); free(S.tend);
-    free(S.rs); free(S.work); free(S.inwork); free(S.flows); free(S.cap);
+    free(S.rs); free(S.coef); free(S.work); free(S.inwork); free(S.flows); free(S.cap);
     free(S.res_dev_tx); free(S.res_dev_rx); free(S.res_isl); free(S.res_nic);
     if (rc) sim_result_free(res);
     return rc;

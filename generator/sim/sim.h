@@ -7,14 +7,17 @@
  * member). Empty turns cost nothing.
  *
  * Costs, all from the topology and the model (nothing is tuned to a published figure):
- *   compute    FWD = wp_chunk_fwd_flops / (peak * efficiency) of the rank's device type
- *              (matrix products, attention's S^2 terms, the LM head); BWD = 2 FWD, +1 FWD with
- *              recomputation; BWD_B = BWD_W = 1 FWD (BWD_B +1 FWD with recomputation). The peak
- *              is the plan's precision's: a GPU's bf16 rating, half of it in fp32 (TF32 tensor
- *              cores); a CPU's fp32 rating in both (sim.c, device_flops).
+ *   compute    per class of work (sim/costs.h): a FWD/BWD's matrix products by shape (a small
+ *              product reaches a lower share of peak), attention forward and backward apart, and
+ *              its elementwise work by bytes at the device's memory bandwidth, each at its
+ *              device type's rate: the defaults table (sim/costs.c, shares of the topology's peak
+ *              in the plan's precision: a GPU's bf16 rating, half of it in fp32 for TF32; a
+ *              CPU's fp32 rating in both) or a calibration file's measured rates (calib/).
+ *              BWD = two products per forward product, attention backward and twice the bytes,
+ *              + a FWD with recomputation; BWD_B the input-gradient half, BWD_W the weights'.
  *   memory     ACC 3, COPY 2, OPT (AdamW: read w g m v, write w m v) 7 passes over the
  *              elements, each at its buffer's format (m, v fp32; OPT also writes a master's
- *              working copy in a bf16 plan), over the device's memory bandwidth.
+ *              working copy in a bf16 plan), at the device's memory-bound rate.
  *   bytes      every transfer at the format of what it carries (plan_carried_bytes).
  *   transfers  alpha-beta per link class, as flows that share links fairly (max-min):
  *              NVL/SHM: each device's send and receive port (intra bandwidth each);
@@ -35,6 +38,8 @@
 
 #include <stddef.h>
 #include "ir/plan.h"
+#include "calib/calib.h"
+#include "sim/costs.h"
 
 typedef struct SimOptions {
     const Topology *topo;   /* NULL: the plan's; else one with the same devices (what-if links) */
@@ -43,6 +48,7 @@ typedef struct SimOptions {
     int record;             /* keep every operation's times (for traces and pictures) */
     int lockstep;           /* every rank waits for all others at the end of every turn (the papers'
                                turn model; the runtime does not do this) */
+    const Calibration *calib;   /* measured rates per device type (NULL: the defaults table) */
     double unit_fwd_s;      /* > 0: every FWD takes this long whatever its chunk (BWD twice...): the
                                papers' equal-stage assumption, for tests */
 } SimOptions;
@@ -73,8 +79,13 @@ typedef struct SimResult {
 int sim_run(const Plan *p, const SimOptions *o, SimResult *r, char *err, size_t errlen);
 void sim_result_free(SimResult *r);
 
-/* Seconds one compute or local operation takes on its rank (0 for transfers). */
+/* Seconds one compute or local operation takes on its rank (0 for transfers), at the defaults
+ * table's rates or a calibration's. */
 double sim_op_seconds(const Plan *p, const Topology *t, int rank, const Op *op, const OpNote *note);
+double sim_op_seconds_calib(const Plan *p, const Topology *t, const Calibration *calib, int rank, const Op *op,
+                            const OpNote *note);
+/* What an operation does, per class of work (sim/costs.h): calibrate fits rates to these. */
+void sim_op_features(const Plan *p, int rank, const Op *op, const OpNote *note, double f[COST__COUNT]);
 
 /* Bytes a transfer or collective carries (a collective: its whole buffer). */
 double sim_op_bytes(const Plan *p, int rank, int opi);

@@ -132,6 +132,40 @@ grep -q "memory .*: fits" "$tmp/a" && ok || bad "auto picked a plan that does no
 "$wpgen" plan -t topologies/cpu-2x2.json -m tiny -s auto --json >"$tmp/aj" 2>"$tmp/e" && ok || bad "plan -s auto"
 grep -q "auto picked" "$tmp/e" && ok || bad "plan -s auto says nothing on stderr"
 
+# --calibration: measured rates in place of the defaults. A calibration of the topology's type at
+# twice the rates of another halves the compute of the prediction; bad files and files of other
+# device types are refused (exit 2, the JSON path named).
+cal() {   # FILE SCALE: the cpu type at SCALE x some rates, and a measured network
+    python3 - "$1" "$2" <<'EOF2'
+import json, sys
+s = float(sys.argv[2])
+json.dump({"version": 1, "device_types": {"cpu": {"precision": "fp32", "matmul_tflops": 0.02 * s, "matmul_knee_mnk": 1e4,
+           "attn_fwd_tflops": 0.01 * s, "attn_bwd_tflops": 0.008 * s, "mem_GBps": 5 * s, "op_overhead_us": 10 / s}},
+           "links": {"network": {"bw_GBps": 0.5, "lat_us": 50}}}, open(sys.argv[1], "w"))
+EOF2
+}
+cal "$tmp/c1.json" 1; cal "$tmp/c2.json" 2
+for f in c1 c2; do
+    "$wpgen" sim -t topologies/cpu-2x2.json -m tiny --calibration "$tmp/$f.json" --json >"$tmp/$f.out" 2>"$tmp/e" && ok || bad "sim --calibration: $(head -2 "$tmp/e")"
+done
+"$wpgen" sim -t topologies/cpu-2x2.json -m tiny --json >"$tmp/c0.out" 2>"$tmp/e" && ok || bad "sim without calibration"
+python3 - "$tmp/c0.out" "$tmp/c1.out" "$tmp/c2.out" <<'EOF' && ok || bad "sim --calibration: compute scales with the rates"
+import json, sys
+d0, d1, d2 = (json.load(open(f)) for f in sys.argv[1:4])
+assert abs(d2['compute_s_per_rank'] - d1['compute_s_per_rank'] / 2) <= 1e-9 * d1['compute_s_per_rank'], (d1['compute_s_per_rank'], d2['compute_s_per_rank'])
+assert abs(d1['compute_s_per_rank'] - d0['compute_s_per_rank']) > 0.01 * d0['compute_s_per_rank']
+EOF
+"$wpgen" compare -t topologies/cpu-2x2.json -m tiny --calibration "$tmp/c2.json" --strategies 1f1b,fsdp >"$tmp/o" 2>"$tmp/e" && ok || bad "compare --calibration: $(head -2 "$tmp/e")"
+"$wpgen" plan -t topologies/cpu-2x2.json -m tiny -s auto --calibration "$tmp/c2.json" >"$tmp/o" 2>"$tmp/e" && ok || bad "plan -s auto --calibration: $(head -2 "$tmp/e")"
+echo '{"version": 1, "device_types": {"cpu": {"precision": "fp32", "matmul_tflops": "fast"}}}' >"$tmp/cb.json"
+"$wpgen" sim -t topologies/cpu-2x2.json -m tiny --calibration "$tmp/cb.json" >/dev/null 2>"$tmp/e"; [ $? = 2 ] &&
+    grep -q "cb.json: device_types.cpu.matmul_tflops: expected a number" "$tmp/e" && ok || bad "bad calibration: $(head -2 "$tmp/e")"
+sed 's/"cpu"/"gpu9"/' "$tmp/c1.json" >"$tmp/co.json"
+"$wpgen" compare -t topologies/cpu-2x2.json -m tiny --calibration "$tmp/co.json" >/dev/null 2>"$tmp/e"; [ $? = 2 ] &&
+    grep -q "names none of the topology's device types (cpu)" "$tmp/e" && ok || bad "calibration of other types: $(head -2 "$tmp/e")"
+"$wpgen" sim -t topologies/cpu-2x2.json -m tiny --calibration "$tmp/none.json" >/dev/null 2>"$tmp/e"; [ $? = 2 ] &&
+    grep -q "cannot open" "$tmp/e" && ok || bad "missing calibration: $(head -2 "$tmp/e")"
+
 # twice the bandwidth of every link (and the network) never slows a step down
 for topo in weipipe-2x8-a800-nvlink-10gbe weipipe-1x8-a800-nvlink weipipe-4x8-a800-pcie-10gbe tawpipe-3x8-a800-pcie-10gbe; do
     python3 - topologies/$topo.json "$tmp/fast.json" <<'EOF'

@@ -10,6 +10,8 @@
 #include "check.h"
 #include "plan_fixture.h"
 #include "sim/sim.h"
+#include "sim/costs.h"
+#include "calib/calib.h"
 
 static double run(const Plan *p, const SimOptions *o, SimResult *r) {
     char err[512];
@@ -24,7 +26,8 @@ static double step_of(const Plan *p, const SimOptions *o) {
     return s;
 }
 
-/* A copy of t with every link's bandwidth times f (names and nodes shared: do not free). */
+/* A copy of t with every link's bandwidth times f and every device's FLOP/s and memory bandwidth
+ * times flops_f (names and nodes shared: do not free). */
 static Topology scaled(const Topology *t, double f, double flops_f) {
     Topology u = *t;
     u.nodes = malloc((size_t)t->nnodes * sizeof *u.nodes);
@@ -33,7 +36,7 @@ static Topology scaled(const Topology *t, double f, double flops_f) {
     u.net.bw *= f;
     u.types = malloc((size_t)t->ntypes * sizeof *u.types);
     memcpy(u.types, t->types, (size_t)t->ntypes * sizeof *u.types);
-    for (int i = 0; i < t->ntypes; i++) u.types[i].peak_flops *= flops_f;
+    for (int i = 0; i < t->ntypes; i++) u.types[i].peak_flops *= flops_f, u.types[i].hbm_bw *= flops_f;
     return u;
 }
 static void scaled_free(Topology *u) { free(u->nodes); free(u->types); }
@@ -119,7 +122,8 @@ static void test_monotone_and_scaling(void) {
             SimOptions fc = { .free_comm = 1 };
             double sf = step_of(p, &fc);
             CHECK(sf <= prev * (1 + 1e-9), "%s: free communication %.9g slower than fast links %.9g", strategies[si], sf, prev);
-            /* compute only: twice the FLOP/s halves the step exactly */
+            /* compute only: twice the FLOP/s and memory bandwidth halves the step exactly (the
+             * defaults have no fixed cost per call) */
             SimOptions c1 = { .free_comm = 1, .free_local = 1 };
             double a = step_of(p, &c1);
             Topology u = scaled(&t, 1, 2);
@@ -198,18 +202,22 @@ static void test_handmade(void) {
         Plan *p = fixture_plan_opts(&t, &m, path, &o, err, sizeof err);
         CHECK(p != NULL, "handmade P=%d: %s", P, err);
         if (!p) { topology_free(&t); continue; }
-        /* by hand: fixture network 1 GB/s, 10 us; device 50 GFLOP/s x 0.5 (a CPU: the same in
-         * bf16), 10 GB/s memory */
+        /* by hand: fixture network 1 GB/s, 10 us; 10 GB/s memory; forward and backward at the
+         * cost model's rates (checked by hand in test_costs) */
         double n = (double)plan_chunk_params(p, 0), w = (double)wp_dtype_bytes(prec), g = (double)wp_dtype_bytes(grad);
         double bw = 1e9, lat = 10e-6, hbm = 10e9;
         WpChunk k = wp_chunk_make(&m, 0, 0, 2, 1, 1);
-        double f1 = wp_chunk_fwd_flops(&m, &k) / (0.05e12 * 0.5);
+        double ff[COST__COUNT], fb[COST__COUNT], coef[COST__COUNT];
+        cost_compute_features(&m, 0, 0, 2, 1, OP_FWD, 0, prec, 0, ff);
+        cost_compute_features(&m, 0, 0, 2, 1, OP_BWD, 0, prec, 0, fb);
+        calib_coefs(NULL, &t.types[0], prec, coef);
+        double fb3 = cost_seconds(ff, coef) + cost_seconds(fb, coef);   /* one forward and its backward */
         double xfer_w = lat + (P - 1) * n * w / bw;   /* P-1 flows share one NIC */
         double xfer_d = lat + (P - 1) * n * g / bw;
         /* ACC: the fp32 accumulator read and written, the arrived gradient read; OPT: master,
          * m, v read and written, the gradient read, and in bf16 the working copy written */
         double acc = (2 * 4 + g) * n / hbm, opt = (7 * 4 + (prec == WP_BF16 ? 2 : 0)) * n / hbm;
-        double expect = xfer_w + 3 * f1 + xfer_d + (P - 1) * acc + opt;
+        double expect = xfer_w + fb3 + xfer_d + (P - 1) * acc + opt;
         SimResult r;
         if (run(p, NULL, &r) >= 0) {
             char what[96];
@@ -217,8 +225,8 @@ static void test_handmade(void) {
             CHECK_CLOSE(r.step_time, expect, 1e-9, 1e-15, what);
             /* a receiving rank ends when its gradient has left */
             snprintf(what, sizeof what, "handmade P=%d rank 1 end", P);
-            CHECK_CLOSE(r.rank_end[1], xfer_w + 3 * f1 + xfer_d, 1e-9, 1e-15, what);
-            CHECK_CLOSE(r.bubble_ratio, 1 - P * 3 * f1 / (P * expect), 1e-9, 1e-15, "handmade bubble");
+            CHECK_CLOSE(r.rank_end[1], xfer_w + fb3 + xfer_d, 1e-9, 1e-15, what);
+            CHECK_CLOSE(r.bubble_ratio, 1 - P * fb3 / (P * expect), 1e-9, 1e-15, "handmade bubble");
             CHECK_CLOSE(r.link_bytes[LINK_NET], (P - 1) * n * (w + g), 1e-12, 0, "handmade network bytes");
             sim_result_free(&r);
         }
@@ -239,6 +247,76 @@ static void test_handmade(void) {
         plan_free(p);
         topology_free(&t);
     }
+}
+
+/* The cost model by hand (sim/costs.h) for a chunk of the fixture's shape: its products, its
+ * attention and its bytes; a product's efficiency falls with its size as the knee says; the
+ * topology's efficiency replaces the products' share; a calibration's rates replace the table's,
+ * moved between precisions on a GPU and not on a CPU. */
+static void test_costs(void) {
+    WpConfig m = fixture_model(2);   /* H 16, 2 heads of 8 (1 kv head), F 32, V 64, S 8, G 1 */
+    double T = 8, H = 16, q = 16, kv = 8, F = 32, V = 64, S = 8;
+    /* per layer 2 m n k for q, k, v, o, gate, up, down; 2 layers and the LM head */
+    double mm_fwd = 2 * 2 * (2 * T * H * q + 2 * T * H * kv + 3 * T * H * F) + 2 * T * H * V;
+    double attn = 2 * 1 * 2 * (S * (S + 1) / 2) * 4 * 8;
+    double bytes = 4 * T * (2 * (4 * H + 6 * H + 2 * (q + kv) + 2 * q + 2 * kv + 3 * F) + H + 2 * H + 3 * V);
+    double f[COST__COUNT];
+    cost_compute_features(&m, 0, 0, 2, 1, OP_FWD, 0, WP_FP32, 0, f);
+    CHECK_CLOSE(f[COST_MM_FLOPS], mm_fwd, 1e-12, 0, "forward product FLOPs");
+    WpChunk k = wp_chunk_make(&m, 0, 0, 2, 1, 1);
+    CHECK_CLOSE(f[COST_MM_FLOPS] + f[COST_ATTN_FWD], wp_chunk_fwd_flops(&m, &k), 1e-12, 0, "the FLOPs config.c counts");
+    CHECK(f[COST_MM_CALLS] == 15 && f[COST_OPS] == 1, "15 products, 1 call: %g %g", f[COST_MM_CALLS], f[COST_OPS]);
+    CHECK_CLOSE(f[COST_ATTN_FWD], attn, 1e-12, 0, "attention forward");
+    CHECK_CLOSE(f[COST_BYTES], bytes, 1e-12, 0, "elementwise bytes, fp32 activations");
+    double b[COST__COUNT];
+    cost_compute_features(&m, 0, 0, 2, 1, OP_BWD, 1, WP_FP32, 0, b);
+    CHECK_CLOSE(b[COST_MM_FLOPS], 3 * mm_fwd, 1e-12, 0, "backward with recomputation: 3 products per product");
+    CHECK(b[COST_MM_CALLS] == 45 && b[COST_ATTN_FWD] == attn && b[COST_ATTN_BWD] == 2 * attn, "backward's calls and attention");
+    CHECK_CLOSE(b[COST_BYTES], 3 * bytes, 1e-12, 0, "backward with recomputation: 3 times the bytes");
+    double bb[COST__COUNT], bw_[COST__COUNT];
+    cost_compute_features(&m, 0, 0, 2, 1, OP_BWD_B, 0, WP_FP32, 0, bb);
+    cost_compute_features(&m, 0, 0, 2, 1, OP_BWD_W, 0, WP_FP32, 0, bw_);
+    cost_compute_features(&m, 0, 0, 2, 1, OP_BWD, 0, WP_FP32, 0, b);
+    for (int i = 0; i < COST_OPS; i++) CHECK_CLOSE(bb[i] + bw_[i], b[i], 1e-12, 0, "BWD_B + BWD_W = BWD");
+    /* bf16 activations on a GPU halve the bytes; a CPU keeps them fp32 */
+    double g[COST__COUNT];
+    cost_compute_features(&m, 0, 0, 2, 1, OP_FWD, 0, WP_BF16, 1, g);
+    CHECK_CLOSE(g[COST_BYTES], bytes / 2, 1e-12, 0, "bf16 bytes on a GPU");
+    cost_compute_features(&m, 0, 0, 2, 1, OP_FWD, 0, WP_BF16, 0, g);
+    CHECK_CLOSE(g[COST_BYTES], bytes, 1e-12, 0, "fp32 bytes on a CPU in a bf16 plan");
+    /* rates of the table: an A800 in bf16, and in fp32 half the compute */
+    DeviceType a800 = { .name = "A800", .peak_flops = 312e12, .rated_bf16 = 1, .hbm_bw = 2039e9, .efficiency = 0.5 };
+    const CostDefaults *row = cost_defaults_for(&a800);
+    CHECK(row && !strcmp(row->match, "A800"), "the A800 row");
+    CostRates r = cost_rates_default(&a800, WP_BF16), r32 = cost_rates_default(&a800, WP_FP32);
+    CHECK_CLOSE(r.mm_flops, 312e12 * row->mm_eff, 1e-12, 0, "A800 products");
+    CHECK_CLOSE(r.attn_bwd_flops, 312e12 * row->attn_bwd_eff, 1e-12, 0, "A800 attention backward");
+    CHECK_CLOSE(r.mem_bw, 2039e9 * row->mem_eff, 1e-12, 0, "A800 memory-bound");
+    CHECK_CLOSE(r32.mm_flops, r.mm_flops / 2, 1e-12, 0, "fp32 on TF32");
+    /* one product of m n k takes 2 (mnk + knee) / R: at mnk = knee, half of R */
+    double c[COST__COUNT] = { 0 }, one[COST__COUNT] = { 0 };
+    cost_coefs(&r, c);
+    one[COST_MM_FLOPS] = 2 * r.mm_knee; one[COST_MM_CALLS] = 1;
+    CHECK_CLOSE(2 * r.mm_knee / cost_seconds(one, c), r.mm_flops / 2, 1e-12, 0, "a product at the knee reaches half");
+    one[COST_MM_FLOPS] = 2 * 1e4 * r.mm_knee;
+    CHECK(2 * 1e4 * r.mm_knee / cost_seconds(one, c) > 0.999 * r.mm_flops, "a large product reaches the rate");
+    CostRates back = cost_rates_of(c);
+    CHECK_CLOSE(back.mm_knee, r.mm_knee, 1e-12, 0, "knee through coefficients");
+    CHECK_CLOSE(back.attn_fwd_flops, r.attn_fwd_flops, 1e-12, 0, "attention through coefficients");
+    /* a topology's efficiency replaces the products' share, attention keeps its ratio */
+    a800.efficiency_set = 1;
+    CostRates re = cost_rates_default(&a800, WP_BF16);
+    CHECK_CLOSE(re.mm_flops, 312e12 * 0.5, 1e-12, 0, "efficiency given");
+    CHECK_CLOSE(re.attn_fwd_flops / re.mm_flops, row->attn_fwd_eff / row->mm_eff, 1e-12, 0, "attention's ratio kept");
+    /* a calibration's rates for the type, measured in bf16, used in fp32: half; a CPU's: the same */
+    CalibType ct = { .name = "A800", .precision = WP_BF16, .rates = r };
+    Calibration cal = { .types = &ct, .ntypes = 1 };
+    double cc[COST__COUNT];
+    calib_coefs(&cal, &a800, WP_FP32, cc);
+    CHECK_CLOSE(cc[COST_MM_FLOPS], 2 / r.mm_flops, 1e-12, 0, "calibrated bf16 used in fp32");
+    DeviceType cpu = { .name = "A800", .peak_flops = 1e11, .rated_bf16 = 0, .hbm_bw = 1e10 };
+    calib_coefs(&cal, &cpu, WP_FP32, cc);
+    CHECK_CLOSE(cc[COST_MM_FLOPS], 1 / r.mm_flops, 1e-12, 0, "a CPU computes both in fp32");
 }
 
 /* Recorded times: every operation inside its turn; the trace and picture writers run. */
@@ -279,6 +357,7 @@ int main(void) {
     fixture_init();
     test_bubble();
     test_monotone_and_scaling();
+    test_costs();
     test_handmade();
     test_records();
     fixture_done();

@@ -1,0 +1,103 @@
+/* Reads a runtime trace (trace_read.h). Ranks' clocks need not agree: a step's time is measured
+ * on each rank between the ends of its consecutive optimizer spans (every rank ends a step at the
+ * same collective), and the step's time is the largest of the ranks'. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <jansson.h>
+#include "calib/trace_read.h"
+#include "common/errmsg.h"
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_span(const void *a, const void *b) {
+    const TraceSpan *x = a, *y = b;
+    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+    return x->t0 < y->t0 ? -1 : x->t0 > y->t0;
+}
+
+int trace_read(const char *path, TraceRun *run, char *err, size_t errlen) {
+    memset(run, 0, sizeof *run);
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root) return errmsg(err, errlen, "%s: line %d: not a JSON trace: %s", path, jerr.line, jerr.text);
+    json_t *ev = json_object_get(root, "traceEvents");
+    if (!json_is_array(ev)) { json_decref(root); return errmsg(err, errlen, "%s: traceEvents: expected an array (a trace of train --trace)", path); }
+    size_t n = json_array_size(ev);
+    run->spans = calloc(n + 1, sizeof *run->spans);
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        json_t *e = json_array_get(ev, i), *ph = json_object_get(e, "ph");
+        if (!json_is_string(ph) || strcmp(json_string_value(ph), "X")) continue;
+        const char *cat = json_string_value(json_object_get(e, "cat")), *name = json_string_value(json_object_get(e, "name"));
+        json_t *pid = json_object_get(e, "pid"), *ts = json_object_get(e, "ts"), *dur = json_object_get(e, "dur");
+        if (!cat || !name) { rc = errmsg(err, errlen, "%s: traceEvents[%zu]: expected a name and a cat", path, i); break; }
+        TraceSpan s = { 0 };
+        if (!strcmp(cat, "forward") || !strcmp(cat, "backward")) {
+            char fb;
+            if (sscanf(name, "%c%d mb%d", &fb, &s.chunk, &s.mb) != 3 || (fb != 'F' && fb != 'B')) {
+                rc = errmsg(err, errlen, "%s: traceEvents[%zu].name: expected \"F<chunk> mb<m>\" or \"B<chunk> mb<m>\", got \"%.40s\"", path, i, name);
+                break;
+            }
+            s.kind = fb == 'F' ? TR_FWD : TR_BWD;
+        } else if (!strcmp(cat, "optimizer")) s.kind = TR_OPT;
+        else continue;   /* transfers, checkpoints */
+        const char *bad = !json_is_integer(pid) || json_integer_value(pid) < 0 || json_integer_value(pid) > (1 << 17) ? "pid"
+                          : !json_is_number(ts) ? "ts" : !json_is_number(dur) || json_number_value(dur) < 0 ? "dur" : NULL;
+        if (bad) { rc = errmsg(err, errlen, "%s: traceEvents[%zu].%s: expected a number >= 0", path, i, bad); break; }
+        s.rank = (int)json_integer_value(pid);
+        s.t0 = json_number_value(ts) * 1e-6;
+        s.dur = json_number_value(dur) * 1e-6;
+        if (s.rank + 1 > run->nranks) run->nranks = s.rank + 1;
+        run->spans[run->nspans++] = s;
+    }
+    json_decref(root);
+    if (rc) { trace_run_free(run); return -1; }
+    qsort(run->spans, (size_t)run->nspans, sizeof *run->spans, cmp_span);
+    /* per rank: the ends of its optimizer spans; spans before the k-th end belong to step k */
+    int nr = run->nranks, minsteps = -1;
+    double **ends = calloc((size_t)nr + 1, sizeof *ends);
+    int *nend = calloc((size_t)nr + 1, sizeof *nend);
+    for (int i = 0; i < run->nspans; i++) {
+        TraceSpan *s = &run->spans[i];
+        if (s->kind != TR_OPT) continue;
+        ends[s->rank] = realloc(ends[s->rank], (size_t)(nend[s->rank] + 1) * sizeof(double));
+        ends[s->rank][nend[s->rank]++] = s->t0 + s->dur;
+    }
+    for (int r = 0; r < nr; r++) if (minsteps < 0 || nend[r] < minsteps) minsteps = nend[r];
+    if (nr == 0 || minsteps < 2)
+        rc = errmsg(err, errlen, "%s: expected the spans of at least 2 steps on every rank (forward, backward, AdamW: train --trace), "
+                    "got %d", path, nr == 0 ? 0 : minsteps);
+    for (int i = 0, k = 0, prev = -1; !rc && i < run->nspans; i++) {
+        TraceSpan *s = &run->spans[i];
+        if (s->rank != prev) { k = 0; prev = s->rank; }
+        while (k < nend[s->rank] && s->t0 >= ends[s->rank][k] - 1e-9) k++;
+        s->step = k;
+    }
+    if (!rc) {
+        run->nsteps = minsteps;
+        int nt = minsteps - 1;
+        double *t = calloc(nt > 0 ? (size_t)nt : 1, sizeof *t);
+        for (int k = 1; k < minsteps; k++)
+            for (int r = 0; r < nr; r++) {
+                double d = ends[r][k] - ends[r][k - 1];
+                if (d > t[k - 1]) t[k - 1] = d;
+            }
+        qsort(t, (size_t)nt, sizeof *t, cmp_double);
+        run->step_median_s = nt % 2 ? t[nt / 2] : (t[nt / 2 - 1] + t[nt / 2]) / 2;
+        run->nstep_times = nt;
+        free(t);
+    }
+    for (int r = 0; r < nr; r++) free(ends[r]);
+    free(ends); free(nend);
+    if (rc) trace_run_free(run);
+    return rc;
+}
+
+void trace_run_free(TraceRun *run) {
+    free(run->spans);
+    memset(run, 0, sizeof *run);
+}

@@ -1,0 +1,383 @@
+/* wpgen calibrate: fits a calibration file (calib/calib.h) to measured runs of emitted programs.
+ *
+ *   wpgen calibrate -t TOPO.json --trace RUN/trace.json [--trace ...] [--held-out RUN2/trace.json ...]
+ *                   [--links LINKS.json] -o CALIB.json [--force]
+ *
+ * Each trace is read with the plan.json beside it (or the one --plan names just before it): the
+ * plan is built again from the options plan.json records, on the topology of the last -t before
+ * the trace, and must have the same hash. Every forward, backward and optimizer span of the
+ * steps after the first is a sample: its features (sim/costs.h) against its measured time; the
+ * samples of each device type give its rates by least squares (calib/fit.c). A link benchmark's
+ * result (scripts/linkbench.sh) gives the links. Then every run is simulated with the new
+ * calibration and its predicted step printed beside the measured one (the median of its steps
+ * after the first), the fitted runs and the held-out ones (not fitted) apart. The file is written
+ * last; an existing one only with --force. Exit status: 0, or 2 for bad input. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <jansson.h>
+#include "cli/cli.h"
+#include "calib/calib.h"
+#include "calib/fit.h"
+#include "calib/trace_read.h"
+#include "common/modelcfg.h"
+#include "emit/emit.h"
+#include "ir/op_table.h"
+#include "ir/xalloc.h"
+
+typedef struct Run {
+    const char *trace, *plan_path, *topo_path;
+    char plan_buf[4200];
+    int held_out;
+    Topology topo;
+    WpConfig model;
+    char model_name[256];
+    Plan *plan;
+    TraceRun tr;
+    double predicted, measured;
+} Run;
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: wpgen calibrate -t TOPO.json --trace RUN/trace.json [--trace ...] [--held-out RUN/trace.json ...]\n"
+               "                       [--plan PLAN.json (for the next trace)] [--links LINKS.json] -o CALIB.json [--force]\n"
+               "Fits the simulator's compute rates (and, with --links, its links) to the traces of emitted runs\n"
+               "(train --trace), writes them as a calibration file for --calibration, and prints each run's\n"
+               "predicted and measured step time. A trace's plan.json is the one beside it unless --plan names\n"
+               "another; -t is the topology the runs were emitted for (it applies to the traces after it).\n"
+               "Exit status: 0 done, 2 bad input.\n");
+}
+
+/* The plan of a run, built again from what its plan.json records, checked by its hash. */
+static int rebuild(Run *r, char *err, size_t errlen) {
+    json_error_t jerr;
+    json_t *pj = json_load_file(r->plan_path, 0, &jerr);
+    if (!pj) return snprintf(err, errlen, "%s: line %d: %s (the plan.json of %s; --plan names another)", r->plan_path, jerr.line,
+                             jerr.text, r->trace), -1;
+    int rc = -1;
+    json_t *model = json_object_get(pj, "model");
+    const char *strategy = json_string_value(json_object_get(pj, "strategy"));
+    const char *hash = json_string_value(json_object_get(pj, "plan_hash"));
+    const char *prec = json_string_value(json_object_get(pj, "precision")), *gprec = json_string_value(json_object_get(pj, "grad_precision"));
+    json_t *mbr = json_object_get(pj, "micro_batches_per_rank"), *rep = json_object_get(pj, "replicas");
+    json_t *chunks = json_object_get(pj, "chunks");
+    const char *missing = !json_is_object(model) ? "model" : !strategy ? "strategy" : !hash ? "plan_hash" : !prec ? "precision"
+                          : !gprec ? "grad_precision" : !json_is_integer(mbr) ? "micro_batches_per_rank"
+                          : !json_is_integer(rep) ? "replicas" : !json_is_array(chunks) ? "chunks" : NULL;
+    if (missing) { snprintf(err, errlen, "%s: %s: missing or of the wrong type (not a plan.json of wpgen emit?)", r->plan_path, missing); goto done; }
+    char *text = json_dumps(model, JSON_COMPACT);
+    char merr[1024];
+    int mrc = model_config_parse(r->plan_path, text, strlen(text), &r->model, merr, sizeof merr);
+    free(text);
+    if (mrc) { snprintf(err, errlen, "%s (model)", merr); goto done; }
+    r->model.seq = (int)json_integer_value(json_object_get(model, "seq_len"));
+    r->model.mbs = (int)json_integer_value(json_object_get(model, "micro_batch_size"));
+    snprintf(r->model_name, sizeof r->model_name, "%s", json_string_value(json_object_get(model, "name")) ? json_string_value(json_object_get(model, "name")) : "model");
+    if (model_check(&r->model, merr, sizeof merr)) { snprintf(err, errlen, "%s: model: %s", r->plan_path, merr); goto done; }
+    StrategyOpts o = { .micro_batches = (int)json_integer_value(mbr), .replicas = (int)json_integer_value(rep),
+                       .recompute = json_is_true(json_object_get(pj, "recompute")), .grouping = "auto" };
+    if (wp_dtype_parse(prec, &o.precision) || wp_dtype_parse(gprec, &o.grad_precision)) {
+        snprintf(err, errlen, "%s: precision: expected fp32 or bf16", r->plan_path);
+        goto done;
+    }
+    /* the chunks option: the strategy's default, or as many as the plan has; fsdp's variant */
+    int tries[2] = { 0, (int)json_array_size(chunks) }, nvar = !strcmp(strategy, "fsdp") ? 2 : 1;
+    for (int k = 0; k < 2 * nvar && rc; k++) {
+        o.chunks = tries[k % 2];
+        o.fsdp_variant = k >= 2 ? "full-shard" : NULL;
+        char perr[4096], got[20];
+        Plan *p = NULL;
+        if (make_plan(strategy, &r->topo, &r->model, r->model_name, &o, &p, perr, sizeof perr)) {
+            if (k == 2 * nvar - 1) { char *nl = strchr(perr, '\n'); if (nl) *nl = 0; snprintf(err, errlen, "%s: cannot plan it again: %.3000s", r->plan_path, perr); }
+            continue;
+        }
+        snprintf(got, sizeof got, "%016llx", (unsigned long long)plan_hash(p));
+        if (!strcmp(got, hash)) { r->plan = p; rc = 0; }
+        else {
+            plan_free(p);
+            if (k == 2 * nvar - 1) snprintf(err, errlen, "%s: planned again on %s it is another plan (hash %s, the file's %s): another topology, "
+                                 "or options plan.json does not record (--rounds, --grouping)", r->plan_path, r->topo_path, got, hash);
+        }
+    }
+done:
+    json_decref(pj);
+    return rc;
+}
+
+/* The device type of a run's rank. */
+static const DeviceType *type_of(const Run *r, int rank) {
+    return &r->topo.types[r->topo.nodes[r->plan->ranks[rank].node].type];
+}
+
+/* A span's features; an optimizer span holds all of the rank's OPTs. */
+static void span_features(const Run *r, const TraceSpan *s, double f[COST__COUNT]) {
+    const Plan *p = r->plan;
+    for (int j = 0; j < COST__COUNT; j++) f[j] = 0;
+    if (s->kind == TR_OPT) {
+        const PlanRank *rk = &p->ranks[s->rank];
+        for (int i = 0; i < rk->nops; i++) {
+            if (rk->ops[i].kind != OP_OPT) continue;
+            double g[COST__COUNT];
+            sim_op_features(p, s->rank, &rk->ops[i], &rk->notes[i], g);
+            for (int j = 0; j < COST__COUNT; j++) f[j] += g[j];
+        }
+        return;
+    }
+    const PlanChunk *c = &p->chunks[s->chunk];
+    cost_compute_features(&p->model, s->chunk, c->layer0, c->nlayers, p->nchunks, s->kind == TR_FWD ? OP_FWD : OP_BWD, p->recompute,
+                          p->precision, type_of(r, s->rank)->rated_bf16, f);
+}
+
+static int load_links(const char *path, Calibration *cal, char *err, size_t errlen);
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median over a run's forward and backward spans (after its first step) of measured over
+ * calibrated time: 1 when the run computes at the fitted rates; above it when its ranks computed
+ * slower (sharing cores with each other or other work), which no model of the links explains. */
+static double span_ratio(const Run *r, const Calibration *cal) {
+    double *x = xcalloc((size_t)r->tr.nspans + 1, sizeof *x);
+    int n = 0;
+    for (int k = 0; k < r->tr.nspans; k++) {
+        const TraceSpan *s = &r->tr.spans[k];
+        if (s->step == 0 || s->kind == TR_OPT || s->dur <= 0) continue;
+        double f[COST__COUNT], c[COST__COUNT];
+        span_features(r, s, f);
+        calib_coefs(cal, type_of(r, s->rank), r->plan->precision, c);
+        double t = cost_seconds(f, c);
+        if (t > 0) x[n++] = s->dur / t;
+    }
+    qsort(x, (size_t)n, sizeof *x, cmp_dbl);
+    double m = n ? (n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2) : 0;
+    free(x);
+    return m;
+}
+
+/* The plan has the span's forward or backward on the span's rank. */
+static int has_op(const Plan *p, const TraceSpan *s) {
+    if (s->rank >= p->nranks) return 0;
+    const PlanRank *rk = &p->ranks[s->rank];
+    for (int i = 0; i < rk->nops; i++) {
+        const Op *op = &rk->ops[i];
+        if (op->chunk == s->chunk && op->mb == s->mb && (s->kind == TR_FWD ? op->kind == OP_FWD : op->kind == OP_BWD)) return 1;
+    }
+    return 0;
+}
+
+static int cmp_sample(const void *a, const void *b) {
+    const FitSample *x = a, *y = b;
+    for (int j = 0; j < COST__COUNT; j++)
+        if (x->f[j] != y->f[j]) return x->f[j] < y->f[j] ? -1 : 1;
+    return x->d < y->d ? -1 : x->d > y->d;
+}
+
+/* Spans of the same work (the same chunk forward, say, on every rank and step) become one sample
+ * at their median time: a span slowed down by another process on the machine (a core taken
+ * away for milliseconds) does not pull the fit. Returns the new count. */
+static int median_samples(FitSample *xs, int n) {
+    qsort(xs, (size_t)n, sizeof *xs, cmp_sample);
+    int m = 0;
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j < n && !memcmp(xs[j].f, xs[i].f, sizeof xs[i].f)) j++;
+        FitSample x = xs[i];
+        x.d = (j - i) % 2 ? xs[i + (j - i) / 2].d : (xs[i + (j - i) / 2 - 1].d + xs[i + (j - i) / 2].d) / 2;
+        xs[m++] = x;
+        i = j;
+    }
+    return m;
+}
+
+int cmd_calibrate(int argc, char **argv) {
+    Run *runs = xcalloc((size_t)argc, sizeof *runs);
+    int nruns = 0, force = 0, rc = 0;
+    const char *topo = NULL, *plan = NULL, *out = NULL, *links = NULL;
+    for (int i = 2; i < argc; i++) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(stdout); free(runs); return 0; }
+        if (!strcmp(f, "--force")) { force = 1; continue; }
+        if (!v) { fprintf(stderr, "wpgen calibrate: %s needs a value\n", f); free(runs); return EXIT_BAD_INPUT; }
+        i++;
+        if (!strcmp(f, "-t") || !strcmp(f, "--topology")) topo = v;
+        else if (!strcmp(f, "--plan")) plan = v;
+        else if (!strcmp(f, "-o") || !strcmp(f, "--out")) out = v;
+        else if (!strcmp(f, "--links")) links = v;
+        else if (!strcmp(f, "--trace") || !strcmp(f, "--held-out")) {
+            if (!topo) { fprintf(stderr, "wpgen calibrate: %s %s: give -t TOPO.json before it (the topology the run was emitted for)\n", f, v); free(runs); return EXIT_BAD_INPUT; }
+            Run *r = &runs[nruns++];
+            r->trace = v; r->topo_path = topo; r->held_out = f[2] == 'h';
+            if (plan) r->plan_path = plan;
+            else {
+                const char *slash = strrchr(v, '/');
+                snprintf(r->plan_buf, sizeof r->plan_buf, "%.*splan.json", slash ? (int)(slash - v + 1) : 0, v);
+                r->plan_path = r->plan_buf;
+            }
+            plan = NULL;
+        } else { fprintf(stderr, "wpgen calibrate: unknown flag \"%s\"\n", f); free(runs); return EXIT_BAD_INPUT; }
+    }
+    int nfit = 0;
+    for (int i = 0; i < nruns; i++) nfit += !runs[i].held_out;
+    struct stat st;
+    if (!nfit) { fprintf(stderr, "wpgen calibrate: --trace RUN/trace.json is required (a run to fit to; wpgen calibrate -h)\n"); rc = EXIT_BAD_INPUT; }
+    else if (!out) { fprintf(stderr, "wpgen calibrate: -o CALIB.json is required\n"); rc = EXIT_BAD_INPUT; }
+    else if (!force && stat(out, &st) == 0) { fprintf(stderr, "wpgen calibrate: -o %s exists; refusing to overwrite it (--force replaces it)\n", out); rc = EXIT_BAD_INPUT; }
+    char err[4200];
+    for (int i = 0; i < nruns && !rc; i++) {
+        Run *r = &runs[i];
+        if (topology_load(r->topo_path, &r->topo, err, sizeof err)) { rc = bad("%s%s", err, ""); break; }
+        if (trace_read(r->trace, &r->tr, err, sizeof err)) { rc = bad("calibrate: %s%s", err, ""); break; }
+        if (rebuild(r, err, sizeof err)) { rc = bad("calibrate: %s%s", err, ""); break; }
+        if (r->tr.nranks != r->plan->nranks) {
+            fprintf(stderr, "wpgen: calibrate: %s has spans of %d ranks, its plan %s has %d\n", r->trace, r->tr.nranks, r->plan_path, r->plan->nranks);
+            rc = EXIT_BAD_INPUT;
+        }
+        for (int k = 0; !rc && k < r->tr.nspans; k++) {
+            const TraceSpan *s = &r->tr.spans[k];
+            if (s->kind == TR_OPT || has_op(r->plan, s)) continue;
+            fprintf(stderr, "wpgen: calibrate: %s: rank %d runs %c%d mb%d, which its plan %s does not (the trace of another plan?)\n",
+                    r->trace, s->rank, s->kind == TR_FWD ? 'F' : 'B', s->chunk, s->mb, r->plan_path);
+            rc = EXIT_BAD_INPUT;
+        }
+        r->measured = r->tr.step_median_s;
+    }
+    Calibration cal = { 0 };
+    cal.types = xcalloc(64, sizeof *cal.types);
+    /* per device type: the samples of the fitted runs, after each run's first step */
+    for (int i = 0; i < nruns && !rc; i++) {
+        if (runs[i].held_out) continue;
+        for (int t = 0; t < runs[i].topo.ntypes; t++) {
+            const DeviceType *d = &runs[i].topo.types[t];
+            if (calib_find(&cal, d->name)) continue;
+            if (cal.ntypes == 64) break;
+            CalibType *ct = &cal.types[cal.ntypes];
+            ct->precision = runs[i].plan->precision;
+            int n = 0, cap = 1024;
+            FitSample *xs = xcalloc((size_t)cap, sizeof *xs);
+            for (int j = 0; j < nruns; j++) {
+                Run *r = &runs[j];
+                if (r->held_out) continue;
+                for (int k = 0; k < r->tr.nspans; k++) {
+                    const TraceSpan *s = &r->tr.spans[k];
+                    if (s->step == 0 || s->dur <= 0 || strcmp(type_of(r, s->rank)->name, d->name)) continue;
+                    if (n == cap) xs = xrealloc(xs, (size_t)(cap *= 2) * sizeof *xs);
+                    span_features(r, s, xs[n].f);
+                    /* a GPU run in the other precision: its compute counted at this one's rates */
+                    if (type_of(r, s->rank)->rated_bf16 && r->plan->precision != ct->precision) {
+                        double k2 = r->plan->precision == WP_FP32 ? 2 : 0.5;
+                        xs[n].f[COST_MM_FLOPS] *= k2; xs[n].f[COST_MM_CALLS] *= k2; xs[n].f[COST_ATTN_FWD] *= k2; xs[n].f[COST_ATTN_BWD] *= k2;
+                    }
+                    xs[n++].d = s->dur;
+                }
+            }
+            if (n == 0) { free(xs); continue; }
+            int nspans = n;
+            n = median_samples(xs, n);
+            double prior[COST__COUNT], scale[COST__COUNT], c[COST__COUNT], rms = 0;
+            CostRates def = cost_rates_default(d, ct->precision);
+            cost_coefs(&def, prior);
+            for (int j = 0; j < COST__COUNT; j++) scale[j] = prior[j] > 0 ? prior[j] : j == COST_OPS ? 1e-4 : 1e-12;
+            if (fit_costs(xs, n, prior, scale, c, &rms)) { free(xs); fprintf(stderr, "wpgen: calibrate: the fit of %s failed\n", d->name); rc = EXIT_BAD_INPUT; break; }
+            free(xs);
+            ct->rates = cost_rates_of(c);
+            /* a class the spans never exercised (its coefficient at 0) keeps the default's rate */
+            if (!isfinite(ct->rates.mm_flops)) ct->rates.mm_flops = def.mm_flops;
+            if (!isfinite(ct->rates.attn_fwd_flops)) ct->rates.attn_fwd_flops = def.attn_fwd_flops;
+            if (!isfinite(ct->rates.attn_bwd_flops)) ct->rates.attn_bwd_flops = def.attn_bwd_flops;
+            if (!isfinite(ct->rates.mem_bw)) ct->rates.mem_bw = def.mem_bw;
+            ct->name = xstrdup(d->name);
+            cal.ntypes++;
+            const CostRates *x = &ct->rates;
+            printf("calibrate: %s (%s, %d spans of %d kinds, rms error %.1f%%): products %.4g TFLOP/s (knee %.3g), attention %.4g / %.4g TFLOP/s, "
+                   "memory %.4g GB/s, %.3g us per call\n", d->name, wp_dtype_name(ct->precision), nspans, n, 100 * rms, x->mm_flops / 1e12,
+                   x->mm_knee, x->attn_fwd_flops / 1e12, x->attn_bwd_flops / 1e12, x->mem_bw / 1e9, x->op_overhead_s * 1e6);
+        }
+    }
+    if (!rc && links && load_links(links, &cal, err, sizeof err)) rc = bad("calibrate: %s%s", err, "");
+    if (!rc && cal.intra.set) printf("calibrate: links inside a node %.4g GB/s, %.3g us\n", cal.intra.bw / 1e9, cal.intra.lat * 1e6);
+    if (!rc && cal.net.set) printf("calibrate: network %.4g GB/s, %.3g us\n", cal.net.bw / 1e9, cal.net.lat * 1e6);
+    /* every run predicted with the calibration */
+    json_t *fit = json_object(), *jr = json_array();
+    double err2[2] = { 0 }, worst[2] = { 0 };
+    int cnt[2] = { 0 };
+    for (int role = 0; role < 2 && !rc; role++) {
+        for (int i = 0; i < nruns; i++) {
+            Run *r = &runs[i];
+            if (r->held_out != role) continue;
+            if (!cnt[role]) printf("%-10s %-44s %-20s %12s %12s %8s %7s\n", role ? "held out" : "fitted", "trace", "strategy", "predicted s", "measured s", "error", "spans");
+            calib_apply_links(&cal, &r->topo);
+            SimOptions so = { .calib = &cal };
+            SimResult s;
+            if (sim_run(r->plan, &so, &s, err, sizeof err)) { rc = bad("calibrate: sim: %s%s", err, ""); break; }
+            r->predicted = s.step_time;
+            sim_result_free(&s);
+            double e = r->predicted / r->measured - 1;
+            printf("%-10s %-44s %-20s %12.5g %12.5g %+7.1f%% %6.2fx\n", "", r->trace, r->plan->strategy, r->predicted, r->measured, 100 * e,
+                   span_ratio(r, &cal));
+            json_array_append_new(jr, json_pack("{s:s, s:s, s:s, s:f, s:f}", "trace", r->trace, "role", role ? "held-out" : "fitted",
+                                                "strategy", r->plan->strategy, "predicted_s", r->predicted, "measured_s", r->measured));
+            err2[role] += e * e; cnt[role]++;
+            if (fabs(e) > worst[role]) worst[role] = fabs(e);
+        }
+    }
+    for (int role = 0; role < 2 && !rc; role++)
+        if (cnt[role]) printf("calibrate: %s runs: %d, rms error %.1f%%, worst %.1f%%\n", role ? "held-out" : "fitted", cnt[role],
+                              100 * sqrt(err2[role] / cnt[role]), 100 * worst[role]);
+    json_object_set_new(fit, "runs", jr);
+    if (!rc) {
+        char about[256];
+        snprintf(about, sizeof about, "wpgen calibrate %s: fitted to %d run%s", WPGEN_VERSION, nfit, nfit > 1 ? "s" : "");
+        cal.about = xstrdup(about);
+        cal.fit_json = json_dumps(fit, JSON_COMPACT | JSON_REAL_PRECISION(17));
+        if (calib_save(out, &cal, force, err, sizeof err)) rc = bad("calibrate: %s%s", err, "");
+        else printf("calibrate: wrote %s\n", out);
+    }
+    json_decref(fit);
+    calib_free(&cal);
+    for (int i = 0; i < nruns; i++) {
+        plan_free(runs[i].plan);
+        trace_run_free(&runs[i].tr);
+        if (runs[i].topo.name) topology_free(&runs[i].topo);
+    }
+    free(runs);
+    return rc;
+}
+
+/* A link benchmark's result (scripts/linkbench.c): point-to-point times between pairs of ranks,
+ * on one host or two; each class's latency and bandwidth by least squares. */
+static int load_links(const char *path, Calibration *cal, char *err, size_t errlen) {
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root) return snprintf(err, errlen, "%s: line %d: malformed JSON: %s", path, jerr.line, jerr.text), -1;
+    json_t *ver = json_object_get(root, "version"), *kind = json_object_get(root, "kind"), *p2p = json_object_get(root, "p2p");
+    int rc = 0;
+    if (!json_is_integer(ver) || json_integer_value(ver) != 1) rc = -1, snprintf(err, errlen, "%s: version: expected 1", path);
+    else if (!json_is_string(kind) || strcmp(json_string_value(kind), "wpgen-linkbench"))
+        rc = -1, snprintf(err, errlen, "%s: kind: expected \"wpgen-linkbench\" (the output of scripts/linkbench.sh)", path);
+    else if (!json_is_array(p2p) || json_array_size(p2p) == 0) rc = -1, snprintf(err, errlen, "%s: p2p: expected a non-empty array", path);
+    size_t n = rc ? 0 : json_array_size(p2p);
+    double *b[2], *t[2];
+    int m[2] = { 0 };
+    for (int k = 0; k < 2; k++) b[k] = xcalloc(n + 1, sizeof(double)), t[k] = xcalloc(n + 1, sizeof(double));
+    for (size_t i = 0; i < n && !rc; i++) {
+        json_t *e = json_array_get(p2p, i), *sh = json_object_get(e, "same_host"), *by = json_object_get(e, "bytes"), *s = json_object_get(e, "seconds");
+        if (!json_is_boolean(sh)) { rc = -1, snprintf(err, errlen, "%s: p2p[%zu].same_host: expected true or false", path, i); break; }
+        if (!json_is_number(by) || json_number_value(by) <= 0) { rc = -1, snprintf(err, errlen, "%s: p2p[%zu].bytes: expected a positive number", path, i); break; }
+        if (!json_is_number(s) || json_number_value(s) <= 0) { rc = -1, snprintf(err, errlen, "%s: p2p[%zu].seconds: expected a positive number", path, i); break; }
+        int k = json_is_true(sh) ? 0 : 1;
+        b[k][m[k]] = json_number_value(by); t[k][m[k]++] = json_number_value(s);
+    }
+    for (int k = 0; k < 2 && !rc; k++) {
+        if (!m[k]) continue;
+        CalibLink *l = k ? &cal->net : &cal->intra;
+        if (fit_link(b[k], t[k], m[k], &l->lat, &l->bw)) rc = -1, snprintf(err, errlen, "%s: p2p: the %s pairs need at least 2 message sizes", path, k ? "two-host" : "same-host");
+        else l->set = 1;
+    }
+    for (int k = 0; k < 2; k++) free(b[k]), free(t[k]);
+    json_decref(root);
+    return rc ? -1 : 0;
+}
