@@ -234,6 +234,11 @@ static int run_local(Verifier *V, int r, int opi) {
         if (g->count != V->M) {
             int missing = 0;
             while (g->set[missing / 64] >> (missing % 64) & 1) missing++;
+            /* the B/W rule: every BWD_W before its gradient is applied */
+            for (int q = 0; q < p->nranks; q++)
+                if (keyset_has(&V->rs[q].keep, key_make(K_STASHW, c, missing)))
+                    return verr(V, r, opi, "the gradient of chunk %d has %d of %d micro-batches: micro-batch %d's BWD_W "
+                                "(its BWD_B ran on rank %d) has not run before this update", c, g->count, V->M, missing, q);
             return verr(V, r, opi, "the gradient of chunk %d has %d of %d micro-batches (micro-batch %d is missing)", c, g->count, V->M, missing);
         }
         p->ranks[r].notes[opi].chunk = c;

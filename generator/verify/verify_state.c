@@ -116,7 +116,10 @@ static size_t keep_bytes(Verifier *V, uint64_t key) {
     if (kind == K_ACT || kind == K_GRAD) return plan_act_bytes(V->p);
     const PlanChunk *c = &V->p->chunks[chunk];
     WpChunk k = wp_chunk_make(&V->p->model, chunk, c->layer0, c->nlayers, chunk == 0, chunk == V->p->nchunks - 1);
-    return wp_stash_bytes(&V->p->model, &k, V->p->recompute, V->p->precision);
+    size_t stash = wp_stash_bytes(&V->p->model, &k, V->p->recompute, V->p->precision);
+    /* between BWD_B and BWD_W: the stash, and what the B pass keeps for the W pass (config.h) */
+    if (kind == K_STASHW) return stash + wp_keep_bytes(&V->p->model, &k, V->p->recompute, V->p->precision);
+    return stash;
 }
 
 void keep_add(Verifier *V, int r, uint64_t key) {
