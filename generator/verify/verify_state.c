@@ -134,3 +134,19 @@ int keep_take(Verifier *V, int r, uint64_t key) {
     V->rs[r].act_bytes -= keep_bytes(V, key);
     return 1;
 }
+
+/* The split backward's rule, every BWD_W before its gradient leaves or is applied, named in the
+ * message of an operation that found no gradient: the first W pass rank r still owes. */
+const char *bw_pending_hint(const Verifier *V, int r, char *buf, size_t len) {
+    const KeySet *k = &V->rs[r].keep;
+    buf[0] = 0;
+    for (size_t i = 0; i < k->cap; i++) {
+        uint64_t key = k->slots[i];
+        if (key && (int)(key >> 60) == K_STASHW) {
+            snprintf(buf, len, " (this rank's BWD_W of chunk %d for micro-batch %d has not run: every BWD_W comes before its gradient leaves)",
+                     (int)((key >> 32) & 0xfffffff), (int)(uint32_t)key);
+            break;
+        }
+    }
+    return buf;
+}
