@@ -23,6 +23,11 @@
  * With recompute only the chunk's input is stashed; backward re-runs the forward into a full
  * stash inside the scratch first.
  *
+ * The zero-bubble schedules split backward in two (wp_chunk_backward_input, then
+ * wp_chunk_backward_weights; model.h lists what the first keeps for the second): the same
+ * operations as wp_chunk_backward in the same order, the weight products' dW halves and the norms'
+ * dw sums moved to the second call, so both give the same bits as the whole backward.
+ *
  * Precision. With wp_scratch_set_precision(s, WP_BF16) a chunk computes as a bf16 GPU
  * implementation will, so that the CPU is that implementation's numerical reference: arithmetic
  * in fp32, but every tensor the GPU stores in bf16 is rounded to bf16 (to nearest even) at the
