@@ -208,7 +208,11 @@ static int run_local(Verifier *V, int r, int opi) {
         return 0;
     case OP_ACC: {
         Val *dst = &s->bufs[op->buf], *src = &s->bufs[op->buf2];
-        if (src->kind != V_D) return verr(V, r, opi, "%s holds %s, not a gradient", p->ranks[r].bufs[op->buf2].name, val_describe(V, src, d1, sizeof d1));
+        if (src->kind != V_D) {
+            char h[160];
+            return verr(V, r, opi, "%s holds %s, not a gradient%s", p->ranks[r].bufs[op->buf2].name, val_describe(V, src, d1, sizeof d1),
+                        bw_pending_hint(V, r, h, sizeof h));
+        }
         if (dst->kind != V_EMPTY && (dst->chunk != src->chunk || dst->shard != src->shard || dst->nshards != src->nshards))
             return verr(V, r, opi, "adds %s to %s", val_describe(V, src, d1, sizeof d1), val_describe(V, dst, d2, sizeof d2));
         int dup;
@@ -234,6 +238,11 @@ static int run_local(Verifier *V, int r, int opi) {
         if (g->count != V->M) {
             int missing = 0;
             while (g->set[missing / 64] >> (missing % 64) & 1) missing++;
+            /* the B/W rule: every BWD_W before its gradient is applied */
+            for (int q = 0; q < p->nranks; q++)
+                if (keyset_has(&V->rs[q].keep, key_make(K_STASHW, c, missing)))
+                    return verr(V, r, opi, "the gradient of chunk %d has %d of %d micro-batches: micro-batch %d's BWD_W "
+                                "(its BWD_B ran on rank %d) has not run before this update", c, g->count, V->M, missing, q);
             return verr(V, r, opi, "the gradient of chunk %d has %d of %d micro-batches (micro-batch %d is missing)", c, g->count, V->M, missing);
         }
         p->ranks[r].notes[opi].chunk = c;

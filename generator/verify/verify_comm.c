@@ -78,8 +78,11 @@ static int post_send(Verifier *V, int r, int i) {
                         op->what == WHAT_A ? "input" : "input gradient", op->chunk, op->mb);
     } else {
         const Val *v = &s->bufs[op->buf];
-        if (v->kind != (op->what == WHAT_W ? V_W : V_D))
-            return verr(V, r, i, "%s holds %s", V->p->ranks[r].bufs[op->buf].name, val_describe(V, v, d, sizeof d));
+        if (v->kind != (op->what == WHAT_W ? V_W : V_D)) {
+            char h[160];
+            return verr(V, r, i, "%s holds %s%s", V->p->ranks[r].bufs[op->buf].name, val_describe(V, v, d, sizeof d),
+                        op->what == WHAT_D ? bw_pending_hint(V, r, h, sizeof h) : "");
+        }
         val_copy(V, &x.val, v);
     }
     RankState *q = &V->rs[op->peer];

@@ -116,7 +116,10 @@ static size_t keep_bytes(Verifier *V, uint64_t key) {
     if (kind == K_ACT || kind == K_GRAD) return plan_act_bytes(V->p);
     const PlanChunk *c = &V->p->chunks[chunk];
     WpChunk k = wp_chunk_make(&V->p->model, chunk, c->layer0, c->nlayers, chunk == 0, chunk == V->p->nchunks - 1);
-    return wp_stash_bytes(&V->p->model, &k, V->p->recompute, V->p->precision);
+    size_t stash = wp_stash_bytes(&V->p->model, &k, V->p->recompute, V->p->precision);
+    /* between BWD_B and BWD_W: the stash, and what the B pass keeps for the W pass (config.h) */
+    if (kind == K_STASHW) return stash + wp_keep_bytes(&V->p->model, &k, V->p->recompute, V->p->precision);
+    return stash;
 }
 
 void keep_add(Verifier *V, int r, uint64_t key) {
@@ -130,4 +133,20 @@ int keep_take(Verifier *V, int r, uint64_t key) {
     if (!keyset_del(&V->rs[r].keep, key)) return 0;
     V->rs[r].act_bytes -= keep_bytes(V, key);
     return 1;
+}
+
+/* The split backward's rule, every BWD_W before its gradient leaves or is applied, named in the
+ * message of an operation that found no gradient: the first W pass rank r still owes. */
+const char *bw_pending_hint(const Verifier *V, int r, char *buf, size_t len) {
+    const KeySet *k = &V->rs[r].keep;
+    buf[0] = 0;
+    for (size_t i = 0; i < k->cap; i++) {
+        uint64_t key = k->slots[i];
+        if (key && (int)(key >> 60) == K_STASHW) {
+            snprintf(buf, len, " (this rank's BWD_W of chunk %d for micro-batch %d has not run: every BWD_W comes before its gradient leaves)",
+                     (int)((key >> 32) & 0xfffffff), (int)(uint32_t)key);
+            break;
+        }
+    }
+    return buf;
 }

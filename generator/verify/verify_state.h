@@ -86,6 +86,9 @@ const char *val_describe(const Verifier *V, const Val *v, char *buf, size_t len)
 /* Errors: "rank R, turn T, OP: message". Always returns -1. */
 int verr(Verifier *V, int rank, int opi, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
+/* " (this rank's BWD_W of ... has not run ...)" if rank r owes a W pass, else "". */
+const char *bw_pending_hint(const Verifier *V, int r, char *buf, size_t len);
+
 /* What a rank keeps: add, or take (0 if it was not there). */
 void keep_add(Verifier *V, int rank, uint64_t key);
 int keep_take(Verifier *V, int rank, uint64_t key);

@@ -115,6 +115,46 @@ size_t wp_stash_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtyp
     return act * wp_dtype_bytes(act_dtype) + stat * sizeof(float);
 }
 
+WpLayerKeepLayout wp_layer_keep_layout(const WpConfig *c) {
+    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
+    size_t width = (size_t)(c->heads + 2 * c->kv_heads) * c->head_dim;
+    WpLayerKeepLayout l;
+    l.dy = 0;
+    l.dgu = l.dy + T * H;
+    l.dxn2 = l.dgu + 2 * T * F;
+    l.dx2 = l.dxn2 + T * H;
+    l.dqkv = l.dx2 + T * H;
+    l.dxn1 = l.dqkv + T * width;
+    l.ln1 = l.dxn1 + T * H;
+    l.ln2 = l.ln1 + H;
+    l.end = l.ln2 + H;
+    return l;
+}
+
+WpKeepLayout wp_keep_layout(const WpConfig *c, const WpChunk *k, int recompute) {
+    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, V = (size_t)c->vocab;
+    WpKeepLayout l;
+    l.restash = 0;
+    l.layers = l.restash + (recompute ? wp_stash_floats(c, k, 0) : 0);
+    l.dxnf = l.layers + (size_t)k->nlayers * wp_layer_keep_layout(c).end;
+    l.dlogits = l.dxnf + (k->last ? T * H : 0);
+    l.lnf = l.dlogits + (k->last ? T * V : 0);
+    l.dx = l.lnf + (k->last ? H : 0);
+    l.end = l.dx + (k->first ? T * H : 0);
+    return l;
+}
+
+size_t wp_keep_floats(const WpConfig *c, const WpChunk *k, int recompute) {
+    return wp_keep_layout(c, k, recompute).end;
+}
+
+size_t wp_keep_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtype act_dtype) {
+    WpKeepLayout l = wp_keep_layout(c, k, recompute);
+    size_t norms = (size_t)k->nlayers * 2 * (size_t)c->hidden + (k->last ? (size_t)c->hidden : 0);
+    size_t grads = l.end - l.layers - norms;
+    return (recompute ? wp_stash_bytes(c, k, 0, act_dtype) : 0) + grads * wp_dtype_bytes(act_dtype) + norms * sizeof(float);
+}
+
 /* A block's logits are the largest temporary of the LM head: 32 MiB of them (or 64 tokens, for
  * vocabularies over 131072) keep the block small beside the activations (one H1024 layer's stash
  * of a 16 x 4k micro-batch is 2.9 GiB in fp32) while the head's products keep at least 64 rows, deep

@@ -9,7 +9,8 @@
 #include "cpu/model.h"
 
 /* Activations, their gradients and stashes a rank holds between operations, by (kind, chunk, mb). */
-enum { SLOT_ACT, SLOT_GRAD, SLOT_STASH };
+/* SLOT_KEEP: what BWD_B keeps for BWD_W (model.h, wp_chunk_backward_input). */
+enum { SLOT_ACT, SLOT_GRAD, SLOT_STASH, SLOT_KEEP };
 typedef struct Slot { int kind, chunk, mb; float *p; size_t n; } Slot;
 typedef struct Block { float *p; size_t n; } Block;
 

@@ -59,7 +59,7 @@ enum {
 /* y[T, N] = x[T, K] W[N, K]^T (a torch Linear's weight layout), through BLAS. */
 void matmul_forward(float *y, const float *x, const float *w, int T, int K, int N, int accumulate,
                     int flags);
-/* dx[T, K] (= or +=) dy W; dW[N, K] += dy^T x. dx may be NULL. */
+/* dx[T, K] (= or +=) dy W; dW[N, K] += dy^T x. dx may be NULL, and so may dw (then x too). */
 void matmul_backward(float *dx, float *dw, const float *dy, const float *x, const float *w,
                      int T, int K, int N, int accumulate_dx, int flags);
 /* Whether the BLAS has a bf16 GEMM (OpenBLAS's cblas_sbgemm, looked up at run time) and uses it
@@ -81,7 +81,8 @@ void matmul_force_bf16_gemm(MatmulSbgemm *fn);
 void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int H, float eps);
 /* out = x * rstd * w with the rstd forward kept: the normalised input again, for backward. */
 void rmsnorm_recompute(float *out, const float *x, const float *w, const float *rstd, int T, int H);
-/* dx += d/dx, dw += d/dw. */
+/* dx += d/dx, dw += d/dw. Either may be NULL (w may be NULL without dx): the two sums are
+ * independent, so the split backward runs them apart, with the same results. */
 void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
                       const float *rstd, int T, int H);
 

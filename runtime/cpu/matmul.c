@@ -151,7 +151,9 @@ void matmul_backward(float *dx, float *dw, const float *dy, const float *x, cons
             }
         }
     }
-    /* dW += dy^T x: [N, T] x [T, K], by rows of dW (columns of dy) */
+    /* dW += dy^T x: [N, T] x [T, K], by rows of dW (columns of dy); none for the split
+     * backward's input half (model.c, wp_chunk_backward_input) */
+    if (!dw) return;
     #pragma omp parallel num_threads(team(N))
     {
         if (bf) {

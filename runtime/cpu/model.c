@@ -23,6 +23,11 @@
  * With recompute only the chunk's input is stashed; backward re-runs the forward into a full
  * stash inside the scratch first.
  *
+ * The zero-bubble schedules split backward in two (wp_chunk_backward_input, then
+ * wp_chunk_backward_weights; model.h lists what the first keeps for the second): the same
+ * operations as wp_chunk_backward in the same order, the weight products' dW halves and the norms'
+ * dw sums moved to the second call, so both give the same bits as the whole backward.
+ *
  * Precision. With wp_scratch_set_precision(s, WP_BF16) a chunk computes as a bf16 GPU
  * implementation will, so that the CPU is that implementation's numerical reference: arithmetic
  * in fp32, but every tensor the GPU stores in bf16 is rounded to bf16 (to nearest even) at the
@@ -422,4 +427,159 @@ void wp_chunk_backward(const WpConfig *c, const WpChunk *k, const float *params,
     }
     if (k->first) embedding_backward(dparams, s->dres, tokens, (int)T, (int)H);
     else memcpy(dx_in, s->dres, T * H * sizeof(float));
+}
+
+/* ---- the split backward (zero-bubble schedules: BWD_B, then BWD_W) ----
+ * The same operations as wp_chunk_backward, in the same order within each half, so the input
+ * gradient and the parameter gradient are the same bits as the whole backward's. The B half
+ * writes each weight product's output gradient into the keep (config.h, WpKeepLayout) where the
+ * whole backward would use it at once; the W half reads them back with the stash. */
+
+/* Pointers into one layer's part of the keep. */
+typedef struct {
+    float *dy, *dgu, *dxn2, *dx2, *dqkv, *dxn1, *ln1, *ln2;
+} LayerKeep;
+
+static LayerKeep layer_keep(const WpConfig *c, float *b) {
+    WpLayerKeepLayout l = wp_layer_keep_layout(c);
+    LayerKeep k = { b + l.dy, b + l.dgu, b + l.dxn2, b + l.dx2, b + l.dqkv, b + l.dxn1, b + l.ln1, b + l.ln2 };
+    return k;
+}
+
+/* layer_backward's input-gradient half. On entry s->dres holds dL/dy; on return dL/dx. */
+static void layer_backward_input(const WpConfig *c, const LayerParams *p, const LayerStash *st,
+                                 const LayerKeep *kp, WpScratch *s) {
+    int T = c->mbs * c->seq, H = c->hidden, F = c->ffn, hd = c->head_dim;
+    int qd = c->heads * hd, width = (c->heads + 2 * c->kv_heads) * hd, mm = mm_flags(s);
+    int bf16 = s->dtype == WP_BF16;
+    memcpy(kp->ln1, p->ln1, (size_t)H * sizeof(float));
+    memcpy(kp->ln2, p->ln2, (size_t)H * sizeof(float));
+    memcpy(kp->dy, s->dres, (size_t)T * H * sizeof(float));
+    matmul_backward(s->dh, NULL, s->dres, NULL, p->wdown, T, F, H, 0, mm);
+    swiglu_backward(kp->dgu, s->dh, st->gu, T, F);
+    store_bf16(s, kp->dgu, (size_t)T * 2 * F);
+    matmul_backward(kp->dxn2, NULL, kp->dgu, NULL, p->wgu, T, H, 2 * F, 0, mm);
+    rmsnorm_backward(s->dres, NULL, kp->dxn2, st->x2, p->ln2, st->rstd2, T, H);   /* dres: dL/dx2 */
+    store_bf16(s, s->dres, (size_t)T * H);
+    memcpy(kp->dx2, s->dres, (size_t)T * H * sizeof(float));
+    matmul_backward(s->datt, NULL, s->dres, NULL, p->wo, T, qd, H, 0, mm);
+    attention_backward(kp->dqkv, s->datt, st->att, st->lse, st->qkv, c->mbs, c->seq, c->heads,
+                       c->kv_heads, hd, s->attn_work, s->nthreads, bf16);
+    rope_backward(kp->dqkv, s->cos_t, s->sin_t, T, c->seq, c->heads, c->kv_heads, hd);
+    store_bf16(s, kp->dqkv, (size_t)T * width);
+    matmul_backward(kp->dxn1, NULL, kp->dqkv, NULL, p->wqkv, T, H, width, 0, mm);
+    rmsnorm_backward(s->dres, NULL, kp->dxn1, st->x, p->ln1, st->rstd1, T, H);     /* dres: dL/dx */
+    store_bf16(s, s->dres, (size_t)T * H);
+}
+
+/* layer_backward's weight-gradient half, from the keep. */
+static void layer_backward_weights(const WpConfig *c, LayerParams *dp, const LayerStash *st,
+                                   const LayerKeep *kp, WpScratch *s) {
+    int T = c->mbs * c->seq, H = c->hidden, F = c->ffn, hd = c->head_dim;
+    int qd = c->heads * hd, width = (c->heads + 2 * c->kv_heads) * hd, mm = mm_flags(s);
+    swiglu_forward(s->h, st->gu, T, F);
+    store_bf16(s, s->h, (size_t)T * F);
+    matmul_backward(NULL, dp->wdown, kp->dy, s->h, NULL, T, F, H, 0, mm);
+    rmsnorm_recompute(s->xn, st->x2, kp->ln2, st->rstd2, T, H);
+    store_bf16(s, s->xn, (size_t)T * H);
+    matmul_backward(NULL, dp->wgu, kp->dgu, s->xn, NULL, T, H, 2 * F, 0, mm);
+    rmsnorm_backward(NULL, dp->ln2, kp->dxn2, st->x2, NULL, st->rstd2, T, H);
+    matmul_backward(NULL, dp->wo, kp->dx2, st->att, NULL, T, qd, H, 0, mm);
+    rmsnorm_recompute(s->xn, st->x, kp->ln1, st->rstd1, T, H);
+    store_bf16(s, s->xn, (size_t)T * H);
+    matmul_backward(NULL, dp->wqkv, kp->dqkv, s->xn, NULL, T, H, width, 0, mm);
+    rmsnorm_backward(NULL, dp->ln1, kp->dxn1, st->x, NULL, st->rstd1, T, H);
+}
+
+/* head_backward's input half: every block's dlogits into the keep (computed there in place),
+ * the final norm's output gradient and weight too; leaves dL/dxf in s->dres. */
+static void head_backward_input(const WpConfig *c, const WpChunk *k, const float *params,
+                                const int *targets, const float *xf, const float *rstdf, const float *lse,
+                                float *keep, const WpKeepLayout *kl, float loss_scale, WpScratch *s) {
+    int T = c->mbs * c->seq, H = c->hidden, V = c->vocab, B = s->ce_block;
+    float *pp = (float *)params, *w = head_weight(c, k, pp), *wf = final_norm(c, k, pp);
+    float *dlogits = keep + kl->dlogits, *dxnf = keep + kl->dxnf;
+    memcpy(keep + kl->lnf, wf, (size_t)H * sizeof(float));
+    rmsnorm_recompute(s->xn, xf, wf, rstdf, T, H);
+    store_bf16(s, s->xn, (size_t)T * H);
+    for (int t0 = 0; t0 < T; t0 += B) {
+        int n = T - t0 < B ? T - t0 : B;
+        float *dl = dlogits + (size_t)t0 * V;
+        matmul_forward(dl, s->xn + (size_t)t0 * H, w, n, H, V, 0, mm_flags_fp32_out(s));
+        crossentropy_backward(dl, lse + t0, targets + t0, n, V, loss_scale, s->dtype == WP_BF16);
+        matmul_backward(dxnf + (size_t)t0 * H, NULL, dl, NULL, w, n, H, V, 0, mm_flags(s));
+    }
+    memset(s->dres, 0, (size_t)T * H * sizeof(float));
+    rmsnorm_backward(s->dres, NULL, dxnf, xf, wf, rstdf, T, H);
+    store_bf16(s, s->dres, (size_t)T * H);
+}
+
+static void head_backward_weights(const WpConfig *c, const WpChunk *k, const float *xf, const float *rstdf,
+                                  const float *keep, const WpKeepLayout *kl, float *dparams, WpScratch *s) {
+    int T = c->mbs * c->seq, H = c->hidden, V = c->vocab, B = s->ce_block;
+    rmsnorm_recompute(s->xn, xf, keep + kl->lnf, rstdf, T, H);
+    store_bf16(s, s->xn, (size_t)T * H);
+    for (int t0 = 0; t0 < T; t0 += B) {
+        int n = T - t0 < B ? T - t0 : B;
+        matmul_backward(NULL, head_weight(c, k, dparams), keep + kl->dlogits + (size_t)t0 * V,
+                        s->xn + (size_t)t0 * H, NULL, n, H, V, 0, mm_flags(s));
+    }
+    rmsnorm_backward(NULL, final_norm(c, k, dparams), keep + kl->dxnf, xf, NULL, rstdf, T, H);
+}
+
+void wp_chunk_backward_input(const WpConfig *c, const WpChunk *k, const float *params,
+                             const int *targets, const float *stash, int recompute,
+                             const float *dx_out, float *dx_in, float *keep, float loss_scale,
+                             WpScratch *s) {
+    check_call(c, k, s);
+    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden;
+    WpKeepLayout kl = wp_keep_layout(c, k, recompute);
+    float *st = (float *)stash;
+    if (recompute) {
+        /* the forward again, into the keep: the W half reads this full stash */
+        st = keep + kl.restash;
+        memcpy(st, stash, T * H * sizeof(float));
+        chunk_forward_from_stash(c, k, params, targets, st, s->dres, s, NULL);
+    }
+    size_t lstash = wp_layer_stash_floats(c), lkeep = wp_layer_keep_layout(c).end;
+    if (k->last) {
+        float *xf = st + (size_t)k->nlayers * lstash, *rstdf = xf + T * H, *lse = rstdf + T;
+        head_backward_input(c, k, params, targets, xf, rstdf, lse, keep, &kl, loss_scale, s);
+    } else {
+        memcpy(s->dres, dx_out, T * H * sizeof(float));
+        store_bf16(s, s->dres, T * H);   /* dL/dy: bf16 already when the sender is */
+    }
+    float *lp = first_layer(c, k, (float *)params);
+    for (int i = k->nlayers - 1; i >= 0; i--) {
+        LayerParams p = layer_params(c, lp + (size_t)i * wp_layer_nparams(c));
+        LayerStash ls = layer_stash(c, st + (size_t)i * lstash);
+        LayerKeep kp = layer_keep(c, keep + kl.layers + (size_t)i * lkeep);
+        layer_backward_input(c, &p, &ls, &kp, s);
+        progress(s);
+    }
+    if (k->first) memcpy(keep + kl.dx, s->dres, T * H * sizeof(float));
+    else memcpy(dx_in, s->dres, T * H * sizeof(float));
+}
+
+void wp_chunk_backward_weights(const WpConfig *c, const WpChunk *k, const int *tokens,
+                               const float *stash, int recompute, const float *keep,
+                               float *dparams, WpScratch *s) {
+    check_call(c, k, s);
+    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden;
+    WpKeepLayout kl = wp_keep_layout(c, k, recompute);
+    const float *st = recompute ? keep + kl.restash : stash;
+    size_t lstash = wp_layer_stash_floats(c), lkeep = wp_layer_keep_layout(c).end;
+    if (k->last) {
+        const float *xf = st + (size_t)k->nlayers * lstash, *rstdf = xf + T * H;
+        head_backward_weights(c, k, xf, rstdf, keep, &kl, dparams, s);
+    }
+    float *dlp = first_layer(c, k, dparams);
+    for (int i = k->nlayers - 1; i >= 0; i--) {
+        LayerParams dp = layer_params(c, dlp + (size_t)i * wp_layer_nparams(c));
+        LayerStash ls = layer_stash(c, (float *)st + (size_t)i * lstash);
+        LayerKeep kp = layer_keep(c, (float *)keep + kl.layers + (size_t)i * lkeep);
+        layer_backward_weights(c, &dp, &ls, &kp, s);
+        progress(s);
+    }
+    if (k->first) embedding_backward(dparams, keep + kl.dx, tokens, (int)T, (int)H);
 }

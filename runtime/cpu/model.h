@@ -51,4 +51,41 @@ void wp_chunk_backward(const WpConfig *c, const WpChunk *k, const float *params,
                        const float *stash, int recompute, const float *dx_out, float *dx_in,
                        float *dparams, float loss_scale, WpScratch *s);
 
+/* The backward split in two for the zero-bubble schedules (BWD_B, then BWD_W; any order of other
+ * operations between them). Together they compute exactly what wp_chunk_backward does, the same
+ * bits in fp32 and in bf16: the same operations in the same order, only the weight products'
+ * dW halves and the norms' dw sums moved to the second call.
+ *
+ * wp_chunk_backward_input (BWD_B): dx_in (not first) as wp_chunk_backward writes it, and fills
+ * keep, wp_keep_floats(c, k, recompute) floats laid out as config.h's WpKeepLayout:
+ *   per layer   dy = dL/dy [T*H]            the down projection's output gradient
+ *               dgu [T*2F]                  gate_up's output gradient (after SwiGLU's backward)
+ *               dxn2 [T*H]                  post_attention_layernorm's output gradient
+ *               dx2 = dL/dx2 [T*H]          o_proj's output gradient (the residual after attention)
+ *               dqkv [T*(heads+2kv)*hd]     qkv's output gradient (RoPE's backward applied)
+ *               dxn1 [T*H]                  input_layernorm's output gradient
+ *               ln1, ln2 [H]                the two norms' weights (the W half recomputes the
+ *                                           normalised inputs and gets no weights of its own)
+ *   last chunk  dxnf [T*H]                  the final norm's output gradient
+ *               dlogits [T*V]               the LM head's output gradient, every block
+ *                                           (cross-entropy's backward, rounded in bf16)
+ *               lnf [H]                     the final norm's weight
+ *   first chunk dx [T*H]                    the embedding's output gradient
+ *   recompute   the full stash, recomputed by this call (ahead of the rest), which the W half
+ *               reads instead of the stash
+ * Every tensor above is stored as the whole backward stores it (model.c's table: bf16-valued in
+ * bf16, the norm weights as the caller's working copy). The stash must stay until the W half
+ * (without recompute it is read again there: x, x2, rstd1/2, att, gu, the head's xf, rstdf).
+ * tokens are not read (the embedding's gradient is the W half's); targets on the last chunk.
+ *
+ * wp_chunk_backward_weights (BWD_W): dparams += the chunk's parameter gradient, from the stash,
+ * the keep and (first chunk) the tokens. */
+void wp_chunk_backward_input(const WpConfig *c, const WpChunk *k, const float *params,
+                             const int *targets, const float *stash, int recompute,
+                             const float *dx_out, float *dx_in, float *keep, float loss_scale,
+                             WpScratch *s);
+void wp_chunk_backward_weights(const WpConfig *c, const WpChunk *k, const int *tokens,
+                               const float *stash, int recompute, const float *keep,
+                               float *dparams, WpScratch *s);
+
 #endif

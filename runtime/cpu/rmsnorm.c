@@ -40,6 +40,7 @@ void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, c
                       const float *rstd, int T, int H) {
     #pragma omp parallel
     {
+        if (dx) {
         #pragma omp for schedule(static)
         for (int t = 0; t < T; t++) {
             const float *xr = x + (size_t)t * H, *d = dout + (size_t)t * H;
@@ -51,8 +52,9 @@ void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, c
             #pragma omp simd
             for (int j = 0; j < H; j++) dxr[j] += r * (d[j] * w[j] - (xr[j] * r) * m);
         }
+        }
         /* columns in blocks of 64 so that each thread's reads stay in whole cache lines */
-        int nb = (H + 63) / 64;
+        int nb = dw ? (H + 63) / 64 : 0;
         #pragma omp for schedule(static)
         for (int b = 0; b < nb; b++) {
             int j0 = b * 64, j1 = j0 + 64 < H ? j0 + 64 : H;

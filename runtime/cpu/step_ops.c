@@ -59,7 +59,7 @@ static int slot_find(const WpCompute *D, int kind, int chunk, int mb) {
     return -1;
 }
 
-static const char *const slot_names[] = { "activation", "activation gradient", "stash" };
+static const char *const slot_names[] = { "activation", "activation gradient", "stash", "B-to-W keep" };
 
 /* aborts if missing */
 static float *slot_get(WpRank *R, int kind, int chunk, int mb) {
@@ -236,16 +236,48 @@ void wp_bwd(WpRank *R, int chunk, int mb, int w, int d, int first) {
     backward(R, chunk, mb, w, d, first);
 }
 
-/* The CPU backend has no split backward yet: plans that use BWD_B/BWD_W are refused at start
- * (train.c), so these are never reached. */
+/* The split backward (zero-bubble schedules). BWD_B: the input gradient, as BWD makes it, sent
+ * upstream like BWD's; the stash stays and a keep slot holds what BWD_W needs (model.h). BWD_W: the
+ * weight gradient into d, written or added as BWD's; it ends the stash's and the keep's lives. */
 void wp_bwd_b(WpRank *R, int chunk, int mb, int w) {
-    (void)chunk; (void)mb; (void)w;
-    comm_abort(R->comm, 2, "BWD_B is not supported by the CPU backend yet");
+    const WpChunk *k = &R->chunks[chunk];
+    double t0 = comm_now(R->comm);
+    if (k->last) read_batch(R, mb);
+    float *stash = slot_get(R, SLOT_STASH, chunk, mb);
+    float *dy = k->last ? NULL : slot_get(R, SLOT_GRAD, chunk + 1, mb);
+    float *dx = k->first ? NULL : slot_new(R, SLOT_GRAD, chunk, mb, act_floats(R));
+    float *keep = slot_new(R, SLOT_KEEP, chunk, mb, wp_keep_floats(&R->cfg, k, R->recompute));
+    WpCompute *D = R->dev;
+    wp_chunk_backward_input(&R->cfg, k, working_weights(R, w, k->nparams), D->targets, stash, R->recompute, dy, dx,
+                            keep, R->loss_scale, D->scratch);
+    if (!k->last) slot_release(R, SLOT_GRAD, chunk + 1, mb);
+    if (R->tracing) {
+        char name[40];
+        snprintf(name, sizeof name, "Bb%d mb%d", chunk, mb);
+        trace_event(R, "backward", name, t0, comm_now(R->comm));
+    }
 }
 
 void wp_bwd_w(WpRank *R, int chunk, int mb, int d, int first) {
-    (void)chunk; (void)mb; (void)d; (void)first;
-    comm_abort(R->comm, 2, "BWD_W is not supported by the CPU backend yet");
+    const WpChunk *k = &R->chunks[chunk];
+    double t0 = comm_now(R->comm);
+    if (k->first) read_batch(R, mb);
+    float *stash = slot_get(R, SLOT_STASH, chunk, mb);
+    float *keep = slot_get(R, SLOT_KEEP, chunk, mb);
+    WpCompute *D = R->dev;
+    int g16 = buf_dtype(R, d) == WP_BF16;   /* as backward() */
+    float *grad = g16 ? D->gstage : D->buf[d];
+    if (first) memset(grad, 0, k->nparams * sizeof(float));
+    else if (g16) load_f32(R, d, grad, k->nparams);
+    wp_chunk_backward_weights(&R->cfg, k, D->tokens, stash, R->recompute, keep, grad, D->scratch);
+    if (g16) store_f32(R, d, grad, k->nparams);
+    slot_release(R, SLOT_KEEP, chunk, mb);
+    slot_release(R, SLOT_STASH, chunk, mb);
+    if (R->tracing) {
+        char name[40];
+        snprintf(name, sizeof name, "Bw%d mb%d", chunk, mb);
+        trace_event(R, "backward", name, t0, comm_now(R->comm));
+    }
 }
 
 /* ---- transfers ---- */

@@ -16,12 +16,25 @@
 -- naive: one round holding all of a rank's micro-batches (forward all, then backward all).
 -- interleave: one micro-batch per round, so a turn runs one backward and one forward.
 --
+-- The zero-bubble variants (weipipe-zb1, weipipe-zb2) split each backward into BWD_B (the input
+-- gradient, with the backward weights) and BWD_W (the weight gradient, which needs no weights and
+-- adds into the gradient chain), and place F, B and W by their own turn formulas (cfg.turns):
+-- the backward weight stream then follows the B passes, the gradient chain the W passes.
+--
 -- M.build runs in phases, each a local function below that decides one thing and records it in
 -- the build state `b`: ring (each chunk's owner and its distance to rank 0), streams (where each
 -- chunk's forward and backward weights are at every turn), chains (where each chunk's gradient
 -- collects, turn by turn, until its owner has it), then ops (buffers named, every operation into
 -- the plan, once per replica, and the update) and explain (the note). The rounds and their
--- micro-batches come from the strategy (cfg.rounds, cfg.round_mbs).
+-- micro-batches come from the strategy (cfg.rounds, cfg.round_mbs); where each pass of a round
+-- is, from cfg.turns (optional; the default is the formulas above):
+--   turns.f(j, k, C)  the turn the forward of chunk k in round j runs at rank 0 (rank r: + r)
+--   turns.b(j, c, C)  the backward (or, with turns.w, the B pass) of chunk c in round j
+--   turns.w(j, c, C)  (split only) the W pass of chunk c in round j
+--   turns.period(C)   turns between two rounds of one chunk's passes at rank 0 (at least P for
+--                     the streams to circulate without end)
+--   turns.restart     start every round's streams from the owner even so: a stream that would
+--                     wait at rank 0 between rounds holds a buffer there (period - P turns)
 local wp = require("wp")
 local M = {}
 
@@ -67,7 +80,16 @@ local function ring(b)
   local P = b.P
   function b.owner(k) return (P - k % P) % P end
   function b.hops(k) return k % P end
-  b.continuous = b.C >= P
+  b.continuous = b.turns.period(b.C) >= P and not b.turns.restart
+end
+
+-- The default turns: WeiPipe's naive and interleaved rounds (the formulas at the top).
+local function default_turns()
+  return {
+    f = function(j, k, C) return j * C + k end,
+    b = function(j, c, C) return (j + 1) * C + (C - 1 - c) end,
+    period = function(C) return C end,
+  }
 end
 
 local function starts_of(first, j0, j1)
@@ -94,8 +116,8 @@ local function streams(b)
     return st
   end
   for k = 0, C - 1 do
-    local f = function(j) return j * C + k end
-    local bw = function(j) return (j + 1) * C + (C - 1 - k) end
+    local f = function(j) return b.turns.f(j, k, C) end
+    local bw = function(j) return b.turns.b(j, k, C) end
     b.fwd[k], b.bwd[k] = {}, {}
     if b.continuous then
       b.fwd[k][1] = add_stream(k, starts_of(f, 0, rounds - 1))
@@ -119,22 +141,27 @@ local function weights_at(list, k, rank, t)
   error(string.format("internal: no weights of chunk %d at rank %d turn %d", k, rank, t))
 end
 
--- chains: the gradient of each chunk, per round or across all (as its backward weights): it
--- moves like them but starts at rank 0 (no travel from the owner); each segment's rank adds its
--- backward into the segment's buffer (into a second one first when the sum arrives the same
--- turn), and the last segment delivers the sum to the owner unless it is the owner (b.chains).
+-- chains: the gradient of each chunk, per round or across all (as its backward weights, or as
+-- the W passes when the backward is split): it moves like them but starts at rank 0 (no travel
+-- from the owner); each segment's rank adds its backward (W pass) into the segment's buffer (into
+-- a second one first when the sum arrives the same turn), and the last segment delivers the sum
+-- to the owner unless it is the owner (b.chains). compute[t] is the round whose gradient the
+-- segment's rank adds at turn t.
 local function chains(b)
   local P, C, rounds = b.P, b.C, b.rounds
   b.chains = {}
+  local adds = b.turns.w or b.turns.b
   for c = 0, C - 1 do
-    local bw = function(j) return (j + 1) * C + (C - 1 - c) end
+    local bw = function(j) return adds(j, c, C) end
     local groups = b.continuous and { starts_of(bw, 0, rounds - 1) } or {}
     if not b.continuous then for j = 0, rounds - 1 do groups[#groups + 1] = { bw(j) } end end
-    for _, starts in ipairs(groups) do
+    for gi, starts in ipairs(groups) do
       local depart, pos = positions(P, 0, 0, starts, false)
       local segs = segments(depart, pos)
-      local compute = {}       -- turns at which a rank contributes: rank r at s + r
-      for _, s in ipairs(starts) do for r = 0, P - 1 do compute[s + r] = true end end
+      local compute = {}       -- turns at which a rank contributes: rank r at s + r, for round j
+      for i, s in ipairs(starts) do
+        for r = 0, P - 1 do compute[s + r] = b.continuous and i - 1 or gi - 1 end
+      end
       for i, seg in ipairs(segs) do
         local last_is_owner = i == #segs and seg.rank == b.owner(c)
         seg.buf = b.dpool:request(seg.rank, seg.first, last_is_owner and seg.last or seg.last + 1)
@@ -180,7 +207,21 @@ local function ops(plan, b, cfg)
       end
     end
 
-    -- backward and the gradient chains
+    -- the B passes of a split backward, with the backward weights (before the W passes and the
+    -- forwards of their turn, as a whole backward would be)
+    if b.turns.w then
+      for c = C - 1, 0, -1 do
+        for r = 0, P - 1 do
+          for j = 0, rounds - 1 do
+            local t = r + b.turns.b(j, c, C)
+            local w = weights_at(b.bwd[c], c, r, t)
+            for _, i_mb in ipairs(cfg.round_mbs(j, N)) do plan:bwd_b(g(r), t, c, mb(r, i_mb), w) end
+          end
+        end
+      end
+    end
+
+    -- backward (or the W passes) and the gradient chains
     local last_acc = {}
     for _, ch in ipairs(b.chains) do
       local c = ch.chunk
@@ -192,12 +233,16 @@ local function ops(plan, b, cfg)
           plan:recv(rank, seg.first, "D", seg.buf.name, g(prev.rank))
         end
         for t = seg.first, seg.last do
-          if ch.compute[t] then
-            local j = (t - seg.rank - (C - 1 - c)) // C - 1
-            local w = weights_at(b.bwd[c], c, seg.rank, t)
+          local j = ch.compute[t]
+          if j then
             local into = (t == seg.first and seg.loc) and seg.loc.name or seg.buf.name
-            for _, i_mb in ipairs(cfg.round_mbs(j, N)) do
-              plan:bwd(rank, t, c, mb(seg.rank, i_mb), w, into)
+            if b.turns.w then
+              for _, i_mb in ipairs(cfg.round_mbs(j, N)) do plan:bwd_w(rank, t, c, mb(seg.rank, i_mb), into) end
+            else
+              local w = weights_at(b.bwd[c], c, seg.rank, t)
+              for _, i_mb in ipairs(cfg.round_mbs(j, N)) do
+                plan:bwd(rank, t, c, mb(seg.rank, i_mb), w, into)
+              end
             end
             if into ~= seg.buf.name then plan:acc(rank, t, seg.buf.name, into) end
           end
@@ -222,7 +267,7 @@ local function ops(plan, b, cfg)
     for k = 0, C - 1 do
       for r = 0, P - 1 do
         for j = 0, rounds - 1 do
-          local t = r + j * C + k
+          local t = r + b.turns.f(j, k, C)
           local w = weights_at(b.fwd[k], k, r, t)
           for _, i_mb in ipairs(cfg.round_mbs(j, N)) do
             plan:fwd(g(r), t, k, mb(r, i_mb), w)
@@ -246,7 +291,8 @@ local function explain(plan, b)
   end
   plan:note(string.format("%d chunks on a ring of %d ranks%s, %d round%s; up to %d weight and %d gradient buffers in flight per rank%s",
     b.C, P, R > 1 and string.format(" (x%d replicas)", R) or "", rounds, rounds > 1 and "s" or "", wmax, dmax,
-    b.continuous and "" or "; fewer chunks than ranks: each round's weights start from the owner"))
+    b.continuous and "" or b.turns.restart and "; each round's weights start from the owner"
+      or "; fewer chunks than ranks: each round's weights start from the owner"))
 end
 
 function M.build(plan, ctx, cfg)
@@ -256,6 +302,7 @@ function M.build(plan, ctx, cfg)
   local b = { P = P, R = R, C = C, N = ctx.opts.micro_batches,
               wpool = wp.pool(plan, "w", "W"), dpool = wp.pool(plan, "d", "D") }
   b.rounds = cfg.rounds(b.N)
+  b.turns = cfg.turns or default_turns()
   ring(b)
   streams(b)
   chains(b)

@@ -24,14 +24,14 @@ expect() {
 
 # list names every preset, strategy and topology
 "$wpgen" list >"$tmp/list" 2>&1 && ok || bad "wpgen list failed"
-for s in weipipe-naive weipipe-interleave 1f1b fsdp; do grep -q "  $s" "$tmp/list" && ok || bad "list lacks $s"; done
+for s in weipipe-naive weipipe-interleave 1f1b fsdp zb1 weipipe-zb1 weipipe-zb2; do grep -q "  $s" "$tmp/list" && ok || bad "list lacks $s"; done
 presets=$(awk '/^Models/ {m=1; next} /^Strategies/ {m=0} m {print $1}' "$tmp/list")
 [ "$(echo "$presets" | wc -w)" -ge 5 ] && ok || bad "list shows too few presets: $presets"
 
 # every shipped topology plans with every strategy (tiny model); a strategy may refuse a shape
 # only with a clear bad-input message (exit 2), never crash
 for t in topologies/*.json; do
-    for s in weipipe-naive weipipe-interleave 1f1b fsdp; do
+    for s in weipipe-naive weipipe-interleave 1f1b fsdp zb1 weipipe-zb1 weipipe-zb2; do
         "$wpgen" plan -t "$t" -m tiny -s "$s" --micro-batches 2 --json >"$tmp/j" 2>"$tmp/e"
         rc=$?
         if [ $rc = 0 ]; then
@@ -145,7 +145,7 @@ grep -q "^precision   bf16 weights in flight, activations and their gradients; b
     ok || bad "the summary does not say the precision: $(grep precision "$tmp/out")"
 grep -Eq "^            rank [0-9]+: working weights .*, gradients .*, masters and AdamW .*, activations .*, workspace " "$tmp/out" &&
     ok || bad "the summary has no memory breakdown"
-for s in weipipe-interleave 1f1b fsdp tawpipe; do
+for s in weipipe-interleave 1f1b fsdp tawpipe zb1 weipipe-zb1 weipipe-zb2; do
     "$wpgen" plan -t topologies/cpu-2x2.json -m tiny -s $s --json >"$tmp/a32" 2>/dev/null &&
     "$wpgen" plan -t topologies/cpu-2x2.json -m tiny -s $s --precision bf16 --grad-precision bf16 --json >"$tmp/a16" 2>/dev/null &&
     python3 -c "

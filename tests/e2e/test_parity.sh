@@ -5,7 +5,8 @@
 # every step to a relative 1e-5 and every weight tensor after the steps to a relative 1e-4.
 # PARITY_QUICK=1 runs a smaller matrix. Then bf16 (--precision bf16) against wp-ref --precision
 # bf16: with fp32 weight gradients the plans whose operations come in the reference's order
-# (weipipe, 1f1b) are bit-identical to it, and fsdp and tawpipe, whose reductions sum in another
+# (weipipe, 1f1b, and the zero-bubble ones: their split backward is BWD's arithmetic) are
+# bit-identical to it, and fsdp and tawpipe, whose reductions sum in another
 # order, are within the fp32 tolerances; with bf16 weight gradients, rounded where each plan
 # stores them (the reference: once per micro-batch; collectives: at each partial sum), losses within
 # 1e-3 and weights 5e-2 relative.
@@ -32,8 +33,20 @@ done
 for s in weipipe-interleave 1f1b; do
     case_ "$s" topologies/cpu-2x2.json 4 2 --replicas 2
 done
+# zero bubble: the backward split into BWD_B and BWD_W (runtime/cpu/model.h), on the same matrix's
+# shapes, with recompute (the B pass keeps the recomputed stash for W) and replicas
+for s in zb1 weipipe-zb1 weipipe-zb2; do
+    [ -f "schedules/$s.lua" ] || { echo "FAIL no strategy $s"; fail=$((fail + 1)); continue; }
+    case_ "$s" "$(topo_for 2)" 2 1
+    case_ "$s" topologies/cpu-2x2.json 4 2
+    case_ "$s" topologies/cpu-uneven.json 6 1
+    case_ "$s" topologies/cpu-2x2.json 4 2 --recompute
+done
+case_ weipipe-zb1 topologies/cpu-2x2.json 4 3 --chunks 3
+case_ weipipe-zb2 topologies/cpu-2x2.json 4 2 --replicas 2
+case_ zb1 topologies/cpu-2x2.json 4 2 --replicas 2
 export PREC="bf16 fp32"
-for s in weipipe-naive weipipe-interleave 1f1b; do
+for s in weipipe-naive weipipe-interleave 1f1b zb1 weipipe-zb1 weipipe-zb2; do
     LOSS_TOL=0 WEIGHT_TOL=0 case_ "$s" topologies/cpu-2x2.json 4 1
 done
 case_ fsdp topologies/cpu-2x2.json 4 1
@@ -44,6 +57,7 @@ case_ weipipe-interleave topologies/cpu-2x2.json 4 1
 case_ 1f1b topologies/cpu-2x2.json 4 1
 case_ fsdp topologies/cpu-2x2.json 4 1       # reduce-scatter summing bf16
 case_ tawpipe topologies/cpu-2x2.json 4 1    # reduce and all-reduce summing bf16
+for s in zb1 weipipe-zb1 weipipe-zb2; do case_ "$s" topologies/cpu-2x2.json 4 2; done
 unset PREC LOSS_TOL WEIGHT_TOL
 echo "parity matrix: $pass passed, $fail failed in $((SECONDS - t0)) s"
 [ "$fail" -eq 0 ]

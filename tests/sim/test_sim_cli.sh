@@ -19,7 +19,7 @@ for w in "strategy    weipipe-interleave" "step  " "tokens/s per device" "bubble
 done
 
 # sim --json: plan's fields plus the simulator's
-for s in weipipe-naive weipipe-interleave 1f1b fsdp; do
+for s in weipipe-naive weipipe-interleave 1f1b fsdp zb1 weipipe-zb1 weipipe-zb2; do
     "$wpgen" sim -t topologies/cpu-2x2.json -m tiny -s $s --micro-batches 2 --json >"$tmp/j" 2>"$tmp/e" || { bad "sim --json $s: $(head -2 "$tmp/e")"; continue; }
     python3 - "$tmp/j" <<'EOF' && ok || bad "sim --json $s fields"
 import json, sys
@@ -42,7 +42,7 @@ python3 - "$tmp/c" <<'EOF' && ok || bad "compare --json content"
 import json, sys
 a = json.load(open(sys.argv[1]))
 names = [d['strategy'] for d in a]
-for s in ['weipipe-naive', 'weipipe-interleave', '1f1b', 'fsdp']:
+for s in ['weipipe-naive', 'weipipe-interleave', '1f1b', 'fsdp', 'zb1', 'weipipe-zb1', 'weipipe-zb2']:
     assert s in names, (s, names)
 assert any(not d['fits'] for d in a), 'expected a plan that does not fit'
 fast = [d for d in a if d.get('fastest')]
@@ -77,7 +77,7 @@ shape="-t topologies/weipipe-2x8-a800-nvlink-10gbe.json -m llama-h1024 --seq 409
 python3 - "$tmp/p32" "$tmp/p16" "$tmp/p16g" "$tmp/pdef" <<'EOF' && ok || bad "compare: bf16 against fp32"
 import json, sys
 a32, a16, a16g, adef = ([d for d in json.load(open(f)) if 'error' not in d] for f in sys.argv[1:5])
-assert len(a32) == 5 and [d['strategy'] for d in a32] == [d['strategy'] for d in a16] == [d['strategy'] for d in a16g]
+assert len(a32) == 8 and [d['strategy'] for d in a32] == [d['strategy'] for d in a16] == [d['strategy'] for d in a16g]
 for f, g, h in zip(a32, a16, a16g):
     s = f['strategy']
     assert f['precision'] == 'fp32' and g['precision'] == 'bf16' and g['grad_precision'] == 'bf16' and h['grad_precision'] == 'fp32', s
@@ -86,7 +86,7 @@ for f, g, h in zip(a32, a16, a16g):
     assert abs(g['bytes_intra_node'] / f['bytes_intra_node'] - 0.5) <= 0.005, (s, 'intra-node bytes')
     assert g['peak_mem_bytes'] < f['peak_mem_bytes'] and h['peak_mem_bytes'] < f['peak_mem_bytes'], (s, 'peak memory')
     rg = h['bytes_inter_node'] / f['bytes_inter_node']
-    assert (abs(rg - 0.5) <= 0.005) if s == '1f1b' else (0.5 < rg < 1), (s, 'fp32 gradients', rg)
+    assert (abs(rg - 0.5) <= 0.005) if s in ('1f1b', 'zb1') else (0.5 < rg < 1), (s, 'fp32 gradients', rg)
     for d in (f, g, h):
         b = d['peak_mem_breakdown']
         assert sum(b[k] for k in ('working_weights', 'gradients', 'masters_optimizer', 'activations', 'workspace')) == d['peak_mem_bytes']

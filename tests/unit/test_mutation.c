@@ -8,9 +8,10 @@
 #include "plan_interp.h"
 #include "ir/op_table.h"
 
-enum { M_DROP, M_DUP, M_EARLIER, M_EARLIER2, M_LATER, M_LATER2, M_PEER, M_CHUNK, M_MB, M_BUF, M__COUNT };
+enum { M_DROP, M_DUP, M_EARLIER, M_EARLIER2, M_LATER, M_LATER2, M_PEER, M_CHUNK, M_MB, M_BUF, M_BUF2, M__COUNT };
 static const char *mut_names[M__COUNT] = { "drop", "duplicate", "one turn earlier", "two turns earlier",
-    "one turn later", "two turns later", "other peer", "other chunk", "other micro-batch", "other buffer" };
+    "one turn later", "two turns later", "other peer", "other chunk", "other micro-batch", "other buffer",
+    "other second buffer" };
 
 /* Mutation m of op i of rank r; returns 0 if it does not apply to that op. */
 static int mutate(const Plan *p, int r, const Op *op, int m, Op *out, int *dturn) {
@@ -56,9 +57,21 @@ static int mutate(const Plan *p, int r, const Op *op, int m, Op *out, int *dturn
         }
         return 0;
     }
+    case M_BUF2: {   /* the gradient a BWD or BWD_W adds into, the source of an ACC, ... */
+        const PlanRank *rk = &p->ranks[r];
+        if (op->buf2 < 0) return 0;
+        for (int k = 1; k < rk->nbufs; k++) {
+            int b = (op->buf2 + k) % rk->nbufs;
+            if (rk->bufs[b].kind == rk->bufs[op->buf2].kind && b != op->buf) { out->buf2 = (int16_t)b; return 1; }
+        }
+        return 0;
+    }
     }
     return 0;
 }
+
+/* >= 0: mutant() moves the op to this turn instead (the B/W cases below). */
+static int force_turn = -1;
 
 /* A copy of p with op i of rank r mutated (m), finished but not verified; NULL if the builder
  * itself refuses it (that counts as rejected). */
@@ -85,6 +98,7 @@ static Plan *mutant(const Plan *p, int r0, int i0, int m) {
                 if (r == r0 && i == i0) {
                     Op mo;
                     mutate(p, r, &rk->ops[i], m, &mo, &dt);
+                    if (force_turn >= 0) dt = force_turn - t;
                     if (m == M_DROP) continue;
                     if (m == M_DUP) ok |= plan_add_op(q, r, t, &op, err, sizeof err);
                     op = mo;
@@ -99,6 +113,45 @@ static Plan *mutant(const Plan *p, int r0, int i0, int m) {
 }
 
 static long slipped;
+
+/* The B/W rules of the split backward, case by case on a zero-bubble plan: every BWD_W of the
+ * plan moved into the turn before its BWD_B (W before B), dropped, or moved past the update of its
+ * chunk (its gradient applied without it): each must be rejected, naming the rule. */
+static void bw_rules(const char *strategy, const Plan *p) {
+    int cases = 0;
+    char err[1024];
+    for (int r = 0; r < p->nranks; r++) {
+        const PlanRank *rk = &p->ranks[r];
+        for (int t = 0; t < p->nturns; t++)
+            for (int i = rk->turn_start[t]; i < rk->turn_start[t + 1]; i++) {
+                const Op *w = &rk->ops[i];
+                if (w->kind != OP_BWD_W) continue;
+                int tb = -1;   /* the turn of its B pass */
+                for (int u = 0; u <= t && tb < 0; u++)
+                    for (int k = rk->turn_start[u]; k < rk->turn_start[u + 1]; k++)
+                        if (rk->ops[k].kind == OP_BWD_B && rk->ops[k].chunk == w->chunk && rk->ops[k].mb == w->mb) tb = u;
+                CHECK(tb >= 0, "%s: rank %d's BWD_W of chunk %d mb %d has no BWD_B before it", strategy, r, w->chunk, w->mb);
+                if (tb < 1) continue;
+                const char *want[3] = { "has not run on this rank", "BWD_W", "BWD_W" };
+                for (int c = 0; c < 3; c++) {
+                    force_turn = c == 0 ? tb - 1 : c == 2 ? p->nturns + 1 : -1;
+                    Plan *q = mutant(p, r, i, c == 1 ? M_DROP : M_EARLIER);
+                    force_turn = -1;
+                    int rc = q ? plan_verify(q, err, sizeof err) : -1;
+                    CHECK(rc != 0, "%s: rank %d, BWD_W chunk %d mb %d %s: verified", strategy, r, w->chunk, w->mb,
+                          c == 0 ? "before its BWD_B" : c == 1 ? "dropped" : "after the update");
+                    /* moved into another turn it may first break that turn's hazard rule */
+                    int named = !q || rc == 0 || strstr(err, want[c]) || (c == 0 && strstr(err, "of the same turn"));
+                    CHECK(named, "%s: rank %d, BWD_W chunk %d mb %d: rejected for another reason: %s",
+                          strategy, r, w->chunk, w->mb, err);
+                    cases++;
+                    plan_free(q);
+                }
+            }
+    }
+    CHECK(cases > 0, "%s: no BWD_W to mutate", strategy);
+    printf("%-20s B/W rules: %d mutants of BWD_W (before its B, dropped, after the update) checked\n", strategy, cases);
+}
 
 /* plan:place mutants: a rank in a replica or at a stage that does not exist, two ranks at one
  * place, the plan's replica count off by one. The runtime would train them wrong (a rank in
@@ -135,6 +188,7 @@ static void run(const char *strategy, int nodes, const int *per, int mbs, int re
     CHECK(p != NULL, "%s: %s", strategy, err);
     if (!p) { topology_free(&t); return; }
     placement_mutants(strategy, p);
+    if (strstr(strategy, "zb")) bw_rules(strategy, p);
     double (*ref)[IW] = malloc((size_t)p->nchunks * sizeof *ref), diff;
     interp_reference(p->nchunks, p->total_mbs, ref);
     long n0 = *total, rej0 = *rejected, same0 = *same;
@@ -167,7 +221,7 @@ static void run(const char *strategy, int nodes, const int *per, int mbs, int re
 
 int main(void) {
     fixture_init();
-    const char *strategies[] = { "weipipe-naive", "weipipe-interleave", "1f1b", "fsdp", "tawpipe" };
+    const char *strategies[] = { "weipipe-naive", "weipipe-interleave", "1f1b", "fsdp", "tawpipe", "zb1", "weipipe-zb1", "weipipe-zb2" };
     long total = 0, rejected = 0, same = 0;
     for (size_t s = 0; s < sizeof strategies / sizeof *strategies; s++) {
         char path[256];

@@ -353,9 +353,63 @@ static void test_records(void) {
     topology_free(&t);
 }
 
+/* Zero bubble, with free communication and memory-bound operations, every FWD one unit, BWD two,
+ * BWD_B and BWD_W one each (the papers' F = B = W), M = P x N micro-batches, C = P chunks:
+ *   - zb1 (ZB-H1, Qi et al.): 1F1B's bubble per stage, (P-1)(F+B+W), becomes (P-1)(F+B-W), a
+ *     third: with M micro-batches per pipeline (M >= P) the ratio is (P-1)/(3M+P-1) against
+ *     1F1B's (P-1)/(M+P-1). zb1 runs into it exactly;
+ *   - weight passing (schedules/weipipe-zb*.lua derive these): a rank's turn t waits for its ring
+ *     neighbours' turn t, and rank r runs rank r-1's turns one turn later, so a schedule whose
+ *     turns all hold u units loses only the ring's fill and drain, at most (P-1)u per rank in
+ *     3NC + (P-1)u. weipipe-zb2 (one pass per turn, u = 1): at most (P-1)/(3M+P-1), ZB-H1's
+ *     bound; weipipe-zb1 (two passes per turn, u = 2): at most 2(P-1)/(3M+2(P-1)). Both below
+ *     weipipe-interleave's, whose turns hold 1, 3 or 2 units, from P = 4 on (with P = 2 the
+ *     three have no bubble at all). */
+static void test_zero_bubble(void) {
+    const char *strategies[] = { "1f1b", "zb1", "weipipe-interleave", "weipipe-zb1", "weipipe-zb2" };
+    int Ps[] = { 2, 4, 8 }, Ns[] = { 1, 2, 4 };
+    for (int pi = 0; pi < 3; pi++)
+        for (int ni = 0; ni < 3; ni++) {
+            int P = Ps[pi], N = Ns[ni], M = P * N;
+            double b[5] = { 0 };
+            Topology t;
+            int per[] = { P };
+            if (fixture_topology(&t, 1, per)) { CHECK(0, "topology"); return; }
+            WpConfig m = fixture_model(P);
+            for (int si = 0; si < 5; si++) {
+                char err[2048];
+                Plan *p = fixture_plan(&t, &m, strategies[si], N, 1, 0, err, sizeof err);
+                CHECK(p != NULL, "%s P=%d N=%d: %s", strategies[si], P, N, err);
+                if (!p) continue;
+                SimOptions o = { .free_comm = 1, .free_local = 1, .unit_fwd_s = 1e-3 };
+                SimResult r;
+                if (run(p, &o, &r) < 0) { CHECK(0, "sim"); plan_free(p); continue; }
+                b[si] = r.bubble_ratio;
+                sim_result_free(&r);
+                plan_free(p);
+            }
+            double zb = (double)(P - 1) / (3 * M + P - 1), wzb1 = 2.0 * (P - 1) / (3 * M + 2 * (P - 1));
+            printf("P=%d N=%d bubble: 1f1b %.4f, zb1 %.4f (formula %.4f) | weipipe-interleave %.4f, weipipe-zb1 %.4f "
+                   "(bound %.4f), weipipe-zb2 %.4f (bound %.4f)\n", P, N, b[0], b[1], zb, b[2], b[3], wzb1, b[4], zb);
+            char what[64];
+            snprintf(what, sizeof what, "zb1 P=%d N=%d bubble", P, N);
+            CHECK_CLOSE(b[1], zb, 1e-9, 1e-12, what);
+            CHECK(b[1] < b[0], "P=%d N=%d: zb1's bubble %.4f not below 1f1b's %.4f", P, N, b[1], b[0]);
+            CHECK(b[3] <= wzb1 + 1e-12, "P=%d N=%d: weipipe-zb1's bubble %.4f above its bound %.4f", P, N, b[3], wzb1);
+            CHECK(b[4] <= zb + 1e-12, "P=%d N=%d: weipipe-zb2's bubble %.4f above its bound %.4f", P, N, b[4], zb);
+            CHECK(b[4] <= b[3] + 1e-12, "P=%d N=%d: weipipe-zb2's bubble %.4f above weipipe-zb1's %.4f", P, N, b[4], b[3]);
+            if (P > 2) {
+                CHECK(b[3] < b[2], "P=%d N=%d: weipipe-zb1's bubble %.4f not below weipipe-interleave's %.4f", P, N, b[3], b[2]);
+                CHECK(b[4] < b[2], "P=%d N=%d: weipipe-zb2's bubble %.4f not below weipipe-interleave's %.4f", P, N, b[4], b[2]);
+            } else CHECK(b[2] < 1e-12 && b[3] < 1e-12 && b[4] < 1e-12, "P=2: weight passing has a bubble");
+            topology_free(&t);
+        }
+}
+
 int main(void) {
     fixture_init();
     test_bubble();
+    test_zero_bubble();
     test_monotone_and_scaling();
     test_costs();
     test_handmade();

@@ -8,7 +8,7 @@
 #include "plan_fixture.h"
 #include "plan_interp.h"
 
-static const char *strategies[] = { "weipipe-naive", "weipipe-interleave", "1f1b", "fsdp", "tawpipe" };
+static const char *strategies[] = { "weipipe-naive", "weipipe-interleave", "1f1b", "fsdp", "tawpipe", "zb1", "weipipe-zb1", "weipipe-zb2" };
 static const int rank_counts[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 32 };
 
 static void check_one(const char *s, int nodes, const int *per, int mbs, int replicas, int chunks, int layers) {
@@ -77,7 +77,9 @@ int main(void) {
         }
         /* other chunk counts (1f1b: multiples of the stages, its interleaved form) */
         per[0] = 4;
-        if (strcmp(strategies[si], "1f1b")) {
+        if (!strcmp(strategies[si], "zb1")) {
+            check_one(strategies[si], 1, per, 2, 1, 4, 12);       /* ZB-H1: one chunk per stage only */
+        } else if (strcmp(strategies[si], "1f1b")) {
             int cs[] = { 1, 2, 3, 6, 8, 12 };
             for (size_t ci = 0; ci < sizeof cs / sizeof *cs; ci++) check_one(strategies[si], 1, per, 2, 1, cs[ci], 12);
         } else {
