@@ -1,15 +1,30 @@
 /* The communication layer of the emitted training step: point-to-point transfers and collectives
  * over groups of ranks for the plan IR's SEND/RECV/BCAST/REDUCE/ALLREDUCE/ALLGATHER/REDUCE_SCATTER,
  * all non-blocking, plus the few blocking calls a trainer needs around the step (barrier, scalar
- * sums, checkpoint gather/scatter). One implementation today: runtime/mpi/ (MPI, CPU buffers).
+ * sums, checkpoint gather/scatter). Implementations: runtime/mpi/ (MPI, host buffers) and
+ * runtime/nccl/ (NCCL on device buffers, bootstrapped and with its blocking calls over MPI).
  *
  * How emitted code uses it, one turn:
  *
- *     comm_recv(c, w1, n3, 0, &(CommInfo){17, "W3"});      // post every transfer of the turn,
- *     comm_send(c, w0, n2, 2, &(CommInfo){17, "W2"});
- *     comm_reduce(c, 1, d0, n1, 4, &(CommInfo){17, "D1"});
- *     model_fwd(...);                                        // run the turn's compute,
- *     comm_wait_turn(c);                                     // then wait for all of them.
+ *     comm_recv(c, w1, n3, WP_BF16, 0, &(CommInfo){17, "W3"});   // post every transfer of the turn,
+ *     comm_send(c, w0, n2, WP_BF16, 2, &(CommInfo){17, "W2"});
+ *     comm_reduce(c, 1, d0, n1, WP_FP32, 4, &(CommInfo){17, "D1"});
+ *     comm_turn_posted(c);                                       // (a device layer issues them here)
+ *     model_fwd(...);                                            // run the turn's compute,
+ *     comm_wait_turn(c);                                         // then wait for all of them.
+ *
+ * Formats. The step's operations move elements of a format (common/precision.h): n counts
+ * elements, buffers are untyped. Sums (reduce, allreduce, reduce_scatter) add in fp32 and store
+ * each partial sum at the format: in bf16 every partial sum is rounded to nearest even where it is
+ * stored, as NCCL's bf16 sums are, so a sum over k ranks rounds up to k - 1 times, in an order the
+ * library chooses.
+ *
+ * Device buffers. A layer on a device (NCCL) takes device pointers in the step's operations
+ * (comm_device_buffers) and orders them against the compute stream given to comm_set_stream: an
+ * operation posted now reads what the work queued on that stream so far wrote, and work queued on
+ * it after comm_wait_turn sees the turn's operations complete; the host does not wait, a watchdog
+ * enforces the timeout. A host layer (MPI) takes host memory: a compute backend on a device stages
+ * through host buffers (for tests of several ranks on one GPU).
  *
  * A buffer handed to a posting call belongs to the layer until comm_wait_turn returns: do not
  * read a receive buffer or write a send buffer in between.
@@ -36,6 +51,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "common/precision.h"
 
 #define COMM_ABORT_STATUS 3       /* exit status of a job aborted by this layer */
 #define COMM_DEFAULT_TIMEOUT 300.0
@@ -85,29 +101,40 @@ void comm_abort(Comm *c, int status, const char *fmt, ...) __attribute__((format
 
 /* --- The step's operations (non-blocking: they post; comm_wait_turn completes) -------------- */
 
-/* buf, n floats, to / from a world rank. */
-void comm_send(Comm *c, const float *buf, size_t n, int peer, const CommInfo *info);
-void comm_recv(Comm *c, float *buf, size_t n, int peer, const CommInfo *info);
+/* buf, n elements of format dt, to / from a world rank. */
+void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const CommInfo *info);
+void comm_recv(Comm *c, void *buf, size_t n, WpDtype dt, int peer, const CommInfo *info);
 
-/* Collectives on group g; `root` is a world rank, a member of g. Sums are fp32. */
-void comm_bcast(Comm *c, int g, float *buf, size_t n, int root, const CommInfo *info);
+/* Collectives on group g; `root` is a world rank, a member of g. Sums as the header says. */
+void comm_bcast(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, const CommInfo *info);
 /* buf summed over the group into buf at root; the other members' buf is left as it was. */
-void comm_reduce(Comm *c, int g, float *buf, size_t n, int root, const CommInfo *info);
-void comm_allreduce(Comm *c, int g, float *buf, size_t n, const CommInfo *info);
+void comm_reduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, const CommInfo *info);
+void comm_allreduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, const CommInfo *info);
 
-/* Shards of a buffer of n floats over the k members of a group: member i holds
+/* Shards of a buffer of n elements over the k members of a group: member i holds
  * [i*n/k, (i+1)*n/k), so shards differ in size by at most one and may be empty (n < k). */
 size_t comm_shard_offset(size_t n, int k, int i);
 size_t comm_shard_len(size_t n, int k, int i);
 
-/* Every member contributes its shard (comm_shard_len floats, at `shard`) and gets the whole
- * buffer in `full` (n floats). `shard` may be full + comm_shard_offset(...): in place. */
-void comm_allgather(Comm *c, int g, const float *shard, float *full, size_t n, const CommInfo *info);
-/* The sum over the group of `full` (n floats, each member's own); member i gets shard i of the
+/* Every member contributes its shard (comm_shard_len elements, at `shard`) and gets the whole
+ * buffer in `full` (n elements). `shard` may be its own place in full: in place. */
+void comm_allgather(Comm *c, int g, const void *shard, void *full, size_t n, WpDtype dt, const CommInfo *info);
+/* The sum over the group of `full` (n elements, each member's own); member i gets shard i of the
  * sum in `shard`. full and shard must not overlap. */
-void comm_reduce_scatter(Comm *c, int g, const float *full, float *shard, size_t n, const CommInfo *info);
+void comm_reduce_scatter(Comm *c, int g, const void *full, void *shard, size_t n, WpDtype dt, const CommInfo *info);
 
-/* Completes everything posted: polls, aborting on timeout. Returns the seconds it waited. */
+/* Every operation of the turn has been posted: a device layer issues them together here (NCCL:
+ * the turn's group ends). A host layer has started them already and does nothing. */
+void comm_turn_posted(Comm *c);
+/* 1 when the step's operations take device pointers and order themselves on streams (NCCL); 0
+ * when they take host memory (MPI). */
+int comm_device_buffers(const Comm *c);
+/* The compute stream (a cudaStream_t) a device layer orders its operations against; host layers
+ * ignore it. */
+void comm_set_stream(Comm *c, void *stream);
+
+/* Completes everything posted: polls, aborting on timeout. Returns the seconds it waited. (A
+ * device layer makes the compute stream wait instead, and returns 0.) */
 double comm_wait_turn(Comm *c);
 /* Lets posted transfers advance without waiting. MPI moves large messages only inside MPI calls
  * (Open MPI has no progress thread), so a long compute may call this now and then (between
@@ -140,8 +167,8 @@ void comm_scatter(Comm *c, const float *all, size_t total, float *mine, size_t n
 
 /* --- Counters, traces, emulation ------------------------------------------------------------ */
 
-/* Per kind: calls and payload bytes named by the calls (a send's or receive's n floats, the
- * collective's whole buffer), not bytes on the wire. wait_s: time spent in waits. */
+/* Per kind: calls and payload bytes named by the calls (a send's or receive's n elements, the
+ * collective's whole buffer, at their format), not bytes on the wire. wait_s: time spent in waits. */
 typedef struct CommStats {
     uint64_t calls[COMM__NKINDS];
     uint64_t bytes[COMM__NKINDS];

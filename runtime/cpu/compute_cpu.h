@@ -14,11 +14,11 @@ typedef struct Slot { int kind, chunk, mb; float *p; size_t n; } Slot;
 typedef struct Block { float *p; size_t n; } Block;
 
 /* What a turn's wait finishes for a transfer in another format than its buffer's: a temporary
- * block (n floats, released after) and, unless dst is NULL, elems values written from it into dst
- * (PEND_BF16: the block holds bf16 bits, dst is fp32; PEND_STORE: the block holds fp32 values,
- * written into buffer dst_buf at its format). */
+ * block (n floats of room, released after) and, unless PEND_RELEASE, elems values written from
+ * it (PEND_BF16: the block holds bf16 elements, widened into the fp32 array dst; PEND_STORE: the
+ * block holds elements of format dt, written into buffer dst_buf at its format). */
 enum { PEND_RELEASE, PEND_BF16, PEND_STORE };
-typedef struct Pending { int kind; float *p; size_t n; float *dst; int dst_buf; size_t elems; } Pending;
+typedef struct Pending { int kind; float *p; size_t n; float *dst; int dst_buf; size_t elems; int dt; } Pending;
 
 struct WpCompute {
     float **buf;                  /* [nbufs]: fp32 arrays, or WpBf16 arrays (cast) where the buffer's dtype is bf16 */

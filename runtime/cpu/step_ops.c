@@ -6,12 +6,14 @@
  * (an activation that is not where the plan says aborts with the operation's name).
  *
  * Formats (common/precision.h): a buffer whose dtype is bf16 is a real 16-bit array; transfers
- * move what the plan carries (W, A, G at its precision, D at its grad precision) as 2-byte
- * elements, packed two to a float for the communication layer. The model computes on fp32
- * containers: a bf16 buffer is widened into a staging copy for it, an fp32 master is rounded to
- * bf16 where the plan reads its working copy (compute, sends, COPY), a gradient is summed in fp32
- * within one backward and rounded where it is stored into a bf16 buffer. Collectives in bf16 run
- * on fp32 copies (the sums in fp32, rounded when stored back): their bytes are not halved yet. */
+ * and collectives move what the plan carries (W, A, G at its precision, D at its grad precision)
+ * as 2-byte elements, the communication layer summing bf16 as NCCL does (each partial sum
+ * rounded). The model computes on fp32 containers: a bf16 buffer is widened into a staging copy
+ * for it, an fp32 master is rounded to bf16 where the plan reads its working copy (compute,
+ * sends, COPY), a gradient is summed in fp32 within one backward and rounded where it is stored
+ * into a bf16 buffer. A buffer whose format is not the one carried (an fp32 master's bf16 working
+ * copy, a bf16 gradient into an fp32 owner's buffer) goes through a temporary in the carried
+ * format, converted back after the turn's wait. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,8 +81,15 @@ static void slot_release(WpRank *R, int kind, int chunk, int mb) {
 
 static int buf_dtype(const WpRank *R, int b) { return R->me->bufs[b].dtype; }
 
-/* Floats of room n bf16 elements take, packed two to a float. */
+/* Floats of room n bf16 elements take in a block (blocks are float arrays). */
 static size_t bf16_room(size_t n) { return (n + 1) / 2; }
+
+/* dst[0..n) at format ddt = src[0..n) at format sdt (rounded to nearest even into bf16). */
+static void convert(void *dst, int ddt, const void *src, int sdt, size_t n) {
+    if (ddt == sdt) memcpy(dst, src, n * wp_dtype_bytes((WpDtype)ddt));
+    else if (ddt == WP_BF16) wp_f32_to_bf16_array(dst, src, n);
+    else wp_bf16_to_f32_array(dst, src, n);
+}
 
 /* n elements of buffer b as fp32 into out (exact). */
 static void load_f32(WpRank *R, int b, float *out, size_t n) {
@@ -117,13 +126,12 @@ static void pending_add(WpRank *R, Pending p) {
 }
 
 /* A temporary of n bf16 elements holding src (fp32) rounded, released after the turn's wait. */
-static float *bf16_temp(WpRank *R, const float *src, size_t n) {
+static WpBf16 *bf16_temp(WpRank *R, const float *src, size_t n) {
     size_t room = bf16_room(n);
-    float *t = block_get(R, room);
-    if (n % 2) ((WpBf16 *)t)[n] = 0;   /* the packing's spare half: defined bytes on the wire */
+    float *t = block_get(R, room ? room : 1);
     wp_f32_to_bf16_array((WpBf16 *)t, src, n);
-    pending_add(R, (Pending){ PEND_RELEASE, t, room, NULL, -1, 0 });
-    return t;
+    pending_add(R, (Pending){ PEND_RELEASE, t, room ? room : 1, NULL, -1, 0, WP_BF16 });
+    return (WpBf16 *)t;
 }
 
 static void pending_finish(WpRank *R) {
@@ -131,7 +139,7 @@ static void pending_finish(WpRank *R) {
     for (int i = 0; i < D->npend; i++) {
         Pending *p = &D->pend[i];
         if (p->kind == PEND_BF16) wp_bf16_to_f32_array(p->dst, (const WpBf16 *)p->p, p->elems);
-        else if (p->kind == PEND_STORE) store_f32(R, p->dst_buf, p->p, p->elems);
+        else if (p->kind == PEND_STORE) convert(R->dev->buf[p->dst_buf], buf_dtype(R, p->dst_buf), p->p, p->dt, p->elems);
         block_put(R, p->p, p->n);
     }
     D->npend = 0;
@@ -252,9 +260,9 @@ void wp_send(WpRank *R, int buf, int chunk, int shard, int nshards, int peer) {
     CommInfo ci = info(R, l, sizeof l, R->me->bufs[buf].kind == WP_BUF_W ? "W%d" : "D%d", chunk);
     size_t n = chunk_floats(R, chunk, shard, nshards);
     float *p = R->dev->buf[buf];
-    if (carried(R, buf) == WP_FP32) comm_send(R->comm, p, n, peer, &ci);
-    else if (buf_dtype(R, buf) == WP_BF16) comm_send(R->comm, p, bf16_room(n), peer, &ci);
-    else comm_send(R->comm, bf16_temp(R, p, n), bf16_room(n), peer, &ci);   /* a master's working copy */
+    WpDtype dt = (WpDtype)carried(R, buf);
+    if ((int)dt == buf_dtype(R, buf)) comm_send(R->comm, p, n, dt, peer, &ci);
+    else comm_send(R->comm, bf16_temp(R, p, n), n, WP_BF16, peer, &ci);   /* a master's working copy */
 }
 
 void wp_recv(WpRank *R, int buf, int chunk, int shard, int nshards, int peer) {
@@ -262,12 +270,12 @@ void wp_recv(WpRank *R, int buf, int chunk, int shard, int nshards, int peer) {
     CommInfo ci = info(R, l, sizeof l, R->me->bufs[buf].kind == WP_BUF_W ? "W%d" : "D%d", chunk);
     size_t n = chunk_floats(R, chunk, shard, nshards);
     float *p = R->dev->buf[buf];
-    if (carried(R, buf) == WP_FP32) comm_recv(R->comm, p, n, peer, &ci);
-    else if (buf_dtype(R, buf) == WP_BF16) comm_recv(R->comm, p, bf16_room(n), peer, &ci);
+    WpDtype dt = (WpDtype)carried(R, buf);
+    if ((int)dt == buf_dtype(R, buf)) comm_recv(R->comm, p, n, dt, peer, &ci);
     else {   /* bf16 into an fp32 buffer: widened after the wait */
-        float *t = block_get(R, bf16_room(n));
-        comm_recv(R->comm, t, bf16_room(n), peer, &ci);
-        pending_add(R, (Pending){ PEND_BF16, t, bf16_room(n), p, -1, n });
+        float *t = block_get(R, bf16_room(n) ? bf16_room(n) : 1);
+        comm_recv(R->comm, t, n, WP_BF16, peer, &ci);
+        pending_add(R, (Pending){ PEND_BF16, t, bf16_room(n) ? bf16_room(n) : 1, p, -1, n, WP_BF16 });
     }
 }
 
@@ -276,8 +284,8 @@ void wp_send_act(WpRank *R, int what, int chunk, int mb, int peer) {
     char l[32];
     CommInfo ci = info(R, l, sizeof l, what == WP_ACT ? "A%d" : "G%d", chunk);
     float *a = slot_get(R, kind, chunk, mb);
-    if (R->plan->precision == WP_BF16) comm_send(R->comm, bf16_temp(R, a, act_floats(R)), bf16_room(act_floats(R)), peer, &ci);
-    else comm_send(R->comm, a, act_floats(R), peer, &ci);
+    if (R->plan->precision == WP_BF16) comm_send(R->comm, bf16_temp(R, a, act_floats(R)), act_floats(R), WP_BF16, peer, &ci);
+    else comm_send(R->comm, a, act_floats(R), WP_FP32, peer, &ci);
     WpCompute *D = R->dev;
     if (D->nrelease + 3 > D->caprelease) {
         D->caprelease = D->caprelease ? 2 * D->caprelease : 24;
@@ -296,23 +304,25 @@ void wp_recv_act(WpRank *R, int what, int chunk, int mb, int peer) {
     float *a = slot_new(R, kind, chunk, mb, n);
     if (R->plan->precision == WP_BF16) {   /* bf16 on the wire, widened into the slot after the wait */
         float *t = block_get(R, bf16_room(n));
-        comm_recv(R->comm, t, bf16_room(n), peer, &ci);
-        pending_add(R, (Pending){ PEND_BF16, t, bf16_room(n), a, -1, n });
-    } else comm_recv(R->comm, a, n, peer, &ci);
+        comm_recv(R->comm, t, n, WP_BF16, peer, &ci);
+        pending_add(R, (Pending){ PEND_BF16, t, bf16_room(n), a, -1, n, WP_BF16 });
+    } else comm_recv(R->comm, a, n, WP_FP32, peer, &ci);
 }
 
 /* ---- collectives ---- */
 
-/* Collectives work on fp32 (sums in fp32): a buffer in another format, or a master whose working
- * copy is what goes out, takes part through an fp32 temporary holding its values (rounded: the
- * working copy), stored back after the wait unless keep (a master is never overwritten). */
-static float *coll_f32(WpRank *R, int b, size_t n, int keep) {
-    int copy = R->me->bufs[b].master && R->plan->precision == WP_BF16 && R->me->bufs[b].kind == WP_BUF_W;
-    if (buf_dtype(R, b) == WP_FP32 && !copy) return R->dev->buf[b];
-    float *t = block_get(R, n ? n : 1);
-    load_f32(R, b, t, n);
-    if (copy) wp_bf16_round_array(t, n);
-    pending_add(R, (Pending){ keep || copy ? PEND_RELEASE : PEND_STORE, t, n ? n : 1, NULL, b, n });
+/* Buffer b's part in a collective of n elements, in the format the plan carries (*dt): the buffer
+ * itself when that is its format, else a temporary in it holding its values (a master's rounded:
+ * its working copy), converted back into the buffer after the wait unless keep (a master is never
+ * overwritten; an input that the collective only reads is kept). */
+static void *coll_buf(WpRank *R, int b, size_t n, int keep, WpDtype *dt) {
+    const WpBufDesc *d = &R->me->bufs[b];
+    *dt = (WpDtype)carried(R, b);
+    if (buf_dtype(R, b) == (int)*dt) return R->dev->buf[b];
+    size_t room = *dt == WP_BF16 ? bf16_room(n) : n;
+    float *t = block_get(R, room ? room : 1);
+    convert(t, *dt, R->dev->buf[b], buf_dtype(R, b), n);   /* a master's working copy: rounded here */
+    pending_add(R, (Pending){ keep || d->master ? PEND_RELEASE : PEND_STORE, t, room ? room : 1, NULL, b, n, *dt });
     return t;
 }
 
@@ -320,21 +330,27 @@ void wp_bcast(WpRank *R, int buf, int chunk, int shard, int nshards, int group, 
     char l[32];
     CommInfo ci = info(R, l, sizeof l, "W%d", chunk);
     size_t n = chunk_floats(R, chunk, shard, nshards);
-    comm_bcast(R->comm, group, coll_f32(R, buf, n, 0), n, root, &ci);
+    WpDtype dt;
+    void *p = coll_buf(R, buf, n, 0, &dt);
+    comm_bcast(R->comm, group, p, n, dt, root, &ci);
 }
 
 void wp_reduce(WpRank *R, int buf, int chunk, int shard, int nshards, int group, int root) {
     char l[32];
     CommInfo ci = info(R, l, sizeof l, "D%d", chunk);
     size_t n = chunk_floats(R, chunk, shard, nshards);
-    comm_reduce(R->comm, group, coll_f32(R, buf, n, 0), n, root, &ci);
+    WpDtype dt;
+    void *p = coll_buf(R, buf, n, 0, &dt);
+    comm_reduce(R->comm, group, p, n, dt, root, &ci);
 }
 
 void wp_allreduce(WpRank *R, int buf, int chunk, int shard, int nshards, int group) {
     char l[32];
     CommInfo ci = info(R, l, sizeof l, "D%d", chunk);
     size_t n = chunk_floats(R, chunk, shard, nshards);
-    comm_allreduce(R->comm, group, coll_f32(R, buf, n, 0), n, &ci);
+    WpDtype dt;
+    void *p = coll_buf(R, buf, n, 0, &dt);
+    comm_allreduce(R->comm, group, p, n, dt, &ci);
 }
 
 void wp_allgather(WpRank *R, int shard_buf, int whole_buf, int chunk, int group) {
@@ -342,8 +358,10 @@ void wp_allgather(WpRank *R, int shard_buf, int whole_buf, int chunk, int group)
     CommInfo ci = info(R, l, sizeof l, "W%d", chunk);
     size_t n = R->chunks[chunk].nparams;
     const WpBufDesc *sb = &R->me->bufs[shard_buf];
-    comm_allgather(R->comm, group, coll_f32(R, shard_buf, chunk_floats(R, chunk, sb->shard, sb->nshards), 1),
-                   coll_f32(R, whole_buf, n, 0), n, &ci);
+    WpDtype sdt, wdt;
+    const void *shard = coll_buf(R, shard_buf, chunk_floats(R, chunk, sb->shard, sb->nshards), 1, &sdt);
+    void *whole = coll_buf(R, whole_buf, n, 0, &wdt);
+    comm_allgather(R->comm, group, shard, whole, n, wdt, &ci);
 }
 
 void wp_reduce_scatter(WpRank *R, int whole_buf, int shard_buf, int chunk, int group) {
@@ -351,8 +369,10 @@ void wp_reduce_scatter(WpRank *R, int whole_buf, int shard_buf, int chunk, int g
     CommInfo ci = info(R, l, sizeof l, "D%d", chunk);
     size_t n = R->chunks[chunk].nparams;
     const WpBufDesc *sb = &R->me->bufs[shard_buf];
-    comm_reduce_scatter(R->comm, group, coll_f32(R, whole_buf, n, 1),
-                        coll_f32(R, shard_buf, chunk_floats(R, chunk, sb->shard, sb->nshards), 0), n, &ci);
+    WpDtype wdt, sdt;
+    const void *whole = coll_buf(R, whole_buf, n, 1, &wdt);
+    void *shard = coll_buf(R, shard_buf, chunk_floats(R, chunk, sb->shard, sb->nshards), 0, &sdt);
+    comm_reduce_scatter(R->comm, group, whole, shard, n, wdt, &ci);
 }
 
 /* ---- local ---- */

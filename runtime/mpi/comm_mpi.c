@@ -3,7 +3,11 @@
  * is; comm_wait_turn polls the list until it is empty, and when the timeout passes names the first
  * operation still pending and aborts the job. Collectives run on one communicator per group,
  * created once at start. Optionally, sends are held back by an emulated link (latency + bytes /
- * bandwidth per peer) so that topology effects can be measured on one machine. */
+ * bandwidth per peer) so that topology effects can be measured on one machine.
+ *
+ * Formats: fp32 elements are MPI_FLOAT summed by MPI_SUM; bf16 elements are MPI_UINT16_T summed by
+ * an operation of our own (bf16_sum: each partial sum in fp32, rounded to bf16 where stored), so a
+ * bf16 transfer moves 2 bytes an element, as the plan counts it. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -104,11 +108,12 @@ typedef struct Pending {
     const char *name;   /* for messages: comm_kind_names[kind], or the blocking call's name */
     int turn, peer, group;
     size_t bytes;
-    long expect;        /* receives: floats expected, checked on completion; -1: no check */
+    long expect;        /* receives: bytes expected, checked on completion; -1: no check */
     double t_post;
     double start_at;    /* deferred sends: when to start */
-    const float *sbuf;  /* deferred sends: what to start */
+    const void *sbuf;   /* deferred sends: what to start */
     int scount;
+    MPI_Datatype stype;
     char label[48];
 } Pending;
 
@@ -134,6 +139,8 @@ struct Comm {
     CommStats stats;
     CommTraceFn trace;
     void *trace_ud;
+
+    MPI_Op bf16_sum;    /* sums of MPI_UINT16_T holding bf16 values */
 
     /* Emulated links, per peer (NULL until comm_set_link). */
     double *alpha, *beta, *link_free;
@@ -179,6 +186,20 @@ static void *xrealloc(void *p, size_t bytes) {
     return q;
 }
 
+/* --- Formats ----------------------------------------------------------------------------- */
+
+/* MPI's user reduction for bf16 sums: inout[i] = bf16(in[i] + inout[i]), the sum in fp32. Called
+ * by MPI on whatever pieces it reduces, so every partial sum is rounded once where it is stored. */
+static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
+    (void)type;
+    const WpBf16 *a = in;
+    WpBf16 *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = wp_f32_to_bf16(wp_bf16_to_f32(a[i]) + wp_bf16_to_f32(b[i]));
+}
+
+static MPI_Datatype mpi_type(WpDtype dt) { return dt == WP_BF16 ? MPI_UINT16_T : MPI_FLOAT; }
+static MPI_Op mpi_sum(const Comm *c, WpDtype dt) { return dt == WP_BF16 ? c->bf16_sum : MPI_SUM; }
+
 /* --- Setup ------------------------------------------------------------------------------- */
 
 Comm *comm_init(int *argc, char ***argv) {
@@ -205,6 +226,8 @@ Comm *comm_init(int *argc, char ***argv) {
     MPI_CHECK(MPI_Comm_size(node, &c->local_size));
     MPI_CHECK(MPI_Comm_free(&node));
 
+    MPI_CHECK(MPI_Op_create(bf16_sum, 1, &c->bf16_sum));
+
     c->timeout = env_seconds("WP_COMM_TIMEOUT", COMM_DEFAULT_TIMEOUT);
     c->save_timeout = env_seconds("WP_SAVE_TIMEOUT", COMM_DEFAULT_SAVE_TIMEOUT);
     return c;
@@ -227,6 +250,7 @@ void comm_finalize(Comm *c) {
         free(gr->ranks);
     }
     MPI_CHECK(MPI_Comm_free(&c->world));
+    MPI_CHECK(MPI_Op_free(&c->bf16_sum));
     if (c->started_mpi) MPI_CHECK(MPI_Finalize());
     free(c->groups);
     free(c->pend);
@@ -363,10 +387,10 @@ static void complete(Comm *c, int i, MPI_Status *st) {
     Pending *p = &c->pend[i];
     if (p->expect >= 0) {
         int got = 0;
-        MPI_CHECK(MPI_Get_count(st, MPI_FLOAT, &got));
+        MPI_CHECK(MPI_Get_count(st, MPI_BYTE, &got));
         if (got != p->expect) {
             char what[128];
-            snprintf(what, sizeof what, "expected %ld floats, the matching send had %d", p->expect, got);
+            snprintf(what, sizeof what, "expected %ld bytes, the matching send had %d", p->expect, got);
             op_fail(c, p, what);
         }
     }
@@ -388,7 +412,7 @@ static double start_due(Comm *c, double now) {
         Pending *p = &c->pend[i];
         if (!p->deferred) continue;
         if (p->start_at <= now) {
-            MPI_CHECK(MPI_Isend(p->sbuf, p->scount, MPI_FLOAT, p->peer, TAG_STEP, c->world, &c->reqs[i]));
+            MPI_CHECK(MPI_Isend(p->sbuf, p->scount, p->stype, p->peer, TAG_STEP, c->world, &c->reqs[i]));
             p->deferred = 0;
             c->ndeferred--;
         } else if (next == 0 || p->start_at < next) {
@@ -466,10 +490,11 @@ void comm_progress(Comm *c) {
 
 /* --- The step's operations ----------------------------------------------------------------- */
 
-/* MPI counts are ints: 2^31 - 1 floats (8 GiB) per operation. */
+/* MPI counts are ints: 2^31 - 1 elements per operation (and receives check bytes, so 2^31 - 1
+ * bytes for them). */
 static int count_of(const Comm *c, CommKind kind, size_t n, const CommInfo *info) {
     if (n > (size_t)INT_MAX)
-        comm_fail("%s \"%s\" in turn %d: %zu floats, more than MPI's limit of %d per operation",
+        comm_fail("%s \"%s\" in turn %d: %zu elements, more than MPI's limit of %d per operation",
                   comm_kind_names[kind], info && info->label ? info->label : "", info ? info->turn : -1, n, INT_MAX);
     (void)c;
     return (int)n;
@@ -481,10 +506,10 @@ static void check_peer(const Comm *c, CommKind kind, int peer, const CommInfo *i
                   info && info->label ? info->label : "", info ? info->turn : -1, peer, c->size);
 }
 
-void comm_send(Comm *c, const float *buf, size_t n, int peer, const CommInfo *info) {
+void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const CommInfo *info) {
     check_peer(c, COMM_SEND, peer, info);
     int count = count_of(c, COMM_SEND, n, info);
-    size_t bytes = n * sizeof(float);
+    size_t bytes = n * wp_dtype_bytes(dt);
     int i = post(c, COMM_SEND, NULL, info, peer, -1, bytes);
     if (c->alpha && (c->alpha[peer] > 0 || c->beta[peer] > 0)) {
         /* The link carries its sends one after the other (bandwidth), each arriving alpha after
@@ -495,19 +520,24 @@ void comm_send(Comm *c, const float *buf, size_t n, int peer, const CommInfo *in
         p->start_at = busy + c->alpha[peer];
         p->sbuf = buf;
         p->scount = count;
+        p->stype = mpi_type(dt);
         p->deferred = 1;
         c->ndeferred++;
         return;
     }
-    MPI_CHECK(MPI_Isend(buf, count, MPI_FLOAT, peer, TAG_STEP, c->world, &c->reqs[i]));
+    MPI_CHECK(MPI_Isend(buf, count, mpi_type(dt), peer, TAG_STEP, c->world, &c->reqs[i]));
 }
 
-void comm_recv(Comm *c, float *buf, size_t n, int peer, const CommInfo *info) {
+void comm_recv(Comm *c, void *buf, size_t n, WpDtype dt, int peer, const CommInfo *info) {
     check_peer(c, COMM_RECV, peer, info);
     int count = count_of(c, COMM_RECV, n, info);
-    int i = post(c, COMM_RECV, NULL, info, peer, -1, n * sizeof(float));
-    c->pend[i].expect = count;
-    MPI_CHECK(MPI_Irecv(buf, count, MPI_FLOAT, peer, TAG_STEP, c->world, &c->reqs[i]));
+    size_t bytes = n * wp_dtype_bytes(dt);
+    if (bytes > (size_t)INT_MAX)   /* the size check counts bytes */
+        comm_fail("RECV \"%s\" in turn %d: %zu bytes, more than MPI's limit of %d per receive",
+                  info && info->label ? info->label : "", info ? info->turn : -1, bytes, INT_MAX);
+    int i = post(c, COMM_RECV, NULL, info, peer, -1, bytes);
+    c->pend[i].expect = (long)bytes;
+    MPI_CHECK(MPI_Irecv(buf, count, mpi_type(dt), peer, TAG_STEP, c->world, &c->reqs[i]));
 }
 
 /* This rank's group g, which it must be a member of; and the root's index in it. */
@@ -534,28 +564,29 @@ static int root_index(Comm *c, CommKind kind, int g, int root, const CommInfo *i
               info && info->label ? info->label : "", info ? info->turn : -1, root, group_desc(c, g, gbuf, sizeof gbuf));
 }
 
-void comm_bcast(Comm *c, int g, float *buf, size_t n, int root, const CommInfo *info) {
+void comm_bcast(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, const CommInfo *info) {
     Group *gr = member_group(c, COMM_BCAST, g, info);
     int r = root_index(c, COMM_BCAST, g, root, info);
     int count = count_of(c, COMM_BCAST, n, info);
-    int i = post(c, COMM_BCAST, NULL, info, root, g, n * sizeof(float));
-    MPI_CHECK(MPI_Ibcast(buf, count, MPI_FLOAT, r, gr->comm, &c->reqs[i]));
+    int i = post(c, COMM_BCAST, NULL, info, root, g, n * wp_dtype_bytes(dt));
+    MPI_CHECK(MPI_Ibcast(buf, count, mpi_type(dt), r, gr->comm, &c->reqs[i]));
 }
 
-void comm_reduce(Comm *c, int g, float *buf, size_t n, int root, const CommInfo *info) {
+void comm_reduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, const CommInfo *info) {
     Group *gr = member_group(c, COMM_REDUCE, g, info);
     int r = root_index(c, COMM_REDUCE, g, root, info);
     int count = count_of(c, COMM_REDUCE, n, info);
-    int i = post(c, COMM_REDUCE, NULL, info, root, g, n * sizeof(float));
-    if (r == gr->me) MPI_CHECK(MPI_Ireduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, r, gr->comm, &c->reqs[i]));
-    else             MPI_CHECK(MPI_Ireduce(buf, NULL, count, MPI_FLOAT, MPI_SUM, r, gr->comm, &c->reqs[i]));
+    int i = post(c, COMM_REDUCE, NULL, info, root, g, n * wp_dtype_bytes(dt));
+    MPI_Datatype t = mpi_type(dt);
+    if (r == gr->me) MPI_CHECK(MPI_Ireduce(MPI_IN_PLACE, buf, count, t, mpi_sum(c, dt), r, gr->comm, &c->reqs[i]));
+    else             MPI_CHECK(MPI_Ireduce(buf, NULL, count, t, mpi_sum(c, dt), r, gr->comm, &c->reqs[i]));
 }
 
-void comm_allreduce(Comm *c, int g, float *buf, size_t n, const CommInfo *info) {
+void comm_allreduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, const CommInfo *info) {
     Group *gr = member_group(c, COMM_ALLREDUCE, g, info);
     int count = count_of(c, COMM_ALLREDUCE, n, info);
-    int i = post(c, COMM_ALLREDUCE, NULL, info, -1, g, n * sizeof(float));
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, gr->comm, &c->reqs[i]));
+    int i = post(c, COMM_ALLREDUCE, NULL, info, -1, g, n * wp_dtype_bytes(dt));
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count, mpi_type(dt), mpi_sum(c, dt), gr->comm, &c->reqs[i]));
 }
 
 size_t comm_shard_offset(size_t n, int k, int i) { return (size_t)i * n / (size_t)k; }
@@ -577,34 +608,43 @@ static const Layout *layout(Group *gr, size_t n) {
     return l;
 }
 
-static int overlaps(const float *a, size_t na, const float *b, size_t nb) {
-    return na && nb && a < b + nb && b < a + na;
+/* Byte ranges [a, a + na) and [b, b + nb) share a byte. */
+static int overlaps(const void *a, size_t na, const void *b, size_t nb) {
+    const char *x = a, *y = b;
+    return na && nb && x < y + nb && y < x + na;
 }
 
-void comm_allgather(Comm *c, int g, const float *shard, float *full, size_t n, const CommInfo *info) {
+void comm_allgather(Comm *c, int g, const void *shard, void *full, size_t n, WpDtype dt, const CommInfo *info) {
     Group *gr = member_group(c, COMM_ALLGATHER, g, info);
     count_of(c, COMM_ALLGATHER, n, info);
     const Layout *l = layout(gr, n);
     int me = gr->me;
-    int in_place = shard == full + l->displs[me];
-    if (!in_place && overlaps(shard, (size_t)l->counts[me], full, n))
+    size_t es = wp_dtype_bytes(dt);
+    int in_place = (const char *)shard == (const char *)full + (size_t)l->displs[me] * es;
+    if (!in_place && overlaps(shard, (size_t)l->counts[me] * es, full, n * es))
         comm_fail("ALLGATHER \"%s\" in turn %d: the shard overlaps the full buffer but is not its own "
                   "place in it", info && info->label ? info->label : "", info ? info->turn : -1);
-    int i = post(c, COMM_ALLGATHER, NULL, info, -1, g, n * sizeof(float));
-    MPI_CHECK(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : shard, l->counts[me], MPI_FLOAT,
-                              full, l->counts, l->displs, MPI_FLOAT, gr->comm, &c->reqs[i]));
+    int i = post(c, COMM_ALLGATHER, NULL, info, -1, g, n * es);
+    MPI_CHECK(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : shard, l->counts[me], mpi_type(dt),
+                              full, l->counts, l->displs, mpi_type(dt), gr->comm, &c->reqs[i]));
 }
 
-void comm_reduce_scatter(Comm *c, int g, const float *full, float *shard, size_t n, const CommInfo *info) {
+void comm_reduce_scatter(Comm *c, int g, const void *full, void *shard, size_t n, WpDtype dt, const CommInfo *info) {
     Group *gr = member_group(c, COMM_REDUCE_SCATTER, g, info);
     count_of(c, COMM_REDUCE_SCATTER, n, info);
     const Layout *l = layout(gr, n);
-    if (overlaps(full, n, shard, (size_t)l->counts[gr->me]))
+    size_t es = wp_dtype_bytes(dt);
+    if (overlaps(full, n * es, shard, (size_t)l->counts[gr->me] * es))
         comm_fail("REDUCE_SCATTER \"%s\" in turn %d: the shard overlaps the full buffer",
                   info && info->label ? info->label : "", info ? info->turn : -1);
-    int i = post(c, COMM_REDUCE_SCATTER, NULL, info, -1, g, n * sizeof(float));
-    MPI_CHECK(MPI_Ireduce_scatter(full, shard, l->counts, MPI_FLOAT, MPI_SUM, gr->comm, &c->reqs[i]));
+    int i = post(c, COMM_REDUCE_SCATTER, NULL, info, -1, g, n * es);
+    MPI_CHECK(MPI_Ireduce_scatter(full, shard, l->counts, mpi_type(dt), mpi_sum(c, dt), gr->comm, &c->reqs[i]));
 }
+
+/* Host buffers: the operations started when they were posted; no streams to order against. */
+void comm_turn_posted(Comm *c) { (void)c; }
+int comm_device_buffers(const Comm *c) { (void)c; return 0; }
+void comm_set_stream(Comm *c, void *stream) { (void)c; (void)stream; }
 
 /* --- Blocking calls over the world ------------------------------------------------------- */
 
@@ -679,7 +719,7 @@ static size_t gather(Comm *c, const char *name, const void *mine, size_t n, size
             if (counts) counts[r] = (size_t)cnt[r];
             if (!cnt[r]) continue;
             int k = post(c, COMM_UTIL, name, &info, r, -1, (size_t)cnt[r] * esize);
-            if (type == MPI_FLOAT) c->pend[k].expect = (long)cnt[r];
+            if (type == MPI_FLOAT) c->pend[k].expect = (long)(cnt[r] * sizeof(float));
             MPI_CHECK(MPI_Irecv((char *)all + off * esize, (int)cnt[r], type, r, TAG_UTIL, c->world, &c->reqs[k]));
             off += (size_t)cnt[r];
         }
@@ -722,7 +762,7 @@ void comm_scatter(Comm *c, const float *all, size_t total, float *mine, size_t n
         }
     } else if (n) {
         int k = post(c, COMM_UTIL, "SCATTER", &info, 0, -1, n * sizeof(float));
-        c->pend[k].expect = count;
+        c->pend[k].expect = (long)count * (long)sizeof(float);
         MPI_CHECK(MPI_Irecv(mine, count, MPI_FLOAT, 0, TAG_UTIL, c->world, &c->reqs[k]));
     }
     wait_all(c);

@@ -1,8 +1,9 @@
 /* Tests of the communication layer (runtime/common/comm.h) under mpirun, on any number of ranks:
  * ring send/receive with several transfers in flight per turn, every collective on the world and
  * on sub-groups (reversed, strided, singleton) with uneven shards, post-compute-wait overlap, the
- * emulated link delay, the blocking calls, counters and trace events. Values are small integers
- * in floats, so every sum is exact and checked with ==.
+ * emulated link delay, the blocking calls, counters and trace events, and the same operations on
+ * bf16 elements. Values are small integers, so every sum is exact and checked with ==, except
+ * where a test of bf16 rounding says otherwise.
  *
  * `comm_test MODE` with MODE timeout-send, timeout-allreduce, mismatch or truncate runs one
  * failure on 2 ranks instead; tests/mpi/test_comm.sh checks that it aborts with a clear line. */
@@ -67,20 +68,20 @@ static void test_ring(Comm *c) {
                 for (int m = 0; m < NS; m++) {
                     snprintf(label[m], sizeof label[m], "W%d", m);
                     fill(sendf[m], sizes[m], R, t * 10 + m);
-                    comm_send(c, sendf[m], sizes[m], next, &(CommInfo){ t, label[m] });
+                    comm_send(c, sendf[m], sizes[m], WP_FP32, next, &(CommInfo){ t, label[m] });
                     sent += sizes[m] * sizeof(float);
                 }
                 if (P >= 3) {   /* and one the other way round the ring */
                     fill(sendb, 5000, R, t * 10 + 9);
-                    comm_send(c, sendb, 5000, prev, &(CommInfo){ t, "back" });
+                    comm_send(c, sendb, 5000, WP_FP32, prev, &(CommInfo){ t, "back" });
                     sent += 5000 * sizeof(float);
                 }
             } else {
                 for (int m = 0; m < NS; m++) {
                     for (size_t i = 0; i < sizes[m]; i++) recvf[m][i] = -1;
-                    comm_recv(c, recvf[m], sizes[m], prev, &(CommInfo){ t, "W" });
+                    comm_recv(c, recvf[m], sizes[m], WP_FP32, prev, &(CommInfo){ t, "W" });
                 }
-                if (P >= 3) comm_recv(c, recvb, 5000, next, &(CommInfo){ t, "back" });
+                if (P >= 3) comm_recv(c, recvb, 5000, WP_FP32, next, &(CommInfo){ t, "back" });
             }
         }
         comm_wait_turn(c);
@@ -151,7 +152,7 @@ static void test_collectives_n(Comm *c, size_t n, int turn) {
     int stream = (int)n;
     float *ringo = alloc(n), *ringi = alloc(n);
     fill(ringo, n, R, stream + 1);
-    comm_recv(c, ringi, n, (R + P - 1) % P, &(CommInfo){ turn, "ring" });
+    comm_recv(c, ringi, n, WP_FP32, (R + P - 1) % P, &(CommInfo){ turn, "ring" });
     for (int g = 0; g < ng; g++) {
         int me = member(g);
         if (me < 0) continue;
@@ -160,17 +161,17 @@ static void test_collectives_n(Comm *c, size_t n, int turn) {
         j.g = g; j.n = n;
 
         j.kind = COMM_ALLREDUCE; j.a = alloc(n); fill(j.a, n, R, stream);
-        comm_allreduce(c, g, j.a, n, &(CommInfo){ turn, "allreduce" });
+        comm_allreduce(c, g, j.a, n, WP_FP32, &(CommInfo){ turn, "allreduce" });
         jobs[nj++] = j;
 
         for (int ri = 0; ri < k; ri++) {
             j.root = granks[g][ri];
             j.kind = COMM_BCAST; j.a = alloc(n);
             if (R == j.root) fill(j.a, n, R, stream + ri); else for (size_t i = 0; i < n; i++) j.a[i] = -1;
-            comm_bcast(c, g, j.a, n, j.root, &(CommInfo){ turn, "bcast" });
+            comm_bcast(c, g, j.a, n, WP_FP32, j.root, &(CommInfo){ turn, "bcast" });
             jobs[nj++] = j;
             j.kind = COMM_REDUCE; j.a = alloc(n); fill(j.a, n, R, stream + ri);
-            comm_reduce(c, g, j.a, n, j.root, &(CommInfo){ turn, "reduce" });
+            comm_reduce(c, g, j.a, n, WP_FP32, j.root, &(CommInfo){ turn, "reduce" });
             jobs[nj++] = j;
         }
         j.root = -1;
@@ -181,7 +182,7 @@ static void test_collectives_n(Comm *c, size_t n, int turn) {
             for (size_t i = 0; i < n; i++) j.b[i] = -1;
             if (inplace) { j.a = NULL; for (size_t i = 0; i < len; i++) j.b[off + i] = val(R, stream, off + i); }
             else { j.a = alloc(len); for (size_t i = 0; i < len; i++) j.a[i] = val(R, stream, off + i); }
-            comm_allgather(c, g, inplace ? j.b + off : j.a, j.b, n, &(CommInfo){ turn, "allgather" });
+            comm_allgather(c, g, inplace ? j.b + off : j.a, j.b, n, WP_FP32, &(CommInfo){ turn, "allgather" });
             jobs[nj++] = j;
         }
         j.inplace = 0;
@@ -189,10 +190,10 @@ static void test_collectives_n(Comm *c, size_t n, int turn) {
         j.kind = COMM_REDUCE_SCATTER; j.a = alloc(n); j.b = alloc(len);
         fill(j.a, n, R, stream + 5);
         for (size_t i = 0; i < len; i++) j.b[i] = -1;
-        comm_reduce_scatter(c, g, j.a, j.b, n, &(CommInfo){ turn, "reduce_scatter" });
+        comm_reduce_scatter(c, g, j.a, j.b, n, WP_FP32, &(CommInfo){ turn, "reduce_scatter" });
         jobs[nj++] = j;
     }
-    comm_send(c, ringo, n, (R + 1) % P, &(CommInfo){ turn, "ring" });
+    comm_send(c, ringo, n, WP_FP32, (R + 1) % P, &(CommInfo){ turn, "ring" });
     comm_wait_turn(c);
 
     float *want = alloc(n);
@@ -256,9 +257,9 @@ static void test_overlap(Comm *c) {
         fill(out, n, R, 40 + progress);
         fill(sum, n, R, 50 + progress);
         for (size_t i = 0; i < n; i++) in[i] = -1;
-        comm_recv(c, in, n, (R + P - 1) % P, &(CommInfo){ 200, "overlap" });
-        comm_send(c, out, n, (R + 1) % P, &(CommInfo){ 200, "overlap" });
-        comm_allreduce(c, 0, sum, n, &(CommInfo){ 200, "overlap" });
+        comm_recv(c, in, n, WP_FP32, (R + P - 1) % P, &(CommInfo){ 200, "overlap" });
+        comm_send(c, out, n, WP_FP32, (R + 1) % P, &(CommInfo){ 200, "overlap" });
+        comm_allreduce(c, 0, sum, n, WP_FP32, &(CommInfo){ 200, "overlap" });
         double s = compute(c, progress, 20);
         comm_wait_turn(c);
         CHECK(s > 0, "rank %d: compute", R);
@@ -270,6 +271,70 @@ static void test_overlap(Comm *c) {
         check_buf(out, want, n, "overlap: the send buffer is untouched");
     }
     free(out); free(in); free(sum); free(want);
+}
+
+/* --- bf16 elements --------------------------------------------------------------------------- */
+
+/* A small integer for bf16 collectives: below 60, so a sum over up to 4 ranks stays below 256 and
+ * every partial sum is exact in bf16's 8 significant bits, whatever the order. */
+static float small(int a, size_t i) { return (float)((a * 7 + (long)(i % 53)) % 60); }
+
+/* bf16 moves 2 bytes an element (counted so), and sums are rounded to bf16: on 2 ranks a sum is
+ * one addition, so its rounding is known whatever the library's order. */
+static void test_bf16(Comm *c) {
+    enum { N = 1001 };   /* odd: no element pairs into a float */
+    WpBf16 out[N], in[N], sum[N], full[N];
+    for (int i = 0; i < N; i++) { out[i] = wp_f32_to_bf16(val(R, 70, i)); in[i] = 0xFFFF; sum[i] = wp_f32_to_bf16(small(R, i)); }
+    uint64_t sent0 = comm_stats(c)->bytes[COMM_SEND];
+    comm_recv(c, in, N, WP_BF16, (R + P - 1) % P, &(CommInfo){ 400, "bf16" });
+    comm_send(c, out, N, WP_BF16, (R + 1) % P, &(CommInfo){ 400, "bf16" });
+    comm_allreduce(c, 0, sum, N, WP_BF16, &(CommInfo){ 400, "bf16 sum" });
+    comm_wait_turn(c);
+    CHECK(comm_stats(c)->bytes[COMM_SEND] - sent0 == 2 * N, "rank %d: a bf16 send of %d elements counted %llu bytes, expected %d",
+          R, N, (unsigned long long)(comm_stats(c)->bytes[COMM_SEND] - sent0), 2 * N);
+    int bad = -1;
+    for (int i = 0; i < N && bad < 0; i++)
+        if (in[i] != wp_f32_to_bf16(val((R + P - 1) % P, 70, i))) bad = i;
+    CHECK(bad < 0, "rank %d: bf16 ring: element %d is %04x", R, bad, bad < 0 ? 0 : in[bad]);
+    bad = -1;
+    for (int i = 0; i < N && bad < 0; i++) {
+        float want = 0;
+        for (int m = 0; m < P; m++) want += small(m, i);
+        if (wp_bf16_to_f32(sum[i]) != want) bad = i;
+    }
+    CHECK(bad < 0, "rank %d: bf16 allreduce: element %d is %g", R, bad, bad < 0 ? 0.0 : wp_bf16_to_f32(sum[bad]));
+
+    /* the whole buffer gathered from bf16 shards, then reduce-scattered back */
+    for (int i = 0; i < N; i++) full[i] = 0xFFFF;
+    size_t off = comm_shard_offset(N, P, R), len = comm_shard_len(N, P, R);
+    for (size_t i = 0; i < len; i++) full[off + i] = wp_f32_to_bf16(small(R, off + i));
+    comm_allgather(c, 0, full + off, full, N, WP_BF16, &(CommInfo){ 401, "bf16 gather" });
+    comm_wait_turn(c);
+    bad = -1;
+    for (int s = 0; s < P; s++)
+        for (size_t i = comm_shard_offset(N, P, s); i < comm_shard_offset(N, P, s + 1) && bad < 0; i++)
+            if (full[i] != wp_f32_to_bf16(small(s, i))) bad = (int)i;
+    CHECK(bad < 0, "rank %d: bf16 allgather: element %d is %04x", R, bad, bad < 0 ? 0 : full[bad]);
+    comm_reduce_scatter(c, 0, full, sum, N, WP_BF16, &(CommInfo){ 402, "bf16 scatter" });
+    comm_wait_turn(c);
+    bad = -1;
+    for (size_t i = 0; i < len && bad < 0; i++) {
+        int s = 0;
+        while (comm_shard_offset(N, P, s + 1) <= off + i) s++;
+        if (wp_bf16_to_f32(sum[i]) != (float)P * small(s, off + i)) bad = (int)i;
+    }
+    CHECK(bad < 0, "rank %d: bf16 reduce_scatter: element %zu of the shard wrong", R, bad < 0 ? 0 : off + (size_t)bad);
+
+    if (P != 2) return;
+    /* 1 + 2^-8 is halfway between bf16's 1 and 1 + 2^-7: to even, 1. 1 + 3 * 2^-8: to 1 + 2^-6. */
+    WpBf16 r[2] = { wp_f32_to_bf16(R ? 0x1p-8f : 1.0f), wp_f32_to_bf16(R ? 0x1p-7f + 0x1p-8f : 1.0f) };
+    comm_reduce(c, 0, r, 2, WP_BF16, 0, &(CommInfo){ 403, "bf16 rounding" });
+    comm_wait_turn(c);
+    if (R == 0) {
+        CHECK(wp_bf16_to_f32(r[0]) == 1.0f, "rank 0: bf16 1 + 2^-8 summed to %g, expected 1 (ties to even)", wp_bf16_to_f32(r[0]));
+        CHECK(wp_bf16_to_f32(r[1]) == 1.0f + 0x1p-6f, "rank 0: bf16 1 + 3*2^-8 summed to %g, expected 1 + 2^-6",
+              wp_bf16_to_f32(r[1]));
+    }
 }
 
 typedef struct Seen { int n; CommEvent ev[16]; } Seen;
@@ -288,10 +353,10 @@ static void test_link_delay(Comm *c) {
     comm_set_trace(c, on_event, &seen);
     comm_barrier(c);
     double t0 = comm_now(c);
-    comm_recv(c, i1, n, (R + P - 1) % P, &(CommInfo){ 300, "first" });
-    comm_recv(c, i2, n, (R + P - 1) % P, &(CommInfo){ 300, "second" });
-    comm_send(c, o1, n, (R + 1) % P, &(CommInfo){ 300, "first" });
-    comm_send(c, o2, n, (R + 1) % P, &(CommInfo){ 300, "second" });
+    comm_recv(c, i1, n, WP_FP32, (R + P - 1) % P, &(CommInfo){ 300, "first" });
+    comm_recv(c, i2, n, WP_FP32, (R + P - 1) % P, &(CommInfo){ 300, "second" });
+    comm_send(c, o1, n, WP_FP32, (R + 1) % P, &(CommInfo){ 300, "first" });
+    comm_send(c, o2, n, WP_FP32, (R + 1) % P, &(CommInfo){ 300, "second" });
     comm_wait_turn(c);
     comm_set_trace(c, NULL, NULL);
     comm_set_link(c, -1, 0, 0);
@@ -386,21 +451,21 @@ static int run_failure(Comm *c, const char *mode) {
     if (strcmp(mode, "timeout-send") == 0) {
         /* Rank 1 never posts its receive: rank 0 must give up, naming SEND "W3" to rank 1 in turn 3. */
         if (R == 0) {
-            comm_send(c, buf, 0, 0, &(CommInfo){ 3, "self" });   /* two that complete, beside it */
-            comm_recv(c, buf + 1, 0, 0, &(CommInfo){ 3, "self" });
-            comm_send(c, buf, n, 1, &(CommInfo){ 3, "W3" });
+            comm_send(c, buf, 0, WP_FP32, 0, &(CommInfo){ 3, "self" });   /* two that complete, beside it */
+            comm_recv(c, buf + 1, 0, WP_FP32, 0, &(CommInfo){ 3, "self" });
+            comm_send(c, buf, n, WP_FP32, 1, &(CommInfo){ 3, "W3" });
             comm_wait_turn(c);
         }
     } else if (strcmp(mode, "timeout-allreduce") == 0) {
         int g = comm_add_group(c, (int[]){ 0, 1 }, 2);
         if (R == 0) {
-            comm_allreduce(c, g, buf, 16, &(CommInfo){ 5, "D1" });
+            comm_allreduce(c, g, buf, 16, WP_FP32, &(CommInfo){ 5, "D1" });
             comm_wait_turn(c);
         }
     } else if (strcmp(mode, "mismatch") == 0 || strcmp(mode, "truncate") == 0) {
         /* The plan's sizes disagree: rank 1 expects 12 (or 8) floats, rank 0 sends 10. */
-        if (R == 0) comm_send(c, buf, 10, 1, &(CommInfo){ 7, "A2" });
-        if (R == 1) comm_recv(c, buf, mode[0] == 'm' ? 12 : 8, 0, &(CommInfo){ 7, "A2" });
+        if (R == 0) comm_send(c, buf, 10, WP_FP32, 1, &(CommInfo){ 7, "A2" });
+        if (R == 1) comm_recv(c, buf, mode[0] == 'm' ? 12 : 8, WP_FP32, 0, &(CommInfo){ 7, "A2" });
         comm_wait_turn(c);
     } else {
         fprintf(stderr, "unknown mode %s\n", mode);
@@ -423,6 +488,7 @@ int main(int argc, char **argv) {
     test_ring(c);
     test_collectives(c);
     test_overlap(c);
+    test_bf16(c);
     test_link_delay(c);
     test_blocking(c);
 

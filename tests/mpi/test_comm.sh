@@ -41,7 +41,7 @@ expect_abort() {
 }
 expect_abort timeout-send      'comm: rank 0: timeout: SEND "W3" to rank 1 in turn 3' 'after 1.0 s'
 expect_abort timeout-allreduce 'comm: rank 0: timeout: ALLREDUCE "D1" on group 0 (ranks 0,1) in turn 5'
-expect_abort mismatch          'comm: rank 1: RECV "A2" from rank 0 in turn 7' 'expected 12 floats, the matching send had 10'
+expect_abort mismatch          'comm: rank 1: RECV "A2" from rank 0 in turn 7' 'expected 48 bytes, the matching send had 40'
 expect_abort truncate          'comm: rank 1: RECV "A2" from rank 0 in turn 7' 'MPI_ERR_TRUNCATE'
 
 if [ $failed -eq 0 ]; then echo "comm: all 8 runs passed"; else echo "comm: $failed of 8 runs failed"; exit 1; fi
