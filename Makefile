@@ -86,6 +86,8 @@ NVCC      := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard $(CUDA_HOME)/b
 CUDA_DIR  := $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(realpath $(NVCC))))
 NCCL_H    := $(firstword $(wildcard $(CUDA_DIR)/include/nccl.h /usr/include/nccl.h))
 CUDA_ARCH := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+comma     := ,
+CUDA_SMS  := $(patsubst code=%,%,$(filter code=%,$(subst $(comma), ,$(CUDA_ARCH))))
 NVCCFLAGS := -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -Wall
 CUDA_INC  := -I$(CUDA_DIR)/include $(if $(NCCL_H),-I$(dir $(NCCL_H)))
 CUDA_LIBS := -L$(CUDA_DIR)/lib64 -lcublasLt -lcudart -lstdc++ -lpthread
@@ -124,7 +126,7 @@ $(BUILD)/tests-gpu/bench_step: tests/gpu/bench_step.cu $(LIBCUDA) $(BUILD)/libwp
 
 ifeq ($(CUDA_WHY),)
 cuda: $(LIBCUDA) $(LIBNCCL) $(GPU_TESTS)
-	@echo "cuda: built $(LIBCUDA) and $(LIBNCCL) for sm_80 and sm_90 ($(NVCC), $(NCCL_H))$(if $(GPU_TESTS), and $(GPU_TESTS))"
+	@echo "cuda: built $(LIBCUDA) and $(LIBNCCL) for $(CUDA_SMS) ($(NVCC), $(NCCL_H))$(if $(GPU_TESTS), and $(GPU_TESTS))"
 else
 cuda:
 	@echo "cuda: the CUDA and NCCL backends are not built: $(CUDA_WHY) (CUDA_HOME=... names the toolkit)"
