@@ -80,7 +80,7 @@ all: $(BUILD)/config.mk $(WPGEN) $(LIBWPRT) $(WPREF) cuda
 # when nvcc (PATH, else CUDA_HOME/bin) and nccl.h (CUDA's include folder, else /usr/include) are
 # found: build/libwprt-cuda.a, build/libwprt-nccl.a, and the GPU test programs whose sources exist
 # (tests/gpu). Outside libwprt.a: programs that want them name them. Their host-only parts
-# (cuda_mem.c, nccl_book.c) build everywhere, for the unit tests.
+# (cuda_mem.c, nccl_book.c) build everywhere, for the unit tests. `make CUDA=no` skips them.
 CUDA_HOME ?= /usr/local/cuda
 NVCC      := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard $(CUDA_HOME)/bin/nvcc))
 CUDA_DIR  := $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(realpath $(NVCC))))
@@ -96,7 +96,9 @@ LIBNCCL   := $(BUILD)/libwprt-nccl.a
 CUDA_OBJ  := $(call obj,$(wildcard runtime/cuda/*.c)) $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard runtime/cuda/*.cu))
 NCCL_OBJ  := $(call obj,$(wildcard runtime/nccl/*.c))
 GPU_TESTS := $(patsubst tests/gpu/%.cu,$(BUILD)/tests-gpu/%,$(wildcard tests/gpu/test_kernels.cu tests/gpu/bench_step.cu))
-ifeq ($(NVCC),)
+ifeq ($(CUDA),no)
+CUDA_WHY  := CUDA=no
+else ifeq ($(NVCC),)
 CUDA_WHY  := nvcc is neither in PATH nor in $(CUDA_HOME)/bin
 else ifeq ($(NCCL_H),)
 CUDA_WHY  := nccl.h is neither in $(CUDA_DIR)/include nor in /usr/include
@@ -111,6 +113,10 @@ $(BUILD)/obj/runtime/cuda/%.o: runtime/cuda/%.c | $(BUILD)/config.mk
 $(BUILD)/obj/runtime/nccl/%.o: runtime/nccl/%.c | $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(MPICC) $(CFLAGS) $(CUDA_INC) -Iruntime -c $< -o $@
+# the bookkeeping is plain C (no MPI, CUDA or NCCL): the unit test's, sanitizers included
+$(BUILD)/obj/runtime/nccl/nccl_book.o: runtime/nccl/nccl_book.c | $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Iruntime -c $< -o $@
 $(LIBCUDA): $(CUDA_OBJ)
 	rm -f $@ && ar rcs $@ $^
 $(LIBNCCL): $(NCCL_OBJ)
