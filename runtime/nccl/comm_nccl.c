@@ -166,7 +166,7 @@ static void __attribute__((noreturn)) watchdog_expired(Comm *c, int slot, double
     char d[320];
     nb_op_desc(b, &b->ops[first], d, sizeof d);
     fprintf(stderr, "comm: rank %d: timeout: %s still pending after %.1f s (%d of the %d operations pending on this "
-            "rank in its group of turn %d; WP_COMM_TIMEOUT=%g); aborting NCCL\n", g_rank, d, now - b->batches[slot].t_start,
+            "rank in its group of turn %d; WP_COMM_TIMEOUT=%g); aborting NCCL\n", g_rank, d, nb_age(b, slot, now),
             left, all, b->batches[slot].turn, b->timeout);
     fflush(stdout);
     fflush(stderr);
@@ -183,7 +183,7 @@ static void watchdog_pass(Comm *c) {
     NcclBook *b = &c->book;
     for (int s = 0; s < b->nbatches && s < c->nev; s++) {
         NbBatch *t = &b->batches[s];
-        if (!t->used || t->state == NB_OPEN || t->state == NB_DONE) continue;
+        if (!t->used || t->state == NB_OPEN || t->state == NB_DONE || t->issuing) continue;   /* events not recorded yet */
         if (t->state == NB_WAITED && cudaEventQuery(c->ev_start[s]) == cudaSuccess) nb_started(b, s, comm_now(c));
         if (cudaEventQuery(c->ev_end[s]) == cudaSuccess) nb_done(b, s, event_time(c, c->ev_end[s]));
     }
@@ -279,15 +279,35 @@ Comm *comm_init(int *argc, char ***argv) {
     return c;
 }
 
+/* Ends the open turn's group (without the lock: ncclGroupEnd may wait for a peer to connect, and
+ * the watchdog times that too). The communication stream first waits for everything queued on
+ * the compute stream so far (the turn's compute before it, and what the posting itself queued
+ * there, such as a gradient converted to the format it moves in), then NCCL issues the group's
+ * operations; the two events around them time the turn for the watchdog and the trace. */
+static void end_group(Comm *c) {
+    pthread_mutex_lock(&c->lock);
+    int slot = c->book.open;
+    if (slot >= 0) {
+        nb_close(&c->book);
+        nb_issuing(&c->book, slot, comm_now(c));
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (slot < 0) return;
+    CUDA_CHECK(cudaEventRecord(c->ev_compute, c->compute));
+    CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->ev_compute, 0));
+    CUDA_CHECK(cudaEventRecord(c->ev_start[slot], c->stream));
+    NCCL_CHECK(ncclGroupEnd());
+    CUDA_CHECK(cudaEventRecord(c->ev_end[slot], c->stream));
+    pthread_mutex_lock(&c->lock);
+    nb_issued(&c->book, slot);
+    pthread_mutex_unlock(&c->lock);
+}
+
 /* Everything posted is waited for and complete (the blocking calls, finalize): the stream drains
  * while the watchdog enforces the timeout. */
 static void drain(Comm *c) {
+    end_group(c);
     pthread_mutex_lock(&c->lock);
-    if (c->book.open >= 0) {
-        NCCL_CHECK(ncclGroupEnd());
-        CUDA_CHECK(cudaEventRecord(c->ev_end[c->book.open], c->stream));
-        nb_close(&c->book);
-    }
     nb_waited(&c->book, comm_now(c));
     pthread_mutex_unlock(&c->lock);
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
@@ -345,8 +365,8 @@ int comm_add_group(Comm *c, const int *ranks, int n) {
 
 static ncclDataType_t nccl_type(WpDtype dt) { return dt == WP_BF16 ? ncclBfloat16 : ncclFloat32; }
 
-/* Books an operation; the first of a turn orders the communication stream after the compute
- * queued so far, marks the batch's start and opens the NCCL group. Call with the lock held. */
+/* Books an operation; the first of a turn opens the NCCL group (end_group orders and issues it).
+ * Call with the lock held. */
 static void post(Comm *c, CommKind kind, const CommInfo *info, int peer, int group, size_t bytes) {
     int opening = c->book.open < 0;
     int slot = nb_post(&c->book, kind, info, peer, group, bytes, comm_now(c));
@@ -363,12 +383,7 @@ static void post(Comm *c, CommKind kind, const CommInfo *info, int peer, int gro
         }
         c->nev = n;
     }
-    if (opening) {
-        CUDA_CHECK(cudaEventRecord(c->ev_compute, c->compute));
-        CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->ev_compute, 0));
-        CUDA_CHECK(cudaEventRecord(c->ev_start[slot], c->stream));
-        NCCL_CHECK(ncclGroupStart());
-    }
+    if (opening) NCCL_CHECK(ncclGroupStart());   /* NCCL issues nothing until the group ends */
     c->stats.calls[kind]++;
     c->stats.bytes[kind] += bytes;
 }
@@ -469,7 +484,8 @@ void comm_allgather(Comm *c, int g, const void *shard, void *full, size_t n, WpD
     } else {
         /* shards of unequal sizes: NCCL's all-gather wants equal ones; member i broadcasts its
          * shard into its place of everyone's full buffer, all in this turn's group */
-        if (shard != own) CUDA_CHECK(cudaMemcpyAsync((void *)own, shard, mine * es, cudaMemcpyDeviceToDevice, c->stream));
+        /* (on the compute stream, which the group waits for when it ends) */
+        if (shard != own) CUDA_CHECK(cudaMemcpyAsync((void *)own, shard, mine * es, cudaMemcpyDeviceToDevice, c->compute));
         for (int i = 0; i < gr->n; i++) {
             char *p = fullb + comm_shard_offset(n, gr->n, i) * es;
             size_t len = comm_shard_len(n, gr->n, i);
@@ -501,14 +517,7 @@ void comm_reduce_scatter(Comm *c, int g, const void *full, void *shard, size_t n
 }
 
 void comm_turn_posted(Comm *c) {
-    pthread_mutex_lock(&c->lock);
-    int slot = c->book.open;
-    if (slot >= 0) {
-        NCCL_CHECK(ncclGroupEnd());
-        CUDA_CHECK(cudaEventRecord(c->ev_end[slot], c->stream));
-        nb_close(&c->book);
-    }
-    pthread_mutex_unlock(&c->lock);
+    end_group(c);
 }
 
 double comm_wait_turn(Comm *c) {

@@ -45,7 +45,7 @@ int nb_post(NcclBook *b, CommKind kind, const CommInfo *info, int peer, int grou
     if (b->open < 0) {
         int s = batch_new(b);
         if (s < 0) return -1;
-        b->batches[s] = (NbBatch){ .used = 1, .state = NB_OPEN, .turn = info ? info->turn : -1 };
+        b->batches[s] = (NbBatch){ .used = 1, .state = NB_OPEN, .turn = info ? info->turn : -1, .issuing = 0 };
         b->open = s;
     }
     if (b->nops == b->capops) {
@@ -68,6 +68,20 @@ int nb_close(NcclBook *b) {
     if (s >= 0) b->batches[s].state = NB_CLOSED;
     b->open = -1;
     return s;
+}
+
+void nb_issuing(NcclBook *b, int slot, double now) {
+    b->batches[slot].issuing = 1;
+    b->batches[slot].t_issue = now;
+}
+
+void nb_issued(NcclBook *b, int slot) {
+    b->batches[slot].issuing = 0;
+}
+
+double nb_age(const NcclBook *b, int slot, double now) {
+    const NbBatch *t = &b->batches[slot];
+    return now - (t->issuing ? t->t_issue : t->t_start);
 }
 
 void nb_waited(NcclBook *b, double now) {
@@ -104,7 +118,7 @@ int nb_expired(const NcclBook *b, double now) {
     /* in posting order: the first operation of the book belongs to the oldest batch */
     for (int i = 0; i < b->nops; i++) {
         const NbBatch *t = &b->batches[b->ops[i].batch];
-        if (t->state == NB_STARTED && now - t->t_start > b->timeout) return b->ops[i].batch;
+        if ((t->issuing || t->state == NB_STARTED) && nb_age(b, b->ops[i].batch, now) > b->timeout) return b->ops[i].batch;
     }
     return -1;
 }

@@ -9,7 +9,9 @@
  * (the watchdog saw its start event) -> done (the watchdog saw its end event, at t_done) ->
  * collected (the main thread reported its operations to the trace and forgot them).
  * A batch that is waited for and started but not done timeout seconds after it started has
- * expired: the watchdog names its first operation and aborts the job.
+ * expired, and so has one whose group the host has been issuing for longer than the timeout
+ * (NCCL connects peers there, waiting for them): the watchdog names its first operation and
+ * aborts the job.
  *
  * Not thread-safe: the layer holds its lock around every call (the main thread posts and
  * collects, the watchdog marks batches started and done). Allocation failure returns -1. */
@@ -33,7 +35,9 @@ typedef struct NbBatch {
     int used, state;    /* state: NB_OPEN ... NB_DONE */
     int nops;           /* its operations still in the book */
     int turn;           /* of its first operation */
-    double t_wait, t_start, t_done;
+    int issuing;        /* the host is in ncclGroupEnd for it (which may wait for a peer): its
+                         * events are not recorded yet, and the timeout counts from t_issue */
+    double t_wait, t_start, t_done, t_issue;
 } NbBatch;
 
 typedef struct NbGroup { int n, *ranks, me; } NbGroup;   /* me: this rank's index, -1 if not a member */
@@ -54,6 +58,11 @@ void nb_free(NcclBook *b);
 int nb_post(NcclBook *b, CommKind kind, const CommInfo *info, int peer, int group, size_t bytes, double now);
 /* Closes the open batch: its group has been issued. Returns its slot, or -1 if none was open. */
 int nb_close(NcclBook *b);
+/* The host enters and leaves ncclGroupEnd for a closed batch. */
+void nb_issuing(NcclBook *b, int slot, double now);
+void nb_issued(NcclBook *b, int slot);
+/* Seconds a batch has been pending at `now`: since it started, or since its issue began. */
+double nb_age(const NcclBook *b, int slot, double now);
 /* Every closed batch is now waited for (comm_wait_turn). */
 void nb_waited(NcclBook *b, double now);
 /* The watchdog saw slot's start event, or its end event. */

@@ -2,7 +2,8 @@
  * of a turn's operations go open -> closed -> waited -> started -> done -> collected in posting
  * order; a batch expires only once waited for and started, timeout seconds after it started, and
  * the first of its operations is the one named; the trace sees every operation once with its
- * batch's completion time; slots are reused; groups are validated and described as the MPI layer
+ * batch's completion time; slots are reused; a group whose issue hangs (NCCL connecting to a
+ * peer) expires from when the issue began; groups are validated and described as the MPI layer
  * describes them; operations are named with kind, label, peer or group, turn and bytes. */
 #include <string.h>
 #include "check.h"
@@ -72,6 +73,18 @@ static void test_batches(void) {
     CHECK(nb_collect(&b, record, &seen) == 2 && seen.ev[0].kind == COMM_ALLREDUCE && seen.ev[1].kind == COMM_BCAST,
           "both reported, oldest first");
     CHECK(b.nops == 0 && nb_in_flight(&b) == 0, "the book is empty");
+    nb_free(&b);
+
+    /* a group the host is still issuing (ncclGroupEnd waiting for a peer to connect) times out
+     * from when the issue began, waited for or not; once issued it is an ordinary closed batch */
+    nb_init(&b, 0, 2, 5.0);
+    int si = nb_post(&b, COMM_RECV, &(CommInfo){ 3, "A1" }, 1, -1, 64, 0.0);
+    nb_close(&b);
+    nb_issuing(&b, si, 1.0);
+    CHECK(nb_expired(&b, 5.9) == -1, "issuing for 4.9 s: not expired");
+    CHECK(nb_expired(&b, 6.5) == si && nb_age(&b, si, 6.5) == 5.5, "issuing for 5.5 s: expired, aged %g", nb_age(&b, si, 6.5));
+    nb_issued(&b, si);
+    CHECK(nb_expired(&b, 100) == -1, "issued, not waited for: no expiry");
     nb_free(&b);
 
     /* timeout 0: nothing expires */
