@@ -45,6 +45,9 @@ for comm in nccl mpi; do
         echo "note: runtime/cuda has no model sources (*.cu) here: the $comm plan was compiled, not linked"
         continue
     fi
+    # the model's kernels compiled once: the same sources and flags in both directories
+    [ $comm = mpi ] && [ -d "$tmp/weipipe-interleave/obj/runtime/cuda" ] && mkdir -p "$d/obj/runtime" &&
+        cp -r "$tmp/weipipe-interleave/obj/runtime/cuda" "$d/obj/runtime/" && touch "$d"/obj/runtime/cuda/*.o
     make -s -j2 -C "$d" "$arch" >"$tmp/make.log" 2>&1 && [ -x "$d/train" ] && ok || { bad "make the $comm plan: $(grep -m3 -i error "$tmp/make.log")"; continue; }
     [ $gpu = 1 ] && { echo "note: a GPU is present: the no-device run is skipped (tests/gpu/run.sh trains there)"; continue; }
     timeout 120 "${mpirun[@]}" -np 4 "$d/train" --synthetic --steps 1 >"$tmp/run.log" 2>&1

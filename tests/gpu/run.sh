@@ -3,7 +3,7 @@
 # gpu-results.txt), also printed. Without a GPU (nvidia-smi -L fails or lists none) it says so and
 # exits 0 having run nothing. Otherwise:
 #   1. builds (make: wpgen, wp-ref, the CUDA and NCCL backends, tests/gpu's programs);
-#   2. build/tests-gpu/test_kernels: each kernel against the CPU model's bf16 reference;
+#   2. build/gpu/test_kernels: each kernel against the CPU model's bf16 reference;
 #   3. trains small emitted plans (tiny8, 3 steps, 4 micro-batches of 2 x 1024... the model's
 #      tokens) and compares each with `wp-ref --precision bf16 --grad-precision bf16` on the same
 #      batch: the loss of every step within LOSS_TOL (relative, 2e-2) and every weight tensor at
@@ -14,7 +14,7 @@
 #      MPI with host-staged transfers (weipipe-interleave, and fsdp and tawpipe on 4 for their
 #      collectives). Everything here is built with MPI (the NCCL layer bootstraps over it):
 #      without Open MPI it says so and runs only steps 2 and 4;
-#   4. build/tests-gpu/bench_step and, when python3 imports torch, tests/gpu/bench_torch.py: their
+#   4. build/gpu/bench_step and, when python3 imports torch, tests/gpu/bench_torch.py: their
 #      figures side by side.
 # Exit status: 0 when everything run passed (or no GPU), 1 otherwise.
 #
@@ -101,7 +101,7 @@ targets=(all build/tools/ckpt_compare)
 if [ $have_mpi = 0 ]; then
     # wpgen's runtime and every emitted program need MPI: only the GPU programs can be built
     say "mpi: no Open MPI here (mpicc, mpirun; carry its .deb files in .debs/): only test_kernels and bench_step run"
-    targets=($(ls tests/gpu/test_kernels.cu tests/gpu/bench_step.cu 2>/dev/null | sed 's|tests/gpu/\(.*\)\.cu|build/tests-gpu/\1|'))
+    targets=($(ls tests/gpu/test_kernels.cu tests/gpu/bench_step.cu 2>/dev/null | sed 's|tests/gpu/\(.*\)\.cu|build/gpu/\1|'))
 fi
 if [ ${#targets[@]} = 0 ]; then
     fail "nothing to build"
@@ -111,13 +111,13 @@ fi
 say "build: $(grep '^cuda:' build/gpu-build.log | tail -1) ($((SECONDS - t_start)) s)"
 
 # ---- 2. kernels ----
-if [ -x build/tests-gpu/test_kernels ]; then
-    timeout 120 build/tests-gpu/test_kernels >build/gpu-kernels.log 2>&1
+if [ -x build/gpu/test_kernels ]; then
+    timeout 120 build/gpu/test_kernels >build/gpu-kernels.log 2>&1
     rc=$?
     if [ $rc = 0 ]; then say "kernels: $(tail -1 build/gpu-kernels.log)"
     else fail "test_kernels (exit $rc)"; tail -30 build/gpu-kernels.log | tee -a "$out"; fi
 else
-    say "kernels: build/tests-gpu/test_kernels was not built (tests/gpu/test_kernels.cu missing?)"
+    say "kernels: build/gpu/test_kernels was not built (tests/gpu/test_kernels.cu missing?)"
 fi
 
 # ---- 3. training against wp-ref ----
@@ -178,17 +178,17 @@ if [ $have_mpi = 1 ] && [ -x build/wpgen ] && [ -x build/wp-ref ]; then
 fi
 
 # ---- 4. speed: our step and PyTorch's, side by side ----
-if [ -x build/tests-gpu/bench_step ]; then
-    timeout 240 build/tests-gpu/bench_step >"$tmp/bench.out" 2>&1 || fail "bench_step failed: $(tail -3 "$tmp/bench.out")"
+if [ -x build/gpu/bench_step ]; then
+    timeout 150 build/gpu/bench_step >"$tmp/bench.out" 2>&1 || fail "bench_step failed: $(tail -3 "$tmp/bench.out")"
     if [ -f tests/gpu/bench_torch.py ] && python3 -c 'import torch' 2>/dev/null; then
-        timeout 240 python3 tests/gpu/bench_torch.py >"$tmp/torch.out" 2>&1 || fail "bench_torch.py failed: $(tail -3 "$tmp/torch.out")"
+        timeout 150 python3 tests/gpu/bench_torch.py >"$tmp/torch.out" 2>&1 || fail "bench_torch.py failed: $(tail -3 "$tmp/torch.out")"
     else
         echo "(PyTorch not importable, or tests/gpu/bench_torch.py missing)" >"$tmp/torch.out"
     fi
     say "bench: wpgen's step (bench_step) | PyTorch (bench_torch.py)"
     paste -d '|' <(sed 's/^/  /' "$tmp/bench.out") "$tmp/torch.out" | tee -a "$out"
 else
-    say "bench: build/tests-gpu/bench_step was not built (tests/gpu/bench_step.cu missing?)"
+    say "bench: build/gpu/bench_step was not built (tests/gpu/bench_step.cu missing?)"
 fi
 say "gpu: done in $((SECONDS - t_start)) s, $([ $failed = 0 ] && echo "everything passed" || echo "FAILURES above")"
 exit $failed
