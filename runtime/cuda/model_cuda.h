@@ -18,12 +18,15 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "common/config.h"
-#include "common/optim.h"
 
+/* C linkage for the C headers' functions too, so that CUDA C++ files including this link with the
+ * C runtime (common/config.h and common/optim.h have no guards of their own). */
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "common/config.h"
+#include "common/optim.h"
 
 typedef struct WcModel WcModel;
 
@@ -35,6 +38,10 @@ WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recom
 void wc_model_free(WcModel *m);
 /* Device bytes wc_model_new reserved (for the start-up line). */
 size_t wc_model_workspace_bytes(const WcModel *m);
+/* For tests: run the LM head in blocks of this many tokens (at most wp_ce_block_tokens, the
+ * default; 0 restores it), as cpu/model.h's wp_scratch_set_ce_block. Plans the head's products
+ * again: call it between steps, never inside one. Returns 0, or -1 with the reason in err. */
+int wc_model_set_ce_block(WcModel *m, int tokens, char *err, size_t errlen);
 
 /* Forward of chunk k on one micro-batch of G sequences of S tokens (T = G*S).
  *   params   bf16 [k->nparams], the chunk's working weights (order of wp_chunk_tensors)

@@ -7,7 +7,8 @@
  * --precision bf16 computes as a pipelined bf16 run does with the whole model as one chunk: the
  * working weights are the fp32 masters rounded to bf16 each step, the model's math in bf16
  * (cpu/model.c); --grad-precision bf16 rounds the gradient to bf16 after each micro-batch's
- * backward (a bf16 gradient buffer), fp32 (the default) sums it in fp32.
+ * backward (a bf16 gradient buffer), fp32 sums it in fp32. It defaults to --precision, as wpgen's
+ * --grad-precision does, so `wp-ref --precision bf16` is the reference of a default bf16 plan.
  *
  * Exit status: 0 done; 1 training failed (NaN/Inf loss or gradient norm, a checkpoint that cannot
  * be written); 2 bad input (flags, model, data, checkpoint to load); 4 stopped by SIGTERM, SIGINT or SIGUSR1
@@ -42,7 +43,7 @@ static const char usage_head[] =
     "  --micro-batch-size G    sequences per micro-batch (default: the model's)\n"
     "  --micro-batches M       micro-batches per step, in all (default 1)\n"
     "  --precision P           fp32 (default) or bf16: working weights, activations and their gradients\n"
-    "  --grad-precision P      fp32 (default) or bf16: the weight gradient, rounded once per micro-batch\n";
+    "  --grad-precision P      fp32 or bf16 (default: --precision's): the weight gradient, rounded once per micro-batch\n";
 
 static void die(int status, const char *fmt, ...) {
     va_list ap;
@@ -161,16 +162,17 @@ int main(int argc, char **argv) {
     /* --precision and --grad-precision are wp-ref's own: taken out before the shared flags */
     char **args = malloc(((size_t)argc + 1) * sizeof *args);
     if (!args) die(1, "out of memory");
-    int nargs = 0;
+    int nargs = 0, grad_given = 0;
     for (int i = 0; i < argc; i++) {
         int p = !strcmp(argv[i], "--precision"), g = !strcmp(argv[i], "--grad-precision");
         if (!p && !g) { args[nargs++] = argv[i]; continue; }
         WpDtype d;
         if (i + 1 >= argc || wp_dtype_parse(argv[i + 1], &d))
             die(2, "%s: expected fp32 or bf16, got \"%s\"", argv[i], i + 1 < argc ? argv[i + 1] : "");
-        if (p) r->precision = d; else r->grad_precision = d;
+        if (p) r->precision = d; else { r->grad_precision = d; grad_given = 1; }
         i++;
     }
+    if (!grad_given) r->grad_precision = r->precision;   /* wpgen's default: gradients at the plan's precision */
     args[nargs] = NULL;
     argc = nargs;
     argv = args;

@@ -7,7 +7,8 @@
 # bf16: with fp32 weight gradients the plans whose operations come in the reference's order
 # (weipipe, 1f1b) are bit-identical to it, and fsdp and tawpipe, whose reductions sum in another
 # order, are within the fp32 tolerances; with bf16 weight gradients, rounded where each plan
-# stores them (the reference: once per micro-batch), losses within 1e-3 and weights 5e-2 relative.
+# stores them (the reference: once per micro-batch; collectives: at each partial sum), losses within
+# 1e-3 and weights 5e-2 relative.
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
@@ -41,6 +42,8 @@ case_ tawpipe topologies/cpu-uneven.json 6 1
 export PREC="bf16 bf16" LOSS_TOL=1e-3 WEIGHT_TOL=5e-2
 case_ weipipe-interleave topologies/cpu-2x2.json 4 1
 case_ 1f1b topologies/cpu-2x2.json 4 1
+case_ fsdp topologies/cpu-2x2.json 4 1       # reduce-scatter summing bf16
+case_ tawpipe topologies/cpu-2x2.json 4 1    # reduce and all-reduce summing bf16
 unset PREC LOSS_TOL WEIGHT_TOL
 echo "parity matrix: $pass passed, $fail failed in $((SECONDS - t0)) s"
 [ "$fail" -eq 0 ]

@@ -2,8 +2,10 @@
 # The reference trainer learns: a tiny byte-level model on the GPL text that every Debian system
 # has goes from ln(256) ~ 5.5 to well under 2.5 (mean of the last 20 steps below 2.0) in 400
 # steps of 2048 tokens, about 15 s on an idle 2-core machine. The same run in bf16 (--precision
-# bf16: bf16 weights in the math, activations and their gradients) ends within 4% of it (mean of
-# the last 20 steps; measured +3.1%: 1.646 against 1.597).
+# bf16: bf16 weights in the math, activations, their gradients and the weight gradients, wpgen's
+# default on GPUs) ends within 3% of it (mean of the last 20 steps). Measured on seeds 1, 2, 3:
+# +0.64%, +0.58%, -2.22% (with fp32 weight gradients: +3.06%, +1.30%, -0.73%): the differences are
+# of the size of what any change of rounding does to a trajectory, not a drift of bf16.
 set -euo pipefail
 build=${1:-build}
 text=/usr/share/common-licenses/GPL-3
@@ -31,8 +33,8 @@ if not ok:
 loss16 = [json.loads(l)["loss"] for l in open(sys.argv[3])]
 last16 = mean(loss16[-20:])
 print(f"learn: bf16 last 20 steps {last16:.3f} (fp32 {last:.3f}, {100 * (last16 - last) / last:+.2f}%); {sys.argv[4]} s")
-if not (len(loss16) == len(loss) and abs(last16 - last) <= 0.04 * last):
-    print("FAIL: expected the bf16 run's last 20 steps within 4% of the fp32 run's")
+if not (len(loss16) == len(loss) and abs(last16 - last) <= 0.03 * last):
+    print("FAIL: expected the bf16 run's last 20 steps within 3% of the fp32 run's")
     ok = False
 sys.exit(0 if ok else 1)
 PY

@@ -1,0 +1,131 @@
+/* cuBLASLt products of the model (gemm_cublaslt.cuh). Row-major X [r, c] is column-major X^T
+ * [c, r] with leading dimension c, so each row-major product is planned as its transpose:
+ *   FWD     y^T [N, T] = (W as [K, N])^T  x^T [K, T]            m = N, n = T, k = K
+ *   BWD_DX  dx^T [K, T] = (W as [K, N])  dy^T [N, T]            m = K, n = T, k = N
+ *   BWD_DW  dW^T [K, N] += x^T [K, T] (dy^T [N, T])^T           m = K, n = N, k = T
+ * Compute type fp32 (CUBLAS_COMPUTE_32F), scale type fp32: bf16 products are exact in fp32 and
+ * summed in fp32; a bf16 result is rounded once, after beta * C is added. */
+#include <string.h>
+#include "cuda/common_cuda.cuh"
+#include "cuda/gemm_cublaslt.cuh"
+
+int wc_lt_new(WcLt *lt, size_t work_bytes, char *err, size_t errlen) {
+    memset(lt, 0, sizeof *lt);
+    if (cublasLtCreate(&lt->handle) != CUBLAS_STATUS_SUCCESS) {
+        snprintf(err, errlen, "cublasLtCreate failed");
+        return -1;
+    }
+    if (work_bytes && cudaMalloc(&lt->work, work_bytes) != cudaSuccess) {
+        snprintf(err, errlen, "cuBLASLt work area: cudaMalloc of %zu bytes failed", work_bytes);
+        cublasLtDestroy(lt->handle);
+        lt->handle = NULL;
+        return -1;
+    }
+    lt->work_bytes = work_bytes;
+    return 0;
+}
+
+void wc_lt_free(WcLt *lt) {
+    if (lt->work) CUDA_CHECK(cudaFree(lt->work));
+    if (lt->handle) CUBLAS_CHECK(cublasLtDestroy(lt->handle));
+    memset(lt, 0, sizeof *lt);
+}
+
+/* The heuristic's first choice for operands aligned to `align` bytes; 0 if none. */
+static int pick_algo(const WcLt *lt, WcGemm *g, unsigned int align, cublasLtMatmulAlgo_t *algo) {
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = lt->work_bytes;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    const cublasLtMatmulPreferenceAttributes_t al[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES };
+    for (int i = 0; i < 4; i++)
+        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, al[i], &align, sizeof align));
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt->handle, g->op, g->a, g->b, g->c, g->d, pref, 1, &res,
+                                                       &found);
+    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    if (st != CUBLAS_STATUS_SUCCESS || found < 1) return 0;
+    *algo = res.algo;
+    return 1;
+}
+
+int wc_gemm_plan(WcLt *lt, WcGemm *g, WcMmKind kind, int T, int K, int N, int ld_act, int out_f32, int beta_c,
+                 char *err, size_t errlen) {
+    memset(g, 0, sizeof *g);
+    g->kind = kind; g->T = T; g->K = K; g->N = N;
+    const cudaDataType_t bf = CUDA_R_16BF, f32 = CUDA_R_32F;
+    cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
+    /* stored shapes (column-major rows, cols, ld) of A, B, and of C = D */
+    uint64_t ar, ac, br, bc, cr, cc;
+    int64_t lda, ldb, ldc;
+    cudaDataType_t out = bf;
+    switch (kind) {
+    case WC_MM_FWD:      /* A = W [K, N] transposed, B = x^T [K, T] */
+        ta = CUBLAS_OP_T; ar = K; ac = N; lda = K; br = K; bc = T; ldb = ld_act; cr = N; cc = T; ldc = N;
+        out = out_f32 ? f32 : bf;
+        g->beta = beta_c ? 1.0f : 0.0f;
+        break;
+    case WC_MM_BWD_DX:   /* A = W [K, N], B = dy^T [N, T] */
+        ar = K; ac = N; lda = K; br = N; bc = T; ldb = ld_act; cr = K; cc = T; ldc = K;
+        out = out_f32 ? f32 : bf;
+        g->beta = 0.0f;
+        break;
+    case WC_MM_BWD_DW:   /* A = x^T [K, T], B = dy^T [N, T] transposed; D = dW^T [K, N] fp32 */
+        tb = CUBLAS_OP_T; ar = K; ac = T; lda = K; br = N; bc = T; ldb = ld_act; cr = K; cc = N; ldc = K;
+        out = f32;
+        out_f32 = 1;
+        g->beta = 1.0f;
+        break;
+    default:
+        snprintf(err, errlen, "gemm: unknown kind %d", (int)kind);
+        return -1;
+    }
+    g->out_f32 = out_f32;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&g->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->a, bf, ar, ac, lda));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->b, bf, br, bc, ldb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->c, out, cr, cc, ldc));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->d, out, cr, cc, ldc));
+    if (!pick_algo(lt, g, 16, &g->algo_aligned) || !pick_algo(lt, g, out_f32 ? 4 : 2, &g->algo_any)) {
+        snprintf(err, errlen, "gemm: cuBLASLt has no algorithm for kind %d, T %d, K %d, N %d", (int)kind, T, K, N);
+        wc_gemm_free(g);
+        return -1;
+    }
+    g->planned = 1;
+    return 0;
+}
+
+void wc_gemm_free(WcGemm *g) {
+    if (g->d) CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(g->d));
+    if (g->c) CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(g->c));
+    if (g->b) CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(g->b));
+    if (g->a) CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(g->a));
+    if (g->op) CUBLAS_CHECK(cublasLtMatmulDescDestroy(g->op));
+    memset(g, 0, sizeof *g);
+}
+
+static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+void wc_gemm_run(const WcLt *lt, const WcGemm *g, const void *act, const void *w, const void *c, void *out,
+                 cudaStream_t s) {
+    if (!g->planned) {
+        fprintf(stderr, "gemm: a product that was not planned at start (kind %d)\n", (int)g->kind);
+        abort();
+    }
+    if (g->T == 0) return;
+    const float alpha = 1.0f, beta = g->beta;
+    /* column-major A and B: FWD and BWD_DX take W as A and the activation as B; BWD_DW takes x (w
+     * here) as A and dy as B */
+    const void *A = w;
+    const void *B = act;
+    const void *C = g->kind == WC_MM_FWD ? (beta != 0.0f ? c : out) : out;
+    const cublasLtMatmulAlgo_t *algo =
+        aligned16(A) && aligned16(B) && aligned16(C) && aligned16(out) ? &g->algo_aligned : &g->algo_any;
+    CUBLAS_CHECK(cublasLtMatmul(lt->handle, g->op, &alpha, A, g->a, B, g->b, &beta, C, g->c, out, g->d, algo,
+                                lt->work, lt->work_bytes, s));
+}

@@ -1,0 +1,56 @@
+/* The model's matrix products through cuBLASLt: bf16 operands, fp32 accumulation, a bf16 or fp32
+ * result, in the row-major terms of cpu/matmul.c (a torch Linear's weight W [N, K]):
+ *   WC_MM_FWD     y[T, N] = x[T, K] W^T             (+ C[T, N] with beta = 1: "x + a W^T", one rounding)
+ *   WC_MM_BWD_DX  dx[T, K] = dy[T, N] W
+ *   WC_MM_BWD_DW  dW[N, K] += dy[T, N]^T x[T, K]   (fp32, accumulated in place)
+ * The handle and work area are created once (wc_lt_new), and each product the model runs is
+ * planned once at start (wc_gemm_plan: descriptors, layouts and the algorithm cuBLASLt's heuristic
+ * chose), so a step only launches. cuBLASLt is column-major: a row-major [r, c] matrix is its
+ * column-major transpose, so each product is computed as its transpose (model in gemm_cublaslt.cu). */
+#ifndef WP_GEMM_CUBLASLT_CUH
+#define WP_GEMM_CUBLASLT_CUH
+
+#include <stddef.h>
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+typedef enum { WC_MM_FWD, WC_MM_BWD_DX, WC_MM_BWD_DW } WcMmKind;
+
+typedef struct WcLt {
+    cublasLtHandle_t handle;
+    void *work;          /* device work area of the algorithms */
+    size_t work_bytes;
+} WcLt;
+
+/* One planned product: two algorithms, one for operands on 16-byte boundaries (the fast ones)
+ * and one that needs only the elements' own alignment, chosen per call by the pointers. */
+typedef struct WcGemm {
+    int planned;
+    WcMmKind kind;
+    int T, K, N;
+    int out_f32;         /* the result fp32 (logits, dW) or bf16 */
+    float beta;          /* 1: add C (FWD: a separate bf16 input; BWD_DW: dW itself) */
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, b, c, d;
+    cublasLtMatmulAlgo_t algo_aligned, algo_any;
+} WcGemm;
+
+int wc_lt_new(WcLt *lt, size_t work_bytes, char *err, size_t errlen);
+void wc_lt_free(WcLt *lt);
+
+/* Plans the product of this kind and shape. ld_act: leading dimension (elements) of the T-row
+ * operand that is not the result: x for FWD and BWD_DW (K when dense), dy for BWD_DX and BWD_DW
+ * (N when dense); BWD_DW takes x dense and dy with ld_act. beta_c: FWD adds C (bf16 out only).
+ * Returns 0, or -1 with the reason in err (no algorithm for it). */
+int wc_gemm_plan(WcLt *lt, WcGemm *g, WcMmKind kind, int T, int K, int N, int ld_act, int out_f32, int beta_c,
+                 char *err, size_t errlen);
+void wc_gemm_free(WcGemm *g);
+
+/* Runs a planned product on stream s.
+ *   FWD:    act = x, w = W, c = C (beta 1; else NULL), out = y
+ *   BWD_DX: act = dy, w = W, out = dx
+ *   BWD_DW: act = dy, w = x (the other activation), out = dW (fp32, accumulated) */
+void wc_gemm_run(const WcLt *lt, const WcGemm *g, const void *act, const void *w, const void *c, void *out,
+                 cudaStream_t s);
+
+#endif

@@ -1,0 +1,89 @@
+/* The CUDA model's kernels, one launcher per kernel, each in the file its name says: what
+ * model_cuda.cu drives and what tests/gpu/test_kernels.cu checks one by one against the CPU's
+ * bf16 reference (cpu/kernels.h, whose functions these mirror). Activations and working weights
+ * are bf16 (uint16_t bits), activations row-major [T, width] with T = G*S tokens; statistics and
+ * parameter gradients fp32. Every launcher is asynchronous on the given stream and allocates
+ * nothing: the scratch a reduction needs is passed in (model_cuda.cu reserves it at start). */
+#ifndef WP_KERNELS_CUDA_CUH
+#define WP_KERNELS_CUDA_CUH
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime.h>
+
+/* convert_cuda.cu: f32 <-> bf16, gradient accumulation across formats, the sum of squares. */
+void wc_convert_f32_to_bf16(uint16_t *dst, const float *src, size_t n, cudaStream_t s);
+void wc_convert_bf16_to_f32(float *dst, const uint16_t *src, size_t n, cudaStream_t s);
+/* dst (+)= src, dtypes WpDtype (0 fp32, 1 bf16): the sum in fp32, rounded once where dst is bf16;
+ * first: dst = src. */
+void wc_acc_launch(void *dst, int dst_dtype, const void *src, int src_dtype, size_t n, int first,
+                   cudaStream_t s);
+/* *out = sum of g[i]^2 in fp64, the same tree for the same n on any device: WC_SUMSQ_BLOCKS fixed
+ * ranges, each summed by a fixed tree of threads, then the partials by a fixed tree. */
+enum { WC_SUMSQ_BLOCKS = 1024 };
+void wc_sumsq_launch(const float *g, size_t n, double *partials /* [WC_SUMSQ_BLOCKS] */, double *out,
+                     cudaStream_t s);
+
+/* rmsnorm_cuda.cu: out = bf16((x * rstd) * w), rstd = 1 / sqrt(mean(x^2) + eps) in fp32. */
+void wc_rmsnorm_forward(uint16_t *out, float *rstd, const uint16_t *x, const uint16_t *w, int T, int H,
+                        float eps, cudaStream_t s);
+/* out = bf16((x * rstd) * w) with the forward's rstd. */
+void wc_rmsnorm_recompute(uint16_t *out, const uint16_t *x, const uint16_t *w, const float *rstd, int T,
+                          int H, cudaStream_t s);
+/* dx = bf16((accumulate ? dx : 0) + rstd * (dout * w - xhat * mean(dout * w * xhat))) and
+ * dw += sum over rows of dout * xhat (fp32), the rows summed in WC_NORM_SPLITS fixed ranges whose
+ * partial sums go through partials [WC_NORM_SPLITS * H] and are added in order. */
+enum { WC_NORM_SPLITS = 32 };
+void wc_rmsnorm_backward(uint16_t *dx, int accumulate, float *dw, const uint16_t *dout, const uint16_t *x,
+                         const uint16_t *w, const float *rstd, int T, int H, float *partials, cudaStream_t s);
+
+/* rope_cuda.cu: rotation in place of the q and k heads of qkv [T, (heads + 2 kv) * hd] with the
+ * fp32 tables [S, hd/2]; rounded to bf16 as stored. Backward: the transpose rotation. */
+void wc_rope_forward(uint16_t *qkv, const float *cos_t, const float *sin_t, int T, int S, int heads,
+                     int kv_heads, int hd, cudaStream_t s);
+void wc_rope_backward(uint16_t *dqkv, const float *cos_t, const float *sin_t, int T, int S, int heads,
+                      int kv_heads, int hd, cudaStream_t s);
+
+/* swiglu_cuda.cu: h = bf16(silu(g) * u) from gu [T, 2F]; dgu = bf16(...) from dh. */
+void wc_swiglu_forward(uint16_t *h, const uint16_t *gu, int T, int F, cudaStream_t s);
+void wc_swiglu_backward(uint16_t *dgu, const uint16_t *dh, const uint16_t *gu, int T, int F, cudaStream_t s);
+
+/* embedding_cuda.cu: x[t] = table[tokens[t]]; dtable[tokens[t]] += dx[t] (fp32), each vocabulary
+ * row summed in token order by one block: deterministic, no atomics. */
+void wc_embedding_forward(uint16_t *x, const int *tokens, const uint16_t *table, int T, int H, int V,
+                          cudaStream_t s);
+void wc_embedding_backward(float *dtable, const uint16_t *dx, const int *tokens, int T, int H, int V,
+                           cudaStream_t s);
+
+/* crossentropy_cuda.cu, on one block of n tokens of fp32 logits [n, V]:
+ * forward: lse[t] (fp32) and each token's loss (fp64, 0 for a target < 0) into losses[t];
+ * wc_loss_sum then adds sum(losses[0..n)) to *loss_sum in a fixed order. */
+void wc_ce_forward(float *lse, double *losses, const float *logits, const int *targets, int n, int V,
+                   cudaStream_t s);
+void wc_loss_sum(double *loss_sum, const double *losses, int n, cudaStream_t s);
+/* backward, in place: row t of the fp32 logits becomes bf16 dlogits = bf16(scale * (softmax -
+ * onehot)) in the first half of the row's own bytes, so the dlogits are a bf16 [n, V] matrix with
+ * leading dimension 2V (elements) at the same address: no second [n, V] buffer. */
+void wc_ce_backward(float *logits, const float *lse, const int *targets, int n, int V, float scale,
+                    cudaStream_t s);
+
+/* attention_cuda.cu: causal grouped-query flash attention on qkv [T, (heads + 2 kv) * hd], output
+ * [T, heads * hd] and lse [G, heads, S] fp32; never an S x S matrix. CUDA cores, fp32 arithmetic on
+ * bf16 inputs, P rounded to bf16 before P V (and P, dS before their products in backward), as the
+ * CPU reference does. wc_attention_setup once per head dimension before any launch (it raises the
+ * kernels' shared-memory limit); -1 with the reason in err if hd is not supported (hd <= 128). */
+int wc_attention_setup(int hd, char *err, size_t errlen);
+void wc_attention_forward(uint16_t *out, float *lse, const uint16_t *qkv, int G, int S, int heads,
+                          int kv_heads, int hd, cudaStream_t s);
+/* dqkv written (not accumulated), bf16. */
+void wc_attention_backward(uint16_t *dqkv, const uint16_t *dout, const uint16_t *out, const float *lse,
+                           const uint16_t *qkv, int G, int S, int heads, int kv_heads, int hd,
+                           cudaStream_t s);
+
+/* adamw_cuda.cu: cpu/adamw.c's update, element-wise; c1, c2 the bias corrections 1 / (1 - b^t)
+ * computed by the caller in double; w16, if not NULL, receives the updated weights in bf16. */
+void wc_adamw_launch(float *w, const float *g, float *m1, float *m2, size_t n, float lr, float wd,
+                     float grad_scale, float b1, float b2, float eps, float c1, float c2, uint16_t *w16,
+                     cudaStream_t s);
+
+#endif

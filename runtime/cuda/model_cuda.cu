@@ -1,0 +1,439 @@
+/* The LLaMA chunk on a CUDA device in bf16 (model_cuda.h): drives one chunk's forward and backward
+ * as cpu/model.c does, with the GPU kernels of kernels_cuda.cuh and the cuBLASLt products of
+ * gemm_cublaslt.cuh, rounding to bf16 exactly at the points of cpu/model.c's table (each kernel
+ * stores its result in bf16, each bf16-out product rounds once, after the residual is added as C).
+ *
+ * Memory, reserved once by wc_model_new and never inside a step:
+ *  - the workspace: the parts of common/config.c's WpWorkspacePart at their bf16 sizes
+ *    (wp_workspace_part_bytes(..., WP_BF16)), each rounded up to 256 bytes for alignment; the
+ *    recompute stash among them when recompute is set;
+ *  - a reduction area: the row-range partial sums of the norms' weight gradients, the per-token
+ *    losses of one LM-head block and the partial sums of wc_sumsq (WC_NORM_SPLITS * H floats,
+ *    wp_ce_block_tokens doubles, WC_SUMSQ_BLOCKS doubles: 0.3 MiB at hidden 2048);
+ *  - cuBLASLt's work area (WC_LT_WORK_BYTES) and every product's plan.
+ *
+ * Stash layout on the device, in bytes (the total is wp_stash_bytes(c, k, recompute, WP_BF16)):
+ * per layer the bf16 activations first, then the fp32 statistics,
+ *   x [T*H] | qkv [T*width] | att [T*qd] | x2 [T*H] | gu [T*2F] | rstd1 [T] | lse [G*heads*S] | rstd2 [T]
+ * so that layer i's output, the next layer's x, begins the next part; then on the last chunk
+ *   xf [T*H] bf16 | rstdf [T] fp32 | lse of the logits [T] fp32.
+ * With recompute only x is stashed, and backward first re-runs the forward into the workspace's
+ * recompute stash, rounding as the first time: the same bits. */
+#include <math.h>
+#include <string.h>
+#include "cuda/common_cuda.cuh"
+#include "cuda/gemm_cublaslt.cuh"
+#include "cuda/kernels_cuda.cuh"
+#include "cuda/model_cuda.h"
+
+/* cuBLASLt's work area: 32 MiB, what NVIDIA recommends for Hopper (Ampere needs less). */
+#define WC_LT_WORK_BYTES ((size_t)32 << 20)
+
+enum {   /* the products of a layer, planned once */
+    MM_QKV_F, MM_O_F, MM_GU_F, MM_DOWN_F,
+    MM_QKV_DX, MM_QKV_DW, MM_O_DX, MM_O_DW, MM_GU_DX, MM_GU_DW, MM_DOWN_DX, MM_DOWN_DW,
+    MM_LAYER_N
+};
+enum { HEAD_F, HEAD_DX, HEAD_DW, HEAD_N };   /* the LM head's, for a full block and the last one */
+
+struct WcModel {
+    WpConfig cfg;
+    int max_layers, has_head, recompute;
+    int ce_block;                 /* tokens per LM-head block */
+    cudaStream_t stream;
+    WcLt lt;
+    WcGemm layer_mm[MM_LAYER_N];
+    WcGemm head_mm[2][HEAD_N];    /* [0] a block of ce_block tokens, [1] the last, shorter one */
+    char *block;                  /* the one allocation below point into */
+    size_t block_bytes;
+    uint16_t *xn, *h, *dh, *dgu, *dxn, *dres, *datt, *dqkv;   /* workspace, bf16 */
+    float *cos_t, *sin_t;         /* [S, hd/2] RoPE tables */
+    float *logits;                /* [ce_block, V] fp32; the bf16 dlogits in place in backward */
+    char *restash;                /* recompute: the full stash */
+    float *norm_partials;         /* [WC_NORM_SPLITS * H] */
+    double *losses;               /* [ce_block] */
+    double *sumsq_partials;       /* [WC_SUMSQ_BLOCKS] */
+};
+
+/* Pointers into one layer's parameters (bf16 working weights, or their fp32 gradients). */
+template <typename E>
+struct LayerParams { E *ln1, *wqkv, *wo, *ln2, *wgu, *wdown; };
+
+template <typename E>
+static LayerParams<E> layer_params(const WpConfig *c, E *p) {
+    size_t H = (size_t)c->hidden, F = (size_t)c->ffn, qd = (size_t)c->heads * c->head_dim;
+    size_t width = (size_t)(c->heads + 2 * c->kv_heads) * c->head_dim;
+    LayerParams<E> l;
+    l.ln1 = p;
+    l.wqkv = l.ln1 + H;
+    l.wo = l.wqkv + width * H;
+    l.ln2 = l.wo + H * qd;
+    l.wgu = l.ln2 + H;
+    l.wdown = l.wgu + 2 * F * H;
+    return l;
+}
+
+template <typename E> static E *first_layer(const WpConfig *c, const WpChunk *k, E *p) {
+    return p + (k->first ? (size_t)c->vocab * c->hidden : 0);
+}
+template <typename E> static E *head_weight(const WpConfig *c, const WpChunk *k, E *p) {
+    return c->tied ? p : p + k->nparams - (size_t)c->vocab * c->hidden;
+}
+template <typename E> static E *final_norm(const WpConfig *c, const WpChunk *k, E *p) {
+    return p + k->nparams - (size_t)c->hidden - (c->tied ? 0 : (size_t)c->vocab * c->hidden);
+}
+
+/* Pointers into one layer's part of the stash (the header's layout). */
+struct LayerStash {
+    uint16_t *x, *qkv, *att, *x2, *gu;
+    float *rstd1, *lse, *rstd2;
+    char *end;
+};
+
+static size_t layer_stash_bytes(const WpConfig *c) {
+    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
+    size_t qd = (size_t)c->heads * c->head_dim, width = (size_t)(c->heads + 2 * c->kv_heads) * c->head_dim;
+    return 2 * T * (2 * H + width + qd + 2 * F) + 4 * (2 * T + (size_t)c->mbs * c->heads * c->seq);
+}
+
+static LayerStash layer_stash(const WpConfig *c, char *b) {
+    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
+    size_t qd = (size_t)c->heads * c->head_dim, width = (size_t)(c->heads + 2 * c->kv_heads) * c->head_dim;
+    LayerStash s;
+    s.x = (uint16_t *)b;
+    s.qkv = s.x + T * H;
+    s.att = s.qkv + T * width;
+    s.x2 = s.att + T * qd;
+    s.gu = s.x2 + T * H;
+    s.rstd1 = (float *)(s.gu + T * 2 * F);
+    s.lse = s.rstd1 + T;
+    s.rstd2 = s.lse + (size_t)c->mbs * c->heads * c->seq;
+    s.end = (char *)(s.rstd2 + T);
+    return s;
+}
+
+static void rope_tables_host(float *cos_t, float *sin_t, int S, int hd, float theta) {
+    int half = hd / 2;   /* as cpu/rope.c: inv_freq = theta^(-2i/hd) in fp32 */
+    for (int i = 0; i < half; i++) {
+        float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
+        for (int s = 0; s < S; s++) {
+            float a = (float)s * inv_freq;
+            cos_t[(size_t)s * half + i] = cosf(a);
+            sin_t[(size_t)s * half + i] = sinf(a);
+        }
+    }
+}
+
+static size_t round256(size_t n) { return (n + 255) / 256 * 256; }
+
+static int plan_products(WcModel *m, char *err, size_t errlen) {
+    const WpConfig *c = &m->cfg;
+    int T = c->mbs * c->seq, H = c->hidden, F = c->ffn, qd = c->heads * c->head_dim, V = c->vocab;
+    int width = (c->heads + 2 * c->kv_heads) * c->head_dim;
+    if (m->max_layers > 0) {
+        struct { int kind, K, N, ld, beta; } p[MM_LAYER_N] = {
+            [MM_QKV_F] = { WC_MM_FWD, H, width, H, 0 },         [MM_O_F] = { WC_MM_FWD, qd, H, qd, 1 },
+            [MM_GU_F] = { WC_MM_FWD, H, 2 * F, H, 0 },          [MM_DOWN_F] = { WC_MM_FWD, F, H, F, 1 },
+            [MM_QKV_DX] = { WC_MM_BWD_DX, H, width, width, 0 }, [MM_QKV_DW] = { WC_MM_BWD_DW, H, width, width, 0 },
+            [MM_O_DX] = { WC_MM_BWD_DX, qd, H, H, 0 },          [MM_O_DW] = { WC_MM_BWD_DW, qd, H, H, 0 },
+            [MM_GU_DX] = { WC_MM_BWD_DX, H, 2 * F, 2 * F, 0 },  [MM_GU_DW] = { WC_MM_BWD_DW, H, 2 * F, 2 * F, 0 },
+            [MM_DOWN_DX] = { WC_MM_BWD_DX, F, H, H, 0 },        [MM_DOWN_DW] = { WC_MM_BWD_DW, F, H, H, 0 },
+        };
+        for (int i = 0; i < MM_LAYER_N; i++)
+            if (wc_gemm_plan(&m->lt, &m->layer_mm[i], (WcMmKind)p[i].kind, T, p[i].K, p[i].N, p[i].ld, 0,
+                             p[i].beta, err, errlen))
+                return -1;
+    }
+    if (m->has_head) {
+        int rows[2] = { m->ce_block, T % m->ce_block };
+        for (int b = 0; b < 2; b++) {
+            if (rows[b] == 0) continue;   /* T is a whole number of blocks */
+            /* logits fp32; dlogits bf16 in the logits' rows: leading dimension 2V */
+            if (wc_gemm_plan(&m->lt, &m->head_mm[b][HEAD_F], WC_MM_FWD, rows[b], H, V, H, 1, 0, err, errlen) ||
+                wc_gemm_plan(&m->lt, &m->head_mm[b][HEAD_DX], WC_MM_BWD_DX, rows[b], H, V, 2 * V, 0, 0, err, errlen) ||
+                wc_gemm_plan(&m->lt, &m->head_mm[b][HEAD_DW], WC_MM_BWD_DW, rows[b], H, V, 2 * V, 0, 0, err, errlen))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recompute, void *stream,
+                      char *err, size_t errlen) {
+    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
+    size_t qd = (size_t)c->heads * c->head_dim, width = (size_t)(c->heads + 2 * c->kv_heads) * c->head_dim;
+    /* the stash's fp32 statistics must fall on 4-byte boundaries */
+    if ((T * (2 * H + width + qd + 2 * F)) % 2 || (T * H) % 2) {
+        snprintf(err, errlen, "CUDA model: tokens x hidden (%zu x %zu) or a layer's bf16 stash is an odd number "
+                 "of elements: its fp32 statistics would be misaligned", T, H);
+        return NULL;
+    }
+    if (max_layers > 0 && wc_attention_setup(c->head_dim, err, errlen)) return NULL;
+    WcModel *m = (WcModel *)calloc(1, sizeof *m);
+    if (!m) { snprintf(err, errlen, "CUDA model: out of host memory"); return NULL; }
+    m->cfg = *c;
+    m->max_layers = max_layers;
+    m->has_head = has_head;
+    m->recompute = recompute;
+    m->ce_block = wp_ce_block_tokens(c);
+    m->stream = (cudaStream_t)stream;
+    if (wc_lt_new(&m->lt, WC_LT_WORK_BYTES, err, errlen)) { free(m); return NULL; }
+    /* the largest chunk this model serves: every part at its largest */
+    WpChunk big = wp_chunk_make(c, 0, 0, max_layers, 1, has_head);
+    size_t part[WP_WS_NPARTS], total = 0;
+    for (int i = 0; i < WP_WS_NPARTS; i++) {
+        part[i] = round256(wp_workspace_part_bytes(c, &big, recompute, (WpWorkspacePart)i, WP_BF16));
+        total += part[i];
+    }
+    size_t red_norm = round256((size_t)WC_NORM_SPLITS * H * sizeof(float));
+    size_t red_loss = round256((size_t)m->ce_block * sizeof(double));
+    size_t red_sumsq = round256((size_t)WC_SUMSQ_BLOCKS * sizeof(double));
+    total += red_norm + red_loss + red_sumsq;
+    if (cudaMalloc((void **)&m->block, total) != cudaSuccess) {
+        snprintf(err, errlen, "CUDA model: cudaMalloc of the workspace (%zu bytes) failed", total);
+        cudaGetLastError();
+        wc_lt_free(&m->lt);
+        free(m);
+        return NULL;
+    }
+    m->block_bytes = total;
+    char *p = m->block;
+    void **ptr[WP_WS_NPARTS] = {
+        [WP_WS_XN] = (void **)&m->xn, [WP_WS_H] = (void **)&m->h, [WP_WS_DH] = (void **)&m->dh,
+        [WP_WS_DGU] = (void **)&m->dgu, [WP_WS_DXN] = (void **)&m->dxn, [WP_WS_DRES] = (void **)&m->dres,
+        [WP_WS_DATT] = (void **)&m->datt, [WP_WS_DQKV] = (void **)&m->dqkv, [WP_WS_ROPE] = (void **)&m->cos_t,
+        [WP_WS_LOGITS] = (void **)&m->logits, [WP_WS_RESTASH] = (void **)&m->restash,
+    };
+    for (int i = 0; i < WP_WS_NPARTS; i++) { *ptr[i] = p; p += part[i]; }
+    m->norm_partials = (float *)p; p += red_norm;
+    m->losses = (double *)p; p += red_loss;
+    m->sumsq_partials = (double *)p;
+    if (max_layers > 0) {
+        size_t n = (size_t)c->seq * (c->head_dim / 2);
+        m->sin_t = m->cos_t + n;
+        float *host = (float *)malloc(2 * n * sizeof(float) + 1);
+        if (!host) { snprintf(err, errlen, "CUDA model: out of host memory"); wc_model_free(m); return NULL; }
+        rope_tables_host(host, host + n, c->seq, c->head_dim, c->rope_theta);
+        CUDA_CHECK(cudaMemcpy(m->cos_t, host, 2 * n * sizeof(float), cudaMemcpyHostToDevice));
+        free(host);
+    }
+    if (plan_products(m, err, errlen)) { wc_model_free(m); return NULL; }
+    return m;
+}
+
+void wc_model_free(WcModel *m) {
+    if (!m) return;
+    for (int i = 0; i < MM_LAYER_N; i++) if (m->layer_mm[i].planned) wc_gemm_free(&m->layer_mm[i]);
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < HEAD_N; i++) if (m->head_mm[b][i].planned) wc_gemm_free(&m->head_mm[b][i]);
+    if (m->block) CUDA_CHECK(cudaFree(m->block));
+    wc_lt_free(&m->lt);
+    free(m);
+}
+
+size_t wc_model_workspace_bytes(const WcModel *m) { return m->block_bytes + m->lt.work_bytes; }
+
+int wc_model_set_ce_block(WcModel *m, int tokens, char *err, size_t errlen) {
+    int most = wp_ce_block_tokens(&m->cfg);   /* the logits block and the losses are this large */
+    m->ce_block = tokens >= 1 && tokens < most ? tokens : most;
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < HEAD_N; i++) if (m->head_mm[b][i].planned) wc_gemm_free(&m->head_mm[b][i]);
+    int layers = m->max_layers;
+    m->max_layers = 0;   /* plan the head's products only */
+    int rc = plan_products(m, err, errlen);
+    m->max_layers = layers;
+    return rc;
+}
+
+static void check_call(const WcModel *m, const WpChunk *k) {
+    if (k->nlayers > m->max_layers || (k->last && !m->has_head)) {
+        fprintf(stderr, "wc_chunk: chunk %d (%d layers%s) does not fit the model (%d layers%s)\n", k->index,
+                k->nlayers, k->last ? ", LM head" : "", m->max_layers, m->has_head ? ", LM head" : "");
+        abort();
+    }
+    if (m->cfg.tied && k->last && !k->first) {
+        fprintf(stderr, "wc_chunk: a tied LM head needs the embedding in the same chunk (chunk %d)\n", k->index);
+        abort();
+    }
+}
+
+static void copy_d2d(void *dst, const void *src, size_t bytes, cudaStream_t s) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+}
+
+static void layer_forward(WcModel *m, const LayerParams<const uint16_t> &p, const LayerStash &st, uint16_t *y) {
+    const WpConfig *c = &m->cfg;
+    int T = c->mbs * c->seq, H = c->hidden, F = c->ffn;
+    cudaStream_t s = m->stream;
+    wc_rmsnorm_forward(m->xn, st.rstd1, st.x, p.ln1, T, H, c->eps, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[MM_QKV_F], m->xn, p.wqkv, NULL, st.qkv, s);
+    wc_rope_forward(st.qkv, m->cos_t, m->sin_t, T, c->seq, c->heads, c->kv_heads, c->head_dim, s);
+    wc_attention_forward(st.att, st.lse, st.qkv, c->mbs, c->seq, c->heads, c->kv_heads, c->head_dim, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[MM_O_F], st.att, p.wo, st.x, st.x2, s);        /* x2 = x + att Wo^T */
+    wc_rmsnorm_forward(m->xn, st.rstd2, st.x2, p.ln2, T, H, c->eps, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[MM_GU_F], m->xn, p.wgu, NULL, st.gu, s);
+    wc_swiglu_forward(m->h, st.gu, T, F, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[MM_DOWN_F], m->h, p.wdown, st.x2, y, s);       /* y = x2 + h Wdown^T */
+}
+
+/* On entry m->dres holds dL/dy; on return dL/dx. */
+static void layer_backward(WcModel *m, const LayerParams<const uint16_t> &p, const LayerParams<float> &dp,
+                           const LayerStash &st) {
+    const WpConfig *c = &m->cfg;
+    int T = c->mbs * c->seq, H = c->hidden, F = c->ffn;
+    cudaStream_t s = m->stream;
+    /* MLP: y = x2 + h Wdown^T, h = silu(g) * u, gu = rmsnorm(x2) Wgu^T */
+    wc_swiglu_forward(m->h, st.gu, T, F, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[MM_DOWN_DX], m->dres, p.wdown, NULL, m->dh, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[MM_DOWN_DW], m->dres, m->h, NULL, dp.wdown, s);
+    wc_swiglu_backward(m->dgu, m->dh, st.gu, T, F, s);
+    wc_rmsnorm_recompute(m->xn, st.x2, p.ln2, st.rstd2, T, H, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[MM_GU_DX], m->dgu, p.wgu, NULL, m->dxn, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[MM_GU_DW], m->dgu, m->xn, NULL, dp.wgu, s);
+    wc_rmsnorm_backward(m->dres, 1, dp.ln2, m->dxn, st.x2, p.ln2, st.rstd2, T, H, m->norm_partials, s);
+    /* attention: x2 = x + att Wo^T */
+    wc_gemm_run(&m->lt, &m->layer_mm[MM_O_DX], m->dres, p.wo, NULL, m->datt, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[MM_O_DW], m->dres, st.att, NULL, dp.wo, s);
+    wc_attention_backward(m->dqkv, m->datt, st.att, st.lse, st.qkv, c->mbs, c->seq, c->heads, c->kv_heads,
+                          c->head_dim, s);
+    wc_rope_backward(m->dqkv, m->cos_t, m->sin_t, T, c->seq, c->heads, c->kv_heads, c->head_dim, s);
+    wc_rmsnorm_recompute(m->xn, st.x, p.ln1, st.rstd1, T, H, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[MM_QKV_DX], m->dqkv, p.wqkv, NULL, m->dxn, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[MM_QKV_DW], m->dqkv, m->xn, NULL, dp.wqkv, s);
+    wc_rmsnorm_backward(m->dres, 1, dp.ln1, m->dxn, st.x, p.ln1, st.rstd1, T, H, m->norm_partials, s);
+}
+
+/* The LM head's forward from xf: its norm, then block by block the logits, each token's lse and
+ * (if loss_sum) the block's summed losses added to *loss_sum. */
+static void head_forward(WcModel *m, const WpChunk *k, const uint16_t *params, const int *targets,
+                         const uint16_t *xf, float *rstdf, float *lse, double *loss_sum) {
+    const WpConfig *c = &m->cfg;
+    int T = c->mbs * c->seq, H = c->hidden, V = c->vocab, B = m->ce_block;
+    cudaStream_t s = m->stream;
+    const uint16_t *w = head_weight(c, k, params);
+    wc_rmsnorm_forward(m->xn, rstdf, xf, final_norm(c, k, params), T, H, c->eps, s);
+    for (int t0 = 0; t0 < T; t0 += B) {
+        int n = T - t0 < B ? T - t0 : B;
+        const WcGemm *mm = m->head_mm[n == B ? 0 : 1];
+        wc_gemm_run(&m->lt, &mm[HEAD_F], m->xn + (size_t)t0 * H, w, NULL, m->logits, s);
+        wc_ce_forward(lse + t0, m->losses, m->logits, targets + t0, n, V, s);
+        if (loss_sum) wc_loss_sum(loss_sum, m->losses, n, s);
+    }
+}
+
+/* The head's backward: leaves dL/dxf in m->dres. */
+static void head_backward(WcModel *m, const WpChunk *k, const uint16_t *params, const int *targets,
+                          const uint16_t *xf, const float *rstdf, const float *lse, float *dparams,
+                          float loss_scale) {
+    const WpConfig *c = &m->cfg;
+    int T = c->mbs * c->seq, H = c->hidden, V = c->vocab, B = m->ce_block;
+    cudaStream_t s = m->stream;
+    const uint16_t *w = head_weight(c, k, params), *wf = final_norm(c, k, params);
+    wc_rmsnorm_recompute(m->xn, xf, wf, rstdf, T, H, s);
+    for (int t0 = 0; t0 < T; t0 += B) {
+        int n = T - t0 < B ? T - t0 : B;
+        const WcGemm *mm = m->head_mm[n == B ? 0 : 1];
+        const uint16_t *xn = m->xn + (size_t)t0 * H;
+        wc_gemm_run(&m->lt, &mm[HEAD_F], xn, w, NULL, m->logits, s);   /* as in forward */
+        wc_ce_backward(m->logits, lse + t0, targets + t0, n, V, loss_scale, s);
+        wc_gemm_run(&m->lt, &mm[HEAD_DX], m->logits, w, NULL, m->dxn + (size_t)t0 * H, s);
+        wc_gemm_run(&m->lt, &mm[HEAD_DW], m->logits, xn, NULL, head_weight(c, k, dparams), s);
+    }
+    wc_rmsnorm_backward(m->dres, 0, final_norm(c, k, dparams), m->dxn, xf, wf, rstdf, T, H, m->norm_partials, s);
+}
+
+/* The forward after the chunk's input is in st (layer 0's x). y: a non-last chunk's output. */
+static void forward_from_stash(WcModel *m, const WpChunk *k, const uint16_t *params, const int *targets,
+                               char *st, uint16_t *y, double *loss_sum) {
+    const WpConfig *c = &m->cfg;
+    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, np = wp_layer_nparams(c);
+    const uint16_t *lp = first_layer(c, k, params);
+    char *b = st;
+    for (int i = 0; i < k->nlayers; i++) {
+        LayerParams<const uint16_t> p = layer_params(c, lp + (size_t)i * np);
+        LayerStash ls = layer_stash(c, b);
+        uint16_t *out = (i == k->nlayers - 1 && !k->last) ? y : (uint16_t *)ls.end;
+        layer_forward(m, p, ls, out);
+        b = ls.end;
+    }
+    if (!k->last) {
+        if (k->nlayers == 0) copy_d2d(y, st, T * H * sizeof(uint16_t), m->stream);
+        return;
+    }
+    uint16_t *xf = (uint16_t *)b;
+    float *rstdf = (float *)(xf + T * H), *lse = rstdf + T;
+    head_forward(m, k, params, targets, xf, rstdf, lse, loss_sum);
+}
+
+void wc_chunk_forward(WcModel *m, const WpChunk *k, const uint16_t *params, const int *tokens,
+                      const int *targets, const uint16_t *x_in, uint16_t *x_out, void *stash,
+                      double *loss_sum) {
+    check_call(m, k);
+    const WpConfig *c = &m->cfg;
+    size_t TH = (size_t)c->mbs * c->seq * c->hidden;
+    char *st = m->recompute ? m->restash : (char *)stash;
+    if (k->first) wc_embedding_forward((uint16_t *)st, tokens, params, c->mbs * c->seq, c->hidden, c->vocab, m->stream);
+    else copy_d2d(st, x_in, TH * sizeof(uint16_t), m->stream);   /* bf16 already: no rounding */
+    if (m->recompute) copy_d2d(stash, st, TH * sizeof(uint16_t), m->stream);
+    forward_from_stash(m, k, params, targets, st, x_out, loss_sum);
+}
+
+void wc_chunk_backward(WcModel *m, const WpChunk *k, const uint16_t *params, const int *tokens,
+                       const int *targets, const void *stash, const uint16_t *dx_out,
+                       uint16_t *dx_in, float *dparams, float loss_scale) {
+    check_call(m, k);
+    const WpConfig *c = &m->cfg;
+    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, np = wp_layer_nparams(c);
+    char *st = (char *)stash;   /* read only in backward */
+    if (m->recompute) {
+        /* the forward again into the recompute stash; a non-last chunk's output goes to dres,
+         * which is set below */
+        copy_d2d(m->restash, stash, T * H * sizeof(uint16_t), m->stream);
+        forward_from_stash(m, k, params, targets, m->restash, m->dres, NULL);
+        st = m->restash;
+    }
+    size_t lbytes = layer_stash_bytes(c);
+    if (k->last) {
+        uint16_t *xf = (uint16_t *)(st + (size_t)k->nlayers * lbytes);
+        float *rstdf = (float *)(xf + T * H), *lse = rstdf + T;
+        head_backward(m, k, params, targets, xf, rstdf, lse, dparams, loss_scale);
+    } else {
+        copy_d2d(m->dres, dx_out, T * H * sizeof(uint16_t), m->stream);
+    }
+    const uint16_t *lp = first_layer(c, k, params);
+    float *dlp = first_layer(c, k, dparams);
+    for (int i = k->nlayers - 1; i >= 0; i--) {
+        LayerParams<const uint16_t> p = layer_params(c, lp + (size_t)i * np);
+        LayerParams<float> dp = layer_params(c, dlp + (size_t)i * np);
+        LayerStash ls = layer_stash(c, st + (size_t)i * lbytes);
+        layer_backward(m, p, dp, ls);
+    }
+    if (k->first) wc_embedding_backward(dparams, m->dres, tokens, (int)T, (int)H, c->vocab, m->stream);
+    else copy_d2d(dx_in, m->dres, T * H * sizeof(uint16_t), m->stream);
+}
+
+/* ---- element-wise ---- */
+
+void wc_f32_to_bf16(WcModel *m, uint16_t *dst, const float *src, size_t n) {
+    wc_convert_f32_to_bf16(dst, src, n, m->stream);
+}
+
+void wc_bf16_to_f32(WcModel *m, float *dst, const uint16_t *src, size_t n) {
+    wc_convert_bf16_to_f32(dst, src, n, m->stream);
+}
+
+void wc_acc(WcModel *m, void *dst, int dst_dtype, const void *src, int src_dtype, size_t n, int first) {
+    wc_acc_launch(dst, dst_dtype, src, src_dtype, n, first, m->stream);
+}
+
+void wc_sumsq(WcModel *m, const float *g, size_t n, double *out) {
+    wc_sumsq_launch(g, n, m->sumsq_partials, out, m->stream);
+}
+
+void wc_adamw(WcModel *m, const WpAdamW *opt, float *w, const float *g, float *m1, float *m2,
+              size_t n, float lr, float wd, float grad_scale, long t, uint16_t *w16) {
+    /* bias corrections in double, as cpu/adamw.c: 1 - b^t loses digits in float for large t */
+    float c1 = (float)(1.0 / (1.0 - pow(opt->beta1, (double)t)));
+    float c2 = (float)(1.0 / (1.0 - pow(opt->beta2, (double)t)));
+    wc_adamw_launch(w, g, m1, m2, n, lr, wd, grad_scale, opt->beta1, opt->beta2, opt->eps, c1, c2, w16, m->stream);
+}
