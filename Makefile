@@ -74,7 +74,70 @@ LIBWPRT := $(BUILD)/libwprt.a
 $(LIBWPRT): $(RT_ARCHIVES)
 	rm -f $@ && ar rcs $@ $(RT_OBJ)
 
-all: $(BUILD)/config.mk $(WPGEN) $(LIBWPRT) $(WPREF)
+all: $(BUILD)/config.mk $(WPGEN) $(LIBWPRT) $(WPREF) cuda
+
+# The CUDA compute backend (runtime/cuda) and the NCCL communication backend (runtime/nccl), built
+# when nvcc (PATH, else CUDA_HOME/bin) and nccl.h (CUDA's include folder, else /usr/include) are
+# found: build/libwprt-cuda.a, build/libwprt-nccl.a, and the GPU test programs whose sources exist
+# (tests/gpu). Outside libwprt.a: programs that want them name them. Their host-only parts
+# (cuda_mem.c, nccl_book.c) build everywhere, for the unit tests. `make CUDA=no` skips them.
+CUDA_HOME ?= /usr/local/cuda
+NVCC      := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard $(CUDA_HOME)/bin/nvcc))
+CUDA_DIR  := $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(realpath $(NVCC))))
+NCCL_H    := $(firstword $(wildcard $(CUDA_DIR)/include/nccl.h /usr/include/nccl.h))
+CUDA_ARCH := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+comma     := ,
+CUDA_SMS  := $(patsubst code=%,%,$(filter code=%,$(subst $(comma), ,$(CUDA_ARCH))))
+NVCCFLAGS := -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -Wall
+CUDA_INC  := -I$(CUDA_DIR)/include $(if $(NCCL_H),-I$(dir $(NCCL_H)))
+CUDA_LIBS := -L$(CUDA_DIR)/lib64 -lcublasLt -lcudart -lstdc++ -lpthread
+LIBCUDA   := $(BUILD)/libwprt-cuda.a
+LIBNCCL   := $(BUILD)/libwprt-nccl.a
+CUDA_OBJ  := $(call obj,$(wildcard runtime/cuda/*.c)) $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard runtime/cuda/*.cu))
+NCCL_OBJ  := $(call obj,$(wildcard runtime/nccl/*.c))
+GPU_TESTS := $(patsubst tests/gpu/%.cu,$(BUILD)/gpu/%,$(wildcard tests/gpu/test_kernels.cu tests/gpu/bench_step.cu))
+ifeq ($(CUDA),no)
+CUDA_WHY  := CUDA=no
+else ifeq ($(NVCC),)
+CUDA_WHY  := nvcc is neither in PATH nor in $(CUDA_HOME)/bin
+else ifeq ($(NCCL_H),)
+CUDA_WHY  := nccl.h is neither in $(CUDA_DIR)/include nor in /usr/include
+endif
+
+$(BUILD)/obj/runtime/cuda/%.o: runtime/cuda/%.cu | $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -Iruntime -c $< -o $@
+$(BUILD)/obj/runtime/cuda/%.o: runtime/cuda/%.c | $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(CUDA_INC) -Iruntime -c $< -o $@
+$(BUILD)/obj/runtime/nccl/%.o: runtime/nccl/%.c | $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS) $(CUDA_INC) -Iruntime -c $< -o $@
+# the bookkeeping is plain C (no MPI, CUDA or NCCL): the unit test's, sanitizers included
+$(BUILD)/obj/runtime/nccl/nccl_book.o: runtime/nccl/nccl_book.c | $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Iruntime -c $< -o $@
+$(LIBCUDA): $(CUDA_OBJ)
+	rm -f $@ && ar rcs $@ $^
+$(LIBNCCL): $(NCCL_OBJ)
+	rm -f $@ && ar rcs $@ $^
+# test_kernels checks the kernels against the CPU model; bench_step times a step on one GPU
+$(BUILD)/gpu/test_kernels: tests/gpu/test_kernels.cu $(LIBCUDA) $(BUILD)/libwprt-cpu.a $(BUILD)/libwprt-common.a
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -Xcompiler -fopenmp -Iruntime -Itests $< -o $@ $(LIBCUDA) $(BUILD)/libwprt-cpu.a \
+		$(BUILD)/libwprt-common.a $(CUDA_LIBS) $(BLAS_LIBS) -lgomp -lm
+$(BUILD)/gpu/bench_step: tests/gpu/bench_step.cu $(LIBCUDA) $(BUILD)/libwprt-common.a
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -Iruntime -Itests $< -o $@ $(LIBCUDA) $(BUILD)/libwprt-common.a $(CUDA_LIBS) -lm
+
+ifeq ($(CUDA_WHY),)
+cuda: $(LIBCUDA) $(LIBNCCL) $(GPU_TESTS)
+	@echo "cuda: built $(LIBCUDA) and $(LIBNCCL) for $(CUDA_SMS) ($(NVCC), $(NCCL_H))$(if $(GPU_TESTS), and $(GPU_TESTS))"
+else
+cuda:
+	@echo "cuda: the CUDA and NCCL backends are not built: $(CUDA_WHY) (CUDA_HOME=... names the toolkit)"
+endif
+.PHONY: cuda
 
 $(BUILD)/obj/generator/%.o: generator/%.c | $(BUILD)/config.mk
 	@mkdir -p $(@D)
@@ -112,6 +175,10 @@ $(BUILD)/tests-mpi/%: tests/mpi/%.c $(LIBWPRT) | $(BUILD)/config.mk
 $(BUILD)/tools/%: $(BUILD)/obj/tests/tools/%.o $(LIBWPRT)
 	@mkdir -p $(@D)
 	$(CC) $^ -o $@ $(RT_LIBS)
+
+# the host-side parts of the GPU backends, tested without a GPU
+$(BUILD)/tests/test_nccl_book: $(BUILD)/obj/runtime/nccl/nccl_book.o
+$(BUILD)/tests/test_cuda_mem: $(BUILD)/obj/runtime/cuda/cuda_mem.o
 
 test: all $(UNIT_BINS) $(MPI_BINS) $(TOOL_BINS)
 	@./tests/run.sh $(BUILD)

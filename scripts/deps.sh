@@ -72,9 +72,9 @@ if [ -x "$CUDA_HOME/bin/nvcc" ]; then
 else
     echo "  ✗ CUDA toolkit (optional: building CPU-only)"
 fi
-# The CUDA backend (runtime/cuda) is not written yet: say what was found and that the build is
-# CPU-only, so nobody expects GPU binaries from this version.
-if [ "$cuda" = yes ]; then echo "deps: CUDA toolkit and NCCL found; this version builds the CPU backend only (no CUDA backend yet)"; fi
+# The Makefile builds the CUDA and NCCL backends when both are found (it probes again itself and
+# says what it built in one line, "cuda: ...").
+if [ "$cuda" = yes ]; then echo "deps: CUDA toolkit and NCCL found: the CUDA and NCCL backends are built too"; fi
 BLAS_CFLAGS="" BLAS_LIBS=""
 blas_probe
 {

@@ -21,6 +21,19 @@ On one machine, without the rankfile's host names:
 Other flags: --data FILE, --lr, --warmup, --weight-decay, --clip, --seed, --init FILE.safetensors,
 --save FILE.safetensors, --save-every N, --resume FILE, --log FILE, --trace FILE.json.
 ./train refuses to run with a world size other than ${P.nranks}.
+@ if P.backend == "cuda" then
+
+Backends: compute cuda (bf16 on GPUs: rank i of a node uses its GPU i mod the GPUs it has;
+`make CUDA_HOME=...` names the toolkit, `make CUDA_ARCH=...` other GPUs than sm_80 and sm_90),
+@   if P.comm == "nccl" then
+communication nccl (NCCL between the GPUs, started over MPI: as many ranks per node as GPUs).
+@   else
+communication ${P.comm} (every transfer staged through host memory: several ranks may share one
+GPU, for tests, not for speed).
+@   end
+Each rank prints at start what it reserved on its GPU; without a GPU, or when the plan does not
+fit, ./train stops at start with exit status 5.
+@ end
 
 Files
 -----

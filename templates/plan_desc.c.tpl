@@ -30,7 +30,8 @@ static const WpGroupDesc groups[${#P.groups}] = {
 };
 @ end
 
-/* ---- ranks: buffers (name, kind, master, chunk, shard, nshards, elements, format, copy's format), steps ---- */
+/* ---- ranks: buffers (name, kind, master, chunk, shard, nshards, elements, format, copy's format), steps,
+ * and the most activations (inputs and their gradients) and stashes each holds at once ---- */
 @ for _, d in ipairs(ranks) do
 @   if #d.bufs > 0 then
 static const WpBufDesc bufs_${d.id}[] = {
@@ -43,7 +44,7 @@ static const WpBufDesc bufs_${d.id}[] = {
 
 static const WpRankDesc ranks[${#ranks}] = {
 @ for _, d in ipairs(ranks) do
-    { ${d.node}, ${d.replica}, ${d.stage}, ${#d.bufs}, ${#d.bufs > 0 and "bufs_" .. d.id or "NULL"}, step_rank_${d.id} },
+    { ${d.node}, ${d.replica}, ${d.stage}, ${#d.bufs}, ${#d.bufs > 0 and "bufs_" .. d.id or "NULL"}, step_rank_${d.id}, ${d.max_acts}, ${d.max_stashes} },
 @ end
 };
 

@@ -22,7 +22,7 @@ static void usage(FILE *f) {
         "                  micro-batch as PyTorch FSDP FULL_SHARD under gradient accumulation)\n"
         "                  [--lua-max-mib N] [--lua-max-instructions M]   (the strategy's limits: MiB of\n"
         "                  Lua memory, default %d; millions of Lua instructions, default %d)\n"
-        "       wpgen emit -t TOPO.json -m MODEL [-s STRATEGY] [...] -o DIR [--backend cpu] [--comm mpi] [--force]\n"
+        "       wpgen emit -t TOPO.json -m MODEL [-s STRATEGY] [...] -o DIR [--backend cpu|cuda] [--comm mpi|nccl] [--force]\n"
         "       wpgen sim -t TOPO.json -m MODEL [-s STRATEGY|auto] [...] [--trace FILE.json] [--svg FILE.svg] [--json]\n"
         "       wpgen compare -t TOPO.json -m MODEL [--strategies a,b,...] [...] [--json]\n"
         "       wpgen calibrate -t TOPO.json --trace RUN/trace.json [...] [--held-out ...] [--links L.json] -o CALIB.json\n"
@@ -85,7 +85,7 @@ static int parse_args(int argc, char **argv, Args *a) {
     memset(a, 0, sizeof *a);
     a->strategy = "weipipe-interleave";
     a->backend = backend_default(BACKEND_COMPUTE);
-    a->comm = backend_default(BACKEND_COMM);
+    a->comm = NULL;   /* the compute backend's default, once it is known */
     a->micro_batches = 4;
     a->replicas = 1;
     a->cmd = argv[1];
@@ -149,7 +149,10 @@ static int parse_args(int argc, char **argv, Args *a) {
     /* the table says which backends exist and which are built: one not built yet is refused
      * rather than emitted half-way */
     char berr[256];
-    if (!backend_select(BACKEND_COMPUTE, a->backend, berr, sizeof berr) || !backend_select(BACKEND_COMM, a->comm, berr, sizeof berr)) {
+    if (!a->comm) a->comm = backend_default_comm(a->backend);
+    const Backend *bcompute = backend_select(BACKEND_COMPUTE, a->backend, berr, sizeof berr);
+    const Backend *bcomm = bcompute ? backend_select(BACKEND_COMM, a->comm, berr, sizeof berr) : NULL;
+    if (!bcomm || backend_check_pair(bcompute, bcomm, berr, sizeof berr)) {
         fprintf(stderr, "wpgen: %s\n", berr);
         return -1;
     }

@@ -11,15 +11,13 @@ static const char *const cuda_files[] = { ".cu", ".cuh", ".c", ".h", NULL };
 
 static const Backend backends[] = {
     /* fp32 on the CPU: OpenMP threads, matrix products through OpenBLAS */
-    { "cpu", BACKEND_COMPUTE, (const char *const[]){ "cpu", NULL }, c_files, NULL },
-    /* GPUs (runtime/cuda): to come */
-    { "cuda", BACKEND_COMPUTE, (const char *const[]){ "cuda", NULL }, cuda_files,
-      "the CUDA backend is not built yet (use --backend cpu)" },
+    { "cpu", BACKEND_COMPUTE, (const char *const[]){ "cpu", NULL }, c_files, NULL, "mpi", 0 },
+    /* GPUs: bf16 on device buffers, cuBLASLt and kernels of our own (runtime/cuda) */
+    { "cuda", BACKEND_COMPUTE, (const char *const[]){ "cuda", NULL }, cuda_files, NULL, "nccl", 1 },
     /* MPI (Open MPI) between host buffers */
-    { "mpi", BACKEND_COMM, (const char *const[]){ "mpi", NULL }, c_files, NULL },
-    /* NCCL between GPU buffers (runtime/nccl): to come */
-    { "nccl", BACKEND_COMM, (const char *const[]){ "nccl", NULL }, c_files,
-      "the NCCL backend is not built yet (use --comm mpi)" },
+    { "mpi", BACKEND_COMM, (const char *const[]){ "mpi", NULL }, c_files, NULL, NULL, 0 },
+    /* NCCL between GPU buffers, bootstrapped over MPI (runtime/nccl) */
+    { "nccl", BACKEND_COMM, (const char *const[]){ "nccl", NULL }, c_files, NULL, NULL, 1 },
 };
 enum { NBACKENDS = sizeof backends / sizeof backends[0] };
 
@@ -29,6 +27,20 @@ static const char *flag_of(BackendKind kind) {
 
 const char *backend_default(BackendKind kind) {
     return kind == BACKEND_COMPUTE ? "cpu" : "mpi";
+}
+
+const char *backend_default_comm(const char *compute) {
+    const Backend *b = backend_find(BACKEND_COMPUTE, compute ? compute : backend_default(BACKEND_COMPUTE));
+    return b && b->comm_default ? b->comm_default : backend_default(BACKEND_COMM);
+}
+
+int backend_check_pair(const Backend *compute, const Backend *comm, char *err, size_t errlen) {
+    if (comm->device && !compute->device) {
+        snprintf(err, errlen, "--comm %s moves GPU buffers only, and --backend %s keeps them in host memory "
+                 "(use --comm mpi, or --backend cuda)", comm->name, compute->name);
+        return -1;
+    }
+    return 0;
 }
 
 const Backend *backend_find(BackendKind kind, const char *name) {

@@ -18,6 +18,9 @@ typedef struct Backend {
     const char *const *dirs;      /* runtime/DIR folders copied into the emitted directory */
     const char *const *exts;      /* which of their files are copied (".c", ".h", ...) */
     const char *missing;          /* NULL: built; else why it cannot be chosen yet (one line) */
+    const char *comm_default;     /* compute backends: the --comm it is emitted with by default */
+    int device;                   /* 1: its buffers are on a GPU (compute), or it moves device
+                                   * buffers only (comm: NCCL); 0: host memory */
 } Backend;
 
 /* The runtime folders every emitted program builds from, whatever its backends. */
@@ -25,6 +28,15 @@ extern const char *const backend_neutral_dirs[];
 
 /* The default of each flag: "cpu", "mpi". */
 const char *backend_default(BackendKind kind);
+
+/* The default --comm of a compute backend (NULL: the default one): "nccl" for "cuda", else "mpi". */
+const char *backend_default_comm(const char *compute);
+
+/* Whether a compute and a communication backend work together: a comm layer that moves device
+ * buffers only (nccl) needs a compute backend whose buffers are on the device (a device compute
+ * backend on a host comm layer stages through host memory: for tests). 0, or -1 with one line in
+ * err naming the flags. */
+int backend_check_pair(const Backend *compute, const Backend *comm, char *err, size_t errlen);
 
 /* The entry of a kind by name, or NULL. */
 const Backend *backend_find(BackendKind kind, const char *name);

@@ -164,8 +164,8 @@ static int copy_runtime(const char *dir, const EmitInfo *info, char *err, size_t
     char src[PATHLEN], dst[PATHLEN];
     const char *home = wpgen_home();
     const Backend *compute = backend_select(BACKEND_COMPUTE, info->backend, err, errlen);
-    const Backend *comm = compute ? backend_select(BACKEND_COMM, info->comm, err, errlen) : NULL;
-    if (!comm) return -1;
+    const Backend *comm = compute ? backend_select(BACKEND_COMM, info->comm ? info->comm : backend_default_comm(info->backend), err, errlen) : NULL;
+    if (!comm || backend_check_pair(compute, comm, err, errlen)) return -1;
     if (join_path(dst, dir, "runtime", err, errlen)) return -1;
     if (mkdir(dst, 0777) && errno != EEXIST) return errmsg(err, errlen, "%s: %s", dst, strerror(errno));
     for (const char *const *d = backend_neutral_dirs; *d; d++) {

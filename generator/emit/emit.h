@@ -15,7 +15,7 @@ typedef struct EmitInfo {
     const char *model_name;     /* preset name or config.json's name */
     const char *topo_name;      /* the topology's "name" */
     const char *backend;        /* compute backend (emit/backends.h); NULL: "cpu" */
-    const char *comm;           /* communication backend; NULL: "mpi" */
+    const char *comm;           /* communication backend; NULL: the compute backend's default (backend_default_comm) */
     double bytes_intra, bytes_inter;
     double step_time_s, bubble_ratio;   /* the simulator's prediction; step_time_s 0: none */
 } EmitInfo;

@@ -91,7 +91,7 @@ void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const cha
     lua_set_str(L, "model_name", info->model_name);
     lua_set_str(L, "topo_name", info->topo_name ? info->topo_name : t->name);
     lua_set_str(L, "backend", info->backend ? info->backend : backend_default(BACKEND_COMPUTE));
-    lua_set_str(L, "comm", info->comm ? info->comm : backend_default(BACKEND_COMM));
+    lua_set_str(L, "comm", info->comm ? info->comm : backend_default_comm(info->backend));
     lua_set_int(L, "nranks", p->nranks);
     lua_set_int(L, "nnodes", t->nnodes);
     lua_set_int(L, "replicas", p->replicas);
@@ -160,6 +160,46 @@ void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const cha
     lua_setfield(L, -2, "sources");
 }
 
+/* emit_rank_holds's running count. */
+typedef struct Holds { int acts, stashes, max_acts, max_stashes; } Holds;
+
+static void hold(Holds *h, int acts, int stashes) {
+    h->acts += acts;
+    h->stashes += stashes;
+    if (h->acts > h->max_acts) h->max_acts = h->acts;
+    if (h->stashes > h->max_stashes) h->max_stashes = h->stashes;
+}
+
+void emit_rank_holds(const Plan *p, int r, int *max_acts, int *max_stashes) {
+    const PlanRank *rk = &p->ranks[r];
+    Holds h = { 0, 0, 0, 0 };
+    for (int t = 0; rk->turn_start && t < p->nturns; t++) {
+        int o0 = rk->turn_start[t], o1 = rk->turn_start[t + 1], sent = 0;
+        /* posting: a receive takes its slot now; a send keeps its slot until the wait */
+        for (int i = o0; i < o1; i++) {
+            const Op *op = &rk->ops[i];
+            int act = op->what == WHAT_A || op->what == WHAT_G;
+            if (op->kind == OP_RECV && act) hold(&h, 1, 0);
+            else if (op->kind == OP_SEND && act) sent++;
+        }
+        /* compute: the new slots are taken before the old ones are released */
+        for (int i = o0; i < o1; i++) {
+            const Op *op = &rk->ops[i];
+            int first = op->chunk == 0, last = op->chunk == p->nchunks - 1;
+            switch ((OpKind)op->kind) {
+            case OP_FWD: hold(&h, !last, 1); hold(&h, -!first, 0); break;
+            case OP_BWD: hold(&h, !first, 0); hold(&h, -!last, -1); break;
+            case OP_BWD_B: hold(&h, !first, 1); hold(&h, -!last, -1); break;   /* keeps a stash for BWD_W */
+            case OP_BWD_W: hold(&h, 0, -1); break;
+            default: break;
+            }
+        }
+        hold(&h, -sent, 0);   /* the wait: what was sent has left */
+    }
+    *max_acts = h.max_acts;
+    *max_stashes = h.max_stashes;
+}
+
 void emit_push_rank(lua_State *L, const Plan *p, int r) {
     const PlanRank *rk = &p->ranks[r];
     const Topology *t = p->topo;
@@ -171,6 +211,10 @@ void emit_push_rank(lua_State *L, const Plan *p, int r) {
     lua_set_int(L, "replica", rk->replica);
     lua_set_int(L, "stage", rk->stage);
     lua_set_int(L, "nops", rk->nops);
+    int max_acts, max_stashes;
+    emit_rank_holds(p, r, &max_acts, &max_stashes);
+    lua_set_int(L, "max_acts", max_acts);
+    lua_set_int(L, "max_stashes", max_stashes);
 
     lua_createtable(L, rk->nbufs, 0);
     for (int b = 0; b < rk->nbufs; b++) {
@@ -268,7 +312,7 @@ int emit_json_head(FILE *f, const Plan *p, const EmitInfo *info, const char *has
     if (!rc) rc = put_value(f, "strategy", json_string(p->strategy), 0);
     if (!rc && p->notes) rc = put_value(f, "notes", json_string(p->notes), 0);
     if (!rc) rc = put_value(f, "backend", json_string(info->backend ? info->backend : backend_default(BACKEND_COMPUTE)), 0);
-    if (!rc) rc = put_value(f, "comm", json_string(info->comm ? info->comm : backend_default(BACKEND_COMM)), 0);
+    if (!rc) rc = put_value(f, "comm", json_string(info->comm ? info->comm : backend_default_comm(info->backend)), 0);
     int digits = float_digits(m->eps) > float_digits(m->rope_theta) ? float_digits(m->eps) : float_digits(m->rope_theta);
     if (!rc) rc = put_value_prec(f, "model", json_incref(model), 0, digits);
     if (!rc) rc = put_value(f, "topology", json_string(info->topo_name ? info->topo_name : p->topo->name), 0);

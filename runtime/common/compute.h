@@ -17,6 +17,10 @@
 #include <stddef.h>
 #include "common/optim.h"
 
+/* Exit status of a run whose backend finds no device, or a plan that does not fit in its memory
+ * (train/loop.h's WP_EXIT_DEVICE). */
+#define COMPUTE_NO_DEVICE_STATUS 5
+
 typedef struct WpRank WpRank;        /* a rank's state: train/rank.h */
 typedef struct WpCompute WpCompute;  /* the backend's part of it (WpRank.dev): its own header */
 
@@ -36,6 +40,10 @@ void compute_process_init(int ranks_on_node, char *about, size_t len);
  * R->plan, R->me, R->cfg, R->chunks and R->recompute must be set. */
 void compute_setup(WpRank *R);
 void compute_teardown(WpRank *R);
+
+/* After the step's operations, before its loss and norms are read: a backend that sums the loss
+ * on a device adds it into R->loss_sum here, one read per step (the CPU backend: nothing). */
+void compute_step_end(WpRank *R);
 
 /* What of a master buffer moves to and from the host: its weights or AdamW's moments. */
 enum { WP_MASTER_W, WP_MASTER_M, WP_MASTER_V };

@@ -61,6 +61,11 @@ void compute_teardown(WpRank *R) {
     R->dev = NULL;
 }
 
+/* The model added the loss into R->loss_sum as it went. */
+void compute_step_end(WpRank *R) {
+    (void)R;
+}
+
 static float *master_array(WpRank *R, int buf, int what) {
     WpCompute *D = R->dev;
     return what == WP_MASTER_M ? D->adam_m[buf] : what == WP_MASTER_V ? D->adam_v[buf] : D->buf[buf];

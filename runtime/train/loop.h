@@ -24,6 +24,7 @@ enum {
     WP_EXIT_BAD_INPUT = 2,   /* flags, data, a checkpoint of another shape, the world size */
     WP_EXIT_COMM = 3,        /* a transfer timed out or MPI failed: common/comm.h's COMM_ABORT_STATUS */
     WP_EXIT_STOPPED = 4,     /* SIGTERM, SIGINT or SIGUSR1: stopped at a step boundary (saved with --save) */
+    WP_EXIT_DEVICE = 5,      /* no CUDA device, or the plan does not fit in its memory: COMPUTE_NO_DEVICE_STATUS */
 };
 
 typedef struct WpLoop {

@@ -155,6 +155,7 @@ static void run_step(void *ud, long s, double *loss_sum, double *sumsq) {
     R->loss_sum = 0;
     R->nopts = 0;
     R->me->step(R);
+    compute_step_end(R);
     *loss_sum = R->loss_sum;
     /* every replica holds the same gradients: replica 0's count once */
     *sumsq = 0;

@@ -122,9 +122,8 @@ expect 2 "no such file" -- plan -t topologies/cpu-2x2.json -m tiny -s no-such-st
 expect 2 "syntax-error.lua:4:" -- plan -t topologies/cpu-2x2.json -m tiny -s tests/data/strategies/syntax-error.lua
 expect 2 "runtime-error.lua:4: " -- plan -t topologies/cpu-2x2.json -m tiny -s tests/data/strategies/runtime-error.lua
 grep -q "stack traceback" "$tmp/err" && ok || bad "a Lua error comes without a traceback"
-expect 2 "--backend cuda: the CUDA backend is not built yet" -- emit -t topologies/cpu-2x2.json -m tiny --backend cuda -o "$tmp/cuda"
+expect 2 "--comm nccl moves GPU buffers only, and --backend cpu keeps them in host memory" -- emit -t topologies/cpu-2x2.json -m tiny --comm nccl -o "$tmp/cuda"
 [ ! -e "$tmp/cuda" ] && ok || bad "a refused emit left $tmp/cuda"
-expect 2 "--comm nccl: the NCCL backend is not built yet" -- emit -t topologies/cpu-2x2.json -m tiny --comm nccl -o "$tmp/cuda"
 expect 2 '--backend: expected cpu or cuda, got "tpu"' -- emit -t topologies/cpu-2x2.json -m tiny --backend tpu -o "$tmp/cuda"
 expect 2 '--comm: expected mpi or nccl, got "gloo"' -- emit -t topologies/cpu-2x2.json -m tiny --comm gloo -o "$tmp/cuda"
 expect 2 "--grouping: expected auto, node, island or published" -- plan -t topologies/cpu-2x2.json -m tiny -s tawpipe --grouping bogus

@@ -1,0 +1,204 @@
+/* The CUDA compute backend's side of common/compute.h: the GPU a rank uses, its memory reserved
+ * once at start-up from the plan (cuda_mem.c) and reported, masters moved in and out, the norm,
+ * AdamW through the CUDA model (model_cuda.h) and the loss read once per step. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cuda/compute_cuda.h"
+
+void compute_process_start(char **argv) {
+    (void)argv;   /* nothing read at load time: no re-execution */
+}
+
+void compute_process_init(int ranks_on_node, char *about, size_t len) {
+    snprintf(about, len, "CUDA backend, bf16 (%d rank%s on this node)", ranks_on_node, ranks_on_node == 1 ? "" : "s");
+}
+
+void *cuda_working(WpRank *R, int b) {
+    return R->dev->copy[b] ? (void *)R->dev->copy[b] : R->dev->buf[b];
+}
+
+static double gib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024.0); }
+
+/* The GPU of this rank: the one the communication layer chose (NCCL), else its rank on the node
+ * (as Open MPI or MPICH numbers it) modulo the GPUs there. A machine without one ends the job. */
+static int pick_device(WpRank *R) {
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess || ndev == 0)
+        comm_abort(R->comm, COMPUTE_NO_DEVICE_STATUS, "no CUDA device: %s (this program was emitted with --backend cuda "
+                   "and needs a GPU)", e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found none");
+    int dev = 0;
+    if (comm_device_buffers(R->comm)) {
+        CUDA_CHECK(R, cudaGetDevice(&dev));
+        return dev;
+    }
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (!local) local = getenv("MPI_LOCALRANKID");
+    dev = (local ? atoi(local) : R->rank) % ndev;
+    CUDA_CHECK(R, cudaSetDevice(dev));
+    return dev;
+}
+
+void compute_setup(WpRank *R) {
+    WpCompute *D = rank_calloc(R, 1, sizeof *D, "the compute backend's state");
+    R->dev = D;
+    const WpPlanDesc *P = R->plan;
+    if (P->precision != WP_BF16)
+        comm_abort(R->comm, 2, "the CUDA backend computes in bf16, and this plan is in %s (emit it with --precision bf16)",
+                   wp_dtype_name((WpDtype)P->precision));
+    D->device = pick_device(R);
+    struct cudaDeviceProp prop;
+    CUDA_CHECK(R, cudaGetDeviceProperties(&prop, D->device));
+    snprintf(D->device_name, sizeof D->device_name, "%s", prop.name);
+    CUDA_CHECK(R, cudaStreamCreateWithFlags(&D->stream, cudaStreamNonBlocking));
+    D->staged = !comm_device_buffers(R->comm);
+    comm_set_stream(R->comm, D->stream);
+
+    /* the model's workspace first (it knows cuBLASLt's), then the pool */
+    int maxl = 1;
+    for (int c = 0; c < P->nchunks; c++)
+        if (P->chunks[c].nlayers > maxl) maxl = P->chunks[c].nlayers;
+    if (cm_plan(&D->mem, P, R->rank, R->chunks, R->recompute))
+        comm_abort(R->comm, 1, "out of memory planning the device memory");
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(R, cudaMemGetInfo(&free_b, &total_b));
+    char err[512] = "";
+    D->model = wc_model_new(&R->cfg, maxl, 1, R->recompute, D->stream, err, sizeof err);
+    if (!D->model)
+        comm_abort(R->comm, COMPUTE_NO_DEVICE_STATUS, "device %d (%s): the model's workspace: %s (%.2f GiB free of %.2f)",
+                   D->device, D->device_name, err, gib(free_b), gib(total_b));
+    size_t ws = wc_model_workspace_bytes(D->model);
+    const CudaMemPlan *m = &D->mem;
+    if (m->total + ws > free_b || cudaMalloc((void **)&D->pool, m->total) != cudaSuccess)
+        comm_abort(R->comm, COMPUTE_NO_DEVICE_STATUS, "the plan does not fit on device %d (%s): this rank needs %.2f GiB "
+                   "(buffers %.2f, masters+AdamW %.2f, activations/stashes %.2f, staging %.2f, workspace %.2f), "
+                   "%.2f GiB free of %.2f", D->device, D->device_name, gib(m->total + ws), gib(m->b_buffers),
+                   gib(m->b_masters), gib(m->b_acts), gib(m->b_staging), gib(ws), gib(free_b), gib(total_b));
+    CUDA_CHECK(R, cudaMemsetAsync(D->pool, 0, m->total, D->stream));
+
+    int nb = R->me->nbufs;
+    D->buf = rank_calloc(R, (size_t)nb + 1, sizeof *D->buf, "the plan's buffers");
+    D->copy = rank_calloc(R, (size_t)nb + 1, sizeof *D->copy, "the plan's buffers");
+    D->adam_m = rank_calloc(R, (size_t)nb + 1, sizeof *D->adam_m, "the plan's buffers");
+    D->adam_v = rank_calloc(R, (size_t)nb + 1, sizeof *D->adam_v, "the plan's buffers");
+    for (int b = 0; b < nb; b++) {
+        D->buf[b] = D->pool + m->buf[b];
+        if (m->copy[b] != SIZE_MAX) D->copy[b] = (uint16_t *)(D->pool + m->copy[b]);
+        if (m->adam_m[b] != SIZE_MAX) {
+            D->adam_m[b] = (float *)(D->pool + m->adam_m[b]);
+            D->adam_v[b] = (float *)(D->pool + m->adam_v[b]);
+        }
+    }
+    D->gstage = m->gstage != SIZE_MAX ? (float *)(D->pool + m->gstage) : NULL;
+    D->xfer = D->pool + m->xfer;
+    D->tokens = (int *)(D->pool + m->tokens);
+    D->targets = (int *)(D->pool + m->targets);
+    D->loss = (double *)(D->pool + m->loss);
+    D->sumsq = (double *)(D->pool + m->sumsq);
+
+    /* pinned host memory: the token rings, the loss and norm, and staging when the comm layer
+     * takes host memory */
+    size_t T = (size_t)R->cfg.mbs * R->cfg.seq, host_bytes = 0;
+    CUDA_CHECK(R, cudaHostAlloc((void **)&D->h_tokens, (size_t)m->ntok * T * sizeof(int), cudaHostAllocDefault));
+    CUDA_CHECK(R, cudaHostAlloc((void **)&D->h_targets, (size_t)m->ntok * T * sizeof(int), cudaHostAllocDefault));
+    CUDA_CHECK(R, cudaHostAlloc((void **)&D->h_loss, 2 * sizeof(double), cudaHostAllocDefault));
+    D->h_sumsq = D->h_loss + 1;
+    D->tok_copied = rank_calloc(R, (size_t)m->ntok, sizeof *D->tok_copied, "the token ring");
+    D->tok_step = rank_calloc(R, (size_t)m->ntok, sizeof *D->tok_step, "the token ring");
+    D->tok_mb = rank_calloc(R, (size_t)m->ntok, sizeof *D->tok_mb, "the token ring");
+    for (int i = 0; i < m->ntok; i++) {
+        CUDA_CHECK(R, cudaEventCreateWithFlags(&D->tok_copied[i], cudaEventDisableTiming));
+        D->tok_step[i] = -1;
+    }
+    if (D->staged) {
+        /* a turn moves each buffer at most once and each activation it holds: room for that */
+        for (int b = 0; b < nb; b++) host_bytes += R->me->bufs[b].floats * 4 + CM_ALIGN;
+        host_bytes += (size_t)m->nacts * m->act_bytes;
+        D->host.block = rank_calloc(R, 1, sizeof *D->host.block, "staging");
+        D->host.size = rank_calloc(R, 1, sizeof *D->host.size, "staging");
+        CUDA_CHECK(R, cudaHostAlloc((void **)&D->host.block[0], host_bytes, cudaHostAllocDefault));
+        D->host.size[0] = host_bytes;
+        D->host.nblocks = 1;
+    }
+    D->act_used = rank_calloc(R, (size_t)m->nacts + 1, 1, "activation slots");
+    D->stash_used = rank_calloc(R, (size_t)m->nstashes + 1, 1, "stash slots");
+    D->slots = rank_calloc(R, (size_t)(m->nacts + m->nstashes) + 1, sizeof *D->slots, "activation slots");
+    D->sent = rank_calloc(R, (size_t)m->nacts + 1, sizeof *D->sent, "activation slots");
+    CUDA_CHECK(R, cudaStreamSynchronize(D->stream));
+
+    printf("rank %d: device %d (%s): reserved %.3f GiB: buffers %.3f, masters+AdamW %.3f, %d activations x %.1f MiB + "
+           "%d stashes x %.1f MiB = %.3f, staging %.3f, workspace %.3f%s; %.2f GiB were free of %.2f\n",
+           R->rank, D->device, D->device_name, gib(m->total + ws), gib(m->b_buffers), gib(m->b_masters), m->nacts,
+           (double)m->act_bytes / 1048576.0, m->nstashes, (double)m->stash_bytes / 1048576.0, gib(m->b_acts),
+           gib(m->b_staging), gib(ws), D->staged ? " (+ pinned host staging: transfers through MPI)" : "",
+           gib(free_b), gib(total_b));
+    if (D->staged && R->rank == 0)
+        printf("train: the CUDA backend on the MPI layer copies every transfer through host memory: for tests of "
+               "several ranks on one GPU, not for speed (emit with --comm nccl for that)\n");
+    fflush(stdout);
+}
+
+void compute_teardown(WpRank *R) {
+    WpCompute *D = R->dev;
+    if (!D) return;
+    if (D->stream) cudaStreamSynchronize(D->stream);
+    if (D->model) wc_model_free(D->model);
+    cudaFree(D->pool);
+    cudaFreeHost(D->h_tokens);
+    cudaFreeHost(D->h_targets);
+    cudaFreeHost(D->h_loss);
+    for (int i = 0; D->tok_copied && i < D->mem.ntok; i++) cudaEventDestroy(D->tok_copied[i]);
+    for (int i = 0; i < D->host.nblocks; i++) cudaFreeHost(D->host.block[i]);
+    free(D->host.block); free(D->host.size);
+    free(D->tok_copied); free(D->tok_step); free(D->tok_mb);
+    free(D->buf); free(D->copy); free(D->adam_m); free(D->adam_v);
+    free(D->act_used); free(D->stash_used); free(D->slots); free(D->sent); free(D->after);
+    cm_free(&D->mem);
+    if (D->stream) cudaStreamDestroy(D->stream);
+    free(D);
+    R->dev = NULL;
+}
+
+static float *master_array(WpRank *R, int buf, int what) {
+    WpCompute *D = R->dev;
+    return what == WP_MASTER_M ? D->adam_m[buf] : what == WP_MASTER_V ? D->adam_v[buf] : (float *)D->buf[buf];
+}
+
+void compute_master_set(WpRank *R, int buf, int what, const float *host, size_t n) {
+    WpCompute *D = R->dev;
+    CUDA_CHECK(R, cudaMemcpyAsync(master_array(R, buf, what), host, n * sizeof(float), cudaMemcpyHostToDevice, D->stream));
+    if (what == WP_MASTER_W && D->copy[buf]) wc_f32_to_bf16(D->model, D->copy[buf], D->buf[buf], n);
+    CUDA_CHECK(R, cudaStreamSynchronize(D->stream));   /* host is the caller's */
+}
+
+void compute_master_get(WpRank *R, int buf, int what, float *host, size_t n) {
+    WpCompute *D = R->dev;
+    CUDA_CHECK(R, cudaMemcpyAsync(host, master_array(R, buf, what), n * sizeof(float), cudaMemcpyDeviceToHost, D->stream));
+    CUDA_CHECK(R, cudaStreamSynchronize(D->stream));
+}
+
+double compute_sumsq(WpRank *R, int buf, size_t n) {
+    WpCompute *D = R->dev;
+    wc_sumsq(D->model, (const float *)D->buf[buf], n, D->sumsq);
+    CUDA_CHECK(R, cudaMemcpyAsync(D->h_sumsq, D->sumsq, sizeof(double), cudaMemcpyDeviceToHost, D->stream));
+    CUDA_CHECK(R, cudaStreamSynchronize(D->stream));
+    return *D->h_sumsq;
+}
+
+void compute_adamw(WpRank *R, const WpAdamW *opt, int master, int grad, size_t off, size_t n, float lr, float wd,
+                   float grad_scale, long t) {
+    WpCompute *D = R->dev;
+    wc_adamw(D->model, opt, (float *)D->buf[master] + off, (const float *)D->buf[grad] + off, D->adam_m[master] + off,
+             D->adam_v[master] + off, n, lr, wd, grad_scale, t, D->copy[master] ? D->copy[master] + off : NULL);
+}
+
+/* The step's loss, summed on the device by the last chunk's forwards: read once, here. */
+void compute_step_end(WpRank *R) {
+    WpCompute *D = R->dev;
+    CUDA_CHECK(R, cudaMemcpyAsync(D->h_loss, D->loss, sizeof(double), cudaMemcpyDeviceToHost, D->stream));
+    CUDA_CHECK(R, cudaMemsetAsync(D->loss, 0, sizeof(double), D->stream));
+    CUDA_CHECK(R, cudaStreamSynchronize(D->stream));
+    CUDA_CHECK(R, cudaGetLastError());
+    R->loss_sum += *D->h_loss;
+}

@@ -1,0 +1,63 @@
+/* Private to the CUDA compute backend: what it holds for a rank (WpRank.dev). Everything on the
+ * device lives in one pool reserved at start-up (cuda_mem.h says where); activations, their
+ * gradients and stashes take slots of it between operations. One stream computes; the
+ * communication layer orders its own against it (comm_set_stream), or, when it takes host memory
+ * (MPI), transfers are staged through pinned host buffers. */
+#ifndef WP_COMPUTE_CUDA_H
+#define WP_COMPUTE_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime.h>
+#include "train/rank.h"
+#include "cuda/cuda_mem.h"
+#include "cuda/model_cuda.h"
+
+/* Every CUDA call that can fail ends the job naming it (and the rank, through comm_abort). */
+#define CUDA_CHECK(R, call) do { cudaError_t rc_ = (call); if (rc_ != cudaSuccess) \
+    comm_abort((R)->comm, 1, "%s:%d: %s failed: %s", __FILE__, __LINE__, #call, cudaGetErrorString(rc_)); } while (0)
+
+/* Activations, their gradients and stashes a rank holds between operations, by (kind, chunk, mb):
+ * index is the slot of the activation pool (SLOT_ACT, SLOT_GRAD) or of the stash pool. */
+enum { SLOT_ACT, SLOT_GRAD, SLOT_STASH };
+typedef struct Slot { int kind, chunk, mb, index; } Slot;
+
+/* What a turn's wait finishes: an element-wise conversion into a buffer (a transfer that moved
+ * another format than the buffer's), or a staged copy from host memory into the device. */
+enum { AFTER_WIDEN, AFTER_ROUND, AFTER_UPLOAD };
+typedef struct After { int kind; void *dst; const void *src; size_t n; } After;   /* n: elements; bytes for uploads */
+
+/* Pinned host memory for staging, in blocks, allocated at start-up and grown (test mode only)
+ * when a turn needs more; reset at every wait. */
+typedef struct HostArena { char **block; size_t *size; int nblocks, cur; size_t used; } HostArena;
+
+struct WpCompute {
+    int device;
+    char device_name[256];
+    cudaStream_t stream;
+    WcModel *model;
+    CudaMemPlan mem;
+    char *pool;
+    void **buf;                   /* [nbufs]: at the buffer's dtype */
+    uint16_t **copy;              /* masters' bf16 working copies, NULL elsewhere */
+    float **adam_m, **adam_v;
+    float *gstage;                /* fp32 gradient of one chunk (bf16 gradient buffers), or NULL */
+    char *xfer; size_t xfer_used; /* device copies of transfers at another format, reset at the wait */
+    int *tokens, *targets;        /* device rings [mem.ntok][T] */
+    int *h_tokens, *h_targets;    /* pinned, the same rings */
+    cudaEvent_t *tok_copied;      /* per ring slot: its upload is done, the pinned slot is free */
+    long *tok_step; int *tok_mb; int tok_next;
+    double *loss, *sumsq;         /* device */
+    double *h_loss, *h_sumsq;     /* pinned */
+    char *act_used, *stash_used;  /* [mem.nacts], [mem.nstashes] */
+    Slot *slots; int nslots;
+    Slot *sent; int nsent;        /* sent this turn: released after the wait */
+    After *after; int nafter, capafter;
+    int staged;                   /* the communication layer takes host memory: stage through host */
+    HostArena host;
+};
+
+/* Device pointers of a buffer in the format it is computed and sent with (a master: its copy). */
+void *cuda_working(WpRank *R, int b);
+
+#endif

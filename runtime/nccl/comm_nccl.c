@@ -1,0 +1,665 @@
+/* The communication layer (runtime/common/comm.h) over NCCL, for device buffers: the step's
+ * operations are NCCL calls on a communication stream of this layer, a turn's calls in one
+ * ncclGroupStart/ncclGroupEnd (ended in comm_turn_posted), ordered against the compute stream by
+ * CUDA events: the turn's group waits for the compute queued before it was posted, and
+ * comm_wait_turn makes the compute stream wait for the group's end, so the host never waits in a
+ * step. A watchdog thread polls each turn's events: it timestamps them for the trace and, when a
+ * turn waited for has not completed WP_COMM_TIMEOUT seconds after it started, names the operation,
+ * turn and peer or group still pending, aborts the communicators and ends the process with
+ * COMM_ABORT_STATUS. The host-side bookkeeping is nccl_book.c.
+ *
+ * MPI bootstraps it (each communicator's ncclUniqueId is broadcast over MPI: the world's, then one
+ * per plan group by ncclCommSplit) and carries the blocking calls outside the step on host memory.
+ * Each rank uses GPU (its rank among the ranks of its node) mod (GPUs on the node): NCCL refuses
+ * two ranks on one GPU, so run as many ranks per node as it has GPUs (the CUDA backend over the MPI
+ * layer runs several ranks on one GPU, for tests). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <mpi.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "common/comm.h"
+#include "common/compute.h"
+#include "common/precision.h"
+#include "nccl/nccl_book.h"
+
+enum { TAG_UTIL = 2 };
+
+/* --- Failing loudly ---------------------------------------------------------------------- */
+
+static int g_rank = -1;
+
+static void __attribute__((noreturn)) die(int status) {
+    fflush(stdout);
+    fflush(stderr);
+    int inited = 0, finished = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finished);
+    if (inited && !finished) MPI_Abort(MPI_COMM_WORLD, status);
+    exit(status);
+}
+
+static void __attribute__((noreturn, format(printf, 2, 3))) fail_status(int status, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "comm: rank %d: %s\n", g_rank, msg);
+    die(status);
+}
+#define comm_fail(...) fail_status(COMM_ABORT_STATUS, __VA_ARGS__)
+
+#define MPI_CHECK(call) do { int rc_ = (call); if (rc_ != MPI_SUCCESS) { \
+    char e_[MPI_MAX_ERROR_STRING]; int l_ = 0; \
+    if (MPI_Error_string(rc_, e_, &l_) != MPI_SUCCESS) snprintf(e_, sizeof e_, "error %d", rc_); \
+    comm_fail("%s:%d: %s failed: %s", __FILE__, __LINE__, #call, e_); } } while (0)
+#define CUDA_CHECK(call) do { cudaError_t rc_ = (call); if (rc_ != cudaSuccess) \
+    comm_fail("%s:%d: %s failed: %s", __FILE__, __LINE__, #call, cudaGetErrorString(rc_)); } while (0)
+#define NCCL_CHECK(call) do { ncclResult_t rc_ = (call); if (rc_ != ncclSuccess) \
+    comm_fail("%s:%d: %s failed: %s (%s)", __FILE__, __LINE__, #call, ncclGetErrorString(rc_), \
+              ncclGetLastError(NULL) ? ncclGetLastError(NULL) : ""); } while (0)
+
+void comm_abort(Comm *c, int status, const char *fmt, ...) {
+    (void)c;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "rank %d: %s\n", g_rank, msg);
+    die(status);
+}
+
+/* --- State ------------------------------------------------------------------------------- */
+
+struct Comm {
+    MPI_Comm world;               /* our duplicate of MPI_COMM_WORLD, errors returned */
+    int rank, size, local_rank, local_size, device;
+    int started_mpi;
+    double timeout, save_timeout;
+    struct timespec t0;
+
+    ncclComm_t nccl_world;
+    ncclComm_t *nccl_groups;      /* [book.ngroups]: NULL where this rank is not a member */
+    cudaStream_t stream;          /* the communication stream */
+    cudaStream_t compute;         /* comm_set_stream's (0: the legacy default stream) */
+    cudaEvent_t ev_compute;       /* the compute work queued before a turn's first post */
+    cudaEvent_t ev_ref;           /* a completed event at host time t_ref: the trace's clock */
+    double t_ref;
+    cudaEvent_t *ev_start, *ev_end;   /* per batch slot of the book */
+    int nev;
+
+    NcclBook book;                /* guarded by lock */
+    pthread_mutex_t lock;
+    pthread_t watchdog;
+    int watching, stop;
+
+    CommStats stats;
+    CommTraceFn trace;
+    void *trace_ud;
+};
+
+double comm_now(const Comm *c) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - c->t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - c->t0.tv_nsec);
+}
+
+int comm_rank(const Comm *c) { return c->rank; }
+int comm_size(const Comm *c) { return c->size; }
+int comm_local_size(const Comm *c) { return c->local_size; }
+int comm_device_buffers(const Comm *c) { (void)c; return 1; }
+const CommStats *comm_stats(const Comm *c) { return &c->stats; }
+void comm_reset_stats(Comm *c) { memset(&c->stats, 0, sizeof c->stats); }
+void comm_set_trace(Comm *c, CommTraceFn fn, void *ud) { c->trace = fn; c->trace_ud = ud; }
+void comm_set_stream(Comm *c, void *stream) { c->compute = (cudaStream_t)stream; }
+
+/* Link emulation delays host sends: NCCL's transfers are the hardware's own. */
+void comm_set_link(Comm *c, int peer, double alpha, double beta) { (void)c; (void)peer; (void)alpha; (void)beta; }
+
+void comm_set_timeout(Comm *c, double seconds) {
+    if (!(seconds >= 0)) comm_fail("comm_set_timeout: %g: expected seconds >= 0", seconds);
+    pthread_mutex_lock(&c->lock);
+    c->timeout = c->book.timeout = seconds;
+    pthread_mutex_unlock(&c->lock);
+}
+
+void comm_set_save_timeout(Comm *c, double seconds) {
+    if (!(seconds >= 0)) comm_fail("comm_set_save_timeout: %g: expected seconds >= 0", seconds);
+    c->save_timeout = seconds;
+}
+
+static double env_seconds(const char *name, double dflt) {
+    const char *env = getenv(name);
+    if (!env || !*env) return dflt;
+    char *end;
+    errno = 0;
+    double t = strtod(env, &end);
+    if (errno || *end || !(t >= 0)) comm_fail("%s=%s: expected a number of seconds >= 0", name, env);
+    return t;
+}
+
+/* --- The watchdog -------------------------------------------------------------------------- */
+
+/* Host time (comm_now's clock) of a completed event. */
+static double event_time(Comm *c, cudaEvent_t ev) {
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, c->ev_ref, ev) != cudaSuccess) return comm_now(c);
+    return c->t_ref + 1e-3 * (double)ms;
+}
+
+static void __attribute__((noreturn)) watchdog_expired(Comm *c, int slot, double now) {
+    const NcclBook *b = &c->book;
+    int first = nb_first_op(b, slot), left = 0, all = 0;
+    for (int i = 0; i < b->nops; i++) { all++; left += b->ops[i].batch == slot; }
+    char d[320];
+    nb_op_desc(b, &b->ops[first], d, sizeof d);
+    fprintf(stderr, "comm: rank %d: timeout: %s still pending after %.1f s (%d of the %d operations pending on this "
+            "rank in its group of turn %d; WP_COMM_TIMEOUT=%g); aborting NCCL\n", g_rank, d, nb_age(b, slot, now),
+            left, all, b->batches[slot].turn, b->timeout);
+    fflush(stdout);
+    fflush(stderr);
+    /* the host thread may be blocked in CUDA or NCCL: abort the communicators, then the process
+     * (mpirun ends the other ranks when one exits with an error) */
+    for (int g = 0; g < b->ngroups; g++)
+        if (c->nccl_groups[g]) ncclCommAbort(c->nccl_groups[g]);
+    ncclCommAbort(c->nccl_world);
+    _exit(COMM_ABORT_STATUS);
+}
+
+/* One pass over the batches: starts and ends seen, expiry, NCCL's asynchronous errors. */
+static void watchdog_pass(Comm *c) {
+    NcclBook *b = &c->book;
+    for (int s = 0; s < b->nbatches && s < c->nev; s++) {
+        NbBatch *t = &b->batches[s];
+        if (!t->used || t->state == NB_OPEN || t->state == NB_DONE || t->issuing) continue;   /* events not recorded yet */
+        if (t->state == NB_WAITED && cudaEventQuery(c->ev_start[s]) == cudaSuccess) nb_started(b, s, comm_now(c));
+        if (cudaEventQuery(c->ev_end[s]) == cudaSuccess) nb_done(b, s, event_time(c, c->ev_end[s]));
+    }
+    double now = comm_now(c);
+    int s = nb_expired(b, now);
+    if (s >= 0) watchdog_expired(c, s, now);
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(c->nccl_world, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
+        fprintf(stderr, "comm: rank %d: NCCL failed: %s (%s); aborting\n", g_rank, ncclGetErrorString(async),
+                ncclGetLastError(c->nccl_world) ? ncclGetLastError(c->nccl_world) : "");
+        fflush(stderr);
+        ncclCommAbort(c->nccl_world);
+        _exit(COMM_ABORT_STATUS);
+    }
+}
+
+static void *watchdog_main(void *arg) {
+    Comm *c = arg;
+    cudaSetDevice(c->device);   /* events are queried on this rank's device */
+    for (;;) {
+        pthread_mutex_lock(&c->lock);
+        int stop = c->stop, busy = nb_in_flight(&c->book) > 0;
+        if (!stop) watchdog_pass(c);
+        pthread_mutex_unlock(&c->lock);
+        if (stop) return NULL;
+        /* a turn takes at least tens of microseconds; idle, a millisecond is soon enough */
+        struct timespec ts = { 0, busy ? 50000 : 1000000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* --- Setup ------------------------------------------------------------------------------- */
+
+static void *xcalloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size);
+    if (!p) comm_fail("out of memory (%zu bytes)", n * size);
+    return p;
+}
+
+Comm *comm_init(int *argc, char ***argv) {
+    Comm *c = xcalloc(1, sizeof *c);
+    clock_gettime(CLOCK_MONOTONIC, &c->t0);
+    int inited = 0;
+    MPI_CHECK(MPI_Initialized(&inited));
+    if (!inited) {
+        int provided;
+        MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+        c->started_mpi = 1;
+    }
+    MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c->world));
+    MPI_CHECK(MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN));
+    MPI_CHECK(MPI_Comm_rank(c->world, &c->rank));
+    MPI_CHECK(MPI_Comm_size(c->world, &c->size));
+    g_rank = c->rank;
+    MPI_Comm node;
+    MPI_CHECK(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    MPI_CHECK(MPI_Comm_size(node, &c->local_size));
+    MPI_CHECK(MPI_Comm_rank(node, &c->local_rank));
+    MPI_CHECK(MPI_Comm_free(&node));
+    c->timeout = env_seconds("WP_COMM_TIMEOUT", COMM_DEFAULT_TIMEOUT);
+    c->save_timeout = env_seconds("WP_SAVE_TIMEOUT", COMM_DEFAULT_SAVE_TIMEOUT);
+    nb_init(&c->book, c->rank, c->size, c->timeout);
+    pthread_mutex_init(&c->lock, NULL);
+
+    /* the GPU: one per rank of the node */
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess || ndev == 0)
+        fail_status(COMPUTE_NO_DEVICE_STATUS, "no CUDA device (%s): the NCCL layer needs one GPU per rank "
+                    "(--comm mpi runs the CUDA backend on host-staged transfers)",
+                    e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found none");
+    if (c->local_size > ndev)
+        fail_status(COMPUTE_NO_DEVICE_STATUS, "%d ranks on this node but %d GPUs: NCCL needs a GPU per rank "
+                    "(for tests of several ranks on one GPU, emit with --comm mpi)", c->local_size, ndev);
+    c->device = c->local_rank % ndev;
+    CUDA_CHECK(cudaSetDevice(c->device));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_compute, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreate(&c->ev_ref));
+
+    /* the world's communicator: rank 0's unique id, broadcast over MPI */
+    ncclUniqueId id;
+    if (c->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+    MPI_CHECK(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, c->world));
+    NCCL_CHECK(ncclCommInitRank(&c->nccl_world, c->size, id, c->rank));
+
+    CUDA_CHECK(cudaEventRecord(c->ev_ref, c->stream));
+    CUDA_CHECK(cudaEventSynchronize(c->ev_ref));
+    c->t_ref = comm_now(c);
+    c->watching = pthread_create(&c->watchdog, NULL, watchdog_main, c) == 0;
+    if (!c->watching) comm_fail("cannot start the watchdog thread");
+    return c;
+}
+
+/* Ends the open turn's group (without the lock: ncclGroupEnd may wait for a peer to connect, and
+ * the watchdog times that too). The communication stream first waits for everything queued on
+ * the compute stream so far (the turn's compute before it, and what the posting itself queued
+ * there, such as a gradient converted to the format it moves in), then NCCL issues the group's
+ * operations; the two events around them time the turn for the watchdog and the trace. */
+static void end_group(Comm *c) {
+    pthread_mutex_lock(&c->lock);
+    int slot = c->book.open;
+    if (slot >= 0) {
+        nb_close(&c->book);
+        nb_issuing(&c->book, slot, comm_now(c));
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (slot < 0) return;
+    CUDA_CHECK(cudaEventRecord(c->ev_compute, c->compute));
+    CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->ev_compute, 0));
+    CUDA_CHECK(cudaEventRecord(c->ev_start[slot], c->stream));
+    NCCL_CHECK(ncclGroupEnd());
+    CUDA_CHECK(cudaEventRecord(c->ev_end[slot], c->stream));
+    pthread_mutex_lock(&c->lock);
+    nb_issued(&c->book, slot);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Everything posted is waited for and complete (the blocking calls, finalize): the stream drains
+ * while the watchdog enforces the timeout. */
+static void drain(Comm *c) {
+    end_group(c);
+    pthread_mutex_lock(&c->lock);
+    nb_waited(&c->book, comm_now(c));
+    pthread_mutex_unlock(&c->lock);
+    CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    pthread_mutex_lock(&c->lock);
+    /* the watchdog may not have looked since: every batch is complete now */
+    for (int s = 0; s < c->book.nbatches && s < c->nev; s++)
+        if (c->book.batches[s].used && c->book.batches[s].state != NB_DONE)
+            nb_done(&c->book, s, event_time(c, c->ev_end[s]));
+    nb_collect(&c->book, c->trace, c->trace_ud);
+    pthread_mutex_unlock(&c->lock);
+}
+
+void comm_finalize(Comm *c) {
+    if (!c) return;
+    drain(c);
+    pthread_mutex_lock(&c->lock);
+    c->stop = 1;
+    pthread_mutex_unlock(&c->lock);
+    if (c->watching) pthread_join(c->watchdog, NULL);
+    for (int g = 0; g < c->book.ngroups; g++)
+        if (c->nccl_groups[g]) NCCL_CHECK(ncclCommDestroy(c->nccl_groups[g]));
+    NCCL_CHECK(ncclCommDestroy(c->nccl_world));
+    for (int s = 0; s < c->nev; s++) { cudaEventDestroy(c->ev_start[s]); cudaEventDestroy(c->ev_end[s]); }
+    cudaEventDestroy(c->ev_compute);
+    cudaEventDestroy(c->ev_ref);
+    cudaStreamDestroy(c->stream);
+    MPI_CHECK(MPI_Comm_free(&c->world));
+    if (c->started_mpi) MPI_CHECK(MPI_Finalize());
+    nb_free(&c->book);
+    pthread_mutex_destroy(&c->lock);
+    free(c->nccl_groups);
+    free(c->ev_start);
+    free(c->ev_end);
+    free(c);
+}
+
+int comm_add_group(Comm *c, const int *ranks, int n) {
+    char err[256];
+    pthread_mutex_lock(&c->lock);
+    int g = nb_group_add(&c->book, ranks, n, err, sizeof err);
+    pthread_mutex_unlock(&c->lock);
+    if (g < 0) comm_fail("%s", err);
+    ncclComm_t *t = realloc(c->nccl_groups, (size_t)(g + 1) * sizeof *t);
+    if (!t) comm_fail("out of memory for group %d", g);
+    c->nccl_groups = t;
+    c->nccl_groups[g] = NULL;
+    /* collective over the whole world, in the plan's group order everywhere: the members get a
+     * communicator whose rank i is member i (key), the others NCCL_SPLIT_NOCOLOR */
+    int me = c->book.groups[g].me;
+    NCCL_CHECK(ncclCommSplit(c->nccl_world, me >= 0 ? g : NCCL_SPLIT_NOCOLOR, me >= 0 ? me : 0, &c->nccl_groups[g], NULL));
+    return g;
+}
+
+/* --- The step's operations ----------------------------------------------------------------- */
+
+static ncclDataType_t nccl_type(WpDtype dt) { return dt == WP_BF16 ? ncclBfloat16 : ncclFloat32; }
+
+/* Books an operation; the first of a turn opens the NCCL group (end_group orders and issues it).
+ * Call with the lock held. */
+static void post(Comm *c, CommKind kind, const CommInfo *info, int peer, int group, size_t bytes) {
+    int opening = c->book.open < 0;
+    int slot = nb_post(&c->book, kind, info, peer, group, bytes, comm_now(c));
+    if (slot < 0) comm_fail("out of memory for the pending operations");
+    if (slot >= c->nev) {
+        int n = c->book.nbatches;
+        cudaEvent_t *s = realloc(c->ev_start, (size_t)n * sizeof *s), *e = s ? realloc(c->ev_end, (size_t)n * sizeof *e) : NULL;
+        if (s) c->ev_start = s;
+        if (!e) comm_fail("out of memory for the turns' events");
+        c->ev_end = e;
+        for (int i = c->nev; i < n; i++) {
+            CUDA_CHECK(cudaEventCreate(&c->ev_start[i]));
+            CUDA_CHECK(cudaEventCreate(&c->ev_end[i]));
+        }
+        c->nev = n;
+    }
+    if (opening) NCCL_CHECK(ncclGroupStart());   /* NCCL issues nothing until the group ends */
+    c->stats.calls[kind]++;
+    c->stats.bytes[kind] += bytes;
+}
+
+static const NbGroup *member_group(Comm *c, CommKind kind, int g, const CommInfo *info) {
+    const char *label = info && info->label ? info->label : "";
+    int turn = info ? info->turn : -1;
+    if (g < 0 || g >= c->book.ngroups)
+        comm_fail("%s \"%s\" in turn %d: group %d, but %d groups are declared", comm_kind_names[kind], label, turn, g, c->book.ngroups);
+    const NbGroup *gr = &c->book.groups[g];
+    if (gr->me < 0) {
+        char gbuf[128];
+        comm_fail("%s \"%s\" in turn %d: this rank is not a member of %s", comm_kind_names[kind], label, turn,
+                  nb_group_desc(&c->book, g, gbuf, sizeof gbuf));
+    }
+    return gr;
+}
+
+static int root_index(Comm *c, CommKind kind, int g, int root, const CommInfo *info) {
+    int r = nb_group_index(&c->book, g, root);
+    if (r < 0) {
+        char gbuf[128];
+        comm_fail("%s \"%s\" in turn %d: root rank %d is not a member of %s", comm_kind_names[kind],
+                  info && info->label ? info->label : "", info ? info->turn : -1, root, nb_group_desc(&c->book, g, gbuf, sizeof gbuf));
+    }
+    return r;
+}
+
+static void check_peer(const Comm *c, CommKind kind, int peer, const CommInfo *info) {
+    if (peer < 0 || peer >= c->size || peer == c->rank)
+        comm_fail("%s \"%s\" in turn %d: peer %d: expected another rank of the world of %d", comm_kind_names[kind],
+                  info && info->label ? info->label : "", info ? info->turn : -1, peer, c->size);
+}
+
+void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const CommInfo *info) {
+    check_peer(c, COMM_SEND, peer, info);
+    pthread_mutex_lock(&c->lock);
+    post(c, COMM_SEND, info, peer, -1, n * wp_dtype_bytes(dt));
+    NCCL_CHECK(ncclSend(buf, n, nccl_type(dt), peer, c->nccl_world, c->stream));
+    pthread_mutex_unlock(&c->lock);
+}
+
+void comm_recv(Comm *c, void *buf, size_t n, WpDtype dt, int peer, const CommInfo *info) {
+    check_peer(c, COMM_RECV, peer, info);
+    pthread_mutex_lock(&c->lock);
+    post(c, COMM_RECV, info, peer, -1, n * wp_dtype_bytes(dt));
+    NCCL_CHECK(ncclRecv(buf, n, nccl_type(dt), peer, c->nccl_world, c->stream));
+    pthread_mutex_unlock(&c->lock);
+}
+
+void comm_bcast(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, const CommInfo *info) {
+    member_group(c, COMM_BCAST, g, info);
+    int r = root_index(c, COMM_BCAST, g, root, info);
+    pthread_mutex_lock(&c->lock);
+    post(c, COMM_BCAST, info, root, g, n * wp_dtype_bytes(dt));
+    NCCL_CHECK(ncclBroadcast(buf, buf, n, nccl_type(dt), r, c->nccl_groups[g], c->stream));
+    pthread_mutex_unlock(&c->lock);
+}
+
+void comm_reduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, const CommInfo *info) {
+    member_group(c, COMM_REDUCE, g, info);
+    int r = root_index(c, COMM_REDUCE, g, root, info);
+    pthread_mutex_lock(&c->lock);
+    post(c, COMM_REDUCE, info, root, g, n * wp_dtype_bytes(dt));
+    /* in place: the root's buf gets the sum; NCCL leaves the others' as they were */
+    NCCL_CHECK(ncclReduce(buf, buf, n, nccl_type(dt), ncclSum, r, c->nccl_groups[g], c->stream));
+    pthread_mutex_unlock(&c->lock);
+}
+
+void comm_allreduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, const CommInfo *info) {
+    member_group(c, COMM_ALLREDUCE, g, info);
+    pthread_mutex_lock(&c->lock);
+    post(c, COMM_ALLREDUCE, info, -1, g, n * wp_dtype_bytes(dt));
+    NCCL_CHECK(ncclAllReduce(buf, buf, n, nccl_type(dt), ncclSum, c->nccl_groups[g], c->stream));
+    pthread_mutex_unlock(&c->lock);
+}
+
+size_t comm_shard_offset(size_t n, int k, int i) { return (size_t)i * n / (size_t)k; }
+size_t comm_shard_len(size_t n, int k, int i) { return comm_shard_offset(n, k, i + 1) - comm_shard_offset(n, k, i); }
+
+static int overlaps(const char *a, size_t na, const char *b, size_t nb) {
+    return na && nb && a < b + nb && b < a + na;
+}
+
+void comm_allgather(Comm *c, int g, const void *shard, void *full, size_t n, WpDtype dt, const CommInfo *info) {
+    const NbGroup *gr = member_group(c, COMM_ALLGATHER, g, info);
+    size_t es = wp_dtype_bytes(dt), k = (size_t)gr->n;
+    char *fullb = full;
+    const char *own = fullb + comm_shard_offset(n, gr->n, gr->me) * es;
+    size_t mine = comm_shard_len(n, gr->n, gr->me);
+    if (shard != own && overlaps(shard, mine * es, fullb, n * es))
+        comm_fail("ALLGATHER \"%s\" in turn %d: the shard overlaps the full buffer but is not its own place in it",
+                  info && info->label ? info->label : "", info ? info->turn : -1);
+    pthread_mutex_lock(&c->lock);
+    post(c, COMM_ALLGATHER, info, -1, g, n * es);
+    if (n % k == 0) {
+        NCCL_CHECK(ncclAllGather(shard, full, n / k, nccl_type(dt), c->nccl_groups[g], c->stream));
+    } else {
+        /* shards of unequal sizes: NCCL's all-gather wants equal ones; member i broadcasts its
+         * shard into its place of everyone's full buffer, all in this turn's group */
+        /* (on the compute stream, which the group waits for when it ends) */
+        if (shard != own) CUDA_CHECK(cudaMemcpyAsync((void *)own, shard, mine * es, cudaMemcpyDeviceToDevice, c->compute));
+        for (int i = 0; i < gr->n; i++) {
+            char *p = fullb + comm_shard_offset(n, gr->n, i) * es;
+            size_t len = comm_shard_len(n, gr->n, i);
+            if (len) NCCL_CHECK(ncclBroadcast(p, p, len, nccl_type(dt), i, c->nccl_groups[g], c->stream));
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+void comm_reduce_scatter(Comm *c, int g, const void *full, void *shard, size_t n, WpDtype dt, const CommInfo *info) {
+    const NbGroup *gr = member_group(c, COMM_REDUCE_SCATTER, g, info);
+    size_t es = wp_dtype_bytes(dt), k = (size_t)gr->n;
+    if (overlaps(full, n * es, shard, comm_shard_len(n, gr->n, gr->me) * es))
+        comm_fail("REDUCE_SCATTER \"%s\" in turn %d: the shard overlaps the full buffer",
+                  info && info->label ? info->label : "", info ? info->turn : -1);
+    pthread_mutex_lock(&c->lock);
+    post(c, COMM_REDUCE_SCATTER, info, -1, g, n * es);
+    if (n % k == 0) {
+        NCCL_CHECK(ncclReduceScatter(full, shard, n / k, nccl_type(dt), ncclSum, c->nccl_groups[g], c->stream));
+    } else {
+        /* unequal shards: one reduce per member, to it, of its part of full */
+        for (int i = 0; i < gr->n; i++) {
+            size_t len = comm_shard_len(n, gr->n, i);
+            const char *p = (const char *)full + comm_shard_offset(n, gr->n, i) * es;
+            if (len) NCCL_CHECK(ncclReduce(p, i == gr->me ? shard : (void *)p, len, nccl_type(dt), ncclSum, i, c->nccl_groups[g], c->stream));
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+void comm_turn_posted(Comm *c) {
+    end_group(c);
+}
+
+double comm_wait_turn(Comm *c) {
+    comm_turn_posted(c);   /* a turn that did not say so: its group ends now */
+    pthread_mutex_lock(&c->lock);
+    for (int s = 0; s < c->book.nbatches && s < c->nev; s++)
+        if (c->book.batches[s].used && c->book.batches[s].state == NB_CLOSED)
+            CUDA_CHECK(cudaStreamWaitEvent(c->compute, c->ev_end[s], 0));
+    nb_waited(&c->book, comm_now(c));
+    nb_collect(&c->book, c->trace, c->trace_ud);
+    pthread_mutex_unlock(&c->lock);
+    return 0;
+}
+
+void comm_progress(Comm *c) {
+    pthread_mutex_lock(&c->lock);
+    nb_collect(&c->book, c->trace, c->trace_ud);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* --- Blocking calls over the world, on host memory, over MPI ------------------------------- */
+
+/* Waits for one MPI request, polling, with the timeout. */
+static void mpi_wait(Comm *c, MPI_Request *req, const char *name, double timeout, const char *var) {
+    double t0 = comm_now(c), nap = 2e-6;
+    for (;;) {
+        int done = 0;
+        MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+        if (done) break;
+        double waited = comm_now(c) - t0;
+        if (timeout > 0 && waited > timeout)
+            comm_fail("timeout: %s outside the step still pending after %.1f s (%s=%g)", name, waited, var, timeout);
+        struct timespec ts = { 0, (long)(nap * 1e9) };
+        nanosleep(&ts, NULL);
+        if (nap < 500e-6) nap *= 2;
+    }
+    c->stats.wait_s += comm_now(c) - t0;
+}
+
+static void util_count(Comm *c, size_t bytes) {
+    c->stats.calls[COMM_UTIL]++;
+    c->stats.bytes[COMM_UTIL] += bytes;
+}
+
+void comm_barrier(Comm *c) {
+    drain(c);
+    util_count(c, 0);
+    MPI_Request r;
+    MPI_CHECK(MPI_Ibarrier(c->world, &r));
+    mpi_wait(c, &r, "BARRIER", c->timeout, "WP_COMM_TIMEOUT");
+}
+
+void comm_allreduce_double(Comm *c, double *x, int n) {
+    drain(c);
+    util_count(c, (size_t)n * sizeof(double));
+    MPI_Request r;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, c->world, &r));
+    mpi_wait(c, &r, "ALLREDUCE_DOUBLE", c->timeout, "WP_COMM_TIMEOUT");
+}
+
+static void bcast_bytes(Comm *c, void *buf, size_t nbytes, int root, double timeout, const char *var) {
+    if (root < 0 || root >= c->size) comm_fail("comm_bcast_bytes: root %d outside the world of %d", root, c->size);
+    if (nbytes > (size_t)INT_MAX) comm_fail("comm_bcast_bytes: %zu bytes, more than MPI's limit of %d", nbytes, INT_MAX);
+    drain(c);
+    util_count(c, nbytes);
+    MPI_Request r;
+    MPI_CHECK(MPI_Ibcast(buf, (int)nbytes, MPI_BYTE, root, c->world, &r));
+    mpi_wait(c, &r, "BCAST_BYTES", timeout, var);
+}
+
+void comm_bcast_bytes(Comm *c, void *buf, size_t nbytes, int root) {
+    bcast_bytes(c, buf, nbytes, root, c->timeout, "WP_COMM_TIMEOUT");
+}
+
+void comm_bcast_bytes_save(Comm *c, void *buf, size_t nbytes, int root) {
+    bcast_bytes(c, buf, nbytes, root, c->save_timeout, "WP_SAVE_TIMEOUT");
+}
+
+/* Each rank's part as one message between it and rank 0, as the MPI layer does (no 8 GiB limit of
+ * int displacements in all). */
+static size_t gather(Comm *c, const char *name, const void *mine, size_t n, size_t esize, MPI_Datatype type, void *all,
+                     size_t cap, size_t *counts) {
+    if (n > (size_t)INT_MAX) comm_fail("%s: %zu elements, more than MPI's limit of %d", name, n, INT_MAX);
+    drain(c);
+    util_count(c, n * esize);
+    uint64_t me = n, *cnt = c->rank == 0 ? xcalloc((size_t)c->size, sizeof *cnt) : NULL;
+    MPI_Request r;
+    MPI_CHECK(MPI_Igather(&me, 1, MPI_UINT64_T, cnt, 1, MPI_UINT64_T, 0, c->world, &r));
+    mpi_wait(c, &r, name, c->timeout, "WP_COMM_TIMEOUT");
+    size_t total = 0;
+    if (c->rank == 0) {
+        for (int q = 0; q < c->size; q++) total += cnt[q];
+        if (total > cap) comm_fail("%s: the ranks send %zu elements, rank 0 has room for %zu", name, total, cap);
+        if (n) memcpy(all, mine, n * esize);
+        size_t off = n;
+        for (int q = 1; q < c->size; q++) {
+            if (counts) counts[q] = (size_t)cnt[q];
+            if (!cnt[q]) continue;
+            MPI_CHECK(MPI_Irecv((char *)all + off * esize, (int)cnt[q], type, q, TAG_UTIL, c->world, &r));
+            mpi_wait(c, &r, name, c->timeout, "WP_COMM_TIMEOUT");
+            off += (size_t)cnt[q];
+        }
+        if (counts) counts[0] = n;
+    } else if (n) {
+        MPI_CHECK(MPI_Isend(mine, (int)n, type, 0, TAG_UTIL, c->world, &r));
+        mpi_wait(c, &r, name, c->timeout, "WP_COMM_TIMEOUT");
+    }
+    free(cnt);
+    return total;
+}
+
+size_t comm_gather(Comm *c, const float *mine, size_t n, float *all, size_t cap, size_t *counts) {
+    return gather(c, "GATHER", mine, n, sizeof(float), MPI_FLOAT, all, cap, counts);
+}
+
+size_t comm_gather_bytes(Comm *c, const void *mine, size_t n, void *all, size_t cap, size_t *counts) {
+    return gather(c, "GATHER_BYTES", mine, n, 1, MPI_BYTE, all, cap, counts);
+}
+
+void comm_scatter(Comm *c, const float *all, size_t total, float *mine, size_t n) {
+    if (n > (size_t)INT_MAX) comm_fail("SCATTER: %zu floats, more than MPI's limit of %d", n, INT_MAX);
+    drain(c);
+    util_count(c, n * sizeof(float));
+    uint64_t me = n, *cnt = c->rank == 0 ? xcalloc((size_t)c->size, sizeof *cnt) : NULL;
+    MPI_Request r;
+    MPI_CHECK(MPI_Igather(&me, 1, MPI_UINT64_T, cnt, 1, MPI_UINT64_T, 0, c->world, &r));
+    mpi_wait(c, &r, "SCATTER", c->timeout, "WP_COMM_TIMEOUT");
+    if (c->rank == 0) {
+        size_t sum = 0;
+        for (int q = 0; q < c->size; q++) sum += cnt[q];
+        if (sum != total) comm_fail("comm_scatter: the ranks ask for %zu floats, rank 0 has %zu", sum, total);
+        if (n) memcpy(mine, all, n * sizeof(float));
+        size_t off = n;
+        for (int q = 1; q < c->size; q++) {
+            if (!cnt[q]) continue;
+            MPI_CHECK(MPI_Isend(all + off, (int)cnt[q], MPI_FLOAT, q, TAG_UTIL, c->world, &r));
+            mpi_wait(c, &r, "SCATTER", c->timeout, "WP_COMM_TIMEOUT");
+            off += (size_t)cnt[q];
+        }
+    } else if (n) {
+        MPI_CHECK(MPI_Irecv(mine, (int)n, MPI_FLOAT, 0, TAG_UTIL, c->world, &r));
+        mpi_wait(c, &r, "SCATTER", c->timeout, "WP_COMM_TIMEOUT");
+    }
+    free(cnt);
+}

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The CUDA backend where there is no GPU: `wpgen emit --backend cuda` works for every strategy
+# (default communication nccl, bf16; --comm mpi for host-staged tests), the emitted directory
+# holds the CUDA and NCCL runtime and their Makefile parts, and two emitted plans (nccl and mpi)
+# build with make; run on a machine without a GPU, each fails at start with one line naming the
+# missing CUDA device and exit status 5 (README, "Exit status"). Skipped, saying so, when nvcc or
+# NCCL is absent; the run part is skipped where a GPU is present (tests/gpu/run.sh runs there).
+set -u
+build=${1:-build}
+cd "$(dirname "$0")/../.."
+. tests/e2e/train_lib.sh
+
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+nvcc=$(command -v nvcc || { [ -x "$cuda_home/bin/nvcc" ] && echo "$cuda_home/bin/nvcc"; })
+if [ -z "$nvcc" ]; then echo "skipped: no nvcc (PATH, $cuda_home/bin): the CUDA backend is not built here"; exit 0; fi
+cuda_dir=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
+if [ ! -e "$cuda_dir/include/nccl.h" ] && [ ! -e /usr/include/nccl.h ]; then
+    echo "skipped: no nccl.h ($cuda_dir/include, /usr/include): the NCCL backend is not built here"; exit 0
+fi
+
+# every strategy, on a cluster where each one plans (tawpipe wants more than one node)
+for s in weipipe-naive weipipe-interleave 1f1b fsdp tawpipe; do
+    for comm in "" mpi; do
+        d=$tmp/$s${comm:+-$comm}
+        if "$build/wpgen" emit -t topologies/cpu-2x2.json -m tiny -s "$s" --backend cuda ${comm:+--comm $comm} -o "$d" >"$tmp/out" 2>&1 &&
+           python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert (p["backend"], p["comm"], p["precision"]) == ("cuda", sys.argv[2], "bf16"), (p["backend"], p["comm"], p["precision"])' \
+               "$d/plan.json" "${comm:-nccl}" &&
+           [ -f "$d/runtime/backend/cuda.mk" ] && [ -f "$d/runtime/backend/${comm:-nccl}.mk" ] && [ -f "$d/runtime/cuda/step_ops_cuda.c" ] &&
+           [ ! -e "$d/runtime/cpu" ] && grep -q "step_rank_000, [0-9]*, [1-9][0-9]* }" "$d/plan_desc.c"; then ok
+        else bad "emit $s --backend cuda ${comm:+--comm $comm}: $(tail -3 "$tmp/out")"; fi
+    done
+done
+
+# the runtime without the model (the kernels are runtime/cuda/*.cu): only compile then
+have_model=$(ls runtime/cuda/*.cu 2>/dev/null | head -1)
+gpu=0
+command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU && gpu=1
+for comm in nccl mpi; do
+    d=$tmp/weipipe-interleave; [ $comm = mpi ] && d=$tmp/weipipe-interleave-mpi
+    # one architecture is enough to show it builds (the top Makefile builds both)
+    arch="CUDA_ARCH=-gencode=arch=compute_80,code=sm_80"
+    if [ -z "$have_model" ]; then
+        objs=$(cd "$d" && ls rank_*.c plan_desc.c main.c runtime/*/*.c | sed 's/\.c$/.o/; s/^/obj\//')
+        make -s -j2 -C "$d" "$arch" $objs >"$tmp/make.log" 2>&1 && ok || bad "compile the $comm plan: $(grep -m3 error "$tmp/make.log")"
+        echo "note: runtime/cuda has no model sources (*.cu) here: the $comm plan was compiled, not linked"
+        continue
+    fi
+    # the model's kernels compiled once: the same sources and flags in both directories
+    [ $comm = mpi ] && [ -d "$tmp/weipipe-interleave/obj/runtime/cuda" ] && mkdir -p "$d/obj/runtime" &&
+        cp -r "$tmp/weipipe-interleave/obj/runtime/cuda" "$d/obj/runtime/" && touch "$d"/obj/runtime/cuda/*.o
+    make -s -j2 -C "$d" "$arch" >"$tmp/make.log" 2>&1 && [ -x "$d/train" ] && ok || { bad "make the $comm plan: $(grep -m3 -i error "$tmp/make.log")"; continue; }
+    [ $gpu = 1 ] && { echo "note: a GPU is present: the no-device run is skipped (tests/gpu/run.sh trains there)"; continue; }
+    timeout 120 "${mpirun[@]}" -np 4 "$d/train" --synthetic --steps 1 >"$tmp/run.log" 2>&1
+    rc=$?
+    [ $rc = 5 ] && grep -q "no CUDA device" "$tmp/run.log" && ok || bad "the $comm plan without a GPU: exit $rc, want 5: $(head -3 "$tmp/run.log")"
+    [ $comm = mpi ] && { grep -q "^rank [0-9]: no CUDA device: .*(this program was emitted with --backend cuda and needs a GPU)" "$tmp/run.log" && ok ||
+        bad "the message names the rank and the missing device: $(head -2 "$tmp/run.log")"; }
+done
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# The GPU checks, for a machine with one GPU, in under 8 minutes: results in the file $1 (default
+# gpu-results.txt), also printed. Without a GPU (nvidia-smi -L fails or lists none) it says so and
+# exits 0 having run nothing. Otherwise:
+#   1. builds (make: wpgen, wp-ref, the CUDA and NCCL backends, tests/gpu's programs);
+#   2. build/gpu/test_kernels: each kernel against the CPU model's bf16 reference;
+#   3. trains small emitted plans (tiny8, 3 steps, 4 micro-batches of 2 x 1024... the model's
+#      tokens) and compares each with `wp-ref --precision bf16 --grad-precision bf16` on the same
+#      batch: the loss of every step within LOSS_TOL (relative, 2e-2) and every weight tensor at
+#      the end within WEIGHT_TOL (relative norm of the difference, 5e-2): bf16 rounds differently
+#      on the GPU (cuBLASLt's and our kernels' summation orders, fused attention) than on the
+#      CPU, and the CPU's own bf16 plans are held to 1e-3 and 5e-2 against the same reference
+#      (tests/e2e/test_parity.sh). Plans: 1 rank over NCCL; 2 and 4 ranks sharing the GPU over
+#      MPI with host-staged transfers (weipipe-interleave, and fsdp and tawpipe on 4 for their
+#      collectives). Everything here is built with MPI (the NCCL layer bootstraps over it):
+#      without Open MPI it says so and runs only steps 2 and 4;
+#   4. build/gpu/bench_step and, when python3 imports torch, tests/gpu/bench_torch.py: their
+#      figures side by side.
+# Exit status: 0 when everything run passed (or no GPU), 1 otherwise.
+#
+# Dependencies the device machine may lack (Jansson, Lua 5.4, Penlight, OpenBLAS, Open MPI): put
+# their Debian packages in .debs/ at the repository root (on a machine with apt:
+#   mkdir -p .debs && (cd .debs && apt-get download libjansson4 libjansson-dev liblua5.4-0 \
+#       liblua5.4-dev lua5.4 lua-penlight lua-filesystem libopenblas0-pthread libopenblas-dev \
+#       libopenblas-pthread-dev libgfortran5 openmpi-bin openmpi-common libopenmpi3 libopenmpi-dev \
+#       libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7 libpmix2 libfabric1 libucx0 \
+#       libpsm-infinipath1 libpsm2-2 librdmacm1 libibverbs1 libnl-3-200 libnl-route-3-200)
+# and carry the folder): they are unpacked under /tmp/wp-debs, never over /, and found from there.
+# NCCL: nccl.h in CUDA's include folder or /usr/include, else pip's nvidia-nccl wheel.
+set -u
+out=$(realpath -m "${1:-gpu-results.txt}")   # relative to where it was run from
+cd "$(dirname "$0")/../.."
+: >"$out" || { echo "run.sh: cannot write $out"; exit 1; }
+say() { echo "$*" | tee -a "$out"; }
+LOSS_TOL=${LOSS_TOL:-2e-2} WEIGHT_TOL=${WEIGHT_TOL:-5e-2}
+
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q "^GPU"; then
+    say "gpu: no GPU here (nvidia-smi -L lists none): nothing run"
+    exit 0
+fi
+t_start=$SECONDS
+say "gpu: $(nvidia-smi -L | head -1); driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
+cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
+jobs=$(nproc)
+
+# ---- dependencies carried as .deb files ----
+if ls .debs/*.deb >/dev/null 2>&1; then
+    p=/tmp/wp-debs
+    mkdir -p "$p"
+    for f in .debs/*.deb; do dpkg -x "$f" "$p" || say "deps: cannot unpack $f"; done
+    ma=x86_64-linux-gnu
+    export PATH="$p/usr/bin:$PATH"
+    export CPATH="$p/usr/include:$p/usr/include/$ma:$p/usr/include/lua5.4:$p/usr/include/$ma/openblas-pthread${CPATH:+:$CPATH}"
+    libs="$p/usr/lib/$ma:$p/usr/lib/$ma/openblas-pthread:$p/usr/lib/$ma/openmpi/lib"
+    export LIBRARY_PATH="$libs${LIBRARY_PATH:+:$LIBRARY_PATH}" LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export LUA_PATH="$p/usr/share/lua/5.4/?.lua;$p/usr/share/lua/5.4/?/init.lua;;"
+    export LUA_CPATH="$p/usr/lib/$ma/lua/5.4/?.so;;"
+    # Debian names Open MPI's programs through alternatives, which dpkg -x does not make; a
+    # relocated Open MPI finds its components and wrapper data under OPAL_PREFIX
+    if [ -e "$p/usr/bin/mpirun.openmpi" ]; then
+        mkdir -p "$p/alt"
+        ln -sf "$p/usr/bin/mpirun.openmpi" "$p/alt/mpirun"
+        ln -sf "$p/usr/bin/mpicc.openmpi" "$p/alt/mpicc"
+        export PATH="$p/alt:$PATH" OPAL_PREFIX="$p/usr"
+    fi
+    # deps.sh looks in /usr: write what it would have found
+    mkdir -p build
+    printf 'BLAS_CFLAGS := -I%s\nBLAS_LIBS := -L%s -lopenblas\nHAVE_CUDA := yes\nCUDA_HOME := %s\n' \
+        "$p/usr/include/$ma/openblas-pthread" "$p/usr/lib/$ma/openblas-pthread" "${CUDA_HOME:-/usr/local/cuda}" >build/config.mk
+    say "deps: unpacked $(ls .debs/*.deb | wc -l) packages from .debs into $p"
+fi
+
+# ---- NCCL ----
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+command -v nvcc >/dev/null 2>&1 || export PATH="$cuda_home/bin:$PATH"
+nccl_make=()
+if [ ! -e "$cuda_home/include/nccl.h" ] && [ ! -e /usr/include/nccl.h ]; then
+    nccl_home=$(python3 -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
+    if [ -n "$nccl_home" ] && [ -e "$nccl_home/include/nccl.h" ]; then
+        nccl_make=(NCCL_H="$nccl_home/include/nccl.h" NCCL_HOME="$nccl_home")
+        export LD_LIBRARY_PATH="$nccl_home/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        [ -e "$nccl_home/lib/libnccl.so" ] || export LIBRARY_PATH="$nccl_home/lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
+        say "nccl: from the Python wheel at $nccl_home"
+    else
+        say "nccl: nccl.h not found (CUDA include, /usr/include, pip's nvidia-nccl): the NCCL plan is skipped"
+    fi
+fi
+
+failed=0
+fail() { failed=1; say "FAIL: $*"; }
+mkdir -p build
+
+# ---- 1. build ----
+# deps.sh writes build/config.mk even when something is missing (it cannot install here): say what
+if [ ! -f build/config.mk ]; then
+    ./scripts/deps.sh build/config.mk > build/gpu-deps.log 2>&1 || say "deps: missing: $(grep '✗' build/gpu-deps.log | tr -s ' \n' ' ')"
+fi
+have_mpi=0
+command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1 && have_mpi=1
+targets=(all build/tools/ckpt_compare)
+if [ $have_mpi = 0 ]; then
+    # wpgen's runtime and every emitted program need MPI: only the GPU programs can be built
+    say "mpi: no Open MPI here (mpicc, mpirun; carry its .deb files in .debs/): only test_kernels and bench_step run"
+    targets=($(ls tests/gpu/test_kernels.cu tests/gpu/bench_step.cu 2>/dev/null | sed 's|tests/gpu/\(.*\)\.cu|build/gpu/\1|'))
+fi
+if [ ${#targets[@]} = 0 ]; then
+    fail "nothing to build"
+elif ! make -j"$jobs" "${nccl_make[@]}" CUDA_ARCH="-gencode arch=compute_$cap,code=sm_$cap" "${targets[@]}" >build/gpu-build.log 2>&1; then
+    fail "make ${targets[*]} (the last lines of build/gpu-build.log follow)"; tail -20 build/gpu-build.log | tee -a "$out"
+fi
+say "build: $(grep '^cuda:' build/gpu-build.log | tail -1) ($((SECONDS - t_start)) s)"
+
+# ---- 2. kernels ----
+if [ -x build/gpu/test_kernels ]; then
+    timeout 120 build/gpu/test_kernels >build/gpu-kernels.log 2>&1
+    rc=$?
+    if [ $rc = 0 ]; then say "kernels: $(tail -1 build/gpu-kernels.log)"
+    else fail "test_kernels (exit $rc)"; tail -30 build/gpu-kernels.log | tee -a "$out"; fi
+else
+    say "kernels: build/gpu/test_kernels was not built (tests/gpu/test_kernels.cu missing?)"
+fi
+
+# ---- 3. training against wp-ref ----
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mpirun=()
+if [ $have_mpi = 1 ]; then
+    mpirun=(mpirun --oversubscribe)
+    [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
+fi
+model=tests/data/tiny8/config.json
+prec=(--precision bf16 --grad-precision bf16)
+common=(--synthetic --steps 3 --seed 5 --lr 2e-3 --warmup 1)
+ref=$tmp/ref
+mkdir -p "$ref"
+[ $have_mpi = 1 ] && build/wp-ref -m "$model" --micro-batch-size 2 --micro-batches 4 "${prec[@]}" "${common[@]}" --save "$ref/model.safetensors" \
+    --log "$ref/log" >"$ref/out" 2>&1 || fail "wp-ref: $(tail -3 "$ref/out")"
+losses() { grep -o '"loss": *[-0-9.eE+naif]*' "$1" | sed 's/.*: *//'; }
+printf '{"version":1,"name":"gpu-1x%d","device_types":{"gpu":{"peak_tflops_bf16":100,"mem_gb":80,"hbm_GBps":3000}},"nodes":[{"name":"n0","devices":%d,"type":"gpu","intra":{"type":"NVL","bw_GBps":100,"lat_us":2}}]}\n' 1 1 >"$tmp/g1.json"
+printf '{"version":1,"name":"gpu-1x%d","device_types":{"gpu":{"peak_tflops_bf16":100,"mem_gb":80,"hbm_GBps":3000}},"nodes":[{"name":"n0","devices":%d,"type":"gpu","intra":{"type":"NVL","bw_GBps":100,"lat_us":2}}]}\n' 2 2 >"$tmp/g2.json"
+first_obj=""
+case_() {   # label ranks topology strategy micro-batches/rank comm
+    local label=$1 n=$2 topo=$3 s=$4 mb=$5 comm=$6 d=$tmp/$1
+    if ! build/wpgen emit -t "$topo" -m "$model" --micro-batch-size 2 -s "$s" --micro-batches "$mb" "${prec[@]}" \
+            --backend cuda --comm "$comm" -o "$d" >"$tmp/emit.out" 2>&1; then
+        fail "$label: emit: $(tail -2 "$tmp/emit.out")"; return; fi
+    # the model's kernels compiled once: the same sources and flags in every emitted directory
+    [ -n "$first_obj" ] && mkdir -p "$d/obj/runtime" && cp -r "$first_obj" "$d/obj/runtime/" && touch "$d"/obj/runtime/cuda/*.o
+    local mk=(make -s -j"$jobs" -C "$d" CUDA_ARCH="-gencode arch=compute_$cap,code=sm_$cap")
+    [ "$comm" = nccl ] && [ ${#nccl_make[@]} -gt 0 ] && mk+=("${nccl_make[1]}")
+    if ! "${mk[@]}" >"$tmp/make.out" 2>&1; then fail "$label: make: $(grep -m3 -i error "$tmp/make.out")"; return; fi
+    [ -z "$first_obj" ] && first_obj=$d/obj/runtime/cuda
+    local run=("$d/train")
+    [ ${#mpirun[@]} -gt 0 ] && run=("${mpirun[@]}" -np "$n" "$d/train")
+    local t0=$SECONDS
+    timeout 180 "${run[@]}" "${common[@]}" --save "$d/model.safetensors" --log "$d/log" >"$tmp/run.out" 2>&1
+    local rc=$?
+    if [ $rc != 0 ]; then fail "$label: train (exit $rc):"; tail -15 "$tmp/run.out" | tee -a "$out"; return; fi
+    grep "reserved" "$tmp/run.out" | head -4 | sed "s/^/  $label: /" | tee -a "$out" >/dev/null
+    if ! paste <(losses "$ref/log") <(losses "$d/log") | awk -v tol="$LOSS_TOL" '
+            { d = $1 - $2; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1
+              printf "step %d: loss %s (wp-ref) %s (gpu), relative %.2e\n", NR, $1, $2, a ? d / a : d
+              if (NF != 2 || d > tol * a) bad = 1 }
+            END { if (NR != 3) bad = 1; exit bad }' >"$tmp/loss.out"; then
+        fail "$label: losses beyond $LOSS_TOL"; sed 's/^/  /' "$tmp/loss.out" | tee -a "$out"; return; fi
+    if ! build/tools/ckpt_compare "$d/model.safetensors" "$ref/model.safetensors" "$WEIGHT_TOL" >"$tmp/cmp.out" 2>&1; then
+        fail "$label: weights beyond $WEIGHT_TOL: $(tail -3 "$tmp/cmp.out")"; return; fi
+    say "ok   $label: $(tail -1 "$tmp/loss.out"); $(tail -1 "$tmp/cmp.out" | sed 's/ckpt-compare: //') ($((SECONDS - t0)) s)"
+}
+if [ $have_mpi = 1 ] && [ -x build/wpgen ] && [ -x build/wp-ref ] && { [ ${#nccl_make[@]} -gt 0 ] || [ -e "$cuda_home/include/nccl.h" ] || [ -e /usr/include/nccl.h ]; }; then
+    case_ nccl-1rank 1 "$tmp/g1.json" weipipe-interleave 4 nccl
+fi
+if [ $have_mpi = 1 ] && [ -x build/wpgen ] && [ -x build/wp-ref ]; then
+    case_ mpi-2ranks 2 "$tmp/g2.json" weipipe-interleave 2 mpi
+    case_ mpi-4ranks 4 topologies/cpu-2x2.json weipipe-interleave 1 mpi
+    case_ mpi-4ranks-fsdp 4 topologies/cpu-2x2.json fsdp 1 mpi
+    case_ mpi-4ranks-tawpipe 4 topologies/cpu-2x2.json tawpipe 1 mpi
+fi
+
+# ---- 4. speed: our step and PyTorch's, side by side ----
+if [ -x build/gpu/bench_step ]; then
+    timeout 150 build/gpu/bench_step >"$tmp/bench.out" 2>&1 || fail "bench_step failed: $(tail -3 "$tmp/bench.out")"
+    if [ -f tests/gpu/bench_torch.py ] && python3 -c 'import torch' 2>/dev/null; then
+        timeout 150 python3 tests/gpu/bench_torch.py >"$tmp/torch.out" 2>&1 || fail "bench_torch.py failed: $(tail -3 "$tmp/torch.out")"
+    else
+        echo "(PyTorch not importable, or tests/gpu/bench_torch.py missing)" >"$tmp/torch.out"
+    fi
+    say "bench: wpgen's step (bench_step) | PyTorch (bench_torch.py)"
+    paste -d '|' <(sed 's/^/  /' "$tmp/bench.out") "$tmp/torch.out" | tee -a "$out"
+else
+    say "bench: build/gpu/bench_step was not built (tests/gpu/bench_step.cu missing?)"
+fi
+say "gpu: done in $((SECONDS - t_start)) s, $([ $failed = 0 ] && echo "everything passed" || echo "FAILURES above")"
+exit $failed
