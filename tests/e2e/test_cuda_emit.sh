@@ -31,6 +31,17 @@ for s in weipipe-naive weipipe-interleave 1f1b fsdp tawpipe; do
     done
 done
 
+# the zero-bubble strategies split the backward, which the cuda backend does not run yet: refused
+# at emit (exit 2, naming it), nothing written
+for s in zb1 weipipe-zb1 weipipe-zb2; do
+    d=$tmp/$s-cuda
+    "$build/wpgen" emit -t topologies/cpu-2x2.json -m tiny -s "$s" --backend cuda -o "$d" >"$tmp/out" 2>&1
+    rc=$?
+    if [ $rc -eq 2 ] && grep -q "strategy $s splits the backward (BWD_B/BWD_W), which the cuda backend does not run yet" "$tmp/out" &&
+       [ ! -e "$d" ]; then ok
+    else bad "emit $s --backend cuda: expected exit 2 and the split-backward refusal, got $rc: $(tail -2 "$tmp/out")"; fi
+done
+
 # the runtime without the model (the kernels are runtime/cuda/*.cu): only compile then
 have_model=$(ls runtime/cuda/*.cu 2>/dev/null | head -1)
 gpu=0
