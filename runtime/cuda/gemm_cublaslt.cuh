@@ -6,15 +6,15 @@
  * The handle and work area are created once (wc_lt_new), and each product the model runs is
  * planned once at start (wc_gemm_plan: descriptors, layouts and the algorithm cuBLASLt's heuristic
  * chose), so a step only launches. cuBLASLt is column-major: a row-major [r, c] matrix is its
- * column-major transpose, so each product is computed as its transpose (model in gemm_cublaslt.cu). */
+ * column-major transpose, so each product is computed as its transpose (wc_gemm_desc in
+ * layout_cuda.h, unit-tested on the host). */
 #ifndef WP_GEMM_CUBLASLT_CUH
 #define WP_GEMM_CUBLASLT_CUH
 
 #include <stddef.h>
 #include <cublasLt.h>
 #include <cuda_runtime.h>
-
-typedef enum { WC_MM_FWD, WC_MM_BWD_DX, WC_MM_BWD_DW } WcMmKind;
+#include "cuda/layout_cuda.h"   /* WcMmKind and the column-major description of each product */
 
 typedef struct WcLt {
     cublasLtHandle_t handle;
@@ -28,8 +28,7 @@ typedef struct WcGemm {
     int planned;
     WcMmKind kind;
     int T, K, N;
-    int out_f32;         /* the result fp32 (logits, dW) or bf16 */
-    float beta;          /* 1: add C (FWD: a separate bf16 input; BWD_DW: dW itself) */
+    WcGemmDesc desc;     /* transposes, layouts, fp32 or bf16 result, beta (layout_cuda.h) */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, c, d;
     cublasLtMatmulAlgo_t algo_aligned, algo_any;
