@@ -18,6 +18,8 @@ int wc_lt_new(WcLt *lt, size_t work_bytes, char *err, size_t errlen) {
     }
     if (work_bytes && cudaMalloc(&lt->work, work_bytes) != cudaSuccess) {
         snprintf(err, errlen, "cuBLASLt work area: cudaMalloc of %zu bytes failed", work_bytes);
+        cudaGetLastError();   /* the failed allocation is reported here, not by the next launch's check */
+        lt->work = NULL;
         cublasLtDestroy(lt->handle);
         lt->handle = NULL;
         return -1;
