@@ -1,6 +1,7 @@
 /* The CUDA model against the CPU runtime's bf16 reference (runtime/cpu in bf16 mode, whose table
  * of rounding points in cpu/model.c the GPU follows): every kernel on its own, the cuBLASLt
- * products, and whole chunks (first, middle, last; with and without recompute), one line per
+ * products (aligned operands and not), and whole chunks (first, middle, last, several layers in one
+ * chunk, tied embeddings, chunks without layers; with and without recompute), one line per
  * check with the largest absolute and relative error and the tolerance. Exit 1 if any check
  * fails, 0 otherwise; without a CUDA device it says so and exits 0.
  *
