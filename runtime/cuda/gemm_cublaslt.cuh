@@ -37,10 +37,11 @@ typedef struct WcGemm {
 int wc_lt_new(WcLt *lt, size_t work_bytes, char *err, size_t errlen);
 void wc_lt_free(WcLt *lt);
 
-/* Plans the product of this kind and shape. ld_act: leading dimension (elements) of the T-row
- * operand that is not the result: x for FWD and BWD_DW (K when dense), dy for BWD_DX and BWD_DW
- * (N when dense); BWD_DW takes x dense and dy with ld_act. beta_c: FWD adds C (bf16 out only).
- * Returns 0, or -1 with the reason in err (no algorithm for it). */
+/* Plans the product of this kind and shape (wc_gemm_desc describes it to cuBLASLt). ld_act: the
+ * leading dimension (elements) of the activation `act` of wc_gemm_run: x for FWD (K when dense),
+ * dy for BWD_DX and BWD_DW (N when dense; 2N for the LM head's in-place dlogits); the other
+ * operands are dense. out_f32: an fp32 result (BWD_DW always). beta_c: FWD adds C. Returns 0, or
+ * -1 with the reason in err (sizes it does not know, or no algorithm for them). */
 int wc_gemm_plan(WcLt *lt, WcGemm *g, WcMmKind kind, int T, int K, int N, int ld_act, int out_f32, int beta_c,
                  char *err, size_t errlen);
 void wc_gemm_free(WcGemm *g);
