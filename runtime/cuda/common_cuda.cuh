@@ -22,7 +22,8 @@
 #define CUBLAS_CHECK(call) do { \
         cublasStatus_t st_ = (call); \
         if (st_ != CUBLAS_STATUS_SUCCESS) { \
-            fprintf(stderr, "%s:%d: %s failed: cuBLAS status %d\n", __FILE__, __LINE__, #call, (int)st_); \
+            fprintf(stderr, "%s:%d: %s failed: cuBLAS status %d (%s)\n", __FILE__, __LINE__, #call, (int)st_, \
+                    cublasLtGetStatusName(st_)); \
             exit(1); \
         } \
     } while (0)

@@ -1,5 +1,6 @@
 /* cuBLASLt products of the model (gemm_cublaslt.cuh). Row-major X [r, c] is column-major X^T
- * [c, r] with leading dimension c, so each row-major product is planned as its transpose:
+ * [c, r] with leading dimension c, so each row-major product is planned as its transpose, with the
+ * transposes, shapes and leading dimensions of wc_gemm_desc (layout_cuda.h, tested on the host):
  *   FWD     y^T [N, T] = (W as [K, N])^T  x^T [K, T]            m = N, n = T, k = K
  *   BWD_DX  dx^T [K, T] = (W as [K, N])  dy^T [N, T]            m = K, n = T, k = N
  *   BWD_DW  dW^T [K, N] += x^T [K, T] (dy^T [N, T])^T           m = K, n = N, k = T
@@ -17,6 +18,8 @@ int wc_lt_new(WcLt *lt, size_t work_bytes, char *err, size_t errlen) {
     }
     if (work_bytes && cudaMalloc(&lt->work, work_bytes) != cudaSuccess) {
         snprintf(err, errlen, "cuBLASLt work area: cudaMalloc of %zu bytes failed", work_bytes);
+        cudaGetLastError();   /* the failed allocation is reported here, not by the next launch's check */
+        lt->work = NULL;
         cublasLtDestroy(lt->handle);
         lt->handle = NULL;
         return -1;
@@ -31,17 +34,20 @@ void wc_lt_free(WcLt *lt) {
     memset(lt, 0, sizeof *lt);
 }
 
-/* The heuristic's first choice for operands aligned to `align` bytes; 0 if none. */
-static int pick_algo(const WcLt *lt, WcGemm *g, unsigned int align, cublasLtMatmulAlgo_t *algo) {
+/* The heuristic's first choice for operands aligned to align_ab bytes (A, B) and align_cd bytes
+ * (C, D); 0 if none. */
+static int pick_algo(const WcLt *lt, WcGemm *g, uint32_t align_ab, uint32_t align_cd, cublasLtMatmulAlgo_t *algo) {
     cublasLtMatmulPreference_t pref;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    size_t ws = lt->work_bytes;
+    uint64_t ws = lt->work_bytes;
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
     const cublasLtMatmulPreferenceAttributes_t al[4] = {
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES };
-    for (int i = 0; i < 4; i++)
-        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, al[i], &align, sizeof align));
+    for (int i = 0; i < 4; i++) {
+        uint32_t a = i < 2 ? align_ab : align_cd;
+        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, al[i], &a, sizeof a));
+    }
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt->handle, g->op, g->a, g->b, g->c, g->d, pref, 1, &res,
@@ -52,46 +58,32 @@ static int pick_algo(const WcLt *lt, WcGemm *g, unsigned int align, cublasLtMatm
     return 1;
 }
 
+static void layout(cublasLtMatrixLayout_t *l, cudaDataType_t type, const WcMat &x) {
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(l, type, x.rows, x.cols, x.ld));
+}
+
 int wc_gemm_plan(WcLt *lt, WcGemm *g, WcMmKind kind, int T, int K, int N, int ld_act, int out_f32, int beta_c,
                  char *err, size_t errlen) {
     memset(g, 0, sizeof *g);
     g->kind = kind; g->T = T; g->K = K; g->N = N;
-    const cudaDataType_t bf = CUDA_R_16BF, f32 = CUDA_R_32F;
-    cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
-    /* stored shapes (column-major rows, cols, ld) of A, B, and of C = D */
-    uint64_t ar, ac, br, bc, cr, cc;
-    int64_t lda, ldb, ldc;
-    cudaDataType_t out = bf;
-    switch (kind) {
-    case WC_MM_FWD:      /* A = W [K, N] transposed, B = x^T [K, T] */
-        ta = CUBLAS_OP_T; ar = K; ac = N; lda = K; br = K; bc = T; ldb = ld_act; cr = N; cc = T; ldc = N;
-        out = out_f32 ? f32 : bf;
-        g->beta = beta_c ? 1.0f : 0.0f;
-        break;
-    case WC_MM_BWD_DX:   /* A = W [K, N], B = dy^T [N, T] */
-        ar = K; ac = N; lda = K; br = N; bc = T; ldb = ld_act; cr = K; cc = T; ldc = K;
-        out = out_f32 ? f32 : bf;
-        g->beta = 0.0f;
-        break;
-    case WC_MM_BWD_DW:   /* A = x^T [K, T], B = dy^T [N, T] transposed; D = dW^T [K, N] fp32 */
-        tb = CUBLAS_OP_T; ar = K; ac = T; lda = K; br = N; bc = T; ldb = ld_act; cr = K; cc = N; ldc = K;
-        out = f32;
-        out_f32 = 1;
-        g->beta = 1.0f;
-        break;
-    default:
-        snprintf(err, errlen, "gemm: unknown kind %d", (int)kind);
+    if (wc_gemm_desc(&g->desc, kind, T, K, N, ld_act, out_f32, beta_c)) {
+        snprintf(err, errlen, "gemm: no product of kind %d, T %d, K %d, N %d, leading dimension %d%s", (int)kind,
+                 T, K, N, ld_act, beta_c ? " with C" : "");
         return -1;
     }
-    g->out_f32 = out_f32;
+    const WcGemmDesc *d = &g->desc;
+    const cudaDataType_t out = d->out_f32 ? CUDA_R_32F : CUDA_R_16BF;
+    const cublasOperation_t ta = d->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = d->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&g->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->a, bf, ar, ac, lda));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->b, bf, br, bc, ldb));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->c, out, cr, cc, ldc));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->d, out, cr, cc, ldc));
-    if (!pick_algo(lt, g, 16, &g->algo_aligned) || !pick_algo(lt, g, out_f32 ? 4 : 2, &g->algo_any)) {
+    layout(&g->a, CUDA_R_16BF, d->a);
+    layout(&g->b, CUDA_R_16BF, d->b);
+    layout(&g->c, out, d->c);
+    layout(&g->d, out, d->c);
+    /* the fast algorithm for 16-byte operands, and one that needs only each element's own
+     * alignment: 2 bytes for the bf16 A and B, 4 or 2 for C and D */
+    if (!pick_algo(lt, g, 16, 16, &g->algo_aligned) || !pick_algo(lt, g, 2, d->out_f32 ? 4 : 2, &g->algo_any)) {
         snprintf(err, errlen, "gemm: cuBLASLt has no algorithm for kind %d, T %d, K %d, N %d", (int)kind, T, K, N);
         wc_gemm_free(g);
         return -1;
@@ -118,7 +110,11 @@ void wc_gemm_run(const WcLt *lt, const WcGemm *g, const void *act, const void *w
         abort();
     }
     if (g->T == 0) return;
-    const float alpha = 1.0f, beta = g->beta;
+    if (g->kind == WC_MM_FWD && g->desc.beta != 0.0f && !c) {
+        fprintf(stderr, "gemm: a product planned to add C (kind %d) run without C\n", (int)g->kind);
+        abort();
+    }
+    const float alpha = 1.0f, beta = g->desc.beta;
     /* column-major A and B: FWD and BWD_DX take W as A and the activation as B; BWD_DW takes x (w
      * here) as A and dy as B */
     const void *A = w;

@@ -6,15 +6,15 @@
  * The handle and work area are created once (wc_lt_new), and each product the model runs is
  * planned once at start (wc_gemm_plan: descriptors, layouts and the algorithm cuBLASLt's heuristic
  * chose), so a step only launches. cuBLASLt is column-major: a row-major [r, c] matrix is its
- * column-major transpose, so each product is computed as its transpose (model in gemm_cublaslt.cu). */
+ * column-major transpose, so each product is computed as its transpose (wc_gemm_desc in
+ * layout_cuda.h, unit-tested on the host). */
 #ifndef WP_GEMM_CUBLASLT_CUH
 #define WP_GEMM_CUBLASLT_CUH
 
 #include <stddef.h>
 #include <cublasLt.h>
 #include <cuda_runtime.h>
-
-typedef enum { WC_MM_FWD, WC_MM_BWD_DX, WC_MM_BWD_DW } WcMmKind;
+#include "cuda/layout_cuda.h"   /* WcMmKind and the column-major description of each product */
 
 typedef struct WcLt {
     cublasLtHandle_t handle;
@@ -28,8 +28,7 @@ typedef struct WcGemm {
     int planned;
     WcMmKind kind;
     int T, K, N;
-    int out_f32;         /* the result fp32 (logits, dW) or bf16 */
-    float beta;          /* 1: add C (FWD: a separate bf16 input; BWD_DW: dW itself) */
+    WcGemmDesc desc;     /* transposes, layouts, fp32 or bf16 result, beta (layout_cuda.h) */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, c, d;
     cublasLtMatmulAlgo_t algo_aligned, algo_any;
@@ -38,10 +37,11 @@ typedef struct WcGemm {
 int wc_lt_new(WcLt *lt, size_t work_bytes, char *err, size_t errlen);
 void wc_lt_free(WcLt *lt);
 
-/* Plans the product of this kind and shape. ld_act: leading dimension (elements) of the T-row
- * operand that is not the result: x for FWD and BWD_DW (K when dense), dy for BWD_DX and BWD_DW
- * (N when dense); BWD_DW takes x dense and dy with ld_act. beta_c: FWD adds C (bf16 out only).
- * Returns 0, or -1 with the reason in err (no algorithm for it). */
+/* Plans the product of this kind and shape (wc_gemm_desc describes it to cuBLASLt). ld_act: the
+ * leading dimension (elements) of the activation `act` of wc_gemm_run: x for FWD (K when dense),
+ * dy for BWD_DX and BWD_DW (N when dense; 2N for the LM head's in-place dlogits); the other
+ * operands are dense. out_f32: an fp32 result (BWD_DW always). beta_c: FWD adds C. Returns 0, or
+ * -1 with the reason in err (sizes it does not know, or no algorithm for them). */
 int wc_gemm_plan(WcLt *lt, WcGemm *g, WcMmKind kind, int T, int K, int N, int ld_act, int out_f32, int beta_c,
                  char *err, size_t errlen);
 void wc_gemm_free(WcGemm *g);

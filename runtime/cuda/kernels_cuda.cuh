@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cuda_runtime.h>
+#include "cuda/layout_cuda.h"   /* WC_NORM_SPLITS, WC_SUMSQ_BLOCKS: the reductions' scratch sizes */
 
 /* convert_cuda.cu: f32 <-> bf16, gradient accumulation across formats, the sum of squares. */
 void wc_convert_f32_to_bf16(uint16_t *dst, const float *src, size_t n, cudaStream_t s);
@@ -20,7 +21,6 @@ void wc_acc_launch(void *dst, int dst_dtype, const void *src, int src_dtype, siz
                    cudaStream_t s);
 /* *out = sum of g[i]^2 in fp64, the same tree for the same n on any device: WC_SUMSQ_BLOCKS fixed
  * ranges, each summed by a fixed tree of threads, then the partials by a fixed tree. */
-enum { WC_SUMSQ_BLOCKS = 1024 };
 void wc_sumsq_launch(const float *g, size_t n, double *partials /* [WC_SUMSQ_BLOCKS] */, double *out,
                      cudaStream_t s);
 
@@ -33,7 +33,6 @@ void wc_rmsnorm_recompute(uint16_t *out, const uint16_t *x, const uint16_t *w, c
 /* dx = bf16((accumulate ? dx : 0) + rstd * (dout * w - xhat * mean(dout * w * xhat))) and
  * dw += sum over rows of dout * xhat (fp32), the rows summed in WC_NORM_SPLITS fixed ranges whose
  * partial sums go through partials [WC_NORM_SPLITS * H] and are added in order. */
-enum { WC_NORM_SPLITS = 32 };
 void wc_rmsnorm_backward(uint16_t *dx, int accumulate, float *dw, const uint16_t *dout, const uint16_t *x,
                          const uint16_t *w, const float *rstd, int T, int H, float *partials, cudaStream_t s);
 

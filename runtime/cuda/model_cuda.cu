@@ -4,15 +4,16 @@
  * stores its result in bf16, each bf16-out product rounds once, after the residual is added as C).
  *
  * Memory, reserved once by wc_model_new and never inside a step:
- *  - the workspace: the parts of common/config.c's WpWorkspacePart at their bf16 sizes
- *    (wp_workspace_part_bytes(..., WP_BF16)), each rounded up to 256 bytes for alignment; the
- *    recompute stash among them when recompute is set;
+ *  - the workspace (layout_cuda.h's wc_workspace): the parts of common/config.c's WpWorkspacePart
+ *    at their bf16 sizes (wp_workspace_part_bytes(..., WP_BF16)), each rounded up to 256 bytes for
+ *    alignment; the recompute stash among them when recompute is set; then
  *  - a reduction area: the row-range partial sums of the norms' weight gradients, the per-token
  *    losses of one LM-head block and the partial sums of wc_sumsq (WC_NORM_SPLITS * H floats,
  *    wp_ce_block_tokens doubles, WC_SUMSQ_BLOCKS doubles: 0.3 MiB at hidden 2048);
  *  - cuBLASLt's work area (WC_LT_WORK_BYTES) and every product's plan.
  *
- * Stash layout on the device, in bytes (the total is wp_stash_bytes(c, k, recompute, WP_BF16)):
+ * Stash layout on the device, in bytes (layout_cuda.h's wc_chunk_stash; the total is
+ * wp_stash_bytes(c, k, recompute, WP_BF16), which tests/unit/test_cuda_layout.c checks):
  * per layer the bf16 activations first, then the fp32 statistics,
  *   x [T*H] | qkv [T*width] | att [T*qd] | x2 [T*H] | gu [T*2F] | rstd1 [T] | lse [G*heads*S] | rstd2 [T]
  * so that layer i's output, the next layer's x, begins the next part; then on the last chunk
@@ -24,17 +25,11 @@
 #include "cuda/common_cuda.cuh"
 #include "cuda/gemm_cublaslt.cuh"
 #include "cuda/kernels_cuda.cuh"
+#include "cuda/layout_cuda.h"
 #include "cuda/model_cuda.h"
 
 /* cuBLASLt's work area: 32 MiB, what NVIDIA recommends for Hopper (Ampere needs less). */
 #define WC_LT_WORK_BYTES ((size_t)32 << 20)
-
-enum {   /* the products of a layer, planned once */
-    MM_QKV_F, MM_O_F, MM_GU_F, MM_DOWN_F,
-    MM_QKV_DX, MM_QKV_DW, MM_O_DX, MM_O_DW, MM_GU_DX, MM_GU_DW, MM_DOWN_DX, MM_DOWN_DW,
-    MM_LAYER_N
-};
-enum { HEAD_F, HEAD_DX, HEAD_DW, HEAD_N };   /* the LM head's, for a full block and the last one */
 
 struct WcModel {
     WpConfig cfg;
@@ -42,8 +37,8 @@ struct WcModel {
     int ce_block;                 /* tokens per LM-head block */
     cudaStream_t stream;
     WcLt lt;
-    WcGemm layer_mm[MM_LAYER_N];
-    WcGemm head_mm[2][HEAD_N];    /* [0] a block of ce_block tokens, [1] the last, shorter one */
+    WcGemm layer_mm[WC_MM_LAYER_N];   /* layout_cuda.h's wc_layer_products */
+    WcGemm head_mm[2][WC_HEAD_N];    /* [0] a block of ce_block tokens, [1] the last, shorter one */
     char *block;                  /* the one allocation below point into */
     size_t block_bytes;
     uint16_t *xn, *h, *dh, *dgu, *dxn, *dres, *datt, *dqkv;   /* workspace, bf16 */
@@ -83,32 +78,25 @@ template <typename E> static E *final_norm(const WpConfig *c, const WpChunk *k, 
     return p + k->nparams - (size_t)c->hidden - (c->tied ? 0 : (size_t)c->vocab * c->hidden);
 }
 
-/* Pointers into one layer's part of the stash (the header's layout). */
+/* Pointers into one layer's part of the stash (layout_cuda.h's wc_layer_stash). */
 struct LayerStash {
     uint16_t *x, *qkv, *att, *x2, *gu;
     float *rstd1, *lse, *rstd2;
     char *end;
 };
 
-static size_t layer_stash_bytes(const WpConfig *c) {
-    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
-    size_t qd = (size_t)c->heads * c->head_dim, width = (size_t)(c->heads + 2 * c->kv_heads) * c->head_dim;
-    return 2 * T * (2 * H + width + qd + 2 * F) + 4 * (2 * T + (size_t)c->mbs * c->heads * c->seq);
-}
-
 static LayerStash layer_stash(const WpConfig *c, char *b) {
-    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
-    size_t qd = (size_t)c->heads * c->head_dim, width = (size_t)(c->heads + 2 * c->kv_heads) * c->head_dim;
+    WcLayerStash l = wc_layer_stash(c);
     LayerStash s;
-    s.x = (uint16_t *)b;
-    s.qkv = s.x + T * H;
-    s.att = s.qkv + T * width;
-    s.x2 = s.att + T * qd;
-    s.gu = s.x2 + T * H;
-    s.rstd1 = (float *)(s.gu + T * 2 * F);
-    s.lse = s.rstd1 + T;
-    s.rstd2 = s.lse + (size_t)c->mbs * c->heads * c->seq;
-    s.end = (char *)(s.rstd2 + T);
+    s.x = (uint16_t *)(b + l.x);
+    s.qkv = (uint16_t *)(b + l.qkv);
+    s.att = (uint16_t *)(b + l.att);
+    s.x2 = (uint16_t *)(b + l.x2);
+    s.gu = (uint16_t *)(b + l.gu);
+    s.rstd1 = (float *)(b + l.rstd1);
+    s.lse = (float *)(b + l.lse);
+    s.rstd2 = (float *)(b + l.rstd2);
+    s.end = b + l.end;
     return s;
 }
 
@@ -124,35 +112,27 @@ static void rope_tables_host(float *cos_t, float *sin_t, int S, int hd, float th
     }
 }
 
-static size_t round256(size_t n) { return (n + 255) / 256 * 256; }
-
 static int plan_products(WcModel *m, char *err, size_t errlen) {
     const WpConfig *c = &m->cfg;
-    int T = c->mbs * c->seq, H = c->hidden, F = c->ffn, qd = c->heads * c->head_dim, V = c->vocab;
-    int width = (c->heads + 2 * c->kv_heads) * c->head_dim;
+    int T = c->mbs * c->seq;
     if (m->max_layers > 0) {
-        struct { int kind, K, N, ld, beta; } p[MM_LAYER_N] = {
-            [MM_QKV_F] = { WC_MM_FWD, H, width, H, 0 },         [MM_O_F] = { WC_MM_FWD, qd, H, qd, 1 },
-            [MM_GU_F] = { WC_MM_FWD, H, 2 * F, H, 0 },          [MM_DOWN_F] = { WC_MM_FWD, F, H, F, 1 },
-            [MM_QKV_DX] = { WC_MM_BWD_DX, H, width, width, 0 }, [MM_QKV_DW] = { WC_MM_BWD_DW, H, width, width, 0 },
-            [MM_O_DX] = { WC_MM_BWD_DX, qd, H, H, 0 },          [MM_O_DW] = { WC_MM_BWD_DW, qd, H, H, 0 },
-            [MM_GU_DX] = { WC_MM_BWD_DX, H, 2 * F, 2 * F, 0 },  [MM_GU_DW] = { WC_MM_BWD_DW, H, 2 * F, 2 * F, 0 },
-            [MM_DOWN_DX] = { WC_MM_BWD_DX, F, H, H, 0 },        [MM_DOWN_DW] = { WC_MM_BWD_DW, F, H, H, 0 },
-        };
-        for (int i = 0; i < MM_LAYER_N; i++)
-            if (wc_gemm_plan(&m->lt, &m->layer_mm[i], (WcMmKind)p[i].kind, T, p[i].K, p[i].N, p[i].ld, 0,
-                             p[i].beta, err, errlen))
+        WcProduct p[WC_MM_LAYER_N];
+        wc_layer_products(c, p);
+        for (int i = 0; i < WC_MM_LAYER_N; i++)
+            if (wc_gemm_plan(&m->lt, &m->layer_mm[i], p[i].kind, T, p[i].K, p[i].N, p[i].ld_act, p[i].out_f32,
+                             p[i].beta_c, err, errlen))
                 return -1;
     }
     if (m->has_head) {
-        int rows[2] = { m->ce_block, T % m->ce_block };
+        WcProduct p[WC_HEAD_N];
+        wc_head_products(c, p);
+        int rows[2] = { m->ce_block, T % m->ce_block };   /* [0] a full block, [1] the last, shorter one */
         for (int b = 0; b < 2; b++) {
             if (rows[b] == 0) continue;   /* T is a whole number of blocks */
-            /* logits fp32; dlogits bf16 in the logits' rows: leading dimension 2V */
-            if (wc_gemm_plan(&m->lt, &m->head_mm[b][HEAD_F], WC_MM_FWD, rows[b], H, V, H, 1, 0, err, errlen) ||
-                wc_gemm_plan(&m->lt, &m->head_mm[b][HEAD_DX], WC_MM_BWD_DX, rows[b], H, V, 2 * V, 0, 0, err, errlen) ||
-                wc_gemm_plan(&m->lt, &m->head_mm[b][HEAD_DW], WC_MM_BWD_DW, rows[b], H, V, 2 * V, 0, 0, err, errlen))
-                return -1;
+            for (int i = 0; i < WC_HEAD_N; i++)
+                if (wc_gemm_plan(&m->lt, &m->head_mm[b][i], p[i].kind, rows[b], p[i].K, p[i].N, p[i].ld_act,
+                                 p[i].out_f32, p[i].beta_c, err, errlen))
+                    return -1;
         }
     }
     return 0;
@@ -160,10 +140,8 @@ static int plan_products(WcModel *m, char *err, size_t errlen) {
 
 WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recompute, void *stream,
                       char *err, size_t errlen) {
-    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
-    size_t qd = (size_t)c->heads * c->head_dim, width = (size_t)(c->heads + 2 * c->kv_heads) * c->head_dim;
-    /* the stash's fp32 statistics must fall on 4-byte boundaries */
-    if ((T * (2 * H + width + qd + 2 * F)) % 2 || (T * H) % 2) {
+    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden;
+    if (wc_stash_misaligned(c)) {
         snprintf(err, errlen, "CUDA model: tokens x hidden (%zu x %zu) or a layer's bf16 stash is an odd number "
                  "of elements: its fp32 statistics would be misaligned", T, H);
         return NULL;
@@ -178,17 +156,8 @@ WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recom
     m->ce_block = wp_ce_block_tokens(c);
     m->stream = (cudaStream_t)stream;
     if (wc_lt_new(&m->lt, WC_LT_WORK_BYTES, err, errlen)) { free(m); return NULL; }
-    /* the largest chunk this model serves: every part at its largest */
-    WpChunk big = wp_chunk_make(c, 0, 0, max_layers, 1, has_head);
-    size_t part[WP_WS_NPARTS], total = 0;
-    for (int i = 0; i < WP_WS_NPARTS; i++) {
-        part[i] = round256(wp_workspace_part_bytes(c, &big, recompute, (WpWorkspacePart)i, WP_BF16));
-        total += part[i];
-    }
-    size_t red_norm = round256((size_t)WC_NORM_SPLITS * H * sizeof(float));
-    size_t red_loss = round256((size_t)m->ce_block * sizeof(double));
-    size_t red_sumsq = round256((size_t)WC_SUMSQ_BLOCKS * sizeof(double));
-    total += red_norm + red_loss + red_sumsq;
+    WcWorkspace ws = wc_workspace(c, max_layers, has_head, recompute);
+    size_t total = ws.off[WC_WS_NPARTS];
     if (cudaMalloc((void **)&m->block, total) != cudaSuccess) {
         snprintf(err, errlen, "CUDA model: cudaMalloc of the workspace (%zu bytes) failed", total);
         cudaGetLastError();
@@ -197,24 +166,25 @@ WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recom
         return NULL;
     }
     m->block_bytes = total;
-    char *p = m->block;
-    void **ptr[WP_WS_NPARTS] = {
+    void **ptr[WC_WS_NPARTS] = {
         [WP_WS_XN] = (void **)&m->xn, [WP_WS_H] = (void **)&m->h, [WP_WS_DH] = (void **)&m->dh,
         [WP_WS_DGU] = (void **)&m->dgu, [WP_WS_DXN] = (void **)&m->dxn, [WP_WS_DRES] = (void **)&m->dres,
         [WP_WS_DATT] = (void **)&m->datt, [WP_WS_DQKV] = (void **)&m->dqkv, [WP_WS_ROPE] = (void **)&m->cos_t,
         [WP_WS_LOGITS] = (void **)&m->logits, [WP_WS_RESTASH] = (void **)&m->restash,
+        [WC_WS_NORM] = (void **)&m->norm_partials, [WC_WS_LOSSES] = (void **)&m->losses,
+        [WC_WS_SUMSQ] = (void **)&m->sumsq_partials,
     };
-    for (int i = 0; i < WP_WS_NPARTS; i++) { *ptr[i] = p; p += part[i]; }
-    m->norm_partials = (float *)p; p += red_norm;
-    m->losses = (double *)p; p += red_loss;
-    m->sumsq_partials = (double *)p;
+    for (int i = 0; i < WC_WS_NPARTS; i++) *ptr[i] = m->block + ws.off[i];
     if (max_layers > 0) {
         size_t n = (size_t)c->seq * (c->head_dim / 2);
         m->sin_t = m->cos_t + n;
         float *host = (float *)malloc(2 * n * sizeof(float) + 1);
         if (!host) { snprintf(err, errlen, "CUDA model: out of host memory"); wc_model_free(m); return NULL; }
         rope_tables_host(host, host + n, c->seq, c->head_dim, c->rope_theta);
-        CUDA_CHECK(cudaMemcpy(m->cos_t, host, 2 * n * sizeof(float), cudaMemcpyHostToDevice));
+        /* on the model's stream, and waited for: a plain cudaMemcpy from pageable memory may return
+         * before its DMA is done, and a non-blocking stream does not wait for the legacy stream */
+        CUDA_CHECK(cudaMemcpyAsync(m->cos_t, host, 2 * n * sizeof(float), cudaMemcpyHostToDevice, m->stream));
+        CUDA_CHECK(cudaStreamSynchronize(m->stream));
         free(host);
     }
     if (plan_products(m, err, errlen)) { wc_model_free(m); return NULL; }
@@ -223,9 +193,9 @@ WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recom
 
 void wc_model_free(WcModel *m) {
     if (!m) return;
-    for (int i = 0; i < MM_LAYER_N; i++) if (m->layer_mm[i].planned) wc_gemm_free(&m->layer_mm[i]);
+    for (int i = 0; i < WC_MM_LAYER_N; i++) if (m->layer_mm[i].planned) wc_gemm_free(&m->layer_mm[i]);
     for (int b = 0; b < 2; b++)
-        for (int i = 0; i < HEAD_N; i++) if (m->head_mm[b][i].planned) wc_gemm_free(&m->head_mm[b][i]);
+        for (int i = 0; i < WC_HEAD_N; i++) if (m->head_mm[b][i].planned) wc_gemm_free(&m->head_mm[b][i]);
     if (m->block) CUDA_CHECK(cudaFree(m->block));
     wc_lt_free(&m->lt);
     free(m);
@@ -237,7 +207,7 @@ int wc_model_set_ce_block(WcModel *m, int tokens, char *err, size_t errlen) {
     int most = wp_ce_block_tokens(&m->cfg);   /* the logits block and the losses are this large */
     m->ce_block = tokens >= 1 && tokens < most ? tokens : most;
     for (int b = 0; b < 2; b++)
-        for (int i = 0; i < HEAD_N; i++) if (m->head_mm[b][i].planned) wc_gemm_free(&m->head_mm[b][i]);
+        for (int i = 0; i < WC_HEAD_N; i++) if (m->head_mm[b][i].planned) wc_gemm_free(&m->head_mm[b][i]);
     int layers = m->max_layers;
     m->max_layers = 0;   /* plan the head's products only */
     int rc = plan_products(m, err, errlen);
@@ -245,7 +215,7 @@ int wc_model_set_ce_block(WcModel *m, int tokens, char *err, size_t errlen) {
     return rc;
 }
 
-static void check_call(const WcModel *m, const WpChunk *k) {
+static void check_call(const WcModel *m, const WpChunk *k, const void *stash) {
     if (k->nlayers > m->max_layers || (k->last && !m->has_head)) {
         fprintf(stderr, "wc_chunk: chunk %d (%d layers%s) does not fit the model (%d layers%s)\n", k->index,
                 k->nlayers, k->last ? ", LM head" : "", m->max_layers, m->has_head ? ", LM head" : "");
@@ -253,6 +223,10 @@ static void check_call(const WcModel *m, const WpChunk *k) {
     }
     if (m->cfg.tied && k->last && !k->first) {
         fprintf(stderr, "wc_chunk: a tied LM head needs the embedding in the same chunk (chunk %d)\n", k->index);
+        abort();
+    }
+    if ((uintptr_t)stash % 4) {   /* its fp32 statistics would be misaligned (layout_cuda.h) */
+        fprintf(stderr, "wc_chunk: chunk %d's stash %p is not on a 4-byte boundary\n", k->index, stash);
         abort();
     }
 }
@@ -266,14 +240,14 @@ static void layer_forward(WcModel *m, const LayerParams<const uint16_t> &p, cons
     int T = c->mbs * c->seq, H = c->hidden, F = c->ffn;
     cudaStream_t s = m->stream;
     wc_rmsnorm_forward(m->xn, st.rstd1, st.x, p.ln1, T, H, c->eps, s);
-    wc_gemm_run(&m->lt, &m->layer_mm[MM_QKV_F], m->xn, p.wqkv, NULL, st.qkv, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_QKV_F], m->xn, p.wqkv, NULL, st.qkv, s);
     wc_rope_forward(st.qkv, m->cos_t, m->sin_t, T, c->seq, c->heads, c->kv_heads, c->head_dim, s);
     wc_attention_forward(st.att, st.lse, st.qkv, c->mbs, c->seq, c->heads, c->kv_heads, c->head_dim, s);
-    wc_gemm_run(&m->lt, &m->layer_mm[MM_O_F], st.att, p.wo, st.x, st.x2, s);        /* x2 = x + att Wo^T */
+    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_O_F], st.att, p.wo, st.x, st.x2, s);        /* x2 = x + att Wo^T */
     wc_rmsnorm_forward(m->xn, st.rstd2, st.x2, p.ln2, T, H, c->eps, s);
-    wc_gemm_run(&m->lt, &m->layer_mm[MM_GU_F], m->xn, p.wgu, NULL, st.gu, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_GU_F], m->xn, p.wgu, NULL, st.gu, s);
     wc_swiglu_forward(m->h, st.gu, T, F, s);
-    wc_gemm_run(&m->lt, &m->layer_mm[MM_DOWN_F], m->h, p.wdown, st.x2, y, s);       /* y = x2 + h Wdown^T */
+    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_DOWN_F], m->h, p.wdown, st.x2, y, s);       /* y = x2 + h Wdown^T */
 }
 
 /* On entry m->dres holds dL/dy; on return dL/dx. */
@@ -284,22 +258,22 @@ static void layer_backward(WcModel *m, const LayerParams<const uint16_t> &p, con
     cudaStream_t s = m->stream;
     /* MLP: y = x2 + h Wdown^T, h = silu(g) * u, gu = rmsnorm(x2) Wgu^T */
     wc_swiglu_forward(m->h, st.gu, T, F, s);
-    wc_gemm_run(&m->lt, &m->layer_mm[MM_DOWN_DX], m->dres, p.wdown, NULL, m->dh, s);
-    wc_gemm_run(&m->lt, &m->layer_mm[MM_DOWN_DW], m->dres, m->h, NULL, dp.wdown, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_DOWN_DX], m->dres, p.wdown, NULL, m->dh, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_DOWN_DW], m->dres, m->h, NULL, dp.wdown, s);
     wc_swiglu_backward(m->dgu, m->dh, st.gu, T, F, s);
     wc_rmsnorm_recompute(m->xn, st.x2, p.ln2, st.rstd2, T, H, s);
-    wc_gemm_run(&m->lt, &m->layer_mm[MM_GU_DX], m->dgu, p.wgu, NULL, m->dxn, s);
-    wc_gemm_run(&m->lt, &m->layer_mm[MM_GU_DW], m->dgu, m->xn, NULL, dp.wgu, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_GU_DX], m->dgu, p.wgu, NULL, m->dxn, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_GU_DW], m->dgu, m->xn, NULL, dp.wgu, s);
     wc_rmsnorm_backward(m->dres, 1, dp.ln2, m->dxn, st.x2, p.ln2, st.rstd2, T, H, m->norm_partials, s);
     /* attention: x2 = x + att Wo^T */
-    wc_gemm_run(&m->lt, &m->layer_mm[MM_O_DX], m->dres, p.wo, NULL, m->datt, s);
-    wc_gemm_run(&m->lt, &m->layer_mm[MM_O_DW], m->dres, st.att, NULL, dp.wo, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_O_DX], m->dres, p.wo, NULL, m->datt, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_O_DW], m->dres, st.att, NULL, dp.wo, s);
     wc_attention_backward(m->dqkv, m->datt, st.att, st.lse, st.qkv, c->mbs, c->seq, c->heads, c->kv_heads,
                           c->head_dim, s);
     wc_rope_backward(m->dqkv, m->cos_t, m->sin_t, T, c->seq, c->heads, c->kv_heads, c->head_dim, s);
     wc_rmsnorm_recompute(m->xn, st.x, p.ln1, st.rstd1, T, H, s);
-    wc_gemm_run(&m->lt, &m->layer_mm[MM_QKV_DX], m->dqkv, p.wqkv, NULL, m->dxn, s);
-    wc_gemm_run(&m->lt, &m->layer_mm[MM_QKV_DW], m->dqkv, m->xn, NULL, dp.wqkv, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_QKV_DX], m->dqkv, p.wqkv, NULL, m->dxn, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_QKV_DW], m->dqkv, m->xn, NULL, dp.wqkv, s);
     wc_rmsnorm_backward(m->dres, 1, dp.ln1, m->dxn, st.x, p.ln1, st.rstd1, T, H, m->norm_partials, s);
 }
 
@@ -315,7 +289,7 @@ static void head_forward(WcModel *m, const WpChunk *k, const uint16_t *params, c
     for (int t0 = 0; t0 < T; t0 += B) {
         int n = T - t0 < B ? T - t0 : B;
         const WcGemm *mm = m->head_mm[n == B ? 0 : 1];
-        wc_gemm_run(&m->lt, &mm[HEAD_F], m->xn + (size_t)t0 * H, w, NULL, m->logits, s);
+        wc_gemm_run(&m->lt, &mm[WC_HEAD_F], m->xn + (size_t)t0 * H, w, NULL, m->logits, s);
         wc_ce_forward(lse + t0, m->losses, m->logits, targets + t0, n, V, s);
         if (loss_sum) wc_loss_sum(loss_sum, m->losses, n, s);
     }
@@ -334,10 +308,10 @@ static void head_backward(WcModel *m, const WpChunk *k, const uint16_t *params, 
         int n = T - t0 < B ? T - t0 : B;
         const WcGemm *mm = m->head_mm[n == B ? 0 : 1];
         const uint16_t *xn = m->xn + (size_t)t0 * H;
-        wc_gemm_run(&m->lt, &mm[HEAD_F], xn, w, NULL, m->logits, s);   /* as in forward */
+        wc_gemm_run(&m->lt, &mm[WC_HEAD_F], xn, w, NULL, m->logits, s);   /* as in forward */
         wc_ce_backward(m->logits, lse + t0, targets + t0, n, V, loss_scale, s);
-        wc_gemm_run(&m->lt, &mm[HEAD_DX], m->logits, w, NULL, m->dxn + (size_t)t0 * H, s);
-        wc_gemm_run(&m->lt, &mm[HEAD_DW], m->logits, xn, NULL, head_weight(c, k, dparams), s);
+        wc_gemm_run(&m->lt, &mm[WC_HEAD_DX], m->logits, w, NULL, m->dxn + (size_t)t0 * H, s);
+        wc_gemm_run(&m->lt, &mm[WC_HEAD_DW], m->logits, xn, NULL, head_weight(c, k, dparams), s);
     }
     wc_rmsnorm_backward(m->dres, 0, final_norm(c, k, dparams), m->dxn, xf, wf, rstdf, T, H, m->norm_partials, s);
 }
@@ -347,28 +321,27 @@ static void forward_from_stash(WcModel *m, const WpChunk *k, const uint16_t *par
                                char *st, uint16_t *y, double *loss_sum) {
     const WpConfig *c = &m->cfg;
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, np = wp_layer_nparams(c);
+    WcChunkStash cs = wc_chunk_stash(c, k, 0);
     const uint16_t *lp = first_layer(c, k, params);
-    char *b = st;
     for (int i = 0; i < k->nlayers; i++) {
         LayerParams<const uint16_t> p = layer_params(c, lp + (size_t)i * np);
-        LayerStash ls = layer_stash(c, b);
+        LayerStash ls = layer_stash(c, st + (size_t)i * cs.layer);
+        /* the output is the next part's x, the last layer's xf at cs.xf */
         uint16_t *out = (i == k->nlayers - 1 && !k->last) ? y : (uint16_t *)ls.end;
         layer_forward(m, p, ls, out);
-        b = ls.end;
     }
     if (!k->last) {
         if (k->nlayers == 0) copy_d2d(y, st, T * H * sizeof(uint16_t), m->stream);
         return;
     }
-    uint16_t *xf = (uint16_t *)b;
-    float *rstdf = (float *)(xf + T * H), *lse = rstdf + T;
-    head_forward(m, k, params, targets, xf, rstdf, lse, loss_sum);
+    head_forward(m, k, params, targets, (const uint16_t *)(st + cs.xf), (float *)(st + cs.rstdf),
+                 (float *)(st + cs.lse), loss_sum);
 }
 
 void wc_chunk_forward(WcModel *m, const WpChunk *k, const uint16_t *params, const int *tokens,
                       const int *targets, const uint16_t *x_in, uint16_t *x_out, void *stash,
                       double *loss_sum) {
-    check_call(m, k);
+    check_call(m, k, stash);
     const WpConfig *c = &m->cfg;
     size_t TH = (size_t)c->mbs * c->seq * c->hidden;
     char *st = m->recompute ? m->restash : (char *)stash;
@@ -381,7 +354,7 @@ void wc_chunk_forward(WcModel *m, const WpChunk *k, const uint16_t *params, cons
 void wc_chunk_backward(WcModel *m, const WpChunk *k, const uint16_t *params, const int *tokens,
                        const int *targets, const void *stash, const uint16_t *dx_out,
                        uint16_t *dx_in, float *dparams, float loss_scale) {
-    check_call(m, k);
+    check_call(m, k, stash);
     const WpConfig *c = &m->cfg;
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, np = wp_layer_nparams(c);
     char *st = (char *)stash;   /* read only in backward */
@@ -392,20 +365,18 @@ void wc_chunk_backward(WcModel *m, const WpChunk *k, const uint16_t *params, con
         forward_from_stash(m, k, params, targets, m->restash, m->dres, NULL);
         st = m->restash;
     }
-    size_t lbytes = layer_stash_bytes(c);
-    if (k->last) {
-        uint16_t *xf = (uint16_t *)(st + (size_t)k->nlayers * lbytes);
-        float *rstdf = (float *)(xf + T * H), *lse = rstdf + T;
-        head_backward(m, k, params, targets, xf, rstdf, lse, dparams, loss_scale);
-    } else {
-        copy_d2d(m->dres, dx_out, T * H * sizeof(uint16_t), m->stream);
-    }
+    WcChunkStash cs = wc_chunk_stash(c, k, 0);
+    if (k->last)
+        head_backward(m, k, params, targets, (const uint16_t *)(st + cs.xf), (const float *)(st + cs.rstdf),
+                      (const float *)(st + cs.lse), dparams, loss_scale);
+    else
+        copy_d2d(m->dres, dx_out, T * H * sizeof(uint16_t), m->stream);   /* bf16 already: no rounding */
     const uint16_t *lp = first_layer(c, k, params);
     float *dlp = first_layer(c, k, dparams);
     for (int i = k->nlayers - 1; i >= 0; i--) {
         LayerParams<const uint16_t> p = layer_params(c, lp + (size_t)i * np);
         LayerParams<float> dp = layer_params(c, dlp + (size_t)i * np);
-        LayerStash ls = layer_stash(c, st + (size_t)i * lbytes);
+        LayerStash ls = layer_stash(c, st + (size_t)i * cs.layer);
         layer_backward(m, p, dp, ls);
     }
     if (k->first) wc_embedding_backward(dparams, m->dres, tokens, (int)T, (int)H, c->vocab, m->stream);

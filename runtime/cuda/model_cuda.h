@@ -10,9 +10,12 @@
  * fp32. The CPU run is the reference a GPU run is tested against (tests/gpu).
  *
  * Memory: the stash of a chunk on a micro-batch is wp_stash_bytes(c, k, recompute, WP_BF16) bytes
- * (common/config.h), the workspace at most wp_workspace_bytes(c, k, recompute, WP_BF16) plus the
- * matrix-product library's own (wc_model_workspace_bytes says the total), so that what the planner
- * counted is what the device holds. All pointers below are device pointers unless said. */
+ * (common/config.h), the workspace wp_workspace_bytes(c, k, recompute, WP_BF16) of the largest
+ * chunk the model serves (each part rounded up to 256 bytes) plus the reductions' scratch (under
+ * 1 MiB at hidden 2048) and the matrix-product library's work area (wc_model_workspace_bytes says
+ * the total; cuda/layout_cuda.h has the arithmetic, tests/unit/test_cuda_layout.c checks it), so
+ * that what the planner counted is what the device holds. All pointers below are device pointers
+ * unless said; the stash begins on a 4-byte boundary at least (its fp32 statistics). */
 #ifndef WP_MODEL_CUDA_H
 #define WP_MODEL_CUDA_H
 

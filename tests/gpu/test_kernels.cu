@@ -1,6 +1,7 @@
 /* The CUDA model against the CPU runtime's bf16 reference (runtime/cpu in bf16 mode, whose table
  * of rounding points in cpu/model.c the GPU follows): every kernel on its own, the cuBLASLt
- * products, and whole chunks (first, middle, last; with and without recompute), one line per
+ * products (aligned operands and not), and whole chunks (first, middle, last, several layers in one
+ * chunk, tied embeddings, chunks without layers; with and without recompute), one line per
  * check with the largest absolute and relative error and the tolerance. Exit 1 if any check
  * fails, 0 otherwise; without a CUDA device it says so and exits 0.
  *
@@ -27,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <algorithm>
 #include <vector>
 extern "C" {
 #include "common/config.h"
@@ -371,6 +373,29 @@ static void test_gemm(int T, int K, int N) {
         check(name, down(ddW, dWr.size()), dWr, 256, FP32, RMS, "exact products summed in another order");
         wc_gemm_free(&g);
     }
+    /* x and the result one element off their 16-byte boundaries (an LM-head block at an odd token
+     * offset): wc_gemm_run takes the algorithm planned for each element's own alignment */
+    {
+        std::vector<float> x1(x.size() + 1, 0.0f);
+        std::copy(x.begin(), x.end(), x1.begin() + 1);
+        uint16_t *dx1 = up_bf16(x1), *o16 = dev_alloc<uint16_t>((size_t)T * N + 1);
+        float *o32 = dev_alloc<float>((size_t)T * N + 1);
+        if (wc_gemm_plan(&lt, &g, WC_MM_FWD, T, K, N, K, 0, 0, err, sizeof err)) check_true("gemm plan", 0, err);
+        else {
+            wc_gemm_run(&lt, &g, dx1 + 1, dw_, NULL, o16 + 1, stream);
+            snprintf(name, sizeof name, "gemm x W^T, bf16, operands 2 bytes off (T%d K%d N%d)", T, K, N);
+            check(name, down_bf16(o16 + 1, y.size()), y, 1, BF16, RMS, ORDER);
+            wc_gemm_free(&g);
+        }
+        if (wc_gemm_plan(&lt, &g, WC_MM_FWD, T, K, N, K, 1, 0, err, sizeof err)) check_true("gemm plan", 0, err);
+        else {
+            wc_gemm_run(&lt, &g, dx1 + 1, dw_, NULL, o32 + 1, stream);
+            snprintf(name, sizeof name, "gemm x W^T, fp32, operands 2 and 4 bytes off (T%d K%d N%d)", T, K, N);
+            check(name, down(o32 + 1, yf.size()), yf, 256, FP32, RMS, "exact products summed in another order");
+            wc_gemm_free(&g);
+        }
+        CUDA_CHECK(cudaFree(dx1)); CUDA_CHECK(cudaFree(o16)); CUDA_CHECK(cudaFree(o32));
+    }
     CUDA_CHECK(cudaFree(dx_)); CUDA_CHECK(cudaFree(dw_)); CUDA_CHECK(cudaFree(dc)); CUDA_CHECK(cudaFree(dy16));
     CUDA_CHECK(cudaFree(out16)); CUDA_CHECK(cudaFree(out32)); CUDA_CHECK(cudaFree(ddW));
     wc_lt_free(&lt);
@@ -476,12 +501,18 @@ struct ChunkRun {
     double loss;
 };
 
-/* The model as chunks of one layer each, forward then backward, on the CPU in bf16 mode. */
+static int most_layers(const std::vector<WpChunk> &ks) {
+    int most = 0;
+    for (const WpChunk &k : ks) most = k.nlayers > most ? k.nlayers : most;
+    return most;
+}
+
+/* The model as the chunks ks, forward then backward, on the CPU in bf16 mode. */
 static ChunkRun run_cpu(const WpConfig *c, const std::vector<WpChunk> &ks, const std::vector<std::vector<float>> &p,
                         const std::vector<int> &tok, const std::vector<int> &tgt, int recompute, int ce_block) {
     size_t TH = (size_t)c->mbs * c->seq * c->hidden;
     int n = (int)ks.size();
-    WpScratch *s = wp_scratch_new(c, 1);
+    WpScratch *s = wp_scratch_new(c, most_layers(ks));
     wp_scratch_set_precision(s, WP_BF16);
     wp_scratch_set_ce_block(s, ce_block);
     ChunkRun r;
@@ -509,7 +540,7 @@ static ChunkRun run_gpu(const WpConfig *c, const std::vector<WpChunk> &ks, const
     size_t TH = (size_t)c->mbs * c->seq * c->hidden;
     int n = (int)ks.size();
     char err[256];
-    WcModel *m = wc_model_new(c, 1, 1, recompute, stream, err, sizeof err);
+    WcModel *m = wc_model_new(c, most_layers(ks), 1, recompute, stream, err, sizeof err);
     if (!m) { fprintf(stderr, "test_kernels: %s\n", err); exit(1); }
     if (wc_model_set_ce_block(m, ce_block, err, sizeof err)) { fprintf(stderr, "test_kernels: %s\n", err); exit(1); }
     int *dtok = up(tok), *dtgt = up(tgt);
@@ -540,16 +571,21 @@ static ChunkRun run_gpu(const WpConfig *c, const std::vector<WpChunk> &ks, const
 
 static const char *CHAIN = "roundings one ulp apart (sums in another order) carried through the layers";
 
-static void test_chunks(void) {
+/* The model as the chunks ks (chunk i of layers[i] layers) on the CPU and the GPU, with and without
+ * recompute: each chunk's output and input gradient, the mean loss, every tensor's gradient; and
+ * the GPU's recomputed run the same bits as its plain one. */
+static void test_chunks(const char *label, int tied, const std::vector<int> &layers) {
     WpConfig c;
     memset(&c, 0, sizeof c);
     c.hidden = 128; c.layers = 3; c.heads = 4; c.kv_heads = 2; c.head_dim = 32; c.ffn = 352; c.vocab = 512;
-    c.eps = 1e-5f; c.rope_theta = 10000.0f; c.tied = 0; c.seq = 100; c.mbs = 2;
+    c.eps = 1e-5f; c.rope_theta = 10000.0f; c.tied = tied; c.seq = 100; c.mbs = 2;
     const int ce_block = 64;   /* 200 tokens: blocks of 64, 64, 64 and 8 */
+    const int n = (int)layers.size();
     std::vector<WpChunk> ks;
-    for (int i = 0; i < 3; i++) ks.push_back(wp_chunk_make(&c, i, i, 1, i == 0, i == 2));
-    std::vector<std::vector<float>> p(3);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0, l0 = 0; i < n; l0 += layers[i], i++)
+        ks.push_back(wp_chunk_make(&c, i, l0, layers[i], i == 0, i == n - 1));
+    std::vector<std::vector<float>> p(n);
+    for (int i = 0; i < n; i++) {
         p[i].resize(ks[i].nparams);
         wp_chunk_init(&c, &ks[i], p[i].data(), 7);
         wp_bf16_round_array(p[i].data(), p[i].size());   /* the working copy */
@@ -563,34 +599,34 @@ static void test_chunks(void) {
     ChunkRun gpu_plain;
     for (int rec = 0; rec <= 1; rec++) {
         ChunkRun cr = run_cpu(&c, ks, p, tok, tgt, rec, ce_block), gr = run_gpu(&c, ks, p, tok, tgt, rec, ce_block);
-        char name[96];
+        char name[128];
         const char *rs = rec ? " (recompute)" : "";
-        for (int i = 1; i <= 2; i++) {
-            snprintf(name, sizeof name, "chunk %d forward: x_out%s", i - 1, rs);
+        for (int i = 1; i < n; i++) {
+            snprintf(name, sizeof name, "%s: chunk %d forward: x_out%s", label, i - 1, rs);
             check(name, gr.x[i], cr.x[i], 8, BF16, RMS, CHAIN);
         }
-        snprintf(name, sizeof name, "chunk 2 forward: mean loss%s", rs);
+        snprintf(name, sizeof name, "%s: chunk %d forward: mean loss%s", label, n - 1, rs);
         check(name, std::vector<float>(1, (float)(gr.loss / T)), std::vector<float>(1, (float)(cr.loss / T)), 1, BF16, OWN, "a mean over 200 tokens of losses from bf16 activations");
-        for (int i = 2; i >= 1; i--) {
-            snprintf(name, sizeof name, "chunk %d backward: dx_in%s", i, rs);
+        for (int i = n - 1; i >= 1; i--) {
+            snprintf(name, sizeof name, "%s: chunk %d backward: dx_in%s", label, i, rs);
             check(name, gr.dx[i], cr.dx[i], 8, BF16, RMS, CHAIN);
         }
-        for (int i = 0; i < 3; i++) {   /* each tensor of the gradient against its own rms */
+        for (int i = 0; i < n; i++) {   /* each tensor of the gradient against its own rms */
             std::vector<WpTensor> tens(wp_chunk_tensors(&c, &ks[i], NULL));
             wp_chunk_tensors(&c, &ks[i], tens.data());
             for (const WpTensor &t : tens) {
                 size_t nel = t.rows * t.cols;
-                snprintf(name, sizeof name, "chunk %d dparams %s%s", i, t.name, rs);
+                snprintf(name, sizeof name, "%s: chunk %d dparams %s%s", label, i, t.name, rs);
                 check(name, gr.dparams[i].data() + t.offset, cr.dparams[i].data() + t.offset, nel, 8, BF16, RMS, CHAIN);
             }
         }
         if (!rec) gpu_plain = gr;
         else {
             int same = gr.loss == gpu_plain.loss;
-            for (int i = 0; i < 3; i++) same &= gr.dparams[i] == gpu_plain.dparams[i];
-            for (int i = 1; i <= 2; i++) same &= gr.x[i] == gpu_plain.x[i] && gr.dx[i] == gpu_plain.dx[i];
-            check_true("chunks with recompute: bit-identical to without", same,
-                       "the recomputed forward rounds as the first, every kernel is deterministic");
+            for (int i = 0; i < n; i++) same &= gr.dparams[i] == gpu_plain.dparams[i];
+            for (int i = 1; i < n; i++) same &= gr.x[i] == gpu_plain.x[i] && gr.dx[i] == gpu_plain.dx[i];
+            snprintf(name, sizeof name, "%s: recompute bit-identical to without", label);
+            check_true(name, same, "the recomputed forward rounds as the first, every kernel is deterministic");
         }
     }
 }
@@ -617,11 +653,15 @@ int main(void) {
     test_crossentropy();
     test_gemm(100, 72, 136);
     test_gemm(37, 40, 24);
+    test_gemm(33, 20, 30);                /* rows of 40 and 60 bytes: no 16-byte leading dimension */
     test_attention(2, 100, 4, 2, 16);    /* GQA, S not a multiple of the tile */
     test_attention(1, 64, 2, 2, 32);     /* exactly one tile */
     test_attention(1, 200, 8, 2, 64);    /* four query heads per kv head */
     test_attention(2, 130, 4, 1, 128);   /* one kv head, the largest head dimension */
-    test_chunks();
+    test_chunks("3 chunks of 1 layer", 0, std::vector<int>{ 1, 1, 1 });     /* first, middle, last */
+    test_chunks("1 chunk of 3 layers, tied", 1, std::vector<int>{ 3 });     /* layers' stash parts in sequence;
+                                                                             * the head's dW into the embedding's */
+    test_chunks("no-layer chunks", 0, std::vector<int>{ 0, 2, 0 });         /* the embedding alone, the head alone */
     CUDA_CHECK(cudaStreamDestroy(stream));
     printf("test_kernels: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
