@@ -18,7 +18,13 @@
  * Shared-memory rows of bf16 read by lanes at different rows have a stride of HDP + 2 elements
  * (an odd number of 4-byte words), so that the 32 lanes hit 32 different banks. Rows past S are
  * loaded as zeros (keys) or as the last row (queries, so that no row's softmax is empty) and
- * never stored. Query head h reads kv head h / (heads / kv_heads), as Hugging Face's repeat_kv. */
+ * never stored. Query head h reads kv head h / (heads / kv_heads), as Hugging Face's repeat_kv.
+ *
+ * These are the reference GPU kernels and the fallback: wc_attention_forward/backward, at the end
+ * of this file, are the one place that chooses, and run attention_tc_cuda.cu's tensor-core kernels
+ * instead when hd is 64 or 128 and the tensors are 16-byte aligned, unless the environment says
+ * WP_ATTENTION=reference (read once, by the first wc_attention_setup; "auto" or unset: the
+ * tensor-core kernels where they apply; anything else: wc_attention_setup fails, naming it). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>

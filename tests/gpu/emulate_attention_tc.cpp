@@ -160,9 +160,15 @@ static uint32_t pack_stored(float lo, float hi) { return two(f32_to_bf16(lo), f3
 alignas(16) uint16_t tsm[160 * 1024];
 #include "cuda/attention_tc_cuda.cu"
 
-/* Runs body once per thread of every block of grid, a block at a time. */
+static int failures, checks;
+
+/* Runs body once per thread of every block of grid, a block at a time, with smem bytes of shared
+ * memory: what lies past them is a canary that must come back untouched. */
 template <class F>
-static void launch(Dim3 grid, int threads, F body) {
+static void launch(Dim3 grid, int threads, size_t smem, F body) {
+    const size_t cap = sizeof tsm;
+    if (smem > cap) { printf("FAIL shared memory %zu bytes: more than the emulation's %zu\n", smem, cap); failures++; return; }
+    memset((char *)tsm + smem, 0xA5, cap - smem);
     block_barrier.n = threads;
     for (int i = 0; i < threads / 32; i++) warp_barrier[i].n = 32;
     blockDim = Dim3{(unsigned)threads, 1, 1};
@@ -175,11 +181,14 @@ static void launch(Dim3 grid, int threads, F body) {
                     ts.emplace_back([=] { threadIdx = Dim3{(unsigned)t, 0, 0}; body(); });
                 for (auto &t : ts) t.join();
             }
+    size_t bad = 0;
+    for (size_t i = smem; i < cap; i++) bad += ((unsigned char *)tsm)[i] != 0xA5;
+    checks++;
+    if (bad) { printf("FAIL %zu bytes written past the %zu bytes of shared memory\n", bad, smem); failures++; }
 }
 
 /* ---- checks ---- */
 
-static int failures, checks;
 static uint64_t rng = 20261130;
 static double urand(void) {
     rng = rng * 6364136223846793005ull + 1442695040888963407ull;
@@ -229,7 +238,7 @@ static void run(int G, int S, int heads, int kv) {
     uint16_t *o16 = out16.data();
     float *l32 = else_.data();
     const uint16_t *q16 = qkv16.data();
-    launch(Dim3{(unsigned)nqb, (unsigned)heads, (unsigned)G}, TC_THREADS,
+    launch(Dim3{(unsigned)nqb, (unsigned)heads, (unsigned)G}, TC_THREADS, tc_forward_smem<HD>(),
            [=] { tc_forward_kernel<HD>(o16, l32, q16, g); });
     std::vector<float> eout(out.size());
     for (size_t i = 0; i < out.size(); i++) eout[i] = bf16_to_f32(out16[i]);
@@ -247,10 +256,10 @@ static void run(int G, int S, int heads, int kv) {
     const uint16_t *do16 = dO16.data(), *co16 = cout16.data();
     const float *clse = lse.data();
     const size_t warps = (size_t)T * heads;
-    launch(Dim3{(unsigned)((warps + 7) / 8), 1, 1}, 256, [=] { tc_row_dot_kernel<HD>(dq16, do16, co16, T, g); });
-    launch(Dim3{(unsigned)nqb, (unsigned)kv, (unsigned)G}, TC_THREADS,
+    launch(Dim3{(unsigned)((warps + 7) / 8), 1, 1}, 256, 0, [=] { tc_row_dot_kernel<HD>(dq16, do16, co16, T, g); });
+    launch(Dim3{(unsigned)nqb, (unsigned)kv, (unsigned)G}, TC_THREADS, tc_backward_kv_smem<HD>(),
            [=] { tc_backward_kv_kernel<HD>(dq16, do16, clse, q16, g); });
-    launch(Dim3{(unsigned)nqb, (unsigned)heads, (unsigned)G}, TC_THREADS,
+    launch(Dim3{(unsigned)nqb, (unsigned)heads, (unsigned)G}, TC_THREADS, tc_backward_q_smem<HD>(),
            [=] { tc_backward_q_kernel<HD>(dq16, do16, clse, q16, g); });
     std::vector<float> ed(dqkv.size());
     for (size_t i = 0; i < ed.size(); i++) ed[i] = bf16_to_f32(dqkv16[i]);

@@ -1,6 +1,8 @@
 /* The CUDA model against the CPU runtime's bf16 reference (runtime/cpu in bf16 mode, whose table
- * of rounding points in cpu/model.c the GPU follows): every kernel on its own, the cuBLASLt
- * products, and whole chunks (first, middle, last; with and without recompute), one line per
+ * of rounding points in cpu/model.c the GPU follows): every kernel on its own (attention in both
+ * of its implementations, CUDA cores and tensor cores, each against the CPU, the tensor-core one
+ * against the CUDA-core one and against itself run again, and the dispatch between them), the
+ * cuBLASLt products, and whole chunks (first, middle, last; with and without recompute), one line per
  * check with the largest absolute and relative error and the tolerance. Exit 1 if any check
  * fails, 0 otherwise; without a CUDA device it says so and exits 0.
  *
