@@ -139,6 +139,16 @@ cuda:
 endif
 .PHONY: cuda
 
+# The tensor-core attention kernels' source run on the CPU by an emulator of the PTX they use
+# (tests/gpu/emulate_attention_tc.cpp): the one check of their indices, fragment layouts and
+# barriers that needs no GPU, so it is a unit test everywhere (plain g++, no CUDA).
+CXX ?= g++
+EMU_TC := $(BUILD)/tests/test_attention_tc_emulated
+$(EMU_TC): tests/gpu/emulate_attention_tc.cpp runtime/cuda/attention_tc_cuda.cu $(BUILD)/libwprt-cpu.a $(BUILD)/libwprt-common.a
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 -O1 -pthread -fno-strict-aliasing -Wno-unknown-pragmas -Iruntime $< -o $@ \
+		$(BUILD)/libwprt-cpu.a $(BUILD)/libwprt-common.a $(BLAS_LIBS) -fopenmp -lm
+
 $(BUILD)/obj/generator/%.o: generator/%.c | $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LUA_INC) -Igenerator -Iruntime -c $< -o $@
@@ -180,7 +190,7 @@ $(BUILD)/tools/%: $(BUILD)/obj/tests/tools/%.o $(LIBWPRT)
 $(BUILD)/tests/test_nccl_book: $(BUILD)/obj/runtime/nccl/nccl_book.o
 $(BUILD)/tests/test_cuda_mem: $(BUILD)/obj/runtime/cuda/cuda_mem.o
 
-test: all $(UNIT_BINS) $(MPI_BINS) $(TOOL_BINS)
+test: all $(UNIT_BINS) $(MPI_BINS) $(TOOL_BINS) $(EMU_TC)
 	@./tests/run.sh $(BUILD)
 
 demo: all

@@ -18,8 +18,16 @@
  * Shared-memory rows of bf16 read by lanes at different rows have a stride of HDP + 2 elements
  * (an odd number of 4-byte words), so that the 32 lanes hit 32 different banks. Rows past S are
  * loaded as zeros (keys) or as the last row (queries, so that no row's softmax is empty) and
- * never stored. Query head h reads kv head h / (heads / kv_heads), as Hugging Face's repeat_kv. */
+ * never stored. Query head h reads kv head h / (heads / kv_heads), as Hugging Face's repeat_kv.
+ *
+ * These are the reference GPU kernels and the fallback: wc_attention_forward/backward, at the end
+ * of this file, are the one place that chooses, and run attention_tc_cuda.cu's tensor-core kernels
+ * instead when hd is 64 or 128 and the tensors are 16-byte aligned, unless the environment says
+ * WP_ATTENTION=reference (read once, by the first wc_attention_setup; "auto" or unset: the
+ * tensor-core kernels where they apply; anything else: wc_attention_setup fails, naming it). */
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 #include "cuda/common_cuda.cuh"
 #include "cuda/kernels_cuda.cuh"
 
@@ -391,7 +399,7 @@ static void setup_hdp(void) {
                                     (int)backward_q_smem<HDP>()));
 }
 
-int wc_attention_setup(int hd, char *err, size_t errlen) {
+static int setup_cc(int hd, char *err, size_t errlen) {
     switch (padded_hd(hd)) {
     case 16: setup_hdp<16>(); return 0;
     case 32: setup_hdp<32>(); return 0;
@@ -401,6 +409,24 @@ int wc_attention_setup(int hd, char *err, size_t errlen) {
         snprintf(err, errlen, "attention: head_dim %d is not supported on CUDA (even, at most 128)", hd);
         return -1;
     }
+}
+
+/* WP_ATTENTION, read once at the first wc_attention_setup: -1 not read yet, 0 the tensor-core
+ * kernels where they support the shape, 1 the CUDA-core kernels always ("reference"). */
+static int force_reference = -1;
+
+int wc_attention_setup(int hd, char *err, size_t errlen) {
+    if (force_reference < 0) {
+        const char *v = getenv("WP_ATTENTION");
+        if (v && *v && strcmp(v, "reference") && strcmp(v, "auto")) {
+            snprintf(err, errlen, "WP_ATTENTION=%s: expected 'reference' (the CUDA-core kernels) or 'auto'", v);
+            return -1;
+        }
+        force_reference = v && !strcmp(v, "reference");
+    }
+    if (setup_cc(hd, err, errlen)) return -1;
+    wc_attention_tc_setup(hd);   /* both kinds are set up: the tests run one against the other */
+    return 0;
 }
 
 static Geo make_geo(int G, int S, int heads, int kv_heads, int hd) {
@@ -434,8 +460,8 @@ static void unsupported(int hd) {
     abort();
 }
 
-void wc_attention_forward(uint16_t *out, float *lse, const uint16_t *qkv, int G, int S, int heads,
-                          int kv_heads, int hd, cudaStream_t s) {
+void wc_attention_cc_forward(uint16_t *out, float *lse, const uint16_t *qkv, int G, int S, int heads,
+                             int kv_heads, int hd, cudaStream_t s) {
     if (G == 0 || S == 0) return;
     Geo g = make_geo(G, S, heads, kv_heads, hd);
     switch (padded_hd(hd)) {
@@ -447,9 +473,9 @@ void wc_attention_forward(uint16_t *out, float *lse, const uint16_t *qkv, int G,
     }
 }
 
-void wc_attention_backward(uint16_t *dqkv, const uint16_t *dout, const uint16_t *out, const float *lse,
-                           const uint16_t *qkv, int G, int S, int heads, int kv_heads, int hd,
-                           cudaStream_t s) {
+void wc_attention_cc_backward(uint16_t *dqkv, const uint16_t *dout, const uint16_t *out, const float *lse,
+                              const uint16_t *qkv, int G, int S, int heads, int kv_heads, int hd,
+                              cudaStream_t s) {
     if (G == 0 || S == 0) return;
     Geo g = make_geo(G, S, heads, kv_heads, hd);
     switch (padded_hd(hd)) {
@@ -459,4 +485,35 @@ void wc_attention_backward(uint16_t *dqkv, const uint16_t *dout, const uint16_t 
     case 128: backward_hdp<128>(dqkv, dout, out, lse, qkv, g, s); break;
     default: unsupported(hd);
     }
+}
+
+/* The dispatch, the one place that chooses: the tensor-core kernels (attention_tc_cuda.cu) when
+ * WP_ATTENTION is not "reference", they support hd and the tensors are 16-byte aligned (their
+ * cp.async loads need it; the model's buffers are), else the CUDA-core kernels above. */
+static int use_tc(int hd, const void *a, const void *b, const void *c) {
+    uintptr_t bits = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c;
+    return force_reference != 1 && wc_attention_tc_supported(hd) && (bits & 15) == 0;
+}
+
+static const char *last_kernel = "none";   /* what the last wc_attention_forward ran */
+
+const char *wc_attention_last_kernel(void) { return last_kernel; }
+
+void wc_attention_forward(uint16_t *out, float *lse, const uint16_t *qkv, int G, int S, int heads,
+                          int kv_heads, int hd, cudaStream_t s) {
+    if (use_tc(hd, out, qkv, qkv)) {
+        last_kernel = "tensor-core";
+        wc_attention_tc_forward(out, lse, qkv, G, S, heads, kv_heads, hd, s);
+    } else {
+        last_kernel = "cuda-core";
+        wc_attention_cc_forward(out, lse, qkv, G, S, heads, kv_heads, hd, s);
+    }
+}
+
+void wc_attention_backward(uint16_t *dqkv, const uint16_t *dout, const uint16_t *out, const float *lse,
+                           const uint16_t *qkv, int G, int S, int heads, int kv_heads, int hd,
+                           cudaStream_t s) {
+    if (use_tc(hd, dqkv, dout, qkv) && ((uintptr_t)out & 15) == 0)
+        wc_attention_tc_backward(dqkv, dout, out, lse, qkv, G, S, heads, kv_heads, hd, s);
+    else wc_attention_cc_backward(dqkv, dout, out, lse, qkv, G, S, heads, kv_heads, hd, s);
 }

@@ -66,11 +66,16 @@ void wc_loss_sum(double *loss_sum, const double *losses, int n, cudaStream_t s);
 void wc_ce_backward(float *logits, const float *lse, const int *targets, int n, int V, float scale,
                     cudaStream_t s);
 
-/* attention_cuda.cu: causal grouped-query flash attention on qkv [T, (heads + 2 kv) * hd], output
- * [T, heads * hd] and lse [G, heads, S] fp32; never an S x S matrix. CUDA cores, fp32 arithmetic on
- * bf16 inputs, P rounded to bf16 before P V (and P, dS before their products in backward), as the
- * CPU reference does. wc_attention_setup once per head dimension before any launch (it raises the
- * kernels' shared-memory limit); -1 with the reason in err if hd is not supported (hd <= 128). */
+/* attention_cuda.cu, attention_tc_cuda.cu: causal grouped-query flash attention on qkv
+ * [T, (heads + 2 kv) * hd], output [T, heads * hd] and lse [G, heads, S] fp32; never an S x S
+ * matrix. bf16 inputs, fp32 sums, P rounded to bf16 before P V (and P, dS before their products in
+ * backward), as the CPU reference does. Two implementations: on tensor cores (mma.sync, head
+ * dimensions 64 and 128, 16-byte aligned tensors) and on CUDA cores (any even hd <= 128);
+ * wc_attention_forward/backward run the tensor-core one where it applies, unless the environment
+ * has WP_ATTENTION=reference, read once by the first wc_attention_setup, which forces the CUDA-core
+ * one. wc_attention_setup once per head dimension before any launch (it raises the kernels'
+ * shared-memory limits, of both kinds); -1 with the reason in err if hd is not supported (hd <=
+ * 128, even) or WP_ATTENTION is neither unset, "auto" nor "reference". */
 int wc_attention_setup(int hd, char *err, size_t errlen);
 void wc_attention_forward(uint16_t *out, float *lse, const uint16_t *qkv, int G, int S, int heads,
                           int kv_heads, int hd, cudaStream_t s);
@@ -78,6 +83,23 @@ void wc_attention_forward(uint16_t *out, float *lse, const uint16_t *qkv, int G,
 void wc_attention_backward(uint16_t *dqkv, const uint16_t *dout, const uint16_t *out, const float *lse,
                            const uint16_t *qkv, int G, int S, int heads, int kv_heads, int hd,
                            cudaStream_t s);
+/* "tensor-core" or "cuda-core": what the last wc_attention_forward ran ("none" before any). */
+const char *wc_attention_last_kernel(void);
+/* Each implementation on its own, for the tests (same arguments and results as above). The
+ * tensor-core one: hd 64 or 128 (wc_attention_tc_supported), tensors 16-byte aligned; its
+ * backward uses dqkv's q part as scratch before writing it. */
+int wc_attention_tc_supported(int hd);
+void wc_attention_tc_setup(int hd);   /* called by wc_attention_setup */
+void wc_attention_tc_forward(uint16_t *out, float *lse, const uint16_t *qkv, int G, int S, int heads,
+                             int kv_heads, int hd, cudaStream_t s);
+void wc_attention_tc_backward(uint16_t *dqkv, const uint16_t *dout, const uint16_t *out, const float *lse,
+                              const uint16_t *qkv, int G, int S, int heads, int kv_heads, int hd,
+                              cudaStream_t s);
+void wc_attention_cc_forward(uint16_t *out, float *lse, const uint16_t *qkv, int G, int S, int heads,
+                             int kv_heads, int hd, cudaStream_t s);
+void wc_attention_cc_backward(uint16_t *dqkv, const uint16_t *dout, const uint16_t *out, const float *lse,
+                              const uint16_t *qkv, int G, int S, int heads, int kv_heads, int hd,
+                              cudaStream_t s);
 
 /* adamw_cuda.cu: cpu/adamw.c's update, element-wise; c1, c2 the bias corrections 1 / (1 - b^t)
  * computed by the caller in double; w16, if not NULL, receives the updated weights in bf16. */

@@ -16,9 +16,13 @@
  * Build and run (from the repository root, after `make`):
  *   nvcc -O3 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
  *        -Iruntime tests/gpu/bench_step.cu \
- *        runtime/cuda/{model_cuda,gemm_cublaslt,attention_cuda,crossentropy_cuda,embedding_cuda,rmsnorm_cuda,rope_cuda,swiglu_cuda,adamw_cuda,convert_cuda}.cu \
+ *        runtime/cuda/{model_cuda,gemm_cublaslt,attention_cuda,attention_tc_cuda,crossentropy_cuda,embedding_cuda,rmsnorm_cuda,rope_cuda,swiglu_cuda,adamw_cuda,convert_cuda}.cu \
  *        build/libwprt-common.a -o build/gpu/bench_step -lcublasLt -lcublas -lcudart -lm
- *   build/gpu/bench_step [--seq N]... [--layers N] [--steps N] [--warmup N] [--peak-tflops X] */
+ *   build/gpu/bench_step [--seq N]... [--layers N] [--steps N] [--warmup N] [--peak-tflops X]
+ *                        [--attention auto|reference]
+ * --attention reference runs the CUDA-core attention kernels (it sets WP_ATTENTION=reference,
+ * which the first wc_attention_setup reads); auto, the default, the tensor-core ones where they
+ * apply. The line printed names the attention kernel that ran. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +32,7 @@ extern "C" {
 #include "common/optim.h"
 }
 #include "cuda/common_cuda.cuh"
+#include "cuda/kernels_cuda.cuh"
 #include "cuda/model_cuda.h"
 
 /* Dense bf16 tensor-core peak (TFLOP/s, no sparsity) by a substring of the device name; the
@@ -39,7 +44,8 @@ static const struct { const char *name; double tflops; } PEAKS[] = {
 };
 
 static void usage(void) {
-    fprintf(stderr, "usage: bench_step [--seq N]... [--layers N] [--steps N] [--warmup N] [--peak-tflops X]\n");
+    fprintf(stderr, "usage: bench_step [--seq N]... [--layers N] [--steps N] [--warmup N] [--peak-tflops X] "
+                    "[--attention auto|reference]\n");
     exit(2);
 }
 
@@ -153,9 +159,9 @@ static int bench(int seq, int layers, int steps, int warmup, double peak, const 
     double flops = 6.0 * n_mm * T + 12.0 * layers * (double)seq * seq * qd / 2.0 * c.mbs;
     double tps = T / step_s;
     printf("bench wpgen-cuda seq %d: step %.4f s, %.0f tokens/s, MFU %s%.1f%% (model %.3g FLOP/step, peak %.0f "
-           "TFLOP/s bf16, %s; loss %.4f; reserved %.2f GiB workspace)\n",
+           "TFLOP/s bf16, %s; attention %s; loss %.4f; reserved %.2f GiB workspace)\n",
            seq, step_s, tps, peak > 0 ? "" : "n/a ", peak > 0 ? 100.0 * flops / step_s / (peak * 1e12) : 0.0, flops,
-           peak, device, loss_h / T, wc_model_workspace_bytes(m) / 1073741824.0);
+           peak, device, wc_attention_last_kernel(), loss_h / T, wc_model_workspace_bytes(m) / 1073741824.0);
     fflush(stdout);
     CUDA_CHECK(cudaEventDestroy(e0));
     CUDA_CHECK(cudaEventDestroy(e1));
@@ -183,6 +189,14 @@ int main(int argc, char **argv) {
             char *end;
             peak = strtod(argv[++i], &end);
             if (*end || !(peak > 0)) { fprintf(stderr, "bench_step: --peak-tflops %s: expected a positive number\n", argv[i]); return 2; }
+        } else if (!strcmp(argv[i], "--attention")) {
+            if (i + 1 >= argc) usage();
+            const char *a = argv[++i];
+            if (strcmp(a, "auto") && strcmp(a, "reference")) {
+                fprintf(stderr, "bench_step: --attention %s: expected auto or reference\n", a);
+                return 2;
+            }
+            setenv("WP_ATTENTION", a, 1);   /* read by the first wc_attention_setup, in wc_model_new */
         } else usage();
     }
     if (nseq == 0) { seqs[0] = 4096; seqs[1] = 16384; nseq = 2; }

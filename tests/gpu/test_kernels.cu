@@ -1,14 +1,16 @@
 /* The CUDA model against the CPU runtime's bf16 reference (runtime/cpu in bf16 mode, whose table
- * of rounding points in cpu/model.c the GPU follows): every kernel on its own, the cuBLASLt
- * products (aligned operands and not), and whole chunks (first, middle, last, several layers in one
- * chunk, tied embeddings, chunks without layers; with and without recompute), one line per
+ * of rounding points in cpu/model.c the GPU follows): every kernel on its own (attention in both
+ * of its implementations, CUDA cores and tensor cores, each against the CPU, the tensor-core one
+ * against the CUDA-core one and against itself run again, and the dispatch between them), the
+ * cuBLASLt products (aligned operands and not), and whole chunks (first, middle, last, several
+ * layers in one chunk, tied embeddings, chunks without layers; with and without recompute), one line per
  * check with the largest absolute and relative error and the tolerance. Exit 1 if any check
  * fails, 0 otherwise; without a CUDA device it says so and exits 0.
  *
  * Build and run (from the repository root, after `make`):
  *   nvcc -O3 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
  *        -Iruntime -Xcompiler -fopenmp tests/gpu/test_kernels.cu \
- *        runtime/cuda/{model_cuda,gemm_cublaslt,attention_cuda,crossentropy_cuda,embedding_cuda,rmsnorm_cuda,rope_cuda,swiglu_cuda,adamw_cuda,convert_cuda}.cu \
+ *        runtime/cuda/{model_cuda,gemm_cublaslt,attention_cuda,attention_tc_cuda,crossentropy_cuda,embedding_cuda,rmsnorm_cuda,rope_cuda,swiglu_cuda,adamw_cuda,convert_cuda}.cu \
  *        build/libwprt-cpu.a build/libwprt-common.a -o build/gpu/test_kernels \
  *        -lcublasLt -lcublas -lcudart -L/usr/lib/x86_64-linux-gnu/openblas-pthread -lopenblas -lgomp -lm
  *   build/gpu/test_kernels
@@ -279,33 +281,82 @@ static void test_crossentropy(void) {
     CUDA_CHECK(cudaFree(dsum)); CUDA_CHECK(cudaFree(clse));
 }
 
+/* One attention implementation's forward and backward on the GPU: out, lse and dqkv (bf16 widened).
+ * dqkv starts as NaN bits everywhere, so that an element left unwritten fails every comparison. */
+struct AttnRun { std::vector<float> out, lse, dqkv; };
+typedef void AttnFwd(uint16_t *, float *, const uint16_t *, int, int, int, int, int, cudaStream_t);
+typedef void AttnBwd(uint16_t *, const uint16_t *, const uint16_t *, const float *, const uint16_t *, int, int, int,
+                     int, int, cudaStream_t);
+static AttnRun run_attention(AttnFwd *fwd, AttnBwd *bwd, const std::vector<float> &qkv, const std::vector<float> &dO,
+                             const std::vector<float> &ref_out, const std::vector<float> &ref_lse, int G, int S,
+                             int heads, int kv, int hd) {
+    AttnRun r;
+    uint16_t *dqkv_in = up_bf16(qkv), *dout = dev_alloc<uint16_t>(ref_out.size());
+    float *dlse = dev_alloc<float>(ref_lse.size());
+    fwd(dout, dlse, dqkv_in, G, S, heads, kv, hd, stream);
+    r.out = down_bf16(dout, ref_out.size());
+    r.lse = down(dlse, ref_lse.size());
+    /* backward from the CPU's forward outputs, so that it is checked on its own */
+    uint16_t *ddo = up_bf16(dO), *cout_ = up_bf16(ref_out), *dd = dev_alloc<uint16_t>(qkv.size());
+    float *clse = up(ref_lse);
+    CUDA_CHECK(cudaMemset(dd, 0xFF, qkv.size() * sizeof(uint16_t)));
+    bwd(dd, ddo, cout_, clse, dqkv_in, G, S, heads, kv, hd, stream);
+    r.dqkv = down_bf16(dd, qkv.size());
+    CUDA_CHECK(cudaFree(dqkv_in)); CUDA_CHECK(cudaFree(dout)); CUDA_CHECK(cudaFree(dlse)); CUDA_CHECK(cudaFree(ddo));
+    CUDA_CHECK(cudaFree(cout_)); CUDA_CHECK(cudaFree(dd)); CUDA_CHECK(cudaFree(clse));
+    return r;
+}
+
+/* Both implementations (CUDA cores; tensor cores where hd is 64 or 128) against the CPU reference,
+ * and the tensor-core one against the CUDA-core one, and run twice (the same bits: deterministic). */
 static void test_attention(int G, int S, int heads, int kv, int hd) {
-    char name[96], err[200];
+    char name[120], err[200];
     if (wc_attention_setup(hd, err, sizeof err)) { check_true("attention setup", 0, err); return; }
     int T = G * S, width = (heads + 2 * kv) * hd, qd = heads * hd, nt = omp_get_max_threads();
     std::vector<float> qkv = rand_bf16((size_t)T * width, 1.5), out((size_t)T * qd), lse((size_t)G * heads * S);
     std::vector<float> work(attention_work_floats(G, S, heads, kv, hd, nt));
     attention_forward(out.data(), lse.data(), qkv.data(), G, S, heads, kv, hd, work.data(), nt, 1);
-    uint16_t *dqkv_in = up_bf16(qkv), *dout = dev_alloc<uint16_t>(out.size());
-    float *dlse = dev_alloc<float>(lse.size());
-    wc_attention_forward(dout, dlse, dqkv_in, G, S, heads, kv, hd, stream);
-    snprintf(name, sizeof name, "attention forward G%d S%d h%d kv%d hd%d: out", G, S, heads, kv, hd);
-    check(name, down_bf16(dout, out.size()), out, 4, BF16, RMS,
-          "P rounded to bf16 from exps in another order, sums in another order");
-    snprintf(name, sizeof name, "attention forward G%d S%d h%d kv%d hd%d: lse", G, S, heads, kv, hd);
-    check(name, down(dlse, lse.size()), lse, 256, FP32, OWN, "scores and the softmax's sum in another order");
-    /* backward from the CPU's forward outputs, so that this checks backward alone */
     std::vector<float> dO = rand_bf16(out.size(), 1.0), dqkv(qkv.size());
     attention_backward(dqkv.data(), dO.data(), out.data(), lse.data(), qkv.data(), G, S, heads, kv, hd,
                        work.data(), nt, 1);
-    uint16_t *ddo = up_bf16(dO), *cout_ = up_bf16(out), *dd = dev_alloc<uint16_t>(qkv.size());
-    float *clse = up(lse);
-    wc_attention_backward(dd, ddo, cout_, clse, dqkv_in, G, S, heads, kv, hd, stream);
-    snprintf(name, sizeof name, "attention backward G%d S%d h%d kv%d hd%d: dqkv", G, S, heads, kv, hd);
-    check(name, down_bf16(dd, qkv.size()), dqkv, 8, BF16, RMS,
-          "P and dS rounded to bf16 from values summed in another order (dP - D cancels), then summed");
-    CUDA_CHECK(cudaFree(dqkv_in)); CUDA_CHECK(cudaFree(dout)); CUDA_CHECK(cudaFree(dlse)); CUDA_CHECK(cudaFree(ddo));
-    CUDA_CHECK(cudaFree(cout_)); CUDA_CHECK(cudaFree(dd)); CUDA_CHECK(cudaFree(clse));
+    const int tc = wc_attention_tc_supported(hd);
+    AttnRun runs[2];
+    for (int k = 0; k < 1 + tc; k++) {
+        const char *kind = k ? "tc" : "cc";
+        runs[k] = k ? run_attention(wc_attention_tc_forward, wc_attention_tc_backward, qkv, dO, out, lse, G, S, heads, kv, hd)
+                    : run_attention(wc_attention_cc_forward, wc_attention_cc_backward, qkv, dO, out, lse, G, S, heads, kv, hd);
+        snprintf(name, sizeof name, "attention %s forward G%d S%d h%d kv%d hd%d: out", kind, G, S, heads, kv, hd);
+        check(name, runs[k].out, out, 4, BF16, RMS, "P rounded to bf16 from exps in another order, sums in another order");
+        snprintf(name, sizeof name, "attention %s forward G%d S%d h%d kv%d hd%d: lse", kind, G, S, heads, kv, hd);
+        check(name, runs[k].lse, lse, 256, FP32, OWN, "scores and the softmax's sum in another order");
+        snprintf(name, sizeof name, "attention %s backward G%d S%d h%d kv%d hd%d: dqkv", kind, G, S, heads, kv, hd);
+        check(name, runs[k].dqkv, dqkv, 8, BF16, RMS,
+              "P and dS rounded to bf16 from values summed in another order (dP - D cancels), then summed");
+    }
+    if (!tc) return;
+    snprintf(name, sizeof name, "attention tc vs cc G%d S%d h%d kv%d hd%d: out", G, S, heads, kv, hd);
+    check(name, runs[1].out, runs[0].out, 4, BF16, RMS, "two GPU kernels, sums in other orders");
+    snprintf(name, sizeof name, "attention tc vs cc G%d S%d h%d kv%d hd%d: lse", G, S, heads, kv, hd);
+    check(name, runs[1].lse, runs[0].lse, 256, FP32, OWN, "scale after the q.k sum, sums in other orders");
+    snprintf(name, sizeof name, "attention tc vs cc G%d S%d h%d kv%d hd%d: dqkv", G, S, heads, kv, hd);
+    check(name, runs[1].dqkv, runs[0].dqkv, 8, BF16, RMS, "two GPU kernels, sums in other orders");
+    AttnRun again = run_attention(wc_attention_tc_forward, wc_attention_tc_backward, qkv, dO, out, lse, G, S, heads,
+                                  kv, hd);
+    snprintf(name, sizeof name, "attention tc deterministic G%d S%d h%d kv%d hd%d", G, S, heads, kv, hd);
+    check_true(name, !memcmp(again.out.data(), runs[1].out.data(), out.size() * sizeof(float)) &&
+                     !memcmp(again.lse.data(), runs[1].lse.data(), lse.size() * sizeof(float)) &&
+                     !memcmp(again.dqkv.data(), runs[1].dqkv.data(), dqkv.size() * sizeof(float)),
+               "a second run gives the same bits (fixed order, no atomics)");
+    /* the dispatch: the tensor-core kernels for these (aligned) tensors unless WP_ATTENTION=reference */
+    const char *env = getenv("WP_ATTENTION");
+    const int reference = env && !strcmp(env, "reference");
+    AttnRun d = run_attention(wc_attention_forward, wc_attention_backward, qkv, dO, out, lse, G, S, heads, kv, hd);
+    const AttnRun &want = runs[reference ? 0 : 1];
+    snprintf(name, sizeof name, "attention dispatch G%d S%d h%d kv%d hd%d", G, S, heads, kv, hd);
+    check_true(name, !strcmp(wc_attention_last_kernel(), reference ? "cuda-core" : "tensor-core") &&
+                     !memcmp(d.out.data(), want.out.data(), out.size() * sizeof(float)) &&
+                     !memcmp(d.dqkv.data(), want.dqkv.data(), dqkv.size() * sizeof(float)),
+               reference ? "WP_ATTENTION=reference: the CUDA-core kernels ran" : "the tensor-core kernels ran");
 }
 
 /* Each kind of product at one shape, against cpu/matmul.c with the same bf16 flags. */
@@ -654,10 +705,14 @@ int main(void) {
     test_gemm(100, 72, 136);
     test_gemm(37, 40, 24);
     test_gemm(33, 20, 30);                /* rows of 40 and 60 bytes: no 16-byte leading dimension */
-    test_attention(2, 100, 4, 2, 16);    /* GQA, S not a multiple of the tile */
-    test_attention(1, 64, 2, 2, 32);     /* exactly one tile */
+    test_attention(2, 100, 4, 2, 16);    /* GQA, S not a multiple of the tile (CUDA cores only) */
+    test_attention(1, 64, 2, 2, 32);     /* exactly one tile (CUDA cores only) */
+    test_attention(1, 64, 2, 2, 64);     /* exactly one tile, both kinds from here on */
+    test_attention(2, 100, 4, 2, 64);    /* G > 1, two query heads per kv head, S not a multiple of 64 */
     test_attention(1, 200, 8, 2, 64);    /* four query heads per kv head */
-    test_attention(2, 130, 4, 1, 128);   /* one kv head, the largest head dimension */
+    test_attention(2, 100, 4, 2, 128);   /* the largest head dimension, GQA 2 */
+    test_attention(2, 130, 4, 1, 128);   /* one kv head, GQA 4 */
+    test_attention(1, 517, 4, 2, 128);   /* nine tiles, the double-buffered loads in steady state */
     test_chunks("3 chunks of 1 layer", 0, std::vector<int>{ 1, 1, 1 });     /* first, middle, last */
     test_chunks("1 chunk of 3 layers, tied", 1, std::vector<int>{ 3 });     /* layers' stash parts in sequence;
                                                                              * the head's dW into the embedding's */
