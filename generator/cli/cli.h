@@ -30,7 +30,7 @@ typedef struct Cand {
     StrategyOpts o;
     int rc, fits;
     double step, tps, bubble;
-    char why[320];
+    char why[768];
 } Cand;
 
 /* inputs.c */
@@ -54,7 +54,9 @@ void human_bytes(double b, char *out, size_t len);   /* "512 B", "1.50 GiB" */
 /* auto.c */
 int shipped_strategies(char names[][64], int max);   /* the schedules/ strategies in name order, auto excluded */
 int cand_better(const Cand *x, const Cand *y);       /* x fits and is strictly faster than y */
-int auto_search(const Args *a, const Topology *topo, const WpConfig *model, const char *name, Cand *best, int verbose);
+/* The pruned search (search.c) over every shipped strategy; *plan (when not NULL) gets the winner's
+ * verified plan, the caller's to free. */
+int auto_search(const Args *a, const Topology *topo, const WpConfig *model, const char *name, Cand *best, Plan **plan);
 
 /* the commands */
 int cmd_list(void);

@@ -532,6 +532,7 @@ int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, siz
                 snprintf(err, errlen, "simulation stuck: rank %d at turn %d (is the plan verified?)", r, S.rs[r].turn);
                 break;
             }
+            if (opt->stop_after > 0 && next > opt->stop_after) { rc = SIM_STOPPED; break; }
             double dt = next - S.now;
             S.now = next;
             res->events++;

@@ -43,6 +43,8 @@ typedef struct SimOptions {
     int record;             /* keep every operation's times (for traces and pictures) */
     int lockstep;           /* every rank waits for all others at the end of every turn (the papers'
                                turn model; the runtime does not do this) */
+    double stop_after;      /* > 0: stop once the clock passes this many seconds (sim_run returns
+                               SIM_STOPPED): the step takes longer; for searches */
     double unit_fwd_s;      /* > 0: every FWD takes this long whatever its chunk (BWD twice...): the
                                papers' equal-stage assumption, for tests */
 } SimOptions;
@@ -69,7 +71,10 @@ typedef struct SimResult {
     int nranks;
 } SimResult;
 
-/* 0, or -1 with one line in err (an unverified plan, a topology that does not match it). */
+enum { SIM_STOPPED = 1 };
+
+/* 0, or -1 with one line in err (an unverified plan, a topology that does not match it), or
+ * SIM_STOPPED (stop_after passed; nothing in r). */
 int sim_run(const Plan *p, const SimOptions *o, SimResult *r, char *err, size_t errlen);
 void sim_result_free(SimResult *r);
 

@@ -1,0 +1,260 @@
+/* The pruned search of `-s auto` and `compare` (search.h). The candidate space is every strategy
+ * x replicas (each divisor of the ranks: a user runs replicas of shorter pipelines) x chunks (the
+ * strategy's default, twice the pipeline's ranks) x recomputation x precision, less what the
+ * flags fix. Building a plan of 1,024 ranks takes seconds (the strategy's Lua), so a candidate is
+ * built only when bounds computed from the model and the topology alone cannot rule it out:
+ *   impossible  more chunks, or 1F1B stages, than the model has layers (the strategies refuse them);
+ *   memory      a lower bound on the largest peak of a rank exceeds the device's memory: the fp32
+ *               masters and AdamW state of a replica spread evenly over its ranks, plus what every
+ *               rank must hold at once (weight passing: one micro-batch's stash through every
+ *               chunk; 1F1B: stage 0's first chunk, its stashes for the micro-batches in flight),
+ *               plus the workspace of the lightest chunk;
+ *   dominated   fp32 where bf16 is the default (more bytes, half the compute rate, more memory);
+ *               recomputation where the same candidate fits without it (more compute, same plan);
+ *   slower      a lower bound on the step time (every rank's share of the step's compute at the
+ *               device's rate, nothing waited for) no better than the best simulated so far;
+ *               candidates are tried in the order of that bound, and a simulation is stopped once
+ *               its clock passes the best's step time.
+ * Each bound is below what the verifier and the simulator compute for the plan (test_search
+ * checks it on clusters small enough to build everything), so no pruned candidate can beat the
+ * chosen one. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli/search.h"
+#include "cli/progress.h"
+#include "ir/xalloc.h"
+
+const char *const prune_names[PRUNE__COUNT] = {
+    [PRUNE_IMPOSSIBLE] = "impossible", [PRUNE_MEMORY] = "over the memory bound", [PRUNE_DOMINATED] = "dominated",
+    [PRUNE_SLOWER] = "cannot win", [PRUNE_REFUSED] = "refused", [PRUNE_NO_FIT] = "built, do not fit",
+};
+
+typedef enum { SHAPE_OTHER, SHAPE_WEIGHT_PASSING, SHAPE_ACT_PASSING } StrategyShape;
+
+/* What the bounds may assume of a shipped strategy: weight passing (every rank runs whole
+ * micro-batches through every chunk), or 1F1B's activation passing. Other scripts: nothing. */
+static StrategyShape shape_of(const char *s) {
+    if (!strcmp(s, "weipipe-interleave") || !strcmp(s, "weipipe-naive") || !strcmp(s, "fsdp") || !strcmp(s, "tawpipe"))
+        return SHAPE_WEIGHT_PASSING;
+    if (!strcmp(s, "1f1b")) return SHAPE_ACT_PASSING;
+    return SHAPE_OTHER;
+}
+
+/* The chunk count a candidate runs with: its option, or the strategy's default (ir: ranks of the
+ * pipeline, no more than the layers; fsdp one per layer). 0 where it does not know. */
+static int chunk_count(const char *s, const WpConfig *m, int npipe, int option) {
+    if (option) return option;
+    if (!strcmp(s, "fsdp")) return m->layers;
+    if (shape_of(s) != SHAPE_OTHER) return npipe < m->layers ? npipe : m->layers;
+    return 0;
+}
+
+/* Chunk i of C as evenly cut as the strategies cut them: its layer count is L/C or one more, so
+ * a chunk of L/C layers is the lightest. */
+static WpChunk light_chunk(const WpConfig *m, int C, int index) {
+    return wp_chunk_make(m, index, 0, m->layers / C, index == 0, index == C - 1);
+}
+
+static double params_total(const WpConfig *m) {
+    WpChunk k = wp_chunk_make(m, 0, 0, m->layers, 1, 1);
+    return (double)k.nparams;
+}
+
+static double device_mem_max(const Topology *t) {
+    double x = 0;
+    for (int i = 0; i < t->ntypes; i++)
+        if (t->types[i].mem_bytes > x) x = t->types[i].mem_bytes;
+    return x;
+}
+
+double search_mem_bound(const char *strategy, const Topology *topo, const WpConfig *model, const StrategyOpts *o) {
+    int P = topo->ndevices, R = o->replicas > 0 ? o->replicas : 1, npipe = P / R;
+    WpDtype prec = o->precision;
+    /* the masters: fp32 weights, AdamW's m and v, and a working copy when the precision is not fp32 */
+    double per_param = 12 + (prec != WP_FP32 ? (double)wp_dtype_bytes(prec) : 0);
+    double masters = params_total(model) * per_param / npipe;
+    StrategyShape sh = shape_of(strategy);
+    int C = chunk_count(strategy, model, npipe, o->chunks);
+    if (sh == SHAPE_OTHER || C < 1 || C > model->layers) return masters;
+    WpChunk mid = light_chunk(model, C, C > 2 ? 1 : 0);
+    mid.first = 0; mid.last = 0;
+    double ws = (double)wp_workspace_bytes(model, &mid, o->recompute, prec);
+    if (sh == SHAPE_WEIGHT_PASSING) {
+        /* before its first backward of a micro-batch a rank holds its stash of every chunk */
+        double acts = 0;
+        for (int c = 0; c < C; c++) {
+            WpChunk k = light_chunk(model, C, c);
+            acts += (double)wp_stash_bytes(model, &k, o->recompute, prec);
+        }
+        return masters + acts + ws;
+    }
+    /* 1F1B with a chunk per stage: stage 0 runs min(stages, micro-batches) forwards of chunk 0
+     * before its first backward, and owns chunk 0's masters */
+    double b = masters + ws;
+    if (C == npipe) {
+        WpChunk k0 = light_chunk(model, C, 0);
+        int inflight = npipe < o->micro_batches * npipe ? npipe : o->micro_batches * npipe;
+        double s0 = (double)k0.nparams * per_param + inflight * (double)wp_stash_bytes(model, &k0, o->recompute, prec) + ws;
+        if (s0 > b) b = s0;
+    }
+    return b;
+}
+
+/* The simulator's compute rate of a device type in a precision (sim.c, device_flops): a GPU's
+ * bf16 rating (half of it in fp32), a CPU's fp32 rating, times the type's efficiency. */
+static double type_flops(const DeviceType *d, WpDtype prec) {
+    double peak = d->rated_bf16 && prec == WP_FP32 ? d->peak_flops * 0.5 : d->peak_flops;
+    return peak * (d->efficiency > 0 ? d->efficiency : 0.5);
+}
+
+double search_time_bound(const Topology *topo, const WpConfig *model, const StrategyOpts *o) {
+    double rate = 0;   /* the cluster's compute rate, every device busy all the time */
+    for (int i = 0; i < topo->nnodes; i++) rate += topo->nodes[i].ndevices * type_flops(&topo->types[topo->nodes[i].type], o->precision);
+    WpChunk all = wp_chunk_make(model, 0, 0, model->layers, 1, 1);
+    double M = (double)o->micro_batches * topo->ndevices;   /* micro-batches per step, all replicas */
+    double units = 3 + (o->recompute ? 1 : 0);              /* FWD 1, BWD 2, recomputation +1 */
+    return M * units * wp_chunk_fwd_flops(model, &all) / rate;
+}
+
+typedef struct Cand2 {
+    int si, R, chunks, rec;
+    WpDtype prec;
+    int order;              /* enumeration order: ties keep it */
+    double mem_lb, time_lb;
+    int built_fits;         /* -1 not built, 0 built and does not fit, 1 fits */
+} Cand2;
+
+static int cand2_cmp(const void *a, const void *b) {
+    const Cand2 *x = a, *y = b;
+    if (x->time_lb != y->time_lb) return x->time_lb < y->time_lb ? -1 : 1;
+    return x->order - y->order;
+}
+
+void search_describe(const SearchStats *s, char *out, size_t len) {
+    int pruned = 0, n = 0;
+    for (int i = 0; i < PRUNE__COUNT; i++) pruned += s->pruned[i];
+    n = snprintf(out, len, "%d candidate%s: %d pruned (", s->considered, s->considered == 1 ? "" : "s", pruned);
+    int any = 0;
+    for (int i = 0; i < PRUNE__COUNT && n < (int)len; i++) {
+        if (!s->pruned[i]) continue;
+        n += snprintf(out + n, len - n, "%s%d %s", any ? ", " : "", s->pruned[i], prune_names[i]);
+        if (i == PRUNE_SLOWER && s->stopped && n < (int)len)
+            n += snprintf(out + n, len - n, " [%d stopped mid-simulation]", s->stopped);
+        any = 1;
+    }
+    if (n < (int)len) snprintf(out + n, len - n, "%s), %d simulated, %d fit", any ? "" : "none", s->simulated, s->fits);
+}
+
+static int find_twin(const Cand2 *c, int n, const Cand2 *x) {   /* the same candidate without recomputation */
+    for (int i = 0; i < n; i++)
+        if (c[i].si == x->si && c[i].R == x->R && c[i].chunks == x->chunks && c[i].prec == x->prec && !c[i].rec) return i;
+    return -1;
+}
+
+int search_run(const Args *a, const Topology *topo, const WpConfig *model, const char *name,
+               char names[][64], int ns, int per_strategy, SearchResult *out) {
+    memset(out, 0, sizeof *out);
+    double t0 = progress_now();
+    progress_begin();
+    out->nstrategies = ns;
+    out->names = xcalloc((size_t)ns, sizeof *out->names);
+    for (int i = 0; i < ns; i++) memcpy(out->names[i], names[i], 64);
+    out->best = xcalloc((size_t)ns, sizeof *out->best);
+    for (int i = 0; i < ns; i++) out->best[i].c.rc = -1;
+    out->winner = -1;
+    StrategyOpts base = opts_of(a, topo);
+    int P = topo->ndevices, L = model->layers;
+    /* precision: bf16 where it is the default and not fixed; fp32 then only counted, dominated */
+    int try_fp32 = !a->precision && base.precision != WP_FP32;
+    int ncap = 64, n = 0;
+    Cand2 *c = xcalloc((size_t)ncap, sizeof *c);
+    for (int si = 0; si < ns; si++)
+        for (int R = 1; R <= P && strcmp(names[si], "auto"); R++) {   /* "auto" is the search itself */
+            if (P % R || (a->set_replicas && R != a->replicas)) continue;
+            for (int cm = 0; cm < (per_strategy || a->set_chunks ? 1 : 2); cm++) {
+                int chunks = a->set_chunks ? a->chunks : cm ? 2 * (P / R) : 0;
+                for (int rec = a->recompute; rec < 2; rec++)
+                    for (int pf = 0; pf <= try_fp32; pf++) {
+                        if (n == ncap) c = xrealloc(c, (size_t)(ncap *= 2) * sizeof *c);
+                        Cand2 *x = &c[n];
+                        *x = (Cand2){ .si = si, .R = R, .chunks = chunks, .rec = rec, .order = n, .built_fits = -1,
+                                      .prec = pf ? WP_FP32 : base.precision };
+                        StrategyOpts o = base;
+                        o.replicas = R; o.chunks = chunks; o.recompute = rec; o.precision = x->prec;
+                        if (pf && !a->grad_precision) o.grad_precision = WP_FP32;
+                        x->mem_lb = search_mem_bound(names[si], topo, model, &o);
+                        x->time_lb = search_time_bound(topo, model, &o);
+                        n++;
+                    }
+            }
+        }
+    qsort(c, (size_t)n, sizeof *c, cand2_cmp);
+    SearchStats *st = &out->stats;
+    st->considered = n;
+    double mem = device_mem_max(topo);
+    for (int i = 0; i < n; i++) {
+        Cand2 *x = &c[i];
+        const char *sname = names[x->si];
+        int npipe = P / x->R;
+        int C = chunk_count(sname, model, npipe, x->chunks);
+        if (C > L || (!strcmp(sname, "1f1b") && npipe > L)) { st->pruned[PRUNE_IMPOSSIBLE]++; continue; }
+        if (x->prec == WP_FP32 && try_fp32) { st->pruned[PRUNE_DOMINATED]++; continue; }
+        if (x->mem_lb > mem) { st->pruned[PRUNE_MEMORY]++; continue; }
+        if (x->rec && !a->recompute) {
+            int tw = find_twin(c, n, x);
+            if (tw >= 0 && c[tw].built_fits == 1) { st->pruned[PRUNE_DOMINATED]++; continue; }
+        }
+        SearchBest *ref = per_strategy ? &out->best[x->si] : out->winner >= 0 ? &out->best[out->winner] : NULL;
+        int have_ref = ref && ref->c.rc == 0;
+        if (have_ref && x->time_lb >= ref->c.step * (1 - 1e-9)) { st->pruned[PRUNE_SLOWER]++; continue; }
+        progress("search: candidate %d of %d: %s, %d replica%s, %s chunks%s (%d simulated, best %.4g s)", i + 1, n, sname, x->R,
+                 x->R > 1 ? "s" : "", x->chunks ? "twice the default" : "default", x->rec ? ", recomputation" : "", st->simulated,
+                 out->winner >= 0 ? out->best[out->winner].c.step : 0.0);
+        Cand cd = { .o = base };
+        cd.o.replicas = x->R; cd.o.chunks = x->chunks; cd.o.recompute = x->rec; cd.o.precision = x->prec;
+        snprintf(cd.strategy, sizeof cd.strategy, "%.63s", sname);
+        Plan *p = NULL;
+        char err[4096];
+        cd.rc = make_plan(cd.strategy, topo, model, name, &cd.o, &p, err, sizeof err);
+        if (cd.rc) { st->pruned[PRUNE_REFUSED]++; continue; }
+        cd.fits = plan_fits(p);
+        x->built_fits = cd.fits;
+        if (!cd.fits) { st->pruned[PRUNE_NO_FIT]++; plan_free(p); continue; }
+        SimOptions so = { .stop_after = have_ref ? ref->c.step : 0 };
+        SimResult s;
+        int src = sim_run(p, &so, &s, err, sizeof err);
+        if (src == SIM_STOPPED) { st->pruned[PRUNE_SLOWER]++; st->stopped++; plan_free(p); continue; }
+        if (src) { st->pruned[PRUNE_REFUSED]++; plan_free(p); continue; }
+        st->simulated++;
+        st->fits++;
+        cd.step = s.step_time; cd.tps = s.tokens_per_s_per_device; cd.bubble = s.bubble_ratio;
+        SearchBest *b = &out->best[x->si];
+        if (b->c.rc != 0 || cand_better(&cd, &b->c)) {
+            if (b->plan) { plan_free(b->plan); sim_result_free(&b->sim); }
+            b->c = cd; b->plan = p; b->sim = s; b->mem_bound = x->mem_lb; b->time_bound = x->time_lb;
+            if (out->winner < 0 || cand_better(&cd, &out->best[out->winner].c)) out->winner = x->si;
+            if (!per_strategy)   /* only the winner's plan is wanted: the others' figures stay */
+                for (int k = 0; k < ns; k++)
+                    if (k != out->winner && out->best[k].plan) {
+                        plan_free(out->best[k].plan); out->best[k].plan = NULL;
+                        sim_result_free(&out->best[k].sim);
+                    }
+        } else {
+            plan_free(p);
+            sim_result_free(&s);
+        }
+    }
+    free(c);
+    progress_end();
+    st->seconds = progress_now() - t0;
+    return 0;
+}
+
+void search_free(SearchResult *r) {
+    for (int i = 0; i < r->nstrategies; i++)
+        if (r->best[i].plan) { plan_free(r->best[i].plan); sim_result_free(&r->best[i].sim); }
+    free(r->best); free(r->names);
+    memset(r, 0, sizeof *r);
+}
