@@ -9,12 +9,15 @@
  *               rank must hold at once (weight passing: one micro-batch's stash through every
  *               chunk; 1F1B: stage 0's first chunk, its stashes for the micro-batches in flight),
  *               plus the workspace of the lightest chunk;
- *   dominated   fp32 where bf16 is the default (more bytes, half the compute rate, more memory);
- *               recomputation where the same candidate fits without it (more compute, same plan);
+ *   fp32        where bf16 is the default (more bytes, half the compute rate, more memory);
+ *   dominated   recomputation where the same candidate fits without it (more compute, same plan);
  *   slower      a lower bound on the step time (every rank's share of the step's compute at the
  *               device's rate, nothing waited for) no better than the best simulated so far;
  *               candidates are tried in the order of that bound, and a simulation is stopped once
- *               its clock passes the best's step time.
+ *               its clock passes the best's step time;
+ *   one replica a candidate of R > 1 replicas is first run as its one pipeline on its own devices
+ *               (R times cheaper): if that does not fit, or is no faster than the best, neither is
+ *               the candidate (the replicas only add the all-reduce between them).
  * Each bound is below what the verifier and the simulator compute for the plan (test_search
  * checks it on clusters small enough to build everything), so no pruned candidate can beat the
  * chosen one. */
@@ -27,7 +30,7 @@
 #include "ir/xalloc.h"
 
 const char *const prune_names[PRUNE__COUNT] = {
-    [PRUNE_IMPOSSIBLE] = "impossible", [PRUNE_MEMORY] = "over the memory bound", [PRUNE_DOMINATED] = "dominated",
+    [PRUNE_IMPOSSIBLE] = "impossible", [PRUNE_MEMORY] = "over the memory bound", [PRUNE_PRECISION] = "fp32 (bf16 is faster and smaller)", [PRUNE_DOMINATED] = "recomputation not needed",
     [PRUNE_SLOWER] = "cannot win", [PRUNE_REFUSED] = "refused", [PRUNE_NO_FIT] = "built, do not fit",
 };
 
@@ -40,6 +43,18 @@ static StrategyShape shape_of(const char *s) {
         return SHAPE_WEIGHT_PASSING;
     if (!strcmp(s, "1f1b")) return SHAPE_ACT_PASSING;
     return SHAPE_OTHER;
+}
+
+/* Which strategies the rules that compare two plans of one strategy hold for (test_search checks
+ * them on every candidate of its clusters). Recomputation: tawpipe's solver picks other rounds
+ * and placements when activations are small, so with recomputation it can be faster. One
+ * replica: 1F1B with one replica runs each chunk's update in the turn of its last backward,
+ * with replicas a turn later, after the all-reduce, which lets the turns in between start sooner
+ * (1% faster on dgx-h100): its one pipeline is no bound. */
+int search_rule_holds(const char *strategy, int rule) {
+    if (rule == PRUNE_DOMINATED) return shape_of(strategy) != SHAPE_OTHER && strcmp(strategy, "tawpipe");
+    if (rule == RULE_ONE_REPLICA) return shape_of(strategy) == SHAPE_WEIGHT_PASSING;
+    return 1;
 }
 
 /* The chunk count a candidate runs with: its option, or the strategy's default (ir: ranks of the
@@ -118,6 +133,54 @@ double search_time_bound(const Topology *topo, const WpConfig *model, const Stra
     return M * units * wp_chunk_fwd_flops(model, &all) / rate;
 }
 
+/* The cluster of one replica: the first n devices of t (its nodes, the last one cut), sharing
+ * t's strings; free with free(out->nodes) only. */
+static void topo_prefix(const Topology *t, int n, Topology *out) {
+    *out = *t;
+    out->nodes = xcalloc((size_t)t->nnodes, sizeof *out->nodes);
+    out->nnodes = 0;
+    for (int i = 0, d = 0; i < t->nnodes && d < n; i++) {
+        Node nd = t->nodes[i];
+        if (d + nd.ndevices > n) {   /* a part of a node: its islands cut with it */
+            int isl = nd.islands > 0 ? nd.islands : 1;
+            nd.islands = (n - d) * isl / nd.ndevices > 0 ? (n - d) * isl / nd.ndevices : 1;
+            nd.ndevices = n - d;
+        }
+        out->nodes[out->nnodes++] = nd;
+        d += nd.ndevices;
+    }
+    out->ndevices = n;
+}
+
+/* The lower bound of a candidate with R > 1 replicas from its one pipeline alone: the strategy
+ * run with one replica on the first P/R devices, verified and simulated, skips the all-reduce
+ * across replicas and the links it shares with them, which can only add time and no memory
+ * (test_search checks both on every candidate of small clusters). R times cheaper to build than
+ * the candidate. Returns 0 with *fits and *step (step 0: stopped past stop_after), or the
+ * strategy's or verifier's refusal. */
+int search_one_replica_bound(const Cand *cd, const Topology *topo, const WpConfig *model, const char *name,
+                             double stop_after, int *fits, double *step) {
+    Topology sub;
+    topo_prefix(topo, topo->ndevices / cd->o.replicas, &sub);
+    StrategyOpts o = cd->o;
+    o.replicas = 1;
+    Plan *p = NULL;
+    char err[4096];
+    int rc = make_plan(cd->strategy, &sub, model, name, &o, &p, err, sizeof err);
+    *step = 0;
+    if (rc == 0) {
+        *fits = plan_fits(p);
+        SimOptions so = { .stop_after = stop_after };
+        SimResult s;
+        int src = *fits ? sim_run(p, &so, &s, err, sizeof err) : SIM_STOPPED;
+        if (src == 0) { *step = s.step_time; sim_result_free(&s); }
+        else if (src != SIM_STOPPED) rc = EXIT_REJECTED;
+    }
+    plan_free(p);
+    free(sub.nodes);
+    return rc;
+}
+
 typedef struct Cand2 {
     int si, R, chunks, rec;
     WpDtype prec;
@@ -144,7 +207,7 @@ void search_describe(const SearchStats *s, char *out, size_t len) {
             n += snprintf(out + n, len - n, " [%d stopped mid-simulation]", s->stopped);
         any = 1;
     }
-    if (n < (int)len) snprintf(out + n, len - n, "%s), %d simulated, %d fit", any ? "" : "none", s->simulated, s->fits);
+    if (n < (int)len) snprintf(out + n, len - n, "%s), %d simulated, %d fit; %d decided on one replica", any ? "" : "none", s->simulated, s->fits, s->one_replica);
 }
 
 static int find_twin(const Cand2 *c, int n, const Cand2 *x) {   /* the same candidate without recomputation */
@@ -200,9 +263,9 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
         int npipe = P / x->R;
         int C = chunk_count(sname, model, npipe, x->chunks);
         if (C > L || (!strcmp(sname, "1f1b") && npipe > L)) { st->pruned[PRUNE_IMPOSSIBLE]++; continue; }
-        if (x->prec == WP_FP32 && try_fp32) { st->pruned[PRUNE_DOMINATED]++; continue; }
+        if (x->prec == WP_FP32 && try_fp32) { st->pruned[PRUNE_PRECISION]++; continue; }
         if (x->mem_lb > mem) { st->pruned[PRUNE_MEMORY]++; continue; }
-        if (x->rec && !a->recompute) {
+        if (x->rec && !a->recompute && search_rule_holds(sname, PRUNE_DOMINATED)) {
             int tw = find_twin(c, n, x);
             if (tw >= 0 && c[tw].built_fits == 1) { st->pruned[PRUNE_DOMINATED]++; continue; }
         }
@@ -215,6 +278,13 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
         Cand cd = { .o = base };
         cd.o.replicas = x->R; cd.o.chunks = x->chunks; cd.o.recompute = x->rec; cd.o.precision = x->prec;
         snprintf(cd.strategy, sizeof cd.strategy, "%.63s", sname);
+        if (x->R > 1 && search_rule_holds(sname, RULE_ONE_REPLICA)) {
+            int f1;
+            double lb1;
+            if (search_one_replica_bound(&cd, topo, model, name, have_ref ? ref->c.step : 0, &f1, &lb1)) { st->pruned[PRUNE_REFUSED]++; continue; }
+            if (!f1) { st->pruned[PRUNE_NO_FIT]++; st->one_replica++; x->built_fits = 0; continue; }
+            if (have_ref && (lb1 == 0 || lb1 >= ref->c.step * (1 - 1e-9))) { st->pruned[PRUNE_SLOWER]++; st->one_replica++; continue; }
+        }
         Plan *p = NULL;
         char err[4096];
         cd.rc = make_plan(cd.strategy, topo, model, name, &cd.o, &p, err, sizeof err);

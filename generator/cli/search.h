@@ -10,8 +10,8 @@
 typedef enum {
     PRUNE_IMPOSSIBLE,   /* more chunks or stages than the model has layers */
     PRUNE_MEMORY,       /* the analytic lower bound on a rank's peak memory exceeds its device */
-    PRUNE_DOMINATED,    /* a candidate at least as fast and as small exists: fp32 where bf16 is the
-                           default; recomputation where the same candidate fits without it */
+    PRUNE_PRECISION,    /* fp32 where bf16 is the default: more bytes, more memory, half the rate */
+    PRUNE_DOMINATED,    /* recomputation where the same candidate fits without it */
     PRUNE_SLOWER,       /* its lower bound on the step time is no better than the best simulated,
                            or its simulation passed the best's step time and was stopped there */
     PRUNE_REFUSED,      /* built: the strategy refused the options, or the verifier the plan */
@@ -21,10 +21,17 @@ typedef enum {
 
 extern const char *const prune_names[PRUNE__COUNT];
 
+enum { RULE_ONE_REPLICA = PRUNE__COUNT };
+/* Whether a rule that compares plans of one strategy holds for it: PRUNE_DOMINATED (recomputation
+ * no faster than none) or RULE_ONE_REPLICA (one pipeline on its own no slower than the replicas,
+ * and fitting when they fit). Shipped strategies only. */
+int search_rule_holds(const char *strategy, int rule);
+
 typedef struct SearchStats {
     int considered, simulated, fits;
     int pruned[PRUNE__COUNT];
     int stopped;        /* of pruned[PRUNE_SLOWER]: simulations stopped at the best's step time */
+    int one_replica;    /* of the pruned: decided by the strategy run on one replica's devices */
     double seconds;     /* wall clock of the whole search */
 } SearchStats;
 
@@ -55,6 +62,12 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
 void search_free(SearchResult *r);
 
 /* One line: "N candidates: N pruned (N impossible, ...), N simulated, N fit". */
+/* The bound from a candidate's one pipeline (search.c): the strategy run with one replica on the
+ * first ranks / replicas devices. 0 with *fits and *step (0: stopped past stop_after, or it does
+ * not fit), or the refusal's exit status. */
+int search_one_replica_bound(const Cand *cd, const Topology *topo, const WpConfig *model, const char *name,
+                             double stop_after, int *fits, double *step);
+
 void search_describe(const SearchStats *s, char *out, size_t len);
 
 /* The analytic bounds of one candidate (exported for the tests): a lower bound on the largest
