@@ -105,10 +105,11 @@ double search_mem_bound(const char *strategy, const Topology *topo, const WpConf
         }
         return masters + acts + ws;
     }
-    /* 1F1B with a chunk per stage: stage 0 runs min(stages, micro-batches) forwards of chunk 0
-     * before its first backward, and owns chunk 0's masters */
+    /* 1F1B: stage 0 runs min(stages, micro-batches) forwards of its first chunk before its first
+     * backward (interleaved too: a round of one chunk goes over as many micro-batches as there
+     * are stages), and owns chunk 0's masters */
     double b = masters + ws;
-    if (C == npipe) {
+    if (C % npipe == 0) {
         WpChunk k0 = light_chunk(model, C, 0);
         int inflight = npipe < o->micro_batches * npipe ? npipe : o->micro_batches * npipe;
         double s0 = (double)k0.nparams * per_param + inflight * (double)wp_stash_bytes(model, &k0, o->recompute, prec) + ws;
@@ -124,13 +125,30 @@ static double type_flops(const DeviceType *d, WpDtype prec) {
     return peak * (d->efficiency > 0 ? d->efficiency : 0.5);
 }
 
-double search_time_bound(const Topology *topo, const WpConfig *model, const StrategyOpts *o) {
-    double rate = 0;   /* the cluster's compute rate, every device busy all the time */
-    for (int i = 0; i < topo->nnodes; i++) rate += topo->nodes[i].ndevices * type_flops(&topo->types[topo->nodes[i].type], o->precision);
+double search_time_bound(const char *strategy, const Topology *topo, const WpConfig *model, const StrategyOpts *o) {
+    double rate = 0, fastest = 0;   /* the cluster's compute rate, every device busy all the time */
+    for (int i = 0; i < topo->nnodes; i++) {
+        double f = type_flops(&topo->types[topo->nodes[i].type], o->precision);
+        rate += topo->nodes[i].ndevices * f;
+        if (f > fastest) fastest = f;
+    }
     WpChunk all = wp_chunk_make(model, 0, 0, model->layers, 1, 1);
     double M = (double)o->micro_batches * topo->ndevices;   /* micro-batches per step, all replicas */
     double units = 3 + (o->recompute ? 1 : 0);              /* FWD 1, BWD 2, recomputation +1 */
-    return M * units * wp_chunk_fwd_flops(model, &all) / rate;
+    double bound = M * units * wp_chunk_fwd_flops(model, &all) / rate;
+    int R = o->replicas > 0 ? o->replicas : 1, npipe = topo->ndevices / R;
+    int C = chunk_count(strategy, model, npipe, o->chunks);
+    if (shape_of(strategy) == SHAPE_ACT_PASSING && C >= npipe && C % npipe == 0 && C <= model->layers) {
+        /* 1F1B's fill: the last stage starts once a micro-batch has gone forward through the
+         * npipe - 1 chunks before it, then computes its share, m micro-batches through C / npipe
+         * chunks; every chunk at least as heavy as the lightest */
+        WpChunk k = light_chunk(model, C, C > 2 ? 1 : 0);
+        k.first = k.last = 0;
+        double tf = wp_chunk_fwd_flops(model, &k) / fastest, m = (double)o->micro_batches * npipe;
+        double fill = (npipe - 1) * tf + m * (C / npipe) * units * tf;
+        if (fill > bound) bound = fill;
+    }
+    return bound;
 }
 
 /* The cluster of one replica: the first n devices of t (its nodes, the last one cut), sharing
@@ -185,13 +203,14 @@ typedef struct Cand2 {
     int si, R, chunks, rec;
     WpDtype prec;
     int order;              /* enumeration order: ties keep it */
-    double mem_lb, time_lb;
+    double mem_lb, time_lb, cost;
     int built_fits;         /* -1 not built, 0 built and does not fit, 1 fits */
 } Cand2;
 
 static int cand2_cmp(const void *a, const void *b) {
     const Cand2 *x = a, *y = b;
     if (x->time_lb != y->time_lb) return x->time_lb < y->time_lb ? -1 : 1;
+    if (x->cost != y->cost) return x->cost < y->cost ? -1 : 1;
     return x->order - y->order;
 }
 
@@ -248,7 +267,10 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
                         o.replicas = R; o.chunks = chunks; o.recompute = rec; o.precision = x->prec;
                         if (pf && !a->grad_precision) o.grad_precision = WP_FP32;
                         x->mem_lb = search_mem_bound(names[si], topo, model, &o);
-                        x->time_lb = search_time_bound(topo, model, &o);
+                        x->time_lb = search_time_bound(names[si], topo, model, &o);
+                        /* what building it costs, for the order among equal bounds: ranks x chunks */
+                        int npipe = P / R, C = chunk_count(names[si], model, npipe, chunks);
+                        x->cost = (double)(R > 1 && search_rule_holds(names[si], RULE_ONE_REPLICA) ? npipe : P) * (C > 0 ? C : model->layers);
                         n++;
                     }
             }

@@ -74,6 +74,6 @@ void search_describe(const SearchStats *s, char *out, size_t len);
  * peak memory of a rank, in bytes, and on the step time, in seconds. Strategies wpgen does not
  * ship get the bounds every plan obeys (masters, compute). */
 double search_mem_bound(const char *strategy, const Topology *topo, const WpConfig *model, const StrategyOpts *o);
-double search_time_bound(const Topology *topo, const WpConfig *model, const StrategyOpts *o);
+double search_time_bound(const char *strategy, const Topology *topo, const WpConfig *model, const StrategyOpts *o);
 
 #endif

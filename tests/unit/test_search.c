@@ -58,7 +58,7 @@ static void run_case(const Case *k) {
                     cd.o.replicas = R; cd.o.chunks = cm ? 2 * (P / R) : 0; cd.o.recompute = rec;
                     snprintf(cd.strategy, sizeof cd.strategy, "%.63s", names[si]);
                     double mem_lb = search_mem_bound(cd.strategy, &topo, &model, &cd.o);
-                    double time_lb = search_time_bound(&topo, &model, &cd.o);
+                    double time_lb = search_time_bound(cd.strategy, &topo, &model, &cd.o);
                     Plan *p = NULL;
                     if (make_plan(cd.strategy, &topo, &model, name, &cd.o, &p, err, sizeof err)) continue;
                     nbuilt++;
