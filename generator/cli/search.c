@@ -105,13 +105,16 @@ double search_mem_bound(const char *strategy, const Topology *topo, const WpConf
         }
         return masters + acts + ws;
     }
-    /* 1F1B: stage 0 runs min(stages, micro-batches) forwards of its first chunk before its first
-     * backward (interleaved too: a round of one chunk goes over as many micro-batches as there
-     * are stages), and owns chunk 0's masters */
+    /* 1F1B: stage 0 runs min(stages, micro-batches) forwards of chunk 0 before its first
+     * backward; interleaved with v chunks per stage, Megatron's warm-up of 2 (stages - 1) +
+     * (v - 1) stages forwards of a chunk, and one more in flight (schedules/1f1b.lua); and it
+     * owns chunk 0's masters */
     double b = masters + ws;
     if (C % npipe == 0) {
         WpChunk k0 = light_chunk(model, C, 0);
-        int inflight = npipe < o->micro_batches * npipe ? npipe : o->micro_batches * npipe;
+        long m = (long)o->micro_batches * npipe, v = C / npipe;
+        long warm = v == 1 ? npipe : 2L * (npipe - 1) + (v - 1) * npipe + 1;
+        long inflight = warm < m * v ? warm : m * v;
         double s0 = (double)k0.nparams * per_param + inflight * (double)wp_stash_bytes(model, &k0, o->recompute, prec) + ws;
         if (s0 > b) b = s0;
     }
@@ -279,21 +282,32 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
     SearchStats *st = &out->stats;
     st->considered = n;
     double mem = device_mem_max(topo);
+    /* WPGEN_SEARCH_TRACE=1: every candidate's bounds and fate on stderr, one line each */
+    const char *tr = getenv("WPGEN_SEARCH_TRACE");
+    int trace = tr && tr[0] == '1';
+    double tc = 0;
+#define DROP(reason) do { \
+        st->pruned[reason]++; \
+        if (trace) fprintf(stderr, "search: %-20s r%-4d c%-4d rc%d %s  mem >= %6.2f GiB, step >= %.4g s: %s (%.2f s)\n", sname, x->R, x->chunks, \
+                           x->rec, wp_dtype_name(x->prec), x->mem_lb / (1 << 30), x->time_lb, prune_names[reason], progress_now() - tc); \
+        goto next; \
+    } while (0)
     for (int i = 0; i < n; i++) {
         Cand2 *x = &c[i];
+        tc = progress_now();
         const char *sname = names[x->si];
         int npipe = P / x->R;
         int C = chunk_count(sname, model, npipe, x->chunks);
-        if (C > L || (!strcmp(sname, "1f1b") && npipe > L)) { st->pruned[PRUNE_IMPOSSIBLE]++; continue; }
-        if (x->prec == WP_FP32 && try_fp32) { st->pruned[PRUNE_PRECISION]++; continue; }
-        if (x->mem_lb > mem) { st->pruned[PRUNE_MEMORY]++; continue; }
+        if (C > L || (!strcmp(sname, "1f1b") && npipe > L)) { DROP(PRUNE_IMPOSSIBLE); }
+        if (x->prec == WP_FP32 && try_fp32) { DROP(PRUNE_PRECISION); }
+        if (x->mem_lb > mem) { DROP(PRUNE_MEMORY); }
         if (x->rec && !a->recompute && search_rule_holds(sname, PRUNE_DOMINATED)) {
             int tw = find_twin(c, n, x);
-            if (tw >= 0 && c[tw].built_fits == 1) { st->pruned[PRUNE_DOMINATED]++; continue; }
+            if (tw >= 0 && c[tw].built_fits == 1) { DROP(PRUNE_DOMINATED); }
         }
         SearchBest *ref = per_strategy ? &out->best[x->si] : out->winner >= 0 ? &out->best[out->winner] : NULL;
         int have_ref = ref && ref->c.rc == 0;
-        if (have_ref && x->time_lb >= ref->c.step * (1 - 1e-9)) { st->pruned[PRUNE_SLOWER]++; continue; }
+        if (have_ref && x->time_lb >= ref->c.step * (1 - 1e-9)) { DROP(PRUNE_SLOWER); }
         progress("search: candidate %d of %d: %s, %d replica%s, %s chunks%s (%d simulated, best %.4g s)", i + 1, n, sname, x->R,
                  x->R > 1 ? "s" : "", x->chunks ? "twice the default" : "default", x->rec ? ", recomputation" : "", st->simulated,
                  out->winner >= 0 ? out->best[out->winner].c.step : 0.0);
@@ -303,24 +317,26 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
         if (x->R > 1 && search_rule_holds(sname, RULE_ONE_REPLICA)) {
             int f1;
             double lb1;
-            if (search_one_replica_bound(&cd, topo, model, name, have_ref ? ref->c.step : 0, &f1, &lb1)) { st->pruned[PRUNE_REFUSED]++; continue; }
-            if (!f1) { st->pruned[PRUNE_NO_FIT]++; st->one_replica++; x->built_fits = 0; continue; }
-            if (have_ref && (lb1 == 0 || lb1 >= ref->c.step * (1 - 1e-9))) { st->pruned[PRUNE_SLOWER]++; st->one_replica++; continue; }
+            if (search_one_replica_bound(&cd, topo, model, name, have_ref ? ref->c.step : 0, &f1, &lb1)) { DROP(PRUNE_REFUSED); }
+            if (!f1) { st->one_replica++; x->built_fits = 0; DROP(PRUNE_NO_FIT); }
+            if (have_ref && (lb1 == 0 || lb1 >= ref->c.step * (1 - 1e-9))) { st->one_replica++; DROP(PRUNE_SLOWER); }
         }
         Plan *p = NULL;
         char err[4096];
         cd.rc = make_plan(cd.strategy, topo, model, name, &cd.o, &p, err, sizeof err);
-        if (cd.rc) { st->pruned[PRUNE_REFUSED]++; continue; }
+        if (cd.rc) { DROP(PRUNE_REFUSED); }
         cd.fits = plan_fits(p);
         x->built_fits = cd.fits;
-        if (!cd.fits) { st->pruned[PRUNE_NO_FIT]++; plan_free(p); continue; }
+        if (!cd.fits) { plan_free(p); DROP(PRUNE_NO_FIT); }
         SimOptions so = { .stop_after = have_ref ? ref->c.step : 0 };
         SimResult s;
         int src = sim_run(p, &so, &s, err, sizeof err);
-        if (src == SIM_STOPPED) { st->pruned[PRUNE_SLOWER]++; st->stopped++; plan_free(p); continue; }
-        if (src) { st->pruned[PRUNE_REFUSED]++; plan_free(p); continue; }
+        if (src == SIM_STOPPED) { st->stopped++; plan_free(p); DROP(PRUNE_SLOWER); }
+        if (src) { plan_free(p); DROP(PRUNE_REFUSED); }
         st->simulated++;
         st->fits++;
+        if (trace) fprintf(stderr, "search: %-20s r%-4d c%-4d rc%d %s  mem >= %6.2f GiB, step >= %.4g s: simulated, %.4g s (%.2f s)\n", sname, x->R,
+                           x->chunks, x->rec, wp_dtype_name(x->prec), x->mem_lb / (1 << 30), x->time_lb, s.step_time, progress_now() - tc);
         cd.step = s.step_time; cd.tps = s.tokens_per_s_per_device; cd.bubble = s.bubble_ratio;
         SearchBest *b = &out->best[x->si];
         if (b->c.rc != 0 || cand_better(&cd, &b->c)) {
@@ -337,7 +353,9 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
             plan_free(p);
             sim_result_free(&s);
         }
+    next:;
     }
+#undef DROP
     free(c);
     progress_end();
     st->seconds = progress_now() - t0;
