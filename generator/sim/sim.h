@@ -43,6 +43,8 @@ typedef struct SimOptions {
     int record;             /* keep every operation's times (for traces and pictures) */
     int lockstep;           /* every rank waits for all others at the end of every turn (the papers'
                                turn model; the runtime does not do this) */
+    int no_symmetry;        /* simulate every replica even where they are moves of one pipeline
+                               (symmetry.h: the same results, R times the work; for tests) */
     double stop_after;      /* > 0: stop once the clock passes this many seconds (sim_run returns
                                SIM_STOPPED): the step takes longer; for searches */
     double unit_fwd_s;      /* > 0: every FWD takes this long whatever its chunk (BWD twice...): the
@@ -69,6 +71,8 @@ typedef struct SimResult {
     int nspans; SimSpan *spans;         /* with record: every operation, in rank, op order */
     long events;
     int nranks;
+    int symmetric;                      /* > 0: the replicas were simulated once, as this many moves
+                                           of replica 0 (symmetry.h); 0: every rank */
 } SimResult;
 
 enum { SIM_STOPPED = 1 };
