@@ -229,8 +229,8 @@ int cmd_compare(const Args *a) {
         char *txt = json_dumps(arr, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
         printf("%s\n", txt);
         free(txt);
-    } else printf("search: each strategy's fastest that fits%s%s%s; %s, in %.1f s\n", a->set_replicas && a->recompute ? " (replicas and recomputation given)" : " over ",
-                  a->set_replicas ? "" : "replicas", a->recompute ? "" : a->set_replicas ? "recomputation" : " and recomputation", counts, sr.stats.seconds);
+    } else printf("search: each strategy's fastest that fits%s%s%s; %s\n", a->set_replicas && a->recompute ? " (replicas and recomputation given)" : " over ",
+                  a->set_replicas ? "" : "replicas", a->recompute ? "" : a->set_replicas ? "recomputation" : " and recomputation", counts);
     json_decref(arr);
     for (int i = 0; i < ns; i++) { plan_free(plans[i]); sim_result_free(&res[i]); }
     free(c); free(errs); free(plans); free(res); free(shown);
