@@ -118,6 +118,7 @@ static void run_case(const Case *k) {
 
 int main(void) {
     fixture_init();
+    (void)fixture_model; (void)fixture_topology;   /* the fixture's other helpers, unused here */
     const Case cases[] = {
         /* GPU clusters: bf16 by default, memory tight at these shapes so some candidates do not fit */
         { "weipipe-2x8-a800-nvlink-10gbe", "llama-h2048", 8192, 0, 4 },

@@ -70,6 +70,7 @@ static const char *cluster(const char *file, int nodes, int devices, int nics, i
 
 int main(void) {
     fixture_init();
+    (void)fixture_model; (void)fixture_topology;   /* the fixture's other helpers, unused here */
     const char *strategies[] = { "weipipe-interleave", "weipipe-naive", "1f1b", "fsdp", "tawpipe" };
     struct { const char *file; int nodes, devices, nics, islands; } shapes[] = {
         { "one-nic.json", 4, 4, 1, 1 },       /* replicas share a node's only NIC */
