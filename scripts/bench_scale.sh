@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # make bench-scale: wpgen at cluster scale (issue 15). A 128-node x 8 H100 InfiniBand cluster (1,024
-# GPUs, topologies/h100-128x8-ib400.json) and a 1,024-node one (8,192 GPUs,
+# GPUs, tests/data/scale/h100-128x8-ib400.json) and a 1,024-node one (8,192 GPUs,
 # tests/data/scale/h100-1024x8-ib400.json), a 128-layer model (hidden 4096, GQA 32/8, FFN 14336,
 # vocabulary 128256: tests/data/scale/config.json) at sequence 8192, 8 micro-batches per rank:
 #   1,024 GPUs: `wpgen sim -s auto` and `wpgen compare` (each with the search's counts), and
 #               `wpgen emit` of the plan auto chose;
 #   8,192 GPUs: `wpgen sim -s auto`.
-# For each: wall-clock seconds, wpgen's peak memory (/usr/bin/time -v, maximum resident set) and
+# For each: wall-clock seconds, CPU seconds (user + system: on a machine others use too, the wall
+# clock says as much about them), wpgen's peak memory (/usr/bin/time -v, maximum resident set) and
 # what it answered (the plan, whether it fits). Targets (the issue's): under 10 s for the 1,024-GPU
 # commands, under 60 s for 8,192. Each command is stopped after BENCH_TIMEOUT seconds (default
 # 600). Prints figures; never fails the build on a target.
@@ -18,7 +19,7 @@ wpgen=$build/wpgen
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 model="-m tests/data/scale/config.json --seq 8192 --micro-batches 8"
-t1k=topologies/h100-128x8-ib400.json
+t1k=tests/data/scale/h100-128x8-ib400.json
 t8k=tests/data/scale/h100-1024x8-ib400.json
 
 # measure LABEL OUT -- wpgen args...: runs it under /usr/bin/time -v with the time limit; sets
@@ -29,8 +30,9 @@ measure() {
     rc=$?
     wall=$(awk -F': ' '/Elapsed \(wall clock\)/ { n = split($2, t, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + t[i]; print s }' "$tmp/time")
     peak=$(awk -F': ' '/Maximum resident set size/ { printf "%.0f", $2 / 1024 }' "$tmp/time")
+    cpu=$(awk -F': ' '/User time/ { u = $2 } /System time/ { s = $2 } END { printf "%.1f", u + s }' "$tmp/time")
     if [ "$rc" = 124 ]; then wall=">$limit"; fi
-    printf '%-46s %8s s  peak %6s MiB  ' "$label" "$wall" "$peak"
+    printf '%-46s %8s s (cpu %6s s)  peak %6s MiB  ' "$label" "$wall" "$cpu" "$peak"
 }
 
 echo "bench-scale: $wpgen on $(nproc) cores ($(date -u +%Y-%m-%d)); model 128 layers, H 4096, GQA 32/8, seq 8192, 8 micro-batches per rank"
