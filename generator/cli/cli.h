@@ -22,6 +22,7 @@ typedef struct Args {
     const char *grouping;   /* tawpipe: auto, node, island or published */
     const char *precision, *grad_precision;   /* "fp32" or "bf16" as given; NULL: the default (inputs.c) */
     int lua_max_mib, lua_max_minstr;   /* the strategy sandbox's limits; 0: its defaults */
+    int search_seconds;     /* compare, -s auto: no new candidate after this long (once one fits); 0: no limit */
     int set_micro_batches, set_replicas, set_chunks;   /* given on the command line (auto keeps them) */
 } Args;
 

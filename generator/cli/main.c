@@ -22,6 +22,8 @@ static void usage(FILE *f) {
         "       wpgen emit -t TOPO.json -m MODEL [-s STRATEGY] [...] -o DIR [--backend cpu] [--comm mpi] [--force]\n"
         "       wpgen sim -t TOPO.json -m MODEL [-s STRATEGY|auto] [...] [--trace FILE.json] [--svg FILE.svg] [--json]\n"
         "       wpgen compare -t TOPO.json -m MODEL [--strategies a,b,...] [...] [--json]\n"
+        "--search-seconds S (compare, -s auto): once a plan that fits is found, try no new candidate after\n"
+        "S seconds of searching, and say how many were not tried (default: search them all).\n"
         "MODEL is a preset (wpgen list) or a Hugging Face config.json. --micro-batches is per rank.\n"
         "-s auto (plan, emit, sim) tries every strategy with its parameters in the simulator and takes the\n"
         "fastest plan that fits.\n"
@@ -103,6 +105,7 @@ static int parse_args(int argc, char **argv, Args *a) {
         else if (!strcmp(f, "--rounds")) { if (parse_int(f, v, 1, MAX_MICRO_BATCHES, &a->rounds)) return -1; }
         else if (!strcmp(f, "--lua-max-mib")) { if (parse_int(f, v, 1, 1 << 20, &a->lua_max_mib)) return -1; }
         else if (!strcmp(f, "--lua-max-instructions")) { if (parse_int(f, v, 1, 1 << 20, &a->lua_max_minstr)) return -1; }
+        else if (!strcmp(f, "--search-seconds")) { if (parse_int(f, v, 1, 1 << 20, &a->search_seconds)) return -1; }
         else if (!strcmp(f, "--grouping")) {
             if (!v || (strcmp(v, "auto") && strcmp(v, "node") && strcmp(v, "island") && strcmp(v, "published"))) {
                 fprintf(stderr, "wpgen: --grouping: expected auto, node, island or published, got \"%s\"\n", v ? v : "");

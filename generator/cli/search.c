@@ -31,7 +31,7 @@
 
 const char *const prune_names[PRUNE__COUNT] = {
     [PRUNE_IMPOSSIBLE] = "impossible", [PRUNE_MEMORY] = "over the memory bound", [PRUNE_PRECISION] = "fp32 (bf16 is faster and smaller)", [PRUNE_DOMINATED] = "recomputation not needed",
-    [PRUNE_SLOWER] = "cannot win", [PRUNE_REFUSED] = "refused", [PRUNE_NO_FIT] = "built, do not fit",
+    [PRUNE_SLOWER] = "cannot win", [PRUNE_REFUSED] = "refused", [PRUNE_NO_FIT] = "built, do not fit", [PRUNE_TIME] = "not tried (--search-seconds)",
 };
 
 typedef enum { SHAPE_OTHER, SHAPE_WEIGHT_PASSING, SHAPE_ACT_PASSING } StrategyShape;
@@ -308,6 +308,8 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
         SearchBest *ref = per_strategy ? &out->best[x->si] : out->winner >= 0 ? &out->best[out->winner] : NULL;
         int have_ref = ref && ref->c.rc == 0;
         if (have_ref && x->time_lb >= ref->c.step * (1 - 1e-9)) { DROP(PRUNE_SLOWER); }
+        /* the user's limit: an answer now, with what was not tried said (not a bound: these might win) */
+        if (a->search_seconds > 0 && have_ref && progress_now() - t0 > a->search_seconds) { DROP(PRUNE_TIME); }
         progress("search: candidate %d of %d: %s, %d replica%s, %s chunks%s (%d simulated, best %.4g s)", i + 1, n, sname, x->R,
                  x->R > 1 ? "s" : "", x->chunks ? "twice the default" : "default", x->rec ? ", recomputation" : "", st->simulated,
                  out->winner >= 0 ? out->best[out->winner].c.step : 0.0);

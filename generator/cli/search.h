@@ -16,6 +16,7 @@ typedef enum {
                            or its simulation passed the best's step time and was stopped there */
     PRUNE_REFUSED,      /* built: the strategy refused the options, or the verifier the plan */
     PRUNE_NO_FIT,       /* built and verified: the verifier's peak memory exceeds the device */
+    PRUNE_TIME,         /* not tried: --search-seconds had passed (and a plan that fits was found) */
     PRUNE__COUNT
 } PruneReason;
 

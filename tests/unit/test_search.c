@@ -111,6 +111,17 @@ static void run_case(const Case *k) {
     printf("%s %s seq %d: %d built, %d fit, %d one-replica runs; search: %d considered, %d simulated, chose %.4g s\n", k->topo,
            k->model, model.seq, nbuilt, nfit, nsub, st->considered, st->simulated, chosen);
     CHECK(st->simulated < nfit || nfit <= 2, "%s: the search simulated %d of %d that fit: nothing pruned", k->topo, st->simulated, nfit);
+    /* with a time limit: an answer that fits, whatever was left untried, every candidate counted */
+    Args lim = a;
+    lim.search_seconds = 1;
+    SearchResult quick;
+    search_run(&lim, &topo, &model, name, names, ns, 0, &quick);
+    int qp = 0;
+    for (int i = 0; i < PRUNE__COUNT; i++) qp += quick.stats.pruned[i];
+    CHECK(qp + quick.stats.simulated == quick.stats.considered, "%s: --search-seconds: candidates lost", k->topo);
+    CHECK((quick.winner >= 0) == (all.winner >= 0) && (quick.winner < 0 || quick.best[quick.winner].c.step >= chosen * (1 - 1e-9)),
+          "%s: --search-seconds: no answer, or one better than the full search's", k->topo);
+    search_free(&quick);
     search_free(&all);
     search_free(&each);
     topology_free(&topo);
