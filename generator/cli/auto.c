@@ -49,7 +49,7 @@ int auto_search(const Args *a, const Topology *topo, const WpConfig *model, cons
     int runner = -1;   /* the best other strategy */
     for (int i = 0; i < ns; i++)
         if (i != sr.winner && sr.best[i].c.rc == 0 && (runner < 0 || cand_better(&sr.best[i].c, &sr.best[runner].c))) runner = i;
-    int n = snprintf(b.why, sizeof b.why, "%.4g s/step, the fastest of %d plans that fit (%s)", b.step, sr.stats.fits, counts);
+    int n = snprintf(b.why, sizeof b.why, "%.4g s/step, the fastest of %d plan%s that fit (%s)", b.step, sr.stats.fits, sr.stats.fits == 1 ? "" : "s", counts);
     if (runner >= 0 && n < (int)sizeof b.why) {
         const Cand *r = &sr.best[runner].c;
         snprintf(b.why + n, sizeof b.why - n, "; the best other strategy simulated, %s (%d replica%s%s), takes %.4g s (+%.0f%%)", r->strategy,
