@@ -13,7 +13,7 @@ LUA_INC  := -I/usr/include/lua5.4
 .DEFAULT_GOAL := all
 # keep objects make considers intermediate (test objects): no rebuild on the next make test
 .SECONDARY:
-.PHONY: all deps test demo bench-gen bench-cpu bench-sim clean
+.PHONY: all deps test demo bench-gen bench-cpu bench-sim bench-scale clean
 
 # The probe runs once; delete build/config.mk to run it again. It sets BLAS_CFLAGS and BLAS_LIBS.
 $(BUILD)/config.mk: scripts/deps.sh
@@ -204,6 +204,9 @@ bench-cpu: all
 
 bench-sim: all
 	@./scripts/bench_sim.sh $(BUILD)
+
+bench-scale: all
+	@./scripts/bench_scale.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

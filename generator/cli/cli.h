@@ -24,6 +24,7 @@ typedef struct Args {
     const char *fsdp_variant;   /* fsdp: gather-once or full-shard; NULL: gather-once */
     const char *precision, *grad_precision;   /* "fp32" or "bf16" as given; NULL: the default (inputs.c) */
     int lua_max_mib, lua_max_minstr;   /* the strategy sandbox's limits; 0: its defaults */
+    int search_seconds;     /* compare, -s auto: no new candidate after this long (once one fits); 0: no limit */
     int set_micro_batches, set_replicas, set_chunks;   /* given on the command line (auto keeps them) */
     const char *calib_path;    /* --calibration FILE (plan, emit, sim, compare) */
     const Calibration *calib;  /* loaded by main.c; NULL: the cost table's defaults */
@@ -34,7 +35,7 @@ typedef struct Cand {
     StrategyOpts o;
     int rc, fits;
     double step, tps, bubble;
-    char why[320];
+    char why[768];
 } Cand;
 
 /* inputs.c */
@@ -58,7 +59,9 @@ void human_bytes(double b, char *out, size_t len);   /* "512 B", "1.50 GiB" */
 /* auto.c */
 int shipped_strategies(char names[][64], int max);   /* the schedules/ strategies in name order, auto excluded */
 int cand_better(const Cand *x, const Cand *y);       /* x fits and is strictly faster than y */
-int auto_search(const Args *a, const Topology *topo, const WpConfig *model, const char *name, Cand *best, int verbose);
+/* The pruned search (search.c) over every shipped strategy; *plan (when not NULL) gets the winner's
+ * verified plan, the caller's to free. */
+int auto_search(const Args *a, const Topology *topo, const WpConfig *model, const char *name, Cand *best, Plan **plan);
 
 /* the commands */
 int cmd_list(void);

@@ -18,8 +18,8 @@ int cmd_plan(const Args *a, int emit) {
     StrategyOpts o = opts_of(a, &topo);
     Cand best;
     int is_auto = !strcmp(a->strategy, "auto");
-    if (is_auto) rc = auto_search(a, &topo, &model, name, &best, 0);
-    if (rc == 0 && (rc = make_plan(is_auto ? best.strategy : a->strategy, &topo, &model, name, is_auto ? &best.o : &o, &p, err, sizeof err)))
+    if (is_auto) rc = auto_search(a, &topo, &model, name, &best, &p);   /* its plan, verified */
+    if (rc == 0 && !p && (rc = make_plan(is_auto ? best.strategy : a->strategy, &topo, &model, name, is_auto ? &best.o : &o, &p, err, sizeof err)))
         fprintf(stderr, "wpgen: %s\n", err);
     if (rc == 0 && is_auto)
         fprintf(stderr, "wpgen: auto picked %s, %d replica%s, %s chunks%s: %s\n", best.strategy, best.o.replicas,

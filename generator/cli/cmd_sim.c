@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include "cli/cli.h"
+#include "cli/search.h"
 #include "ir/xalloc.h"
 
 static void sim_json_add(json_t *o, const Plan *p, const SimResult *s) {
@@ -48,14 +49,14 @@ int cmd_sim(const Args *a) {
     const char *strategy = a->strategy;
     StrategyOpts o = opts_of(a, &topo);
     Cand best;
+    Plan *p = NULL;
     int is_auto = !strcmp(a->strategy, "auto");
     if (is_auto) {
-        if ((rc = auto_search(a, &topo, &model, name, &best, 0))) { topology_free(&topo); return rc; }
+        if ((rc = auto_search(a, &topo, &model, name, &best, &p))) { topology_free(&topo); return rc; }
         strategy = best.strategy;
         o = best.o;
     }
-    Plan *p = NULL;
-    rc = make_plan(strategy, &topo, &model, name, &o, &p, err, sizeof err);
+    if (!p) rc = make_plan(strategy, &topo, &model, name, &o, &p, err, sizeof err);
     if (rc) {
         fprintf(stderr, "wpgen: %s\n", err);
         topology_free(&topo);
@@ -109,6 +110,10 @@ int cmd_sim(const Args *a) {
     return rc;
 }
 
+/* compare: each strategy at its best parameters that fit, from the pruned search (search.c:
+ * replicas and, where it does not fit without, recomputation; what the flags give stays fixed).
+ * A strategy of which nothing fits is shown as the flags give it, marked OOM. "auto" in
+ * --strategies is the full search's pick. */
 int cmd_compare(const Args *a) {
     char names[64][64];
     int ns = 0;
@@ -135,9 +140,10 @@ int cmd_compare(const Args *a) {
     int rc = load_inputs(a, &topo, &model, name, sizeof name);
     if (rc) return rc;
     StrategyOpts o = opts_of(a, &topo);
+    SearchResult sr;
+    search_run(a, &topo, &model, name, names, ns, 1, &sr);   /* "auto" is no file: refused, and searched below */
     json_t *arr = json_array();
     Cand *c = xcalloc((size_t)ns, sizeof *c);
-    json_t **rows = xcalloc((size_t)ns, sizeof *rows);
     char (*errs)[512] = xcalloc((size_t)ns, sizeof *errs);
     Plan **plans = xcalloc((size_t)ns, sizeof *plans);
     SimResult *res = xcalloc((size_t)ns, sizeof *res);
@@ -148,11 +154,18 @@ int cmd_compare(const Args *a) {
         c[i].o = o;
         if (!strcmp(names[i], "auto")) {
             Cand b;
-            if (auto_search(a, &topo, &model, name, &b, 0)) { c[i].rc = EXIT_REJECTED; snprintf(errs[i], sizeof errs[i], "auto: nothing fits"); continue; }
+            if (auto_search(a, &topo, &model, name, &b, &plans[i])) { c[i].rc = EXIT_REJECTED; snprintf(errs[i], sizeof errs[i], "auto: nothing fits"); continue; }
             c[i].o = b.o;
             snprintf(c[i].strategy, sizeof c[i].strategy, "%s", b.strategy);
+        } else if (sr.best[i].c.rc == 0) {   /* the search's best that fits, simulated already */
+            c[i] = sr.best[i].c;
+            plans[i] = sr.best[i].plan; sr.best[i].plan = NULL;
+            res[i] = sr.best[i].sim; memset(&sr.best[i].sim, 0, sizeof sr.best[i].sim);
+            nfit++;
+            if (best < 0 || cand_better(&c[i], &c[best])) best = i;
+            continue;
         }
-        c[i].rc = make_plan(c[i].strategy, &topo, &model, name, &c[i].o, &plans[i], err, sizeof err);
+        if (!plans[i]) c[i].rc = make_plan(c[i].strategy, &topo, &model, name, &c[i].o, &plans[i], err, sizeof err);
         if (c[i].rc) {
             char *nl = strchr(err, '\n');
             if (nl) *nl = 0;
@@ -167,23 +180,36 @@ int cmd_compare(const Args *a) {
         nfit += c[i].fits;
         if (c[i].fits && (best < 0 || cand_better(&c[i], &c[best]))) best = i;
     }
-    if (!a->json) {
-        printf("cluster %s (%d devices on %d node%s); model %s, seq %d, %d sequence%s per micro-batch, %d micro-batches per rank; "
-               "precision %s, gradients %s\n", topo.name, topo.ndevices, topo.nnodes, topo.nnodes > 1 ? "s" : "", name, model.seq,
-               model.mbs, model.mbs > 1 ? "s" : "", a->micro_batches, wp_dtype_name(o.precision), wp_dtype_name(o.grad_precision));
-        printf("%-22s %10s %13s %7s %11s %11s %10s\n", "strategy", "step s", "tokens/s/dev", "bubble", "intra GiB", "inter GiB", "peak GiB");
-    }
+    char counts[400];
+    search_describe(&sr.stats, counts, sizeof counts);
+    char (*shown)[160] = xcalloc((size_t)ns, sizeof *shown);
+    int width = 22;
     for (int i = 0; i < ns; i++) {
-        const char *label = names[i];
-        char shown[160];
+        /* the label says where the search moved off the flags: /rN replicas, /2c twice the chunks, /rc recomputation */
+        char extra[64] = "";
+        if (!c[i].rc)
+            snprintf(extra, sizeof extra, "%s%.0d%s%s", c[i].o.replicas != o.replicas ? "/r" : "", c[i].o.replicas != o.replicas ? c[i].o.replicas : 0,
+                     c[i].o.chunks != o.chunks ? "/2c" : "", c[i].o.recompute != o.recompute ? "/rc" : "");
         /* fsdp says which of its variants ran (schedules/fsdp.lua) */
         int fsdp = !c[i].rc && !strcmp(c[i].strategy, "fsdp");
         const char *variant = c[i].o.fsdp_variant ? c[i].o.fsdp_variant : "gather-once";
         if (!strcmp(names[i], "auto") && !c[i].rc)
-            snprintf(shown, sizeof shown, "auto=%s/r%d%s%s%s", c[i].strategy, c[i].o.replicas, c[i].o.chunks ? "/2c" : "", c[i].o.recompute ? "/rc" : "",
-                     fsdp && strcmp(variant, "gather-once") ? "/full-shard" : "");
-        else if (fsdp) snprintf(shown, sizeof shown, "%s/%s", label, variant);
-        else snprintf(shown, sizeof shown, "%s", label);
+            snprintf(shown[i], sizeof shown[i], "auto=%s/r%d%s%s%s", c[i].strategy, c[i].o.replicas, c[i].o.chunks ? "/2c" : "",
+                     c[i].o.recompute ? "/rc" : "", fsdp && strcmp(variant, "gather-once") ? "/full-shard" : "");
+        else snprintf(shown[i], sizeof shown[i], "%.63s%s%s%s", names[i], fsdp ? "/" : "", fsdp ? variant : "", extra);
+        if ((int)strlen(shown[i]) > width) width = (int)strlen(shown[i]);
+    }
+    if (!a->json) {
+        printf("cluster %s (%d devices on %d node%s); model %s, seq %d, %d sequence%s per micro-batch, %d micro-batches per rank; "
+               "precision %s, gradients %s\n", topo.name, topo.ndevices, topo.nnodes, topo.nnodes > 1 ? "s" : "", name, model.seq,
+               model.mbs, model.mbs > 1 ? "s" : "", a->micro_batches, wp_dtype_name(o.precision), wp_dtype_name(o.grad_precision));
+        printf("%-*s %10s %13s %7s %11s %11s %10s\n", width, "strategy", "step s", "tokens/s/dev", "bubble", "intra GiB", "inter GiB", "peak GiB");
+    }
+    for (int i = 0; i < ns; i++) {
+        const char *label = names[i];
+        /* fsdp says which of its variants ran (schedules/fsdp.lua) */
+        int fsdp = !c[i].rc && !strcmp(c[i].strategy, "fsdp");
+        const char *variant = c[i].o.fsdp_variant ? c[i].o.fsdp_variant : "gather-once";
         if (c[i].rc) {
             if (a->json) {
                 json_t *j = json_object();
@@ -191,7 +217,7 @@ int cmd_compare(const Args *a) {
                 json_object_set_new(j, "fits", json_false());
                 json_object_set_new(j, "error", json_string(errs[i]));
                 json_array_append_new(arr, j);
-            } else printf("%-22s %s\n", shown, errs[i]);
+            } else printf("%-*s %s\n", width, shown[i], errs[i]);
             continue;
         }
         const Plan *p = plans[i];
@@ -204,7 +230,7 @@ int cmd_compare(const Args *a) {
             if (!strcmp(names[i], "auto")) json_object_set_new(j, "picked_by", json_string("auto"));
             json_array_append_new(arr, j);
         } else {
-            printf("%-22s %10.4g %13.5g %6.1f%% %11.2f %11.2f %10.2f  %s\n", shown, s->step_time, s->tokens_per_s_per_device,
+            printf("%-*s %10.4g %13.5g %6.1f%% %11.2f %11.2f %10.2f  %s\n", width, shown[i], s->step_time, s->tokens_per_s_per_device,
                    100 * s->bubble_ratio, s->bytes_intra / (1 << 30), s->bytes_inter / (1 << 30), (double)p->peak_mem / (1 << 30),
                    !c[i].fits ? "OOM" : i == best ? "<- fastest" : "");
         }
@@ -213,11 +239,12 @@ int cmd_compare(const Args *a) {
         char *txt = json_dumps(arr, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
         printf("%s\n", txt);
         free(txt);
-    }
+    } else printf("search: each strategy's fastest that fits%s%s%s; %s\n", a->set_replicas && a->recompute ? " (replicas and recomputation given)" : " over ",
+                  a->set_replicas ? "" : "replicas", a->recompute ? "" : a->set_replicas ? "recomputation" : " and recomputation", counts);
     json_decref(arr);
-    for (int i = 0; i < ns; i++) { plan_free(plans[i]); if (!c[i].rc) sim_result_free(&res[i]); }
-    free(c); free(rows); free(errs); free(plans); free(res);
+    for (int i = 0; i < ns; i++) { plan_free(plans[i]); sim_result_free(&res[i]); }
+    free(c); free(errs); free(plans); free(res); free(shown);
+    search_free(&sr);
     topology_free(&topo);
     return nfit ? 0 : EXIT_REJECTED;
 }
-

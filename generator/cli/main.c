@@ -29,6 +29,8 @@ static void usage(FILE *f) {
         "       wpgen probe [-o OUT.json] [--sysroot DIR] | --merge HOST1.json HOST2.json ... [-o OUT.json]\n"
         "       (plan, emit, sim, compare: [--calibration CALIB.json], measured compute rates and links\n"
         "       from wpgen calibrate in place of the defaults; docs/calibration.md)\n"
+        "--search-seconds S (compare, -s auto): once a plan that fits is found, try no new candidate after\n"
+        "S seconds of searching, and say how many were not tried (default: search them all).\n"
         "MODEL is a preset (wpgen list) or a Hugging Face config.json. --micro-batches is per rank.\n"
         "-s auto (plan, emit, sim) tries every strategy with its parameters in the simulator and takes the\n"
         "fastest plan that fits.\n"
@@ -117,6 +119,7 @@ static int parse_args(int argc, char **argv, Args *a) {
             }
             a->fsdp_variant = v;
         }
+        else if (!strcmp(f, "--search-seconds")) { if (parse_int(f, v, 1, 1 << 20, &a->search_seconds)) return -1; }
         else if (!strcmp(f, "--grouping")) {
             if (!v || (strcmp(v, "auto") && strcmp(v, "node") && strcmp(v, "island") && strcmp(v, "published"))) {
                 fprintf(stderr, "wpgen: --grouping: expected auto, node, island or published, got \"%s\"\n", v ? v : "");

@@ -20,6 +20,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include "emit/emit.h"
+#include "ir/interrupt.h"
 #include "emit/backends.h"
 #include "common/errmsg.h"
 #include "emit/emit_data.h"
@@ -553,6 +554,7 @@ static void *worker(void *arg) {
     for (;;) {
         /* the first to ask writes plan.json; then ranks 0, 1, ... */
         int r = atomic_fetch_add(&job->next, 1) - 1;
+        if (interrupt_pending() && !atomic_load(&job->failed)) job_fail(job, "interrupted");   /* Ctrl-C: stop, it is removed */
         if (r >= job->p->nranks || atomic_load(&job->failed)) break;
         if (r < 0) {
             if (write_json(job, err, sizeof err)) { job_fail(job, err); break; }
@@ -683,6 +685,9 @@ static int write_all(Job *job, char *err, size_t errlen) {
 
 /* ---- emit_plan ---- */
 
+static int emit_into(const Plan *p, const EmitInfo *info, const char *final, const char *tmp, const char *old, int exists,
+                     char *err, size_t errlen);
+
 int emit_plan(const Plan *p, const EmitInfo *info, const char *dir, char *err, size_t errlen) {
     if (!p->verified) return errmsg(err, errlen, "the plan has not been verified");
     const Backend *compute = backend_select(BACKEND_COMPUTE, info->backend, err, errlen);
@@ -700,6 +705,17 @@ int emit_plan(const Plan *p, const EmitInfo *info, const char *dir, char *err, s
 
     int exists;
     if (check_target(final, &exists, err, errlen)) return -1;
+    /* a signal from here on is noted: the writers stop, tmp goes, and wpgen ends with the signal
+     * (interrupt.h); once the result is moving into place, that finishes first */
+    interrupt_begin();
+    int rc = emit_into(p, info, final, tmp, old, exists, err, errlen);
+    if (interrupt_pending() && rc) rm_tree(tmp);
+    interrupt_end();
+    return rc;
+}
+
+static int emit_into(const Plan *p, const EmitInfo *info, const char *final, const char *tmp, const char *old, int exists,
+                     char *err, size_t errlen) {
     if (mkdir(tmp, 0777)) {
         if (errno == ENOENT) return errmsg(err, errlen, "%s: its parent directory does not exist", final);
         return errmsg(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
@@ -722,6 +738,7 @@ int emit_plan(const Plan *p, const EmitInfo *info, const char *dir, char *err, s
     if (rc == 0) rc = copy_runtime(tmp, info, err, errlen);
     /* the manifest, then what of the earlier output is the user's: kept, moved into the new one */
     Names fresh = { 0 }, keep = { 0 };
+    if (rc == 0 && interrupt_pending()) rc = errmsg(err, errlen, "interrupted");
     if (rc == 0) rc = write_manifest(tmp, &fresh, err, errlen);
     if (rc == 0 && exists) rc = user_entries(final, &fresh, &keep, err, errlen);
     names_free(&fresh);

@@ -96,6 +96,7 @@ typedef struct PlanRank {
     int node, device;   /* device: global device index in the topology */
     int replica, stage; /* data-parallel replica, position in its pipeline */
     int nbufs, capbufs; PlanBuf *bufs;
+    int bufs_index_cap; int32_t *bufs_index;   /* names -> 1 + index, open addressing (plan.c) */
     int nops, capops; Op *ops;
     int *turn_start;    /* [nturns + 1] offsets into ops, filled by plan_finish */
     OpNote *notes;      /* [nops], filled by plan_verify */

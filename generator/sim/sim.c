@@ -7,6 +7,7 @@
 #include <string.h>
 #include "sim/sim.h"
 #include "sim/collective.h"
+#include "sim/symmetry.h"
 #include "ir/op_table.h"
 #include "ir/xalloc.h"
 
@@ -86,6 +87,7 @@ enum { PH_START, PH_WAIT, PH_LOCAL, PH_BARRIER, PH_DONE };
 typedef struct Flow {
     int obj;
     int nres, res[4];
+    double w[4];            /* how many times it counts on res[k]: 1, or with symmetry R / orbit size */
     double bytes, rem, rate, lat_end;
     int in_lat, live;
 } Flow;
@@ -125,6 +127,8 @@ typedef struct Sim {
     int rates_dirty;
     int at_barrier;                    /* lockstep: ranks that finished the current turn */
     double (*coef)[COST__COUNT];       /* per device type: seconds per unit of each feature */
+    const SimSym *sym;                 /* replicas simulated once (symmetry.h), or NULL */
+    int nact; int *act;                /* the ranks simulated: all, or replica 0's */
 } Sim;
 
 /* Seconds of a compute or local operation on its rank's device type. */
@@ -150,25 +154,73 @@ static int p2p_cmp(const void *a, const void *b) {
     return x->op < y->op ? -1 : x->op > y->op;
 }
 
+/* With symmetry, a collective across the replicas (one member each, symmetry.h): the members of
+ * the replicas simulated, which start it when they have posted (every move posts at the same
+ * time), and the ring's edges out of them; the latency of the whole ring. The k-th call of each
+ * member is one call, as for other collectives. */
+static int across_obj(Sim *S, int r, int i, int **calls, int *ncalls, int *capcalls, int **next) {
+    const Plan *p = S->p;
+    const Op *op = &p->ranks[r].ops[i];
+    const PlanGroup *g = &p->groups[op->group];
+    int m = 0;
+    while (g->ranks[m] != r) m++;
+    int first = 0;   /* member index of replica 0: the simulated members are first .. first + k - 1 */
+    while (p->ranks[g->ranks[first]].replica != 0) first++;
+    int slot = (m - first + g->n) % g->n;   /* 0 .. k-1 */
+    int gi = op->group, kk = next[gi][slot]++;
+    if (kk >= ncalls[gi]) {
+        if (kk >= capcalls[gi]) {
+            capcalls[gi] = 2 * kk + 8;
+            calls[gi] = xrealloc(calls[gi], (size_t)capcalls[gi] * sizeof(int));
+        }
+        int id = new_obj(S);
+        Obj *o = &S->objs[id];
+        int k = S->sym->k;
+        o->need = k; o->n = k;
+        o->ranks = xcalloc((size_t)k, sizeof(int)); o->ops = xcalloc((size_t)k, sizeof(int));
+        CollShape cs = coll_shape(op_info(op->kind)->coll, g->n, 0, sim_op_bytes(p, r, i));
+        o->edge_bytes = cs.edge_bytes;
+        o->src = xcalloc((size_t)k + 1, sizeof(int)); o->dst = xcalloc((size_t)k + 1, sizeof(int));
+        double maxlat = 0;
+        for (int h = 0; h < cs.nedges; h++) {
+            int a, b;
+            coll_edge(&cs, g->n, h, &a, &b);
+            Link l = topology_link(S->t, p->ranks[g->ranks[a]].device, p->ranks[g->ranks[b]].device);
+            if (l.lat > maxlat) maxlat = l.lat;
+            if ((a - first + g->n) % g->n < k) { o->src[o->nedges] = g->ranks[a]; o->dst[o->nedges] = g->ranks[b]; o->nedges++; }
+        }
+        o->lat = cs.lat_steps * maxlat;
+        calls[gi][ncalls[gi]++] = id;
+    }
+    Obj *o = &S->objs[calls[gi][kk]];
+    o->ranks[slot] = r; o->ops[slot] = i;
+    S->op_obj[r][i] = calls[gi][kk];
+    return 0;
+}
+
 static int build_objs(Sim *S, char *err, size_t errlen) {
     const Plan *p = S->p;
     int n = p->nranks;
     long nsend = 0, nrecv = 0;
-    for (int r = 0; r < n; r++)
+    for (int ai = 0; ai < S->nact; ai++) {
+        int r = S->act[ai];
         for (int i = 0; i < p->ranks[r].nops; i++) {
             int side = op_info(p->ranks[r].ops[i].kind)->p2p;
             nsend += side == P2P_SEND; nrecv += side == P2P_RECV;
         }
+    }
     if (nsend != nrecv) return snprintf(err, errlen, "the plan has %ld sends and %ld receives", nsend, nrecv), -1;
     P2P *sends = xcalloc((size_t)nsend, sizeof *sends), *recvs = xcalloc((size_t)nrecv, sizeof *recvs);
     long ns = 0, nr = 0;
-    for (int r = 0; r < n; r++)
+    for (int ai = 0; ai < S->nact; ai++) {
+        int r = S->act[ai];
         for (int i = 0; i < p->ranks[r].nops; i++) {
             const Op *op = &p->ranks[r].ops[i];
             int side = op_info(op->kind)->p2p;
             if (side == P2P_SEND) sends[ns++] = (P2P){ (long)r * n + op->peer, r, i };
             if (side == P2P_RECV) recvs[nr++] = (P2P){ (long)op->peer * n + r, r, i };
         }
+    }
     qsort(sends, (size_t)ns, sizeof *sends, p2p_cmp);
     qsort(recvs, (size_t)nr, sizeof *recvs, p2p_cmp);
     for (long j = 0; j < ns; j++) {
@@ -197,12 +249,14 @@ static int build_objs(Sim *S, char *err, size_t errlen) {
     int **next = xcalloc((size_t)p->ngroups + 1, sizeof *next);
     for (int g = 0; g < p->ngroups; g++) next[g] = xcalloc((size_t)p->groups[g].n, sizeof(int));
     int rc = 0;
-    for (int r = 0; r < n && !rc; r++)
+    for (int ai = 0; ai < S->nact && !rc; ai++) {
+        int r = S->act[ai];
         for (int i = 0; i < p->ranks[r].nops; i++) {
             const Op *op = &p->ranks[r].ops[i];
             const OpInfo *in = op_info(op->kind);
             if (!in->coll) continue;
             const PlanGroup *g = &p->groups[op->group];
+            if (S->sym && S->sym->across[op->group]) { across_obj(S, r, i, calls, ncalls, capcalls, next); continue; }
             int m = 0;
             while (m < g->n && g->ranks[m] != r) m++;
             int k = next[op->group][m]++;
@@ -238,6 +292,7 @@ static int build_objs(Sim *S, char *err, size_t errlen) {
             }
             o->lat = cs.lat_steps * maxlat;
         }
+    }
     for (int g = 0; g < p->ngroups; g++) free(calls[g]), free(next[g]);
     free(calls); free(ncalls); free(capcalls); free(next);
     return rc;
@@ -275,7 +330,7 @@ static void add_flow(Sim *S, int obj, int ra, int rb, double bytes, double lat_e
     int da = S->p->ranks[ra].device, db = S->p->ranks[rb].device;
     int na = topology_node_of(t, da), nb = topology_node_of(t, db);
     Link l = topology_link(t, da, db);
-    S->r->link_bytes[l.type] += bytes;
+    S->r->link_bytes[l.type] += S->sym ? bytes * S->sym->R : bytes;   /* one flow per replica */
     if (S->o->free_comm || l.type == LINK_LOC || bytes <= 0) return;
     if (S->nflows == S->capflows) {
         S->capflows = S->capflows ? 2 * S->capflows : 64;
@@ -300,6 +355,10 @@ static void add_flow(Sim *S, int obj, int ra, int rb, double bytes, double lat_e
             f->res[f->nres++] = S->res_isl[na] + 2 * ia;
             f->res[f->nres++] = S->res_isl[na] + 2 * ib + 1;
         }
+    }
+    for (int k = 0; k < f->nres; k++) {
+        f->w[k] = 1;
+        if (S->sym) { f->w[k] = S->sym->res_w[f->res[k]]; f->res[k] = S->sym->res_rep[f->res[k]]; }
     }
     S->objs[obj].flows_left++;
 }
@@ -431,8 +490,8 @@ static Share heap_pop(Share *h, int *n) {
  * O(incidences * log) rather than flows * resources: what makes 1,024 ranks simulate quickly. */
 static void compute_rates(Sim *S) {
     int nres = S->nres, nf = S->nflows;
-    double *left = xcalloc((size_t)nres, sizeof(double));
-    int *count = xcalloc((size_t)nres + 1, sizeof(int)), *start = xcalloc((size_t)nres + 1, sizeof(int));
+    double *left = xcalloc((size_t)nres, sizeof(double)), *count = xcalloc((size_t)nres + 1, sizeof(double));
+    int *nflow = xcalloc((size_t)nres + 1, sizeof(int)), *start = xcalloc((size_t)nres + 1, sizeof(int));
     char *frozen = xcalloc((size_t)nf + 1, 1);
     memcpy(left, S->cap, (size_t)nres * sizeof(double));
     int incid = 0;
@@ -440,10 +499,10 @@ static void compute_rates(Sim *S) {
         Flow *f = &S->flows[i];
         f->rate = 0;
         if (!f->live || f->in_lat) { frozen[i] = 1; continue; }
-        for (int k = 0; k < f->nres; k++) count[f->res[k]]++;
+        for (int k = 0; k < f->nres; k++) { count[f->res[k]] += f->w[k]; nflow[f->res[k]]++; }
         incid += f->nres;
     }
-    for (int q = 0; q < nres; q++) start[q + 1] = start[q] + count[q];
+    for (int q = 0; q < nres; q++) start[q + 1] = start[q] + nflow[q];
     int *fill = xcalloc((size_t)nres + 1, sizeof(int)), *flows_of = xcalloc((size_t)incid + 1, sizeof(int));
     memcpy(fill, start, (size_t)nres * sizeof(int));
     for (int i = 0; i < nf; i++)
@@ -466,11 +525,11 @@ static void compute_rates(Sim *S) {
             Flow *f = &S->flows[i];
             f->rate = share;
             frozen[i] = 1;
-            for (int k = 0; k < f->nres; k++) { left[f->res[k]] -= share; count[f->res[k]]--; }
+            for (int k = 0; k < f->nres; k++) { left[f->res[k]] -= share * f->w[k]; count[f->res[k]] -= f->w[k]; }
         }
         count[q] = 0;
     }
-    free(left); free(count); free(start); free(frozen); free(fill); free(flows_of); free(heap);
+    free(left); free(count); free(nflow); free(start); free(frozen); free(fill); free(flows_of); free(heap);
 }
 
 static void compact_flows(Sim *S) {
@@ -511,10 +570,29 @@ int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, siz
     for (int i = 0; i < S.t->ntypes; i++) calib_coefs(opt->calib, &S.t->types[i], p->precision, S.coef[i]);
     S.work = xcalloc((size_t)n, sizeof(int));
     S.inwork = xcalloc((size_t)n, 1);
+    /* replicas that are moves of one pipeline are simulated once (symmetry.h); the trace and the
+     * lockstep turn model want every rank */
+    SimSym sym;
+    int use_sym = !opt->no_symmetry && !opt->record && !opt->lockstep && sym_find(p, S.t, &sym);
+    build_resources(&S);
+    if (use_sym && sym_resources(&sym, p, S.t, S.nres, S.res_dev_tx, S.res_dev_rx, S.res_isl, S.res_nic, S.cap)) {
+        sym_free(&sym);
+        use_sym = 0;
+    }
+    if (use_sym) {
+        S.sym = &sym;
+        S.nact = sym.nreps;
+        S.act = xcalloc((size_t)S.nact, sizeof(int));
+        memcpy(S.act, sym.reps, (size_t)S.nact * sizeof(int));
+        res->symmetric = sym.R;
+    } else {
+        S.nact = n;
+        S.act = xcalloc((size_t)n, sizeof(int));
+        for (int r = 0; r < n; r++) S.act[r] = r;
+    }
     int rc = build_objs(&S, err, errlen);
     if (rc == 0) {
-        build_resources(&S);
-        for (int r = 0; r < n; r++) push_work(&S, r);
+        for (int ai = 0; ai < S.nact; ai++) push_work(&S, S.act[ai]);
         for (;;) {
             while (S.nwork > 0) {
                 int r = S.work[--S.nwork];
@@ -522,12 +600,12 @@ int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, siz
                 advance(&S, r);
             }
             int alldone = 1;
-            for (int r = 0; r < n; r++) alldone &= S.rs[r].phase == PH_DONE;
+            for (int ai = 0; ai < S.nact; ai++) alldone &= S.rs[S.act[ai]].phase == PH_DONE;
             if (alldone) break;
             if (S.rates_dirty) { compact_flows(&S); compute_rates(&S); S.rates_dirty = 0; }
             double next = INFINITY;
-            for (int r = 0; r < n; r++) {
-                RankSim *s = &S.rs[r];
+            for (int ai = 0; ai < S.nact; ai++) {
+                RankSim *s = &S.rs[S.act[ai]];
                 if (s->phase == PH_WAIT && s->cend > S.now && s->cend < next) next = s->cend;
                 if (s->phase == PH_LOCAL && s->lend > S.now && s->lend < next) next = s->lend;
             }
@@ -538,12 +616,14 @@ int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, siz
                 if (tf < next) next = tf;
             }
             if (!(next < INFINITY)) {
-                int r = 0;
-                while (S.rs[r].phase == PH_DONE) r++;
+                int ai = 0;
+                while (S.rs[S.act[ai]].phase == PH_DONE) ai++;
+                int r = S.act[ai];
                 rc = -1;
                 snprintf(err, errlen, "simulation stuck: rank %d at turn %d (is the plan verified?)", r, S.rs[r].turn);
                 break;
             }
+            if (opt->stop_after > 0 && next > opt->stop_after) { rc = SIM_STOPPED; break; }
             double dt = next - S.now;
             S.now = next;
             res->events++;
@@ -561,11 +641,22 @@ int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, siz
                     if (--S.objs[f->obj].flows_left == 0) obj_complete(&S, f->obj);
                 }
             }
-            for (int r = 0; r < n; r++) {
+            for (int ai = 0; ai < S.nact; ai++) {
+                int r = S.act[ai];
                 RankSim *s = &S.rs[r];
                 if ((s->phase == PH_WAIT && s->cend <= S.now) || (s->phase == PH_LOCAL && s->lend <= S.now)) push_work(&S, r);
             }
         }
+    }
+    if (rc == 0 && S.sym) {   /* every replica as replica 0 */
+        for (int r = 0; r < n; r++) {
+            int q = sym.rep[r];
+            if (q == r) continue;
+            res->rank_end[r] = res->rank_end[q];
+            res->rank_busy[r] = res->rank_busy[q];
+            memcpy(res->turn_t[r], res->turn_t[q], ((size_t)p->nturns + 1) * sizeof(double));
+        }
+        res->comm_exposed_s *= sym.R;
     }
     if (rc == 0) {
         double step = 0, busy = 0;
@@ -593,7 +684,8 @@ int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, siz
     free(S.objs);
     for (int r = 0; r < n; r++) free(S.op_obj[r]), free(S.tpost[r]), free(S.tstart[r]), free(S.tend[r]);
     free(S.op_obj); free(S.tpost); free(S.tstart); free(S.tend);
-    free(S.rs); free(S.coef); free(S.work); free(S.inwork); free(S.flows); free(S.cap);
+    free(S.rs); free(S.coef); free(S.work); free(S.inwork); free(S.flows); free(S.cap); free(S.act);
+    if (S.sym) sym_free(&sym);
     free(S.res_dev_tx); free(S.res_dev_rx); free(S.res_isl); free(S.res_nic);
     if (rc) sim_result_free(res);
     return rc;

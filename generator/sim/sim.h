@@ -49,6 +49,10 @@ typedef struct SimOptions {
     int lockstep;           /* every rank waits for all others at the end of every turn (the papers'
                                turn model; the runtime does not do this) */
     const Calibration *calib;   /* measured rates per device type (NULL: the defaults table) */
+    int no_symmetry;        /* simulate every replica even where they are moves of one pipeline
+                               (symmetry.h: the same results, R times the work; for tests) */
+    double stop_after;      /* > 0: stop once the clock passes this many seconds (sim_run returns
+                               SIM_STOPPED): the step takes longer; for searches */
     double unit_fwd_s;      /* > 0: every FWD takes this long whatever its chunk (BWD twice...): the
                                papers' equal-stage assumption, for tests */
 } SimOptions;
@@ -73,9 +77,14 @@ typedef struct SimResult {
     int nspans; SimSpan *spans;         /* with record: every operation, in rank, op order */
     long events;
     int nranks;
+    int symmetric;                      /* > 0: the replicas were simulated once, as this many moves
+                                           of replica 0 (symmetry.h); 0: every rank */
 } SimResult;
 
-/* 0, or -1 with one line in err (an unverified plan, a topology that does not match it). */
+enum { SIM_STOPPED = 1 };
+
+/* 0, or -1 with one line in err (an unverified plan, a topology that does not match it), or
+ * SIM_STOPPED (stop_after passed; nothing in r). */
 int sim_run(const Plan *p, const SimOptions *o, SimResult *r, char *err, size_t errlen);
 void sim_result_free(SimResult *r);
 

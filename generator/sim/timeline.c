@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include "ir/interrupt.h"
 #include "sim/sim.h"
 #include "ir/op_table.h"
 
@@ -27,7 +28,8 @@ static void op_label(const Plan *p, int r, int opi, char *out, size_t len) {
 static const char *const trace_cat[OP_PHASE__COUNT] = { [OP_PHASE_TRANSFER] = "comm", [OP_PHASE_COMPUTE] = "compute", [OP_PHASE_LOCAL] = "local" };
 
 int sim_write_trace(const Plan *p, const SimResult *r, const char *path) {
-    FILE *f = fopen(path, "w");
+    char tmp[4200];
+    FILE *f = interrupt_fopen(path, tmp, sizeof tmp);   /* written beside, renamed into place */
     if (!f) return -1;
     fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
     int first = 1;
@@ -59,9 +61,7 @@ int sim_write_trace(const Plan *p, const SimResult *r, const char *path) {
                 label, cat, s->rank, tid, s->t0 * 1e6, (s->t1 - s->t0) * 1e6, s->turn, s->t_post * 1e6, sim_op_bytes(p, s->rank, s->op));
     }
     fprintf(f, "\n]}\n");
-    int bad = ferror(f);
-    if (fclose(f) || bad) return -1;
-    return 0;
+    return interrupt_commit(f, tmp, path);
 }
 
 /* ---- SVG timeline ---- */
@@ -92,7 +92,8 @@ static void esc(FILE *f, const char *s) {
 }
 
 int sim_write_svg(const Plan *p, const SimResult *r, const char *title, const char *path) {
-    FILE *f = fopen(path, "w");
+    char tmp[4200];
+    FILE *f = interrupt_fopen(path, tmp, sizeof tmp);   /* written beside, renamed into place */
     if (!f) return -1;
     int n = p->nranks;
     double W = 1600, left = 96, right = 16, top = 64, rowh = n <= 16 ? 30 : 22, bottom = 44;
@@ -188,7 +189,5 @@ int sim_write_svg(const Plan *p, const SimResult *r, const char *title, const ch
         }
     }
     fprintf(f, "</svg>\n");
-    int bad = ferror(f);
-    if (fclose(f) || bad) return -1;
-    return 0;
+    return interrupt_commit(f, tmp, path);
 }

@@ -23,6 +23,7 @@
 #include <string.h>
 #include "verify/verify_state.h"
 #include "verify/verify_comm.h"
+#include "verify/verify_replicas.h"
 #include "ir/xalloc.h"
 
 /* ---- the shape of each operation ---- */
@@ -378,6 +379,7 @@ static int check_end(Verifier *V) {
             if (!V->bwd[i]) return snprintf(V->err, V->errlen, "micro-batch %d never goes backward through chunk %d", g, c), -1;
         }
     for (int r = 0; r < p->nranks; r++) {
+        if (V->active && !V->active[r]) continue;   /* replica 0's, checked */
         const PlanRank *rk = &p->ranks[r];
         RankState *s = &V->rs[r];
         s->turn = p->nturns;
@@ -440,6 +442,7 @@ static void verifier_free(Verifier *V) {
             free(gs->calls); free(gs->next);
         }
     free(V->rs); free(V->gs); free(V->fwd); free(V->bwd);
+    replicas_free(V);
 }
 
 int plan_verify(Plan *p, char *err, size_t errlen) {
@@ -481,6 +484,10 @@ int plan_verify(Plan *p, char *err, size_t errlen) {
     }
     int rc = check_structure(&V);
     for (int r = 0; r < p->nranks; r++) V.rs[r].turn = 0;
+    /* replicas that are copies of one pipeline: replica 0 executed for all (verify_replicas.c) */
+    if (rc == 0 && replicas_detect(&V))
+        for (int r = 0; r < p->nranks; r++)
+            if (!V.active[r]) V.rs[r].done = 1;
     /* Each rank runs as far as its transfers allow; a sweep that moves no rank is a deadlock. */
     for (int progress = 1; rc == 0 && progress;) {
         progress = 0;
@@ -502,6 +509,7 @@ int plan_verify(Plan *p, char *err, size_t errlen) {
         for (int r = 0; r < p->nranks && rc == 0; r++)
             if (!V.rs[r].done) rc = comm_report_deadlock(&V);
     }
+    if (rc == 0 && V.active) rc = replicas_finish(&V);
     if (rc == 0) rc = check_end(&V);
     if (rc == 0) account_memory(&V);
     verifier_free(&V);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "verify/verify_comm.h"
+#include "verify/verify_replicas.h"
 #include "ir/xalloc.h"
 
 static int turn_first_op(const Verifier *V, int r) {
@@ -156,6 +157,7 @@ static int complete(Verifier *V, int g, Coll *c, int last_rank, int last_op) {
     int root_m = op_info(c->kind)->root ? group_index(grp, c->root) : -1;
     for (int m = 0; m < n; m++) {
         int r = grp->ranks[m], opi = c->rank_op[m];
+        if (V->active && !V->active[r]) continue;   /* a replica not executed: its notes are replica 0's */
         Val *slot = &V->rs[r].slot[opi - turn_first_op(V, r)];
         OpNote *note = &p->ranks[r].notes[opi];
         switch (c->kind) {
@@ -245,6 +247,14 @@ static int post_collective(Verifier *V, int r, int i) {
         return verr(V, r, i, "%s holds %s", p->ranks[r].bufs[op->buf].name, val_describe(V, v, d, sizeof d));
     if (want) val_copy(V, &c->in[m], v);
     c->rank_op[m] = i;
+    if (V->active && V->across[op->group])   /* the other replicas make the same call: replica 0's gradient, renamed */
+        for (int j = 0; j < grp->n; j++) {
+            int rj = grp->ranks[j];
+            if (V->active[rj]) continue;
+            if (want) replicas_image(V, p->ranks[rj].replica, &c->in[m], &c->in[j]);
+            c->rank_op[j] = i;
+            c->posted++;
+        }
     if (++c->posted < grp->n) return 0;
     int rc = complete(V, op->group, c, r, i);
     for (int j = 0; j < grp->n; j++) val_clear(&c->in[j]);

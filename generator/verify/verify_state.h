@@ -74,6 +74,12 @@ typedef struct Verifier {
     GroupState *gs;
     uint8_t *fwd, *bwd;     /* [chunk * M + mb]: times done */
     char *err; size_t errlen;
+    /* replicas executed once (verify_replicas.c); all NULL: every rank executed */
+    uint8_t *active;        /* [nranks] executed: replica 0's ranks */
+    int npipe;              /* ranks per replica */
+    int *image;             /* [replica * npipe + stage] its rank */
+    uint8_t *across;        /* [ngroups] one member per replica */
+    int32_t *pi;            /* [replica * M + mb]: the micro-batch replica q runs where replica 0 runs mb; -1 */
 } Verifier;
 
 /* Values (verify_state.c, as are the functions below). */

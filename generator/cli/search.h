@@ -1,0 +1,81 @@
+/* The search behind `-s auto` and `compare` (search.c): the candidate space of strategies and
+ * their parameters, analytic bounds that drop candidates before anything is built, and the
+ * survivors planned, verified and simulated, with every drop counted by its reason. */
+#ifndef WP_SEARCH_H
+#define WP_SEARCH_H
+
+#include "cli/cli.h"
+
+/* Why a candidate was not simulated to the end. */
+typedef enum {
+    PRUNE_IMPOSSIBLE,   /* more chunks or stages than the model has layers */
+    PRUNE_MEMORY,       /* the analytic lower bound on a rank's peak memory exceeds its device */
+    PRUNE_PRECISION,    /* fp32 where bf16 is the default: more bytes, more memory, half the rate */
+    PRUNE_DOMINATED,    /* recomputation where the same candidate fits without it */
+    PRUNE_SLOWER,       /* its lower bound on the step time is no better than the best simulated,
+                           or its simulation passed the best's step time and was stopped there */
+    PRUNE_REFUSED,      /* built: the strategy refused the options, or the verifier the plan */
+    PRUNE_NO_FIT,       /* built and verified: the verifier's peak memory exceeds the device */
+    PRUNE_TIME,         /* not tried: --search-seconds had passed (and a plan that fits was found) */
+    PRUNE__COUNT
+} PruneReason;
+
+extern const char *const prune_names[PRUNE__COUNT];
+
+enum { RULE_ONE_REPLICA = PRUNE__COUNT };
+/* Whether a rule that compares plans of one strategy holds for it: PRUNE_DOMINATED (recomputation
+ * no faster than none) or RULE_ONE_REPLICA (one pipeline on its own no slower than the replicas,
+ * and fitting when they fit). Shipped strategies only. */
+int search_rule_holds(const char *strategy, int rule);
+
+typedef struct SearchStats {
+    int considered, simulated, fits;
+    int pruned[PRUNE__COUNT];
+    int stopped;        /* of pruned[PRUNE_SLOWER]: simulations stopped at the best's step time */
+    int one_replica;    /* of the pruned: decided by the strategy run on one replica's devices */
+    double seconds;     /* wall clock of the whole search */
+} SearchStats;
+
+/* The best of a strategy: its candidate, its plan (verified) and simulation, and why. */
+typedef struct SearchBest {
+    Cand c;             /* c.rc != 0: nothing of this strategy fits */
+    Plan *plan;         /* per_strategy, or the winner: its plan; else NULL (freed) */
+    SimResult sim;
+    double mem_bound, time_bound;   /* the winner's analytic bounds, for the explanation */
+} SearchBest;
+
+typedef struct SearchResult {
+    int nstrategies;
+    char (*names)[64];
+    SearchBest *best;   /* [nstrategies]: each strategy's fastest that fits */
+    int winner;         /* index into best of the fastest overall; -1: nothing fits */
+    SearchStats stats;
+} SearchResult;
+
+/* Searches the strategies names[0..ns) over replicas (every divisor of the ranks), chunks (the
+ * default and twice the pipeline's ranks), recomputation and precision, each only where the flags
+ * do not fix it. per_strategy: each strategy's best is wanted (compare), so a candidate is
+ * dropped as slower only against its own strategy's best; else against the best of all. Progress
+ * on stderr when it takes more than a couple of seconds. Returns 0 (even when nothing fits:
+ * winner -1); the plans are the caller's to free with search_free. */
+int search_run(const Args *a, const Topology *topo, const WpConfig *model, const char *name,
+               char names[][64], int ns, int per_strategy, SearchResult *out);
+void search_free(SearchResult *r);
+
+/* One line: "N candidates: N pruned (N impossible, ...), N simulated, N fit". */
+/* The bound from a candidate's one pipeline (search.c): the strategy run with one replica on the
+ * first ranks / replicas devices. 0 with *fits and *step (0: stopped past stop_after, or it does
+ * not fit), or the refusal's exit status. */
+int search_one_replica_bound(const Cand *cd, const Topology *topo, const WpConfig *model, const char *name,
+                             double stop_after, const Calibration *calib, int *fits, double *step);
+
+void search_describe(const SearchStats *s, char *out, size_t len);
+
+/* The analytic bounds of one candidate (exported for the tests): a lower bound on the largest
+ * peak memory of a rank, in bytes, and on the step time, in seconds. Strategies wpgen does not
+ * ship get the bounds every plan obeys (masters, compute). */
+double search_mem_bound(const char *strategy, const Topology *topo, const WpConfig *model, const StrategyOpts *o);
+double search_time_bound(const char *strategy, const Topology *topo, const WpConfig *model, const StrategyOpts *o,
+                         const Calibration *calib);
+
+#endif

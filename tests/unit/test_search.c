@@ -1,0 +1,146 @@
+/* The pruned search of -s auto and compare (generator/cli/search.c) against building and
+ * simulating everything, on clusters small enough to do so: no candidate, pruned or not, beats
+ * the one the search chose (per strategy too, as compare uses it); and each pruning rule holds on
+ * every candidate: the memory bound is below the verifier's peak, the time bound below the
+ * simulated step, the one-replica run fits whenever the candidate does and is no slower, fp32 is
+ * no faster and no smaller than bf16, recomputation no faster than none. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "check.h"
+#include "plan_fixture.h"
+#include "cli/search.h"
+#include "common/modelcfg.h"
+#include "emit/backends.h"
+
+typedef struct Case { const char *topo, *model; int seq, mbs, micro_batches; } Case;
+
+static double simulate(const Plan *p) {
+    SimResult s;
+    char err[512];
+    if (sim_run(p, NULL, &s, err, sizeof err)) { fprintf(stderr, "sim: %s\n", err); return -1; }
+    double t = s.step_time;
+    sim_result_free(&s);
+    return t;
+}
+
+static void run_case(const Case *k) {
+    char err[4096], name[256], path[512];
+    Topology topo;
+    WpConfig model;
+    snprintf(path, sizeof path, "topologies/%s.json", k->topo);
+    if (topology_load(path, &topo, err, sizeof err)) { CHECK(0, "%s", err); return; }
+    if (model_load(k->model, &model, name, sizeof name, err, sizeof err)) { CHECK(0, "%s", err); topology_free(&topo); return; }
+    if (k->seq) model.seq = k->seq;
+    if (k->mbs) model.mbs = k->mbs;
+    Args a = { .cmd = "sim", .strategy = "auto", .backend = backend_default(BACKEND_COMPUTE), .comm = backend_default(BACKEND_COMM),
+               .micro_batches = k->micro_batches, .replicas = 1 };
+    char names[32][64];
+    int ns = shipped_strategies(names, 32);
+    SearchResult all, each;
+    search_run(&a, &topo, &model, name, names, ns, 0, &all);
+    search_run(&a, &topo, &model, name, names, ns, 1, &each);
+    const SearchStats *st = &all.stats;
+    int pruned = 0;
+    for (int i = 0; i < PRUNE__COUNT; i++) pruned += st->pruned[i];
+    CHECK(pruned + st->simulated == st->considered, "%s: %d pruned + %d simulated != %d considered", k->topo, pruned, st->simulated, st->considered);
+    double chosen = all.winner >= 0 ? all.best[all.winner].c.step : -1;
+    StrategyOpts base = opts_of(&a, &topo);
+    int P = topo.ndevices, nbuilt = 0, nfit = 0, nsub = 0;
+    for (int si = 0; si < ns; si++) {
+        double best_of_strategy = -1;   /* default chunks, as compare searches */
+        for (int R = 1; R <= P; R++) {
+            if (P % R) continue;
+            for (int cm = 0; cm < 2; cm++) {
+                double step_norc = -1;
+                for (int rec = 0; rec < 2; rec++) {
+                    Cand cd = { .o = base };
+                    cd.o.replicas = R; cd.o.chunks = cm ? 2 * (P / R) : 0; cd.o.recompute = rec;
+                    snprintf(cd.strategy, sizeof cd.strategy, "%.63s", names[si]);
+                    double mem_lb = search_mem_bound(cd.strategy, &topo, &model, &cd.o);
+                    double time_lb = search_time_bound(cd.strategy, &topo, &model, &cd.o, NULL);
+                    Plan *p = NULL;
+                    if (make_plan(cd.strategy, &topo, &model, name, &cd.o, &p, err, sizeof err)) continue;
+                    nbuilt++;
+                    CHECK(mem_lb <= (double)p->peak_mem, "%s %s r%d c%d rc%d: memory bound %.4g above the peak %zu", k->topo, cd.strategy,
+                          R, cd.o.chunks, rec, mem_lb, p->peak_mem);
+                    int fits = plan_fits(p);
+                    double step = fits ? simulate(p) : -1;
+                    if (fits) {
+                        nfit++;
+                        CHECK(time_lb <= step * (1 + 1e-12), "%s %s r%d rc%d: time bound %.6g above the step %.6g", k->topo, cd.strategy, R, rec,
+                              time_lb, step);
+                        CHECK(chosen > 0 && step >= chosen * (1 - 1e-9), "%s: %s r%d c%d rc%d takes %.6g s, the search chose %.6g s",
+                              k->topo, cd.strategy, R, cd.o.chunks, rec, step, chosen);
+                        if (!cm && (best_of_strategy < 0 || step < best_of_strategy)) best_of_strategy = step;
+                        if (rec && step_norc > 0 && search_rule_holds(cd.strategy, PRUNE_DOMINATED))
+                            CHECK(step >= step_norc * (1 - 1e-9), "%s %s r%d: recomputation faster (%.6g < %.6g)", k->topo, cd.strategy, R, step, step_norc);
+                        if (!rec) step_norc = step;
+                    }
+                    if (R > 1 && search_rule_holds(cd.strategy, RULE_ONE_REPLICA)) {
+                        int f1;
+                        double s1;
+                        if (search_one_replica_bound(&cd, &topo, &model, name, 0, &f1, &s1) == 0) {
+                            nsub++;
+                            CHECK(f1 || !fits, "%s %s r%d rc%d: one replica does not fit, the candidate does", k->topo, cd.strategy, R, rec);
+                            if (fits && f1)
+                                CHECK(s1 <= step * (1 + 1e-9), "%s %s r%d c%d rc%d: one replica takes %.6g s, the candidate %.6g s", k->topo,
+                                      cd.strategy, R, cd.o.chunks, rec, s1, step);
+                        } else CHECK(0, "%s %s r%d: one replica refused where the candidate is not", k->topo, cd.strategy, R);
+                    }
+                    if (base.precision != WP_FP32 && !rec && !cm) {   /* fp32 against bf16 */
+                        Cand c32 = cd;
+                        c32.o.precision = c32.o.grad_precision = WP_FP32;
+                        Plan *q = NULL;
+                        if (make_plan(c32.strategy, &topo, &model, name, &c32.o, &q, err, sizeof err) == 0) {
+                            CHECK(q->peak_mem >= p->peak_mem, "%s %s r%d: fp32 smaller than bf16", k->topo, cd.strategy, R);
+                            if (fits && plan_fits(q)) CHECK(simulate(q) >= step * (1 - 1e-9), "%s %s r%d: fp32 faster than bf16", k->topo, cd.strategy, R);
+                            plan_free(q);
+                        }
+                    }
+                    plan_free(p);
+                }
+            }
+        }
+        /* compare: each strategy's best over replicas and recomputation */
+        const SearchBest *b = &each.best[si];
+        if (best_of_strategy < 0) CHECK(b->c.rc != 0, "%s %s: the search found a plan that fits where none does", k->topo, names[si]);
+        else CHECK(b->c.rc == 0 && b->c.step <= best_of_strategy * (1 + 1e-9), "%s %s: compare's %.6g s, the best %.6g s", k->topo, names[si],
+                   b->c.rc == 0 ? b->c.step : -1, best_of_strategy);
+    }
+    printf("%s %s seq %d: %d built, %d fit, %d one-replica runs; search: %d considered, %d simulated, chose %.4g s\n", k->topo,
+           k->model, model.seq, nbuilt, nfit, nsub, st->considered, st->simulated, chosen);
+    CHECK(st->simulated < nfit || nfit <= 2, "%s: the search simulated %d of %d that fit: nothing pruned", k->topo, st->simulated, nfit);
+    /* with a time limit: an answer that fits, whatever was left untried, every candidate counted */
+    Args lim = a;
+    lim.search_seconds = 1;
+    SearchResult quick;
+    search_run(&lim, &topo, &model, name, names, ns, 0, &quick);
+    int qp = 0;
+    for (int i = 0; i < PRUNE__COUNT; i++) qp += quick.stats.pruned[i];
+    CHECK(qp + quick.stats.simulated == quick.stats.considered, "%s: --search-seconds: candidates lost", k->topo);
+    CHECK((quick.winner >= 0) == (all.winner >= 0) && (quick.winner < 0 || quick.best[quick.winner].c.step >= chosen * (1 - 1e-9)),
+          "%s: --search-seconds: no answer, or one better than the full search's", k->topo);
+    search_free(&quick);
+    search_free(&all);
+    search_free(&each);
+    topology_free(&topo);
+}
+
+int main(void) {
+    fixture_init();
+    (void)fixture_model; (void)fixture_topology;   /* the fixture's other helpers, unused here */
+    const Case cases[] = {
+        /* GPU clusters: bf16 by default, memory tight at these shapes so some candidates do not fit */
+        { "weipipe-2x8-a800-nvlink-10gbe", "llama-h2048", 8192, 0, 4 },
+        { "weipipe-2x8-a800-nvlink-10gbe", "llama-h1024", 4096, 16, 2 },
+        { "tawpipe-2x8-a800-pcie-2islands-10gbe", "tawpipe-h2048", 4096, 4, 4 },
+        { "dgx-h100", "llama-h4096", 8192, 0, 4 },
+        /* CPU clusters: fp32 */
+        { "cpu-4x2", "small", 0, 0, 4 },
+        { "cpu-2x2", "tiny", 0, 0, 2 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    fixture_done();
+    return check_summary("test_search");
+}
