@@ -80,7 +80,7 @@ static void run_case(const Case *k) {
                     if (R > 1 && search_rule_holds(cd.strategy, RULE_ONE_REPLICA)) {
                         int f1;
                         double s1;
-                        if (search_one_replica_bound(&cd, &topo, &model, name, 0, &f1, &s1) == 0) {
+                        if (search_one_replica_bound(&cd, &topo, &model, name, 0, NULL, &f1, &s1) == 0) {
                             nsub++;
                             CHECK(f1 || !fits, "%s %s r%d rc%d: one replica does not fit, the candidate does", k->topo, cd.strategy, R, rec);
                             if (fits && f1)
