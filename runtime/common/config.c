@@ -13,6 +13,19 @@ size_t wp_layer_nparams(const WpConfig *c) {
     return 2 * H + q * H + 2 * kv * H + H * q + 3 * F * H;
 }
 
+WpLayerOffsets wp_layer_offsets(const WpConfig *c) {
+    size_t H = (size_t)c->hidden, F = (size_t)c->ffn, q = (size_t)c->heads * c->head_dim;
+    size_t width = (size_t)(c->heads + 2 * c->kv_heads) * c->head_dim;
+    WpLayerOffsets o;
+    o.ln1 = 0;
+    o.wqkv = o.ln1 + H;
+    o.wo = o.wqkv + width * H;
+    o.ln2 = o.wo + H * q;
+    o.wgu = o.ln2 + H;
+    o.wdown = o.wgu + 2 * F * H;
+    return o;
+}
+
 int wp_chunk_tensors(const WpConfig *c, const WpChunk *k, WpTensor *out) {
     size_t H = (size_t)c->hidden, F = (size_t)c->ffn, V = (size_t)c->vocab;
     size_t q = (size_t)c->heads * c->head_dim, kv = (size_t)c->kv_heads * c->head_dim;

@@ -33,6 +33,11 @@ typedef struct WpChunk {
 
 /* Parameters of one decoder layer. */
 size_t wp_layer_nparams(const WpConfig *c);
+/* Where a layer's tensors begin in its parameters, in elements (wp_chunk_tensors' order; q, k, v
+ * and gate, up are adjacent, so each group is one matrix): the CPU and CUDA models point into a
+ * layer with these. */
+typedef struct WpLayerOffsets { size_t ln1, wqkv, wo, ln2, wgu, wdown; } WpLayerOffsets;
+WpLayerOffsets wp_layer_offsets(const WpConfig *c);
 /* Fills a chunk's description; nparams included. */
 WpChunk wp_chunk_make(const WpConfig *c, int index, int layer0, int nlayers, int first, int last);
 

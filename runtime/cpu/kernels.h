@@ -86,9 +86,9 @@ void rmsnorm_recompute(float *out, const float *x, const float *w, const float *
 void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
                       const float *rstd, int T, int H);
 
-/* rope.c: the cos/sin tables [S, hd/2] (the halves are equal), then rotation in place of the q
- * and k parts of a fused qkv activation [T, (heads + 2 kv_heads) * hd]. */
-void rope_tables(float *cos_t, float *sin_t, int S, int hd, float theta);
+/* rope.c: rotation in place of the q and k parts of a fused qkv activation
+ * [T, (heads + 2 kv_heads) * hd], with the cos/sin tables [S, hd/2] (the halves are equal) of
+ * common/rope_table.h. */
 void rope_forward(float *qkv, const float *cos_t, const float *sin_t, int T, int S,
                   int heads, int kv_heads, int hd);
 /* The transpose rotation, in place on the gradient of the rotated q and k. */

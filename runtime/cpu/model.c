@@ -85,6 +85,7 @@
 #include <stdlib.h>
 #include "cpu/model.h"
 #include "cpu/kernels.h"
+#include "common/rope_table.h"
 
 struct WpScratch {
     WpConfig cfg;
@@ -117,16 +118,8 @@ typedef struct {
 } LayerParams;
 
 static LayerParams layer_params(const WpConfig *c, float *p) {
-    size_t H = (size_t)c->hidden, F = (size_t)c->ffn, qd = (size_t)c->heads * c->head_dim;
-    size_t width = (size_t)(c->heads + 2 * c->kv_heads) * c->head_dim;
-    LayerParams l;
-    l.ln1 = p;
-    l.wqkv = l.ln1 + H;
-    l.wo = l.wqkv + width * H;
-    l.ln2 = l.wo + H * qd;
-    l.wgu = l.ln2 + H;
-    l.wdown = l.wgu + 2 * F * H;
-    return l;
+    WpLayerOffsets o = wp_layer_offsets(c);
+    return (LayerParams){ p + o.ln1, p + o.wqkv, p + o.wo, p + o.ln2, p + o.wgu, p + o.wdown };
 }
 
 /* Pointers into one layer's part of the stash (its layout is config.c's). */
@@ -177,7 +170,7 @@ WpScratch *wp_scratch_new(const WpConfig *c, int max_layers) {
     s->attn_work = s->block + off;
     if (max_layers > 0) {
         s->sin_t = s->cos_t + (size_t)c->seq * (c->head_dim / 2);
-        rope_tables(s->cos_t, s->sin_t, c->seq, c->head_dim, c->rope_theta);
+        wp_rope_tables(s->cos_t, s->sin_t, c->seq, c->head_dim, c->rope_theta);
     }
     return s;
 }

@@ -5,18 +5,6 @@
 #include <math.h>
 #include "cpu/kernels.h"
 
-void rope_tables(float *cos_t, float *sin_t, int S, int hd, float theta) {
-    int half = hd / 2;
-    for (int i = 0; i < half; i++) {
-        float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
-        for (int s = 0; s < S; s++) {
-            float a = (float)s * inv_freq;
-            cos_t[(size_t)s * half + i] = cosf(a);
-            sin_t[(size_t)s * half + i] = sinf(a);
-        }
-    }
-}
-
 /* q1' = q1 c - q2 s, q2' = q2 c + q1 s on the first heads + kv_heads head vectors of each row
  * (the q heads, then the k heads; v is not rotated). */
 WP_HOT

@@ -27,6 +27,7 @@
 #include "cuda/kernels_cuda.cuh"
 #include "cuda/layout_cuda.h"
 #include "cuda/model_cuda.h"
+#include "common/rope_table.h"
 
 /* cuBLASLt's work area: 32 MiB, what NVIDIA recommends for Hopper (Ampere needs less). */
 #define WC_LT_WORK_BYTES ((size_t)32 << 20)
@@ -56,16 +57,8 @@ struct LayerParams { E *ln1, *wqkv, *wo, *ln2, *wgu, *wdown; };
 
 template <typename E>
 static LayerParams<E> layer_params(const WpConfig *c, E *p) {
-    size_t H = (size_t)c->hidden, F = (size_t)c->ffn, qd = (size_t)c->heads * c->head_dim;
-    size_t width = (size_t)(c->heads + 2 * c->kv_heads) * c->head_dim;
-    LayerParams<E> l;
-    l.ln1 = p;
-    l.wqkv = l.ln1 + H;
-    l.wo = l.wqkv + width * H;
-    l.ln2 = l.wo + H * qd;
-    l.wgu = l.ln2 + H;
-    l.wdown = l.wgu + 2 * F * H;
-    return l;
+    WpLayerOffsets o = wp_layer_offsets(c);
+    return LayerParams<E>{ p + o.ln1, p + o.wqkv, p + o.wo, p + o.ln2, p + o.wgu, p + o.wdown };
 }
 
 template <typename E> static E *first_layer(const WpConfig *c, const WpChunk *k, E *p) {
@@ -98,18 +91,6 @@ static LayerStash layer_stash(const WpConfig *c, char *b) {
     s.rstd2 = (float *)(b + l.rstd2);
     s.end = b + l.end;
     return s;
-}
-
-static void rope_tables_host(float *cos_t, float *sin_t, int S, int hd, float theta) {
-    int half = hd / 2;   /* as cpu/rope.c: inv_freq = theta^(-2i/hd) in fp32 */
-    for (int i = 0; i < half; i++) {
-        float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)hd);
-        for (int s = 0; s < S; s++) {
-            float a = (float)s * inv_freq;
-            cos_t[(size_t)s * half + i] = cosf(a);
-            sin_t[(size_t)s * half + i] = sinf(a);
-        }
-    }
 }
 
 static int plan_products(WcModel *m, char *err, size_t errlen) {
@@ -180,7 +161,7 @@ WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recom
         m->sin_t = m->cos_t + n;
         float *host = (float *)malloc(2 * n * sizeof(float) + 1);
         if (!host) { snprintf(err, errlen, "CUDA model: out of host memory"); wc_model_free(m); return NULL; }
-        rope_tables_host(host, host + n, c->seq, c->head_dim, c->rope_theta);
+        wp_rope_tables(host, host + n, c->seq, c->head_dim, c->rope_theta);
         /* on the model's stream, and waited for: a plain cudaMemcpy from pageable memory may return
          * before its DMA is done, and a non-blocking stream does not wait for the legacy stream */
         CUDA_CHECK(cudaMemcpyAsync(m->cos_t, host, 2 * n * sizeof(float), cudaMemcpyHostToDevice, m->stream));

@@ -35,6 +35,14 @@ static void test_presets(void) {
         char err[256] = "", name[64] = "";
         WpConfig c;
         CHECK(model_check(&p[i].cfg, err, sizeof err) == 0, "preset %s: %s", p[i].name, err);
+        /* the models' layer offsets are the tensors' order: a middle chunk of one layer */
+        WpChunk k = wp_chunk_make(&p[i].cfg, 1, 0, 1, 0, 0);
+        WpTensor t[9];
+        WpLayerOffsets o = wp_layer_offsets(&p[i].cfg);
+        CHECK(wp_chunk_tensors(&p[i].cfg, &k, t) == 9 && o.ln1 == t[0].offset && o.wqkv == t[1].offset && o.wo == t[4].offset &&
+              o.ln2 == t[5].offset && o.wgu == t[6].offset && o.wdown == t[8].offset &&
+              t[8].offset + t[8].rows * t[8].cols == wp_layer_nparams(&p[i].cfg),
+              "preset %s: wp_layer_offsets against wp_chunk_tensors", p[i].name);
         CHECK(p[i].about && p[i].about[0] && !strchr(p[i].about, '\n'), "preset %s: about", p[i].name);
         int rc = model_load(p[i].name, &c, name, sizeof name, err, sizeof err);
         CHECK(rc == 0 && strcmp(name, p[i].name) == 0, "load %s: %s", p[i].name, err);
