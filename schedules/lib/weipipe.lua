@@ -207,20 +207,6 @@ local function ops(plan, b, cfg)
       end
     end
 
-    -- the B passes of a split backward, with the backward weights (before the W passes and the
-    -- forwards of their turn, as a whole backward would be)
-    if b.turns.w then
-      for c = C - 1, 0, -1 do
-        for r = 0, P - 1 do
-          for j = 0, rounds - 1 do
-            local t = r + b.turns.b(j, c, C)
-            local w = weights_at(b.bwd[c], c, r, t)
-            for _, i_mb in ipairs(cfg.round_mbs(j, N)) do plan:bwd_b(g(r), t, c, mb(r, i_mb), w) end
-          end
-        end
-      end
-    end
-
     -- backward (or the W passes) and the gradient chains
     local last_acc = {}
     for _, ch in ipairs(b.chains) do
@@ -261,6 +247,21 @@ local function ops(plan, b, cfg)
         plan:acc(o, t_acc, "g" .. c, final.buf.name)
       end
       if not last_acc[c] or t_acc > last_acc[c] then last_acc[c] = t_acc end
+    end
+
+    -- the B passes of a split backward, with the backward weights: after the W passes of their
+    -- turn (a W frees its stash and keep before a B makes a keep: one chunk's keep less at the
+    -- peak of weipipe-zb1, whose turns pair them) and before the forwards, as a whole backward
+    if b.turns.w then
+      for c = C - 1, 0, -1 do
+        for r = 0, P - 1 do
+          for j = 0, rounds - 1 do
+            local t = r + b.turns.b(j, c, C)
+            local w = weights_at(b.bwd[c], c, r, t)
+            for _, i_mb in ipairs(cfg.round_mbs(j, N)) do plan:bwd_b(g(r), t, c, mb(r, i_mb), w) end
+          end
+        end
+      end
     end
 
     -- forwards
