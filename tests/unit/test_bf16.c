@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#include "sbgemm_standin.h"
 #include "model_fixture.h"
 #include "common/config.h"
 #include "common/precision.h"
@@ -274,26 +275,7 @@ static void test_chunkings_identical(const char *name, WpConfig c, const int *sp
 
 /* ---- the bf16 GEMM path ---- */
 
-static int sbgemm_calls;
-
-/* A plain bf16 GEMM with cblas_sbgemm's meaning (row-major only): C = alpha op(A) op(B) + beta C,
- * products of bf16 values summed in fp32. */
-static void plain_sbgemm(int order, int transa, int transb, int m, int n, int k, float alpha,
-                         const WpBf16 *a, int lda, const WpBf16 *b, int ldb, float beta, float *c, int ldc) {
-    (void)order;
-    #pragma omp atomic
-    sbgemm_calls++;
-    int ta = transa == 112, tb = transb == 112;   /* CblasTrans */
-    for (int i = 0; i < m; i++)
-        for (int j = 0; j < n; j++) {
-            float sum = 0;
-            for (int p = 0; p < k; p++)
-                sum += wp_bf16_to_f32(ta ? a[(size_t)p * lda + i] : a[(size_t)i * lda + p]) *
-                       wp_bf16_to_f32(tb ? b[(size_t)j * ldb + p] : b[(size_t)p * ldb + j]);
-            float *cij = c + (size_t)i * ldc + j;
-            *cij = alpha * sum + (beta == 0 ? 0 : beta * *cij);
-        }
-}
+/* sbgemm_calls, plain_sbgemm: tests/sbgemm_standin.h */
 
 /* With a bf16 GEMM (a plain one standing in for OpenBLAS's), a bf16 step gives the conversion
  * path's loss and gradients up to the order of the sums, and the GEMM did run. */

@@ -4,18 +4,24 @@
  * and without recompute, on the first, a middle and the last chunk (and a tied model's single
  * chunk), with the LM head in several blocks, when the gradient accumulates into one that holds
  * earlier micro-batches, and when other chunks' computations run on the same scratch between
- * the two halves (as a schedule interleaves them). The keep is exactly wp_keep_floats long. */
+ * the two halves (as a schedule interleaves them), and in bf16 through a bf16 GEMM too. The keep
+ * is exactly wp_keep_floats long; W reads no part of it B did not write (it starts as NaN), no
+ * weights (B's copy of them is NaN once B returns) and no attention log-sum-exps (likewise). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
 #include "model_fixture.h"
+#include "sbgemm_standin.h"
+#include "cpu/kernels.h"
 #include "common/config.h"
 #include "cpu/model.h"
 #include "common/precision.h"
 
 #define GUARD 64
+
+static int sbgemm_forced;   /* the products run through plain_sbgemm (the label says so) */
 #define GUARD_VAL 4321.5f
 
 /* Chunk k of the given split, its parameters from params of the whole model (single-chunk
@@ -41,7 +47,8 @@ static void check_split(int tied, const int *split, int nchunks, int recompute, 
     int T = c.mbs * c.seq, H = c.hidden;
     char what[96];
     snprintf(what, sizeof what, "%s%d chunk%s, %s, recompute %d, ce block %d", tied ? "tied, " : "", nchunks,
-             nchunks > 1 ? "s" : "", dtype == WP_BF16 ? "bf16" : "fp32", recompute, ce_block);
+             nchunks > 1 ? "s" : "", dtype != WP_BF16 ? "fp32" : sbgemm_forced ? "bf16 (bf16 GEMM)" : "bf16",
+             recompute, ce_block);
     WpChunk whole = wp_chunk_make(&c, 0, 0, c.layers, 1, 1);
     float *params = malloc(whole.nparams * 4);
     int tokens[14], targets[14], tokens2[14], targets2[14];
@@ -172,5 +179,16 @@ int main(void) {
             check_split(0, three, 3, rc, dt, 0);   /* a middle chunk, and a last one without layers */
             check_split(1, one, 1, rc, dt, 4);     /* tied: the head's gradient is the embedding's */
         }
+    /* bf16 through a bf16 GEMM (a plain stand-in for OpenBLAS's cblas_sbgemm), where a product's
+     * 16-bit copy of its output gradient is shared by its two halves in the whole backward and
+     * made again by W in the split one */
+    matmul_force_bf16_gemm(plain_sbgemm);
+    sbgemm_forced = 1;
+    sbgemm_calls = 0;
+    check_split(0, two, 2, 0, WP_BF16, 5);
+    check_split(0, three, 3, 1, WP_BF16, 0);
+    check_split(1, one, 1, 0, WP_BF16, 4);
+    matmul_force_bf16_gemm(NULL);
+    CHECK(sbgemm_calls > 0, "the bf16 GEMM stand-in never ran");
     return check_summary("test_split_bwd");
 }
