@@ -25,7 +25,10 @@
 --   * the pairing above (a forward with a B or a W, as the paper says, and B with W where the
 --     forwards of a pair are done), so rounds of two micro-batches overlap: a rank holds up to
 --     two micro-batches' stashes of the whole model and one B-to-W keep (runtime/cpu/model.h)
---     at once, where the paper estimates 1.5 micro-batches' activations;
+--     at once (a turn runs its W pass before its B pass, lib/weipipe.lua): 2.41 times one
+--     micro-batch's stash, where the paper estimates 1.5 micro-batches' activations, which a keep
+--     of half a stash would give; ours is 0.41 of it (docs/strategies.md, "Memory against the
+--     papers");
 --   * each pass has its stream (forward weights, backward weights) or chain (gradient) one hop
 --     per turn, and every micro-batch's streams start afresh from the chunk's owner (the pairs'
 --     passes are not evenly spaced, so a stream cannot circulate without end);

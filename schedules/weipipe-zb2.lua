@@ -23,8 +23,9 @@
 --   * the order of a round is F of every chunk, then B of every chunk (in reverse), then W of
 --     every chunk (in reverse), one per turn; rounds do not overlap. So a rank holds one
 --     micro-batch's stash of the whole model, and between its B and W passes the B-to-W keep of
---     every chunk (runtime/cpu/model.h): about twice one micro-batch's activations, like ZB-H1's
---     stage 0, which holds P micro-batches of 1/P of the model;
+--     every chunk (runtime/cpu/model.h): 1.41 times one micro-batch's stash (docs/strategies.md,
+--     "Memory against the papers"), where ZB-H1's stage 0 holds P micro-batches of 1/P of the
+--     model, one micro-batch's stash;
 --   * the gradient chain follows the W passes, not the B passes: the paper's "last rank gathers
 --     the gradients" is the chain's last hop (rank P-1), which hands the sum to the chunk's owner
 --     (weipipe's owners: chunk k at rank (P-k) mod P, so chunk 0's is rank 0, next to rank P-1:

@@ -1,4 +1,4 @@
--- about: zero-bubble ZB-H1 activation passing: backward split into B and W, 1F1B's memory, a third of its bubble
+-- about: zero-bubble ZB-H1 activation passing: backward split into B and W, 1F1B's micro-batches in flight, a third of its bubble
 -- zb1: ZB-H1 of "Zero Bubble Pipeline Parallelism" (Qi et al., ICLR 2024), the strongest
 -- activation-passing baseline of the WeiPipe and zero-bubble papers' tables.
 --
@@ -17,14 +17,20 @@
 --   steady    B, W, F until the forwards run out, then B, W until the B passes do
 --   drain     the remaining W passes
 -- A micro-batch's activations live from its F to its W, so every stage holds at most P
--- micro-batches (P-s from the warm-up, s more from the ramp): 1F1B's peak, which is stage 0's P.
+-- micro-batches (P-s from the warm-up, s more from the ramp): 1F1B's stage 0 holds P too. The
+-- memory is 1F1B's only if a micro-batch waiting for its W holds no more than one waiting for
+-- its B, as the paper counts a GPT layer; here it holds 1.41 times as much (docs/strategies.md,
+-- "Memory against the papers"), and the last stage holds P of them after its ramp.
 --
 -- Choices the paper leaves open (ZB-H1 is drawn, not specified, in its figure 3):
 --   * the steady state's order is B, W, F (after B, the W of the oldest micro-batch, then the
 --     next forward); B, F, W gives the same bubble but holds one more micro-batch from stage 1 on;
---   * between BWD_B and BWD_W a stage keeps the stash and the B pass's output gradients of each
---     weight product (runtime/cpu/model.h); the verifier counts both, so the peak memory is
---     1F1B's plus those gradients for the micro-batches waiting for W;
+--   * between BWD_B and BWD_W a stage keeps the stash and what the B pass keeps for W
+--     (runtime/cpu/model.h: three output gradients per layer, dqkv over the stash's qkv, on the
+--     last stage a copy of the LM head's weight); the verifier counts both. Holding fewer W
+--     passes back on the last stages saves memory but not bubble (one fewer from stage 2 on:
+--     the last stage's peak 6.22 -> 5.64 GiB on 1x8 A800 llama-h1024, the bubble at P = 4,
+--     N = 1 with free communication 0.20 -> 0.25), so the paper's delays stay;
 --   * M < P (fewer micro-batches than stages) runs the same phases, shortened; the formula's
 --     bound does not apply there (the pipeline is never full);
 --   * plain ZB-H1 only: one chunk per stage (--chunks P).
