@@ -37,12 +37,14 @@ int trace_read(const char *path, TraceRun *run, char *err, size_t errlen) {
         if (!cat || !name) { rc = errmsg(err, errlen, "%s: traceEvents[%zu]: expected a name and a cat", path, i); break; }
         TraceSpan s = { 0 };
         if (!strcmp(cat, "forward") || !strcmp(cat, "backward")) {
-            char fb;
-            if (sscanf(name, "%c%d mb%d", &fb, &s.chunk, &s.mb) != 3 || (fb != 'F' && fb != 'B')) {
-                rc = errmsg(err, errlen, "%s: traceEvents[%zu].name: expected \"F<chunk> mb<m>\" or \"B<chunk> mb<m>\", got \"%.40s\"", path, i, name);
+            /* "F<chunk> mb<m>", "B<chunk> mb<m>", or a split backward's halves (runtime/cpu/step_ops.c)
+             * "Bb<chunk> mb<m>" and "Bw<chunk> mb<m>" */
+            int split = name[0] == 'B' && (name[1] == 'b' || name[1] == 'w');
+            s.kind = name[0] == 'F' ? TR_FWD : !split ? TR_BWD : name[1] == 'b' ? TR_BWD_B : TR_BWD_W;
+            if ((name[0] != 'F' && name[0] != 'B') || sscanf(name + 1 + split, "%d mb%d", &s.chunk, &s.mb) != 2) {
+                rc = errmsg(err, errlen, "%s: traceEvents[%zu].name: expected \"F<chunk> mb<m>\", \"B<chunk> mb<m>\", \"Bb<chunk> mb<m>\" or \"Bw<chunk> mb<m>\", got \"%.40s\"", path, i, name);
                 break;
             }
-            s.kind = fb == 'F' ? TR_FWD : TR_BWD;
         } else if (!strcmp(cat, "optimizer")) s.kind = TR_OPT;
         else continue;   /* transfers, checkpoints */
         const char *bad = !json_is_integer(pid) || json_integer_value(pid) < 0 || json_integer_value(pid) > (1 << 17) ? "pid"

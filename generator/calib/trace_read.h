@@ -1,13 +1,14 @@
 /* Reading the Chrome trace an emitted program writes (`train --trace FILE`, runtime/train/trace.c):
- * each rank's forward ("F<chunk> mb<m>"), backward ("B<chunk> mb<m>") and optimizer ("AdamW", once
- * per step, all of the rank's updates) spans, and from the optimizer spans the measured step
- * times. What calibrate fits to (cmd_calibrate.c). */
+ * each rank's forward ("F<chunk> mb<m>"), backward ("B<chunk> mb<m>"; a split backward's halves
+ * "Bb<chunk> mb<m>" and "Bw<chunk> mb<m>") and optimizer ("AdamW", once per step, all of the rank's
+ * updates) spans, and from the optimizer spans the measured step times. What calibrate fits to
+ * (cmd_calibrate.c). */
 #ifndef WP_TRACE_READ_H
 #define WP_TRACE_READ_H
 
 #include <stddef.h>
 
-typedef enum { TR_FWD, TR_BWD, TR_OPT } TraceKind;
+typedef enum { TR_FWD, TR_BWD, TR_OPT, TR_BWD_B, TR_BWD_W } TraceKind;
 
 typedef struct TraceSpan {
     int rank, kind, chunk, mb;

@@ -111,6 +111,14 @@ static const DeviceType *type_of(const Run *r, int rank) {
     return &r->topo.types[r->topo.nodes[r->plan->ranks[rank].node].type];
 }
 
+/* The plan's operation a forward or backward span timed, and its name's letters. */
+static OpKind span_op(const TraceSpan *s) {
+    return s->kind == TR_FWD ? OP_FWD : s->kind == TR_BWD_B ? OP_BWD_B : s->kind == TR_BWD_W ? OP_BWD_W : OP_BWD;
+}
+static const char *span_letters(const TraceSpan *s) {
+    return s->kind == TR_FWD ? "F" : s->kind == TR_BWD_B ? "Bb" : s->kind == TR_BWD_W ? "Bw" : "B";
+}
+
 /* A span's features; an optimizer span holds all of the rank's OPTs. */
 static void span_features(const Run *r, const TraceSpan *s, double f[COST__COUNT]) {
     const Plan *p = r->plan;
@@ -126,7 +134,7 @@ static void span_features(const Run *r, const TraceSpan *s, double f[COST__COUNT
         return;
     }
     const PlanChunk *c = &p->chunks[s->chunk];
-    cost_compute_features(&p->model, s->chunk, c->layer0, c->nlayers, p->nchunks, s->kind == TR_FWD ? OP_FWD : OP_BWD, p->recompute,
+    cost_compute_features(&p->model, s->chunk, c->layer0, c->nlayers, p->nchunks, span_op(s), p->recompute,
                           p->precision, type_of(r, s->rank)->rated_bf16, f);
 }
 
@@ -164,7 +172,7 @@ static int has_op(const Plan *p, const TraceSpan *s) {
     const PlanRank *rk = &p->ranks[s->rank];
     for (int i = 0; i < rk->nops; i++) {
         const Op *op = &rk->ops[i];
-        if (op->chunk == s->chunk && op->mb == s->mb && (s->kind == TR_FWD ? op->kind == OP_FWD : op->kind == OP_BWD)) return 1;
+        if (op->chunk == s->chunk && op->mb == s->mb && op->kind == span_op(s)) return 1;
     }
     return 0;
 }
@@ -239,8 +247,8 @@ int cmd_calibrate(int argc, char **argv) {
         for (int k = 0; !rc && k < r->tr.nspans; k++) {
             const TraceSpan *s = &r->tr.spans[k];
             if (s->kind == TR_OPT || has_op(r->plan, s)) continue;
-            fprintf(stderr, "wpgen: calibrate: %s: rank %d runs %c%d mb%d, which its plan %s does not (the trace of another plan?)\n",
-                    r->trace, s->rank, s->kind == TR_FWD ? 'F' : 'B', s->chunk, s->mb, r->plan_path);
+            fprintf(stderr, "wpgen: calibrate: %s: rank %d runs %s%d mb%d, which its plan %s does not (the trace of another plan?)\n",
+                    r->trace, s->rank, span_letters(s), s->chunk, s->mb, r->plan_path);
             rc = EXIT_BAD_INPUT;
         }
         r->measured = r->tr.step_median_s;

@@ -121,6 +121,39 @@ echo '{"version": 1, "kind": "wpgen-linkbench", "p2p": [{"same_host": true, "byt
 expect_bad "a bad link benchmark" "l.json: p2p\[0\].bytes: expected a positive number" -t topologies/cpu-1x4.json --trace "$tmp/a/trace.json" --links "$tmp/l.json" -o "$tmp/o.json"
 [ ! -e "$tmp/o.json" ] && ok || bad "a failed calibrate wrote its output"
 
+# a zero-bubble plan's trace, whose split backward's halves are "Bb<chunk> mb<m>" and "Bw<chunk> mb<m>"
+# (runtime/cpu/step_ops.c), is read as a held-out run; a half the plan does not have is named
+emit zb cpu-2x2 zb1 --seq 64
+mkdir -p "$tmp/y"
+python3 - "$tmp" <<'EOF' || bad "synthetic zero-bubble trace"
+import json, os, sys
+tmp = sys.argv[1]
+p = json.load(open(os.path.join(tmp, 'zb', 'plan.json')))
+names = {'FWD': ('F', 'forward'), 'BWD_B': ('Bb', 'backward'), 'BWD_W': ('Bw', 'backward')}
+ev = []
+for r in p['ranks']:
+    t = 0.0
+    for step in range(3):
+        for turn in sorted(r['turns'], key=int):
+            for op in r['turns'][turn]:
+                w = op.split()
+                if w[0] not in names: continue
+                n, cat = names[w[0]]
+                ev.append(dict(name='%s%s mb%s' % (n, w[2], w[4]), cat=cat, ph='X', pid=r['rank'], tid=0, ts=t * 1e6, dur=1e3))
+                t += 2e-3
+        ev.append(dict(name='AdamW', cat='optimizer', ph='X', pid=r['rank'], tid=0, ts=t * 1e6, dur=1e3))
+        t += 2e-3
+json.dump(dict(traceEvents=ev), open(os.path.join(tmp, 'zb', 'trace.json'), 'w'))
+ev[0]['name'] = 'Bb1 mb0'   # rank 0's first span: a B pass of chunk 1, which is rank 1's
+json.dump(dict(traceEvents=ev), open(os.path.join(tmp, 'y', 'trace.json'), 'w'))
+EOF
+cp "$tmp/zb/plan.json" "$tmp/y/"
+"$wpgen" calibrate -t topologies/cpu-1x4.json --trace "$tmp/a/trace.json" -t topologies/cpu-2x2.json --held-out "$tmp/zb/trace.json" \
+    -o "$tmp/zbcal.json" >"$tmp/out" 2>"$tmp/e" && grep -q "zb/trace.json  *zb1 " "$tmp/out" &&
+    ok || bad "calibrate of a zero-bubble trace: $(head -2 "$tmp/e") $(grep zb1 "$tmp/out")"
+expect_bad "a zero-bubble trace of another plan" "y/trace.json: rank 0 runs Bb1 mb0, which its plan" \
+    -t topologies/cpu-2x2.json --trace "$tmp/y/trace.json" -o "$tmp/o.json"
+
 # the link benchmark: builds, runs on 2 ranks, and calibrate reads what it writes
 if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
     BUILD=$build OMP_NUM_THREADS=1 scripts/linkbench.sh "$tmp/lb.json" -np 2 --max 65536 --repeats 3 >/dev/null 2>"$tmp/e" && ok || bad "linkbench: $(tail -3 "$tmp/e")"
