@@ -130,17 +130,15 @@ size_t wp_stash_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtyp
 
 WpLayerKeepLayout wp_layer_keep_layout(const WpConfig *c) {
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
-    size_t width = (size_t)(c->heads + 2 * c->kv_heads) * c->head_dim;
     WpLayerKeepLayout l;
     l.dy = 0;
-    l.dgu = l.dy + T * H;
-    l.dxn2 = l.dgu + 2 * T * F;
-    l.dx2 = l.dxn2 + T * H;
-    l.dqkv = l.dx2 + T * H;
-    l.dxn1 = l.dqkv + T * width;
-    l.ln1 = l.dxn1 + T * H;
+    l.dh = l.dy + T * H;
+    l.dx2 = l.dh + T * F;
+    l.ln1 = l.dx2 + T * H;
     l.ln2 = l.ln1 + H;
-    l.end = l.ln2 + H;
+    l.dln1 = l.ln2 + H;
+    l.dln2 = l.dln1 + H;
+    l.end = l.dln2 + H;
     return l;
 }
 
@@ -149,10 +147,10 @@ WpKeepLayout wp_keep_layout(const WpConfig *c, const WpChunk *k, int recompute) 
     WpKeepLayout l;
     l.restash = 0;
     l.layers = l.restash + (recompute ? wp_stash_floats(c, k, 0) : 0);
-    l.dxnf = l.layers + (size_t)k->nlayers * wp_layer_keep_layout(c).end;
-    l.dlogits = l.dxnf + (k->last ? T * H : 0);
-    l.lnf = l.dlogits + (k->last ? T * V : 0);
-    l.dx = l.lnf + (k->last ? H : 0);
+    l.lnf = l.layers + (size_t)k->nlayers * wp_layer_keep_layout(c).end;
+    l.dlnf = l.lnf + (k->last ? H : 0);
+    l.whead = l.dlnf + (k->last ? H : 0);
+    l.dx = l.whead + (k->last ? V * H : 0);
     l.end = l.dx + (k->first ? T * H : 0);
     return l;
 }
@@ -163,9 +161,10 @@ size_t wp_keep_floats(const WpConfig *c, const WpChunk *k, int recompute) {
 
 size_t wp_keep_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtype act_dtype) {
     WpKeepLayout l = wp_keep_layout(c, k, recompute);
-    size_t norms = (size_t)k->nlayers * 2 * (size_t)c->hidden + (k->last ? (size_t)c->hidden : 0);
-    size_t grads = l.end - l.layers - norms;
-    return (recompute ? wp_stash_bytes(c, k, 0, act_dtype) : 0) + grads * wp_dtype_bytes(act_dtype) + norms * sizeof(float);
+    /* ln1, ln2, dln1, dln2 per layer; lnf, dlnf on the last chunk */
+    size_t norms = (size_t)k->nlayers * 4 * (size_t)c->hidden + (k->last ? 2 * (size_t)c->hidden : 0);
+    size_t acts = l.end - l.layers - norms;
+    return (recompute ? wp_stash_bytes(c, k, 0, act_dtype) : 0) + acts * wp_dtype_bytes(act_dtype) + norms * sizeof(float);
 }
 
 /* A block's logits are the largest temporary of the LM head: 32 MiB of them (or 64 tokens, for

@@ -73,27 +73,31 @@ size_t wp_stash_floats(const WpConfig *c, const WpChunk *k, int recompute);
 size_t wp_stash_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtype act);
 
 /* What the split backward keeps between its two halves (model.h, wp_chunk_backward_input and
- * wp_chunk_backward_weights): BWD_B computes the gradient of the chunk's input and keeps, beside
- * the stash (which stays until BWD_W), the gradients of every weight product's output and the
- * norm weights BWD_W needs to recompute the normalised inputs (BWD_W gets no weights). Per layer,
- * in elements from the layer's part: dy = dL/dy [T*H] (down_proj), dgu [T*2F] (gate_up), dxn2
- * [T*H] (post_attention_layernorm), dx2 = dL/dx2 [T*H] (o_proj), dqkv [T*(heads+2kv)*hd] (qkv,
- * after RoPE's backward), dxn1 [T*H] (input_layernorm), then the two norms' weights ln1, ln2 [H]. */
+ * wp_chunk_backward_weights, which say what BWD_B computes into each part): beside the stash, which
+ * stays until BWD_W and whose qkv part BWD_B overwrites with qkv's output gradient, BWD_B keeps the
+ * output gradients of the other weight products, the norms' weights (BWD_W gets no weights and
+ * recomputes the normalised inputs) and the norms' weight gradients, which BWD_B sums over the
+ * tokens (BWD_W adds them to the chunk's gradient). Per layer, in elements from the layer's part:
+ * dy = dL/dy [T*H] (down_proj's output gradient), dh [T*F] (down_proj's input gradient, before
+ * SwiGLU's backward), dx2 = dL/dx2 [T*H] (o_proj's output gradient), ln1, ln2 [H] (the norms'
+ * weights), dln1, dln2 [H] (their gradients for this micro-batch). */
 typedef struct WpLayerKeepLayout {
-    size_t dy, dgu, dxn2, dx2, dqkv, dxn1, ln1, ln2, end;
+    size_t dy, dh, dx2, ln1, ln2, dln1, dln2, end;
 } WpLayerKeepLayout;
 WpLayerKeepLayout wp_layer_keep_layout(const WpConfig *c);
 /* A chunk's keep: restash [recompute: the full stash, as the B pass recomputed it] | the layers'
- * parts | on the last chunk dxnf [T*H] (the final norm's output gradient), dlogits [T*V] (the LM
- * head's output gradient, every block) and lnf [H] (the final norm's weight) | on the first chunk
- * dx [T*H] (the embedding's output gradient). Offsets of a part the chunk lacks equal the next. */
+ * parts | on the last chunk lnf [H] (the final norm's weight), dlnf [H] (its gradient) and whead
+ * [V*H] (the LM head's weight, the embedding when tied: BWD_W recomputes the logits block by
+ * block with it) | on the first chunk dx [T*H] (the embedding's output gradient). Offsets of a part
+ * the chunk lacks equal the next. */
 typedef struct WpKeepLayout {
-    size_t restash, layers, dxnf, dlogits, lnf, dx, end;
+    size_t restash, layers, lnf, dlnf, whead, dx, end;
 } WpKeepLayout;
 WpKeepLayout wp_keep_layout(const WpConfig *c, const WpChunk *k, int recompute);
 size_t wp_keep_floats(const WpConfig *c, const WpChunk *k, int recompute);
-/* In bytes at activation format act: gradients and dlogits as activations, the norm weights fp32,
- * the recomputed stash as a stash. */
+/* In bytes at activation format act: the gradients dy, dh, dx2, dx and the head's weight whead as
+ * activations (the working weights are at the run's precision too), the norms' weights and their
+ * gradients fp32, the recomputed stash as a stash. */
 size_t wp_keep_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtype act);
 
 /* Tokens per block of the LM head's chunked cross-entropy: the [tokens, vocab] fp32 logits exist

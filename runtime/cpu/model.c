@@ -25,8 +25,11 @@
  *
  * The zero-bubble schedules split backward in two (wp_chunk_backward_input, then
  * wp_chunk_backward_weights; model.h lists what the first keeps for the second): the same
- * operations as wp_chunk_backward in the same order, the weight products' dW halves and the norms'
- * dw sums moved to the second call, so both give the same bits as the whole backward.
+ * operations as wp_chunk_backward in the same order, the weight products' dW halves moved to the
+ * second call (with SwiGLU's elementwise backward and, on the last chunk, the LM head's logits
+ * and cross-entropy backward done again there), so both give the same bits as the whole
+ * backward. The split adds no rounding point: what it keeps is stored as the whole backward
+ * stores it, and what W recomputes is rounded as the first time.
  *
  * Precision. With wp_scratch_set_precision(s, WP_BF16) a chunk computes as a bf16 GPU
  * implementation will, so that the CPU is that implementation's numerical reference: arithmetic
@@ -328,6 +331,14 @@ static double head_forward(const WpConfig *c, const WpChunk *k, const float *par
     return loss;
 }
 
+/* One block of the head's backward from the recomputed xn: the block's logits again, then
+ * dlogits = scale (softmax - onehot) in s->logits, the same bits in both halves. */
+static void head_block_dlogits(const WpConfig *c, const float *xn_blk, const float *w, const float *lse,
+                               const int *targets, int n, float loss_scale, WpScratch *s) {
+    matmul_forward(s->logits, xn_blk, w, n, c->hidden, c->vocab, 0, mm_flags_fp32_out(s));
+    crossentropy_backward(s->logits, lse, targets, n, c->vocab, loss_scale, s->dtype == WP_BF16);
+}
+
 /* The head's backward: leaves dL/dxf in s->dres. */
 static void head_backward(const WpConfig *c, const WpChunk *k, const float *params,
                           const int *targets, const float *xf, const float *rstdf, const float *lse,
@@ -339,8 +350,7 @@ static void head_backward(const WpConfig *c, const WpChunk *k, const float *para
     for (int t0 = 0; t0 < T; t0 += B) {
         int n = T - t0 < B ? T - t0 : B;
         const float *xn = s->xn + (size_t)t0 * H;
-        matmul_forward(s->logits, xn, w, n, H, V, 0, mm_flags_fp32_out(s));   /* as in forward */
-        crossentropy_backward(s->logits, lse + t0, targets + t0, n, V, loss_scale, s->dtype == WP_BF16);
+        head_block_dlogits(c, xn, w, lse + t0, targets + t0, n, loss_scale, s);   /* logits as in forward */
         matmul_backward(s->dxn + (size_t)t0 * H, head_weight(c, k, dparams), s->logits, xn, w, n, H, V,
                         0, mm_flags(s));
     }
@@ -425,21 +435,42 @@ void wp_chunk_backward(const WpConfig *c, const WpChunk *k, const float *params,
 /* ---- the split backward (zero-bubble schedules: BWD_B, then BWD_W) ----
  * The same operations as wp_chunk_backward, in the same order within each half, so the input
  * gradient and the parameter gradient are the same bits as the whole backward's. The B half
- * writes each weight product's output gradient into the keep (config.h, WpKeepLayout) where the
- * whole backward would use it at once; the W half reads them back with the stash. */
+ * keeps (config.h, WpKeepLayout; model.h lists it) what the W half needs beyond the stash, as
+ * little of it as the W half can rebuild from: dy, dh (not SwiGLU's backward's dgu, twice as
+ * wide: W redoes that elementwise step from dh and the stash's gu), dx2, qkv's output gradient
+ * written over the stash's qkv (dead once attention's backward has run, and of the same size),
+ * and the norms' weight gradients, which B sums over the tokens so that their inputs' gradients
+ * (dxn1, dxn2, the head's dxnf) need not be kept. Each such sum is the fresh sum rmsnorm_backward
+ * adds into dparams in the whole backward, written into the keep (which B fills with -0.0f first:
+ * -0.0f + a == a for every a, signed zeros included) and added into dparams by W: the same single
+ * addition, so the same bits. The LM head's weight gradient needs every block's dlogits [T*V];
+ * rather than keep them the B half keeps a copy of the head's weight [V*H] (smaller when T > H),
+ * and the W half recomputes each block's logits and dlogits exactly as B computed them. */
 
 /* Pointers into one layer's part of the keep. */
 typedef struct {
-    float *dy, *dgu, *dxn2, *dx2, *dqkv, *dxn1, *ln1, *ln2;
+    float *dy, *dh, *dx2, *ln1, *ln2, *dln1, *dln2;
 } LayerKeep;
 
 static LayerKeep layer_keep(const WpConfig *c, float *b) {
     WpLayerKeepLayout l = wp_layer_keep_layout(c);
-    LayerKeep k = { b + l.dy, b + l.dgu, b + l.dxn2, b + l.dx2, b + l.dqkv, b + l.dxn1, b + l.ln1, b + l.ln2 };
+    LayerKeep k = { b + l.dy, b + l.dh, b + l.dx2, b + l.ln1, b + l.ln2, b + l.dln1, b + l.dln2 };
     return k;
 }
 
-/* layer_backward's input-gradient half. On entry s->dres holds dL/dy; on return dL/dx. */
+/* The start of a norm's weight-gradient sum in the keep: -0.0f, the identity of the addition
+ * rmsnorm_backward does (a fresh sum added to what is there). */
+static void sum_start(float *dw, int n) {
+    for (int j = 0; j < n; j++) dw[j] = -0.0f;
+}
+
+/* dparams += a norm's weight-gradient sum from the keep: rmsnorm_backward's own last step. */
+static void sum_add(float *dw, const float *sum, int n) {
+    for (int j = 0; j < n; j++) dw[j] += sum[j];
+}
+
+/* layer_backward's input-gradient half. On entry s->dres holds dL/dy; on return dL/dx. The
+ * stash's qkv holds qkv's output gradient on return. */
 static void layer_backward_input(const WpConfig *c, const LayerParams *p, const LayerStash *st,
                                  const LayerKeep *kp, WpScratch *s) {
     int T = c->mbs * c->seq, H = c->hidden, F = c->ffn, hd = c->head_dim;
@@ -448,24 +479,27 @@ static void layer_backward_input(const WpConfig *c, const LayerParams *p, const 
     memcpy(kp->ln1, p->ln1, (size_t)H * sizeof(float));
     memcpy(kp->ln2, p->ln2, (size_t)H * sizeof(float));
     memcpy(kp->dy, s->dres, (size_t)T * H * sizeof(float));
-    matmul_backward(s->dh, NULL, s->dres, NULL, p->wdown, T, F, H, 0, mm);
-    swiglu_backward(kp->dgu, s->dh, st->gu, T, F);
-    store_bf16(s, kp->dgu, (size_t)T * 2 * F);
-    matmul_backward(kp->dxn2, NULL, kp->dgu, NULL, p->wgu, T, H, 2 * F, 0, mm);
-    rmsnorm_backward(s->dres, NULL, kp->dxn2, st->x2, p->ln2, st->rstd2, T, H);   /* dres: dL/dx2 */
+    matmul_backward(kp->dh, NULL, s->dres, NULL, p->wdown, T, F, H, 0, mm);
+    swiglu_backward(s->dgu, kp->dh, st->gu, T, F);
+    store_bf16(s, s->dgu, (size_t)T * 2 * F);
+    matmul_backward(s->dxn, NULL, s->dgu, NULL, p->wgu, T, H, 2 * F, 0, mm);
+    sum_start(kp->dln2, H);
+    rmsnorm_backward(s->dres, kp->dln2, s->dxn, st->x2, p->ln2, st->rstd2, T, H);   /* dres: dL/dx2 */
     store_bf16(s, s->dres, (size_t)T * H);
     memcpy(kp->dx2, s->dres, (size_t)T * H * sizeof(float));
     matmul_backward(s->datt, NULL, s->dres, NULL, p->wo, T, qd, H, 0, mm);
-    attention_backward(kp->dqkv, s->datt, st->att, st->lse, st->qkv, c->mbs, c->seq, c->heads,
+    attention_backward(s->dqkv, s->datt, st->att, st->lse, st->qkv, c->mbs, c->seq, c->heads,
                        c->kv_heads, hd, s->attn_work, s->nthreads, bf16);
-    rope_backward(kp->dqkv, s->cos_t, s->sin_t, T, c->seq, c->heads, c->kv_heads, hd);
-    store_bf16(s, kp->dqkv, (size_t)T * width);
-    matmul_backward(kp->dxn1, NULL, kp->dqkv, NULL, p->wqkv, T, H, width, 0, mm);
-    rmsnorm_backward(s->dres, NULL, kp->dxn1, st->x, p->ln1, st->rstd1, T, H);     /* dres: dL/dx */
+    rope_backward(s->dqkv, s->cos_t, s->sin_t, T, c->seq, c->heads, c->kv_heads, hd);
+    store_bf16(s, s->dqkv, (size_t)T * width);
+    matmul_backward(s->dxn, NULL, s->dqkv, NULL, p->wqkv, T, H, width, 0, mm);
+    sum_start(kp->dln1, H);
+    rmsnorm_backward(s->dres, kp->dln1, s->dxn, st->x, p->ln1, st->rstd1, T, H);     /* dres: dL/dx */
     store_bf16(s, s->dres, (size_t)T * H);
+    memcpy(st->qkv, s->dqkv, (size_t)T * width * sizeof(float));   /* qkv is dead: its gradient there */
 }
 
-/* layer_backward's weight-gradient half, from the keep. */
+/* layer_backward's weight-gradient half, from the stash (qkv holding its gradient) and the keep. */
 static void layer_backward_weights(const WpConfig *c, LayerParams *dp, const LayerStash *st,
                                    const LayerKeep *kp, WpScratch *s) {
     int T = c->mbs * c->seq, H = c->hidden, F = c->ffn, hd = c->head_dim;
@@ -473,61 +507,66 @@ static void layer_backward_weights(const WpConfig *c, LayerParams *dp, const Lay
     swiglu_forward(s->h, st->gu, T, F);
     store_bf16(s, s->h, (size_t)T * F);
     matmul_backward(NULL, dp->wdown, kp->dy, s->h, NULL, T, F, H, 0, mm);
+    swiglu_backward(s->dgu, kp->dh, st->gu, T, F);   /* as B computed it */
+    store_bf16(s, s->dgu, (size_t)T * 2 * F);
     rmsnorm_recompute(s->xn, st->x2, kp->ln2, st->rstd2, T, H);
     store_bf16(s, s->xn, (size_t)T * H);
-    matmul_backward(NULL, dp->wgu, kp->dgu, s->xn, NULL, T, H, 2 * F, 0, mm);
-    rmsnorm_backward(NULL, dp->ln2, kp->dxn2, st->x2, NULL, st->rstd2, T, H);
+    matmul_backward(NULL, dp->wgu, s->dgu, s->xn, NULL, T, H, 2 * F, 0, mm);
+    sum_add(dp->ln2, kp->dln2, H);
     matmul_backward(NULL, dp->wo, kp->dx2, st->att, NULL, T, qd, H, 0, mm);
     rmsnorm_recompute(s->xn, st->x, kp->ln1, st->rstd1, T, H);
     store_bf16(s, s->xn, (size_t)T * H);
-    matmul_backward(NULL, dp->wqkv, kp->dqkv, s->xn, NULL, T, H, width, 0, mm);
-    rmsnorm_backward(NULL, dp->ln1, kp->dxn1, st->x, NULL, st->rstd1, T, H);
+    matmul_backward(NULL, dp->wqkv, st->qkv, s->xn, NULL, T, H, width, 0, mm);
+    sum_add(dp->ln1, kp->dln1, H);
 }
 
-/* head_backward's input half: every block's dlogits into the keep (computed there in place),
- * the final norm's output gradient and weight too; leaves dL/dxf in s->dres. */
+/* head_backward's input half: the final norm's weight and the head's (copied into the keep for
+ * W), the final norm's weight-gradient sum; leaves dL/dxf in s->dres. */
 static void head_backward_input(const WpConfig *c, const WpChunk *k, const float *params,
                                 const int *targets, const float *xf, const float *rstdf, const float *lse,
                                 float *keep, const WpKeepLayout *kl, float loss_scale, WpScratch *s) {
     int T = c->mbs * c->seq, H = c->hidden, V = c->vocab, B = s->ce_block;
     float *pp = (float *)params, *w = head_weight(c, k, pp), *wf = final_norm(c, k, pp);
-    float *dlogits = keep + kl->dlogits, *dxnf = keep + kl->dxnf;
     memcpy(keep + kl->lnf, wf, (size_t)H * sizeof(float));
+    memcpy(keep + kl->whead, w, (size_t)V * H * sizeof(float));
     rmsnorm_recompute(s->xn, xf, wf, rstdf, T, H);
     store_bf16(s, s->xn, (size_t)T * H);
     for (int t0 = 0; t0 < T; t0 += B) {
         int n = T - t0 < B ? T - t0 : B;
-        float *dl = dlogits + (size_t)t0 * V;
-        matmul_forward(dl, s->xn + (size_t)t0 * H, w, n, H, V, 0, mm_flags_fp32_out(s));
-        crossentropy_backward(dl, lse + t0, targets + t0, n, V, loss_scale, s->dtype == WP_BF16);
-        matmul_backward(dxnf + (size_t)t0 * H, NULL, dl, NULL, w, n, H, V, 0, mm_flags(s));
+        head_block_dlogits(c, s->xn + (size_t)t0 * H, w, lse + t0, targets + t0, n, loss_scale, s);
+        matmul_backward(s->dxn + (size_t)t0 * H, NULL, s->logits, NULL, w, n, H, V, 0, mm_flags(s));
     }
     memset(s->dres, 0, (size_t)T * H * sizeof(float));
-    rmsnorm_backward(s->dres, NULL, dxnf, xf, wf, rstdf, T, H);
+    sum_start(keep + kl->dlnf, H);
+    rmsnorm_backward(s->dres, keep + kl->dlnf, s->dxn, xf, wf, rstdf, T, H);
     store_bf16(s, s->dres, (size_t)T * H);
 }
 
-static void head_backward_weights(const WpConfig *c, const WpChunk *k, const float *xf, const float *rstdf,
-                                  const float *keep, const WpKeepLayout *kl, float *dparams, WpScratch *s) {
+/* head_backward's weight half: dlogits recomputed block by block with the kept weight. */
+static void head_backward_weights(const WpConfig *c, const WpChunk *k, const int *targets, const float *xf,
+                                  const float *rstdf, const float *lse, const float *keep, const WpKeepLayout *kl,
+                                  float *dparams, float loss_scale, WpScratch *s) {
     int T = c->mbs * c->seq, H = c->hidden, V = c->vocab, B = s->ce_block;
+    const float *w = keep + kl->whead;
     rmsnorm_recompute(s->xn, xf, keep + kl->lnf, rstdf, T, H);
     store_bf16(s, s->xn, (size_t)T * H);
     for (int t0 = 0; t0 < T; t0 += B) {
         int n = T - t0 < B ? T - t0 : B;
-        matmul_backward(NULL, head_weight(c, k, dparams), keep + kl->dlogits + (size_t)t0 * V,
-                        s->xn + (size_t)t0 * H, NULL, n, H, V, 0, mm_flags(s));
+        const float *xn = s->xn + (size_t)t0 * H;
+        head_block_dlogits(c, xn, w, lse + t0, targets + t0, n, loss_scale, s);
+        matmul_backward(NULL, head_weight(c, k, dparams), s->logits, xn, NULL, n, H, V, 0, mm_flags(s));
     }
-    rmsnorm_backward(NULL, final_norm(c, k, dparams), keep + kl->dxnf, xf, NULL, rstdf, T, H);
+    sum_add(final_norm(c, k, dparams), keep + kl->dlnf, H);
 }
 
 void wp_chunk_backward_input(const WpConfig *c, const WpChunk *k, const float *params,
-                             const int *targets, const float *stash, int recompute,
+                             const int *targets, float *stash, int recompute,
                              const float *dx_out, float *dx_in, float *keep, float loss_scale,
                              WpScratch *s) {
     check_call(c, k, s);
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden;
     WpKeepLayout kl = wp_keep_layout(c, k, recompute);
-    float *st = (float *)stash;
+    float *st = stash;
     if (recompute) {
         /* the forward again, into the keep: the W half reads this full stash */
         st = keep + kl.restash;
@@ -554,17 +593,17 @@ void wp_chunk_backward_input(const WpConfig *c, const WpChunk *k, const float *p
     else memcpy(dx_in, s->dres, T * H * sizeof(float));
 }
 
-void wp_chunk_backward_weights(const WpConfig *c, const WpChunk *k, const int *tokens,
+void wp_chunk_backward_weights(const WpConfig *c, const WpChunk *k, const int *tokens, const int *targets,
                                const float *stash, int recompute, const float *keep,
-                               float *dparams, WpScratch *s) {
+                               float *dparams, float loss_scale, WpScratch *s) {
     check_call(c, k, s);
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden;
     WpKeepLayout kl = wp_keep_layout(c, k, recompute);
     const float *st = recompute ? keep + kl.restash : stash;
     size_t lstash = wp_layer_stash_floats(c), lkeep = wp_layer_keep_layout(c).end;
     if (k->last) {
-        const float *xf = st + (size_t)k->nlayers * lstash, *rstdf = xf + T * H;
-        head_backward_weights(c, k, xf, rstdf, keep, &kl, dparams, s);
+        const float *xf = st + (size_t)k->nlayers * lstash, *rstdf = xf + T * H, *lse = rstdf + T;
+        head_backward_weights(c, k, targets, xf, rstdf, lse, keep, &kl, dparams, loss_scale, s);
     }
     float *dlp = first_layer(c, k, dparams);
     for (int i = k->nlayers - 1; i >= 0; i--) {

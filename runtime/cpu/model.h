@@ -53,39 +53,51 @@ void wp_chunk_backward(const WpConfig *c, const WpChunk *k, const float *params,
 
 /* The backward split in two for the zero-bubble schedules (BWD_B, then BWD_W; any order of other
  * operations between them). Together they compute exactly what wp_chunk_backward does, the same
- * bits in fp32 and in bf16: the same operations in the same order, only the weight products'
- * dW halves and the norms' dw sums moved to the second call.
+ * bits in fp32 and in bf16: the same operations in the same order, only the weight products' dW
+ * halves (and what they need recomputed) moved to the second call. T = G*S tokens, width =
+ * (heads + 2 kv_heads) * head_dim.
  *
- * wp_chunk_backward_input (BWD_B): dx_in (not first) as wp_chunk_backward writes it, and fills
- * keep, wp_keep_floats(c, k, recompute) floats laid out as config.h's WpKeepLayout:
- *   per layer   dy = dL/dy [T*H]            the down projection's output gradient
- *               dgu [T*2F]                  gate_up's output gradient (after SwiGLU's backward)
- *               dxn2 [T*H]                  post_attention_layernorm's output gradient
- *               dx2 = dL/dx2 [T*H]          o_proj's output gradient (the residual after attention)
- *               dqkv [T*(heads+2kv)*hd]     qkv's output gradient (RoPE's backward applied)
- *               dxn1 [T*H]                  input_layernorm's output gradient
- *               ln1, ln2 [H]                the two norms' weights (the W half recomputes the
- *                                           normalised inputs and gets no weights of its own)
- *   last chunk  dxnf [T*H]                  the final norm's output gradient
- *               dlogits [T*V]               the LM head's output gradient, every block
- *                                           (cross-entropy's backward, rounded in bf16)
- *               lnf [H]                     the final norm's weight
- *   first chunk dx [T*H]                    the embedding's output gradient
- *   recompute   the full stash, recomputed by this call (ahead of the rest), which the W half
- *               reads instead of the stash
- * Every tensor above is stored as the whole backward stores it (model.c's table: bf16-valued in
- * bf16, the norm weights as the caller's working copy). The stash must stay until the W half
- * (without recompute it is read again there: x, x2, rstd1/2, att, gu, the head's xf, rstdf).
- * tokens are not read (the embedding's gradient is the W half's); targets on the last chunk.
+ * wp_chunk_backward_input (BWD_B): dx_in (not first) as wp_chunk_backward writes it. It fills
+ * keep, wp_keep_floats(c, k, recompute) floats laid out as config.h's WpKeepLayout, and writes
+ * into the stash:
+ *   per layer   dy [T*H]      dL/dy, the gradient entering the layer (down_proj's output gradient)
+ *               dh [T*F]      down_proj's input gradient dy Wdown, as the whole backward stores it
+ *                             (MM_BF16_OUT), before SwiGLU's backward: W recomputes h from the
+ *                             stash's gu and dgu = swiglu_backward(dh, gu), rounded as B rounds it
+ *               dx2 [T*H]     dL/dx2 (o_proj's output gradient: the residual stream's gradient
+ *                             after post_attention_layernorm's backward)
+ *               ln1, ln2 [H]  the two norms' weights, copied (W gets no weights; it recomputes the
+ *                             normalised inputs rmsnorm(x), rmsnorm(x2) with them)
+ *               dln1, dln2 [H] fp32: the two norms' weight gradients for this micro-batch,
+ *                             sum over tokens of dxn * (x * rstd), which B computes (rmsnorm_backward
+ *                             into -0.0f) and W adds into dparams (one addition, as the whole
+ *                             backward's), so the norms' output gradients are not kept
+ *               stash qkv     overwritten with qkv's output gradient dqkv [T*width] (attention's
+ *                             and RoPE's backward applied, stored as the whole backward stores it):
+ *                             qkv itself is dead after attention's backward and has dqkv's size
+ *   last chunk  lnf [H]       the final norm's weight, copied
+ *               dlnf [H]      fp32: the final norm's weight gradient, as dln1
+ *               whead [V*H]   the LM head's weight (the embedding when tied), copied: W recomputes
+ *                             every block's logits and dlogits = scale (softmax - onehot) from the
+ *                             stash's xf, rstdf and log-sum-exps, the targets and loss_scale, the
+ *                             same bits as B's; V*H is smaller than the T*V dlogits whenever T > H
+ *   first chunk dx [T*H]      the embedding's output gradient
+ *   recompute   the full stash, recomputed by this call (ahead of the rest) into the keep; W reads
+ *               it instead of the stash, and its qkv parts are the ones overwritten
+ * Every tensor above but the fp32 sums is stored as the whole backward stores it (model.c's table:
+ * bf16-valued in bf16; the weights as the caller's working copy). Without recompute the stash must
+ * stay until the W half, which reads x, rstd1, att, x2, rstd2, gu, dqkv (over qkv) and on the last
+ * chunk xf, rstdf and the logits' log-sum-exps; a layer's attention log-sum-exps are not read
+ * again. tokens are not read (the embedding's gradient is the W half's); targets on the last chunk.
  *
  * wp_chunk_backward_weights (BWD_W): dparams += the chunk's parameter gradient, from the stash,
- * the keep and (first chunk) the tokens. */
+ * the keep, (first chunk) the tokens and (last chunk) the targets and the same loss_scale. */
 void wp_chunk_backward_input(const WpConfig *c, const WpChunk *k, const float *params,
-                             const int *targets, const float *stash, int recompute,
+                             const int *targets, float *stash, int recompute,
                              const float *dx_out, float *dx_in, float *keep, float loss_scale,
                              WpScratch *s);
-void wp_chunk_backward_weights(const WpConfig *c, const WpChunk *k, const int *tokens,
+void wp_chunk_backward_weights(const WpConfig *c, const WpChunk *k, const int *tokens, const int *targets,
                                const float *stash, int recompute, const float *keep,
-                               float *dparams, WpScratch *s);
+                               float *dparams, float loss_scale, WpScratch *s);
 
 #endif

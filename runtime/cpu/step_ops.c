@@ -261,7 +261,7 @@ void wp_bwd_b(WpRank *R, int chunk, int mb, int w) {
 void wp_bwd_w(WpRank *R, int chunk, int mb, int d, int first) {
     const WpChunk *k = &R->chunks[chunk];
     double t0 = comm_now(R->comm);
-    if (k->first) read_batch(R, mb);
+    if (k->first || k->last) read_batch(R, mb);   /* tokens: the embedding's; targets: the head's */
     float *stash = slot_get(R, SLOT_STASH, chunk, mb);
     float *keep = slot_get(R, SLOT_KEEP, chunk, mb);
     WpCompute *D = R->dev;
@@ -269,7 +269,8 @@ void wp_bwd_w(WpRank *R, int chunk, int mb, int d, int first) {
     float *grad = g16 ? D->gstage : D->buf[d];
     if (first) memset(grad, 0, k->nparams * sizeof(float));
     else if (g16) load_f32(R, d, grad, k->nparams);
-    wp_chunk_backward_weights(&R->cfg, k, D->tokens, stash, R->recompute, keep, grad, D->scratch);
+    wp_chunk_backward_weights(&R->cfg, k, D->tokens, D->targets, stash, R->recompute, keep, grad, R->loss_scale,
+                              D->scratch);
     if (g16) store_f32(R, d, grad, k->nparams);
     slot_release(R, SLOT_KEEP, chunk, mb);
     slot_release(R, SLOT_STASH, chunk, mb);

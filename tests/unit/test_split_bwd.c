@@ -5,6 +5,7 @@
  * chunk), with the LM head in several blocks, when the gradient accumulates into one that holds
  * earlier micro-batches, and when other chunks' computations run on the same scratch between
  * the two halves (as a schedule interleaves them). The keep is exactly wp_keep_floats long. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,9 +84,22 @@ static void check_split(int tied, const int *split, int nchunks, int recompute, 
                           k->first ? NULL : dx1, g1, 1.0f / T, s);
         size_t nk = wp_keep_floats(&c, k, recompute);
         float *keep = malloc((nk + GUARD) * 4);
+        /* NaN where B has not written: a part of the keep W reads but B did not fill shows */
+        for (size_t j = 0; j < nk; j++) keep[j] = NAN;
         for (int j = 0; j < GUARD; j++) keep[nk + j] = GUARD_VAL;
-        wp_chunk_backward_input(&c, k, p[i], targets, stash[i], recompute, k->last ? NULL : dy,
+        float *pb = malloc(k->nparams * 4);   /* B's working copy of the weights */
+        memcpy(pb, p[i], k->nparams * 4);
+        wp_chunk_backward_input(&c, k, pb, targets, stash[i], recompute, k->last ? NULL : dy,
                                 k->first ? NULL : dx2, keep, 1.0f / T, s);
+        /* what W must not read after B: every layer's attention log-sum-exps, and the weights
+         * (W gets none: the working copy may be overwritten as soon as B returns) */
+        {
+            float *st = recompute ? keep + wp_keep_layout(&c, k, 1).restash : stash[i];
+            WpLayerStashLayout l = wp_layer_stash_layout(&c);
+            for (int li = 0; li < k->nlayers; li++)
+                for (size_t j = l.lse; j < l.x2; j++) st[(size_t)li * l.end + j] = NAN;
+            for (size_t j = 0; j < k->nparams; j++) pb[j] = NAN;
+        }
         /* between the halves: another micro-batch's forward and backward on the same scratch */
         {
             float *st = malloc(wp_stash_floats(&c, k, recompute) * 4), *g = calloc(k->nparams, 4);
@@ -96,7 +110,7 @@ static void check_split(int tied, const int *split, int nchunks, int recompute, 
             wp_chunk_backward(&c, k, p[i], tokens2, targets2, st, recompute, k->last ? NULL : dy, k->first ? NULL : d, g, 1.0f / T, s);
             free(st); free(g); free(xo); free(xi); free(d);
         }
-        wp_chunk_backward_weights(&c, k, tokens, stash[i], recompute, keep, g2, s);
+        wp_chunk_backward_weights(&c, k, tokens, targets, stash[i], recompute, keep, g2, 1.0f / T, s);
         for (int j = 0; j < GUARD; j++) ok_guard &= keep[nk + j] == GUARD_VAL;
         if (!k->first) ok_dx &= !memcmp(dx1, dx2, (size_t)T * H * 4);
         ok_dp &= !memcmp(g1, g2, k->nparams * 4);
@@ -107,7 +121,7 @@ static void check_split(int tied, const int *split, int nchunks, int recompute, 
             fprintf(stderr, "%s: chunk %d: %zu of %zu parameter gradients differ (max rel %g)\n", what, i, n, k->nparams,
                     max_rel_diff(g2, g1, k->nparams));
         }
-        free(keep); free(g0); free(g1); free(g2);
+        free(keep); free(pb); free(g0); free(g1); free(g2);
     }
     CHECK(ok_dx, "%s: the input gradients of BWD_B and BWD differ", what);
     CHECK(ok_dp, "%s: the parameter gradients of BWD_B + BWD_W and BWD differ", what);
@@ -124,17 +138,27 @@ static void check_split(int tied, const int *split, int nchunks, int recompute, 
 static void check_keep_sizes(void) {
     WpConfig c = tiny_config(0);
     size_t T = (size_t)c.mbs * c.seq, H = c.hidden, F = c.ffn, V = c.vocab;
-    size_t width = (size_t)(c.heads + 2 * c.kv_heads) * c.head_dim;
-    size_t layer = 4 * T * H + 2 * T * F + T * width + 2 * H;
+    size_t layer = 2 * T * H + T * F + 4 * H;   /* dy, dh, dx2; ln1, ln2, dln1, dln2 */
     WpChunk first = wp_chunk_make(&c, 0, 0, 1, 1, 0), last = wp_chunk_make(&c, 1, 1, 1, 0, 1);
     CHECK(wp_layer_keep_layout(&c).end == layer, "a layer keeps %zu floats, expected %zu", wp_layer_keep_layout(&c).end, layer);
     CHECK(wp_keep_floats(&c, &first, 0) == layer + T * H, "first chunk: a layer and the embedding's gradient");
-    CHECK(wp_keep_floats(&c, &last, 0) == layer + T * H + T * V + H, "last chunk: a layer, dxnf, dlogits, lnf");
+    CHECK(wp_keep_floats(&c, &last, 0) == layer + 2 * H + V * H, "last chunk: a layer, lnf, dlnf, the head's weight");
     CHECK(wp_keep_floats(&c, &last, 1) == wp_keep_floats(&c, &last, 0) + wp_stash_floats(&c, &last, 0),
           "recompute: the full stash is kept too");
     CHECK(wp_keep_bytes(&c, &first, 0, WP_FP32) == 4 * wp_keep_floats(&c, &first, 0), "fp32 keep bytes");
-    CHECK(wp_keep_bytes(&c, &first, 0, WP_BF16) == 2 * (wp_keep_floats(&c, &first, 0) - 2 * H) + 4 * 2 * H,
-          "bf16 keep bytes: gradients halved, norm weights fp32");
+    CHECK(wp_keep_bytes(&c, &first, 0, WP_BF16) == 2 * (wp_keep_floats(&c, &first, 0) - 4 * H) + 4 * 4 * H,
+          "bf16 keep bytes: gradients halved, norm weights and their gradients fp32");
+    CHECK(wp_keep_bytes(&c, &last, 0, WP_BF16) == 2 * (wp_keep_floats(&c, &last, 0) - 6 * H) + 4 * 6 * H,
+          "bf16 keep bytes of the last chunk: the head's weight at the precision, lnf and dlnf fp32");
+    /* the paper's shape (llama-h1024, seq 4096): a layer's keep beside its stash, bf16 */
+    WpConfig b = { .hidden = 1024, .layers = 32, .heads = 32, .kv_heads = 32, .head_dim = 32, .ffn = 2816,
+                   .vocab = 32000, .eps = 1e-5f, .rope_theta = 10000.0f, .seq = 4096, .mbs = 1 };
+    WpChunk mid = wp_chunk_make(&b, 1, 4, 4, 0, 0);
+    double ratio = (double)wp_keep_bytes(&b, &mid, 0, WP_BF16) / (double)wp_stash_bytes(&b, &mid, 0, WP_BF16);
+    printf("llama-h1024 seq 4096, 4 layers, bf16: keep %.1f MiB, stash %.1f MiB (%.3f of it)\n",
+           wp_keep_bytes(&b, &mid, 0, WP_BF16) / 1048576.0, wp_stash_bytes(&b, &mid, 0, WP_BF16) / 1048576.0, ratio);
+    /* dy, dh, dx2 = 2H + F per token against the stash's 6H + 2F (+ statistics) */
+    CHECK(ratio > 0.40 && ratio < 0.42, "llama-h1024: the keep is %.3f of the stash, expected 0.41", ratio);
 }
 
 int main(void) {
