@@ -297,7 +297,7 @@ void wp_bwd_b(WpRank *R, int chunk, int mb, int w) {
     double t0 = comm_now(R->comm);
     const int *tokens = NULL, *targets = NULL;
     if (k->last) batch(R, mb, &tokens, &targets);
-    const void *stash = slot_get(R, SLOT_STASH, chunk, mb);
+    void *stash = slot_get(R, SLOT_STASH, chunk, mb);   /* B writes qkv's gradient over its qkv */
     const uint16_t *dy = k->last ? NULL : slot_get(R, SLOT_GRAD, chunk + 1, mb);
     uint16_t *dx = k->first ? NULL : slot_new(R, SLOT_GRAD, chunk, mb);
     void *keep = slot_new(R, SLOT_KEEP, chunk, mb);
@@ -311,14 +311,14 @@ void wp_bwd_w(WpRank *R, int chunk, int mb, int d, int first) {
     const WpChunk *k = &R->chunks[chunk];
     double t0 = comm_now(R->comm);
     const int *tokens = NULL, *targets = NULL;
-    if (k->first) batch(R, mb, &tokens, &targets);
+    if (k->first || k->last) batch(R, mb, &tokens, &targets);   /* the embedding's tokens, the head's targets */
     const void *stash = slot_get(R, SLOT_STASH, chunk, mb);
     const void *keep = slot_get(R, SLOT_KEEP, chunk, mb);
     int g16 = R->me->bufs[d].dtype == WP_BF16;   /* as wp_bwd */
     float *grad = g16 ? D->gstage : D->buf[d];
     if (first) CUDA_CHECK(R, cudaMemsetAsync(grad, 0, k->nparams * sizeof(float), D->stream));
     else if (g16) wc_bf16_to_f32(D->model, grad, D->buf[d], k->nparams);
-    wc_chunk_backward_weights(D->model, k, tokens, stash, keep, grad);
+    wc_chunk_backward_weights(D->model, k, tokens, targets, stash, keep, grad, R->loss_scale);
     if (g16) wc_f32_to_bf16(D->model, D->buf[d], grad, k->nparams);
     slot_release(R, SLOT_KEEP, chunk, mb);
     slot_release(R, SLOT_STASH, chunk, mb);
