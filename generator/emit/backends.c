@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <string.h>
 #include "emit/backends.h"
-#include "ir/plan.h"
 
 const char *const backend_neutral_dirs[] = { "common", "train", NULL };
 
@@ -12,13 +11,13 @@ static const char *const cuda_files[] = { ".cu", ".cuh", ".c", ".h", NULL };
 
 static const Backend backends[] = {
     /* fp32 on the CPU: OpenMP threads, matrix products through OpenBLAS */
-    { "cpu", BACKEND_COMPUTE, (const char *const[]){ "cpu", NULL }, c_files, NULL, "mpi", 0, 1 },
+    { "cpu", BACKEND_COMPUTE, (const char *const[]){ "cpu", NULL }, c_files, NULL, "mpi", 0 },
     /* GPUs: bf16 on device buffers, cuBLASLt and kernels of our own (runtime/cuda) */
-    { "cuda", BACKEND_COMPUTE, (const char *const[]){ "cuda", NULL }, cuda_files, NULL, "nccl", 1, 0 },
+    { "cuda", BACKEND_COMPUTE, (const char *const[]){ "cuda", NULL }, cuda_files, NULL, "nccl", 1 },
     /* MPI (Open MPI) between host buffers */
-    { "mpi", BACKEND_COMM, (const char *const[]){ "mpi", NULL }, c_files, NULL, NULL, 0, 0 },
+    { "mpi", BACKEND_COMM, (const char *const[]){ "mpi", NULL }, c_files, NULL, NULL, 0 },
     /* NCCL between GPU buffers, bootstrapped over MPI (runtime/nccl) */
-    { "nccl", BACKEND_COMM, (const char *const[]){ "nccl", NULL }, c_files, NULL, NULL, 1, 0 },
+    { "nccl", BACKEND_COMM, (const char *const[]){ "nccl", NULL }, c_files, NULL, NULL, 1 },
 };
 enum { NBACKENDS = sizeof backends / sizeof backends[0] };
 
@@ -41,20 +40,6 @@ int backend_check_pair(const Backend *compute, const Backend *comm, char *err, s
                  "(use --comm mpi, or --backend cuda)", comm->name, compute->name);
         return -1;
     }
-    return 0;
-}
-
-int backend_check_plan(const Backend *compute, const Plan *p, char *err, size_t errlen) {
-    if (compute->split_backward) return 0;
-    for (int r = 0; r < p->nranks; r++)
-        for (int i = 0; i < p->ranks[r].nops; i++) {
-            int k = p->ranks[r].ops[i].kind;
-            if (k != OP_BWD_B && k != OP_BWD_W) continue;
-            snprintf(err, errlen, "--backend %s: strategy %s splits the backward (BWD_B/BWD_W), which the %s "
-                     "backend does not run yet (use --backend cpu, or a strategy without a split backward)",
-                     compute->name, p->strategy, compute->name);
-            return -1;
-        }
     return 0;
 }
 

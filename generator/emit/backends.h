@@ -21,7 +21,6 @@ typedef struct Backend {
     const char *comm_default;     /* compute backends: the --comm it is emitted with by default */
     int device;                   /* 1: its buffers are on a GPU (compute), or it moves device
                                    * buffers only (comm: NCCL); 0: host memory */
-    int split_backward;           /* compute: runs BWD_B and BWD_W (the zero-bubble strategies) */
 } Backend;
 
 /* The runtime folders every emitted program builds from, whatever its backends. */
@@ -38,11 +37,6 @@ const char *backend_default_comm(const char *compute);
  * backend on a host comm layer stages through host memory: for tests). 0, or -1 with one line in
  * err naming the flags. */
 int backend_check_pair(const Backend *compute, const Backend *comm, char *err, size_t errlen);
-
-/* Whether a compute backend runs every operation of plan p: 0, or -1 with one line in err (a
- * plan with a split backward on a backend without one). */
-struct Plan;
-int backend_check_plan(const Backend *compute, const struct Plan *p, char *err, size_t errlen);
 
 /* The entry of a kind by name, or NULL. */
 const Backend *backend_find(BackendKind kind, const char *name);

@@ -161,25 +161,27 @@ void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const cha
 }
 
 /* emit_rank_holds's running count. */
-typedef struct Holds { int acts, stashes, max_acts, max_stashes; } Holds;
+typedef struct Holds { int acts, stashes, keeps, max_acts, max_stashes, max_keeps; } Holds;
 
-static void hold(Holds *h, int acts, int stashes) {
+static void hold(Holds *h, int acts, int stashes, int keeps) {
     h->acts += acts;
     h->stashes += stashes;
+    h->keeps += keeps;
     if (h->acts > h->max_acts) h->max_acts = h->acts;
     if (h->stashes > h->max_stashes) h->max_stashes = h->stashes;
+    if (h->keeps > h->max_keeps) h->max_keeps = h->keeps;
 }
 
-void emit_rank_holds(const Plan *p, int r, int *max_acts, int *max_stashes) {
+void emit_rank_holds(const Plan *p, int r, int *max_acts, int *max_stashes, int *max_keeps) {
     const PlanRank *rk = &p->ranks[r];
-    Holds h = { 0, 0, 0, 0 };
+    Holds h = { 0 };
     for (int t = 0; rk->turn_start && t < p->nturns; t++) {
         int o0 = rk->turn_start[t], o1 = rk->turn_start[t + 1], sent = 0;
         /* posting: a receive takes its slot now; a send keeps its slot until the wait */
         for (int i = o0; i < o1; i++) {
             const Op *op = &rk->ops[i];
             int act = op->what == WHAT_A || op->what == WHAT_G;
-            if (op->kind == OP_RECV && act) hold(&h, 1, 0);
+            if (op->kind == OP_RECV && act) hold(&h, 1, 0, 0);
             else if (op->kind == OP_SEND && act) sent++;
         }
         /* compute: the new slots are taken before the old ones are released */
@@ -187,17 +189,19 @@ void emit_rank_holds(const Plan *p, int r, int *max_acts, int *max_stashes) {
             const Op *op = &rk->ops[i];
             int first = op->chunk == 0, last = op->chunk == p->nchunks - 1;
             switch ((OpKind)op->kind) {
-            case OP_FWD: hold(&h, !last, 1); hold(&h, -!first, 0); break;
-            case OP_BWD: hold(&h, !first, 0); hold(&h, -!last, -1); break;
-            case OP_BWD_B: hold(&h, !first, 1); hold(&h, -!last, -1); break;   /* keeps a stash for BWD_W */
-            case OP_BWD_W: hold(&h, 0, -1); break;
+            case OP_FWD: hold(&h, !last, 1, 0); hold(&h, -!first, 0, 0); break;
+            case OP_BWD: hold(&h, !first, 0, 0); hold(&h, -!last, -1, 0); break;
+            /* BWD_B leaves its stash for BWD_W and adds a keep; BWD_W ends both */
+            case OP_BWD_B: hold(&h, !first, 0, 1); hold(&h, -!last, 0, 0); break;
+            case OP_BWD_W: hold(&h, 0, -1, -1); break;
             default: break;
             }
         }
-        hold(&h, -sent, 0);   /* the wait: what was sent has left */
+        hold(&h, -sent, 0, 0);   /* the wait: what was sent has left */
     }
     *max_acts = h.max_acts;
     *max_stashes = h.max_stashes;
+    *max_keeps = h.max_keeps;
 }
 
 void emit_push_rank(lua_State *L, const Plan *p, int r) {
@@ -211,10 +215,11 @@ void emit_push_rank(lua_State *L, const Plan *p, int r) {
     lua_set_int(L, "replica", rk->replica);
     lua_set_int(L, "stage", rk->stage);
     lua_set_int(L, "nops", rk->nops);
-    int max_acts, max_stashes;
-    emit_rank_holds(p, r, &max_acts, &max_stashes);
+    int max_acts, max_stashes, max_keeps;
+    emit_rank_holds(p, r, &max_acts, &max_stashes, &max_keeps);
     lua_set_int(L, "max_acts", max_acts);
     lua_set_int(L, "max_stashes", max_stashes);
+    lua_set_int(L, "max_keeps", max_keeps);
 
     lua_createtable(L, rk->nbufs, 0);
     for (int b = 0; b < rk->nbufs; b++) {

@@ -18,13 +18,14 @@ void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const cha
  * read the plan, so threads with a Lua state each may call them. */
 void emit_push_rank(lua_State *L, const Plan *p, int r);
 
-/* The most activations (chunk inputs and their gradients, each [mbs * seq, hidden]) and stashes
- * rank r holds at one time during a step, counted in the order its runtime allocates and releases
+/* The most activations (chunk inputs and their gradients, each [mbs * seq, hidden]), stashes and
+ * B-to-W keeps (the split backward's) rank r holds at one time during a step, counted in the order its runtime allocates and releases
  * them (runtime/cpu/step_ops.c, runtime/cuda/step_ops_cuda.c): a received activation from when
  * its receive is posted, a sent one until the turn's wait; a forward holds its input, its output
- * and its stash together, a backward its stash, its output gradient and its input gradient. A
- * device backend reserves this many at start-up (WpRankDesc.max_acts, max_stashes). */
-void emit_rank_holds(const Plan *p, int r, int *max_acts, int *max_stashes);
+ * and its stash together, a backward its stash, its output gradient and its input gradient, a
+ * BWD_B its keep beside them. A device backend reserves this many at start-up
+ * (WpRankDesc.max_acts, max_stashes, max_keeps). */
+void emit_rank_holds(const Plan *p, int r, int *max_acts, int *max_stashes, int *max_keeps);
 
 /* plan.json, streamed: the head (everything but the ranks), then each rank on one line, then the
  * tail. Each returns 0, or -1 with errno set by the failing write (or out of memory). */

@@ -33,8 +33,9 @@ typedef struct WpRankDesc {
     const WpBufDesc *bufs;
     void (*step)(WpRank *R);    /* one training step: the unrolled turns */
     int max_acts;               /* the most chunk inputs and input gradients it holds at once */
-    int max_stashes;            /* the most stashes (forward -> backward) it holds at once;
-                                 * both from wpgen's walk of its step (emit_rank_holds), so that a
+    int max_stashes;            /* the most stashes (forward -> backward) it holds at once */
+    int max_keeps;              /* the most B-to-W keeps (BWD_B -> BWD_W) it holds at once; all
+                                 * three from wpgen's walk of its step (emit_rank_holds), so that a
                                  * device backend reserves them at start-up */
 } WpRankDesc;
 

@@ -121,16 +121,17 @@ void compute_setup(WpRank *R) {
         D->host.size[0] = host_bytes;
         D->host.nblocks = 1;
     }
-    D->act_used = rank_calloc(R, (size_t)m->nacts + 1, 1, "activation slots");
-    D->stash_used = rank_calloc(R, (size_t)m->nstashes + 1, 1, "stash slots");
-    D->slots = rank_calloc(R, (size_t)(m->nacts + m->nstashes) + 1, sizeof *D->slots, "activation slots");
+    D->used[PART_ACTS] = rank_calloc(R, (size_t)m->nacts + 1, 1, "activation slots");
+    D->used[PART_STASHES] = rank_calloc(R, (size_t)m->nstashes + 1, 1, "stash slots");
+    D->used[PART_KEEPS] = rank_calloc(R, (size_t)m->nkeeps + 1, 1, "keep slots");
+    D->slots = rank_calloc(R, (size_t)(m->nacts + m->nstashes + m->nkeeps) + 1, sizeof *D->slots, "activation slots");
     D->sent = rank_calloc(R, (size_t)m->nacts + 1, sizeof *D->sent, "activation slots");
     CUDA_CHECK(R, cudaStreamSynchronize(D->stream));
 
     printf("rank %d: device %d (%s): reserved %.3f GiB: buffers %.3f, masters+AdamW %.3f, %d activations x %.1f MiB + "
-           "%d stashes x %.1f MiB = %.3f, staging %.3f, workspace %.3f%s; %.2f GiB were free of %.2f\n",
+           "%d stashes x %.1f MiB + %d B-to-W keeps x %.1f MiB = %.3f, staging %.3f, workspace %.3f%s; %.2f GiB were free of %.2f\n",
            R->rank, D->device, D->device_name, gib(m->total + ws), gib(m->b_buffers), gib(m->b_masters), m->nacts,
-           (double)m->act_bytes / 1048576.0, m->nstashes, (double)m->stash_bytes / 1048576.0, gib(m->b_acts),
+           (double)m->act_bytes / 1048576.0, m->nstashes, (double)m->stash_bytes / 1048576.0, m->nkeeps, (double)m->keep_bytes / 1048576.0, gib(m->b_acts),
            gib(m->b_staging), gib(ws), D->staged ? " (+ pinned host staging: transfers through MPI)" : "",
            gib(free_b), gib(total_b));
     if (D->staged && R->rank == 0)
@@ -153,7 +154,8 @@ void compute_teardown(WpRank *R) {
     free(D->host.block); free(D->host.size);
     free(D->tok_copied); free(D->tok_step); free(D->tok_mb);
     free(D->buf); free(D->copy); free(D->adam_m); free(D->adam_v);
-    free(D->act_used); free(D->stash_used); free(D->slots); free(D->sent); free(D->after);
+    for (int i = 0; i < SLOT_PARTS; i++) free(D->used[i]);
+    free(D->slots); free(D->sent); free(D->after);
     cm_free(&D->mem);
     if (D->stream) cudaStreamDestroy(D->stream);
     free(D);

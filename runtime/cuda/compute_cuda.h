@@ -17,9 +17,11 @@
 #define CUDA_CHECK(R, call) do { cudaError_t rc_ = (call); if (rc_ != cudaSuccess) \
     comm_abort((R)->comm, 1, "%s:%d: %s failed: %s", __FILE__, __LINE__, #call, cudaGetErrorString(rc_)); } while (0)
 
-/* Activations, their gradients and stashes a rank holds between operations, by (kind, chunk, mb):
- * index is the slot of the activation pool (SLOT_ACT, SLOT_GRAD) or of the stash pool. */
-enum { SLOT_ACT, SLOT_GRAD, SLOT_STASH };
+/* Activations, their gradients, stashes and B-to-W keeps a rank holds between operations, by
+ * (kind, chunk, mb): index is the slot in the kind's part of the pool (SLOT_ACT and SLOT_GRAD
+ * share the activations'; step_ops_cuda.c's slot_parts says which part each kind takes). */
+enum { SLOT_ACT, SLOT_GRAD, SLOT_STASH, SLOT_KEEP, SLOT_KINDS };
+enum { PART_ACTS, PART_STASHES, PART_KEEPS, SLOT_PARTS };
 typedef struct Slot { int kind, chunk, mb, index; } Slot;
 
 /* What a turn's wait finishes: an element-wise conversion into a buffer (a transfer that moved
@@ -49,7 +51,7 @@ struct WpCompute {
     long *tok_step; int *tok_mb; int tok_next;
     double *loss, *sumsq;         /* device */
     double *h_loss, *h_sumsq;     /* pinned */
-    char *act_used, *stash_used;  /* [mem.nacts], [mem.nstashes] */
+    char *used[SLOT_PARTS];       /* [mem.nacts], [mem.nstashes], [mem.nkeeps]: slot taken */
     Slot *slots; int nslots;
     Slot *sent; int nsent;        /* sent this turn: released after the wait */
     After *after; int nafter, capafter;

@@ -57,6 +57,16 @@ void wc_acc_launch(void *dst, int dst_dtype, const void *src, int src_dtype, siz
     CUDA_CHECK_LAUNCH("acc_kernel");
 }
 
+static __global__ void fill_kernel(float *x, float v, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) x[i] = v;
+}
+
+void wc_fill_f32(float *x, float v, size_t n, cudaStream_t s) {
+    if (n == 0) return;
+    fill_kernel<<<wc_blocks(n, 256, 65536), 256, 0, s>>>(x, v, n);
+    CUDA_CHECK_LAUNCH("fill_kernel");
+}
+
 enum { SUMSQ_THREADS = 256 };
 
 /* The fixed tree over a block's threads: halving strides, so the order depends only on the

@@ -32,11 +32,15 @@ int cm_plan(CudaMemPlan *m, const WpPlanDesc *P, int rank, const WpChunk *chunks
     m->adam_v = calloc(nb, sizeof *m->adam_v);
     if (!m->buf || !m->copy || !m->adam_m || !m->adam_v) { cm_free(m); return -1; }
 
-    size_t stash = 0;
+    size_t stash = 0, keep = 0;
     for (int k = 0; k < P->nchunks; k++) {
         if (chunks[k].nparams > m->max_params) m->max_params = chunks[k].nparams;
         size_t s = wp_stash_bytes(c, &chunks[k], recompute, WP_BF16);
         if (s > stash) stash = s;
+        if (me->max_keeps > 0) {
+            size_t kb = wp_keep_bytes(c, &chunks[k], recompute, WP_BF16);
+            if (kb > keep) keep = kb;
+        }
     }
     int bf16_grads = 0;
     size_t xfer = 0;
@@ -75,6 +79,9 @@ int cm_plan(CudaMemPlan *m, const WpPlanDesc *P, int rank, const WpChunk *chunks
     m->stash_bytes = (m->stash_bytes + CM_ALIGN - 1) / CM_ALIGN * CM_ALIGN;
     m->acts = take(m, &m->b_acts, m->act_bytes * (size_t)m->nacts);
     m->stashes = take(m, &m->b_acts, m->stash_bytes * (size_t)m->nstashes);
+    m->nkeeps = me->max_keeps;
+    m->keep_bytes = (keep + CM_ALIGN - 1) / CM_ALIGN * CM_ALIGN;
+    m->keeps = m->nkeeps ? take(m, &m->b_acts, m->keep_bytes * (size_t)m->nkeeps) : SIZE_MAX;
 
     m->gstage = bf16_grads ? take(m, &m->b_staging, m->max_params * sizeof(float)) : SIZE_MAX;
     m->xfer_bytes = xfer;

@@ -7,8 +7,9 @@
  *   buffers      each buffer of the plan at its format; a master's working copy (bf16) beside it
  *   masters      AdamW's m and v (fp32) of every master (the fp32 weights are among the buffers)
  *   activations  max_acts slots of one micro-batch's [T, H] in bf16 (chunk inputs, their
- *                gradients) and max_stashes stashes of the largest chunk (wp_stash_bytes, bf16),
- *                the counts wpgen emitted (WpRankDesc.max_acts, max_stashes)
+ *                gradients), max_stashes stashes of the largest chunk (wp_stash_bytes, bf16) and
+ *                max_keeps B-to-W keeps of the largest chunk (wp_keep_bytes, bf16: the split
+ *                backward's), the counts wpgen emitted (WpRankDesc.max_acts, max_stashes, max_keeps)
  *   staging      an fp32 gradient of the largest chunk where some gradient buffer is bf16 (the
  *                backward sums in fp32 and rounds once, where it is stored); a transfer's copy at
  *                the format it carries for each buffer stored in another (an fp32 gradient that
@@ -29,6 +30,7 @@ typedef struct CudaMemPlan {
     size_t *buf, *copy, *adam_m, *adam_v;
     size_t acts, act_bytes; int nacts;          /* nacts slots of act_bytes from offset acts */
     size_t stashes, stash_bytes; int nstashes;
+    size_t keeps, keep_bytes; int nkeeps;       /* 0 slots without a split backward */
     size_t gstage;                              /* fp32 [max_params], or SIZE_MAX */
     size_t xfer, xfer_bytes;                    /* transfer copies in another format */
     size_t tokens, targets; int ntok;           /* int32 [ntok][T] each: the micro-batches read lately */

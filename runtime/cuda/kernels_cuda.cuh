@@ -19,6 +19,8 @@ void wc_convert_bf16_to_f32(float *dst, const uint16_t *src, size_t n, cudaStrea
  * first: dst = src. */
 void wc_acc_launch(void *dst, int dst_dtype, const void *src, int src_dtype, size_t n, int first,
                    cudaStream_t s);
+/* x[0..n) = v (fp32): -0.0f starts a sum whose first addition must give its addend's bits. */
+void wc_fill_f32(float *x, float v, size_t n, cudaStream_t s);
 /* *out = sum of g[i]^2 in fp64, the same tree for the same n on any device: WC_SUMSQ_BLOCKS fixed
  * ranges, each summed by a fixed tree of threads, then the partials by a fixed tree. */
 void wc_sumsq_launch(const float *g, size_t n, double *partials /* [WC_SUMSQ_BLOCKS] */, double *out,

@@ -1,7 +1,8 @@
 /* The host-side arithmetic of the CUDA model, in plain C and apart from any CUDA header, so that
  * the unit tests check it with the C compiler where no GPU runs (tests/unit/test_cuda_layout.c):
  *  - the byte layout of a chunk's stash on the device (bf16 activations, fp32 statistics), which
- *    must add up to wp_stash_bytes(c, k, recompute, WP_BF16), what the planner counted;
+ *    must add up to wp_stash_bytes(c, k, recompute, WP_BF16), what the planner counted, and of the
+ *    split backward's B-to-W keep, which must add up to wp_keep_bytes(c, k, recompute, WP_BF16);
  *  - the parts of the model's one workspace allocation and where each begins;
  *  - the column-major description of each matrix product handed to cuBLASLt (transposes, the
  *    stored shapes and leading dimensions of A, B and C = D), from the row-major products of
@@ -72,6 +73,46 @@ static inline WcChunkStash wc_chunk_stash(const WpConfig *c, const WpChunk *k, i
 static inline int wc_stash_misaligned(const WpConfig *c) {
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden;
     return wc_layer_stash(c).rstd1 % 4 != 0 || (2 * T * H) % 4 != 0;
+}
+
+/* ---- the B-to-W keep (the split backward's) ---- */
+
+/* A chunk's keep on the device, in bytes: the parts of config.h's WpKeepLayout (cpu/model.h says
+ * what BWD_B writes into each), grouped by element size so that every fp32 part falls on a 4-byte
+ * boundary whatever the shapes:
+ *   restash  recompute: the full stash as BWD_B recomputed it (wc_chunk_stash(c, k, 0)), else empty
+ *   norms    fp32 area, per layer (stride layer_norms): ln1, ln2 [H] (the norms' bf16 working
+ *            weights, in fp32-sized slots: config.c counts them at 4 bytes), dln1, dln2 [H] fp32
+ *            (their weight gradients for this micro-batch); then on the last chunk lnf [H] (bf16
+ *            in an fp32-sized slot) and dlnf [H] fp32
+ *   grads    bf16 area, per layer (stride layer_grads): dy [T*H], dh [T*F], dx2 [T*H]; then on the
+ *            last chunk whead [V*H] (the LM head's working weight) and on the first dx [T*H]
+ * total: the whole, wp_keep_bytes(c, k, recompute, WP_BF16). Offsets are from the keep's start. */
+typedef struct WcChunkKeep {
+    size_t restash;
+    size_t norms, layer_norms, ln1, ln2, dln1, dln2;   /* ln1..dln2: within a layer's norms */
+    size_t lnf, dlnf;
+    size_t grads, layer_grads, dy, dh, dx2;            /* dy..dx2: within a layer's grads */
+    size_t whead, dx, total;
+} WcChunkKeep;
+
+static inline WcChunkKeep wc_chunk_keep(const WpConfig *c, const WpChunk *k, int recompute) {
+    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn, V = (size_t)c->vocab;
+    size_t L = (size_t)k->nlayers;
+    WcChunkKeep p;
+    p.restash = 0;
+    p.norms = recompute ? wc_chunk_stash(c, k, 0).total : 0;
+    p.layer_norms = 16 * H;
+    p.ln1 = 0; p.ln2 = 4 * H; p.dln1 = 8 * H; p.dln2 = 12 * H;
+    p.lnf = p.norms + L * p.layer_norms;
+    p.dlnf = p.lnf + (k->last ? 4 * H : 0);
+    p.grads = p.dlnf + (k->last ? 4 * H : 0);
+    p.layer_grads = 2 * T * (2 * H + F);
+    p.dy = 0; p.dh = 2 * T * H; p.dx2 = 2 * T * (H + F);
+    p.whead = p.grads + L * p.layer_grads;
+    p.dx = p.whead + (k->last ? 2 * V * H : 0);
+    p.total = p.dx + (k->first ? 2 * T * H : 0);
+    return p;
 }
 
 /* ---- the workspace ---- */

@@ -364,6 +364,169 @@ void wc_chunk_backward(WcModel *m, const WpChunk *k, const uint16_t *params, con
     else copy_d2d(dx_in, m->dres, T * H * sizeof(uint16_t), m->stream);
 }
 
+/* ---- the split backward (zero-bubble schedules: BWD_B, then BWD_W) ----
+ * cpu/model.c's split, on the device: the B half keeps dy, dh, dx2, the norms' weights and their
+ * weight-gradient sums, the head's weight, and writes qkv's output gradient over the stash's qkv
+ * (dead after attention's backward); the W half rebuilds the rest (h, SwiGLU's backward, the
+ * normalised inputs, the head's dlogits) exactly as B computed it. A norm's sum is written by
+ * the same kernels as in wc_chunk_backward into a keep slot holding -0.0f (the identity of the
+ * addition its last kernel does), then added into dparams by W: the same single addition. */
+
+/* Pointers into one layer's parts of the keep (layout_cuda.h's wc_chunk_keep). */
+struct LayerKeep {
+    uint16_t *ln1, *ln2;     /* bf16 working weights in fp32-sized slots */
+    float *dln1, *dln2;
+    uint16_t *dy, *dh, *dx2;
+};
+
+static LayerKeep layer_keep(const WcChunkKeep &kl, char *keep, int i) {
+    char *n = keep + kl.norms + (size_t)i * kl.layer_norms, *g = keep + kl.grads + (size_t)i * kl.layer_grads;
+    return LayerKeep{ (uint16_t *)(n + kl.ln1), (uint16_t *)(n + kl.ln2), (float *)(n + kl.dln1),
+                      (float *)(n + kl.dln2), (uint16_t *)(g + kl.dy), (uint16_t *)(g + kl.dh),
+                      (uint16_t *)(g + kl.dx2) };
+}
+
+/* layer_backward's input-gradient half. On entry m->dres holds dL/dy; on return dL/dx, and the
+ * stash's qkv holds qkv's output gradient. */
+static void layer_backward_input(WcModel *m, const LayerParams<const uint16_t> &p, const LayerStash &st,
+                                 const LayerKeep &kp) {
+    const WpConfig *c = &m->cfg;
+    int T = c->mbs * c->seq, H = c->hidden, F = c->ffn;
+    size_t width = (size_t)(c->heads + 2 * c->kv_heads) * c->head_dim;
+    cudaStream_t s = m->stream;
+    copy_d2d(kp.ln1, p.ln1, (size_t)H * sizeof(uint16_t), s);
+    copy_d2d(kp.ln2, p.ln2, (size_t)H * sizeof(uint16_t), s);
+    copy_d2d(kp.dy, m->dres, (size_t)T * H * sizeof(uint16_t), s);
+    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_DOWN_DX], m->dres, p.wdown, NULL, kp.dh, s);
+    wc_swiglu_backward(m->dgu, kp.dh, st.gu, T, F, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_GU_DX], m->dgu, p.wgu, NULL, m->dxn, s);
+    wc_fill_f32(kp.dln2, -0.0f, (size_t)H, s);
+    wc_rmsnorm_backward(m->dres, 1, kp.dln2, m->dxn, st.x2, p.ln2, st.rstd2, T, H, m->norm_partials, s);
+    copy_d2d(kp.dx2, m->dres, (size_t)T * H * sizeof(uint16_t), s);
+    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_O_DX], m->dres, p.wo, NULL, m->datt, s);
+    wc_attention_backward(m->dqkv, m->datt, st.att, st.lse, st.qkv, c->mbs, c->seq, c->heads, c->kv_heads,
+                          c->head_dim, s);
+    wc_rope_backward(m->dqkv, m->cos_t, m->sin_t, T, c->seq, c->heads, c->kv_heads, c->head_dim, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_QKV_DX], m->dqkv, p.wqkv, NULL, m->dxn, s);
+    wc_fill_f32(kp.dln1, -0.0f, (size_t)H, s);
+    wc_rmsnorm_backward(m->dres, 1, kp.dln1, m->dxn, st.x, p.ln1, st.rstd1, T, H, m->norm_partials, s);
+    copy_d2d(st.qkv, m->dqkv, (size_t)T * width * sizeof(uint16_t), s);   /* qkv is dead: its gradient there */
+}
+
+/* layer_backward's weight-gradient half, from the stash (qkv holding its gradient) and the keep. */
+static void layer_backward_weights(WcModel *m, const LayerParams<float> &dp, const LayerStash &st,
+                                   const LayerKeep &kp) {
+    const WpConfig *c = &m->cfg;
+    int T = c->mbs * c->seq, H = c->hidden, F = c->ffn;
+    cudaStream_t s = m->stream;
+    wc_swiglu_forward(m->h, st.gu, T, F, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_DOWN_DW], kp.dy, m->h, NULL, dp.wdown, s);
+    wc_swiglu_backward(m->dgu, kp.dh, st.gu, T, F, s);   /* as B computed it */
+    wc_rmsnorm_recompute(m->xn, st.x2, kp.ln2, st.rstd2, T, H, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_GU_DW], m->dgu, m->xn, NULL, dp.wgu, s);
+    wc_acc_launch(dp.ln2, WP_FP32, kp.dln2, WP_FP32, (size_t)H, 0, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_O_DW], kp.dx2, st.att, NULL, dp.wo, s);
+    wc_rmsnorm_recompute(m->xn, st.x, kp.ln1, st.rstd1, T, H, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_QKV_DW], st.qkv, m->xn, NULL, dp.wqkv, s);
+    wc_acc_launch(dp.ln1, WP_FP32, kp.dln1, WP_FP32, (size_t)H, 0, s);
+}
+
+/* head_backward's input half: the final norm's and the head's weights copied into the keep, the
+ * final norm's weight-gradient sum there; leaves dL/dxf in m->dres. */
+static void head_backward_input(WcModel *m, const WpChunk *k, const uint16_t *params, const int *targets,
+                                const uint16_t *xf, const float *rstdf, const float *lse, char *keep,
+                                const WcChunkKeep &kl, float loss_scale) {
+    const WpConfig *c = &m->cfg;
+    int T = c->mbs * c->seq, H = c->hidden, V = c->vocab, B = m->ce_block;
+    cudaStream_t s = m->stream;
+    const uint16_t *w = head_weight(c, k, params), *wf = final_norm(c, k, params);
+    float *dlnf = (float *)(keep + kl.dlnf);
+    copy_d2d(keep + kl.lnf, wf, (size_t)H * sizeof(uint16_t), s);
+    copy_d2d(keep + kl.whead, w, (size_t)V * H * sizeof(uint16_t), s);
+    wc_rmsnorm_recompute(m->xn, xf, wf, rstdf, T, H, s);
+    for (int t0 = 0; t0 < T; t0 += B) {
+        int n = T - t0 < B ? T - t0 : B;
+        const WcGemm *mm = m->head_mm[n == B ? 0 : 1];
+        wc_gemm_run(&m->lt, &mm[WC_HEAD_F], m->xn + (size_t)t0 * H, w, NULL, m->logits, s);
+        wc_ce_backward(m->logits, lse + t0, targets + t0, n, V, loss_scale, s);
+        wc_gemm_run(&m->lt, &mm[WC_HEAD_DX], m->logits, w, NULL, m->dxn + (size_t)t0 * H, s);
+    }
+    wc_fill_f32(dlnf, -0.0f, (size_t)H, s);
+    wc_rmsnorm_backward(m->dres, 0, dlnf, m->dxn, xf, wf, rstdf, T, H, m->norm_partials, s);
+}
+
+/* head_backward's weight half: each block's dlogits recomputed with the kept weight. */
+static void head_backward_weights(WcModel *m, const WpChunk *k, const int *targets, const uint16_t *xf,
+                                  const float *rstdf, const float *lse, const char *keep, const WcChunkKeep &kl,
+                                  float *dparams, float loss_scale) {
+    const WpConfig *c = &m->cfg;
+    int T = c->mbs * c->seq, H = c->hidden, V = c->vocab, B = m->ce_block;
+    cudaStream_t s = m->stream;
+    const uint16_t *w = (const uint16_t *)(keep + kl.whead);
+    wc_rmsnorm_recompute(m->xn, xf, (const uint16_t *)(keep + kl.lnf), rstdf, T, H, s);
+    for (int t0 = 0; t0 < T; t0 += B) {
+        int n = T - t0 < B ? T - t0 : B;
+        const WcGemm *mm = m->head_mm[n == B ? 0 : 1];
+        const uint16_t *xn = m->xn + (size_t)t0 * H;
+        wc_gemm_run(&m->lt, &mm[WC_HEAD_F], xn, w, NULL, m->logits, s);
+        wc_ce_backward(m->logits, lse + t0, targets + t0, n, V, loss_scale, s);
+        wc_gemm_run(&m->lt, &mm[WC_HEAD_DW], m->logits, xn, NULL, head_weight(c, k, dparams), s);
+    }
+    wc_acc_launch(final_norm(c, k, dparams), WP_FP32, keep + kl.dlnf, WP_FP32, (size_t)H, 0, s);
+}
+
+void wc_chunk_backward_input(WcModel *m, const WpChunk *k, const uint16_t *params, const int *targets,
+                             void *stash, const uint16_t *dx_out, uint16_t *dx_in, void *keep,
+                             float loss_scale) {
+    check_call(m, k, stash);
+    const WpConfig *c = &m->cfg;
+    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, np = wp_layer_nparams(c);
+    WcChunkKeep kl = wc_chunk_keep(c, k, m->recompute);
+    char *kp = (char *)keep, *st = (char *)stash;
+    if (m->recompute) {
+        /* the forward again, into the keep: the W half reads this full stash */
+        st = kp + kl.restash;
+        copy_d2d(st, stash, T * H * sizeof(uint16_t), m->stream);
+        forward_from_stash(m, k, params, targets, st, m->dres, NULL);
+    }
+    WcChunkStash cs = wc_chunk_stash(c, k, 0);
+    if (k->last)
+        head_backward_input(m, k, params, targets, (const uint16_t *)(st + cs.xf), (const float *)(st + cs.rstdf),
+                            (const float *)(st + cs.lse), kp, kl, loss_scale);
+    else
+        copy_d2d(m->dres, dx_out, T * H * sizeof(uint16_t), m->stream);   /* bf16 already: no rounding */
+    const uint16_t *lp = first_layer(c, k, params);
+    for (int i = k->nlayers - 1; i >= 0; i--) {
+        LayerParams<const uint16_t> p = layer_params(c, lp + (size_t)i * np);
+        LayerStash ls = layer_stash(c, st + (size_t)i * cs.layer);
+        layer_backward_input(m, p, ls, layer_keep(kl, kp, i));
+    }
+    if (k->first) copy_d2d(kp + kl.dx, m->dres, T * H * sizeof(uint16_t), m->stream);
+    else copy_d2d(dx_in, m->dres, T * H * sizeof(uint16_t), m->stream);
+}
+
+void wc_chunk_backward_weights(WcModel *m, const WpChunk *k, const int *tokens, const int *targets,
+                               const void *stash, const void *keep, float *dparams, float loss_scale) {
+    check_call(m, k, stash);
+    const WpConfig *c = &m->cfg;
+    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, np = wp_layer_nparams(c);
+    WcChunkKeep kl = wc_chunk_keep(c, k, m->recompute);
+    char *kp = (char *)keep;   /* read only in W */
+    char *st = m->recompute ? kp + kl.restash : (char *)stash;
+    WcChunkStash cs = wc_chunk_stash(c, k, 0);
+    if (k->last)
+        head_backward_weights(m, k, targets, (const uint16_t *)(st + cs.xf), (const float *)(st + cs.rstdf),
+                              (const float *)(st + cs.lse), kp, kl, dparams, loss_scale);
+    float *dlp = first_layer(c, k, dparams);
+    for (int i = k->nlayers - 1; i >= 0; i--) {
+        LayerParams<float> dp = layer_params(c, dlp + (size_t)i * np);
+        LayerStash ls = layer_stash(c, st + (size_t)i * cs.layer);
+        layer_backward_weights(m, dp, ls, layer_keep(kl, kp, i));
+    }
+    if (k->first)
+        wc_embedding_backward(dparams, (const uint16_t *)(kp + kl.dx), tokens, (int)T, (int)H, c->vocab, m->stream);
+}
+
 /* ---- element-wise ---- */
 
 void wc_f32_to_bf16(WcModel *m, uint16_t *dst, const float *src, size_t n) {

@@ -65,6 +65,24 @@ void wc_chunk_backward(WcModel *m, const WpChunk *k, const uint16_t *params, con
                        const int *targets, const void *stash, const uint16_t *dx_out,
                        uint16_t *dx_in, float *dparams, float loss_scale);
 
+/* The backward split in two for the zero-bubble schedules, as cpu/model.h's
+ * wp_chunk_backward_input and wp_chunk_backward_weights (which list what the keep holds and why):
+ * together they compute what wc_chunk_backward computes, the same operations in the same order
+ * within each half, the norms' weight-gradient sums kept by B and added by W (one addition, as the
+ * whole backward's), so the same bits.
+ *   wc_chunk_backward_input (BWD_B): dx_in (not first) as wc_chunk_backward writes it; fills keep,
+ *            wp_keep_bytes(c, k, recompute, WP_BF16) bytes laid out as layout_cuda.h's
+ *            wc_chunk_keep, and overwrites each layer's qkv in the stash (or, with recompute, in the
+ *            keep's recomputed stash) with qkv's output gradient. targets: last chunk.
+ *   wc_chunk_backward_weights (BWD_W): dparams += the chunk's parameter gradient, from the stash,
+ *            the keep, the tokens (first chunk), and the targets and loss_scale (last chunk: the
+ *            logits are recomputed with the kept head weight). Gets no weights. */
+void wc_chunk_backward_input(WcModel *m, const WpChunk *k, const uint16_t *params, const int *targets,
+                             void *stash, const uint16_t *dx_out, uint16_t *dx_in, void *keep,
+                             float loss_scale);
+void wc_chunk_backward_weights(WcModel *m, const WpChunk *k, const int *tokens, const int *targets,
+                               const void *stash, const void *keep, float *dparams, float loss_scale);
+
 /* ---- element-wise, on the model's stream ---- */
 
 /* dst = src rounded to bf16 (to nearest even), or widened. */

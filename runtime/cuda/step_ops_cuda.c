@@ -22,23 +22,39 @@
 
 /* ---- activations, their gradients and stashes ---- */
 
-static const char *const slot_names[] = { "activation", "activation gradient", "stash" };
+/* Each kind of slot: its name, and the part of the pool it takes. */
+static const struct { const char *name; int part; } slot_kinds[SLOT_KINDS] = {
+    [SLOT_ACT] = { "activation", PART_ACTS }, [SLOT_GRAD] = { "activation gradient", PART_ACTS },
+    [SLOT_STASH] = { "stash", PART_STASHES }, [SLOT_KEEP] = { "B-to-W keep", PART_KEEPS },
+};
+static const char *const part_names[SLOT_PARTS] = { "activations", "stashes", "B-to-W keeps" };
+
+/* Where part p's slots begin, how large each is and how many there are. */
+static void part_of(const CudaMemPlan *m, int p, size_t *off, size_t *bytes, int *n) {
+    if (p == PART_STASHES) { *off = m->stashes; *bytes = m->stash_bytes; *n = m->nstashes; }
+    else if (p == PART_KEEPS) { *off = m->keeps; *bytes = m->keep_bytes; *n = m->nkeeps; }
+    else { *off = m->acts; *bytes = m->act_bytes; *n = m->nacts; }
+}
 
 static void *slot_ptr(const WpCompute *D, const Slot *s) {
-    if (s->kind == SLOT_STASH) return D->pool + D->mem.stashes + (size_t)s->index * D->mem.stash_bytes;
-    return D->pool + D->mem.acts + (size_t)s->index * D->mem.act_bytes;
+    size_t off, bytes;
+    int n;
+    part_of(&D->mem, slot_kinds[s->kind].part, &off, &bytes, &n);
+    return D->pool + off + (size_t)s->index * bytes;
 }
 
 static void *slot_new(WpRank *R, int kind, int chunk, int mb) {
     WpCompute *D = R->dev;
-    int stash = kind == SLOT_STASH, n = stash ? D->mem.nstashes : D->mem.nacts;
-    char *used = stash ? D->stash_used : D->act_used;
+    int part = slot_kinds[kind].part, n;
+    size_t off, bytes;
+    part_of(&D->mem, part, &off, &bytes, &n);
+    char *used = D->used[part];
     int i = 0;
     while (i < n && used[i]) i++;
     if (i == n)
         comm_abort(R->comm, 1, "turn %d: no room for the %s of chunk %d for micro-batch %d: this rank holds more than the "
-                   "%d %s its plan counted (plan_desc.c)", R->turn, slot_names[kind], chunk, mb, n,
-                   stash ? "stashes" : "activations");
+                   "%d %s its plan counted (plan_desc.c)", R->turn, slot_kinds[kind].name, chunk, mb, n,
+                   part_names[part]);
     used[i] = 1;
     D->slots[D->nslots] = (Slot){ kind, chunk, mb, i };
     return slot_ptr(D, &D->slots[D->nslots++]);
@@ -53,7 +69,7 @@ static int slot_find(const WpCompute *D, int kind, int chunk, int mb) {
 static void *slot_get(WpRank *R, int kind, int chunk, int mb) {
     int i = slot_find(R->dev, kind, chunk, mb);
     if (i < 0) comm_abort(R->comm, 1, "turn %d: the %s of chunk %d for micro-batch %d is not here", R->turn,
-                          slot_names[kind], chunk, mb);
+                          slot_kinds[kind].name, chunk, mb);
     return slot_ptr(R->dev, &R->dev->slots[i]);
 }
 
@@ -63,7 +79,7 @@ static void slot_release(WpRank *R, int kind, int chunk, int mb) {
     WpCompute *D = R->dev;
     int i = slot_find(D, kind, chunk, mb);
     if (i < 0) return;
-    (kind == SLOT_STASH ? D->stash_used : D->act_used)[D->slots[i].index] = 0;
+    D->used[slot_kinds[kind].part][D->slots[i].index] = 0;
     D->slots[i] = D->slots[--D->nslots];
 }
 
@@ -228,10 +244,10 @@ static void batch(WpRank *R, int mb, const int **tokens, const int **targets) {
 }
 
 /* Trace spans of compute are when the host queued it (the stream runs it later). */
-static void trace_compute(WpRank *R, const char *cat, char c, int chunk, int mb, double t0) {
+static void trace_compute(WpRank *R, const char *cat, const char *tag, int chunk, int mb, double t0) {
     if (!R->tracing) return;
     char name[40];
-    snprintf(name, sizeof name, "%c%d mb%d", c, chunk, mb);
+    snprintf(name, sizeof name, "%s%d mb%d", tag, chunk, mb);
     trace_event(R, cat, name, t0, comm_now(R->comm));
 }
 
@@ -246,7 +262,7 @@ void wp_fwd(WpRank *R, int chunk, int mb, int w) {
     uint16_t *x_out = k->last ? NULL : slot_new(R, SLOT_ACT, chunk + 1, mb);
     wc_chunk_forward(D->model, k, cuda_working(R, w), tokens, targets, x_in, x_out, stash, D->loss);
     if (!k->first) slot_release(R, SLOT_ACT, chunk, mb);   /* the stash kept a copy */
-    trace_compute(R, "forward", 'F', chunk, mb, t0);
+    trace_compute(R, "forward", "F", chunk, mb, t0);
 }
 
 void wp_bwd(WpRank *R, int chunk, int mb, int w, int d, int first) {
@@ -268,18 +284,45 @@ void wp_bwd(WpRank *R, int chunk, int mb, int w, int d, int first) {
     if (g16) wc_f32_to_bf16(D->model, D->buf[d], grad, k->nparams);
     slot_release(R, SLOT_STASH, chunk, mb);
     if (!k->last) slot_release(R, SLOT_GRAD, chunk + 1, mb);
-    trace_compute(R, "backward", 'B', chunk, mb, t0);
+    trace_compute(R, "backward", "B", chunk, mb, t0);
 }
 
-/* No split backward yet, as on the CPU: a plan that uses it stops here. */
+/* The split backward (zero-bubble schedules), as the CPU backend's: BWD_B makes the input
+ * gradient as BWD does and fills a keep slot with what BWD_W needs (model_cuda.h); the stash stays.
+ * BWD_W adds the weight gradient into d, written or added as BWD's, and ends the stash and the
+ * keep. */
 void wp_bwd_b(WpRank *R, int chunk, int mb, int w) {
-    (void)chunk; (void)mb; (void)w;
-    comm_abort(R->comm, 2, "BWD_B is not supported by the CUDA backend yet");
+    WpCompute *D = R->dev;
+    const WpChunk *k = &R->chunks[chunk];
+    double t0 = comm_now(R->comm);
+    const int *tokens = NULL, *targets = NULL;
+    if (k->last) batch(R, mb, &tokens, &targets);
+    void *stash = slot_get(R, SLOT_STASH, chunk, mb);   /* B writes qkv's gradient over its qkv */
+    const uint16_t *dy = k->last ? NULL : slot_get(R, SLOT_GRAD, chunk + 1, mb);
+    uint16_t *dx = k->first ? NULL : slot_new(R, SLOT_GRAD, chunk, mb);
+    void *keep = slot_new(R, SLOT_KEEP, chunk, mb);
+    wc_chunk_backward_input(D->model, k, cuda_working(R, w), targets, stash, dy, dx, keep, R->loss_scale);
+    if (!k->last) slot_release(R, SLOT_GRAD, chunk + 1, mb);
+    trace_compute(R, "backward", "Bb", chunk, mb, t0);
 }
 
 void wp_bwd_w(WpRank *R, int chunk, int mb, int d, int first) {
-    (void)chunk; (void)mb; (void)d; (void)first;
-    comm_abort(R->comm, 2, "BWD_W is not supported by the CUDA backend yet");
+    WpCompute *D = R->dev;
+    const WpChunk *k = &R->chunks[chunk];
+    double t0 = comm_now(R->comm);
+    const int *tokens = NULL, *targets = NULL;
+    if (k->first || k->last) batch(R, mb, &tokens, &targets);   /* the embedding's tokens, the head's targets */
+    const void *stash = slot_get(R, SLOT_STASH, chunk, mb);
+    const void *keep = slot_get(R, SLOT_KEEP, chunk, mb);
+    int g16 = R->me->bufs[d].dtype == WP_BF16;   /* as wp_bwd */
+    float *grad = g16 ? D->gstage : D->buf[d];
+    if (first) CUDA_CHECK(R, cudaMemsetAsync(grad, 0, k->nparams * sizeof(float), D->stream));
+    else if (g16) wc_bf16_to_f32(D->model, grad, D->buf[d], k->nparams);
+    wc_chunk_backward_weights(D->model, k, tokens, targets, stash, keep, grad, R->loss_scale);
+    if (g16) wc_f32_to_bf16(D->model, D->buf[d], grad, k->nparams);
+    slot_release(R, SLOT_KEEP, chunk, mb);
+    slot_release(R, SLOT_STASH, chunk, mb);
+    trace_compute(R, "backward", "Bw", chunk, mb, t0);
 }
 
 /* ---- transfers ---- */

@@ -12,7 +12,7 @@
 #      CPU, and the CPU's own bf16 plans are held to 1e-3 and 5e-2 against the same reference
 #      (tests/e2e/test_parity.sh). Plans: 1 rank over NCCL; 2 and 4 ranks sharing the GPU over
 #      MPI with host-staged transfers (weipipe-interleave, and fsdp and tawpipe on 4 for their
-#      collectives). Everything here is built with MPI (the NCCL layer bootstraps over it):
+#      collectives; weipipe-zb1 on 2 and zb1 on 4 for the split backward). Everything here is built with MPI (the NCCL layer bootstraps over it):
 #      without Open MPI it says so and runs only steps 2 and 4;
 #   4. build/gpu/bench_step and, when python3 imports torch, tests/gpu/bench_torch.py: their
 #      figures side by side.
@@ -175,6 +175,9 @@ if [ $have_mpi = 1 ] && [ -x build/wpgen ] && [ -x build/wp-ref ]; then
     case_ mpi-4ranks 4 topologies/cpu-2x2.json weipipe-interleave 1 mpi
     case_ mpi-4ranks-fsdp 4 topologies/cpu-2x2.json fsdp 1 mpi
     case_ mpi-4ranks-tawpipe 4 topologies/cpu-2x2.json tawpipe 1 mpi
+    # the zero-bubble strategies: the split backward (BWD_B, BWD_W) and the B-to-W keep slots
+    case_ mpi-2ranks-weipipe-zb1 2 "$tmp/g2.json" weipipe-zb1 2 mpi
+    case_ mpi-4ranks-zb1 4 topologies/cpu-2x2.json zb1 1 mpi
 fi
 
 # ---- 4. speed: our step and PyTorch's, side by side ----

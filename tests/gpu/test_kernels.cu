@@ -587,8 +587,12 @@ static ChunkRun run_cpu(const WpConfig *c, const std::vector<WpChunk> &ks, const
     return r;
 }
 
+/* split: the backward as the zero-bubble schedules run it, every chunk's BWD_B (last to first),
+ * then every BWD_W, each keep filled with NaN first (0xFF bytes) so that a part W reads and B did
+ * not write shows. */
 static ChunkRun run_gpu(const WpConfig *c, const std::vector<WpChunk> &ks, const std::vector<std::vector<float>> &p,
-                        const std::vector<int> &tok, const std::vector<int> &tgt, int recompute, int ce_block) {
+                        const std::vector<int> &tok, const std::vector<int> &tgt, int recompute, int ce_block,
+                        int split = 0) {
     size_t TH = (size_t)c->mbs * c->seq * c->hidden;
     int n = (int)ks.size();
     char err[256];
@@ -608,8 +612,19 @@ static ChunkRun run_gpu(const WpConfig *c, const std::vector<WpChunk> &ks, const
         wc_chunk_forward(m, &ks[i], dp[i], dtok, dtgt, x[i], x[i + 1], stash[i], loss);
     }
     float scale = 1.0f / (float)(c->mbs * c->seq);
-    for (int i = n - 1; i >= 0; i--)
-        wc_chunk_backward(m, &ks[i], dp[i], dtok, dtgt, stash[i], dx[i + 1], dx[i], dg[i], scale);
+    std::vector<void *> keep(n, nullptr);
+    for (int i = n - 1; i >= 0; i--) {
+        if (!split) { wc_chunk_backward(m, &ks[i], dp[i], dtok, dtgt, stash[i], dx[i + 1], dx[i], dg[i], scale); continue; }
+        size_t kb = wp_keep_bytes(c, &ks[i], recompute, WP_BF16);
+        keep[i] = dev_alloc<char>(kb);
+        CUDA_CHECK(cudaMemsetAsync(keep[i], 0xFF, kb, stream));
+        wc_chunk_backward_input(m, &ks[i], dp[i], dtgt, stash[i], dx[i + 1], dx[i], keep[i], scale);
+    }
+    for (int i = 0; split && i < n; i++) {
+        wc_chunk_backward_weights(m, &ks[i], dtok, dtgt, stash[i], keep[i], dg[i], scale);
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        CUDA_CHECK(cudaFree(keep[i]));
+    }
     ChunkRun r;
     r.loss = down(loss, 1)[0];
     for (int i = 0; i <= n; i++) { r.x.push_back(down_bf16(x[i], TH)); r.dx.push_back(down_bf16(dx[i], TH)); }
@@ -672,6 +687,13 @@ static void test_chunks(const char *label, int tied, const std::vector<int> &lay
                 check(name, gr.dparams[i].data() + t.offset, cr.dparams[i].data() + t.offset, nel, 8, BF16, RMS, CHAIN);
             }
         }
+        /* the split backward (zero bubble): the same bits as the whole one */
+        ChunkRun sr = run_gpu(&c, ks, p, tok, tgt, rec, ce_block, 1);
+        int same = sr.loss == gr.loss;
+        for (int i = 0; i < n; i++) same &= sr.dparams[i] == gr.dparams[i];
+        for (int i = 1; i < n; i++) same &= sr.dx[i] == gr.dx[i];
+        snprintf(name, sizeof name, "%s: split backward (BWD_B, BWD_W) bit-identical to BWD%s", label, rs);
+        check_true(name, same, "the same kernels in the same order in each half; the norms' sums added once");
         if (!rec) gpu_plain = gr;
         else {
             int same = gr.loss == gpu_plain.loss;

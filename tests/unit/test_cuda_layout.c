@@ -3,6 +3,9 @@
  *    recompute) adds up to wp_stash_bytes(..., WP_BF16), the planner's count; each part is the CPU
  *    stash's part (config.c) at its element size; every fp32 statistic on a 4-byte boundary, and
  *    shapes that would break that are refused;
+ *  - the B-to-W keep of the split backward: every chunk's adds up to wp_keep_bytes(..., WP_BF16),
+ *    each part is the CPU keep's part (config.c) at its element size, the fp32 parts on 4-byte
+ *    boundaries, the parts in order and inside the keep;
  *  - the workspace: each part on a 256-byte boundary, none overlapping, each at least what
  *    config.c counts (the recompute stash at least the full stash the GPU writes there);
  *  - the matrix products: each description handed to cuBLASLt, run through cuBLASLt's documented
@@ -85,6 +88,49 @@ static void test_stash(void) {
     CHECK(wc_stash_misaligned(&odd), "T x H = 3 x 5: refused");
     WpConfig even = cfg(5, 1, 1, 5, 7, 11, 3, 2, 0);  /* T*H = 30 */
     CHECK(!wc_stash_misaligned(&even), "T x H = 6 x 5: accepted");
+}
+
+/* ---- the B-to-W keep ---- */
+
+static void test_keep(void) {
+    for (int ci = 0; ci < 5; ci++) {
+        const WpConfig *c = &configs[ci];
+        size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, V = (size_t)c->vocab;
+        WpLayerKeepLayout l = wp_layer_keep_layout(c);
+        for (int nl = 0; nl <= 3; nl++)
+            for (int first = 0; first <= 1; first++)
+                for (int last = 0; last <= 1; last++)
+                    for (int rec = 0; rec <= 1; rec++) {
+                        if (c->tied && last && !first) continue;
+                        WpChunk k = wp_chunk_make(c, 0, 0, nl, first, last);
+                        WcChunkKeep g = wc_chunk_keep(c, &k, rec);
+                        WpKeepLayout cl = wp_keep_layout(c, &k, rec);
+                        size_t want = wp_keep_bytes(c, &k, rec, WP_BF16);
+                        const char *fmt = "config %d, %d layers, first %d last %d recompute %d: %s";
+                        CHECK(g.total == want, "config %d, %d layers, first %d last %d recompute %d: %zu bytes, the "
+                              "planner counts %zu", ci, nl, first, last, rec, g.total, want);
+                        /* the parts: the CPU's elements, the norms' at 4 bytes, the rest at 2 */
+                        CHECK(g.norms - g.restash == (rec ? wp_stash_bytes(c, &k, 0, WP_BF16) : 0), fmt, ci, nl, first, last, rec, "restash");
+                        CHECK(g.layer_norms == 4 * (l.end - l.ln1) && l.end - l.ln1 == 4 * H && l.dln2 - l.ln1 == 3 * H,
+                              fmt, ci, nl, first, last, rec, "a layer's norms and their sums");
+                        CHECK(g.layer_grads == 2 * (l.ln1 - l.dy) && g.dh - g.dy == 2 * (l.dh - l.dy) &&
+                              g.dx2 - g.dh == 2 * (l.dx2 - l.dh) && g.layer_grads - g.dx2 == 2 * (l.ln1 - l.dx2),
+                              fmt, ci, nl, first, last, rec, "a layer's gradients dy, dh, dx2");
+                        CHECK(g.dlnf - g.lnf == (last ? 4 * (cl.dlnf - cl.lnf) : 0) && g.grads - g.dlnf == (last ? 4 * (cl.whead - cl.dlnf) : 0),
+                              fmt, ci, nl, first, last, rec, "lnf, dlnf");
+                        CHECK(g.dx - g.whead == (last ? 2 * V * H : 0) && 2 * (cl.dx - cl.whead) == g.dx - g.whead,
+                              fmt, ci, nl, first, last, rec, "whead");
+                        CHECK(g.total - g.dx == (first ? 2 * T * H : 0) && 2 * (cl.end - cl.dx) == g.total - g.dx,
+                              fmt, ci, nl, first, last, rec, "dx");
+                        /* fp32 parts aligned (the keep begins on a 256-byte boundary), all in order */
+                        int aligned = g.norms % 4 == 0 && g.lnf % 4 == 0 && g.dlnf % 4 == 0 && g.layer_norms % 4 == 0 &&
+                                      g.dln1 % 4 == 0 && g.dln2 % 4 == 0;
+                        CHECK(aligned, fmt, ci, nl, first, last, rec, "fp32 parts on 4-byte boundaries");
+                        CHECK(g.restash <= g.norms && g.norms + (size_t)nl * g.layer_norms == g.lnf && g.lnf <= g.dlnf &&
+                              g.dlnf <= g.grads && g.grads + (size_t)nl * g.layer_grads == g.whead && g.whead <= g.dx &&
+                              g.dx <= g.total, fmt, ci, nl, first, last, rec, "parts in order, none overlapping");
+                    }
+    }
 }
 
 /* ---- the workspace ---- */
@@ -291,6 +337,7 @@ int main(void) {
     matmul_init();
     make_configs();
     test_stash();
+    test_keep();
     test_workspace();
     test_gemm_shape(7, 5, 3);
     test_gemm_shape(37, 40, 24);

@@ -39,9 +39,9 @@ static void desc_make(Desc *d, const Plan *p) {
             d->bufs[r][b] = (WpBufDesc){ pb->name, pb->kind == BUF_W ? WP_BUF_W : WP_BUF_D, pb->master, pb->chunk, pb->shard,
                                          pb->nshards, pb->elems, pb->dtype, pb->copy_dtype };
         }
-        int acts, stashes;
-        emit_rank_holds(p, r, &acts, &stashes);
-        d->ranks[r] = (WpRankDesc){ rk->node, rk->replica, rk->stage, rk->nbufs, d->bufs[r], noop_step, acts, stashes };
+        int acts, stashes, keeps;
+        emit_rank_holds(p, r, &acts, &stashes, &keeps);
+        d->ranks[r] = (WpRankDesc){ rk->node, rk->replica, rk->stage, rk->nbufs, d->bufs[r], noop_step, acts, stashes, keeps };
     }
     d->P = (WpPlanDesc){ .model = p->model, .nranks = p->nranks, .nchunks = p->nchunks, .total_mbs = p->total_mbs,
                          .micro_batches = p->micro_batches, .recompute = p->recompute, .precision = p->precision,
@@ -77,6 +77,8 @@ static void check_rank(const Plan *p, const Desc *d, int r, const char *what) {
     }
     rg[n++] = (Range){ m.acts, m.act_bytes * (size_t)m.nacts };
     rg[n++] = (Range){ m.stashes, m.stash_bytes * (size_t)m.nstashes };
+    if (m.nkeeps) rg[n++] = (Range){ m.keeps, m.keep_bytes * (size_t)m.nkeeps };
+    CHECK((m.nkeeps > 0) == (m.keeps != SIZE_MAX), "%s rank %d: keep slots iff the plan holds keeps", what, r);
     if (m.gstage != SIZE_MAX) rg[n++] = (Range){ m.gstage, m.max_params * 4 };
     rg[n++] = (Range){ m.xfer, m.xfer_bytes };
     rg[n++] = (Range){ m.tokens, (size_t)m.ntok * p->model.seq * p->model.mbs * 4 };
@@ -123,7 +125,13 @@ static void check_strategy(const char *s, int nodes, const int *per, int mbs, Wp
     if (!p) { topology_free(&t); return; }
     Desc d;
     desc_make(&d, p);
-    for (int r = 0; r < p->nranks; r++) check_rank(p, &d, r, what);
+    for (int r = 0; r < p->nranks; r++) {
+        check_rank(p, &d, r, what);
+        int split = 0;
+        for (int i = 0; i < p->ranks[r].nops; i++) split |= p->ranks[r].ops[i].kind == OP_BWD_B;
+        CHECK((d.ranks[r].max_keeps > 0) == split, "%s rank %d: %d B-to-W keeps, and %s BWD_B", what, r,
+              d.ranks[r].max_keeps, split ? "a" : "no");
+    }
     if (!strcmp(s, "1f1b") && nodes == 1)
         for (int r = 0; r < p->nranks; r++) {
             int want = p->nranks - r < p->total_mbs ? p->nranks - r : p->total_mbs;
@@ -137,8 +145,9 @@ static void check_strategy(const char *s, int nodes, const int *per, int mbs, Wp
 
 int main(void) {
     fixture_init();
-    static const char *strategies[] = { "weipipe-naive", "weipipe-interleave", "1f1b", "fsdp", "tawpipe" };
-    for (int i = 0; i < 5; i++)
+    static const char *strategies[] = { "weipipe-naive", "weipipe-interleave", "1f1b", "fsdp", "tawpipe",
+                                        "zb1", "weipipe-zb1", "weipipe-zb2" };
+    for (int i = 0; i < 8; i++)
         for (int g = 0; g < 2; g++) {
             WpDtype gd = g ? WP_FP32 : WP_BF16;
             check_strategy(strategies[i], 1, (int[]){ 4 }, 2, gd);
