@@ -71,6 +71,13 @@ int search_one_replica_bound(const Cand *cd, const Topology *topo, const WpConfi
 
 void search_describe(const SearchStats *s, char *out, size_t len);
 
+/* The micro-batches per weight pass the search tries for a strategy with N micro-batches per rank
+ * (StrategyOpts.pass_mbs; 0: the strategy's default): weipipe-interleave 0 (K = 1), 2, 4, ...
+ * below N; K = N is weipipe-naive; others 0. `given` (--pass-micro-batches) fixes it for the two
+ * strategies that take it. Returns how many, at most max. */
+enum { SEARCH_MAX_PASS_VALUES = 16 };
+int search_pass_values(const char *strategy, int micro_batches, int given, int *out, int max);
+
 /* The analytic bounds of one candidate (exported for the tests): a lower bound on the largest
  * peak memory of a rank, in bytes, and on the step time, in seconds. Strategies wpgen does not
  * ship get the bounds every plan obeys (masters, compute). */
