@@ -1,8 +1,9 @@
 /* The pruned search of `-s auto` and `compare` (search.h). The candidate space is every strategy
  * x replicas (each divisor of the ranks: a user runs replicas of shorter pipelines) x chunks (the
- * strategy's default, twice the pipeline's ranks) x recomputation x precision x micro-batches per
- * weight pass (weipipe-interleave: K = 1, 2, 4, ... below N; K = N is weipipe-naive), less what
- * the flags fix. Building a plan of 1,024 ranks takes seconds (the strategy's Lua), so a candidate is
+ * strategy's default, twice the pipeline's ranks) x recomputation x precision x rounds (the
+ * micro-batches per weight pass of weipipe-interleave, K = 1, 2, 4, ... below N, K = N being
+ * weipipe-naive; tawpipe's rounds, its solver's choice and 1, 2, 4, ... up to N), less what the
+ * flags fix. Building a plan of 1,024 ranks takes seconds (the strategy's Lua), so a candidate is
  * built only when bounds computed from the model and the topology alone cannot rule it out:
  *   impossible  more chunks, or 1F1B stages, than the model has layers (the strategies refuse them);
  *   memory      a lower bound on the largest peak of a rank exceeds the device's memory: the fp32
@@ -49,13 +50,21 @@ static StrategyShape shape_of(const char *s) {
 /* The strategies of schedules/lib/weipipe.lua that take --pass-micro-batches. */
 static int takes_pass_mbs(const char *s) { return !strcmp(s, "weipipe-interleave") || !strcmp(s, "weipipe-naive"); }
 
-int search_pass_values(const char *strategy, int micro_batches, int given, int *out, int max) {
-    int n = 0;
-    if (given) { out[n++] = takes_pass_mbs(strategy) ? given : 0; return n; }
+int search_round_values(const char *strategy, int micro_batches, int given_pass, int given_rounds, int *out, int max) {
+    int n = 0, taw = !strcmp(strategy, "tawpipe");
+    if (taw && given_rounds) { out[n++] = given_rounds; return n; }
+    if (!taw && given_pass) { out[n++] = takes_pass_mbs(strategy) ? given_pass : 0; return n; }
     out[n++] = 0;
-    if (strcmp(strategy, "weipipe-interleave")) return n;   /* naive is K = N, and K < N is interleave's */
-    for (int k = 2; k < micro_batches && n < max; k *= 2) out[n++] = k;
+    if (taw)   /* the solver's choice (the fewest whose memory fits by its upper bound), and the others */
+        for (int r = 1; r <= micro_batches && n < max; r *= 2) out[n++] = r;
+    else if (!strcmp(strategy, "weipipe-interleave"))   /* naive is K = N, and K < N is interleave's */
+        for (int k = 2; k < micro_batches && n < max; k *= 2) out[n++] = k;
     return n;
+}
+
+void search_set_round(const char *strategy, StrategyOpts *o, int v) {
+    if (!strcmp(strategy, "tawpipe")) { o->rounds = v; o->pass_mbs = 0; }
+    else o->pass_mbs = v;
 }
 
 /* Which strategies the rules that compare two plans of one strategy hold for (test_search checks
@@ -234,7 +243,8 @@ int search_one_replica_bound(const Cand *cd, const Topology *topo, const WpConfi
 
 typedef struct Cand2 {
     int si, R, chunks, rec;
-    int k;                  /* micro-batches per weight pass (weipipe), 0: the strategy's default */
+    int k;                  /* search_round_values: weipipe's micro-batches per weight pass or tawpipe's
+                               rounds; 0: the strategy's default */
     int var;                /* fsdp: 1 for full-shard (schedules/fsdp.lua), 0 for the default */
     WpDtype prec;
     int order;              /* enumeration order: ties keep it */
@@ -294,7 +304,7 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
                 int chunks = a->set_chunks ? a->chunks : cm ? 2 * (P / R) : 0;
                 /* fsdp in both its variants, unless one was given */
                 int nvar = !strcmp(names[si], "fsdp") && !a->fsdp_variant ? 2 : 1;
-                int ks[SEARCH_MAX_PASS_VALUES], nk = search_pass_values(names[si], a->micro_batches, a->pass_mbs, ks, SEARCH_MAX_PASS_VALUES);
+                int ks[SEARCH_MAX_ROUND_VALUES], nk = search_round_values(names[si], a->micro_batches, a->pass_mbs, a->rounds, ks, SEARCH_MAX_ROUND_VALUES);
                 for (int var = 0; var < nvar; var++)
                 for (int ki = 0; ki < nk; ki++)
                 for (int rec = a->recompute; rec < 2; rec++)
@@ -304,7 +314,8 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
                         *x = (Cand2){ .si = si, .R = R, .chunks = chunks, .rec = rec, .var = var, .k = ks[ki], .order = n, .built_fits = -1,
                                       .prec = pf ? WP_FP32 : base.precision };
                         StrategyOpts o = base;
-                        o.replicas = R; o.chunks = chunks; o.recompute = rec; o.precision = x->prec; o.pass_mbs = x->k;
+                        o.replicas = R; o.chunks = chunks; o.recompute = rec; o.precision = x->prec;
+                        search_set_round(names[si], &o, x->k);
                         if (var) o.fsdp_variant = "full-shard";
                         if (pf && !a->grad_precision) o.grad_precision = WP_FP32;
                         x->mem_lb = search_mem_bound(names[si], topo, model, &o);
@@ -352,7 +363,8 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
                  x->R > 1 ? "s" : "", x->chunks ? "twice the default" : "default", x->rec ? ", recomputation" : "", st->simulated,
                  out->winner >= 0 ? out->best[out->winner].c.step : 0.0);
         Cand cd = { .o = base };
-        cd.o.replicas = x->R; cd.o.chunks = x->chunks; cd.o.recompute = x->rec; cd.o.precision = x->prec; cd.o.pass_mbs = x->k;
+        cd.o.replicas = x->R; cd.o.chunks = x->chunks; cd.o.recompute = x->rec; cd.o.precision = x->prec;
+        search_set_round(sname, &cd.o, x->k);
         if (x->var) cd.o.fsdp_variant = "full-shard";
         snprintf(cd.strategy, sizeof cd.strategy, "%.63s", sname);
         if (x->R > 1 && search_rule_holds(sname, RULE_ONE_REPLICA)) {
