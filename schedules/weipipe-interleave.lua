@@ -1,14 +1,12 @@
 -- about: one backward + one forward per turn, two weight streams + one gradient stream (WeiPipe §3.2)
 -- weipipe-interleave (WeiPipe §3.2): one micro-batch per round, so once the ring is full every
 -- turn runs one backward and one forward; two weight streams (forward, backward) and one
--- gradient stream move one hop per turn.
+-- gradient stream move one hop per turn. --pass-micro-batches K runs K micro-batches per round
+-- (weipipe.passes): the weights go round N/K times instead of N.
 local weipipe = require("weipipe")
 
 return {
   build = function(plan, ctx)
-    weipipe.build(plan, ctx, {
-      rounds = function(N) return N end,
-      round_mbs = function(j, N) return { j } end,
-    })
+    weipipe.build(plan, ctx, weipipe.passes(ctx, 1, ctx.opts.pass_micro_batches or 0))
   end,
 }

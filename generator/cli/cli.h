@@ -20,6 +20,7 @@ typedef struct Args {
     int seq, mbs, micro_batches, replicas, chunks, recompute, json;
     int force;              /* emit: a plan that does not fit the devices' memory too */
     int rounds;             /* tawpipe: micro-batch rounds, 0 = the solver's */
+    int pass_mbs;           /* weipipe-naive, -interleave: micro-batches per weight pass (K), 0 = the strategy's */
     const char *grouping;   /* tawpipe: auto, node, island or published */
     const char *fsdp_variant;   /* fsdp: gather-once or full-shard; NULL: gather-once */
     const char *precision, *grad_precision;   /* "fp32" or "bf16" as given; NULL: the default (inputs.c) */

@@ -78,6 +78,9 @@ static int rebuild(Run *r, char *err, size_t errlen) {
     if (model_check(&r->model, merr, sizeof merr)) { snprintf(err, errlen, "%s: model: %s", r->plan_path, merr); goto done; }
     StrategyOpts o = { .micro_batches = (int)json_integer_value(mbr), .replicas = (int)json_integer_value(rep),
                        .recompute = json_is_true(json_object_get(pj, "recompute")), .grouping = "auto" };
+    /* weipipe's micro-batches per weight pass: recorded in the notes (schedules/lib/weipipe.lua) */
+    const char *notes = json_string_value(json_object_get(pj, "notes")), *kp = notes ? strstr(notes, "(--pass-micro-batches ") : NULL;
+    if (kp) o.pass_mbs = atoi(kp + strlen("(--pass-micro-batches "));
     if (wp_dtype_parse(prec, &o.precision) || wp_dtype_parse(gprec, &o.grad_precision)) {
         snprintf(err, errlen, "%s: precision: expected fp32 or bf16", r->plan_path);
         goto done;

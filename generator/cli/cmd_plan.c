@@ -22,8 +22,10 @@ int cmd_plan(const Args *a, int emit) {
     if (rc == 0 && !p && (rc = make_plan(is_auto ? best.strategy : a->strategy, &topo, &model, name, is_auto ? &best.o : &o, &p, err, sizeof err)))
         fprintf(stderr, "wpgen: %s\n", err);
     if (rc == 0 && is_auto)
-        fprintf(stderr, "wpgen: auto picked %s, %d replica%s, %s chunks%s: %s\n", best.strategy, best.o.replicas,
-                best.o.replicas > 1 ? "s" : "", best.o.chunks ? "twice the default" : "default", best.o.recompute ? ", recomputation" : "", best.why);
+        fprintf(stderr, "wpgen: auto picked %s, %d replica%s, %s chunks%s%s%.0d%s%.0d: %s\n", best.strategy, best.o.replicas,
+                best.o.replicas > 1 ? "s" : "", best.o.chunks ? "twice the default" : "default", best.o.recompute ? ", recomputation" : "",
+                best.o.pass_mbs ? ", micro-batches per weight pass " : "", best.o.pass_mbs,
+                !strcmp(best.strategy, "tawpipe") && best.o.rounds ? ", rounds " : "", !strcmp(best.strategy, "tawpipe") ? best.o.rounds : 0, best.why);
     if (rc == 0) {
         double intra, inter;
         plan_traffic(p, &intra, &inter);

@@ -77,6 +77,8 @@ int cmd_sim(const Args *a) {
             json_t *au = json_object();
             json_object_set_new(au, "replicas", json_integer(o.replicas));
             json_object_set_new(au, "chunks_option", json_integer(o.chunks));
+            if (o.pass_mbs) json_object_set_new(au, "pass_micro_batches", json_integer(o.pass_mbs));
+            if (!strcmp(strategy, "tawpipe") && o.rounds) json_object_set_new(au, "rounds", json_integer(o.rounds));
             json_object_set_new(au, "why", json_string(best.why));
             json_object_set_new(j, "auto", au);
         }
@@ -86,9 +88,11 @@ int cmd_sim(const Args *a) {
         json_decref(j);
     } else {
         if (is_auto)
-            printf("auto        picked %s%s, %d replica%s, %s chunks%s: %s\n", strategy,
+            printf("auto        picked %s%s, %d replica%s, %s chunks%s%s%.0d%s%.0d: %s\n", strategy,
                    !strcmp(strategy, "fsdp") ? (o.fsdp_variant && !strcmp(o.fsdp_variant, "full-shard") ? " (full-shard)" : " (gather-once)") : "",
-                   o.replicas, o.replicas > 1 ? "s" : "", o.chunks ? "twice the default" : "default", o.recompute ? ", recomputation" : "", best.why);
+                   o.replicas, o.replicas > 1 ? "s" : "", o.chunks ? "twice the default" : "default", o.recompute ? ", recomputation" : "",
+                   o.pass_mbs ? ", micro-batches per weight pass " : "", o.pass_mbs,
+                   !strcmp(strategy, "tawpipe") && o.rounds ? ", rounds " : "", !strcmp(strategy, "tawpipe") ? o.rounds : 0, best.why);
         print_summary(p, name, s.bytes_intra, s.bytes_inter, fits);
         if (p->notes && p->notes[0] && p->notes[strlen(p->notes) - 1] != '\n') printf("\n");
         print_sim(p, &s);
@@ -152,6 +156,9 @@ int cmd_compare(const Args *a) {
         char err[4096];
         snprintf(c[i].strategy, sizeof c[i].strategy, "%s", names[i]);
         c[i].o = o;
+        int given;   /* --pass-micro-batches and --rounds only where taken */
+        search_round_values(names[i], a->micro_batches, a->pass_mbs, a->rounds, &given, 1);
+        search_set_round(names[i], &c[i].o, given);
         if (!strcmp(names[i], "auto")) {
             Cand b;
             if (auto_search(a, &topo, &model, name, &b, &plans[i])) { c[i].rc = EXIT_REJECTED; snprintf(errs[i], sizeof errs[i], "auto: nothing fits"); continue; }
@@ -185,17 +192,21 @@ int cmd_compare(const Args *a) {
     char (*shown)[160] = xcalloc((size_t)ns, sizeof *shown);
     int width = 22;
     for (int i = 0; i < ns; i++) {
-        /* the label says where the search moved off the flags: /rN replicas, /2c twice the chunks, /rc recomputation */
-        char extra[64] = "";
+        /* the label says where the search moved off the flags: /rN replicas, /2c twice the chunks, /rc recomputation,
+         * /kK micro-batches per weight pass, /roundsN tawpipe's rounds */
+        char extra[80] = "";
+        int newk = c[i].o.pass_mbs && c[i].o.pass_mbs != o.pass_mbs, newr = c[i].o.rounds && c[i].o.rounds != o.rounds;
         if (!c[i].rc)
-            snprintf(extra, sizeof extra, "%s%.0d%s%s", c[i].o.replicas != o.replicas ? "/r" : "", c[i].o.replicas != o.replicas ? c[i].o.replicas : 0,
-                     c[i].o.chunks != o.chunks ? "/2c" : "", c[i].o.recompute != o.recompute ? "/rc" : "");
+            snprintf(extra, sizeof extra, "%s%.0d%s%s%s%.0d%s%.0d", c[i].o.replicas != o.replicas ? "/r" : "", c[i].o.replicas != o.replicas ? c[i].o.replicas : 0,
+                     c[i].o.chunks != o.chunks ? "/2c" : "", c[i].o.recompute != o.recompute ? "/rc" : "",
+                     newk ? "/k" : "", newk ? c[i].o.pass_mbs : 0, newr ? "/rounds" : "", newr ? c[i].o.rounds : 0);
         /* fsdp says which of its variants ran (schedules/fsdp.lua) */
         int fsdp = !c[i].rc && !strcmp(c[i].strategy, "fsdp");
         const char *variant = c[i].o.fsdp_variant ? c[i].o.fsdp_variant : "gather-once";
         if (!strcmp(names[i], "auto") && !c[i].rc)
-            snprintf(shown[i], sizeof shown[i], "auto=%s/r%d%s%s%s", c[i].strategy, c[i].o.replicas, c[i].o.chunks ? "/2c" : "",
-                     c[i].o.recompute ? "/rc" : "", fsdp && strcmp(variant, "gather-once") ? "/full-shard" : "");
+            snprintf(shown[i], sizeof shown[i], "auto=%s/r%d%s%s%s%s%.0d%s%.0d", c[i].strategy, c[i].o.replicas, c[i].o.chunks ? "/2c" : "",
+                     c[i].o.recompute ? "/rc" : "", fsdp && strcmp(variant, "gather-once") ? "/full-shard" : "",
+                     c[i].o.pass_mbs ? "/k" : "", c[i].o.pass_mbs, newr ? "/rounds" : "", newr ? c[i].o.rounds : 0);
         else snprintf(shown[i], sizeof shown[i], "%.63s%s%s%s", names[i], fsdp ? "/" : "", fsdp ? variant : "", extra);
         if ((int)strlen(shown[i]) > width) width = (int)strlen(shown[i]);
     }
@@ -227,6 +238,8 @@ int cmd_compare(const Args *a) {
             sim_json_add(j, p, s);
             json_object_set_new(j, "fastest", json_boolean(i == best));
             if (fsdp) json_object_set_new(j, "fsdp_variant", json_string(variant));
+            if (c[i].o.pass_mbs) json_object_set_new(j, "pass_micro_batches", json_integer(c[i].o.pass_mbs));
+            if (!strcmp(c[i].strategy, "tawpipe") && c[i].o.rounds) json_object_set_new(j, "rounds", json_integer(c[i].o.rounds));
             if (!strcmp(names[i], "auto")) json_object_set_new(j, "picked_by", json_string("auto"));
             json_array_append_new(arr, j);
         } else {

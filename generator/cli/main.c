@@ -18,6 +18,8 @@ static void usage(FILE *f) {
         "                  [--micro-batches N] [--replicas R] [--chunks C] [--recompute] [--json]\n"
         "                  [--precision fp32|bf16] [--grad-precision fp32|bf16]\n"
         "                  [--rounds K] [--grouping auto|node|island|published]   (tawpipe)\n"
+        "                  [--pass-micro-batches K]   (weipipe-naive, weipipe-interleave: K micro-batches\n"
+        "                  through a chunk per weight pass; default all, and 1)\n"
         "                  [--fsdp-variant gather-once|full-shard]   (fsdp: gathers once per step, or per\n"
         "                  micro-batch as PyTorch FSDP FULL_SHARD under gradient accumulation)\n"
         "                  [--lua-max-mib N] [--lua-max-instructions M]   (the strategy's limits: MiB of\n"
@@ -83,6 +85,21 @@ static int check_outputs(const Args *a) {
     return 0;
 }
 
+/* --pass-micro-batches is taken by the weight passing of schedules/lib/weipipe.lua: weipipe-naive
+ * and weipipe-interleave (and a strategy file given by path, which may read it). Any other
+ * shipped strategy would silently ignore it, so plan, emit and sim refuse it there; compare and
+ * -s auto fix it for those two and search the others as usual. */
+static int check_pass_mbs(const Args *a) {
+    if (!a->pass_mbs || !strcmp(a->cmd, "compare") || !strcmp(a->strategy, "auto")) return 0;
+    const char *s = a->strategy;
+    size_t l = strlen(s);
+    if (strchr(s, '/') || (l > 4 && !strcmp(s + l - 4, ".lua"))) return 0;
+    if (!strcmp(s, "weipipe-naive") || !strcmp(s, "weipipe-interleave")) return 0;
+    fprintf(stderr, "wpgen: --pass-micro-batches: strategy %s does not take it (weipipe-naive and weipipe-interleave do; "
+            "tawpipe's --rounds is its count of rounds)\n", s);
+    return -1;
+}
+
 static int parse_args(int argc, char **argv, Args *a) {
     memset(a, 0, sizeof *a);
     a->strategy = "weipipe-interleave";
@@ -110,6 +127,7 @@ static int parse_args(int argc, char **argv, Args *a) {
         else if (!strcmp(f, "--strategies") && !strcmp(a->cmd, "compare")) a->strategies = v;
         else if (!strcmp(f, "--recompute")) { a->recompute = 1; takes = 0; }
         else if (!strcmp(f, "--rounds")) { if (parse_int(f, v, 1, MAX_MICRO_BATCHES, &a->rounds)) return -1; }
+        else if (!strcmp(f, "--pass-micro-batches")) { if (parse_int(f, v, 1, MAX_MICRO_BATCHES, &a->pass_mbs)) return -1; }
         else if (!strcmp(f, "--lua-max-mib")) { if (parse_int(f, v, 1, 1 << 20, &a->lua_max_mib)) return -1; }
         else if (!strcmp(f, "--lua-max-instructions")) { if (parse_int(f, v, 1, 1 << 20, &a->lua_max_minstr)) return -1; }
         else if (!strcmp(f, "--fsdp-variant")) {
@@ -149,6 +167,7 @@ static int parse_args(int argc, char **argv, Args *a) {
     if (!a->topo) { fprintf(stderr, "wpgen %s: -t TOPO.json is required\n", a->cmd); return -1; }
     if (!a->model) { fprintf(stderr, "wpgen %s: -m MODEL is required\n", a->cmd); return -1; }
     if (check_outputs(a)) return -1;
+    if (check_pass_mbs(a)) return -1;
     /* the table says which backends exist and which are built: one not built yet is refused
      * rather than emitted half-way */
     char berr[256];

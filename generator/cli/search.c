@@ -1,6 +1,8 @@
 /* The pruned search of `-s auto` and `compare` (search.h). The candidate space is every strategy
  * x replicas (each divisor of the ranks: a user runs replicas of shorter pipelines) x chunks (the
- * strategy's default, twice the pipeline's ranks) x recomputation x precision, less what the
+ * strategy's default, twice the pipeline's ranks) x recomputation x precision x rounds (the
+ * micro-batches per weight pass of weipipe-interleave, K = 1, 2, 4, ... below N, K = N being
+ * weipipe-naive; tawpipe's rounds, its solver's choice and 1, 2, 4, ... up to N), less what the
  * flags fix. Building a plan of 1,024 ranks takes seconds (the strategy's Lua), so a candidate is
  * built only when bounds computed from the model and the topology alone cannot rule it out:
  *   impossible  more chunks, or 1F1B stages, than the model has layers (the strategies refuse them);
@@ -43,6 +45,26 @@ static StrategyShape shape_of(const char *s) {
         return SHAPE_WEIGHT_PASSING;
     if (!strcmp(s, "1f1b")) return SHAPE_ACT_PASSING;
     return SHAPE_OTHER;
+}
+
+/* The strategies of schedules/lib/weipipe.lua that take --pass-micro-batches. */
+static int takes_pass_mbs(const char *s) { return !strcmp(s, "weipipe-interleave") || !strcmp(s, "weipipe-naive"); }
+
+int search_round_values(const char *strategy, int micro_batches, int given_pass, int given_rounds, int *out, int max) {
+    int n = 0, taw = !strcmp(strategy, "tawpipe");
+    if (taw && given_rounds) { out[n++] = given_rounds; return n; }
+    if (!taw && given_pass) { out[n++] = takes_pass_mbs(strategy) ? given_pass : 0; return n; }
+    out[n++] = 0;
+    if (taw)   /* the solver's choice (the fewest whose memory fits by its upper bound), and the others */
+        for (int r = 1; r <= micro_batches && n < max; r *= 2) out[n++] = r;
+    else if (!strcmp(strategy, "weipipe-interleave"))   /* naive is K = N, and K < N is interleave's */
+        for (int k = 2; k < micro_batches && n < max; k *= 2) out[n++] = k;
+    return n;
+}
+
+void search_set_round(const char *strategy, StrategyOpts *o, int v) {
+    if (!strcmp(strategy, "tawpipe")) { o->rounds = v; o->pass_mbs = 0; }
+    else o->pass_mbs = v;
 }
 
 /* Which strategies the rules that compare two plans of one strategy hold for (test_search checks
@@ -101,13 +123,17 @@ double search_mem_bound(const char *strategy, const Topology *topo, const WpConf
     mid.first = 0; mid.last = 0;
     double ws = (double)wp_workspace_bytes(model, &mid, o->recompute, prec);
     if (sh == SHAPE_WEIGHT_PASSING) {
-        /* before its first backward of a micro-batch a rank holds its stash of every chunk */
+        /* before its first backward of a micro-batch a rank holds its stash of every chunk; with K
+         * micro-batches per weight pass (schedules/lib/weipipe.lua), the stashes of the first
+         * round's K (counted only where --pass-micro-batches gives K, so the default plans' bounds
+         * stay as they were) */
         double acts = 0;
         for (int c = 0; c < C; c++) {
             WpChunk k = light_chunk(model, C, c);
             acts += (double)wp_stash_bytes(model, &k, o->recompute, prec);
         }
-        return masters + acts + ws;
+        int K = takes_pass_mbs(strategy) && o->pass_mbs > 0 ? (o->pass_mbs < o->micro_batches ? o->pass_mbs : o->micro_batches) : 1;
+        return masters + K * acts + ws;
     }
     /* 1F1B: stage 0 runs min(stages, micro-batches) forwards of chunk 0 before its first
      * backward; interleaved with v chunks per stage, Megatron's warm-up of 2 (stages - 1) +
@@ -217,6 +243,8 @@ int search_one_replica_bound(const Cand *cd, const Topology *topo, const WpConfi
 
 typedef struct Cand2 {
     int si, R, chunks, rec;
+    int k;                  /* search_round_values: weipipe's micro-batches per weight pass or tawpipe's
+                               rounds; 0: the strategy's default */
     int var;                /* fsdp: 1 for full-shard (schedules/fsdp.lua), 0 for the default */
     WpDtype prec;
     int order;              /* enumeration order: ties keep it */
@@ -248,7 +276,7 @@ void search_describe(const SearchStats *s, char *out, size_t len) {
 
 static int find_twin(const Cand2 *c, int n, const Cand2 *x) {   /* the same candidate without recomputation */
     for (int i = 0; i < n; i++)
-        if (c[i].si == x->si && c[i].R == x->R && c[i].chunks == x->chunks && c[i].prec == x->prec && c[i].var == x->var && !c[i].rec) return i;
+        if (c[i].si == x->si && c[i].R == x->R && c[i].chunks == x->chunks && c[i].prec == x->prec && c[i].var == x->var && c[i].k == x->k && !c[i].rec) return i;
     return -1;
 }
 
@@ -276,15 +304,18 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
                 int chunks = a->set_chunks ? a->chunks : cm ? 2 * (P / R) : 0;
                 /* fsdp in both its variants, unless one was given */
                 int nvar = !strcmp(names[si], "fsdp") && !a->fsdp_variant ? 2 : 1;
+                int ks[SEARCH_MAX_ROUND_VALUES], nk = search_round_values(names[si], a->micro_batches, a->pass_mbs, a->rounds, ks, SEARCH_MAX_ROUND_VALUES);
                 for (int var = 0; var < nvar; var++)
+                for (int ki = 0; ki < nk; ki++)
                 for (int rec = a->recompute; rec < 2; rec++)
                     for (int pf = 0; pf <= try_fp32; pf++) {
                         if (n == ncap) c = xrealloc(c, (size_t)(ncap *= 2) * sizeof *c);
                         Cand2 *x = &c[n];
-                        *x = (Cand2){ .si = si, .R = R, .chunks = chunks, .rec = rec, .var = var, .order = n, .built_fits = -1,
+                        *x = (Cand2){ .si = si, .R = R, .chunks = chunks, .rec = rec, .var = var, .k = ks[ki], .order = n, .built_fits = -1,
                                       .prec = pf ? WP_FP32 : base.precision };
                         StrategyOpts o = base;
                         o.replicas = R; o.chunks = chunks; o.recompute = rec; o.precision = x->prec;
+                        search_set_round(names[si], &o, x->k);
                         if (var) o.fsdp_variant = "full-shard";
                         if (pf && !a->grad_precision) o.grad_precision = WP_FP32;
                         x->mem_lb = search_mem_bound(names[si], topo, model, &o);
@@ -306,7 +337,7 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
     double tc = 0;
 #define DROP(reason) do { \
         st->pruned[reason]++; \
-        if (trace) fprintf(stderr, "search: %-20s r%-4d c%-4d rc%d %s  mem >= %6.2f GiB, step >= %.4g s: %s (%.2f s)\n", sname, x->R, x->chunks, \
+        if (trace) fprintf(stderr, "search: %-20s r%-4d c%-4d k%-3d rc%d %s  mem >= %6.2f GiB, step >= %.4g s: %s (%.2f s)\n", sname, x->R, x->chunks, x->k, \
                            x->rec, wp_dtype_name(x->prec), x->mem_lb / (1 << 30), x->time_lb, prune_names[reason], progress_now() - tc); \
         goto next; \
     } while (0)
@@ -333,6 +364,7 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
                  out->winner >= 0 ? out->best[out->winner].c.step : 0.0);
         Cand cd = { .o = base };
         cd.o.replicas = x->R; cd.o.chunks = x->chunks; cd.o.recompute = x->rec; cd.o.precision = x->prec;
+        search_set_round(sname, &cd.o, x->k);
         if (x->var) cd.o.fsdp_variant = "full-shard";
         snprintf(cd.strategy, sizeof cd.strategy, "%.63s", sname);
         if (x->R > 1 && search_rule_holds(sname, RULE_ONE_REPLICA)) {
@@ -356,8 +388,8 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
         if (src) { plan_free(p); DROP(PRUNE_REFUSED); }
         st->simulated++;
         st->fits++;
-        if (trace) fprintf(stderr, "search: %-20s r%-4d c%-4d rc%d %s  mem >= %6.2f GiB, step >= %.4g s: simulated, %.4g s (%.2f s)\n", sname, x->R,
-                           x->chunks, x->rec, wp_dtype_name(x->prec), x->mem_lb / (1 << 30), x->time_lb, s.step_time, progress_now() - tc);
+        if (trace) fprintf(stderr, "search: %-20s r%-4d c%-4d k%-3d rc%d %s  mem >= %6.2f GiB, step >= %.4g s: simulated, %.4g s (%.2f s)\n", sname, x->R,
+                           x->chunks, x->k, x->rec, wp_dtype_name(x->prec), x->mem_lb / (1 << 30), x->time_lb, s.step_time, progress_now() - tc);
         cd.step = s.step_time; cd.tps = s.tokens_per_s_per_device; cd.bubble = s.bubble_ratio;
         SearchBest *b = &out->best[x->si];
         if (b->c.rc != 0 || cand_better(&cd, &b->c)) {

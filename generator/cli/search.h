@@ -71,6 +71,16 @@ int search_one_replica_bound(const Cand *cd, const Topology *topo, const WpConfi
 
 void search_describe(const SearchStats *s, char *out, size_t len);
 
+/* The rounds the search tries for a strategy with N micro-batches per rank (0: the strategy's
+ * default): weipipe-interleave's micro-batches per weight pass (StrategyOpts.pass_mbs) 0 (K = 1),
+ * 2, 4, ... below N (K = N is weipipe-naive); tawpipe's rounds (StrategyOpts.rounds) 0 (its
+ * solver's choice), 1, 2, 4, ... up to N; others 0. --pass-micro-batches (given_pass) or --rounds
+ * (given_rounds) fixes it where taken. Returns how many, at most max. search_set_round puts one
+ * into the options (the other field 0 for tawpipe, which takes no K). */
+enum { SEARCH_MAX_ROUND_VALUES = 16 };
+int search_round_values(const char *strategy, int micro_batches, int given_pass, int given_rounds, int *out, int max);
+void search_set_round(const char *strategy, StrategyOpts *o, int v);
+
 /* The analytic bounds of one candidate (exported for the tests): a lower bound on the largest
  * peak memory of a rank, in bytes, and on the step time, in seconds. Strategies wpgen does not
  * ship get the bounds every plan obeys (masters, compute). */

@@ -367,6 +367,7 @@ static void push_opts(lua_State *L, const StrategyOpts *o, const Plan *p) {
     lua_set_int(L, "total_mbs", p->total_mbs);
     lua_set_int(L, "recompute", o->recompute);
     lua_set_int(L, "rounds", o->rounds);
+    lua_set_int(L, "pass_micro_batches", o->pass_mbs);
     lua_set_str(L, "grouping", o->grouping ? o->grouping : "auto");
     lua_set_str(L, "fsdp_variant", o->fsdp_variant ? o->fsdp_variant : "gather-once");
     lua_set_str(L, "precision", wp_dtype_name(o->precision));

@@ -14,6 +14,7 @@ typedef struct StrategyOpts {
     int chunks;         /* 0: the strategy's default */
     int recompute;
     int rounds;             /* tawpipe: micro-batch rounds; 0: its own choice */
+    int pass_mbs;           /* weipipe-naive, -interleave: micro-batches per weight pass; 0: the strategy's */
     const char *grouping;   /* tawpipe: "auto", "node", "island" or "published" */
     const char *fsdp_variant;   /* fsdp: "gather-once" (NULL: it) or "full-shard" */
     int lua_max_mib;        /* the sandbox's limits: MiB of Lua memory, millions of instructions; */

@@ -290,8 +290,12 @@ local function explain(plan, b)
     wmax = math.max(wmax, b.wpool.count[r] or 0)
     dmax = math.max(dmax, b.dpool.count[r] or 0)
   end
-  plan:note(string.format("%d chunks on a ring of %d ranks%s, %d round%s; up to %d weight and %d gradient buffers in flight per rank%s",
-    b.C, P, R > 1 and string.format(" (x%d replicas)", R) or "", rounds, rounds > 1 and "s" or "", wmax, dmax,
+  -- K is said only where --pass-micro-batches gave it: the notes of default plans stay as they were
+  local K = b.pass_mbs
+  local per_pass = K and string.format(" of %d micro-batch%s per weight pass (--pass-micro-batches %d%s)", K, K > 1 and "es" or "", K,
+    b.N % K ~= 0 and string.format(", the last of %d", b.N % K) or "") or ""
+  plan:note(string.format("%d chunks on a ring of %d ranks%s, %d round%s%s; up to %d weight and %d gradient buffers in flight per rank%s",
+    b.C, P, R > 1 and string.format(" (x%d replicas)", R) or "", rounds, rounds > 1 and "s" or "", per_pass, wmax, dmax,
     b.continuous and "" or b.turns.restart and "; each round's weights start from the owner"
       or "; fewer chunks than ranks: each round's weights start from the owner"))
 end
@@ -303,12 +307,40 @@ function M.build(plan, ctx, cfg)
   local b = { P = P, R = R, C = C, N = ctx.opts.micro_batches,
               wpool = wp.pool(plan, "w", "W"), dpool = wp.pool(plan, "d", "D") }
   b.rounds = cfg.rounds(b.N)
+  b.pass_mbs = cfg.pass_mbs
   b.turns = cfg.turns or default_turns()
   ring(b)
   streams(b)
   chains(b)
   ops(plan, b, cfg)
   explain(plan, b)
+end
+
+-- The rounds of K micro-batches per weight pass (cfg.rounds, cfg.round_mbs, cfg.pass_mbs for
+-- M.build): each rank runs K of its N micro-batches through a chunk while the chunk's weights are
+-- there, so the weights go round ceil(N / K) times per step (once forward, once backward each)
+-- instead of N (interleave, K = 1) or once (naive, K = N). A turn then runs the K backwards of
+-- one round and the K forwards of the next; the turn formulas, the streams and the gradient
+-- chains are those of any round (they place rounds, not micro-batches); a rank holds K
+-- micro-batches' stashes of every chunk at once. When K does not divide N the last round is
+-- shorter (N mod K). `given` is --pass-micro-batches (0: not given, `default` applies): it is
+-- recorded in the note; K must be in [1, N].
+function M.passes(ctx, default, given)
+  local N = ctx.opts.micro_batches
+  local K = given > 0 and given or default
+  if K > N then
+    wp.bad_option(string.format("--pass-micro-batches %d", K),
+      string.format("expected 1 to %d (the micro-batches per rank, --micro-batches)", N))
+  end
+  return {
+    rounds = function(n) return (n + K - 1) // K end,
+    round_mbs = function(j, n)
+      local mbs = {}
+      for i = j * K, math.min(n, (j + 1) * K) - 1 do mbs[#mbs + 1] = i end
+      return mbs
+    end,
+    pass_mbs = given > 0 and K or nil,
+  }
 end
 
 return M

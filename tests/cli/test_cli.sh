@@ -130,6 +130,37 @@ expect 2 "--grouping: expected auto, node, island or published" -- plan -t topol
 "$wpgen" plan -t topologies/cpu-uneven.json -m tests/data/tiny8/config.json -s tawpipe --rounds 2 --grouping published --micro-batches 3 >"$tmp/out" 2>&1 &&
     grep -q "in 2 rounds (set by --rounds)" "$tmp/out" && grep -q "mode published" "$tmp/out" && ok || bad "tawpipe --rounds/--grouping: $(tail -3 "$tmp/out")"
 expect 2 "--replicas 3" -- plan -t topologies/cpu-2x2.json -m tiny --replicas 3
+# --pass-micro-batches K (weipipe-naive, weipipe-interleave): its errors; the weights go round
+# ceil(N/K) times, so the bytes between nodes fall with K and K = N moves what weipipe-naive does;
+# the note (and so plan.json) says K; K = the strategy's default is its plan (the same hash)
+expect 2 '--pass-micro-batches 5: expected 1 to 4 (the micro-batches per rank' -- plan -t topologies/cpu-2x2.json -m tiny -s weipipe-interleave --pass-micro-batches 5
+expect 2 '--pass-micro-batches: expected an integer in [1, ' -- plan -t topologies/cpu-2x2.json -m tiny -s weipipe-naive --pass-micro-batches 0
+for s in 1f1b fsdp tawpipe zb1 weipipe-zb1 weipipe-zb2; do
+    expect 2 "--pass-micro-batches: strategy $s does not take it" -- plan -t topologies/cpu-2x2.json -m tiny -s "$s" --pass-micro-batches 2
+done
+expect 2 "--pass-micro-batches: strategy fsdp does not take it" -- sim -t topologies/cpu-2x2.json -m tiny -s fsdp --pass-micro-batches 1
+expect 2 "--pass-micro-batches: strategy 1f1b does not take it" -- emit -t topologies/cpu-2x2.json -m tiny -s 1f1b --pass-micro-batches 1 -o "$tmp/kpass"
+[ ! -e "$tmp/kpass" ] && ok || bad "a refused emit left $tmp/kpass"
+inter() { "$wpgen" plan -t topologies/cpu-2x2.json -m tiny --micro-batches 4 --json "$@" | python3 -c "import json,sys; print(int(json.load(sys.stdin)['bytes_inter_node']))"; }
+k1=$(inter -s weipipe-interleave) k2=$(inter -s weipipe-interleave --pass-micro-batches 2) k3=$(inter -s weipipe-interleave --pass-micro-batches 3)
+k4=$(inter -s weipipe-interleave --pass-micro-batches 4) naive=$(inter -s weipipe-naive)
+[ -n "$k1" ] && [ "$k2" -lt "$k1" ] && [ "$k3" = "$k2" ] && [ "$k4" -lt "$k2" ] && [ "$k4" = "$naive" ] && ok ||
+    bad "--pass-micro-batches: bytes between nodes K=1..4 $k1 $k2 $k3 $k4, naive $naive"
+"$wpgen" emit -t topologies/cpu-2x2.json -m tiny -s weipipe-interleave --pass-micro-batches 3 -o "$tmp/kpass" >/dev/null 2>&1 &&
+    grep -q '2 rounds of 3 micro-batches per weight pass (--pass-micro-batches 3, the last of 1)' "$tmp/kpass/plan.json" && ok ||
+    bad "--pass-micro-batches 3: plan.json's notes lack K"
+"$wpgen" emit -t topologies/cpu-2x2.json -m tiny -s weipipe-interleave -o "$tmp/k1a" >/dev/null 2>&1
+"$wpgen" emit -t topologies/cpu-2x2.json -m tiny -s weipipe-interleave --pass-micro-batches 1 -o "$tmp/k1b" >/dev/null 2>&1
+h1=$(grep -o '"plan_hash": *"[0-9a-f]*"' "$tmp/k1a/plan.json") h2=$(grep -o '"plan_hash": *"[0-9a-f]*"' "$tmp/k1b/plan.json")
+# compare searches K (weipipe-interleave: 1, 2, 4 of 8) and names the one it chose; on the WeiPipe
+# Table 2 setup at G = 16 it is 2 (17.31 s against 19.58 s at K = 1 and 22.97 s at K = 8, naive)
+"$wpgen" compare -t topologies/weipipe-2x8-a800-nvlink-10gbe.json -m llama-h1024 --seq 4096 --micro-batch-size 16 --recompute --micro-batches 8 \
+    --replicas 1 --strategies weipipe-interleave,weipipe-naive >"$tmp/out" 2>&1 && grep -q "^weipipe-interleave/k2 " "$tmp/out" &&
+    grep -q "^weipipe-naive  " "$tmp/out" && ok || bad "compare does not show weipipe-interleave/k2: $(cat "$tmp/out")"
+"$wpgen" compare -t topologies/cpu-2x2.json -m tiny --pass-micro-batches 2 --strategies weipipe-interleave,1f1b --json >"$tmp/out" 2>&1 &&
+    python3 -c "import json,sys; d=json.load(open('$tmp/out')); sys.exit(0 if d[0].get('pass_micro_batches') == 2 and 'pass_micro_batches' not in d[1] else 1)" &&
+    ok || bad "compare --pass-micro-batches 2 --json: $(head -c 300 "$tmp/out")"
+[ -n "$h1" ] && [ "$h1" = "$h2" ] && ! grep -q "per weight pass" "$tmp/k1a/plan.json" && ok || bad "--pass-micro-batches 1 is not weipipe-interleave's plan ($h1, $h2)"
 # precision: the flags, the summary's lines, bf16 halving every byte moved, emit carrying the formats
 expect 2 '--precision: expected fp32 or bf16, got "fp16"' -- plan -t topologies/cpu-2x2.json -m tiny --precision fp16
 expect 2 '--grad-precision: expected fp32 or bf16, got ""' -- plan -t topologies/cpu-2x2.json -m tiny --grad-precision

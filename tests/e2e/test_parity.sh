@@ -3,7 +3,7 @@
 # 4, 6 and 8 ranks, with several micro-batch counts, uneven chunks and replicas, train under
 # mpirun and match the single-process reference trainer on the same global batch: the loss of
 # every step to a relative 1e-5 and every weight tensor after the steps to a relative 1e-4.
-# PARITY_QUICK=1 runs a smaller matrix. Then bf16 (--precision bf16) against wp-ref --precision
+# weipipe with K micro-batches per weight pass (--pass-micro-batches). PARITY_QUICK=1 runs a smaller matrix. Then bf16 (--precision bf16) against wp-ref --precision
 # bf16: with fp32 weight gradients the plans whose operations come in the reference's order
 # (weipipe, 1f1b, and the zero-bubble ones: their split backward is BWD's arithmetic) are
 # bit-identical to it, and fsdp and tawpipe, whose reductions sum in another
@@ -33,6 +33,14 @@ done
 for s in weipipe-interleave 1f1b; do
     case_ "$s" topologies/cpu-2x2.json 4 2 --replicas 2
 done
+# K micro-batches per weight pass (--pass-micro-batches, schedules/lib/weipipe.lua), 1 < K < N: the
+# last round shorter (3 = 2 + 1, 4 = 3 + 1), fewer chunks than ranks (each round's weights from the
+# owner), more chunks than ranks (a stream waits at rank 0 between rounds) with recomputation,
+# replicas
+case_ weipipe-interleave topologies/cpu-2x2.json 4 3 --pass-micro-batches 2
+case_ weipipe-naive "$(topo_for 3)" 3 4 --pass-micro-batches 3 --chunks 2
+case_ weipipe-interleave topologies/cpu-2x2.json 4 3 --pass-micro-batches 2 --chunks 6 --recompute
+case_ weipipe-interleave topologies/cpu-2x2.json 4 4 --pass-micro-batches 2 --replicas 2
 # zero bubble: the backward split into BWD_B and BWD_W (runtime/cpu/model.h), on the same matrix's
 # shapes, with recompute (the B pass keeps the recomputed stash for W) and replicas
 for s in zb1 weipipe-zb1 weipipe-zb2; do
@@ -52,6 +60,8 @@ done
 case_ fsdp topologies/cpu-2x2.json 4 1
 case_ tawpipe topologies/cpu-2x2.json 4 1
 case_ tawpipe topologies/cpu-uneven.json 6 1
+# several micro-batches per rank: the gradient chain sums them in another order than the reference
+case_ weipipe-interleave topologies/cpu-2x2.json 4 3 --pass-micro-batches 2
 export PREC="bf16 bf16" LOSS_TOL=1e-3 WEIGHT_TOL=5e-2
 case_ weipipe-interleave topologies/cpu-2x2.json 4 1
 case_ 1f1b topologies/cpu-2x2.json 4 1

@@ -179,12 +179,14 @@ static void placement_mutants(const char *strategy, const Plan *p) {
     }
 }
 
-static void run(const char *strategy, int nodes, const int *per, int mbs, int replicas, long *total, long *rejected, long *same) {
+/* pass_mbs: weipipe's micro-batches per weight pass (--pass-micro-batches), 0: the strategy's */
+static void run(const char *strategy, int nodes, const int *per, int mbs, int replicas, int pass_mbs, long *total, long *rejected, long *same) {
     Topology t;
     if (fixture_topology(&t, nodes, per)) { CHECK(0, "topology"); return; }
     WpConfig m = fixture_model(4);
     char err[1024];
-    Plan *p = fixture_plan(&t, &m, strategy, mbs, replicas, 0, err, sizeof err);
+    StrategyOpts o = { .micro_batches = mbs, .replicas = replicas, .pass_mbs = pass_mbs };
+    Plan *p = fixture_plan_opts(&t, &m, strategy, &o, err, sizeof err);
     CHECK(p != NULL, "%s: %s", strategy, err);
     if (!p) { topology_free(&t); return; }
     placement_mutants(strategy, p);
@@ -212,8 +214,10 @@ static void run(const char *strategy, int nodes, const int *per, int mbs, int re
                 }
                 plan_free(q);
             }
-    printf("%-20s %d ranks, %d replica(s), %d mb/rank: %5ld mutants, %5ld rejected, %4ld accepted and equivalent\n",
-           strategy, p->nranks, replicas, mbs, *total - n0, *rejected - rej0, *same - same0);
+    char kdesc[32] = "";
+    if (pass_mbs) snprintf(kdesc, sizeof kdesc, ", K=%d", pass_mbs);
+    printf("%-20s %d ranks, %d replica(s), %d mb/rank%s: %5ld mutants, %5ld rejected, %4ld accepted and equivalent\n",
+           strategy, p->nranks, replicas, mbs, kdesc, *total - n0, *rejected - rej0, *same - same0);
     free(ref);
     plan_free(p);
     topology_free(&t);
@@ -227,9 +231,12 @@ int main(void) {
         char path[256];
         if (strategy_resolve(strategies[s], path, sizeof path)) { CHECK(0, "no strategy %s", strategies[s]); continue; }
         int two[] = { 2, 2 }, four[] = { 4 };
-        run(strategies[s], 2, two, 2, 1, &total, &rejected, &same);
-        run(strategies[s], 1, four, 1, 2, &total, &rejected, &same);
+        run(strategies[s], 2, two, 2, 1, 0, &total, &rejected, &same);
+        run(strategies[s], 1, four, 1, 2, 0, &total, &rejected, &same);
     }
+    /* K = 2 micro-batches per weight pass of 3: a round of 2 and a shorter last round */
+    int two[] = { 2, 2 };
+    run("weipipe-interleave", 2, two, 3, 1, 2, &total, &rejected, &same);
     printf("mutation test: %ld mutants, %ld rejected by the verifier, %ld accepted and equivalent, %ld slipped through\n",
            total, rejected, same, slipped);
     fixture_done();

@@ -3,7 +3,8 @@
  * the one the search chose (per strategy too, as compare uses it); and each pruning rule holds on
  * every candidate: the memory bound is below the verifier's peak, the time bound below the
  * simulated step, the one-replica run fits whenever the candidate does and is no slower, fp32 is
- * no faster and no smaller than bf16, recomputation no faster than none. */
+ * no faster and no smaller than bf16, recomputation no faster than none; over the micro-batches
+ * per weight pass and the rounds the search tries too (weipipe-interleave's K, tawpipe's rounds). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,27 +52,30 @@ static void run_case(const Case *k) {
         double best_of_strategy = -1;   /* default chunks, as compare searches */
         for (int R = 1; R <= P; R++) {
             if (P % R) continue;
-            for (int cm = 0; cm < 2; cm++) {
+            int ks[SEARCH_MAX_ROUND_VALUES], nk = search_round_values(names[si], k->micro_batches, 0, 0, ks, SEARCH_MAX_ROUND_VALUES);
+            for (int cm = 0; cm < 2; cm++)
+            for (int ki = 0; ki < nk; ki++) {
                 double step_norc = -1;
                 for (int rec = 0; rec < 2; rec++) {
                     Cand cd = { .o = base };
                     cd.o.replicas = R; cd.o.chunks = cm ? 2 * (P / R) : 0; cd.o.recompute = rec;
+                    search_set_round(names[si], &cd.o, ks[ki]);
                     snprintf(cd.strategy, sizeof cd.strategy, "%.63s", names[si]);
                     double mem_lb = search_mem_bound(cd.strategy, &topo, &model, &cd.o);
                     double time_lb = search_time_bound(cd.strategy, &topo, &model, &cd.o, NULL);
                     Plan *p = NULL;
                     if (make_plan(cd.strategy, &topo, &model, name, &cd.o, &p, err, sizeof err)) continue;
                     nbuilt++;
-                    CHECK(mem_lb <= (double)p->peak_mem, "%s %s r%d c%d rc%d: memory bound %.4g above the peak %zu", k->topo, cd.strategy,
-                          R, cd.o.chunks, rec, mem_lb, p->peak_mem);
+                    CHECK(mem_lb <= (double)p->peak_mem, "%s %s r%d c%d k%d rc%d: memory bound %.4g above the peak %zu", k->topo, cd.strategy,
+                          R, cd.o.chunks, ks[ki], rec, mem_lb, p->peak_mem);
                     int fits = plan_fits(p);
                     double step = fits ? simulate(p) : -1;
                     if (fits) {
                         nfit++;
                         CHECK(time_lb <= step * (1 + 1e-12), "%s %s r%d rc%d: time bound %.6g above the step %.6g", k->topo, cd.strategy, R, rec,
                               time_lb, step);
-                        CHECK(chosen > 0 && step >= chosen * (1 - 1e-9), "%s: %s r%d c%d rc%d takes %.6g s, the search chose %.6g s",
-                              k->topo, cd.strategy, R, cd.o.chunks, rec, step, chosen);
+                        CHECK(chosen > 0 && step >= chosen * (1 - 1e-9), "%s: %s r%d c%d k%d rc%d takes %.6g s, the search chose %.6g s",
+                              k->topo, cd.strategy, R, cd.o.chunks, ks[ki], rec, step, chosen);
                         if (!cm && (best_of_strategy < 0 || step < best_of_strategy)) best_of_strategy = step;
                         if (rec && step_norc > 0 && search_rule_holds(cd.strategy, PRUNE_DOMINATED))
                             CHECK(step >= step_norc * (1 - 1e-9), "%s %s r%d: recomputation faster (%.6g < %.6g)", k->topo, cd.strategy, R, step, step_norc);
@@ -84,8 +88,8 @@ static void run_case(const Case *k) {
                             nsub++;
                             CHECK(f1 || !fits, "%s %s r%d rc%d: one replica does not fit, the candidate does", k->topo, cd.strategy, R, rec);
                             if (fits && f1)
-                                CHECK(s1 <= step * (1 + 1e-9), "%s %s r%d c%d rc%d: one replica takes %.6g s, the candidate %.6g s", k->topo,
-                                      cd.strategy, R, cd.o.chunks, rec, s1, step);
+                                CHECK(s1 <= step * (1 + 1e-9), "%s %s r%d c%d k%d rc%d: one replica takes %.6g s, the candidate %.6g s", k->topo,
+                                      cd.strategy, R, cd.o.chunks, ks[ki], rec, s1, step);
                         } else CHECK(0, "%s %s r%d: one replica refused where the candidate is not", k->topo, cd.strategy, R);
                     }
                     if (base.precision != WP_FP32 && !rec && !cm) {   /* fp32 against bf16 */
@@ -139,6 +143,8 @@ int main(void) {
         /* CPU clusters: fp32 */
         { "cpu-4x2", "small", 0, 0, 4 },
         { "cpu-2x2", "tiny", 0, 0, 2 },
+        /* K micro-batches per weight pass 1, 2 and 4 of 6 (the last round shorter) */
+        { "cpu-4x2", "tiny", 0, 0, 6 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
     fixture_done();

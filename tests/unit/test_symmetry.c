@@ -15,14 +15,15 @@
 
 static int ncases, nsym;
 
-static void compare(const char *topo_path, const char *model_name, int seq, const char *strategy, int R, int rec) {
+/* mbs micro-batches per rank, pass_mbs of them per weight pass (weipipe's K; 0: the strategy's) */
+static void compare_k(const char *topo_path, const char *model_name, int seq, const char *strategy, int R, int rec, int mbs, int pass_mbs) {
     char err[4096], name[256];
     Topology t;
     WpConfig m;
     if (topology_load(topo_path, &t, err, sizeof err)) { CHECK(0, "%s", err); return; }
     if (model_load(model_name, &m, name, sizeof name, err, sizeof err)) { CHECK(0, "%s", err); topology_free(&t); return; }
     if (seq) m.seq = seq;
-    StrategyOpts o = { .micro_batches = 2, .replicas = R, .recompute = rec, .precision = WP_BF16, .grad_precision = WP_BF16 };
+    StrategyOpts o = { .micro_batches = mbs, .replicas = R, .recompute = rec, .pass_mbs = pass_mbs, .precision = WP_BF16, .grad_precision = WP_BF16 };
     Plan *p = fixture_plan_opts(&t, &m, strategy, &o, err, sizeof err);
     if (!p) { topology_free(&t); return; }   /* a shape the strategy refuses: nothing to compare */
     SimOptions full = { .no_symmetry = 1 }, fast = { 0 };
@@ -33,7 +34,7 @@ static void compare(const char *topo_path, const char *model_name, int seq, cons
         return;
     }
     char what[300];
-    snprintf(what, sizeof what, "%s %s r%d rc%d", topo_path, strategy, R, rec);
+    snprintf(what, sizeof what, "%s %s r%d rc%d k%d", topo_path, strategy, R, rec, pass_mbs);
     ncases++;
     nsym += b.symmetric > 0;
     CHECK(a.symmetric == 0, "%s: the full simulation took the shortcut", what);
@@ -50,6 +51,10 @@ static void compare(const char *topo_path, const char *model_name, int seq, cons
     sim_result_free(&b);
     plan_free(p);
     topology_free(&t);
+}
+
+static void compare(const char *topo_path, const char *model_name, int seq, const char *strategy, int R, int rec) {
+    compare_k(topo_path, model_name, seq, strategy, R, rec, 2, 0);
 }
 
 /* nodes x devices, nics per node, islands per node: written as topology JSON */
@@ -92,6 +97,8 @@ int main(void) {
     for (size_t k = 0; k < 2; k++)
         for (size_t s = 0; s < sizeof strategies / sizeof strategies[0]; s++)
             for (int R = 2; R <= 8; R *= 2) compare(topos[k], "llama-h1024", 2048, strategies[s], R, 0);
+    /* K = 2 micro-batches per weight pass of 3 */
+    for (int R = 2; R <= 8; R *= 2) compare_k(topos[0], "llama-h1024", 2048, "weipipe-interleave", R, 0, 3, 2);
     printf("%d plans compared, %d simulated with the shortcut\n", ncases, nsym);
     CHECK(nsym >= ncases * 3 / 4, "the shortcut ran on %d of %d plans", nsym, ncases);
     /* replicas on nodes of different sizes are no moves of each other: simulated in full, the same */
