@@ -8,7 +8,9 @@
 # steps after the first) and the fitted and held-out errors. Then both rankings.
 # Never fails the build.
 # usage: scripts/bench_sim.sh BUILD_DIR   (env: MODEL, SEQ, MBS, NB=micro-batches per rank,
-#        NET_GBPS (default 0.05), NET_US (default 200), STEPS (default 5), STRATEGIES)
+#        NET_GBPS (default 0.05), NET_US (default 200), STEPS (default 5), STRATEGIES, SHARED=1)
+# Each run prints how many of the machine's cores other work kept busy meanwhile (/proc/stat's
+# busy time less the run's own CPU time): the measured side is only as good as that is small.
 # Measured on this 2-core machine (loaded: load average 7.4), zero-bubble regime, median ms per
 # step: 1f1b 801.8, zb1 729.9, weipipe-interleave 787.7, weipipe-zb1 649.4, weipipe-zb2 644.4.
 set -u
@@ -128,7 +130,8 @@ run_shared() {
 # should win), a small model on long sequences of large micro-batches over a slower network
 # (weight passing should win), and zero bubble: one micro-batch per rank on a fast network, so
 # that the pipeline's fill and drain are much of the step (the backward split into B and W
-# should beat 1F1B and WeiPipe-Interleave). MODEL/SEQ/MBS/NET_GBPS/NET_US given: that one only.
+# should beat 1F1B and WeiPipe-Interleave); then ranks sharing cores (run_shared). MODEL/SEQ/MBS/
+# NET_GBPS/NET_US given: that one only; SHARED=1: the sharing regime only (MODEL... apply).
 if [ -n "${SHARED:-}" ]; then
     model=${MODEL:-small}; strategies=${STRATEGIES:-"weipipe-naive weipipe-interleave 1f1b fsdp tawpipe"}; nb=${NB:-1}
     run_shared
@@ -142,5 +145,10 @@ else
         echo
         run_config
     done
+    # and ranks sharing cores (run_shared above)
+    echo
+    model=small; seq=256; mbs=1; nb=1; net_gbps=0.5; net_us=100
+    strategies=${STRATEGIES:-"weipipe-naive weipipe-interleave 1f1b fsdp tawpipe"}
+    run_shared
 fi
 exit 0
