@@ -8,7 +8,9 @@
 # steps after the first) and the fitted and held-out errors. Then both rankings.
 # Never fails the build.
 # usage: scripts/bench_sim.sh BUILD_DIR   (env: MODEL, SEQ, MBS, NB=micro-batches per rank,
-#        NET_GBPS (default 0.05), NET_US (default 200), STEPS (default 5), STRATEGIES)
+#        NET_GBPS (default 0.05), NET_US (default 200), STEPS (default 5), STRATEGIES, SHARED=1)
+# Each run prints how many of the machine's cores other work kept busy meanwhile (/proc/stat's
+# busy time less the run's own CPU time): the measured side is only as good as that is small.
 # Measured on this 2-core machine (loaded: load average 7.4), zero-bubble regime, median ms per
 # step: 1f1b 801.8, zb1 729.9, weipipe-interleave 787.7, weipipe-zb1 649.4, weipipe-zb2 644.4.
 set -u
@@ -25,26 +27,34 @@ mpirun=(mpirun --oversubscribe)
 [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
 command -v mpirun >/dev/null || { echo "bench-sim: mpirun missing; skipped"; exit 0; }
 [ -x "$wpgen" ] || { echo "bench-sim: $wpgen missing (make all); skipped"; exit 0; }
+# the machine's busy CPU seconds since boot (all processes), from /proc/stat
+busy_s() { awk -v hz="$(getconf CLK_TCK)" '$1 == "cpu" { print ($2 + $3 + $4 + $7 + $8 + $9) / hz; exit }' /proc/stat; }
 json() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
 
-topo() {   # FILE NODES PER PEAK_TFLOPS EFFICIENCY
-    python3 - "$@" "$net_gbps" "$net_us" <<'EOF'
+topo() {   # FILE NODES PER PEAK_TFLOPS EFFICIENCY [CORES]: CORES per node (the machine's split among the nodes)
+    python3 - "$1" "$2" "$3" "$4" "$5" "$net_gbps" "$net_us" "${6:-$((ncpu / $2 > 0 ? ncpu / $2 : 1))}" <<'EOF'
 import json, sys
-path, nodes, per, peak, eff, bw, lat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7])
+path, nodes, per, peak, eff, bw, lat, cores = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7]), int(sys.argv[8])
 t = {"version": 1, "name": "bench-%dx%d" % (nodes, per),
      "device_types": {"cpu": {"peak_tflops_fp32": peak, "mem_gb": 8, "hbm_GBps": 10, "efficiency": eff}},
-     "nodes": [{"name": "n%d" % i, "devices": per, "type": "cpu", "intra": {"type": "SHM", "bw_GBps": 10, "lat_us": 1}} for i in range(nodes)]}
+     "nodes": [{"name": "n%d" % i, "devices": per, "type": "cpu", "cores": cores, "intra": {"type": "SHM", "bw_GBps": 10, "lat_us": 1}} for i in range(nodes)]}
 if nodes > 1: t["network"] = {"type": "NET", "bw_GBps": bw, "lat_us": lat, "nics_per_node": 1}
 json.dump(t, open(path, "w"), indent=1)
 EOF
 }
 
-# run DIR NP: trains STEPS steps with a trace (DIR/trace.json); 0 or 1
+# run DIR NP [EMULATE [MPIRUN ARGS...]]: trains STEPS steps with a trace (DIR/trace.json); 0 or 1
 run() {
-    local d=$1 np=$2
+    local d=$1 np=$2 emu=${3:-1}
+    shift; shift; [ $# -gt 0 ] && shift
     (cd "$d" && make -s -j"$ncpu" >/dev/null 2>"$tmp/make.err") || { echo "bench-sim: build of $d failed: $(head -3 "$tmp/make.err")" >&2; return 1; }
-    (cd "$d" && WP_EMULATE=1 timeout 600 "${mpirun[@]}" -np "$np" ./train --synthetic --steps "$steps" --trace trace.json >"$tmp/run.out" 2>&1) ||
+    local busy0; busy0=$(busy_s)
+    (cd "$d" && WP_EMULATE=$emu timeout 600 /usr/bin/time -f "%e %U %S" -o "$tmp/time" "${mpirun[@]}" "$@" -np "$np" ./train --synthetic --steps "$steps" --trace trace.json >"$tmp/run.out" 2>&1) ||
         { echo "bench-sim: run failed: $(tail -3 "$tmp/run.out")" >&2; return 1; }
+    # what the rest of the machine took meanwhile: its busy CPU seconds less the run's own
+    read -r wall usr sys <"$tmp/time"
+    awk -v b0="$busy0" -v b1="$(busy_s)" -v w="$wall" -v u="$usr" -v s="$sys" -v d="${d##*/}" -v n="$ncpu" \
+        'BEGIN { o = (b1 - b0 - u - s) / w; if (o < 0) o = 0; printf "bench-sim: %-24s %5.1f s, %.2f of %d cores busy with other work\n", d, w, o, n }' >&2
 }
 
 echo "bench-sim: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $ncpu CPUs, 1 OpenMP thread per rank"
@@ -80,12 +90,52 @@ run_config() {
     fi
 }
 
+# Ranks sharing cores: twice as many ranks as the machine has cores. Fitted to runs of one rank
+# alone (no sharing: clean spans) in as many chunks as the held-out runs have ranks (first, middle
+# and last chunks: calls told from FLOPs), of two shapes (seq and seq*2: attention from products);
+# held out: every strategy on 2 emulated nodes of 2 ranks, each node given half the
+# machine's cores (its ranks bound to them: --map-by ppr:K:core), and on 1 node of 4 ranks sharing
+# all the cores, not emulated. The topologies say the cores ("cores" of a node), so the
+# simulator divides a node's cores among the ranks computing at once.
+run_shared() {
+    local np=$((2 * ncpu))
+    echo "bench-sim: ranks sharing cores: model $model, seq $seq and $((seq * 2)), $mbs sequence(s) per micro-batch, $nb micro-batch(es) per rank, $np ranks on $ncpu cores; emulated network $net_gbps GB/s, $net_us us"
+    local fit=() held=()
+    topo "$tmp/s-one.json" 1 1 0.05 0.5 1
+    for sq in "$seq" "$((seq * 2))"; do
+        rm -rf "$tmp/s-one-$sq"
+        "$wpgen" emit -t "$tmp/s-one.json" -m "$model" --seq "$sq" --micro-batch-size "$mbs" --micro-batches "$((nb * np))" --chunks "$np" -s weipipe-naive -o "$tmp/s-one-$sq" >/dev/null || { echo "bench-sim: emit failed"; return; }
+        run "$tmp/s-one-$sq" 1 0 && fit+=(--trace "$tmp/s-one-$sq/trace.json")
+    done
+    [ ${#fit[@]} -gt 0 ] || return
+    topo "$tmp/s-two.json" 2 "$((np / 2))" 0.05 0.5 "$((ncpu / 2 > 0 ? ncpu / 2 : 1))"
+    topo "$tmp/s-node.json" 1 "$np" 0.05 0.5 "$ncpu"
+    local bind=(--map-by "ppr:$(( (np / 2) / (ncpu / 2 > 0 ? ncpu / 2 : 1) )):core" --bind-to core:overload-allowed)
+    for s in $strategies; do
+        for t in two node; do
+            rm -rf "$tmp/s-$t-$s"
+            "$wpgen" emit -t "$tmp/s-$t.json" -m "$model" --seq "$seq" --micro-batch-size "$mbs" --micro-batches "$nb" -s "$s" -o "$tmp/s-$t-$s" >/dev/null 2>&1 ||
+                { printf '%-22s %s\n' "$s" "does not plan on $t"; continue; }
+            if [ $t = two ]; then run "$tmp/s-$t-$s" "$np" 1 "${bind[@]}" && held+=(-t "$tmp/s-two.json" --held-out "$tmp/s-$t-$s/trace.json")
+            else run "$tmp/s-$t-$s" "$np" 0 && held+=(-t "$tmp/s-node.json" --held-out "$tmp/s-$t-$s/trace.json"); fi
+        done
+    done
+    echo "bench-sim: load average after the runs: $(cut -d' ' -f1-3 /proc/loadavg)"
+    rm -f "$tmp/s-cal.json"
+    "$wpgen" calibrate -t "$tmp/s-one.json" "${fit[@]}" "${held[@]}" -o "$tmp/s-cal.json" ||
+        { echo "bench-sim: calibrate failed"; return; }
+}
+
 # Three regimes: a model whose activations are small next to its weights (activation passing
 # should win), a small model on long sequences of large micro-batches over a slower network
 # (weight passing should win), and zero bubble: one micro-batch per rank on a fast network, so
 # that the pipeline's fill and drain are much of the step (the backward split into B and W
-# should beat 1F1B and WeiPipe-Interleave). MODEL/SEQ/MBS/NET_GBPS/NET_US given: that one only.
-if [ -n "${MODEL:-}" ]; then
+# should beat 1F1B and WeiPipe-Interleave); then ranks sharing cores (run_shared). MODEL/SEQ/MBS/
+# NET_GBPS/NET_US given: that one only; SHARED=1: the sharing regime only (MODEL... apply).
+if [ -n "${SHARED:-}" ]; then
+    model=${MODEL:-small}; strategies=${STRATEGIES:-"weipipe-naive weipipe-interleave 1f1b fsdp tawpipe"}; nb=${NB:-1}
+    run_shared
+elif [ -n "${MODEL:-}" ]; then
     run_config
 else
     for cfg in "small 256 1 0.05 200 2 -" "tiny 512 8 0.002 1000 2 -" \
@@ -95,5 +145,10 @@ else
         echo
         run_config
     done
+    # and ranks sharing cores (run_shared above)
+    echo
+    model=small; seq=256; mbs=1; nb=1; net_gbps=0.5; net_us=100
+    strategies=${STRATEGIES:-"weipipe-naive weipipe-interleave 1f1b fsdp tawpipe"}
+    run_shared
 fi
 exit 0

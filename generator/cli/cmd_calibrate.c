@@ -11,7 +11,15 @@
  * result (scripts/linkbench.sh) gives the links. Then every run is simulated with the new
  * calibration and its predicted step printed beside the measured one (the median of its steps
  * after the first), the fitted runs and the held-out ones (not fitted) apart. The file is written
- * last; an existing one only with --force. Exit status: 0, or 2 for bad input. */
+ * last; an existing one only with --force. Exit status: 0, or 2 for bad input.
+ *
+ * Ranks that share cores (a node of the topology with "cores" fewer than its ranks): a span
+ * measured there took longer than its work at the rank's own rate, by the share of the cores it
+ * got. The ranks' clocks in a trace do not agree, so which spans overlapped is not read from the
+ * trace: the simulator, which models the sharing (sim.c), says what share each operation got,
+ * and the fit divides it out (span time x share = the time alone). The shares depend on the
+ * rates a little (what overlaps what), so the fit is repeated: first with no sharing, then
+ * with the shares of a simulation at the rates of the fit before, until the rates settle. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -37,6 +45,8 @@ typedef struct Run {
     char model_name[256];
     Plan *plan;
     TraceRun tr;
+    double *share;          /* per span of tr: the share of its rank's cores it computed at (the
+                               simulator's, where the node's ranks outnumber its cores); NULL: 1 */
     double predicted, measured;
 } Run;
 
@@ -152,6 +162,7 @@ static int cmp_dbl(const void *a, const void *b) {
  * calibrated time: 1 when the run computes at the fitted rates; above it when its ranks computed
  * slower (sharing cores with each other or other work), which no model of the links explains. */
 static double span_ratio(const Run *r, const Calibration *cal) {
+    /* a span's time counted as if alone: times the share of the cores the model says it had */
     double *x = xcalloc((size_t)r->tr.nspans + 1, sizeof *x);
     int n = 0;
     for (int k = 0; k < r->tr.nspans; k++) {
@@ -161,7 +172,7 @@ static double span_ratio(const Run *r, const Calibration *cal) {
         span_features(r, s, f);
         calib_coefs(cal, type_of(r, s->rank), r->plan->precision, c);
         double t = cost_seconds(f, c);
-        if (t > 0) x[n++] = s->dur / t;
+        if (t > 0) x[n++] = s->dur * (r->share ? r->share[k] : 1) / t;
     }
     qsort(x, (size_t)n, sizeof *x, cmp_dbl);
     double m = n ? (n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2) : 0;
@@ -202,6 +213,120 @@ static int median_samples(FitSample *xs, int n) {
         i = j;
     }
     return m;
+}
+
+/* A node of the topology whose ranks outnumber its cores. */
+static int shares_cores(const Topology *t) {
+    for (int i = 0; i < t->nnodes; i++)
+        if (t->nodes[i].cores > 0 && t->nodes[i].ndevices > t->nodes[i].cores) return 1;
+    return 0;
+}
+
+/* r->share from a simulation of the run at cal's rates: per operation, its time alone over its
+ * simulated time; a forward/backward span gets its operation's, an optimizer span its rank's
+ * OPTs' together. 0, or -1 with err. */
+static int share_factors(Run *r, const Calibration *cal, char *err, size_t errlen) {
+    free(r->share);
+    r->share = NULL;
+    if (!shares_cores(&r->topo)) return 0;
+    const Plan *p = r->plan;
+    SimOptions so = { .calib = cal, .record = 1 };
+    SimResult res;
+    if (sim_run(p, &so, &res, err, errlen)) return -1;
+    double **alone = xcalloc((size_t)p->nranks, sizeof *alone), **wall = xcalloc((size_t)p->nranks, sizeof *wall);
+    for (int q = 0; q < p->nranks; q++) {
+        alone[q] = xcalloc((size_t)p->ranks[q].nops + 1, sizeof(double));
+        wall[q] = xcalloc((size_t)p->ranks[q].nops + 1, sizeof(double));
+    }
+    for (int k = 0; k < res.nspans; k++) {
+        const SimSpan *sp = &res.spans[k];
+        const PlanRank *rk = &p->ranks[sp->rank];
+        wall[sp->rank][sp->op] = sp->t1 - sp->t0;
+        alone[sp->rank][sp->op] = sim_op_seconds_calib(p, &r->topo, cal, sp->rank, &rk->ops[sp->op], &rk->notes[sp->op]);
+    }
+    sim_result_free(&res);
+    r->share = xcalloc((size_t)r->tr.nspans + 1, sizeof(double));
+    for (int k = 0; k < r->tr.nspans; k++) {
+        const TraceSpan *s = &r->tr.spans[k];
+        const PlanRank *rk = &p->ranks[s->rank];
+        double a = 0, w = 0;
+        for (int i = 0; i < rk->nops; i++) {
+            const Op *op = &rk->ops[i];
+            int match = s->kind == TR_OPT ? op->kind == OP_OPT
+                        : op->chunk == s->chunk && op->mb == s->mb && op->kind == (s->kind == TR_FWD ? OP_FWD : OP_BWD);
+            if (match) a += alone[s->rank][i], w += wall[s->rank][i];
+        }
+        r->share[k] = w > 0 && a > 0 ? a / w : 1;
+    }
+    for (int q = 0; q < p->nranks; q++) free(alone[q]), free(wall[q]);
+    free(alone); free(wall);
+    return 0;
+}
+
+/* Fits every device type of the fitted runs into cal (its types replaced): per type, the spans
+ * after each run's first step, as if alone (times r->share). 0, or an exit status. */
+static int fit_types(Run *runs, int nruns, Calibration *cal, int verbose) {
+    for (int i = 0; i < cal->ntypes; i++) free(cal->types[i].name);
+    cal->ntypes = 0;
+    for (int i = 0; i < nruns; i++) {
+        if (runs[i].held_out) continue;
+        for (int t = 0; t < runs[i].topo.ntypes; t++) {
+            const DeviceType *d = &runs[i].topo.types[t];
+            if (calib_find(cal, d->name)) continue;
+            if (cal->ntypes == 64) break;
+            CalibType *ct = &cal->types[cal->ntypes];
+            memset(ct, 0, sizeof *ct);
+            ct->precision = runs[i].plan->precision;
+            int n = 0, cap = 1024;
+            FitSample *xs = xcalloc((size_t)cap, sizeof *xs);
+            for (int j = 0; j < nruns; j++) {
+                Run *r = &runs[j];
+                if (r->held_out) continue;
+                for (int k = 0; k < r->tr.nspans; k++) {
+                    const TraceSpan *s = &r->tr.spans[k];
+                    if (s->step == 0 || s->dur <= 0 || strcmp(type_of(r, s->rank)->name, d->name)) continue;
+                    if (n == cap) xs = xrealloc(xs, (size_t)(cap *= 2) * sizeof *xs);
+                    span_features(r, s, xs[n].f);
+                    /* a GPU run in the other precision: its compute counted at this one's rates */
+                    if (type_of(r, s->rank)->rated_bf16 && r->plan->precision != ct->precision) {
+                        double k2 = r->plan->precision == WP_FP32 ? 2 : 0.5;
+                        xs[n].f[COST_MM_FLOPS] *= k2; xs[n].f[COST_MM_CALLS] *= k2; xs[n].f[COST_ATTN_FWD] *= k2; xs[n].f[COST_ATTN_BWD] *= k2;
+                    }
+                    xs[n++].d = s->dur * (r->share ? r->share[k] : 1);
+                }
+            }
+            if (n == 0) { free(xs); continue; }
+            int nspans = n;
+            n = median_samples(xs, n);
+            double prior[COST__COUNT], scale[COST__COUNT], c[COST__COUNT], rms = 0;
+            CostRates def = cost_rates_default(d, ct->precision);
+            cost_coefs(&def, prior);
+            for (int j = 0; j < COST__COUNT; j++) scale[j] = prior[j] > 0 ? prior[j] : j == COST_OPS ? 1e-4 : 1e-12;
+            if (fit_costs(xs, n, prior, scale, c, &rms)) { free(xs); fprintf(stderr, "wpgen: calibrate: the fit of %s failed\n", d->name); return EXIT_BAD_INPUT; }
+            ct->rates = cost_rates_of(c);
+            /* a class the spans never exercised (its coefficient at 0) keeps the default's rate;
+             * one they did, fitted at no cost, gets the fastest rate a file holds (1e6 TFLOP/s or
+             * GB/s), so that the file predicts what the fit found (the default would add a cost the
+             * fit gave to other classes) */
+            int used[COST__COUNT] = { 0 };
+            for (int k = 0; k < n; k++)
+                for (int j = 0; j < COST__COUNT; j++) used[j] |= xs[k].f[j] > 0;
+            double top = 1e18;
+            if (!isfinite(ct->rates.mm_flops)) ct->rates.mm_flops = used[COST_MM_FLOPS] ? top : def.mm_flops;
+            if (!isfinite(ct->rates.attn_fwd_flops)) ct->rates.attn_fwd_flops = used[COST_ATTN_FWD] ? top : def.attn_fwd_flops;
+            if (!isfinite(ct->rates.attn_bwd_flops)) ct->rates.attn_bwd_flops = used[COST_ATTN_BWD] ? top : def.attn_bwd_flops;
+            if (!isfinite(ct->rates.mem_bw)) ct->rates.mem_bw = used[COST_BYTES] ? 1e15 : def.mem_bw;
+            free(xs);
+            ct->name = xstrdup(d->name);
+            cal->ntypes++;
+            const CostRates *x = &ct->rates;
+            if (verbose)
+                printf("calibrate: %s (%s, %d spans of %d kinds, rms error %.1f%%): products %.4g TFLOP/s (knee %.3g), attention %.4g / %.4g TFLOP/s, "
+                       "memory %.4g GB/s, %.3g us per call\n", d->name, wp_dtype_name(ct->precision), nspans, n, 100 * rms, x->mm_flops / 1e12,
+                       x->mm_knee, x->attn_fwd_flops / 1e12, x->attn_bwd_flops / 1e12, x->mem_bw / 1e9, x->op_overhead_s * 1e6);
+        }
+    }
+    return 0;
 }
 
 int cmd_calibrate(int argc, char **argv) {
@@ -258,57 +383,38 @@ int cmd_calibrate(int argc, char **argv) {
     }
     Calibration cal = { 0 };
     cal.types = xcalloc(64, sizeof *cal.types);
-    /* per device type: the samples of the fitted runs, after each run's first step */
-    for (int i = 0; i < nruns && !rc; i++) {
-        if (runs[i].held_out) continue;
-        for (int t = 0; t < runs[i].topo.ntypes; t++) {
-            const DeviceType *d = &runs[i].topo.types[t];
-            if (calib_find(&cal, d->name)) continue;
-            if (cal.ntypes == 64) break;
-            CalibType *ct = &cal.types[cal.ntypes];
-            ct->precision = runs[i].plan->precision;
-            int n = 0, cap = 1024;
-            FitSample *xs = xcalloc((size_t)cap, sizeof *xs);
-            for (int j = 0; j < nruns; j++) {
-                Run *r = &runs[j];
-                if (r->held_out) continue;
-                for (int k = 0; k < r->tr.nspans; k++) {
-                    const TraceSpan *s = &r->tr.spans[k];
-                    if (s->step == 0 || s->dur <= 0 || strcmp(type_of(r, s->rank)->name, d->name)) continue;
-                    if (n == cap) xs = xrealloc(xs, (size_t)(cap *= 2) * sizeof *xs);
-                    span_features(r, s, xs[n].f);
-                    /* a GPU run in the other precision: its compute counted at this one's rates */
-                    if (type_of(r, s->rank)->rated_bf16 && r->plan->precision != ct->precision) {
-                        double k2 = r->plan->precision == WP_FP32 ? 2 : 0.5;
-                        xs[n].f[COST_MM_FLOPS] *= k2; xs[n].f[COST_MM_CALLS] *= k2; xs[n].f[COST_ATTN_FWD] *= k2; xs[n].f[COST_ATTN_BWD] *= k2;
-                    }
-                    xs[n++].d = s->dur;
-                }
+    if (!rc && links && load_links(links, &cal, err, sizeof err)) rc = bad("calibrate: %s%s", err, "");
+    /* the fit; where fitted runs' ranks share cores, again with the shares the simulator gives
+     * at the rates found, until they settle (see the top of this file) */
+    int shared = 0;
+    for (int i = 0; i < nruns && !rc; i++) shared |= !runs[i].held_out && shares_cores(&runs[i].topo);
+    double before[64][COST__COUNT];
+    for (int pass = 0, more = 1; more && !rc; pass++) {
+        for (int i = 0; i < nruns && pass > 0 && !rc; i++) {
+            calib_apply_links(&cal, &runs[i].topo);
+            if (!runs[i].held_out && share_factors(&runs[i], &cal, err, sizeof err)) rc = bad("calibrate: sim: %s%s", err, "");
+        }
+        for (int k = 0; k < cal.ntypes; k++) cost_coefs(&cal.types[k].rates, before[k]);
+        if (rc || (rc = fit_types(runs, nruns, &cal, 0))) break;
+        /* again until the rates move less than 0.01% (the shares depend on them), at most 20 times */
+        more = shared && pass < 20;
+        if (more && pass > 0) {
+            double moved = 0;
+            for (int k = 0; k < cal.ntypes; k++) {
+                double c[COST__COUNT];
+                cost_coefs(&cal.types[k].rates, c);
+                for (int j = 0; j < COST__COUNT; j++)
+                    if (c[j] > 0 || before[k][j] > 0) moved = fmax(moved, fabs(c[j] - before[k][j]) / fmax(c[j], before[k][j]));
             }
-            if (n == 0) { free(xs); continue; }
-            int nspans = n;
-            n = median_samples(xs, n);
-            double prior[COST__COUNT], scale[COST__COUNT], c[COST__COUNT], rms = 0;
-            CostRates def = cost_rates_default(d, ct->precision);
-            cost_coefs(&def, prior);
-            for (int j = 0; j < COST__COUNT; j++) scale[j] = prior[j] > 0 ? prior[j] : j == COST_OPS ? 1e-4 : 1e-12;
-            if (fit_costs(xs, n, prior, scale, c, &rms)) { free(xs); fprintf(stderr, "wpgen: calibrate: the fit of %s failed\n", d->name); rc = EXIT_BAD_INPUT; break; }
-            free(xs);
-            ct->rates = cost_rates_of(c);
-            /* a class the spans never exercised (its coefficient at 0) keeps the default's rate */
-            if (!isfinite(ct->rates.mm_flops)) ct->rates.mm_flops = def.mm_flops;
-            if (!isfinite(ct->rates.attn_fwd_flops)) ct->rates.attn_fwd_flops = def.attn_fwd_flops;
-            if (!isfinite(ct->rates.attn_bwd_flops)) ct->rates.attn_bwd_flops = def.attn_bwd_flops;
-            if (!isfinite(ct->rates.mem_bw)) ct->rates.mem_bw = def.mem_bw;
-            ct->name = xstrdup(d->name);
-            cal.ntypes++;
-            const CostRates *x = &ct->rates;
-            printf("calibrate: %s (%s, %d spans of %d kinds, rms error %.1f%%): products %.4g TFLOP/s (knee %.3g), attention %.4g / %.4g TFLOP/s, "
-                   "memory %.4g GB/s, %.3g us per call\n", d->name, wp_dtype_name(ct->precision), nspans, n, 100 * rms, x->mm_flops / 1e12,
-                   x->mm_knee, x->attn_fwd_flops / 1e12, x->attn_bwd_flops / 1e12, x->mem_bw / 1e9, x->op_overhead_s * 1e6);
+            more = moved > 1e-4;
         }
     }
-    if (!rc && links && load_links(links, &cal, err, sizeof err)) rc = bad("calibrate: %s%s", err, "");
+    if (!rc) rc = fit_types(runs, nruns, &cal, 1);   /* the last fit again, to print it */
+    if (!rc && shared) printf("calibrate: ranks share cores in the fitted runs: spans counted at the shares of the cores the simulator gives them\n");
+    for (int i = 0; i < nruns && !rc; i++) {   /* for the spans column: every run's shares at the final rates */
+        calib_apply_links(&cal, &runs[i].topo);
+        if (share_factors(&runs[i], &cal, err, sizeof err)) rc = bad("calibrate: sim: %s%s", err, "");
+    }
     if (!rc && cal.intra.set) printf("calibrate: links inside a node %.4g GB/s, %.3g us\n", cal.intra.bw / 1e9, cal.intra.lat * 1e6);
     if (!rc && cal.net.set) printf("calibrate: network %.4g GB/s, %.3g us\n", cal.net.bw / 1e9, cal.net.lat * 1e6);
     /* every run predicted with the calibration */
@@ -352,6 +458,7 @@ int cmd_calibrate(int argc, char **argv) {
     for (int i = 0; i < nruns; i++) {
         plan_free(runs[i].plan);
         trace_run_free(&runs[i].tr);
+        free(runs[i].share);
         if (runs[i].topo.name) topology_free(&runs[i].topo);
     }
     free(runs);

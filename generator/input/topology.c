@@ -297,7 +297,7 @@ static int parse_device_types(Ctx *cx, const json_t *root, Topology *t) {
 }
 
 static int parse_node(Ctx *cx, const json_t *nv, const char *jpath, Topology *t, Node *node) {
-    static const char *const keys[] = { "name", "devices", "type", "intra", "islands", NULL };
+    static const char *const keys[] = { "name", "devices", "type", "intra", "islands", "cores", NULL };
     static const char *const link_keys[] = { "type", "bw_GBps", "lat_us", NULL };
     static const LinkType intra_types[] = { LINK_NVL, LINK_PCI, LINK_SHM, LINK_LOC };
     if (!json_is_object(nv)) return expected(cx, jpath, "an object", nv);
@@ -334,6 +334,8 @@ static int parse_node(Ctx *cx, const json_t *nv, const char *jpath, Topology *t,
         snprintf(what, sizeof what, "a divisor of devices (%d)", node->ndevices);
         return expected(cx, fpath, what, json_object_get(nv, "islands"));
     }
+    node->cores = 0;
+    if (get_count(cx, nv, jpath, "cores", 0, &node->cores)) return -1;
     if (!(node->name = dup_or_null(name))) return fail(cx, "out of memory");
     names_add(&cx->node_names, node->name, (int)(node - t->nodes));
     return 0;

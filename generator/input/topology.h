@@ -30,6 +30,8 @@ typedef struct Node {
     Link intra;
     int first_device;   /* global index of its first device */
     int islands;        /* PCIe islands (groups of devices behind one switch); default 1 */
+    int cores;          /* CPU cores its devices (ranks) share; 0: not given, each device its own
+                           (the simulator shares compute when more ranks compute than cores) */
 } Node;
 
 typedef struct Topology {

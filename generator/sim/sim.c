@@ -106,6 +106,10 @@ typedef struct Obj {
 typedef struct RankSim {
     int turn, phase, pending;
     double cend, lend;
+    /* on a node whose ranks share cores (Sim.node_cores): the operation computing (-1: none) and
+     * the seconds of it left at the rank's unshared rate; cend/lend are INFINITY until done */
+    int cur;
+    double rem;
 } RankSim;
 
 typedef struct Sim {
@@ -128,6 +132,9 @@ typedef struct Sim {
     int at_barrier;                    /* lockstep: ranks that finished the current turn */
     double (*coef)[COST__COUNT];       /* per device type: seconds per unit of each feature */
     const SimSym *sym;                 /* replicas simulated once (symmetry.h), or NULL */
+    int *node_cores;                   /* per node: cores its ranks share when they outnumber them, else 0 */
+    int *node_computing;               /* per node: its ranks computing now (compute or local operations) */
+    int any_shared;
     int nact; int *act;                /* the ranks simulated: all, or replica 0's */
 } Sim;
 
@@ -136,6 +143,50 @@ static double op_seconds(const Sim *S, int r, const Op *op, const OpNote *note) 
     double f[COST__COUNT];
     op_features(S->p, S->t, r, op, note, f);
     return cost_seconds(f, S->coef[S->t->nodes[S->p->ranks[r].node].type]);
+}
+
+/* Ranks that share cores. A node with more ranks than cores (the topology's "cores") runs one
+ * thread per rank (the CPU runtime gives each rank cores / ranks threads, at least one), so k
+ * ranks computing at once each compute at min(1, cores / k) of their own rate: processor sharing.
+ * Ranks waiting on transfers sleep (comm_mpi.c's wait) and take no core. Memory-bound local
+ * operations share alike. Nodes with a core per rank keep the fixed layout of a turn. */
+static double rank_share(const Sim *S, int r) {
+    int node = S->p->ranks[r].node, k = S->node_computing[node];
+    return k > S->node_cores[node] ? (double)S->node_cores[node] / k : 1;
+}
+
+/* Starts the first compute (local: 0) or local (1) operation of rank r's turn at or after op i,
+ * on a shared node; returns 0 when there is none left. */
+static int share_start(Sim *S, int r, int i, int local) {
+    const PlanRank *rk = &S->p->ranks[r];
+    RankSim *s = &S->rs[r];
+    int t1 = rk->turn_start[s->turn + 1];
+    for (; i < t1; i++) {
+        const Op *op = &rk->ops[i];
+        if (local ? !op_is_local(op->kind) : !op_is_compute(op->kind)) continue;
+        double d = local && S->o->free_local ? 0 : op_seconds(S, r, op, &rk->notes[i]);
+        if (!local && S->o->unit_fwd_s > 0) d = S->o->unit_fwd_s * compute_units(S->p, op->kind);
+        S->tpost[r][i] = S->tstart[r][i] = S->now;
+        if (s->cur < 0) S->node_computing[rk->node]++;
+        s->cur = i;
+        s->rem = d;
+        return 1;
+    }
+    if (s->cur >= 0) S->node_computing[rk->node]--;
+    s->cur = -1;
+    return 0;
+}
+
+/* Rank r's operation on a shared node has finished now: the next one, or the phase's end. */
+static void share_finish(Sim *S, int r) {
+    RankSim *s = &S->rs[r];
+    int i = s->cur, local = s->phase == PH_LOCAL;
+    S->tend[r][i] = S->now;
+    if (!local) S->r->rank_busy[r] += S->now - S->tstart[r][i];
+    if (!share_start(S, r, i + 1, local)) {
+        if (local) s->lend = S->now;
+        else s->cend = S->now;
+    }
 }
 
 static int new_obj(Sim *S) {
@@ -416,6 +467,11 @@ static void advance(Sim *S, int r) {
                 if (++S->objs[id].posted == S->objs[id].need) obj_start(S, id);
             }
             double c = S->now;
+            if (S->node_cores[rk->node]) {
+                s->cend = share_start(S, r, t0, 0) ? INFINITY : S->now;
+                s->phase = PH_WAIT;
+                t1 = t0;   /* nothing laid out below */
+            }
             for (int i = t0; i < t1; i++) {
                 if (!op_is_compute(rk->ops[i].kind)) continue;
                 double d = op_seconds(S, r, &rk->ops[i], &rk->notes[i]);
@@ -425,7 +481,7 @@ static void advance(Sim *S, int r) {
                 S->tend[r][i] = c;
                 S->r->rank_busy[r] += d;
             }
-            s->cend = c;
+            if (!S->node_cores[rk->node]) s->cend = c;
             s->phase = PH_WAIT;
         }
         if (s->phase == PH_WAIT) {
@@ -433,6 +489,11 @@ static void advance(Sim *S, int r) {
             S->r->comm_exposed_s += S->now - s->cend;
             int t0 = rk->turn_start[s->turn], t1 = rk->turn_start[s->turn + 1];
             double c = S->now;
+            if (S->node_cores[rk->node]) {
+                s->phase = PH_LOCAL;
+                s->lend = share_start(S, r, t0, 1) ? INFINITY : S->now;
+                t1 = t0;
+            }
             for (int i = t0; i < t1; i++) {
                 if (!op_is_local(rk->ops[i].kind)) continue;
                 double d = S->o->free_local ? 0 : op_seconds(S, r, &rk->ops[i], &rk->notes[i]);
@@ -440,7 +501,7 @@ static void advance(Sim *S, int r) {
                 c += d;
                 S->tend[r][i] = c;
             }
-            s->lend = c;
+            if (!S->node_cores[rk->node]) s->lend = c;
             s->phase = PH_LOCAL;
         }
         if (s->phase == PH_LOCAL) {
@@ -570,10 +631,17 @@ int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, siz
     for (int i = 0; i < S.t->ntypes; i++) calib_coefs(opt->calib, &S.t->types[i], p->precision, S.coef[i]);
     S.work = xcalloc((size_t)n, sizeof(int));
     S.inwork = xcalloc((size_t)n, 1);
+    S.node_cores = xcalloc((size_t)S.t->nnodes, sizeof(int));
+    S.node_computing = xcalloc((size_t)S.t->nnodes, sizeof(int));
+    for (int i = 0; i < S.t->nnodes; i++) {
+        const Node *nd = &S.t->nodes[i];
+        if (nd->cores > 0 && nd->ndevices > nd->cores) S.node_cores[i] = nd->cores, S.any_shared = 1;
+    }
+    for (int r = 0; r < n; r++) S.rs[r].cur = -1;
     /* replicas that are moves of one pipeline are simulated once (symmetry.h); the trace and the
      * lockstep turn model want every rank */
     SimSym sym;
-    int use_sym = !opt->no_symmetry && !opt->record && !opt->lockstep && sym_find(p, S.t, &sym);
+    int use_sym = !opt->no_symmetry && !opt->record && !opt->lockstep && !S.any_shared && sym_find(p, S.t, &sym);
     build_resources(&S);
     if (use_sym && sym_resources(&sym, p, S.t, S.nres, S.res_dev_tx, S.res_dev_rx, S.res_isl, S.res_nic, S.cap)) {
         sym_free(&sym);
@@ -608,6 +676,10 @@ int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, siz
                 RankSim *s = &S.rs[S.act[ai]];
                 if (s->phase == PH_WAIT && s->cend > S.now && s->cend < next) next = s->cend;
                 if (s->phase == PH_LOCAL && s->lend > S.now && s->lend < next) next = s->lend;
+                if (s->cur >= 0) {
+                    double tc = S.now + s->rem / rank_share(&S, S.act[ai]);
+                    if (tc < next) next = tc;
+                }
             }
             for (int i = 0; i < S.nflows; i++) {
                 Flow *f = &S.flows[i];
@@ -625,8 +697,18 @@ int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, siz
             }
             if (opt->stop_after > 0 && next > opt->stop_after) { rc = SIM_STOPPED; break; }
             double dt = next - S.now;
+            if (S.any_shared) {   /* work done at the shares of the interval just ended, then what finished */
+                for (int ai = 0; ai < S.nact; ai++)
+                    if (S.rs[S.act[ai]].cur >= 0) S.rs[S.act[ai]].rem -= dt * rank_share(&S, S.act[ai]);
+            }
             S.now = next;
             res->events++;
+            if (S.any_shared) {
+                for (int ai = 0; ai < S.nact; ai++) {
+                    RankSim *s = &S.rs[S.act[ai]];
+                    while (s->cur >= 0 && s->rem <= 1e-12 * (1 + S.now)) share_finish(&S, S.act[ai]);
+                }
+            }
             for (int i = 0; i < S.nflows; i++) {
                 Flow *f = &S.flows[i];
                 if (!f->live) continue;
@@ -684,6 +766,7 @@ int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, siz
     free(S.objs);
     for (int r = 0; r < n; r++) free(S.op_obj[r]), free(S.tpost[r]), free(S.tstart[r]), free(S.tend[r]);
     free(S.op_obj); free(S.tpost); free(S.tstart); free(S.tend);
+    free(S.node_cores); free(S.node_computing);
     free(S.rs); free(S.coef); free(S.work); free(S.inwork); free(S.flows); free(S.cap); free(S.act);
     if (S.sym) sym_free(&sym);
     free(S.res_dev_tx); free(S.res_dev_rx); free(S.res_isl); free(S.res_nic);

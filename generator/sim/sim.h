@@ -15,6 +15,9 @@
  *              CPU's fp32 rating in both) or a calibration file's measured rates (calib/).
  *              BWD = two products per forward product, attention backward and twice the bytes,
  *              + a FWD with recomputation; BWD_B the input-gradient half, BWD_W the weights'.
+ *   sharing    a node whose ranks outnumber its "cores" (CPU nodes): k of its ranks computing
+ *              (compute or local operations) at once each run at min(1, cores / k) of their
+ *              rate, re-evaluated as ranks start and finish (processor sharing).
  *   memory     ACC 3, COPY 2, OPT (AdamW: read w g m v, write w m v) 7 passes over the
  *              elements, each at its buffer's format (m, v fp32; OPT also writes a master's
  *              working copy in a bf16 plan), at the device's memory-bound rate.

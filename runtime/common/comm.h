@@ -199,7 +199,14 @@ void comm_set_trace(Comm *c, CommTraceFn fn, void *ud);
  * alpha seconds and beta seconds per byte (1 / bandwidth). A send is started only once the link
  * would have carried it (alpha + bytes * beta after it was posted, queued behind the link's
  * earlier sends), at the first comm_wait_turn or comm_progress after that, so the receiver sees
- * the emulated delay. 0, 0 turns it off (the default). Collectives are not delayed. */
+ * the emulated delay. 0, 0 turns it off (the default). Collectives are delayed only by comm_emulate. */
 void comm_set_link(Comm *c, int peer, double alpha, double beta);
+
+/* The emulated cluster on top of comm_set_link's links (MPI backend; collective over the world):
+ * node_of_rank[r] is rank r's emulated node. Sends between nodes share their nodes' NICs (one per
+ * node, net_beta seconds per byte each way, net_alpha latency) instead of a link per peer, and
+ * collectives complete only after the time the simulator's collective model gives them (ring or
+ * chain over intra_* links inside a node and the NICs between). comm_mpi.c says how. */
+void comm_emulate(Comm *c, const int *node_of_rank, double net_alpha, double net_beta, double intra_alpha, double intra_beta);
 
 #endif

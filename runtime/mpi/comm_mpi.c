@@ -5,6 +5,27 @@
  * created once at start. Optionally, sends are held back by an emulated link (latency + bytes /
  * bandwidth per peer) so that topology effects can be measured on one machine.
  *
+ * The emulated cluster (comm_emulate, WP_EMULATE=1), what the simulator (generator/sim) claims:
+ *  - NICs. Each emulated node has one NIC, a transmit and a receive side, shared by all its
+ *    ranks. A send between nodes reserves its bytes' time (bytes x seconds per byte of the
+ *    network) on the sender's node's transmit side and the receiver's node's receive side, first
+ *    come first served: it starts when both are free (and after this rank's earlier sends to that
+ *    peer), holds both until it ends, and is started for real (MPI_Isend) latency after that end.
+ *    Two ranks of a node sending at once to another node so take twice as long as one: the time
+ *    the simulator's fair sharing of a NIC gives the pair (each at half the bandwidth).
+ *    The ranks of a node are processes: the book of when each NIC side is free is a window of
+ *    shared memory (MPI_Win_allocate_shared over the ranks on this machine), absolute
+ *    CLOCK_MONOTONIC times as doubles, updated under a spinlock in the same window. Emulated
+ *    nodes are meant to be ranks of one machine (make bench-sim); ranks on other machines keep
+ *    their own book, and traffic of ranks on another machine is not seen.
+ *  - Collectives. When the MPI collective completes, its completion is held back by the time the
+ *    simulator's collective model gives it (sim/collective.h, the same rows here): NCCL's ring
+ *    (chains for broadcast and reduce), every edge at once, the most loaded of the ranks' ports
+ *    (inside a node) and the nodes' NIC sides (between nodes) deciding the time, plus the latency
+ *    steps (ring or tree, the fewer) at the slowest link's latency. A collective is timed alone:
+ *    its bytes are not booked on the NICs, so a send between nodes at the same time does not wait
+ *    for it (the simulator shares the NIC between them).
+ *
  * Formats: fp32 elements are MPI_FLOAT summed by MPI_SUM; bf16 elements are MPI_UINT16_T summed by
  * an operation of our own (bf16_sum: each partial sum in fp32, rounded to bf16 where stored), so a
  * bf16 transfer moves 2 bytes an element, as the plan counts it. */
@@ -18,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 #include "common/comm.h"
 
@@ -105,6 +127,8 @@ typedef struct Pending {
     uint8_t kind;       /* CommKind */
     uint8_t done;
     uint8_t deferred;   /* a send held back by the emulated link, not yet started */
+    uint8_t held;       /* a collective done in MPI, its completion held back until release_at */
+    double release_at;
     const char *name;   /* for messages: comm_kind_names[kind], or the blocking call's name */
     int turn, peer, group;
     size_t bytes;
@@ -144,6 +168,15 @@ struct Comm {
 
     /* Emulated links, per peer (NULL until comm_set_link). */
     double *alpha, *beta, *link_free;
+
+    /* The emulated cluster (comm_emulate; emu_node NULL until then) */
+    int *emu_node, emu_nnodes;
+    double net_alpha, net_beta, intra_alpha, intra_beta;
+    double t0_abs;              /* c->t0 in absolute CLOCK_MONOTONIC seconds */
+    MPI_Win nic_win;            /* the shared book: a lock, then tx and rx free times per node */
+    volatile int *nic_lock;
+    double *nic_free;           /* [2 * emu_nnodes]: tx of node k at 2k, rx at 2k + 1 */
+    int nheld;
 };
 
 double comm_now(const Comm *c) {
@@ -249,6 +282,7 @@ void comm_finalize(Comm *c) {
         }
         free(gr->ranks);
     }
+    if (c->emu_node) MPI_CHECK(MPI_Win_free(&c->nic_win));
     MPI_CHECK(MPI_Comm_free(&c->world));
     MPI_CHECK(MPI_Op_free(&c->bf16_sum));
     if (c->started_mpi) MPI_CHECK(MPI_Finalize());
@@ -260,6 +294,7 @@ void comm_finalize(Comm *c) {
     free(c->alpha);
     free(c->beta);
     free(c->link_free);
+    free(c->emu_node);
     free(c);
 }
 
@@ -313,6 +348,97 @@ void comm_set_link(Comm *c, int peer, double alpha, double beta) {
         if (peer == -1 || p == peer) { c->alpha[p] = alpha; c->beta[p] = beta; }
 }
 
+/* --- The emulated cluster: NICs and collectives (see the top of this file) ------------------ */
+
+void comm_emulate(Comm *c, const int *node_of_rank, double net_alpha, double net_beta, double intra_alpha, double intra_beta) {
+    if (!(net_alpha >= 0) || !(net_beta >= 0) || !(intra_alpha >= 0) || !(intra_beta >= 0))
+        comm_fail("comm_emulate: latencies %g, %g and seconds per byte %g, %g: expected >= 0", net_alpha, intra_alpha, net_beta, intra_beta);
+    if (c->emu_node) comm_fail("comm_emulate: called twice");
+    c->emu_node = xrealloc(NULL, (size_t)c->size * sizeof(int));
+    c->emu_nnodes = 0;
+    for (int r = 0; r < c->size; r++) {
+        if (node_of_rank[r] < 0 || node_of_rank[r] >= c->size) comm_fail("comm_emulate: rank %d on node %d: expected 0 to %d", r, node_of_rank[r], c->size - 1);
+        c->emu_node[r] = node_of_rank[r];
+        if (node_of_rank[r] + 1 > c->emu_nnodes) c->emu_nnodes = node_of_rank[r] + 1;
+    }
+    c->net_alpha = net_alpha; c->net_beta = net_beta;
+    c->intra_alpha = intra_alpha; c->intra_beta = intra_beta;
+    c->t0_abs = (double)c->t0.tv_sec + 1e-9 * (double)c->t0.tv_nsec;
+    /* the book, shared by the ranks on this machine: rank 0 of them allocates it, zeroed (a NIC
+     * free since the clock's start); the lock's int first, then the doubles, 8-byte aligned */
+    MPI_Comm local;
+    MPI_CHECK(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
+    int lrank;
+    MPI_CHECK(MPI_Comm_rank(local, &lrank));
+    MPI_Aint size = lrank == 0 ? (MPI_Aint)(sizeof(double) * (2 * (size_t)c->emu_nnodes + 1)) : 0;
+    void *base = NULL;
+    MPI_CHECK(MPI_Win_allocate_shared(size, sizeof(double), MPI_INFO_NULL, local, &base, &c->nic_win));
+    MPI_Aint got;
+    int disp;
+    MPI_CHECK(MPI_Win_shared_query(c->nic_win, 0, &got, &disp, &base));
+    if (lrank == 0) memset(base, 0, (size_t)got);
+    c->nic_lock = (volatile int *)base;
+    c->nic_free = (double *)base + 1;
+    MPI_CHECK(MPI_Barrier(local));   /* zeroed before anyone books */
+    MPI_CHECK(MPI_Comm_free(&local));
+}
+
+/* Books a transfer of `seconds` on node a's transmit side and node b's receive side, starting
+ * no earlier than `ready` (this rank's clock); returns its end (this rank's clock). */
+static double nic_book(Comm *c, int a, int b, double ready, double seconds) {
+    while (__atomic_exchange_n(c->nic_lock, 1, __ATOMIC_ACQUIRE)) {
+        while (__atomic_load_n(c->nic_lock, __ATOMIC_RELAXED)) sched_yield();
+    }
+    double *tx = &c->nic_free[2 * a], *rx = &c->nic_free[2 * b + 1];
+    double start = ready + c->t0_abs;
+    if (*tx > start) start = *tx;
+    if (*rx > start) start = *rx;
+    *tx = *rx = start + seconds;
+    __atomic_store_n(c->nic_lock, 0, __ATOMIC_RELEASE);
+    return start + seconds - c->t0_abs;
+}
+
+/* The time the simulator's collective model gives a collective of this rank's (0 for anything
+ * else, or without comm_emulate): the rows of generator/sim/collective.c. */
+static double emulated_collective_s(const Comm *c, const Pending *p) {
+    if (!c->emu_node || p->group < 0) return 0;
+    static const struct { int chain, toward_root, tree; double passes; } algo[COMM__NKINDS] = {
+        [COMM_BCAST] = { 1, 0, 1, 1 }, [COMM_REDUCE] = { 1, 1, 1, 1 }, [COMM_ALLREDUCE] = { 0, 0, 1, 2 },
+        [COMM_ALLGATHER] = { 0, 0, 0, 1 }, [COMM_REDUCE_SCATTER] = { 0, 0, 0, 1 },
+    };
+    if (p->kind != COMM_BCAST && p->kind != COMM_REDUCE && p->kind != COMM_ALLREDUCE && p->kind != COMM_ALLGATHER &&
+        p->kind != COMM_REDUCE_SCATTER)
+        return 0;
+    const Group *gr = &c->groups[p->group];
+    int n = gr->n;
+    if (n < 2) return 0;
+    int chain = algo[p->kind].chain, root = 0;
+    if (chain)
+        for (int i = 0; i < n; i++)
+            if (gr->ranks[i] == p->peer) root = i;
+    int nedges = chain ? n - 1 : n, lg = 0;
+    while ((1 << lg) < n) lg++;
+    double whole = (double)p->bytes, edge = chain ? whole : algo[p->kind].passes * (n - 1) / n * whole;
+    double ring = algo[p->kind].passes * (n - 1), tree = algo[p->kind].tree ? algo[p->kind].passes * lg : ring;
+    /* loads: seconds on each rank's send and receive ports (inside a node) and each node's NIC
+     * sides (between nodes); every edge at once, so the most loaded decides */
+    double *load = xrealloc(NULL, sizeof(double) * (2 * (size_t)c->size + 2 * (size_t)c->emu_nnodes));
+    memset(load, 0, sizeof(double) * (2 * (size_t)c->size + 2 * (size_t)c->emu_nnodes));
+    double lat = 0, worst = 0;
+    for (int h = 0; h < nedges; h++) {
+        int from = gr->ranks[(root + h) % n], to = gr->ranks[(root + h + 1) % n];
+        if (algo[p->kind].toward_root) { int t = from; from = to; to = t; }
+        int na = c->emu_node[from], nb = c->emu_node[to];
+        double s = na != nb ? edge * c->net_beta : edge * c->intra_beta, a = na != nb ? c->net_alpha : c->intra_alpha;
+        if (a > lat) lat = a;
+        double *l[2] = { &load[2 * from], &load[2 * to + 1] };
+        if (na != nb) { l[0] = &load[2 * c->size + 2 * na]; l[1] = &load[2 * c->size + 2 * nb + 1]; }
+        for (int k = 0; k < 2; k++) { *l[k] += s; if (*l[k] > worst) worst = *l[k]; }
+    }
+    free(load);
+    return (ring < tree ? ring : tree) * lat + worst;
+}
+
 /* --- The pending list -------------------------------------------------------------------- */
 
 static const char *group_desc(const Comm *c, int g, char *buf, size_t len) {
@@ -363,6 +489,8 @@ static int post(Comm *c, CommKind kind, const char *name, const CommInfo *info, 
     p->kind = (uint8_t)kind;
     p->done = 0;
     p->deferred = 0;
+    p->held = 0;
+    p->release_at = 0;
     p->name = name ? name : comm_kind_names[kind];
     p->turn = info ? info->turn : -1;
     p->peer = peer;
@@ -403,13 +531,24 @@ static void complete(Comm *c, int i, MPI_Status *st) {
 }
 
 /* Starts the held-back sends whose emulated link time has passed, in the order they were posted
- * (for one peer their start times never decrease, so MPI sees them in the plan's order). Returns
- * the earliest start still to come, or 0. */
+ * (for one peer their start times never decrease, so MPI sees them in the plan's order), and
+ * completes the held-back collectives whose emulated time has passed. Returns the earliest start
+ * or release still to come, or 0. */
 static double start_due(Comm *c, double now) {
     double next = 0;
-    if (!c->ndeferred) return 0;
+    if (!c->ndeferred && !c->nheld) return 0;
     for (int i = 0; i < c->npend; i++) {
         Pending *p = &c->pend[i];
+        if (p->held) {   /* a collective whose emulated time is up completes */
+            if (p->release_at <= now) {
+                p->held = 0;
+                c->nheld--;
+                complete(c, i, NULL);
+            } else if (next == 0 || p->release_at < next) {
+                next = p->release_at;
+            }
+            continue;
+        }
         if (!p->deferred) continue;
         if (p->start_at <= now) {
             MPI_CHECK(MPI_Isend(p->sbuf, p->scount, p->stype, p->peer, TAG_STEP, c->world, &c->reqs[i]));
@@ -439,8 +578,18 @@ static void poll_once(Comm *c) {
     } else {
         MPI_CHECK(rc);
     }
-    if (out == MPI_UNDEFINED) return;   /* only held-back sends are left */
-    for (int j = 0; j < out; j++) complete(c, c->indices[j], &c->statuses[j]);
+    if (out == MPI_UNDEFINED) return;   /* only held-back sends and collectives are left */
+    for (int j = 0; j < out; j++) {
+        int i = c->indices[j];
+        double d = emulated_collective_s(c, &c->pend[i]);
+        if (d > 0) {
+            c->pend[i].held = 1;
+            c->pend[i].release_at = comm_now(c) + d;
+            c->nheld++;
+        } else {
+            complete(c, i, &c->statuses[j]);
+        }
+    }
 }
 
 static void __attribute__((noreturn)) timeout_fail(Comm *c, double waited, double timeout, const char *var) {
@@ -511,6 +660,21 @@ void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const C
     int count = count_of(c, COMM_SEND, n, info);
     size_t bytes = n * wp_dtype_bytes(dt);
     int i = post(c, COMM_SEND, NULL, info, peer, -1, bytes);
+    if (c->emu_node && c->emu_node[peer] != c->emu_node[c->rank] && c->net_beta > 0) {
+        /* between emulated nodes: through both nodes' NICs (see the top of this file) */
+        Pending *p = &c->pend[i];
+        double ready = p->t_post;
+        if (c->link_free && c->link_free[peer] > ready) ready = c->link_free[peer];
+        double end = nic_book(c, c->emu_node[c->rank], c->emu_node[peer], ready, (double)bytes * c->net_beta);
+        if (c->link_free) c->link_free[peer] = end;
+        p->start_at = end + c->net_alpha;
+        p->sbuf = buf;
+        p->scount = count;
+        p->stype = mpi_type(dt);
+        p->deferred = 1;
+        c->ndeferred++;
+        return;
+    }
     if (c->alpha && (c->alpha[peer] > 0 || c->beta[peer] > 0)) {
         /* The link carries its sends one after the other (bandwidth), each arriving alpha after
          * its last byte left (latency); the real send starts when it would have arrived. */

@@ -127,6 +127,9 @@ void comm_set_stream(Comm *c, void *stream) { c->compute = (cudaStream_t)stream;
 
 /* Link emulation delays host sends: NCCL's transfers are the hardware's own. */
 void comm_set_link(Comm *c, int peer, double alpha, double beta) { (void)c; (void)peer; (void)alpha; (void)beta; }
+void comm_emulate(Comm *c, const int *node_of_rank, double net_alpha, double net_beta, double intra_alpha, double intra_beta) {
+    (void)c; (void)node_of_rank; (void)net_alpha; (void)net_beta; (void)intra_alpha; (void)intra_beta;
+}
 
 void comm_set_timeout(Comm *c, double seconds) {
     if (!(seconds >= 0)) comm_fail("comm_set_timeout: %g: expected seconds >= 0", seconds);

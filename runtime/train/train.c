@@ -247,12 +247,16 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
     /* WP_EMULATE=1: delay every send by the plan's link (latency + bytes / bandwidth, intra- or
      * inter-node), so that topology effects can be measured on one machine (make bench-sim). */
     const char *emulate = getenv("WP_EMULATE");
-    if (emulate && *emulate && strcmp(emulate, "0"))
+    if (emulate && *emulate && strcmp(emulate, "0")) {
         for (int q = 0; q < P->nranks; q++) {
             int inter = P->rank_node[q] != P->rank_node[R->rank];
             double bw = inter ? P->inter_bw : P->intra_bw, lat = inter ? P->inter_lat : P->intra_lat;
             if (q != R->rank && bw > 0) comm_set_link(comm, q, lat, 1.0 / bw);
         }
+        /* NICs shared by a node's ranks, collectives delayed as the simulator times them */
+        comm_emulate(comm, P->rank_node, P->inter_lat, P->inter_bw > 0 ? 1.0 / P->inter_bw : 0, P->intra_lat,
+                     P->intra_bw > 0 ? 1.0 / P->intra_bw : 0);
+    }
     R->data = o.synthetic ? data_synthetic(o.seed, R->cfg.vocab) : data_open(o.data, R->cfg.vocab, R->cfg.seq, err, sizeof err);
     if (!R->data) {
         if (R->rank == 0) fprintf(stderr, "train: %s\n", o.synthetic ? "out of memory" : err);
