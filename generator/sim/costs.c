@@ -121,7 +121,11 @@ void cost_compute_features(const WpConfig *m, int chunk, int layer0, int nlayers
     forward_parts(m, nlayers, chunk == 0, chunk == nchunks - 1, act, &mm, &calls, &attn, &bytes);
     /* the backward of a product is two of its shape (input gradient, weight gradient); of
      * attention twice the forward's FLOPs; of elementwise work twice the bytes. A split backward
-     * (zero bubble): BWD_B the input gradients, attention and elementwise; BWD_W the weights'. */
+     * (zero bubble): BWD_B the input gradients, attention and elementwise; BWD_W the weights'.
+     * The LM head never keeps its [tokens, vocab] logits (config.h, wp_ce_block_tokens): every
+     * backward of the last chunk computes them again block by block, and so does BWD_W, which
+     * keeps the head's weight rather than the dlogits (cpu/model.h): one more head product and
+     * one more pass of the loss over the logits each. */
     double fwd = 0, mm_bwd = 0, bwd_rest = 0;
     switch (kind) {
     case OP_FWD: fwd = 1; break;
@@ -130,11 +134,13 @@ void cost_compute_features(const WpConfig *m, int chunk, int layer0, int nlayers
     case OP_BWD_W: mm_bwd = 1; break;
     default: return;
     }
-    f[COST_MM_FLOPS] = (fwd + mm_bwd) * mm;
-    f[COST_MM_CALLS] = (fwd + mm_bwd) * calls;
+    int last = chunk == nchunks - 1, again = last && kind != OP_FWD;
+    double T = (double)m->mbs * m->seq;
+    f[COST_MM_FLOPS] = (fwd + mm_bwd) * mm + (again ? 2 * T * m->hidden * m->vocab : 0);
+    f[COST_MM_CALLS] = (fwd + mm_bwd) * calls + again;
     f[COST_ATTN_FWD] = fwd * attn;
     f[COST_ATTN_BWD] = bwd_rest * 2 * attn;
-    f[COST_BYTES] = (fwd + 2 * bwd_rest) * bytes;
+    f[COST_BYTES] = (fwd + 2 * bwd_rest) * bytes + (kind == OP_BWD_W && last ? act * T * 3 * m->vocab : 0);
     f[COST_OPS] = 1;
 }
 

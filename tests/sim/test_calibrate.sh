@@ -40,7 +40,9 @@ def features(m, chunk, nchunks, layers, kind, rec):
     by = 4 * T * (layers * (10 * H + 4 * q + 4 * kv + 3 * F) + (H if first else 0) + (2 * H + 3 * V if last else 0))
     if kind == 'F': return mm, calls, attn, 0, by
     f = 1 if rec else 0
-    return (2 + f) * mm, (2 + f) * calls, f * attn, 2 * attn, (2 + f) * by
+    # the last chunk's backward computes the head's logits again (costs.c)
+    head, hc = (2 * T * H * V, 1) if last else (0, 0)
+    return (2 + f) * mm + head, (2 + f) * calls + hc, f * attn, 2 * attn, (2 + f) * by
 def seconds(x):
     mm, calls, af, ab, by = x
     return mm / R['mm'] + calls * 2 * R['knee'] / R['mm'] + af / R['af'] + ab / R['ab'] + by / R['mem'] + R['ovh']
