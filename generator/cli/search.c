@@ -147,17 +147,16 @@ double search_mem_bound(const char *strategy, const Topology *topo, const WpConf
     WpChunk mid = light_chunk(model, C, C > 2 ? 1 : 0);
     mid.first = 0; mid.last = 0;
     double ws = (double)wp_workspace_bytes(model, &mid, o->recompute, prec);
-    /* a split backward: after the B pass of the last chunk (the first a micro-batch runs) its keep
-     * is held beside every stash, until its W pass */
-    WpChunk klast = light_chunk(model, C, C - 1);
-    double keep = tr.split ? (double)wp_keep_bytes(model, &klast, o->recompute, prec) : 0;
     if (tr.shape == SHAPE_WEIGHT_PASSING) {
         /* before its first backward of a micro-batch a rank holds its stash of every chunk (of
-         * every micro-batch, where all go forward first) */
-        double acts = 0;
+         * every micro-batch, where all go forward first); a split backward (weipipe-zb1, zb2)
+         * runs a micro-batch's B passes of every chunk before any of its W passes, so after its
+         * last B it holds every chunk's stash and B-to-W keep */
+        double acts = 0, keep = 0;
         for (int c = 0; c < C; c++) {
             WpChunk k = light_chunk(model, C, c);
             acts += (double)wp_stash_bytes(model, &k, o->recompute, prec);
+            if (tr.split) keep += (double)wp_keep_bytes(model, &k, o->recompute, prec);
         }
         int full_shard = o->fsdp_variant && strcmp(o->fsdp_variant, "gather-once");
         if (tr.all_forward && !(tr.gathers && full_shard)) acts *= o->micro_batches;
@@ -183,6 +182,17 @@ double search_mem_bound(const char *strategy, const Topology *topo, const WpConf
         double keep0 = tr.split ? (double)wp_keep_bytes(model, &k0, o->recompute, prec) : 0;
         double s0 = (double)k0.nparams * per_param + inflight * (double)wp_stash_bytes(model, &k0, o->recompute, prec) + keep0 + ws;
         if (s0 > b) b = s0;
+        if (tr.split && v == 1 && m >= npipe) {
+            /* ZB-H1 (zb1.lua): stage s runs npipe - s forwards, then s times a B and a forward,
+             * then its first B, W, F: before that first W it holds npipe micro-batches' stashes
+             * and s B-to-W keeps of its chunk s, whose masters it owns */
+            for (int st = 1; st < npipe; st++) {
+                WpChunk k = light_chunk(model, C, st);
+                double x = (double)k.nparams * per_param + npipe * (double)wp_stash_bytes(model, &k, o->recompute, prec) +
+                           st * (double)wp_keep_bytes(model, &k, o->recompute, prec) + ws;
+                if (x > b) b = x;
+            }
+        }
     }
     return b;
 }
@@ -286,7 +296,8 @@ static double fsdp_turns_bound(const Topology *topo, const WpConfig *model, cons
  * root (the others) and sent on to the owner (outside the owner's group). The solver chooses the
  * order and the owner: the least the hops can add is with the largest groups nearest. The step
  * is at least the mean over the ranks of first start + compute + what follows the last. */
-static double tawpipe_fill_bound(const Topology *topo, const WpConfig *model, const StrategyOpts *o, int C, int npipe, int R) {
+static double tawpipe_fill_bound(const Topology *topo, const WpConfig *model, const StrategyOpts *o, int C, int npipe, int R,
+                                  int uniform) {
     for (int i = 0; i < topo->nnodes; i++)
         if (topo->nodes[i].islands > 1) return 0;
     WpChunk k0 = wp_chunk_make(model, 0, 0, model->layers / C, 1, C == 1);
@@ -294,25 +305,33 @@ static double tawpipe_fill_bound(const Topology *topo, const WpConfig *model, co
     double db = (double)k0.nparams * (double)wp_dtype_bytes(o->grad_precision);
     double hw = topo->net.lat + wb / topo->net.bw, hd = topo->net.lat + db / topo->net.bw;
     int *size = xcalloc((size_t)topo->nnodes, sizeof *size);
-    double sum = 0;
+    double sum = 0, most = 0;
     for (int q = 0; q < R; q++) {
-        int D = 0;
+        int D = 0, smallest = npipe;
+        double intra_min = INFINITY, rsum = 0;
         for (int r = q * npipe; r < (q + 1) * npipe; r++) {   /* ranks of a node are consecutive */
             int v = topology_node_of(topo, r);
             if (r == q * npipe || v != topology_node_of(topo, r - 1)) size[D++] = 0;
             size[D - 1]++;
-            if (size[D - 1] > 1) {   /* all but one of a group: the broadcast in, the reduce out */
-                Link in = topo->nodes[v].intra;
-                sum += 2 * in.lat + (wb + db) / in.bw;
-            }
+            Link in = topo->nodes[v].intra;
+            double t = 2 * in.lat + (wb + db) / in.bw;
+            if (t < intra_min) intra_min = t;
+            if (size[D - 1] > 1) rsum += t;   /* all but one of a group: the broadcast in, the reduce out */
         }
+        for (int i = 0; i < D; i++)
+            if (size[i] < smallest) smallest = size[i];
         /* largest groups first, at distances 0, 1, 1, 2, 2, ... (the fewest hops any order has) */
         for (int i = 1; i < D; i++)
             for (int j = i; j > 0 && size[j] > size[j - 1]; j--) { int x = size[j]; size[j] = size[j - 1]; size[j - 1] = x; }
-        for (int i = 1; i < D; i++) sum += size[i] * ((i + 1) / 2 * hw + hd);
+        for (int i = 1; i < D; i++) rsum += size[i] * ((i + 1) / 2 * hw + hd);
+        sum += rsum;
+        /* the farthest group is at least D / 2 hops out whatever the order; every group of two or
+         * more has a rank the broadcast and the reduce reach */
+        double far = (D > 1 ? D / 2 * hw + hd : 0) + (smallest > 1 ? intra_min : 0);
+        if (far > most) most = far;
     }
     free(size);
-    return sum / topo->ndevices;
+    return uniform ? most : sum / topo->ndevices;
 }
 
 double search_time_bound(const char *strategy, const Topology *topo, const WpConfig *model, const StrategyOpts *o,
@@ -333,6 +352,12 @@ double search_time_bound(const char *strategy, const Topology *topo, const WpCon
     }
     double compute = o->micro_batches * pass, bound = compute;
     Traits tr = traits_of(strategy);
+    /* Weight passing on devices of one type: every rank computes exactly that mean (its own
+     * micro-batches through every chunk), so what delays one rank's start or follows its last
+     * compute adds to the step as it is, not averaged over the ranks. */
+    int uniform = tr.shape == SHAPE_WEIGHT_PASSING;
+    for (int i = 1; i < topo->nnodes; i++)
+        if (topo->nodes[i].type != topo->nodes[0].type) uniform = 0;
     if (tr.ring && npipe > 1) {
         /* weipipe's ring: rank r's first compute is a forward of chunk 0, whose weights start at
          * the pipeline's rank 0 and come one hop at a time (a buffer received in a turn is sent
@@ -343,7 +368,7 @@ double search_time_bound(const char *strategy, const Topology *topo, const WpCon
         WpChunk k0 = wp_chunk_make(model, 0, 0, L / C, 1, C == 1);
         double wbytes = (double)k0.nparams * (double)wp_dtype_bytes(o->precision);
         double dbytes = (double)k0.nparams * (double)wp_dtype_bytes(o->grad_precision);
-        double sum = 0;
+        double sum = 0, most = 0;
         for (int q = 0; q < R; q++) {
             int base = q * npipe;
             double fill = 0, tail = 0;   /* rank r's hops 0 -> r; rank 0's gradient hops round the ring */
@@ -353,19 +378,20 @@ double search_time_bound(const char *strategy, const Topology *topo, const WpCon
             }
             for (int r = 0; r < npipe; r++) {
                 sum += fill + tail;
+                if (fill + tail > most) most = fill + tail;
                 if (r + 1 < npipe) {
                     fill += hop_seconds(topo, base + r, base + r + 1, wbytes);
                     if (tr.ring_tail) tail -= hop_seconds(topo, base + r, base + r + 1, dbytes);
                 }
             }
         }
-        bound += sum / P;
+        bound += uniform ? most : sum / P;
     }
     if (!strcmp(strategy, "fsdp")) {
         double f = fsdp_turns_bound(topo, model, o, calib, C, npipe, R);
         if (f > bound) bound = f;
     }
-    if (!strcmp(strategy, "tawpipe") && npipe > 1) bound += tawpipe_fill_bound(topo, model, o, C, npipe, R);
+    if (!strcmp(strategy, "tawpipe") && npipe > 1) bound += tawpipe_fill_bound(topo, model, o, C, npipe, R, uniform);
     if (tr.shape == SHAPE_ACT_PASSING && C >= npipe && C % npipe == 0) {
         /* 1F1B's stages (schedules/1f1b.lua, zb1.lua): stage s holds chunks s, s + npipe, ... and
          * runs m micro-batches through each. Its first compute is a forward of chunk s, which
