@@ -161,6 +161,14 @@ double search_mem_bound(const char *strategy, const Topology *topo, const WpConf
         int full_shard = o->fsdp_variant && strcmp(o->fsdp_variant, "gather-once");
         if (tr.all_forward && !(tr.gathers && full_shard)) acts *= o->micro_batches;
         double bufs = 0;
+        if (!tr.gathers) {
+            /* one owner per chunk and replica holds its whole masters, AdamW state and the fp32
+             * gradient OPT reads: at least the heavier of the first chunk (the embedding) and the
+             * last (the head), on one rank */
+            WpChunk k0 = light_chunk(model, C, 0), kl = light_chunk(model, C, C - 1);
+            double heavy = (double)(k0.nparams > kl.nparams ? k0.nparams : kl.nparams) * (per_param + sizeof(float));
+            if (heavy > masters) masters = heavy;
+        }
         if (tr.gathers) {   /* fsdp's w0, w1, d0, d1: whole chunks, sized for the largest */
             WpChunk k0 = light_chunk(model, C, 0), kl = light_chunk(model, C, C - 1);
             double big = (double)(k0.nparams > kl.nparams ? k0.nparams : kl.nparams);
