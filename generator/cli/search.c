@@ -30,6 +30,7 @@
 #include "cli/search.h"
 #include "cli/progress.h"
 #include "ir/xalloc.h"
+#include "sim/collective.h"
 
 const char *const prune_names[PRUNE__COUNT] = {
     [PRUNE_IMPOSSIBLE] = "impossible", [PRUNE_MEMORY] = "over the memory bound", [PRUNE_PRECISION] = "fp32 (bf16 is faster and smaller)", [PRUNE_DOMINATED] = "recomputation not needed",
@@ -38,17 +39,50 @@ const char *const prune_names[PRUNE__COUNT] = {
 
 typedef enum { SHAPE_OTHER, SHAPE_WEIGHT_PASSING, SHAPE_ACT_PASSING } StrategyShape;
 
-/* What the bounds may assume of a shipped strategy: weight passing (every rank runs whole
- * micro-batches through every chunk), or 1F1B's activation passing. Other scripts: nothing. */
-static StrategyShape shape_of(const char *s) {
-    if (!strcmp(s, "weipipe-interleave") || !strcmp(s, "weipipe-naive") || !strcmp(s, "fsdp") || !strcmp(s, "tawpipe"))
-        return SHAPE_WEIGHT_PASSING;
-    if (!strcmp(s, "1f1b")) return SHAPE_ACT_PASSING;
-    return SHAPE_OTHER;
+/* What the bounds may assume of a shipped strategy (each read off its script in schedules/;
+ * test_search checks every bound on every candidate of its clusters). Other scripts: nothing. */
+typedef struct Traits {
+    const char *name;
+    StrategyShape shape;    /* weight passing: every rank runs its own micro-batches whole through
+                               every chunk; activation passing: 1F1B's stages */
+    int split;              /* the backward split into B and W passes (zero bubble): between them a
+                               chunk's B-to-W keep (config.h, wp_keep_bytes) beside its stash */
+    int all_forward;        /* every micro-batch of a rank goes forward through every chunk before
+                               its first backward (weipipe-naive's one round; fsdp gather-once) */
+    int ring;               /* lib/weipipe.lua's ring: chunk 0's owner is the pipeline's rank 0 and
+                               its weights reach rank r only through the hops 0 -> 1 -> ... -> r */
+    int ring_tail;          /* and a rank's last compute is its backward of chunk 0, whose gradient
+                               then travels on r -> r+1 -> ... -> last -> rank 0 (not split) */
+    int gathers;            /* fsdp: two whole-chunk weight and two gradient buffers on every rank */
+    int pass_mbs;           /* takes --pass-micro-batches K (lib/weipipe.lua's rounds of K) */
+} Traits;
+
+static const Traits traits_table[] = {
+    { "weipipe-interleave", SHAPE_WEIGHT_PASSING, 0, 0, 1, 1, 0, 1 },
+    { "weipipe-naive",      SHAPE_WEIGHT_PASSING, 0, 1, 1, 1, 0, 1 },
+    { "weipipe-zb1",        SHAPE_WEIGHT_PASSING, 1, 0, 1, 0, 0, 0 },
+    { "weipipe-zb2",        SHAPE_WEIGHT_PASSING, 1, 0, 1, 0, 0, 0 },
+    { "fsdp",               SHAPE_WEIGHT_PASSING, 0, 1, 0, 0, 1, 0 },   /* all_forward: gather-once only */
+    { "tawpipe",            SHAPE_WEIGHT_PASSING, 0, 0, 0, 0, 0, 0 },
+    { "1f1b",               SHAPE_ACT_PASSING,    0, 0, 0, 0, 0, 0 },
+    { "zb1",                SHAPE_ACT_PASSING,    1, 0, 0, 0, 0, 0 },
+};
+
+static Traits traits_of(const char *s) {
+    for (size_t i = 0; i < sizeof traits_table / sizeof *traits_table; i++)
+        if (!strcmp(s, traits_table[i].name)) return traits_table[i];
+    return (Traits){ s, SHAPE_OTHER, 0, 0, 0, 0, 0, 0 };
 }
 
-/* The strategies of schedules/lib/weipipe.lua that take --pass-micro-batches. */
-static int takes_pass_mbs(const char *s) { return !strcmp(s, "weipipe-interleave") || !strcmp(s, "weipipe-naive"); }
+/* The search's rules that compare two plans of one strategy were checked for these (before the
+ * zero-bubble strategies' bounds existed): the weight-passing strategies of WeiPipe, fsdp and
+ * tawpipe. */
+static StrategyShape shape_of(const char *s) {
+    Traits t = traits_of(s);
+    return t.split ? SHAPE_OTHER : t.shape;
+}
+
+static int takes_pass_mbs(const char *s) { return traits_of(s).pass_mbs; }
 
 int search_round_values(const char *strategy, int micro_batches, int given_pass, int given_rounds, int *out, int max) {
     int n = 0, taw = !strcmp(strategy, "tawpipe");
@@ -79,7 +113,9 @@ int search_rule_holds(const char *strategy, int rule) {
      * test_search (9.07 s against 9.91 s on 2x8 A800), so 1F1B's candidates with it are
      * simulated too; why is not understood yet */
     if (rule == PRUNE_DOMINATED) return shape_of(strategy) == SHAPE_WEIGHT_PASSING && strcmp(strategy, "tawpipe");
-    if (rule == RULE_ONE_REPLICA) return shape_of(strategy) == SHAPE_WEIGHT_PASSING;
+    /* weipipe-zb1/zb2 are weipipe's ring with the backward split: the same replicas, updates
+     * (lib/wp.lua's) and all-reduce as weipipe-interleave */
+    if (rule == RULE_ONE_REPLICA) return shape_of(strategy) == SHAPE_WEIGHT_PASSING || traits_of(strategy).ring;
     return 1;
 }
 
@@ -88,7 +124,7 @@ int search_rule_holds(const char *strategy, int rule) {
 static int chunk_count(const char *s, const WpConfig *m, int npipe, int option) {
     if (option) return option;
     if (!strcmp(s, "fsdp")) return m->layers;
-    if (shape_of(s) != SHAPE_OTHER) return npipe < m->layers ? npipe : m->layers;
+    if (traits_of(s).shape != SHAPE_OTHER) return npipe < m->layers ? npipe : m->layers;
     return 0;
 }
 
@@ -96,6 +132,17 @@ static int chunk_count(const char *s, const WpConfig *m, int npipe, int option) 
  * a chunk of L/C layers is the lightest. */
 static WpChunk light_chunk(const WpConfig *m, int C, int index) {
     return wp_chunk_make(m, index, 0, m->layers / C, index == 0, index == C - 1);
+}
+
+/* The layers of chunk k of C as lib/wp.lua's split_layers cuts them: L/C each, the L mod C extra
+ * ones handed out from the middle chunk outwards. */
+static int chunk_layers(int L, int C, int k) {
+    int extra = L % C, lo = (C + 1) / 2, hi = lo + 1, n = 0;   /* 1-based, as the Lua */
+    while (n < extra) {
+        if (lo >= 1) { if (lo == k + 1) return L / C + 1; lo--; n++; }
+        if (hi <= C && n < extra) { if (hi == k + 1) return L / C + 1; hi++; n++; }
+    }
+    return L / C;
 }
 
 static double params_total(const WpConfig *m) {
@@ -116,79 +163,292 @@ double search_mem_bound(const char *strategy, const Topology *topo, const WpConf
     /* the masters: fp32 weights, AdamW's m and v, and a working copy when the precision is not fp32 */
     double per_param = 12 + (prec != WP_FP32 ? (double)wp_dtype_bytes(prec) : 0);
     double masters = params_total(model) * per_param / npipe;
-    StrategyShape sh = shape_of(strategy);
+    Traits tr = traits_of(strategy);
     int C = chunk_count(strategy, model, npipe, o->chunks);
-    if (sh == SHAPE_OTHER || C < 1 || C > model->layers) return masters;
+    if (tr.shape == SHAPE_OTHER || C < 1 || C > model->layers) return masters;
     WpChunk mid = light_chunk(model, C, C > 2 ? 1 : 0);
     mid.first = 0; mid.last = 0;
     double ws = (double)wp_workspace_bytes(model, &mid, o->recompute, prec);
-    if (sh == SHAPE_WEIGHT_PASSING) {
-        /* before its first backward of a micro-batch a rank holds its stash of every chunk; with K
-         * micro-batches per weight pass (schedules/lib/weipipe.lua), the stashes of the first
-         * round's K (counted only where --pass-micro-batches gives K, so the default plans' bounds
-         * stay as they were) */
-        double acts = 0;
+    if (tr.shape == SHAPE_WEIGHT_PASSING) {
+        /* before its first backward of a micro-batch a rank holds its stash of every chunk: of
+         * every micro-batch where all go forward first, of the first round's K with K
+         * micro-batches per weight pass (schedules/lib/weipipe.lua; counted only where
+         * --pass-micro-batches gives K); a split backward (weipipe-zb1, zb2) runs a micro-batch's
+         * B passes of every chunk before any of its W passes, so after its last B it holds every
+         * chunk's stash and B-to-W keep */
+        double acts = 0, keep = 0;
         for (int c = 0; c < C; c++) {
             WpChunk k = light_chunk(model, C, c);
             acts += (double)wp_stash_bytes(model, &k, o->recompute, prec);
+            if (tr.split) keep += (double)wp_keep_bytes(model, &k, o->recompute, prec);
         }
-        int K = takes_pass_mbs(strategy) && o->pass_mbs > 0 ? (o->pass_mbs < o->micro_batches ? o->pass_mbs : o->micro_batches) : 1;
-        return masters + K * acts + ws;
+        int full_shard = o->fsdp_variant && strcmp(o->fsdp_variant, "gather-once");
+        int K = tr.pass_mbs && o->pass_mbs > 0 ? (o->pass_mbs < o->micro_batches ? o->pass_mbs : o->micro_batches) : 0;
+        if (K) acts *= K;
+        else if (tr.all_forward && !(tr.gathers && full_shard)) acts *= o->micro_batches;
+        double bufs = 0;
+        if (!tr.gathers) {
+            /* one owner per chunk and replica holds its whole masters, AdamW state and the fp32
+             * gradient OPT reads: at least the heavier of the first chunk (the embedding) and the
+             * last (the head), on one rank */
+            WpChunk k0 = light_chunk(model, C, 0), kl = light_chunk(model, C, C - 1);
+            double heavy = (double)(k0.nparams > kl.nparams ? k0.nparams : kl.nparams) * (per_param + sizeof(float));
+            if (heavy > masters) masters = heavy;
+        }
+        if (tr.gathers) {   /* fsdp's w0, w1, d0, d1: whole chunks, sized for the largest */
+            WpChunk k0 = light_chunk(model, C, 0), kl = light_chunk(model, C, C - 1);
+            double big = (double)(k0.nparams > kl.nparams ? k0.nparams : kl.nparams);
+            bufs = 2 * big * (double)(wp_dtype_bytes(prec) + wp_dtype_bytes(o->grad_precision));
+        }
+        return masters + acts + keep + ws + bufs;
     }
     /* 1F1B: stage 0 runs min(stages, micro-batches) forwards of chunk 0 before its first
      * backward; interleaved with v chunks per stage, Megatron's warm-up of 2 (stages - 1) +
      * (v - 1) stages forwards of a chunk, and one more in flight (schedules/1f1b.lua); and it
-     * owns chunk 0's masters */
+     * owns chunk 0's masters. ZB-H1 (zb1): one chunk per stage, the same P forwards, and the keep
+     * of chunk 0's first B pass beside them. */
     double b = masters + ws;
     if (C % npipe == 0) {
         WpChunk k0 = light_chunk(model, C, 0);
         long m = (long)o->micro_batches * npipe, v = C / npipe;
         long warm = v == 1 ? npipe : 2L * (npipe - 1) + (v - 1) * npipe + 1;
         long inflight = warm < m * v ? warm : m * v;
-        double s0 = (double)k0.nparams * per_param + inflight * (double)wp_stash_bytes(model, &k0, o->recompute, prec) + ws;
+        double keep0 = tr.split ? (double)wp_keep_bytes(model, &k0, o->recompute, prec) : 0;
+        double s0 = (double)k0.nparams * per_param + inflight * (double)wp_stash_bytes(model, &k0, o->recompute, prec) + keep0 + ws;
         if (s0 > b) b = s0;
+        if (tr.split && v == 1 && m >= npipe) {
+            /* ZB-H1 (zb1.lua): stage s runs npipe - s forwards, then s times a B and a forward,
+             * then its first B, W, F: before that first W it holds npipe micro-batches' stashes
+             * and s B-to-W keeps of its chunk s, whose masters it owns */
+            for (int st = 1; st < npipe; st++) {
+                WpChunk k = light_chunk(model, C, st);
+                double x = (double)k.nparams * per_param + npipe * (double)wp_stash_bytes(model, &k, o->recompute, prec) +
+                           st * (double)wp_keep_bytes(model, &k, o->recompute, prec) + ws;
+                if (x > b) b = x;
+            }
+        }
     }
     return b;
 }
 
-/* The fastest the simulator computes FLOPs on a device type in a precision (sim/costs.h): the
- * largest of its rates for matrix products and for attention forward and backward, from the
- * defaults table or the calibration. Every FLOP of a chunk is one of those, and the cost model
- * only adds to them (the knee of small products, bytes, overheads), so FLOPs at this rate are a
- * lower bound on the simulated time. */
-static double type_flops(const DeviceType *d, WpDtype prec, const Calibration *calib) {
-    double c[COST__COUNT];
-    calib_coefs(calib, d, prec, c);
-    CostRates r = cost_rates_of(c);
-    double f = r.mm_flops;
-    if (r.attn_fwd_flops > f) f = r.attn_fwd_flops;
-    if (r.attn_bwd_flops > f) f = r.attn_bwd_flops;
-    return f;
+/* Seconds of a forward (kind OP_FWD) or a whole backward (OP_BWD) of a chunk of nlayers layers on
+ * the device type that does it fastest, at the simulator's costs (sim/costs.h) and calibration. */
+static double chunk_seconds(const Topology *topo, const WpConfig *model, int chunk, int nlayers, int nchunks, int kind,
+                            const StrategyOpts *o, const Calibration *calib) {
+    double best = INFINITY;
+    for (int i = 0; i < topo->ntypes; i++) {
+        double f[COST__COUNT], c[COST__COUNT];
+        calib_coefs(calib, &topo->types[i], o->precision, c);
+        cost_compute_features(model, chunk, 0, nlayers, nchunks, kind, o->recompute, o->precision, topo->types[i].rated_bf16, f);
+        double t = cost_seconds(f, c);
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+/* Seconds of one hop of lib/weipipe.lua's ring, device a to b: the simulator's transfer is the
+ * link's latency and then the bytes at a rate no higher than the link's bandwidth. */
+static double hop_seconds(const Topology *topo, int a, int b, double bytes) {
+    Link l = topology_link(topo, a, b);
+    return l.type == LINK_LOC ? 0 : l.lat + (l.bw > 0 ? bytes / l.bw : 0);
+}
+
+/* The least time a collective over the devices dev[0..n) in member order can take in the
+ * simulator: its latency (sim/collective.h: steps x the largest link latency of its edges) and
+ * then each edge's bytes at no more than that edge's bandwidth (all edges move at once). */
+static double coll_seconds(const Topology *topo, int coll, const int *dev, int n, double whole) {
+    CollShape cs = coll_shape(coll, n, 0, whole);
+    double maxlat = 0, slowest = 0;
+    for (int h = 0; h < cs.nedges; h++) {
+        int a, b;
+        coll_edge(&cs, n, h, &a, &b);
+        Link l = topology_link(topo, dev[a], dev[b]);
+        if (l.lat > maxlat) maxlat = l.lat;
+        double t = l.type == LINK_LOC || l.bw <= 0 ? 0 : cs.edge_bytes / l.bw;
+        if (t > slowest) slowest = t;
+    }
+    return cs.nedges ? cs.lat_steps * maxlat + slowest : 0;
+}
+
+/* fsdp's turns (schedules/fsdp.lua), as rank 0 runs them: a turn ends no sooner than its compute
+ * and no sooner than each of its collectives, which start no sooner than the turn does; so the
+ * step is at least the sum over turns of the larger of the two. Gather-once: turn k gathers
+ * chunk k, turn k + 1 runs its forward of the N micro-batches; turn 2C - c the backward of chunk
+ * c (chunk c gathered the turn before, but the last two), turn 2C - c + 1 reduce-scatters its
+ * gradient, with replicas turn 2C - c + 2 all-reduces the shard across them. Full-shard: that
+ * block of 2C + 1 turns once per micro-batch, the all-reduce after the last. */
+static double fsdp_turns_bound(const Topology *topo, const WpConfig *model, const StrategyOpts *o, const Calibration *calib,
+                               int C, int npipe, int R) {
+    int N = o->micro_batches, L = model->layers;
+    int full = o->fsdp_variant && strcmp(o->fsdp_variant, "gather-once");
+    int blocks = full ? N : 1, per = full ? 1 : N, T = blocks * (2 * C + 1) + 3;
+    double *comp = xcalloc((size_t)T, sizeof *comp), *comm = xcalloc((size_t)T, sizeof *comm);
+    int *rep = xcalloc((size_t)npipe, sizeof *rep), *across = xcalloc((size_t)R, sizeof *across);
+    for (int i = 0; i < npipe; i++) rep[i] = i;
+    for (int q = 0; q < R; q++) across[q] = q * npipe;
+    double *ag = xcalloc((size_t)C, sizeof *ag), *rs = xcalloc((size_t)C, sizeof *rs), *ar = xcalloc((size_t)C, sizeof *ar);
+    double *tf = xcalloc((size_t)C, sizeof *tf), *tb = xcalloc((size_t)C, sizeof *tb);
+    for (int c = 0, layer0 = 0; c < C; c++) {
+        int n = chunk_layers(L, C, c);
+        double elems = (double)wp_chunk_make(model, c, layer0, n, c == 0, c == C - 1).nparams;
+        layer0 += n;
+        ag[c] = coll_seconds(topo, COLL_ALLGATHER, rep, npipe, elems * (double)wp_dtype_bytes(o->precision));
+        rs[c] = coll_seconds(topo, COLL_REDUCE_SCATTER, rep, npipe, elems * (double)wp_dtype_bytes(o->grad_precision));
+        ar[c] = R > 1 ? coll_seconds(topo, COLL_ALLREDUCE, across, R, floor(elems / npipe) * (double)wp_dtype_bytes(o->grad_precision)) : 0;
+        tf[c] = chunk_seconds(topo, model, c, n, C, OP_FWD, o, calib);
+        tb[c] = chunk_seconds(topo, model, c, n, C, OP_BWD, o, calib);
+    }
+#define AT_LEAST(x, v) do { if ((v) > (x)) (x) = (v); } while (0)
+    for (int b = 0; b < blocks; b++) {
+        int base = b * (2 * C + 1);
+        for (int k = 0; k < C; k++) {
+            AT_LEAST(comm[base + k], ag[k]);
+            comp[base + k + 1] += per * tf[k];
+        }
+        for (int c = C - 1; c >= 0; c--) {
+            int t = base + 2 * C - c;
+            if (c < C - 2) AT_LEAST(comm[t - 1], ag[c]);
+            comp[t] += per * tb[c];
+            AT_LEAST(comm[t + 1], rs[c]);
+            if (b == blocks - 1 && R > 1) AT_LEAST(comm[t + 2], ar[c]);
+        }
+    }
+#undef AT_LEAST
+    double sum = 0;
+    for (int t = 0; t < T; t++) sum += comp[t] > comm[t] ? comp[t] : comm[t];
+    free(comp); free(comm); free(rep); free(across); free(ag); free(rs); free(ar); free(tf); free(tb);
+    return sum;
+}
+
+/* tawpipe's groups (schedules/lib/tawpipe.lua): one per node (or PCIe island; only nodes of one
+ * island are bounded here, where a group is a node's ranks of the pipeline). Chunk 0's weights
+ * start at its owner and reach group j of the ring only over the network from the owner's group
+ * outwards, one staging rank to the next, a hop per turn: the groups after the owner's at 1, 2,
+ * ... hops, those before it (from group 0 on) at 1, 2, ...; inside a group the root (the owner
+ * or the staging rank) broadcasts it to the others. A rank's first compute is its forward of
+ * chunk 0. Its last is its backward of chunk 0, whose gradient is then reduced to the group's
+ * root (the others) and sent on to the owner (outside the owner's group). The solver chooses the
+ * order and the owner: the least the hops can add is with the largest groups nearest. The step
+ * is at least the mean over the ranks of first start + compute + what follows the last. */
+static double tawpipe_fill_bound(const Topology *topo, const WpConfig *model, const StrategyOpts *o, int C, int npipe, int R,
+                                  int uniform) {
+    for (int i = 0; i < topo->nnodes; i++)
+        if (topo->nodes[i].islands > 1) return 0;
+    WpChunk k0 = wp_chunk_make(model, 0, 0, model->layers / C, 1, C == 1);
+    double wb = (double)k0.nparams * (double)wp_dtype_bytes(o->precision);
+    double db = (double)k0.nparams * (double)wp_dtype_bytes(o->grad_precision);
+    double hw = topo->net.lat + wb / topo->net.bw, hd = topo->net.lat + db / topo->net.bw;
+    int *size = xcalloc((size_t)topo->nnodes, sizeof *size);
+    double sum = 0, most = 0;
+    for (int q = 0; q < R; q++) {
+        int D = 0, smallest = npipe;
+        double intra_min = INFINITY, rsum = 0;
+        for (int r = q * npipe; r < (q + 1) * npipe; r++) {   /* ranks of a node are consecutive */
+            int v = topology_node_of(topo, r);
+            if (r == q * npipe || v != topology_node_of(topo, r - 1)) size[D++] = 0;
+            size[D - 1]++;
+            Link in = topo->nodes[v].intra;
+            double t = 2 * in.lat + (wb + db) / in.bw;
+            if (t < intra_min) intra_min = t;
+            if (size[D - 1] > 1) rsum += t;   /* all but one of a group: the broadcast in, the reduce out */
+        }
+        for (int i = 0; i < D; i++)
+            if (size[i] < smallest) smallest = size[i];
+        /* largest groups first, at distances 0, 1, 1, 2, 2, ... (the fewest hops any order has) */
+        for (int i = 1; i < D; i++)
+            for (int j = i; j > 0 && size[j] > size[j - 1]; j--) { int x = size[j]; size[j] = size[j - 1]; size[j - 1] = x; }
+        for (int i = 1; i < D; i++) rsum += size[i] * ((i + 1) / 2 * hw + hd);
+        sum += rsum;
+        /* the farthest group is at least D / 2 hops out whatever the order; every group of two or
+         * more has a rank the broadcast and the reduce reach */
+        double far = (D > 1 ? D / 2 * hw + hd : 0) + (smallest > 1 ? intra_min : 0);
+        if (far > most) most = far;
+    }
+    free(size);
+    return uniform ? most : sum / topo->ndevices;
 }
 
 double search_time_bound(const char *strategy, const Topology *topo, const WpConfig *model, const StrategyOpts *o,
                          const Calibration *calib) {
-    double rate = 0, fastest = 0;   /* the cluster's compute rate, every device busy all the time */
-    for (int i = 0; i < topo->nnodes; i++) {
-        double f = type_flops(&topo->types[topo->nodes[i].type], o->precision, calib);
-        rate += topo->nodes[i].ndevices * f;
-        if (f > fastest) fastest = f;
-    }
-    WpChunk all = wp_chunk_make(model, 0, 0, model->layers, 1, 1);
-    double M = (double)o->micro_batches * topo->ndevices;   /* micro-batches per step, all replicas */
-    double units = 3 + (o->recompute ? 1 : 0);              /* FWD 1, BWD 2, recomputation +1 */
-    double bound = M * units * wp_chunk_fwd_flops(model, &all) / rate;
-    int R = o->replicas > 0 ? o->replicas : 1, npipe = topo->ndevices / R;
+    /* Compute: every micro-batch goes forward and backward through every chunk, each on some
+     * rank, whose compute runs one operation at a time; so the busiest rank computes at least the
+     * mean, micro-batches per rank x (forward + backward of every chunk) at the fastest device's
+     * costs. A split backward's B and W add up to the whole backward's work. Where the chunks are
+     * not known, the model as one chunk: the cost features are sums over layers plus what the
+     * first and the last chunk add, so any cut costs at least that. */
+    int R = o->replicas > 0 ? o->replicas : 1, P = topo->ndevices, npipe = P / R, L = model->layers;
     int C = chunk_count(strategy, model, npipe, o->chunks);
-    if (shape_of(strategy) == SHAPE_ACT_PASSING && C >= npipe && C % npipe == 0 && C <= model->layers) {
-        /* 1F1B's fill: the last stage starts once a micro-batch has gone forward through the
-         * npipe - 1 chunks before it, then computes its share, m micro-batches through C / npipe
-         * chunks; every chunk at least as heavy as the lightest */
-        WpChunk k = light_chunk(model, C, C > 2 ? 1 : 0);
-        k.first = k.last = 0;
-        double tf = wp_chunk_fwd_flops(model, &k) / fastest, m = (double)o->micro_batches * npipe;
-        double fill = (npipe - 1) * tf + m * (C / npipe) * units * tf;
-        if (fill > bound) bound = fill;
+    if (C < 1 || C > L) C = 1;
+    double pass = 0;
+    for (int k = 0; k < C; k++) {
+        int n = chunk_layers(L, C, k);
+        pass += chunk_seconds(topo, model, k, n, C, OP_FWD, o, calib) + chunk_seconds(topo, model, k, n, C, OP_BWD, o, calib);
+    }
+    double compute = o->micro_batches * pass, bound = compute;
+    Traits tr = traits_of(strategy);
+    /* Weight passing on devices of one type: every rank computes exactly that mean (its own
+     * micro-batches through every chunk), so what delays one rank's start or follows its last
+     * compute adds to the step as it is, not averaged over the ranks. */
+    int uniform = tr.shape == SHAPE_WEIGHT_PASSING;
+    for (int i = 1; i < topo->nnodes; i++)
+        if (topo->nodes[i].type != topo->nodes[0].type) uniform = 0;
+    if (tr.ring && npipe > 1) {
+        /* weipipe's ring: rank r's first compute is a forward of chunk 0, whose weights start at
+         * the pipeline's rank 0 and come one hop at a time (a buffer received in a turn is sent
+         * on in a later one), so it starts no sooner than the hops 0 -> ... -> r take; with
+         * ring_tail, its last compute is its backward of chunk 0, whose gradient then goes on
+         * r -> ... -> last -> 0 before the owner can update it. The step is at least any rank's
+         * start + compute + tail, so at least their means. */
+        WpChunk k0 = wp_chunk_make(model, 0, 0, L / C, 1, C == 1);
+        double wbytes = (double)k0.nparams * (double)wp_dtype_bytes(o->precision);
+        double dbytes = (double)k0.nparams * (double)wp_dtype_bytes(o->grad_precision);
+        double sum = 0, most = 0;
+        for (int q = 0; q < R; q++) {
+            int base = q * npipe;
+            double fill = 0, tail = 0;   /* rank r's hops 0 -> r; rank 0's gradient hops round the ring */
+            if (tr.ring_tail) {
+                for (int i = 0; i < npipe - 1; i++) tail += hop_seconds(topo, base + i, base + i + 1, dbytes);
+                tail += hop_seconds(topo, base + npipe - 1, base, dbytes);
+            }
+            for (int r = 0; r < npipe; r++) {
+                sum += fill + tail;
+                if (fill + tail > most) most = fill + tail;
+                if (r + 1 < npipe) {
+                    fill += hop_seconds(topo, base + r, base + r + 1, wbytes);
+                    if (tr.ring_tail) tail -= hop_seconds(topo, base + r, base + r + 1, dbytes);
+                }
+            }
+        }
+        bound += uniform ? most : sum / P;
+    }
+    if (!strcmp(strategy, "fsdp")) {
+        double f = fsdp_turns_bound(topo, model, o, calib, C, npipe, R);
+        if (f > bound) bound = f;
+    }
+    if (!strcmp(strategy, "tawpipe") && npipe > 1) bound += tawpipe_fill_bound(topo, model, o, C, npipe, R, uniform);
+    if (tr.shape == SHAPE_ACT_PASSING && C >= npipe && C % npipe == 0) {
+        /* 1F1B's stages (schedules/1f1b.lua, zb1.lua): stage s holds chunks s, s + npipe, ... and
+         * runs m micro-batches through each. Its first compute is a forward of chunk s, which
+         * waits for that micro-batch's forwards through chunks 0 .. s-1; its last (not split) is
+         * a backward of chunk s, after which that micro-batch's backwards through chunks s-1 .. 0
+         * remain. So the step is at least, for every stage, those forwards + its compute + those
+         * backwards (zb1's last pass may be a W pass: no backwards after it counted). */
+        double m = (double)o->micro_batches * npipe, before_f = 0, before_b = 0;
+        double *own = xcalloc((size_t)npipe, sizeof *own);
+        double *tf = xcalloc((size_t)C, sizeof *tf), *tb = xcalloc((size_t)C, sizeof *tb);
+        for (int k = 0; k < C; k++) {
+            int n = chunk_layers(L, C, k);
+            tf[k] = chunk_seconds(topo, model, k, n, C, OP_FWD, o, calib);
+            tb[k] = chunk_seconds(topo, model, k, n, C, OP_BWD, o, calib);
+            own[k % npipe] += m * (tf[k] + tb[k]);
+        }
+        for (int st = 0; st < npipe; st++) {
+            double b = before_f + own[st] + (tr.split ? 0 : before_b);
+            if (b > bound) bound = b;
+            before_f += tf[st];
+            before_b += tb[st];
+        }
+        free(own); free(tf); free(tb);
     }
     return bound;
 }

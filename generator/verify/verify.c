@@ -308,43 +308,82 @@ static int check_placement(Verifier *V) {
     return rc;
 }
 
+/* The master buffers of every chunk, rank by rank in buffer order (as (rank, buffer) pairs from
+ * first[c] to first[c + 1]), and whether each rank owns each chunk: gathered once, so that the
+ * checks below cost the buffers, not chunks x ranks x owners (fsdp makes every rank an owner of
+ * every chunk: quadratic in the ranks). */
+typedef struct MasterIndex { int *first, *rank, *buf; unsigned char *owns; } MasterIndex;
+
+static void master_index(const Plan *p, MasterIndex *x) {
+    int C = p->nchunks;
+    x->first = xcalloc((size_t)C + 2, sizeof(int));
+    x->owns = xcalloc((size_t)C * p->nranks + 1, 1);
+    for (int c = 0; c < C; c++)
+        for (int i = 0; i < p->chunks[c].nowners; i++) {
+            int o = p->chunks[c].owners[i];
+            if (o >= 0 && o < p->nranks) x->owns[(size_t)c * p->nranks + o] = 1;
+        }
+    for (int r = 0; r < p->nranks; r++)
+        for (int b = 0; b < p->ranks[r].nbufs; b++) {
+            const PlanBuf *pb = &p->ranks[r].bufs[b];
+            if (pb->master && pb->chunk >= 0 && pb->chunk < C) x->first[pb->chunk + 2]++;
+        }
+    for (int c = 0; c < C; c++) x->first[c + 2] += x->first[c + 1];
+    x->rank = xcalloc((size_t)x->first[C + 1] + 1, sizeof(int));
+    x->buf = xcalloc((size_t)x->first[C + 1] + 1, sizeof(int));
+    for (int r = 0; r < p->nranks; r++)   /* ranks, then buffers, ascending: the order checked in */
+        for (int b = 0; b < p->ranks[r].nbufs; b++) {
+            const PlanBuf *pb = &p->ranks[r].bufs[b];
+            if (!pb->master || pb->chunk < 0 || pb->chunk >= C) continue;
+            int k = x->first[pb->chunk + 1]++;
+            x->rank[k] = r; x->buf[k] = b;
+        }
+}
+
+static void master_index_free(MasterIndex *x) { free(x->first); free(x->rank); free(x->buf); free(x->owns); }
+
 static int check_structure(Verifier *V) {
     Plan *p = V->p;
     if (check_placement(V)) return -1;
+    MasterIndex mi;
+    master_index(p, &mi);
     for (int c = 0; c < p->nchunks; c++) {
         const PlanChunk *ch = &p->chunks[c];
-        if (ch->nowners == 0) return snprintf(V->err, V->errlen, "chunk %d has no owner", c), -1;
+        if (ch->nowners == 0) { master_index_free(&mi); return snprintf(V->err, V->errlen, "chunk %d has no owner", c), -1; }
         int nshards = 0, *seen = NULL;
-        for (int r = 0; r < p->nranks; r++) {
+        for (int k = mi.first[c]; k < mi.first[c + 1]; k++) {
+            int r = mi.rank[k];
             const PlanRank *rk = &p->ranks[r];
-            for (int b = 0; b < rk->nbufs; b++) {
-                const PlanBuf *pb = &rk->bufs[b];
-                if (!pb->master || pb->chunk != c) continue;
-                int owner = 0;
-                for (int i = 0; i < ch->nowners; i++) owner |= ch->owners[i] == r;
-                if (!owner) { free(seen); return verr(V, r, -1, "holds master %s of chunk %d but is not among its owners", pb->name, c); }
-                if (!nshards) { nshards = pb->nshards; seen = xcalloc((size_t)nshards * p->replicas, sizeof *seen); }
-                if (pb->nshards != nshards) { free(seen); return verr(V, r, -1, "master %s of chunk %d is cut in %d shards, another in %d", pb->name, c, pb->nshards, nshards); }
-                /* once in every replica: replica 0's masters alone make the checkpoint */
-                if (seen[pb->shard * p->replicas + rk->replica]++) {
-                    free(seen);
-                    return verr(V, r, -1, "holds master %s (shard %d of chunk %d), which replica %d already holds: expected once per replica",
-                                pb->name, pb->shard, c, rk->replica);
-                }
+            const PlanBuf *pb = &rk->bufs[mi.buf[k]];
+            if (!mi.owns[(size_t)c * p->nranks + r]) {
+                free(seen); master_index_free(&mi);
+                return verr(V, r, -1, "holds master %s of chunk %d but is not among its owners", pb->name, c);
+            }
+            if (!nshards) { nshards = pb->nshards; seen = xcalloc((size_t)nshards * p->replicas, sizeof *seen); }
+            if (pb->nshards != nshards) {
+                free(seen); master_index_free(&mi);
+                return verr(V, r, -1, "master %s of chunk %d is cut in %d shards, another in %d", pb->name, c, pb->nshards, nshards);
+            }
+            /* once in every replica: replica 0's masters alone make the checkpoint */
+            if (seen[pb->shard * p->replicas + rk->replica]++) {
+                free(seen); master_index_free(&mi);
+                return verr(V, r, -1, "holds master %s (shard %d of chunk %d), which replica %d already holds: expected once per replica",
+                            pb->name, pb->shard, c, rk->replica);
             }
         }
-        if (!nshards) return snprintf(V->err, V->errlen, "chunk %d: no rank holds its master weights", c), -1;
+        if (!nshards) { master_index_free(&mi); return snprintf(V->err, V->errlen, "chunk %d: no rank holds its master weights", c), -1; }
         for (int s = 0; s < nshards; s++) {
             int n = 0;
             for (int q = 0; q < p->replicas; q++) n += seen[s * p->replicas + q];
             if (n != p->replicas) {
-                free(seen);
+                free(seen); master_index_free(&mi);
                 return snprintf(V->err, V->errlen, "chunk %d: shard %d of its master weights is held %d times, expected once per replica (%d)",
                                 c, s, n, p->replicas), -1;
             }
         }
         free(seen);
     }
+    master_index_free(&mi);
     for (int r = 0; r < p->nranks; r++)
         if (check_dtypes(V, r)) return -1;
     for (int r = 0; r < p->nranks; r++)

@@ -9,6 +9,7 @@
  * (two replicas running one micro-batch are caught there). The other replicas' notes and
  * activation peaks are replica 0's, moved. Where anything differs, the plan is executed whole.
  * WPGEN_VERIFY_ALL=1 always executes it whole (tests compare both). */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include "verify/verify_replicas.h"
@@ -104,6 +105,20 @@ int replicas_detect(Verifier *V) {
         V->image = NULL; V->across = NULL; V->pi = NULL;
         return 0;
     }
+    /* where pi_q moves every micro-batch it names by one distance (the replicas' micro-batches
+     * numbered in blocks, as every shipped strategy numbers them), an image is a shifted bitset */
+    V->shift = xmalloc((size_t)R * sizeof *V->shift);
+    V->undef = xcalloc((size_t)R * V->words + 1, sizeof *V->undef);
+    for (int q = 0; q < R; q++) {
+        long d = LONG_MIN;
+        for (int mb = 0; mb < V->M; mb++) {
+            int32_t to = V->pi[(size_t)q * V->M + mb];
+            if (to < 0) { V->undef[(size_t)q * V->words + mb / 64] |= 1ULL << (mb % 64); continue; }
+            if (d == LONG_MIN) d = (long)to - mb;
+            else if ((long)to - mb != d) { d = LONG_MIN; break; }
+        }
+        V->shift[q] = d;
+    }
     verify_replicas_runs++;
     V->active = xcalloc((size_t)n, 1);
     for (int r = 0; r < n; r++) V->active[r] = p->ranks[r].replica == 0;
@@ -116,6 +131,22 @@ void replicas_image(const Verifier *V, int q, const Val *src, Val *dst) {
     dst->set = NULL;
     if (src->kind != V_D || !src->set) return;
     dst->set = xcalloc((size_t)V->words, sizeof(uint64_t));
+    long d = V->shift[q];
+    int shifted = d != LONG_MIN;
+    const uint64_t *undef = V->undef + (size_t)q * V->words;
+    for (int w = 0; w < V->words && shifted; w++) shifted = !(src->set[w] & undef[w]);
+    if (shifted) {   /* every micro-batch of the set moves by d: whole words at a time */
+        long ws = d >= 0 ? d / 64 : -((-d + 63) / 64);
+        int bs = (int)(d - ws * 64);
+        for (int w = 0; w < V->words; w++) {
+            uint64_t x = src->set[w];
+            if (!x) continue;
+            long a = w + ws;
+            if (a >= 0 && a < V->words) dst->set[a] |= x << bs;
+            if (bs && a + 1 >= 0 && a + 1 < V->words) dst->set[a + 1] |= x >> (64 - bs);
+        }
+        return;
+    }
     for (int w = 0; w < V->words; w++)
         for (uint64_t bits = src->set[w]; bits; bits &= bits - 1) {
             int mb = w * 64 + __builtin_ctzll(bits), to = V->pi[(size_t)q * V->M + mb];
@@ -158,6 +189,6 @@ int replicas_finish(Verifier *V) {
 }
 
 void replicas_free(Verifier *V) {
-    free(V->image); free(V->across); free(V->pi); free(V->active);
-    V->image = NULL; V->across = NULL; V->pi = NULL; V->active = NULL;
+    free(V->image); free(V->across); free(V->pi); free(V->active); free(V->shift); free(V->undef);
+    V->image = NULL; V->across = NULL; V->pi = NULL; V->active = NULL; V->shift = NULL; V->undef = NULL;
 }

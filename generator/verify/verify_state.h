@@ -80,6 +80,8 @@ typedef struct Verifier {
     int *image;             /* [replica * npipe + stage] its rank */
     uint8_t *across;        /* [ngroups] one member per replica */
     int32_t *pi;            /* [replica * M + mb]: the micro-batch replica q runs where replica 0 runs mb; -1 */
+    long *shift;            /* [replica]: pi_q is mb + shift[q] wherever it is defined; LONG_MIN: not a shift */
+    uint64_t *undef;        /* [replica * words]: the micro-batches pi_q leaves undefined */
 } Verifier;
 
 /* Values (verify_state.c, as are the functions below). */

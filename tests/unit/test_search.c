@@ -53,12 +53,14 @@ static void run_case(const Case *k) {
         for (int R = 1; R <= P; R++) {
             if (P % R) continue;
             int ks[SEARCH_MAX_ROUND_VALUES], nk = search_round_values(names[si], k->micro_batches, 0, 0, ks, SEARCH_MAX_ROUND_VALUES);
-            for (int cm = 0; cm < 2; cm++)
+            /* fsdp in both variants: its bounds follow each one's turns */
+            for (int cm = 0; cm < 2 * (strcmp(names[si], "fsdp") ? 1 : 2); cm++)
             for (int ki = 0; ki < nk; ki++) {
                 double step_norc = -1;
                 for (int rec = 0; rec < 2; rec++) {
                     Cand cd = { .o = base };
-                    cd.o.replicas = R; cd.o.chunks = cm ? 2 * (P / R) : 0; cd.o.recompute = rec;
+                    cd.o.replicas = R; cd.o.chunks = cm % 2 ? 2 * (P / R) : 0; cd.o.recompute = rec;
+                    if (cm >= 2) cd.o.fsdp_variant = "full-shard";
                     search_set_round(names[si], &cd.o, ks[ki]);
                     snprintf(cd.strategy, sizeof cd.strategy, "%.63s", names[si]);
                     double mem_lb = search_mem_bound(cd.strategy, &topo, &model, &cd.o);
@@ -76,7 +78,7 @@ static void run_case(const Case *k) {
                               time_lb, step);
                         CHECK(chosen > 0 && step >= chosen * (1 - 1e-9), "%s: %s r%d c%d k%d rc%d takes %.6g s, the search chose %.6g s",
                               k->topo, cd.strategy, R, cd.o.chunks, ks[ki], rec, step, chosen);
-                        if (!cm && (best_of_strategy < 0 || step < best_of_strategy)) best_of_strategy = step;
+                        if (cm % 2 == 0 && (best_of_strategy < 0 || step < best_of_strategy)) best_of_strategy = step;   /* default chunks, both variants: compare's rows */
                         if (rec && step_norc > 0 && search_rule_holds(cd.strategy, PRUNE_DOMINATED))
                             CHECK(step >= step_norc * (1 - 1e-9), "%s %s r%d: recomputation faster (%.6g < %.6g)", k->topo, cd.strategy, R, step, step_norc);
                         if (!rec) step_norc = step;
