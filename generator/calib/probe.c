@@ -314,6 +314,11 @@ json_t *probe_topology(const ProbeHost *h, double peak_tflops, double hbm_GBps, 
         json_object_set_new(node, "name", json_string(h->name));
         json_object_set_new(node, "devices", json_integer(h->numa));
         json_object_set_new(node, "type", json_string(tname));
+        /* the cores its ranks share: with more ranks than cores (a topology edited to run several
+         * ranks per NUMA node) the simulator shares them (docs/calibration.md) */
+        int total = 0;
+        for (int i = 0; i < h->numa; i++) total += h->cores[i];
+        json_object_set_new(node, "cores", json_integer(total));
         json_object_set_new(intra, "type", json_string("SHM"));
         json_object_set_new(intra, "bw_GBps", json_real(SHM_GBPS));
         json_object_set_new(intra, "lat_us", json_real(SHM_LAT_US));

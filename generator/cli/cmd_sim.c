@@ -116,8 +116,12 @@ int cmd_sim(const Args *a) {
 
 /* compare: each strategy at its best parameters that fit, from the pruned search (search.c:
  * replicas and, where it does not fit without, recomputation; what the flags give stays fixed).
- * A strategy of which nothing fits is shown as the flags give it, marked OOM. "auto" in
- * --strategies is the full search's pick. */
+ * A strategy of which nothing fits is shown as the flags give it, marked OOM, on clusters of up
+ * to COMPARE_BUILD_MAX devices; on larger ones building that plan (one pipeline through every
+ * device, by default) takes from seconds to minutes, so the row says why the search found
+ * nothing instead (search_describe_strategy). "auto" in --strategies is the full search's pick. */
+enum { COMPARE_BUILD_MAX = 64 };
+
 int cmd_compare(const Args *a) {
     char names[64][64];
     int ns = 0;
@@ -170,6 +174,10 @@ int cmd_compare(const Args *a) {
             res[i] = sr.best[i].sim; memset(&sr.best[i].sim, 0, sizeof sr.best[i].sim);
             nfit++;
             if (best < 0 || cand_better(&c[i], &c[best])) best = i;
+            continue;
+        } else if (topo.ndevices > COMPARE_BUILD_MAX) {
+            c[i].rc = EXIT_REJECTED;
+            search_describe_strategy(&sr.best[i], errs[i], sizeof errs[i]);
             continue;
         }
         if (!plans[i]) c[i].rc = make_plan(c[i].strategy, &topo, &model, name, &c[i].o, &plans[i], err, sizeof err);

@@ -534,6 +534,16 @@ void search_describe(const SearchStats *s, char *out, size_t len) {
     if (n < (int)len) snprintf(out + n, len - n, "%s), %d simulated, %d fit; %d decided on one replica", any ? "" : "none", s->simulated, s->fits, s->one_replica);
 }
 
+void search_describe_strategy(const SearchBest *b, char *out, size_t len) {
+    int n = snprintf(out, len, "%s: %d candidate%s:", b->pruned[PRUNE_TIME] ? "no plan that fits found within --search-seconds" : "OOM: nothing fits",
+                     b->considered, b->considered == 1 ? "" : "s");
+    for (int i = 0, any = 0; i < PRUNE__COUNT && n < (int)len; i++) {
+        if (!b->pruned[i]) continue;
+        n += snprintf(out + n, len - n, "%s %d %s", any ? "," : "", b->pruned[i], prune_names[i]);
+        any = 1;
+    }
+}
+
 static int find_twin(const Cand2 *c, int n, const Cand2 *x) {   /* the same candidate without recomputation */
     for (int i = 0; i < n; i++)
         if (c[i].si == x->si && c[i].R == x->R && c[i].chunks == x->chunks && c[i].prec == x->prec && c[i].var == x->var && c[i].k == x->k && !c[i].rec) return i;
@@ -587,6 +597,7 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
                     }
             }
         }
+    for (int i = 0; i < n; i++) out->best[c[i].si].considered++;
     qsort(c, (size_t)n, sizeof *c, cand2_cmp);
     SearchStats *st = &out->stats;
     st->considered = n;
@@ -597,6 +608,7 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
     double tc = 0;
 #define DROP(reason) do { \
         st->pruned[reason]++; \
+        out->best[x->si].pruned[reason]++; \
         if (trace) fprintf(stderr, "search: %-20s r%-4d c%-4d k%-3d rc%d %s  mem >= %6.2f GiB, step >= %.4g s: %s (%.2f s)\n", sname, x->R, x->chunks, x->k, \
                            x->rec, wp_dtype_name(x->prec), x->mem_lb / (1 << 30), x->time_lb, prune_names[reason], progress_now() - tc); \
         goto next; \
@@ -617,8 +629,11 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
         SearchBest *ref = per_strategy ? &out->best[x->si] : out->winner >= 0 ? &out->best[out->winner] : NULL;
         int have_ref = ref && ref->c.rc == 0;
         if (have_ref && x->time_lb >= ref->c.step * (1 - 1e-9)) { DROP(PRUNE_SLOWER); }
-        /* the user's limit: an answer now, with what was not tried said (not a bound: these might win) */
-        if (a->search_seconds > 0 && have_ref && progress_now() - t0 > a->search_seconds) { DROP(PRUNE_TIME); }
+        /* the user's limit: an answer now, with what was not tried said (not a bound: these might
+         * win). It starts once any plan fits, compare's too: a strategy of which nothing fits
+         * by then is shown as not tried, rather than searched on past the limit */
+        int any_fits = out->winner >= 0 && out->best[out->winner].c.rc == 0;
+        if (a->search_seconds > 0 && any_fits && progress_now() - t0 > a->search_seconds) { DROP(PRUNE_TIME); }
         progress("search: candidate %d of %d: %s, %d replica%s, %s chunks%s (%d simulated, best %.4g s)", i + 1, n, sname, x->R,
                  x->R > 1 ? "s" : "", x->chunks ? "twice the default" : "default", x->rec ? ", recomputation" : "", st->simulated,
                  out->winner >= 0 ? out->best[out->winner].c.step : 0.0);

@@ -42,6 +42,8 @@ typedef struct SearchBest {
     Plan *plan;         /* per_strategy, or the winner: its plan; else NULL (freed) */
     SimResult sim;
     double mem_bound, time_bound;   /* the winner's analytic bounds, for the explanation */
+    int pruned[PRUNE__COUNT];       /* this strategy's candidates the search set aside, by reason */
+    int considered;                 /* this strategy's candidates */
 } SearchBest;
 
 typedef struct SearchResult {
@@ -70,6 +72,11 @@ int search_one_replica_bound(const Cand *cd, const Topology *topo, const WpConfi
                              double stop_after, const Calibration *calib, int *fits, double *step);
 
 void search_describe(const SearchStats *s, char *out, size_t len);
+/* Why a strategy has no plan that fits (b->c.rc != 0), from its candidates' fates: "OOM: nothing
+ * fits: N candidates: ..." or, when the time limit left some untried, "no plan that fits found
+ * within --search-seconds: ...". For compare's row where building the plan the flags give would
+ * take long. */
+void search_describe_strategy(const SearchBest *b, char *out, size_t len);
 
 /* The rounds the search tries for a strategy with N micro-batches per rank (0: the strategy's
  * default): weipipe-interleave's micro-batches per weight pass (StrategyOpts.pass_mbs) 0 (K = 1),

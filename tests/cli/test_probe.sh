@@ -33,6 +33,7 @@ assert p['nodes'][0]['devices'] == 4 and p['nodes'][0]['islands'] == 2 and p['no
 assert p['network']['bw_GBps'] == 12.5 and p['network']['nics_per_node'] == 1   # 100 GbE, not the 1 GbE port
 c = json.load(open(t + '/cpu-2socket.json'))
 assert c['nodes'][0]['devices'] == 2 and c['device_types']['cpu']['peak_tflops_fp32'] == 3.584   # 32 cores x 3.5 GHz x 32
+assert c['nodes'][0]['cores'] == 64, c['nodes'][0]   # two sockets of 32: what ranks placed there share
 assert c['network']['bw_GBps'] == 3.125
 EOF
 # what probe writes plans and simulates
