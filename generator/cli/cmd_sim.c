@@ -251,9 +251,10 @@ int cmd_compare(const Args *a) {
             if (!strcmp(names[i], "auto")) json_object_set_new(j, "picked_by", json_string("auto"));
             json_array_append_new(arr, j);
         } else {
-            printf("%-*s %10.4g %13.5g %6.1f%% %11.2f %11.2f %10.2f  %s\n", width, shown[i], s->step_time, s->tokens_per_s_per_device,
+            const char *mark = !c[i].fits ? "OOM" : i == best ? "<- fastest" : NULL;
+            printf("%-*s %10.4g %13.5g %6.1f%% %11.2f %11.2f %10.2f%s%s\n", width, shown[i], s->step_time, s->tokens_per_s_per_device,
                    100 * s->bubble_ratio, s->bytes_intra / (1 << 30), s->bytes_inter / (1 << 30), (double)p->peak_mem / (1 << 30),
-                   !c[i].fits ? "OOM" : i == best ? "<- fastest" : "");
+                   mark ? "  " : "", mark ? mark : "");
         }
     }
     if (a->json) {
