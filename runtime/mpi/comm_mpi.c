@@ -655,6 +655,17 @@ static void check_peer(const Comm *c, CommKind kind, int peer, const CommInfo *i
                   info && info->label ? info->label : "", info ? info->turn : -1, peer, c->size);
 }
 
+/* Holds a posted send back until the emulated link would have delivered it (start_at): the real
+ * send starts then (start_due). */
+static void defer_send(Comm *c, Pending *p, double start_at, const void *buf, int count, WpDtype dt) {
+    p->start_at = start_at;
+    p->sbuf = buf;
+    p->scount = count;
+    p->stype = mpi_type(dt);
+    p->deferred = 1;
+    c->ndeferred++;
+}
+
 void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const CommInfo *info) {
     check_peer(c, COMM_SEND, peer, info);
     int count = count_of(c, COMM_SEND, n, info);
@@ -667,12 +678,7 @@ void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const C
         if (c->link_free && c->link_free[peer] > ready) ready = c->link_free[peer];
         double end = nic_book(c, c->emu_node[c->rank], c->emu_node[peer], ready, (double)bytes * c->net_beta);
         if (c->link_free) c->link_free[peer] = end;
-        p->start_at = end + c->net_alpha;
-        p->sbuf = buf;
-        p->scount = count;
-        p->stype = mpi_type(dt);
-        p->deferred = 1;
-        c->ndeferred++;
+        defer_send(c, p, end + c->net_alpha, buf, count, dt);
         return;
     }
     if (c->alpha && (c->alpha[peer] > 0 || c->beta[peer] > 0)) {
@@ -681,12 +687,7 @@ void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const C
         Pending *p = &c->pend[i];
         double busy = (p->t_post > c->link_free[peer] ? p->t_post : c->link_free[peer]) + (double)bytes * c->beta[peer];
         c->link_free[peer] = busy;
-        p->start_at = busy + c->alpha[peer];
-        p->sbuf = buf;
-        p->scount = count;
-        p->stype = mpi_type(dt);
-        p->deferred = 1;
-        c->ndeferred++;
+        defer_send(c, p, busy + c->alpha[peer], buf, count, dt);
         return;
     }
     MPI_CHECK(MPI_Isend(buf, count, mpi_type(dt), peer, TAG_STEP, c->world, &c->reqs[i]));

@@ -5,12 +5,7 @@
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
-wpgen=$build/wpgen
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. tests/check.sh
 
 # expect STATUS 'stderr substring' -- args...
 expect() {

@@ -6,12 +6,7 @@
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
-wpgen=$build/wpgen
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. tests/check.sh
 data=tests/data/probe
 
 for m in dgx-h100 pcie-a100-4x cpu-2socket; do

@@ -7,13 +7,9 @@
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
+. tests/check.sh
 wpgen=$PWD/$build/wpgen
 data=tests/data/strategies
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 # expect STATUS 'stderr substring' -- args...: wpgen under a time limit and a memory ceiling, so
 # that a strategy the sandbox fails to stop fails the test instead of hanging or swapping

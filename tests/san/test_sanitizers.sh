@@ -12,11 +12,7 @@ set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
 san=${build%/}-san
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. tests/check.sh
 export OMP_NUM_THREADS=1
 export ASAN_OPTIONS=abort_on_error=0:detect_leaks=1
 export UBSAN_OPTIONS=print_stacktrace=1

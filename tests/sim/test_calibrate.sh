@@ -7,12 +7,7 @@
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
-wpgen=$build/wpgen
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. tests/check.sh
 
 # four runs of different shapes (the features must vary for the rates to be told apart)
 emit() {   # NAME TOPO STRATEGY ARGS...

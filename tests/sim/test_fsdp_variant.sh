@@ -7,12 +7,7 @@
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
-wpgen=$build/wpgen
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. tests/check.sh
 
 for args in "-t topologies/cpu-2x2.json -m tiny --micro-batches 1" "-t topologies/cpu-2x2.json -m tiny --micro-batches 4" \
             "-t topologies/cpu-4x2.json -m tiny --micro-batches 3 --recompute --chunks 2" \

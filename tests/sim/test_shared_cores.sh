@@ -8,12 +8,7 @@
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
-wpgen=$build/wpgen
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. tests/check.sh
 
 # topologies: cpu-1x4 with "cores" of 4, 2, 1 and a bad one
 python3 - "$tmp" <<'EOF' || bad "topologies"

@@ -5,12 +5,7 @@
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
-wpgen=$build/wpgen
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. tests/check.sh
 
 # sim, text: the plan's summary and the prediction
 "$wpgen" sim -t topologies/cpu-2x2.json -m tiny >"$tmp/out" 2>"$tmp/err" && ok || bad "sim cpu-2x2 tiny: $(head -2 "$tmp/err")"
