@@ -102,7 +102,7 @@ int cmd_probe(int argc, char **argv) {
             fprintf(stderr, "wpgen probe: cannot write %s: %s\n", out, strerror(errno));
             remove(tmp);
             rc = EXIT_BAD_INPUT;
-        } else fprintf(stderr, "wpgen probe: wrote %s (%d node%s, %d devices)\n", out, nodes, nodes > 1 ? "s" : "", devices);
+        } else fprintf(stderr, "wpgen probe: wrote %s (%d node%s, %d device%s)\n", out, nodes, nodes > 1 ? "s" : "", devices, devices > 1 ? "s" : "");
     }
     free(text);
     return rc;
