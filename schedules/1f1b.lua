@@ -55,13 +55,9 @@ end
 
 return {
   build = function(plan, ctx)
-    local P, R = wp.pipeline(ctx)
+    local P, R = wp.stages(ctx, "1f1b")
     local N = ctx.opts.micro_batches
     local L = ctx.model.layers
-    if P > L then
-      wp.bad_option(nil, string.format("1f1b: %d pipeline stages need at least %d layers, the model has %d " ..
-        "(use --replicas to make the pipeline shorter)", P, P, L))
-    end
     local C = ctx.opts.chunks ~= 0 and ctx.opts.chunks or P
     if C > L then
       wp.bad_option(string.format("--chunks %d", C), string.format("1f1b cuts the model's %d layers into at most %d chunks", L, L))

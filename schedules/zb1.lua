@@ -58,13 +58,9 @@ end
 
 return {
   build = function(plan, ctx)
-    local P, R = wp.pipeline(ctx)
+    local P, R = wp.stages(ctx, "zb1")
     local N = ctx.opts.micro_batches
     local L = ctx.model.layers
-    if P > L then
-      wp.bad_option(nil, string.format("zb1: %d pipeline stages need at least %d layers, the model has %d " ..
-        "(use --replicas to make the pipeline shorter)", P, P, L))
-    end
     local C = ctx.opts.chunks ~= 0 and ctx.opts.chunks or P
     if C ~= P then
       wp.bad_option(string.format("--chunks %d", C), string.format("zb1 runs one chunk per stage (%d)", P))

@@ -265,6 +265,22 @@ void wp_fwd(WpRank *R, int chunk, int mb, int w) {
     trace_compute(R, "forward", "F", chunk, mb, t0);
 }
 
+/* The fp32 sum a backward adds chunk gradient buffer d's n parameters into. The plan says when a
+ * gradient buffer starts a new sum: cleared then, added to otherwise; a bf16 one is summed in fp32
+ * (the staging gradient) within the backward and rounded once, where grad_close stores it. */
+static float *grad_open(WpRank *R, int d, size_t n, int first) {
+    WpCompute *D = R->dev;
+    int g16 = R->me->bufs[d].dtype == WP_BF16;
+    float *grad = g16 ? D->gstage : D->buf[d];
+    if (first) CUDA_CHECK(R, cudaMemsetAsync(grad, 0, n * sizeof(float), D->stream));
+    else if (g16) wc_bf16_to_f32(D->model, grad, D->buf[d], n);
+    return grad;
+}
+
+static void grad_close(WpRank *R, int d, float *grad, size_t n) {
+    if (R->me->bufs[d].dtype == WP_BF16) wc_f32_to_bf16(R->dev->model, R->dev->buf[d], grad, n);
+}
+
 void wp_bwd(WpRank *R, int chunk, int mb, int w, int d, int first) {
     WpCompute *D = R->dev;
     const WpChunk *k = &R->chunks[chunk];
@@ -274,14 +290,9 @@ void wp_bwd(WpRank *R, int chunk, int mb, int w, int d, int first) {
     const void *stash = slot_get(R, SLOT_STASH, chunk, mb);
     const uint16_t *dy = k->last ? NULL : slot_get(R, SLOT_GRAD, chunk + 1, mb);
     uint16_t *dx = k->first ? NULL : slot_new(R, SLOT_GRAD, chunk, mb);
-    /* the plan says when a gradient buffer starts a new sum: cleared then, added to otherwise; a
-     * bf16 one is summed in fp32 within this backward and rounded once, where it is stored */
-    int g16 = R->me->bufs[d].dtype == WP_BF16;
-    float *grad = g16 ? D->gstage : D->buf[d];
-    if (first) CUDA_CHECK(R, cudaMemsetAsync(grad, 0, k->nparams * sizeof(float), D->stream));
-    else if (g16) wc_bf16_to_f32(D->model, grad, D->buf[d], k->nparams);
+    float *grad = grad_open(R, d, k->nparams, first);
     wc_chunk_backward(D->model, k, cuda_working(R, w), tokens, targets, stash, dy, dx, grad, R->loss_scale);
-    if (g16) wc_f32_to_bf16(D->model, D->buf[d], grad, k->nparams);
+    grad_close(R, d, grad, k->nparams);
     slot_release(R, SLOT_STASH, chunk, mb);
     if (!k->last) slot_release(R, SLOT_GRAD, chunk + 1, mb);
     trace_compute(R, "backward", "B", chunk, mb, t0);
@@ -314,12 +325,9 @@ void wp_bwd_w(WpRank *R, int chunk, int mb, int d, int first) {
     if (k->first || k->last) batch(R, mb, &tokens, &targets);   /* the embedding's tokens, the head's targets */
     const void *stash = slot_get(R, SLOT_STASH, chunk, mb);
     const void *keep = slot_get(R, SLOT_KEEP, chunk, mb);
-    int g16 = R->me->bufs[d].dtype == WP_BF16;   /* as wp_bwd */
-    float *grad = g16 ? D->gstage : D->buf[d];
-    if (first) CUDA_CHECK(R, cudaMemsetAsync(grad, 0, k->nparams * sizeof(float), D->stream));
-    else if (g16) wc_bf16_to_f32(D->model, grad, D->buf[d], k->nparams);
+    float *grad = grad_open(R, d, k->nparams, first);
     wc_chunk_backward_weights(D->model, k, tokens, targets, stash, keep, grad, R->loss_scale);
-    if (g16) wc_f32_to_bf16(D->model, D->buf[d], grad, k->nparams);
+    grad_close(R, d, grad, k->nparams);
     slot_release(R, SLOT_KEEP, chunk, mb);
     slot_release(R, SLOT_STASH, chunk, mb);
     trace_compute(R, "backward", "Bw", chunk, mb, t0);

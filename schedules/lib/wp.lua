@@ -41,6 +41,18 @@ function wp.pipeline(ctx)
   return P, R
 end
 
+-- Activation passing's pipeline (1f1b, zb1): wp.pipeline's P and R, refused where the P stages
+-- would have more than the model's layers. name: the strategy, for the message.
+function wp.stages(ctx, name)
+  local P, R = wp.pipeline(ctx)
+  local L = ctx.model.layers
+  if P > L then
+    wp.bad_option(nil, string.format("%s: %d pipeline stages need at least %d layers, the model has %d " ..
+      "(use --replicas to make the pipeline shorter)", name, P, P, L))
+  end
+  return P, R
+end
+
 -- The chunks: --chunks, or the default (no more than the layers).
 function wp.chunk_count(ctx, default)
   local C, L = ctx.opts.chunks, ctx.model.layers
