@@ -31,6 +31,7 @@ const char *const cost_feature_names[COST__COUNT] = {
 const CostDefaults cost_defaults_table[] = {
     { "H100", 1, 0.70, 1.0e9, 0.38, 0.30, 0.85, 0, "cuBLAS bf16 GEMM, FA-2 on H100 SXM" },
     { "H800", 1, 0.70, 1.0e9, 0.38, 0.30, 0.85, 0, "as H100" },
+    { "H200", 1, 0.70, 1.0e9, 0.38, 0.30, 0.85, 0, "as H100 (the same chip with more, faster memory)" },
     { "A100", 1, 0.75, 3.0e8, 0.60, 0.45, 0.85, 0, "cuBLAS bf16 GEMM, FA-2 paper (A100)" },
     { "A800", 1, 0.75, 3.0e8, 0.60, 0.45, 0.85, 0, "as A100 (the same chip, NVLink cut to 400 GB/s)" },
     { "", 1, 0.70, 5.0e8, 0.50, 0.40, 0.85, 0, "any other GPU" },

@@ -45,6 +45,10 @@ void compute_teardown(WpRank *R);
  * on a device adds it into R->loss_sum here, one read per step (the CPU backend: nothing). */
 void compute_step_end(WpRank *R);
 
+/* When tracing: returns once the work queued so far has run, so that a span the host times (the
+ * optimizer's, a checkpoint's) is the device's time (the CPU backend: nothing to wait for). */
+void compute_sync(WpRank *R);
+
 /* What of a master buffer moves to and from the host: its weights or AdamW's moments. */
 enum { WP_MASTER_W, WP_MASTER_M, WP_MASTER_V };
 

@@ -145,6 +145,9 @@ void compute_teardown(WpRank *R) {
     if (!D) return;
     if (D->stream) cudaStreamSynchronize(D->stream);
     if (D->model) wc_model_free(D->model);
+    for (int i = 0; i < D->ngspans; i++) { cudaEventDestroy(D->gspans[i].t0); cudaEventDestroy(D->gspans[i].t1); }
+    free(D->gspans);
+    if (D->trace_base) cudaEventDestroy(D->trace_base);
     cudaFree(D->pool);
     cudaFreeHost(D->h_tokens);
     cudaFreeHost(D->h_targets);
@@ -203,4 +206,67 @@ void compute_step_end(WpRank *R) {
     CUDA_CHECK(R, cudaStreamSynchronize(D->stream));
     CUDA_CHECK(R, cudaGetLastError());
     R->loss_sum += *D->h_loss;
+    cuda_trace_resolve(R);
+}
+
+/* The host's spans (AdamW, checkpoints) bracket work the stream runs later: when tracing, the
+ * clock is read with the stream idle. */
+void compute_sync(WpRank *R) {
+    if (R->dev && R->tracing) CUDA_CHECK(R, cudaStreamSynchronize(R->dev->stream));
+}
+
+/* ---- device-timed trace spans ---- */
+
+/* A base event on the idle stream, and the host's clock when it ran. */
+static void trace_rebase(WpRank *R) {
+    WpCompute *D = R->dev;
+    if (!D->trace_base) CUDA_CHECK(R, cudaEventCreate(&D->trace_base));
+    CUDA_CHECK(R, cudaStreamSynchronize(D->stream));
+    CUDA_CHECK(R, cudaEventRecord(D->trace_base, D->stream));
+    CUDA_CHECK(R, cudaEventSynchronize(D->trace_base));
+    D->trace_base_s = comm_now(R->comm);
+}
+
+cudaEvent_t cuda_span_start(WpRank *R) {
+    WpCompute *D = R->dev;
+    if (!R->tracing) return NULL;
+    if (!D->trace_base) trace_rebase(R);   /* the run's first span: the stream has run nothing of the step yet */
+    cudaEvent_t e;
+    CUDA_CHECK(R, cudaEventCreate(&e));
+    CUDA_CHECK(R, cudaEventRecord(e, D->stream));
+    return e;
+}
+
+void cuda_span_end(WpRank *R, cudaEvent_t t0, const char *cat, const char *name) {
+    WpCompute *D = R->dev;
+    cudaEvent_t t1;
+    CUDA_CHECK(R, cudaEventCreate(&t1));
+    CUDA_CHECK(R, cudaEventRecord(t1, D->stream));
+    if (D->ngspans == D->capgspans) {
+        D->capgspans = D->capgspans ? 2 * D->capgspans : 256;
+        D->gspans = rank_realloc(R, D->gspans, (size_t)D->capgspans * sizeof *D->gspans, "the trace's device spans");
+    }
+    trace_event(R, cat, name, 0, 0);   /* its times once the stream has run it */
+    D->gspans[D->ngspans++] = (struct GpuSpan){ t0, t1, R->nevents - 1 };
+}
+
+/* With the stream idle: each span's events as times on the host's clock, from the base; then a
+ * new base for the next step's spans. */
+void cuda_trace_resolve(WpRank *R) {
+    WpCompute *D = R->dev;
+    if (!D->ngspans) return;
+    for (int i = 0; i < D->ngspans; i++) {
+        struct GpuSpan *g = &D->gspans[i];
+        float ms0 = 0, ms1 = 0;
+        CUDA_CHECK(R, cudaEventElapsedTime(&ms0, D->trace_base, g->t0));
+        CUDA_CHECK(R, cudaEventElapsedTime(&ms1, D->trace_base, g->t1));
+        if (R->tracing && (size_t)g->event < R->nevents) {   /* a trace that ran out of memory stopped */
+            R->events[g->event].t0 = D->trace_base_s + ms0 * 1e-3;
+            R->events[g->event].t1 = D->trace_base_s + ms1 * 1e-3;
+        }
+        cudaEventDestroy(g->t0);
+        cudaEventDestroy(g->t1);
+    }
+    D->ngspans = 0;
+    trace_rebase(R);
 }

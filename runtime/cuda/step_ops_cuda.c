@@ -243,18 +243,18 @@ static void batch(WpRank *R, int mb, const int **tokens, const int **targets) {
     *targets = D->targets + i * T;
 }
 
-/* Trace spans of compute are when the host queued it (the stream runs it later). */
-static void trace_compute(WpRank *R, const char *cat, const char *tag, int chunk, int mb, double t0) {
-    if (!R->tracing) return;
+/* A compute operation's trace span, timed on the device (compute_cuda.c). */
+static void trace_compute(WpRank *R, const char *cat, const char *tag, int chunk, int mb, cudaEvent_t t0) {
+    if (!t0) return;
     char name[40];
     snprintf(name, sizeof name, "%s%d mb%d", tag, chunk, mb);
-    trace_event(R, cat, name, t0, comm_now(R->comm));
+    cuda_span_end(R, t0, cat, name);
 }
 
 void wp_fwd(WpRank *R, int chunk, int mb, int w) {
     WpCompute *D = R->dev;
     const WpChunk *k = &R->chunks[chunk];
-    double t0 = comm_now(R->comm);
+    cudaEvent_t t0 = cuda_span_start(R);
     const int *tokens = NULL, *targets = NULL;
     if (k->first || k->last) batch(R, mb, &tokens, &targets);
     const uint16_t *x_in = k->first ? NULL : slot_get(R, SLOT_ACT, chunk, mb);
@@ -284,7 +284,7 @@ static void grad_close(WpRank *R, int d, float *grad, size_t n) {
 void wp_bwd(WpRank *R, int chunk, int mb, int w, int d, int first) {
     WpCompute *D = R->dev;
     const WpChunk *k = &R->chunks[chunk];
-    double t0 = comm_now(R->comm);
+    cudaEvent_t t0 = cuda_span_start(R);
     const int *tokens = NULL, *targets = NULL;
     if (k->first || k->last) batch(R, mb, &tokens, &targets);
     const void *stash = slot_get(R, SLOT_STASH, chunk, mb);
@@ -305,7 +305,7 @@ void wp_bwd(WpRank *R, int chunk, int mb, int w, int d, int first) {
 void wp_bwd_b(WpRank *R, int chunk, int mb, int w) {
     WpCompute *D = R->dev;
     const WpChunk *k = &R->chunks[chunk];
-    double t0 = comm_now(R->comm);
+    cudaEvent_t t0 = cuda_span_start(R);
     const int *tokens = NULL, *targets = NULL;
     if (k->last) batch(R, mb, &tokens, &targets);
     void *stash = slot_get(R, SLOT_STASH, chunk, mb);   /* B writes qkv's gradient over its qkv */
@@ -320,7 +320,7 @@ void wp_bwd_b(WpRank *R, int chunk, int mb, int w) {
 void wp_bwd_w(WpRank *R, int chunk, int mb, int d, int first) {
     WpCompute *D = R->dev;
     const WpChunk *k = &R->chunks[chunk];
-    double t0 = comm_now(R->comm);
+    cudaEvent_t t0 = cuda_span_start(R);
     const int *tokens = NULL, *targets = NULL;
     if (k->first || k->last) batch(R, mb, &tokens, &targets);   /* the embedding's tokens, the head's targets */
     const void *stash = slot_get(R, SLOT_STASH, chunk, mb);

@@ -185,6 +185,7 @@ static void span(void *ud, const char *what, double t0, double t1, long step) {
 }
 
 static double now(void *ud) {
+    compute_sync(ud);   /* when tracing, the device's work so far is in the span */
     return comm_now(((WpRank *)ud)->comm);
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks, for a machine with one GPU, in under 8 minutes: results in the file $1 (default
-# gpu-results.txt), also printed. Without a GPU (nvidia-smi -L fails or lists none) it says so and
+# gpu-results.txt), also printed; with a folder $2, every log (build, kernels, each case's emit,
+# make and run, the benchmarks) is kept there too, for when a device's time allows one look only. Without a GPU (nvidia-smi -L fails or lists none) it says so and
 # exits 0 having run nothing. Otherwise:
 #   1. builds (make: wpgen, wp-ref, the CUDA and NCCL backends, tests/gpu's programs);
 #   2. build/gpu/test_kernels: each kernel against the CPU model's bf16 reference;
@@ -24,7 +25,7 @@
 #       liblua5.4-dev lua5.4 lua-penlight lua-filesystem libopenblas0-pthread libopenblas-dev \
 #       libopenblas-pthread-dev libgfortran5 openmpi-bin openmpi-common libopenmpi3 libopenmpi-dev \
 #       libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7 libpmix2 libfabric1 libucx0 \
-#       libpsm-infinipath1 libpsm2-2 librdmacm1 libibverbs1 libnl-3-200 libnl-route-3-200)
+#       libpsm-infinipath1 libpsm2-2 librdmacm1 libibverbs1 libnl-3-200 libnl-route-3-200 libnuma1 libmunge2)
 # and carry the folder): they are unpacked under /tmp/wp-debs, never over /, and found from there.
 # NCCL: nccl.h in CUDA's include folder or /usr/include, else pip's nvidia-nccl wheel.
 set -u
@@ -112,7 +113,7 @@ say "build: $(grep '^cuda:' build/gpu-build.log | tail -1) ($((SECONDS - t_start
 
 # ---- 2. kernels ----
 if [ -x build/gpu/test_kernels ]; then
-    timeout 120 build/gpu/test_kernels >build/gpu-kernels.log 2>&1
+    timeout 100 build/gpu/test_kernels >build/gpu-kernels.log 2>&1
     rc=$?
     if [ $rc = 0 ]; then say "kernels: $(tail -1 build/gpu-kernels.log)"
     else fail "test_kernels (exit $rc)"; tail -30 build/gpu-kernels.log | tee -a "$out"; fi
@@ -122,7 +123,8 @@ fi
 
 # ---- 3. training against wp-ref ----
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+logs=${2:+$(realpath -m "$2")}
+trap '[ -n "$logs" ] && mkdir -p "$logs" && cp build/gpu-*.log "$tmp"/*.out "$logs"/ 2>/dev/null; rm -rf "$tmp"' EXIT
 mpirun=()
 if [ $have_mpi = 1 ]; then
     mpirun=(mpirun --oversubscribe)
@@ -142,21 +144,22 @@ first_obj=""
 case_() {   # label ranks topology strategy micro-batches/rank comm
     local label=$1 n=$2 topo=$3 s=$4 mb=$5 comm=$6 d=$tmp/$1
     if ! build/wpgen emit -t "$topo" -m "$model" --micro-batch-size 2 -s "$s" --micro-batches "$mb" "${prec[@]}" \
-            --backend cuda --comm "$comm" -o "$d" >"$tmp/emit.out" 2>&1; then
-        fail "$label: emit: $(tail -2 "$tmp/emit.out")"; return; fi
+            --backend cuda --comm "$comm" -o "$d" >"$tmp/$label.emit.out" 2>&1; then
+        fail "$label: emit: $(tail -2 "$tmp/$label.emit.out")"; return; fi
     # the model's kernels compiled once: the same sources and flags in every emitted directory
     [ -n "$first_obj" ] && mkdir -p "$d/obj/runtime" && cp -r "$first_obj" "$d/obj/runtime/" && touch "$d"/obj/runtime/cuda/*.o
     local mk=(make -s -j"$jobs" -C "$d" CUDA_ARCH="-gencode arch=compute_$cap,code=sm_$cap")
     [ "$comm" = nccl ] && [ ${#nccl_make[@]} -gt 0 ] && mk+=("${nccl_make[1]}")
-    if ! "${mk[@]}" >"$tmp/make.out" 2>&1; then fail "$label: make: $(grep -m3 -i error "$tmp/make.out")"; return; fi
+    if ! "${mk[@]}" >"$tmp/$label.make.out" 2>&1; then fail "$label: make: $(grep -m3 -i error "$tmp/$label.make.out")"; return; fi
     [ -z "$first_obj" ] && first_obj=$d/obj/runtime/cuda
     local run=("$d/train")
     [ ${#mpirun[@]} -gt 0 ] && run=("${mpirun[@]}" -np "$n" "$d/train")
     local t0=$SECONDS
-    timeout 180 "${run[@]}" "${common[@]}" --save "$d/model.safetensors" --log "$d/log" >"$tmp/run.out" 2>&1
+    # 3 steps of tiny8 take seconds: a minute means a hang, and the device's minutes are few
+    timeout 60 "${run[@]}" "${common[@]}" --save "$d/model.safetensors" --log "$d/log" >"$tmp/$label.run.out" 2>&1
     local rc=$?
-    if [ $rc != 0 ]; then fail "$label: train (exit $rc):"; tail -15 "$tmp/run.out" | tee -a "$out"; return; fi
-    grep "reserved" "$tmp/run.out" | head -4 | sed "s/^/  $label: /" | tee -a "$out" >/dev/null
+    if [ $rc != 0 ]; then fail "$label: train (exit $rc):"; tail -15 "$tmp/$label.run.out" | tee -a "$out"; return; fi
+    grep "reserved" "$tmp/$label.run.out" | head -4 | sed "s/^/  $label: /" | tee -a "$out" >/dev/null
     if ! paste <(losses "$ref/log") <(losses "$d/log") | awk -v tol="$LOSS_TOL" '
             { d = $1 - $2; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1
               printf "step %d: loss %s (wp-ref) %s (gpu), relative %.2e\n", NR, $1, $2, a ? d / a : d
@@ -182,9 +185,9 @@ fi
 
 # ---- 4. speed: our step and PyTorch's, side by side ----
 if [ -x build/gpu/bench_step ]; then
-    timeout 150 build/gpu/bench_step >"$tmp/bench.out" 2>&1 || fail "bench_step failed: $(tail -3 "$tmp/bench.out")"
+    timeout 75 build/gpu/bench_step >"$tmp/bench.out" 2>&1 || fail "bench_step failed: $(tail -3 "$tmp/bench.out")"
     if [ -f tests/gpu/bench_torch.py ] && python3 -c 'import torch' 2>/dev/null; then
-        timeout 150 python3 tests/gpu/bench_torch.py >"$tmp/torch.out" 2>&1 || fail "bench_torch.py failed: $(tail -3 "$tmp/torch.out")"
+        timeout 75 python3 tests/gpu/bench_torch.py >"$tmp/torch.out" 2>&1 || fail "bench_torch.py failed: $(tail -3 "$tmp/torch.out")"
     else
         echo "(PyTorch not importable, or tests/gpu/bench_torch.py missing)" >"$tmp/torch.out"
     fi
