@@ -44,7 +44,7 @@ static const WpBufDesc bufs_${d.id}[] = {
 
 static const WpRankDesc ranks[${#ranks}] = {
 @ for _, d in ipairs(ranks) do
-    { ${d.node}, ${d.replica}, ${d.stage}, ${#d.bufs}, ${#d.bufs > 0 and "bufs_" .. d.id or "NULL"}, step_rank_${d.id}, ${d.max_acts}, ${d.max_stashes}, ${d.max_keeps} },
+    { ${d.node}, ${d.replica}, ${d.stage}, ${#d.bufs}, ${#d.bufs > 0 and "bufs_" .. d.id or "NULL"}, step_rank_${d.id}, ${d.max_acts}, ${d.max_stashes}, ${d.max_keeps}, ${d.xfer_bytes} },
 @ end
 };
 

@@ -8,6 +8,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include "emit/emit_data.h"
+#include "common/step.h"
 #include "lua/bridge.h"
 #include "emit/backends.h"
 
@@ -220,6 +221,7 @@ void emit_push_rank(lua_State *L, const Plan *p, int r) {
     lua_set_int(L, "max_acts", max_acts);
     lua_set_int(L, "max_stashes", max_stashes);
     lua_set_int(L, "max_keeps", max_keeps);
+    lua_set_int(L, "xfer_bytes", (lua_Integer)plan_rank_xfer_bytes(p, r, WP_XFER_ALIGN));
 
     lua_createtable(L, rk->nbufs, 0);
     for (int b = 0; b < rk->nbufs; b++) {

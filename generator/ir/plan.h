@@ -80,7 +80,9 @@ typedef struct PlanMem {
     size_t masters;     /* masters' fp32 weights and AdamW's m and v: 12 bytes per parameter */
     size_t acts;        /* the most activations kept at once: stashes, chunk inputs, their gradients */
     size_t workspace;   /* temporaries of one chunk's forward and backward: per part of config.c's
-                         * workspace, the largest over the chunks the rank computes */
+                         * workspace, the largest over the chunks the rank computes; and the
+                         * fp32 staging gradient where gradients are bf16 (plan_grad_stage_bytes)
+                         * and the room for transfers in another format (plan_rank_xfer_bytes) */
 } PlanMem;
 
 /* What the verifier learnt about an operation, for the emitter and the simulator. */
@@ -186,6 +188,17 @@ size_t plan_mem_total(const PlanMem *m);
 /* The workspace of a rank that computes the chunks computes[c] != 0 (NULL: every chunk): per part
  * of config.c's workspace the largest over those chunks, at the plan's precision. */
 size_t plan_workspace_bytes(const Plan *p, const uint8_t *computes);
+/* The fp32 staging gradient of a rank with a bf16 gradient buffer: a backward sums a bf16
+ * gradient in fp32 and rounds it once, through an fp32 array of the largest chunk (the CUDA
+ * backend's, cuda_mem.h); 0 where every gradient buffer is fp32. Part of the workspace. */
+size_t plan_grad_stage_bytes(const Plan *p, int rank);
+/* The device area a rank's W and D transfers need in another format than their buffers' own (a
+ * buffer whose working format, a master's copy or else its own, is not what the plan carries:
+ * an fp32 accumulator that a bf16 collective reads or writes): over the buffers that some
+ * transfer or collective of the rank touches and that differ, the buffer's elements at the
+ * carried format, each rounded up to align bytes. A turn moves each buffer at most once, so no
+ * turn needs more. The CUDA backend reserves it (WpRankDesc.xfer_bytes). */
+size_t plan_rank_xfer_bytes(const Plan *p, int rank, size_t align);
 
 /* shard_elems in fp32 bytes: one of nshards shards of whole bytes of floats, rounded up to a
  * whole float. (Every size of a shard, buffers, transfers, the verifier's values, comes from

@@ -75,6 +75,41 @@ size_t plan_mem_total(const PlanMem *m) {
     return m->weights + m->grads + m->masters + m->acts + m->workspace;
 }
 
+size_t plan_rank_xfer_bytes(const Plan *p, int rank, size_t align) {
+    const PlanRank *rk = &p->ranks[rank];
+    uint8_t *moves = calloc((size_t)rk->nbufs + 1, 1);
+    if (!moves) return SIZE_MAX;   /* out of memory: a bound that cannot be met says so at start */
+    for (int i = 0; i < rk->nops; i++) {
+        const Op *op = &rk->ops[i];
+        int what = plan_op_carries(p, rank, op);
+        if (what != WHAT_W && what != WHAT_D) continue;
+        if (op->buf >= 0) moves[op->buf] = 1;
+        if (op->buf2 >= 0) moves[op->buf2] = 1;   /* allgather's whole, reduce-scatter's shard */
+    }
+    size_t n = 0;
+    for (int b = 0; b < rk->nbufs; b++) {
+        const PlanBuf *pb = &rk->bufs[b];
+        WpDtype carried = plan_carried_dtype(p, pb->kind == BUF_D ? WHAT_D : WHAT_W);
+        int working = pb->master ? pb->copy_dtype : pb->dtype;
+        if (!moves[b] || working == (int)carried) continue;
+        size_t bytes = pb->elems * wp_dtype_bytes(carried);
+        n += (bytes + align - 1) / align * align;
+    }
+    free(moves);
+    return n;
+}
+
+size_t plan_grad_stage_bytes(const Plan *p, int rank) {
+    const PlanRank *rk = &p->ranks[rank];
+    int bf16_grads = 0;
+    for (int b = 0; b < rk->nbufs; b++) bf16_grads |= rk->bufs[b].kind == BUF_D && rk->bufs[b].dtype == WP_BF16;
+    if (!bf16_grads) return 0;
+    size_t most = 0;
+    for (int c = 0; c < p->nchunks; c++)
+        if (plan_chunk_params(p, c) > most) most = plan_chunk_params(p, c);
+    return most * sizeof(float);
+}
+
 size_t plan_workspace_bytes(const Plan *p, const uint8_t *computes) {
     size_t n = 0;
     for (int part = 0; part < WP_WS_NPARTS; part++) {

@@ -25,6 +25,7 @@
 #include "verify/verify_comm.h"
 #include "verify/verify_replicas.h"
 #include "ir/xalloc.h"
+#include "common/step.h"   /* WP_XFER_ALIGN */
 
 /* ---- the shape of each operation ---- */
 
@@ -438,7 +439,9 @@ static int check_end(Verifier *V) {
 
 /* A rank's peak: all its buffers for the whole step (masters with AdamW's state and working
  * copy), the most activations it keeps at once, and the workspace of the chunks it computes
- * (config.c's: the logits block only where the LM head runs); by what holds it. */
+ * (config.c's: the logits block only where the LM head runs) with, where gradients are bf16,
+ * the fp32 staging gradient, and the room for transfers in another format than their buffers'
+ * (both as the CUDA backend reserves them); by what holds it. */
 static void account_memory(Verifier *V) {
     Plan *p = V->p;
     p->peak_mem = 0;
@@ -449,7 +452,8 @@ static void account_memory(Verifier *V) {
         memset(computes, 0, (size_t)p->nchunks);
         for (int i = 0; i < rk->nops; i++)
             if (op_is_compute(rk->ops[i].kind)) computes[rk->ops[i].chunk] = 1;
-        PlanMem m = { .acts = V->rs[r].act_peak, .workspace = plan_workspace_bytes(p, computes) };
+        PlanMem m = { .acts = V->rs[r].act_peak, .workspace = plan_workspace_bytes(p, computes) + plan_grad_stage_bytes(p, r)
+                                                                      + plan_rank_xfer_bytes(p, r, WP_XFER_ALIGN) };
         for (int b = 0; b < rk->nbufs; b++) plan_buf_mem(&rk->bufs[b], &m);
         rk->mem = m;
         rk->peak_mem = plan_mem_total(&m);

@@ -37,7 +37,13 @@ typedef struct WpRankDesc {
     int max_keeps;              /* the most B-to-W keeps (BWD_B -> BWD_W) it holds at once; all
                                  * three from wpgen's walk of its step (emit_rank_holds), so that a
                                  * device backend reserves them at start-up */
+    size_t xfer_bytes;          /* room for its W and D transfers in another format than their
+                                 * buffers' own, each piece rounded up to WP_XFER_ALIGN bytes
+                                 * (plan_rank_xfer_bytes): a device backend converts them there */
 } WpRankDesc;
+
+/* The granule of WpRankDesc.xfer_bytes: the CUDA backend's allocation alignment. */
+enum { WP_XFER_ALIGN = 256 };
 
 typedef struct WpGroupDesc { int n; const int *ranks; } WpGroupDesc;
 

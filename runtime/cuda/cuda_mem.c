@@ -43,7 +43,6 @@ int cm_plan(CudaMemPlan *m, const WpPlanDesc *P, int rank, const WpChunk *chunks
         }
     }
     int bf16_grads = 0;
-    size_t xfer = 0;
     for (int b = 0; b < me->nbufs; b++) {
         const WpBufDesc *d = &me->bufs[b];
         m->buf[b] = take(m, &m->b_buffers, d->floats * wp_dtype_bytes((WpDtype)d->dtype));
@@ -51,8 +50,6 @@ int cm_plan(CudaMemPlan *m, const WpPlanDesc *P, int rank, const WpChunk *chunks
         if (d->master && d->copy_dtype != d->dtype)
             m->copy[b] = take(m, &m->b_buffers, d->floats * wp_dtype_bytes((WpDtype)d->copy_dtype));
         if (d->kind == WP_BUF_D && d->dtype == WP_BF16) bf16_grads = 1;
-        /* a buffer whose working format is not what its transfers carry moves through a copy */
-        if (cm_working(d) != cm_carried(P, d)) xfer += (d->floats * wp_dtype_bytes((WpDtype)cm_carried(P, d)) + CM_ALIGN - 1) / CM_ALIGN * CM_ALIGN;
     }
     for (int b = 0; b < me->nbufs; b++) {
         const WpBufDesc *d = &me->bufs[b];
@@ -84,8 +81,9 @@ int cm_plan(CudaMemPlan *m, const WpPlanDesc *P, int rank, const WpChunk *chunks
     m->keeps = m->nkeeps ? take(m, &m->b_acts, m->keep_bytes * (size_t)m->nkeeps) : SIZE_MAX;
 
     m->gstage = bf16_grads ? take(m, &m->b_staging, m->max_params * sizeof(float)) : SIZE_MAX;
-    m->xfer_bytes = xfer;
-    m->xfer = take(m, &m->b_staging, xfer);
+    /* transfers in another format than their buffers': what wpgen counted for the buffers that move so */
+    m->xfer_bytes = me->xfer_bytes;
+    m->xfer = take(m, &m->b_staging, me->xfer_bytes);
     m->ntok = P->total_mbs < CM_TOKEN_RING ? P->total_mbs : CM_TOKEN_RING;
     if (m->ntok < 1) m->ntok = 1;
     m->tokens = take(m, &m->b_staging, (size_t)m->ntok * T * sizeof(int));

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include "common/step.h"
 
-enum { CM_ALIGN = 256, CM_TOKEN_RING = 16 };
+enum { CM_ALIGN = WP_XFER_ALIGN, CM_TOKEN_RING = 16 };   /* xfer_bytes was emitted in this granule */
 
 typedef struct CudaMemPlan {
     /* offsets into the pool, per buffer of the rank ([nbufs]); copy and m/v: masters only (else

@@ -6,8 +6,8 @@
  *   - the pool cm_plan lays out from the emitted tables has every part aligned and disjoint,
  *     buffers and masters+AdamW equal to the verifier's accounting of them (to the alignment),
  *     activations/stashes at least its peak, an fp32 staging gradient exactly where some
- *     gradient buffer is bf16, and transfer copies exactly for buffers kept in another format
- *     than their transfers carry. */
+ *     gradient buffer is bf16, and room for the transfers in another format than their buffers'
+ *     that fits every turn's, and none where none moves so (a one-rank plan moves nothing). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +41,8 @@ static void desc_make(Desc *d, const Plan *p) {
         }
         int acts, stashes, keeps;
         emit_rank_holds(p, r, &acts, &stashes, &keeps);
-        d->ranks[r] = (WpRankDesc){ rk->node, rk->replica, rk->stage, rk->nbufs, d->bufs[r], noop_step, acts, stashes, keeps };
+        d->ranks[r] = (WpRankDesc){ rk->node, rk->replica, rk->stage, rk->nbufs, d->bufs[r], noop_step, acts, stashes, keeps,
+                                    plan_rank_xfer_bytes(p, r, WP_XFER_ALIGN) };
     }
     d->P = (WpPlanDesc){ .model = p->model, .nranks = p->nranks, .nchunks = p->nchunks, .total_mbs = p->total_mbs,
                          .micro_batches = p->micro_batches, .recompute = p->recompute, .precision = p->precision,
@@ -101,14 +102,38 @@ static void check_rank(const Plan *p, const Desc *d, int r, const char *what) {
     /* activations: at least the verifier's peak */
     CHECK(m.b_acts + CM_ALIGN >= rk->mem.acts, "%s rank %d: %d activations and %d stashes (%zu bytes) hold less than the "
           "verifier's peak of %zu bytes", what, r, me->max_acts, me->max_stashes, m.b_acts, rk->mem.acts);
-    int bf16_grads = 0, mismatched = 0;
-    for (int b = 0; b < me->nbufs; b++) {
-        bf16_grads |= me->bufs[b].kind == WP_BUF_D && me->bufs[b].dtype == WP_BF16;
-        mismatched |= cm_working(&me->bufs[b]) != cm_carried(&d->P, &me->bufs[b]);
-    }
+    int bf16_grads = 0;
+    for (int b = 0; b < me->nbufs; b++) bf16_grads |= me->bufs[b].kind == WP_BUF_D && me->bufs[b].dtype == WP_BF16;
     CHECK((m.gstage != SIZE_MAX) == bf16_grads, "%s rank %d: an fp32 staging gradient iff a bf16 gradient buffer", what, r);
-    CHECK((m.xfer_bytes > 0) == mismatched, "%s rank %d: transfer copies (%zu bytes) iff a buffer moves in another format",
-          what, r, m.xfer_bytes);
+    /* transfer copies: every turn's fit, taken as step_ops_cuda.c's carried_ptr takes them (each
+     * operand of a W or D transfer whose buffer works in another format, at the carried format,
+     * rounded up; a shard at its largest size), and none where no such operand moves */
+    size_t most = 0;
+    for (int t = 0; t < p->nturns; t++) {
+        size_t need = 0;
+        for (int i = rk->turn_start[t]; i < rk->turn_start[t + 1]; i++) {
+            const Op *op = &rk->ops[i];
+            int w = plan_op_carries(p, r, op);
+            if (w != WHAT_W && w != WHAT_D) continue;
+            const OpNote *nt = &rk->notes[i];
+            int operand[2] = { op->buf, op->buf2 };
+            for (int j = 0; j < 2; j++) {
+                if (operand[j] < 0) continue;
+                const WpBufDesc *bd = &me->bufs[operand[j]];
+                if (cm_working(bd) == cm_carried(&d->P, bd)) continue;
+                size_t whole = d->k[nt->chunk].nparams;
+                /* allgather and reduce-scatter: the shard buffer moves its shard, the whole one the chunk */
+                int coll2 = op->kind == OP_ALLGATHER || op->kind == OP_REDUCE_SCATTER;
+                int nsh = coll2 ? bd->nshards : nt->nshards;
+                size_t n = nsh > 1 ? shard_elems(whole, nsh) : whole;
+                need += up(n * wp_dtype_bytes((WpDtype)cm_carried(&d->P, bd)));
+            }
+        }
+        if (need > most) most = need;
+    }
+    CHECK(m.xfer_bytes >= most, "%s rank %d: transfer copies of %zu bytes, a turn needs %zu", what, r, m.xfer_bytes, most);
+    CHECK((m.xfer_bytes > 0) == (most > 0), "%s rank %d: transfer copies (%zu bytes) iff some turn needs them (%zu)",
+          what, r, m.xfer_bytes, most);
     CHECK(m.act_bytes == up((size_t)p->model.seq * p->model.mbs * p->model.hidden * 2), "%s rank %d: an activation slot is [T, H] bf16", what, r);
     cm_free(&m);
 }
