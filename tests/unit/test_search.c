@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#include "common/step.h"
 #include "plan_fixture.h"
 #include "cli/search.h"
 #include "common/modelcfg.h"
@@ -99,7 +100,15 @@ static void run_case(const Case *k) {
                         c32.o.precision = c32.o.grad_precision = WP_FP32;
                         Plan *q = NULL;
                         if (make_plan(c32.strategy, &topo, &model, name, &c32.o, &q, err, sizeof err) == 0) {
-                            CHECK(q->peak_mem >= p->peak_mem, "%s %s r%d: fp32 smaller than bf16", k->topo, cd.strategy, R);
+                            /* smaller but for what only bf16 gradients take: the fp32 staging
+                             * gradient and the room for transfers in another format (on this
+                             * test's small model the activations bf16 saves can be less) */
+                            size_t extra = 0;
+                            for (int r = 0; r < p->nranks; r++) {
+                                size_t e = plan_grad_stage_bytes(p, r) + plan_rank_xfer_bytes(p, r, WP_XFER_ALIGN);
+                                if (e > extra) extra = e;
+                            }
+                            CHECK(q->peak_mem + extra >= p->peak_mem, "%s %s r%d: fp32 smaller than bf16", k->topo, cd.strategy, R);
                             if (fits && plan_fits(q)) CHECK(simulate(q) >= step * (1 - 1e-9), "%s %s r%d: fp32 faster than bf16", k->topo, cd.strategy, R);
                             plan_free(q);
                         }
