@@ -13,7 +13,7 @@ static const int owners_${i - 1}[] = { ${join(c.owners, 31 + #tostring(i - 1))} 
 
 static const WpChunkDesc chunks[${#P.chunks}] = {
 @ for i, c in ipairs(P.chunks) do
-    { ${c.layer0}, ${c.nlayers}, ${#c.owners}, owners_${i - 1} },
+    { ${c.layer0}, ${c.nlayers}, ${#c.owners}, owners_${i - 1}${c.replicated and ", 1 /* replicated */" or ""} },
 @ end
 };
 @ if #P.groups > 0 then

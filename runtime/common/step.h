@@ -45,6 +45,8 @@ typedef struct WpChunkDesc {
     int layer0, nlayers;
     int nowners;
     const int *owners;
+    int replicated;             /* every rank holds a master of it (the plan's PlanChunk.replicated): the
+                                 * gradient norm and the checkpoint count the first owner's only */
 } WpChunkDesc;
 
 typedef struct WpPlanDesc {
