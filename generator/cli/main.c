@@ -20,7 +20,7 @@ static void usage(FILE *f) {
         "                  [--rounds K] [--grouping auto|node|island|published]   (tawpipe)\n"
         "                  [--pass-micro-batches K]   (weipipe-naive, weipipe-interleave: K micro-batches\n"
         "                  through a chunk per weight pass; default all, and 1)\n"
-        "                  [--replicate-ends]   (weipipe-naive, weipipe-interleave, tawpipe: the embedding and\n"
+        "                  [--replicate-ends]   (weipipe-naive, weipipe-interleave: the embedding and\n"
         "                  the final norm and LM head on every rank, their gradients all-reduced, instead of\n"
         "                  travelling with the first and last chunks)\n"
         "                  [--fsdp-variant gather-once|full-shard]   (fsdp: gathers once per step, or per\n"
@@ -104,7 +104,7 @@ static int check_pass_mbs(const Args *a) {
 }
 
 /* --replicate-ends: the strategies whose weight passing keeps the embedding and the LM head on every
- * rank (schedules/lib/weipipe.lua, tawpipe.lua). Elsewhere it would be ignored, so plan, emit and
+ * rank (schedules/lib/weipipe.lua). Elsewhere it would be ignored, so plan, emit and
  * sim refuse it; compare and -s auto apply it to those and search the others as usual. */
 static int check_replicate_ends(const Args *a) {
     if (!a->replicate_ends || !strcmp(a->cmd, "compare") || !strcmp(a->strategy, "auto")) return 0;
@@ -112,7 +112,7 @@ static int check_replicate_ends(const Args *a) {
     size_t l = strlen(s);
     if (strchr(s, '/') || (l > 4 && !strcmp(s + l - 4, ".lua"))) return 0;
     if (strategy_takes_replicate_ends(s)) return 0;
-    fprintf(stderr, "wpgen: --replicate-ends: strategy %s does not take it (weipipe-naive, weipipe-interleave and tawpipe do)\n", s);
+    fprintf(stderr, "wpgen: --replicate-ends: strategy %s does not take it (weipipe-naive and weipipe-interleave do)\n", s);
     return -1;
 }
 

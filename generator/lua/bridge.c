@@ -408,7 +408,7 @@ const char *wpgen_home(void) {
 }
 
 int strategy_takes_replicate_ends(const char *name) {
-    return !strcmp(name, "weipipe-naive") || !strcmp(name, "weipipe-interleave") || !strcmp(name, "tawpipe");
+    return !strcmp(name, "weipipe-naive") || !strcmp(name, "weipipe-interleave");
 }
 
 int strategy_resolve(const char *name, char *path, size_t len) {
