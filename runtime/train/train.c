@@ -36,7 +36,7 @@ static int counts_master(const WpPlanDesc *P, int r, int b) {
     const WpBufDesc *d = &rd->bufs[b];
     if (!d->master || rd->replica != 0) return 0;
     const WpChunkDesc *c = &P->chunks[d->chunk];
-    return !c->replicated || (c->nowners > 0 && c->owners[0] == r);
+    return !(P->replicated && P->replicated[d->chunk]) || (c->nowners > 0 && c->owners[0] == r);
 }
 
 static int owns_masters(const WpRank *R) {
