@@ -45,11 +45,14 @@ case_ weipipe-interleave topologies/cpu-2x2.json 4 4 --pass-micro-batches 2 --re
 # the embedding and the LM head replicated on every rank (--replicate-ends, schedules/lib/weipipe.lua):
 # the ring carries the middle chunks, the ends' gradients are all-reduced over all ranks; with
 # replicas (the all-reduce spans them), K per pass with fewer chunks than ranks, recomputation
+# (and the gradient norm: every rank holds the ends, which count once)
+export NORM=1
 case_ weipipe-interleave topologies/cpu-2x2.json 4 2 --replicate-ends
 case_ weipipe-naive "$(topo_for 3)" 3 2 --replicate-ends
 case_ weipipe-interleave topologies/cpu-2x2.json 4 2 --replicate-ends --replicas 2
 case_ weipipe-interleave topologies/cpu-2x2.json 4 3 --replicate-ends --pass-micro-batches 2 --chunks 3 --recompute
 case_ weipipe-naive topologies/cpu-uneven.json 6 1 --replicate-ends
+unset NORM
 # zero bubble: the backward split into BWD_B and BWD_W (runtime/cpu/model.h), on the same matrix's
 # shapes, with recompute (the B pass keeps the recomputed stash for W) and replicas
 for s in zb1 weipipe-zb1 weipipe-zb2; do
