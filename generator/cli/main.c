@@ -20,7 +20,7 @@ static void usage(FILE *f) {
         "                  [--rounds K] [--grouping auto|node|island|published]   (tawpipe)\n"
         "                  [--pass-micro-batches K]   (weipipe-naive, weipipe-interleave: K micro-batches\n"
         "                  through a chunk per weight pass; default all, and 1)\n"
-        "                  [--replicate-ends]   (weipipe-naive, weipipe-interleave: the embedding and\n"
+        "                  [--replicate-ends]   (weipipe-naive, -interleave, -zb1, -zb2: the embedding and\n"
         "                  the final norm and LM head on every rank, their gradients all-reduced, instead of\n"
         "                  travelling with the first and last chunks)\n"
         "                  [--fsdp-variant gather-once|full-shard]   (fsdp: gathers once per step, or per\n"
@@ -112,7 +112,7 @@ static int check_replicate_ends(const Args *a) {
     size_t l = strlen(s);
     if (strchr(s, '/') || (l > 4 && !strcmp(s + l - 4, ".lua"))) return 0;
     if (strategy_takes_replicate_ends(s)) return 0;
-    fprintf(stderr, "wpgen: --replicate-ends: strategy %s does not take it (weipipe-naive and weipipe-interleave do)\n", s);
+    fprintf(stderr, "wpgen: --replicate-ends: strategy %s does not take it (weipipe-naive, weipipe-interleave, weipipe-zb1 and weipipe-zb2 do)\n", s);
     return -1;
 }
 

@@ -188,7 +188,7 @@ double search_mem_bound(const char *strategy, const Topology *topo, const WpConf
         if (K) acts *= K;
         else if (tr.all_forward && !(tr.gathers && full_shard)) acts *= o->micro_batches;
         double bufs = 0;
-        if (o->replicate_ends && tr.ring && !tr.split) {
+        if (o->replicate_ends && tr.ring) {
             /* --replicate-ends (lib/weipipe.lua): every rank holds the embedding's and the head's
              * masters, AdamW state and fp32 gradients; the layers' masters are shared out */
             WpChunk e = wp_chunk_make(model, 0, 0, 0, 1, 0), h = wp_chunk_make(model, 1, 0, 0, 0, 1);

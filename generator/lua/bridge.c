@@ -408,7 +408,8 @@ const char *wpgen_home(void) {
 }
 
 int strategy_takes_replicate_ends(const char *name) {
-    return !strcmp(name, "weipipe-naive") || !strcmp(name, "weipipe-interleave");
+    return !strcmp(name, "weipipe-naive") || !strcmp(name, "weipipe-interleave") || !strcmp(name, "weipipe-zb1") ||
+           !strcmp(name, "weipipe-zb2");
 }
 
 int strategy_resolve(const char *name, char *path, size_t len) {

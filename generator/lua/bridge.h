@@ -33,7 +33,7 @@ enum { STRATEGY_BAD_INPUT = 2 };
 int strategy_run(const char *name, const Topology *t, const WpConfig *m, const char *model_name,
                  const StrategyOpts *o, Plan **out, char *err, size_t errlen);
 /* Whether a shipped strategy takes --replicate-ends (StrategyOpts.replicate_ends): weipipe-naive,
- * weipipe-interleave. */
+ * weipipe-interleave, weipipe-zb1, weipipe-zb2 (schedules/lib/weipipe.lua). */
 int strategy_takes_replicate_ends(const char *name);
 /* schedules/NAME.lua, or NAME itself when it is a path. 0 if readable. */
 int strategy_resolve(const char *name, char *path, size_t len);

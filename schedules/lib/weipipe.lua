@@ -268,7 +268,12 @@ local function ops(plan, b, cfg)
           for j = 0, rounds - 1 do
             local t = r + b.turns.b(j, c, C)
             local w = weights_at(b, b.bwd[c], c, r, t)
-            for _, i_mb in ipairs(cfg.round_mbs(j, N)) do plan:bwd_b(g(r), t, id(c), mb(r, i_mb), w) end
+            for _, i_mb in ipairs(cfg.round_mbs(j, N)) do
+              -- replicated ends: whole backwards around the B passes, as around BWD above
+              if ends and c == C - 1 then ends.head_bwd(g(r), t, mb(r, i_mb)) end
+              plan:bwd_b(g(r), t, id(c), mb(r, i_mb), w)
+              if ends and c == 0 then ends.embed_bwd(g(r), t, mb(r, i_mb)) end
+            end
           end
         end
       end
@@ -370,9 +375,6 @@ function M.build(plan, ctx, cfg)
   local layers = wp.split_layers(ctx.model.layers, C)
   local rep = ctx.opts.replicate_ends
   if rep then
-    if cfg.turns and cfg.turns.w then
-      wp.bad_option("--replicate-ends", "not with a split backward (weipipe-zb1, weipipe-zb2); weipipe-naive and weipipe-interleave take it")
-    end
     if ctx.model.tied ~= 0 then
       wp.bad_option("--replicate-ends", "the model ties its embedding and LM head (tie_word_embeddings): it runs as one chunk")
     end

@@ -44,7 +44,8 @@ case_ weipipe-interleave topologies/cpu-2x2.json 4 3 --pass-micro-batches 2 --ch
 case_ weipipe-interleave topologies/cpu-2x2.json 4 4 --pass-micro-batches 2 --replicas 2
 # the embedding and the LM head replicated on every rank (--replicate-ends, schedules/lib/weipipe.lua):
 # the ring carries the middle chunks, the ends' gradients are all-reduced over all ranks; with
-# replicas (the all-reduce spans them), K per pass with fewer chunks than ranks, recomputation
+# replicas (the all-reduce spans them), K per pass with fewer chunks than ranks, recomputation; the
+# split backward (the ends' backwards whole, around the B passes)
 # (and the gradient norm: every rank holds the ends, which count once)
 export NORM=1
 case_ weipipe-interleave topologies/cpu-2x2.json 4 2 --replicate-ends
@@ -52,6 +53,8 @@ case_ weipipe-naive "$(topo_for 3)" 3 2 --replicate-ends
 case_ weipipe-interleave topologies/cpu-2x2.json 4 2 --replicate-ends --replicas 2
 case_ weipipe-interleave topologies/cpu-2x2.json 4 3 --replicate-ends --pass-micro-batches 2 --chunks 3 --recompute
 case_ weipipe-naive topologies/cpu-uneven.json 6 1 --replicate-ends
+case_ weipipe-zb1 topologies/cpu-2x2.json 4 2 --replicate-ends
+case_ weipipe-zb2 topologies/cpu-2x2.json 4 2 --replicate-ends --replicas 2 --recompute
 unset NORM
 # zero bubble: the backward split into BWD_B and BWD_W (runtime/cpu/model.h), on the same matrix's
 # shapes, with recompute (the B pass keeps the recomputed stash for W) and replicas

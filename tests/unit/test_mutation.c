@@ -247,6 +247,7 @@ int main(void) {
     ends = 1;
     run("weipipe-interleave", 2, two, 2, 1, 0, &total, &rejected, &same);
     run("weipipe-naive", 1, (int[]){ 4 }, 1, 2, 0, &total, &rejected, &same);
+    run("weipipe-zb1", 2, two, 2, 1, 0, &total, &rejected, &same);
     ends = 0;
     printf("mutation test: %ld mutants, %ld rejected by the verifier, %ld accepted and equivalent, %ld slipped through\n",
            total, rejected, same, slipped);

@@ -133,7 +133,7 @@ static void run_case(const Case *k) {
     topology_free(&topo);
 }
 
-/* --replicate-ends (weipipe-naive, -interleave): the memory and time bounds hold on every plan of
+/* --replicate-ends (weipipe-naive, -interleave, -zb1, -zb2): the memory and time bounds hold on every plan of
  * the cluster (replicas, chunks, recomputation, K); and the flag reaches only those strategies. */
 static void ends_bounds(const Case *k) {
     char err[4096], name[256], path[512];
@@ -147,9 +147,9 @@ static void ends_bounds(const Case *k) {
     Args a = { .cmd = "sim", .strategy = "auto", .backend = backend_default(BACKEND_COMPUTE), .comm = backend_default(BACKEND_COMM),
                .micro_batches = k->micro_batches, .replicas = 1, .replicate_ends = 1 };
     StrategyOpts base = opts_of(&a, &topo);
-    const char *names[] = { "weipipe-interleave", "weipipe-naive" };
+    const char *names[] = { "weipipe-interleave", "weipipe-naive", "weipipe-zb1", "weipipe-zb2" };
     int P = topo.ndevices, nbuilt = 0;
-    for (int si = 0; si < 2; si++)
+    for (int si = 0; si < 4; si++)
         for (int R = 1; R <= P; R++) {
             if (P % R) continue;
             int ks[SEARCH_MAX_ROUND_VALUES], nk = search_round_values(names[si], k->micro_batches, 0, 0, ks, SEARCH_MAX_ROUND_VALUES);
@@ -178,8 +178,8 @@ static void ends_bounds(const Case *k) {
                     }
         }
     StrategyOpts o = base;
-    search_set_round("weipipe-zb1", &o, 0);
-    CHECK(o.replicate_ends == 0, "--replicate-ends reaches weipipe-zb1, which does not take it");
+    search_set_round("tawpipe", &o, 0);
+    CHECK(o.replicate_ends == 0, "--replicate-ends reaches tawpipe, which does not take it");
     printf("%s %s seq %d, replicated ends: %d plans, bounds checked\n", k->topo, k->model, model.seq, nbuilt);
     CHECK(nbuilt > 0, "%s: no replicated-ends plan built", k->topo);
     topology_free(&topo);

@@ -112,6 +112,7 @@ int main(void) {
         for (int R = 2; R <= 8; R *= 2) compare_k(path, "llama-h1024", 1024, R == 4 ? "weipipe-naive" : "weipipe-interleave", R, R == 8, 2, 0);
     }
     for (int R = 2; R <= 8; R *= 2) compare_k(topos[0], "llama-h1024", 2048, "weipipe-interleave", R, 0, 3, 2);
+    for (int R = 2; R <= 8; R *= 2) compare_k(topos[0], "llama-h1024", 2048, R == 4 ? "weipipe-zb2" : "weipipe-zb1", R, 0, 2, 0);
     ends = 0;
     CHECK(nsym - before_ends == ncases - cases_ends, "replicated ends: the shortcut ran on %d of %d plans", nsym - before_ends, ncases - cases_ends);
     printf("%d plans compared, %d simulated with the shortcut\n", ncases, nsym);
