@@ -97,7 +97,7 @@ static int rebuild(Run *r, char *err, size_t errlen) {
         goto done;
     }
     /* the chunks option: the strategy's default, or as many as the plan has; fsdp's variant */
-    int tries[2] = { 0, (int)json_array_size(chunks) }, nvar = !strcmp(strategy, "fsdp") ? 2 : 1;
+    int tries[2] = { 0, (int)json_array_size(chunks) - (o.replicate_ends ? 2 : 0) }, nvar = !strcmp(strategy, "fsdp") ? 2 : 1;
     for (int k = 0; k < 2 * nvar && rc; k++) {
         o.chunks = tries[k % 2];
         o.fsdp_variant = k >= 2 ? "full-shard" : NULL;
