@@ -21,6 +21,9 @@
 -- adds into the gradient chain), and place F, B and W by their own turn formulas (cfg.turns):
 -- the backward weight stream then follows the B passes, the gradient chain the W passes.
 --
+-- --replicate-ends keeps the embedding and the LM head on every rank instead (replicated_ends,
+-- below): the ring's chunks are then the plan's chunks 1..C.
+--
 -- M.build runs in phases, each a local function below that decides one thing and records it in
 -- the build state `b`: ring (each chunk's owner and its distance to rank 0), streams (where each
 -- chunk's forward and backward weights are at every turn), chains (where each chunk's gradient
@@ -184,7 +187,7 @@ end
 -- turn runs its backward first, freeing activations before the forward stores more), the
 -- forwards, and each chunk's update at its owner (with replicas: after an all-reduce). Ring chunk
 -- k is the plan's chunk b.id(k); with replicated ends (b.ends) every rank also runs the embedding
--- and the head on its own micro-batches with its own masters (ends_ops).
+-- and the head on its own micro-batches with its own masters (replicated_ends, below).
 local function ops(plan, b, cfg)
   local P, R, C, N, rounds = b.P, b.R, b.C, b.N, b.rounds
   local owner, id = b.owner, b.id
