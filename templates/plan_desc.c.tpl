@@ -16,6 +16,15 @@ static const WpChunkDesc chunks[${#P.chunks}] = {
     { ${c.layer0}, ${c.nlayers}, ${#c.owners}, owners_${i - 1} },
 @ end
 };
+@ local any_replicated = false
+@ for _, c in ipairs(P.chunks) do any_replicated = any_replicated or c.replicated end
+@ if any_replicated then
+@   local rep = {}
+@   for i, c in ipairs(P.chunks) do rep[i] = c.replicated and 1 or 0 end
+
+/* ---- chunks every rank holds a master of (--replicate-ends): counted once ---- */
+static const unsigned char replicated[${#P.chunks}] = { ${join(rep, 40)} };
+@ end
 @ if #P.groups > 0 then
 
 /* ---- groups of the collectives: members in order (shard i lives on member i) ---- */
@@ -65,6 +74,9 @@ const WpPlanDesc WP_PLAN = {
     .micro_batches = ${P.micro_batches}, .total_mbs = ${P.total_mbs}, .recompute = ${P.recompute},
     .precision = ${P.precision == "bf16" and "WP_BF16" or "WP_FP32"}, .grad_precision = ${P.grad_precision == "bf16" and "WP_BF16" or "WP_FP32"},
     .chunks = chunks,
+@ if any_replicated then
+    .replicated = replicated,
+@ end
     .groups = ${#P.groups > 0 and "groups" or "NULL"},
     .ranks = ranks,
     .rank_node = rank_node,

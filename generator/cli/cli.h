@@ -21,6 +21,7 @@ typedef struct Args {
     int force;              /* emit: a plan that does not fit the devices' memory too */
     int rounds;             /* tawpipe: micro-batch rounds, 0 = the solver's */
     int pass_mbs;           /* weipipe-naive, -interleave: micro-batches per weight pass (K), 0 = the strategy's */
+    int replicate_ends;     /* --replicate-ends: embedding and LM head on every rank (strategy_takes_replicate_ends) */
     const char *grouping;   /* tawpipe: auto, node, island or published */
     const char *fsdp_variant;   /* fsdp: gather-once or full-shard; NULL: gather-once */
     const char *precision, *grad_precision;   /* "fp32" or "bf16" as given; NULL: the default (inputs.c) */

@@ -91,12 +91,13 @@ static int rebuild(Run *r, char *err, size_t errlen) {
     /* weipipe's micro-batches per weight pass: recorded in the notes (schedules/lib/weipipe.lua) */
     const char *notes = json_string_value(json_object_get(pj, "notes")), *kp = notes ? strstr(notes, "(--pass-micro-batches ") : NULL;
     if (kp) o.pass_mbs = atoi(kp + strlen("(--pass-micro-batches "));
+    o.replicate_ends = notes && strstr(notes, "(--replicate-ends)");   /* the same notes: embedding and head on every rank */
     if (wp_dtype_parse(prec, &o.precision) || wp_dtype_parse(gprec, &o.grad_precision)) {
         snprintf(err, errlen, "%s: precision: expected fp32 or bf16", r->plan_path);
         goto done;
     }
     /* the chunks option: the strategy's default, or as many as the plan has; fsdp's variant */
-    int tries[2] = { 0, (int)json_array_size(chunks) }, nvar = !strcmp(strategy, "fsdp") ? 2 : 1;
+    int tries[2] = { 0, (int)json_array_size(chunks) - (o.replicate_ends ? 2 : 0) }, nvar = !strcmp(strategy, "fsdp") ? 2 : 1;
     for (int k = 0; k < 2 * nvar && rc; k++) {
         o.chunks = tries[k % 2];
         o.fsdp_variant = k >= 2 ? "full-shard" : NULL;

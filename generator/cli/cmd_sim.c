@@ -247,6 +247,7 @@ int cmd_compare(const Args *a) {
             json_object_set_new(j, "fastest", json_boolean(i == best));
             if (fsdp) json_object_set_new(j, "fsdp_variant", json_string(variant));
             if (c[i].o.pass_mbs) json_object_set_new(j, "pass_micro_batches", json_integer(c[i].o.pass_mbs));
+            if (c[i].o.replicate_ends) json_object_set_new(j, "replicate_ends", json_true());
             if (!strcmp(c[i].strategy, "tawpipe") && c[i].o.rounds) json_object_set_new(j, "rounds", json_integer(c[i].o.rounds));
             if (!strcmp(names[i], "auto")) json_object_set_new(j, "picked_by", json_string("auto"));
             json_array_append_new(arr, j);

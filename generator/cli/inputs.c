@@ -31,7 +31,7 @@ static WpDtype default_precision(const Args *a, const Topology *topo) {
  * only round differently (wp-ref fp32 1.712, bf16 1.677). */
 StrategyOpts opts_of(const Args *a, const Topology *topo) {
     StrategyOpts o = { .micro_batches = a->micro_batches, .replicas = a->replicas, .chunks = a->chunks,
-                       .recompute = a->recompute, .rounds = a->rounds, .pass_mbs = a->pass_mbs, .grouping = a->grouping ? a->grouping : "auto", .fsdp_variant = a->fsdp_variant,
+                       .recompute = a->recompute, .rounds = a->rounds, .pass_mbs = a->pass_mbs, .replicate_ends = a->replicate_ends, .grouping = a->grouping ? a->grouping : "auto", .fsdp_variant = a->fsdp_variant,
                        .lua_max_mib = a->lua_max_mib, .lua_max_minstr = a->lua_max_minstr,
                        .precision = default_precision(a, topo) };
     if (a->precision) wp_dtype_parse(a->precision, &o.precision);   /* checked by main.c */

@@ -20,6 +20,9 @@ static void usage(FILE *f) {
         "                  [--rounds K] [--grouping auto|node|island|published]   (tawpipe)\n"
         "                  [--pass-micro-batches K]   (weipipe-naive, weipipe-interleave: K micro-batches\n"
         "                  through a chunk per weight pass; default all, and 1)\n"
+        "                  [--replicate-ends]   (weipipe-naive, -interleave, -zb1, -zb2: the embedding and\n"
+        "                  the final norm and LM head on every rank, their gradients all-reduced, instead of\n"
+        "                  travelling with the first and last chunks)\n"
         "                  [--fsdp-variant gather-once|full-shard]   (fsdp: gathers once per step, or per\n"
         "                  micro-batch as PyTorch FSDP FULL_SHARD under gradient accumulation)\n"
         "                  [--lua-max-mib N] [--lua-max-instructions M]   (the strategy's limits: MiB of\n"
@@ -100,6 +103,19 @@ static int check_pass_mbs(const Args *a) {
     return -1;
 }
 
+/* --replicate-ends: the strategies whose weight passing keeps the embedding and the LM head on every
+ * rank (schedules/lib/weipipe.lua). Elsewhere it would be ignored, so plan, emit and
+ * sim refuse it; compare and -s auto apply it to those and search the others as usual. */
+static int check_replicate_ends(const Args *a) {
+    if (!a->replicate_ends || !strcmp(a->cmd, "compare") || !strcmp(a->strategy, "auto")) return 0;
+    const char *s = a->strategy;
+    size_t l = strlen(s);
+    if (strchr(s, '/') || (l > 4 && !strcmp(s + l - 4, ".lua"))) return 0;
+    if (strategy_takes_replicate_ends(s)) return 0;
+    fprintf(stderr, "wpgen: --replicate-ends: strategy %s does not take it (weipipe-naive, weipipe-interleave, weipipe-zb1 and weipipe-zb2 do)\n", s);
+    return -1;
+}
+
 static int parse_args(int argc, char **argv, Args *a) {
     memset(a, 0, sizeof *a);
     a->strategy = "weipipe-interleave";
@@ -126,6 +142,7 @@ static int parse_args(int argc, char **argv, Args *a) {
         else if (!strcmp(f, "--svg") && !strcmp(a->cmd, "sim")) a->svg = v;
         else if (!strcmp(f, "--strategies") && !strcmp(a->cmd, "compare")) a->strategies = v;
         else if (!strcmp(f, "--recompute")) { a->recompute = 1; takes = 0; }
+        else if (!strcmp(f, "--replicate-ends")) { a->replicate_ends = 1; takes = 0; }
         else if (!strcmp(f, "--rounds")) { if (parse_int(f, v, 1, MAX_MICRO_BATCHES, &a->rounds)) return -1; }
         else if (!strcmp(f, "--pass-micro-batches")) { if (parse_int(f, v, 1, MAX_MICRO_BATCHES, &a->pass_mbs)) return -1; }
         else if (!strcmp(f, "--lua-max-mib")) { if (parse_int(f, v, 1, 1 << 20, &a->lua_max_mib)) return -1; }
@@ -168,6 +185,7 @@ static int parse_args(int argc, char **argv, Args *a) {
     if (!a->model) { fprintf(stderr, "wpgen %s: -m MODEL is required\n", a->cmd); return -1; }
     if (check_outputs(a)) return -1;
     if (check_pass_mbs(a)) return -1;
+    if (check_replicate_ends(a)) return -1;
     /* the table says which backends exist and which are built: one not built yet is refused
      * rather than emitted half-way */
     char berr[256];

@@ -30,9 +30,13 @@ void print_summary(const Plan *p, const char *model_name, double intra, double i
            wp_dtype_name(p->precision), wp_dtype_name(p->grad_precision));
     printf("chunks      %d:", p->nchunks);
     for (int c = 0; c < p->nchunks; c++) {
-        printf(" [%d layer%s, owner%s", p->chunks[c].nlayers, p->chunks[c].nlayers > 1 ? "s" : "", p->chunks[c].nowners > 1 ? "s" : "");
-        for (int i = 0; i < p->chunks[c].nowners && i < 4; i++) printf(" %d", p->chunks[c].owners[i]);
-        if (p->chunks[c].nowners > 4) printf(" ...");
+        printf(" [%d layer%s, ", p->chunks[c].nlayers, p->chunks[c].nlayers != 1 ? "s" : "");
+        if (p->chunks[c].replicated) printf("replicated on every rank");
+        else {
+            printf("owner%s", p->chunks[c].nowners > 1 ? "s" : "");
+            for (int i = 0; i < p->chunks[c].nowners && i < 4; i++) printf(" %d", p->chunks[c].owners[i]);
+            if (p->chunks[c].nowners > 4) printf(" ...");
+        }
         printf("]");
         if (c >= 7 && c < p->nchunks - 1) { printf(" ..."); break; }
     }

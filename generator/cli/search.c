@@ -99,6 +99,7 @@ int search_round_values(const char *strategy, int micro_batches, int given_pass,
 void search_set_round(const char *strategy, StrategyOpts *o, int v) {
     if (!strcmp(strategy, "tawpipe")) { o->rounds = v; o->pass_mbs = 0; }
     else o->pass_mbs = v;
+    if (!strategy_takes_replicate_ends(strategy)) o->replicate_ends = 0;   /* --replicate-ends: where taken */
 }
 
 /* Which strategies the rules that compare two plans of one strategy hold for (test_search checks
@@ -187,7 +188,13 @@ double search_mem_bound(const char *strategy, const Topology *topo, const WpConf
         if (K) acts *= K;
         else if (tr.all_forward && !(tr.gathers && full_shard)) acts *= o->micro_batches;
         double bufs = 0;
-        if (!tr.gathers) {
+        if (o->replicate_ends && tr.ring) {
+            /* --replicate-ends (lib/weipipe.lua): every rank holds the embedding's and the head's
+             * masters, AdamW state and fp32 gradients; the layers' masters are shared out */
+            WpChunk e = wp_chunk_make(model, 0, 0, 0, 1, 0), h = wp_chunk_make(model, 1, 0, 0, 0, 1);
+            double ends = (double)(e.nparams + h.nparams);
+            masters = (params_total(model) - ends) * per_param / npipe + ends * (per_param + sizeof(float));
+        } else if (!tr.gathers) {
             /* one owner per chunk and replica holds its whole masters, AdamW state and the fp32
              * gradient OPT reads: at least the heavier of the first chunk (the embedding) and the
              * last (the head), on one rank */
@@ -399,7 +406,8 @@ double search_time_bound(const char *strategy, const Topology *topo, const WpCon
          * ring_tail, its last compute is its backward of chunk 0, whose gradient then goes on
          * r -> ... -> last -> 0 before the owner can update it. The step is at least any rank's
          * start + compute + tail, so at least their means. */
-        WpChunk k0 = wp_chunk_make(model, 0, 0, L / C, 1, C == 1);
+        int ends = o->replicate_ends;   /* then the ring's first chunk carries no embedding (nor the head) */
+        WpChunk k0 = wp_chunk_make(model, 0, 0, L / C, !ends, C == 1 && !ends);
         double wbytes = (double)k0.nparams * (double)wp_dtype_bytes(o->precision);
         double dbytes = (double)k0.nparams * (double)wp_dtype_bytes(o->grad_precision);
         double sum = 0, most = 0;

@@ -159,7 +159,9 @@ local function chunk_text(c, i)
     if i == 1 then extra[#extra + 1] = "embedding" end
     if i == #P.chunks then extra[#extra + 1] = "final norm, LM head, loss" end
     local layers = c.nlayers == 1 and fmt("layer %d", c.layer0) or fmt("layers %d-%d", c.layer0, c.layer0 + c.nlayers - 1)
-    if #extra > 0 then layers = layers .. " + " .. concat(extra, ", ") end
+    if c.nlayers == 0 then layers = concat(extra, ", ")
+    elseif #extra > 0 then layers = layers .. " + " .. concat(extra, ", ") end
+    if c.replicated then return fmt("%-11s %s; replicated on every rank", "chunk " .. (i - 1), layers) end
     local owners = {}
     for k = 1, math.min(#c.owners, 8) do owners[k] = c.owners[k] end
     local who = (#c.owners == 1 and "rank " or "ranks ") .. concat(owners, ", ")

@@ -46,6 +46,7 @@ uint64_t plan_hash(const Plan *p) {
         const PlanChunk *ch = &p->chunks[c];
         fnv_int(&f, ch->layer0); fnv_int(&f, ch->nlayers); fnv_int(&f, ch->nowners);
         for (int i = 0; i < ch->nowners; i++) fnv_int(&f, ch->owners[i]);
+        if (ch->replicated) fnv_int(&f, -1);   /* only where set: the hashes of other plans stay as they were */
     }
     fnv_int(&f, p->ngroups);
     for (int g = 0; g < p->ngroups; g++) {
@@ -139,6 +140,7 @@ void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const cha
         lua_set_int(L, "nlayers", p->chunks[c].nlayers);
         push_ints(L, p->chunks[c].owners, p->chunks[c].nowners);
         lua_setfield(L, -2, "owners");
+        if (p->chunks[c].replicated) { lua_pushboolean(L, 1); lua_setfield(L, -2, "replicated"); }
         lua_rawseti(L, -2, c + 1);
     }
     lua_setfield(L, -2, "chunks");
@@ -303,10 +305,12 @@ int emit_json_head(FILE *f, const Plan *p, const EmitInfo *info, const char *has
     json_t *nodes = json_array();
     for (int n = 0; n < p->topo->nnodes; n++) json_array_append_new(nodes, json_string(p->topo->nodes[n].name));
     json_t *chunks = json_array();
-    for (int c = 0; c < p->nchunks; c++)
-        json_array_append_new(chunks, json_pack("{s:i, s:i, s:o}", "layer0", p->chunks[c].layer0, "layers",
-                                                p->chunks[c].nlayers, "owners",
-                                                int_array(p->chunks[c].owners, p->chunks[c].nowners)));
+    for (int c = 0; c < p->nchunks; c++) {
+        json_t *cj = json_pack("{s:i, s:i, s:o}", "layer0", p->chunks[c].layer0, "layers", p->chunks[c].nlayers, "owners",
+                               int_array(p->chunks[c].owners, p->chunks[c].nowners));
+        if (cj && p->chunks[c].replicated) json_object_set_new(cj, "replicated", json_true());
+        json_array_append_new(chunks, cj);
+    }
     json_t *groups = json_array();
     for (int g = 0; g < p->ngroups; g++) json_array_append_new(groups, int_array(p->groups[g].ranks, p->groups[g].n));
     if (!model || !nodes || !chunks || !groups) {

@@ -62,7 +62,9 @@ int plan_set_chunks(Plan *p, const int *layers, int n, char *err, size_t errlen)
     if (n < 1) return errmsg(err, errlen, "a plan needs at least one chunk");
     int sum = 0;
     for (int i = 0; i < n; i++) {
-        if (layers[i] < 1) return errmsg(err, errlen, "chunk %d: expected at least one layer, got %d", i, layers[i]);
+        /* the first and last chunk may be left without layers, for plan_set_replicated (plan_finish checks) */
+        int ends = n > 2 && (i == 0 || i == n - 1);
+        if (layers[i] < (ends ? 0 : 1)) return errmsg(err, errlen, "chunk %d: expected at least one layer, got %d", i, layers[i]);
         sum += layers[i];
     }
     if (sum != p->model.layers)
@@ -88,6 +90,14 @@ int plan_add_owner(Plan *p, int chunk, int rank, char *err, size_t errlen) {
         if (c->owners[i] == rank) return errmsg(err, errlen, "owner of chunk %d: rank %d given twice", chunk, rank);
     c->owners = grow(c->owners, &c->capowners, c->nowners + 1, sizeof *c->owners);
     c->owners[c->nowners++] = rank;
+    return 0;
+}
+
+int plan_set_replicated(Plan *p, int chunk, char *err, size_t errlen) {
+    if (chunk < 0 || chunk >= p->nchunks) return errmsg(err, errlen, "replicate: no chunk %d", chunk);
+    if (chunk != 0 && chunk != p->nchunks - 1)
+        return errmsg(err, errlen, "replicate: chunk %d is neither the first nor the last (only the embedding's and the LM head's may be replicated)", chunk);
+    p->chunks[chunk].replicated = 1;
     return 0;
 }
 
@@ -223,9 +233,13 @@ static void set_dtypes(Plan *p, int r, size_t largest) {
 int plan_finish(Plan *p, char *err, size_t errlen) {
     if (p->finished) return 0;
     if (!p->nchunks) return errmsg(err, errlen, "the strategy set no chunks");
+    for (int c = 0; c < p->nchunks; c++)
+        if (p->chunks[c].nlayers < 1 && !p->chunks[c].replicated)
+            return errmsg(err, errlen, "chunk %d: expected at least one layer, got 0 (only a replicated chunk may have none)", c);
+    /* buffers not sized for a chunk hold travelling weights: a replicated chunk's never travel */
     size_t largest = 0;
     for (int c = 0; c < p->nchunks; c++)
-        if (plan_chunk_params(p, c) > largest) largest = plan_chunk_params(p, c);
+        if (!p->chunks[c].replicated && plan_chunk_params(p, c) > largest) largest = plan_chunk_params(p, c);
     for (int r = 0; r < p->nranks; r++) {
         PlanRank *rk = &p->ranks[r];
         set_dtypes(p, r, largest);

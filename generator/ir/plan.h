@@ -109,6 +109,8 @@ typedef struct PlanRank {
 typedef struct PlanChunk {
     int layer0, nlayers;
     int nowners, capowners; int *owners;   /* ranks holding master weights: one per replica, or shards */
+    int replicated;     /* every rank holds its master and computes it with it (plan_set_replicated): the
+                         * embedding or the final norm and LM head kept on every rank instead of passed */
 } PlanChunk;
 
 typedef struct PlanGroup {
@@ -146,6 +148,10 @@ void plan_free(Plan *p);
 /* Builder. Each returns 0, or -1 with a message in err. */
 int plan_set_chunks(Plan *p, const int *layers, int n, char *err, size_t errlen);
 int plan_add_owner(Plan *p, int chunk, int rank, char *err, size_t errlen);
+/* Marks the first or the last chunk replicated (PlanChunk.replicated): its weights never travel,
+ * every rank of the plan owns a whole master of it, computes it with that master and updates it
+ * with the gradient summed over all ranks. Only such a chunk may hold no layers. */
+int plan_set_replicated(Plan *p, int chunk, char *err, size_t errlen);
 int plan_add_buf(Plan *p, int rank, const char *name, BufKind kind, int chunk, int master,
                  int shard, int nshards, char *err, size_t errlen);   /* returns index or -1 */
 int plan_find_buf(const Plan *p, int rank, const char *name);

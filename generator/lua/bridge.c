@@ -223,6 +223,14 @@ static int l_chunks(lua_State *L) {
     return 0;
 }
 
+/* plan:replicate(chunk): the first or last chunk kept on every rank (plan_set_replicated) */
+static int l_replicate(lua_State *L) {
+    Plan *p = check_plan(L);
+    char err[256];
+    if (plan_set_replicated(p, (int)luaL_checkinteger(L, 2), err, sizeof err)) return luaL_error(L, "%s", err);
+    return 0;
+}
+
 /* plan:owner(chunk, rank) */
 static int l_owner(lua_State *L) {
     Plan *p = check_plan(L);
@@ -298,7 +306,7 @@ static const luaL_Reg plan_methods[] = {
     { "bcast", l_bcast }, { "reduce", l_reduce }, { "allreduce", l_allreduce },
     { "allgather", l_allgather }, { "reduce_scatter", l_reduce_scatter },
     { "acc", l_acc }, { "copy", l_copy }, { "opt", l_opt }, { "free", l_free },
-    { "chunks", l_chunks }, { "owner", l_owner }, { "buffer", l_buffer }, { "group", l_group },
+    { "chunks", l_chunks }, { "replicate", l_replicate }, { "owner", l_owner }, { "buffer", l_buffer }, { "group", l_group },
     { "place", l_place }, { "note", l_note },
     { "solve_placement", placement_lua_solve },   /* TawPipe's placement solver, generator/place/placement.c */
     { NULL, NULL },
@@ -368,6 +376,8 @@ static void push_opts(lua_State *L, const StrategyOpts *o, const Plan *p) {
     lua_set_int(L, "recompute", o->recompute);
     lua_set_int(L, "rounds", o->rounds);
     lua_set_int(L, "pass_micro_batches", o->pass_mbs);
+    lua_pushboolean(L, o->replicate_ends);
+    lua_setfield(L, -2, "replicate_ends");
     lua_set_str(L, "grouping", o->grouping ? o->grouping : "auto");
     lua_set_str(L, "fsdp_variant", o->fsdp_variant ? o->fsdp_variant : "gather-once");
     lua_set_str(L, "precision", wp_dtype_name(o->precision));
@@ -395,6 +405,11 @@ const char *wpgen_home(void) {
     }
     if (!home[0]) snprintf(home, sizeof home, "/");
     return home;
+}
+
+int strategy_takes_replicate_ends(const char *name) {
+    return !strcmp(name, "weipipe-naive") || !strcmp(name, "weipipe-interleave") || !strcmp(name, "weipipe-zb1") ||
+           !strcmp(name, "weipipe-zb2");
 }
 
 int strategy_resolve(const char *name, char *path, size_t len) {

@@ -15,6 +15,7 @@ typedef struct StrategyOpts {
     int recompute;
     int rounds;             /* tawpipe: micro-batch rounds; 0: its own choice */
     int pass_mbs;           /* weipipe-naive, -interleave: micro-batches per weight pass; 0: the strategy's */
+    int replicate_ends;     /* weight passing: the embedding and the LM head replicated on every rank (plan_set_replicated) */
     const char *grouping;   /* tawpipe: "auto", "node", "island" or "published" */
     const char *fsdp_variant;   /* fsdp: "gather-once" (NULL: it) or "full-shard" */
     int lua_max_mib;        /* the sandbox's limits: MiB of Lua memory, millions of instructions; */
@@ -31,6 +32,9 @@ enum { STRATEGY_BAD_INPUT = 2 };
  * of the sandbox hit, as one line. */
 int strategy_run(const char *name, const Topology *t, const WpConfig *m, const char *model_name,
                  const StrategyOpts *o, Plan **out, char *err, size_t errlen);
+/* Whether a shipped strategy takes --replicate-ends (StrategyOpts.replicate_ends): weipipe-naive,
+ * weipipe-interleave, weipipe-zb1, weipipe-zb2 (schedules/lib/weipipe.lua). */
+int strategy_takes_replicate_ends(const char *name);
 /* schedules/NAME.lua, or NAME itself when it is a path. 0 if readable. */
 int strategy_resolve(const char *name, char *path, size_t len);
 

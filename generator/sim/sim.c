@@ -205,19 +205,20 @@ static int p2p_cmp(const void *a, const void *b) {
     return x->op < y->op ? -1 : x->op > y->op;
 }
 
-/* With symmetry, a collective across the replicas (one member each, symmetry.h): the members of
- * the replicas simulated, which start it when they have posted (every move posts at the same
- * time), and the ring's edges out of them; the latency of the whole ring. The k-th call of each
- * member is one call, as for other collectives. */
+/* With symmetry, a collective across the replicas (w members each, in blocks of replica order:
+ * symmetry.h): the members of the replicas simulated, which start it when they have posted (every
+ * move posts at the same time), and the ring's edges out of them; the latency of the whole ring.
+ * The k-th call of each member is one call, as for other collectives. */
 static int across_obj(Sim *S, int r, int i, int **calls, int *ncalls, int *capcalls, int **next) {
     const Plan *p = S->p;
     const Op *op = &p->ranks[r].ops[i];
     const PlanGroup *g = &p->groups[op->group];
     int m = 0;
     while (g->ranks[m] != r) m++;
-    int first = 0;   /* member index of replica 0: the simulated members are first .. first + k - 1 */
-    while (p->ranks[g->ranks[first]].replica != 0) first++;
-    int slot = (m - first + g->n) % g->n;   /* 0 .. k-1 */
+    /* the block of replica 0 starts at member first: the simulated members are first .. first + k*w - 1 */
+    int first = 0, w = g->n / p->replicas;
+    while (!(p->ranks[g->ranks[first]].replica == 0 && (first == 0 || p->ranks[g->ranks[first - 1]].replica != 0))) first++;
+    int slot = (m - first + g->n) % g->n;   /* 0 .. k*w - 1 */
     int gi = op->group, kk = next[gi][slot]++;
     if (kk >= ncalls[gi]) {
         if (kk >= capcalls[gi]) {
@@ -226,7 +227,7 @@ static int across_obj(Sim *S, int r, int i, int **calls, int *ncalls, int *capca
         }
         int id = new_obj(S);
         Obj *o = &S->objs[id];
-        int k = S->sym->k;
+        int k = S->sym->k * w;
         o->need = k; o->n = k;
         o->ranks = xcalloc((size_t)k, sizeof(int)); o->ops = xcalloc((size_t)k, sizeof(int));
         CollShape cs = coll_shape(op_info(op->kind)->coll, g->n, 0, sim_op_bytes(p, r, i));

@@ -3,8 +3,9 @@
  * operations, buffers and links onto its image's, and every group either inside a replica onto
  * another group or, across the replicas, onto itself turned by k members. k = 1 where each
  * replica has nodes of its own or is laid out like its neighbours; more where replicas share
- * nodes (4 of them on a node of 8: k = 4, one node simulated). The smallest k that works is
- * taken. Checked operation by operation: linear in the plan's size for each k tried. */
+ * nodes (4 of them on a node of 8: k = 4, one node simulated). A group across the replicas has
+ * one member per replica, or (replicated chunks' all-reduce) all of each replica's ranks, in blocks.
+ * The smallest k that works is taken. Checked operation by operation: linear in the plan's size for each k tried. */
 #include <stdlib.h>
 #include <string.h>
 #include "sim/symmetry.h"
@@ -87,18 +88,23 @@ static int sym_find_k(const Plan *p, const Topology *t, SimSym *s, int k) {
     }
     for (int i = 0; i < s->nreps; i++) s->reps[i] = at[i] - 1;
     free(at);
-    /* groups: inside one replica, or one member per replica in replica order (turned by sigma) */
+    /* groups: inside one replica, or w members per replica in blocks of replica order (w = 1: the
+     * all-reduce among the replicas' owners of a chunk; w = all the replica's ranks: the all-reduce
+     * of a replicated chunk's gradient over all ranks), which sigma turns by k blocks */
     s->across = xcalloc((size_t)p->ngroups + 1, 1);
     for (int g = 0; g < p->ngroups && ok; g++) {
         const PlanGroup *G = &p->groups[g];
         int inside = 1;
         for (int m = 1; m < G->n; m++) inside &= p->ranks[G->ranks[m]].replica == p->ranks[G->ranks[0]].replica;
         if (inside) continue;
-        if (G->n != R) { ok = 0; break; }
+        if (G->n % R) { ok = 0; break; }
+        int w = G->n / R, first = 0;
+        while (first < G->n && !(p->ranks[G->ranks[first]].replica == 0 && (first == 0 || p->ranks[G->ranks[first - 1]].replica != 0)))
+            first++;
         for (int m = 0; m < G->n && ok; m++) {
-            int a = G->ranks[m], b = G->ranks[(m + 1) % R];
-            if (p->ranks[b].replica != (p->ranks[a].replica + 1) % R || s->sigma[a] != G->ranks[(m + k) % R]) ok = 0;   /* sigma turns the ring by k */
-            /* every edge of the ring on the same kind of link as the one k members on */
+            int a = G->ranks[m], b = G->ranks[(m + 1) % G->n];
+            if (p->ranks[a].replica != (m - first + G->n) % G->n / w || s->sigma[a] != G->ranks[(m + k * w) % G->n]) ok = 0;   /* sigma turns the ring by k blocks */
+            /* every edge of the ring on the same kind of link as the one k blocks on */
             else if (!same_link(t, p->ranks[a].device, p->ranks[b].device, p->ranks[s->sigma[a]].device, p->ranks[s->sigma[b]].device)) ok = 0;
         }
         s->across[g] = 1;

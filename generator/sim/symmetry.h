@@ -19,7 +19,9 @@ typedef struct SimSym {
     int nreps; int *reps;   /* their ranks, the ones simulated */
     int *rep;               /* [nranks] the rank of replica (its replica mod k) at the same stage */
     int *sigma;             /* [nranks] the rank at the same stage k replicas on */
-    uint8_t *across;        /* [ngroups] a group with one member per replica (the all-reduce across them) */
+    uint8_t *across;        /* [ngroups] a group across the replicas: the same number of members in each,
+                             * in blocks of replica order (the all-reduce among replicas' owners, or over
+                             * all ranks for a replicated chunk) */
     int nres; int *res_rep; double *res_w;   /* [nres] a resource's orbit representative, and R / orbit size */
 } SimSym;
 

@@ -146,6 +146,9 @@ static int need_weights(Verifier *V, int r, int opi, const Op *op) {
     if (w->kind != V_W || w->chunk != op->chunk || w->nshards != 1 || w->version != 0)
         return verr(V, r, opi, "needs the weights of chunk %d, %s holds %s", op->chunk,
                     V->p->ranks[r].bufs[op->buf].name, val_describe(V, w, d, sizeof d));
+    if (V->p->chunks[op->chunk].replicated && !V->p->ranks[r].bufs[op->buf].master)
+        return verr(V, r, opi, "chunk %d is replicated: it computes with this rank's master, not %s",
+                    op->chunk, V->p->ranks[r].bufs[op->buf].name);
     OpNote *n = &V->p->ranks[r].notes[opi];
     n->chunk = op->chunk;
     n->from_rank = w->from_rank;
@@ -343,6 +346,29 @@ static void master_index(const Plan *p, MasterIndex *x) {
 
 static void master_index_free(MasterIndex *x) { free(x->first); free(x->rank); free(x->buf); free(x->owns); }
 
+/* A replicated chunk (PlanChunk.replicated): every rank owns it and holds one whole master of it,
+ * with which it computes the chunk on its own micro-batches (need_weights) and which it updates
+ * with the gradient summed over all ranks (OPT's count of M micro-batches). Checkpoints and the
+ * gradient norm count it once (runtime/train/train.c). */
+static int check_replicated_masters(Verifier *V, const MasterIndex *mi, int c) {
+    const Plan *p = V->p;
+    int *held = xcalloc((size_t)p->nranks, sizeof *held), rc = 0;
+    for (int k = mi->first[c]; k < mi->first[c + 1] && rc == 0; k++) {
+        int r = mi->rank[k];
+        const PlanBuf *pb = &p->ranks[r].bufs[mi->buf[k]];
+        if (!mi->owns[(size_t)c * p->nranks + r])
+            rc = verr(V, r, -1, "holds master %s of chunk %d but is not among its owners", pb->name, c);
+        else if (pb->nshards != 1)
+            rc = verr(V, r, -1, "master %s of replicated chunk %d is a shard: every rank holds it whole", pb->name, c);
+        else if (held[r]++)
+            rc = verr(V, r, -1, "holds a second master %s of replicated chunk %d", pb->name, c);
+    }
+    for (int r = 0; r < p->nranks && rc == 0; r++)
+        if (!held[r]) rc = verr(V, r, -1, "holds no master of replicated chunk %d: every rank needs one", c);
+    free(held);
+    return rc;
+}
+
 static int check_structure(Verifier *V) {
     Plan *p = V->p;
     if (check_placement(V)) return -1;
@@ -351,6 +377,10 @@ static int check_structure(Verifier *V) {
     for (int c = 0; c < p->nchunks; c++) {
         const PlanChunk *ch = &p->chunks[c];
         if (ch->nowners == 0) { master_index_free(&mi); return snprintf(V->err, V->errlen, "chunk %d has no owner", c), -1; }
+        if (ch->replicated) {
+            if (check_replicated_masters(V, &mi, c)) { master_index_free(&mi); return -1; }
+            continue;
+        }
         int nshards = 0, *seen = NULL;
         for (int k = mi.first[c]; k < mi.first[c + 1]; k++) {
             int r = mi.rank[k];

@@ -84,6 +84,8 @@ static int post_send(Verifier *V, int r, int i) {
             return verr(V, r, i, "%s holds %s%s", V->p->ranks[r].bufs[op->buf].name, val_describe(V, v, d, sizeof d),
                         op->what == WHAT_D ? bw_pending_hint(V, r, h, sizeof h) : "");
         }
+        if (v->kind == V_W && V->p->chunks[v->chunk].replicated)
+            return verr(V, r, i, "sends the weights of replicated chunk %d, which every rank holds", v->chunk);
         val_copy(V, &x.val, v);
     }
     RankState *q = &V->rs[op->peer];

@@ -61,6 +61,9 @@ typedef struct WpPlanDesc {
     int precision;              /* WpDtype of working weights, activations and their gradients */
     int grad_precision;         /* WpDtype of weight gradients on the wire (Plan.grad_precision) */
     const WpChunkDesc *chunks;
+    const unsigned char *replicated;   /* [nchunks] chunks every rank holds a master of (the plan's
+                                        * PlanChunk.replicated; NULL: none): the gradient norm and the
+                                        * checkpoint count the first owner's only */
     const WpGroupDesc *groups;
     const WpRankDesc *ranks;
     const int *rank_node;       /* [nranks] */

@@ -28,6 +28,17 @@ static size_t shard_offset(const WpRank *R, int b) {
     return d->nshards > 1 ? comm_shard_offset(R->chunks[d->chunk].nparams, d->nshards, d->shard) : 0;
 }
 
+/* Whether rank r's master buffer b makes the checkpoint and the gradient norm: replica 0's masters
+ * (every replica holds the same), and of a replicated chunk, which every rank holds, only its first
+ * owner's. So a chunk counts once, and a checkpoint has the same tensors whatever the plan. */
+static int counts_master(const WpPlanDesc *P, int r, int b) {
+    const WpRankDesc *rd = &P->ranks[r];
+    const WpBufDesc *d = &rd->bufs[b];
+    if (!d->master || rd->replica != 0) return 0;
+    const WpChunkDesc *c = &P->chunks[d->chunk];
+    return !(P->replicated && P->replicated[d->chunk]) || (c->nowners > 0 && c->owners[0] == r);
+}
+
 static int owns_masters(const WpRank *R) {
     for (int b = 0; b < R->me->nbufs; b++)
         if (R->me->bufs[b].master) return 1;
@@ -73,25 +84,24 @@ static void init_masters(WpRank *R, const TrainFlags *o, WpTrainState *st) {
     free(whole); free(m); free(v);
 }
 
-/* Gathers replica 0's masters (and AdamW moments) to rank 0 and writes the checkpoint there, in
- * the reference trainer's format: full tensors with Hugging Face names, whoever owned what. */
+/* Gathers replica 0's masters (and AdamW moments; a replicated chunk's from its first owner only:
+ * counts_master) to rank 0 and writes the checkpoint there, in the reference trainer's format:
+ * full tensors with Hugging Face names, whoever owned what. */
 static int save_checkpoint(WpRank *R, const char *path, const WpTrainState *st, char *err, size_t errlen) {
     const WpPlanDesc *P = R->plan;
     size_t total = 0, mine_n = 0;
     for (int c = 0; c < P->nchunks; c++) total += R->chunks[c].nparams;
-    if (R->me->replica == 0)
-        for (int b = 0; b < R->me->nbufs; b++)
-            if (R->me->bufs[b].master) mine_n += 3 * chunk_floats(R, R->me->bufs[b].chunk, R->me->bufs[b].shard, R->me->bufs[b].nshards);
+    for (int b = 0; b < R->me->nbufs; b++)
+        if (counts_master(P, R->rank, b)) mine_n += 3 * chunk_floats(R, R->me->bufs[b].chunk, R->me->bufs[b].shard, R->me->bufs[b].nshards);
     float *mine = rank_realloc(R, NULL, (mine_n + 1) * sizeof(float), "the checkpoint"), *p = mine;
-    if (R->me->replica == 0)
-        for (int b = 0; b < R->me->nbufs; b++) {
-            const WpBufDesc *d = &R->me->bufs[b];
-            if (!d->master) continue;
-            size_t n = chunk_floats(R, d->chunk, d->shard, d->nshards);
-            compute_master_get(R, b, WP_MASTER_W, p, n); p += n;
-            compute_master_get(R, b, WP_MASTER_M, p, n); p += n;
-            compute_master_get(R, b, WP_MASTER_V, p, n); p += n;
-        }
+    for (int b = 0; b < R->me->nbufs; b++) {
+        const WpBufDesc *d = &R->me->bufs[b];
+        if (!counts_master(P, R->rank, b)) continue;
+        size_t n = chunk_floats(R, d->chunk, d->shard, d->nshards);
+        compute_master_get(R, b, WP_MASTER_W, p, n); p += n;
+        compute_master_get(R, b, WP_MASTER_M, p, n); p += n;
+        compute_master_get(R, b, WP_MASTER_V, p, n); p += n;
+    }
     float *all = R->rank == 0 ? rank_realloc(R, NULL, (3 * total + 1) * sizeof(float), "the checkpoint") : NULL;
     comm_gather(R->comm, mine, mine_n, all, R->rank == 0 ? 3 * total : 0, NULL);
     free(mine);
@@ -109,10 +119,9 @@ static int save_checkpoint(WpRank *R, const char *path, const WpTrainState *st, 
         const float *q = all;
         for (int r = 0; r < P->nranks; r++) {
             const WpRankDesc *rd = &P->ranks[r];
-            if (rd->replica != 0) continue;
             for (int b = 0; b < rd->nbufs; b++) {
                 const WpBufDesc *d = &rd->bufs[b];
-                if (!d->master) continue;
+                if (!counts_master(P, r, b)) continue;
                 size_t whole = R->chunks[d->chunk].nparams;
                 size_t off = d->nshards > 1 ? comm_shard_offset(whole, d->nshards, d->shard) : 0;
                 size_t n = chunk_floats(R, d->chunk, d->shard, d->nshards);
@@ -157,13 +166,13 @@ static void run_step(void *ud, long s, double *loss_sum, double *sumsq) {
     R->me->step(R);
     compute_step_end(R);
     *loss_sum = R->loss_sum;
-    /* every replica holds the same gradients: replica 0's count once */
+    /* every replica holds the same gradients, and every rank a replicated chunk's: counted once */
     *sumsq = 0;
-    if (R->me->replica == 0)
-        for (int i = 0; i < R->nopts; i++) {
-            const WpBufDesc *d = &R->me->bufs[R->opts[i].master];
-            *sumsq += compute_sumsq(R, R->opts[i].grad, chunk_floats(R, R->opts[i].chunk, d->shard, d->nshards));
-        }
+    for (int i = 0; i < R->nopts; i++) {
+        if (!counts_master(R->plan, R->rank, R->opts[i].master)) continue;
+        const WpBufDesc *d = &R->me->bufs[R->opts[i].master];
+        *sumsq += compute_sumsq(R, R->opts[i].grad, chunk_floats(R, R->opts[i].chunk, d->shard, d->nshards));
+    }
 }
 
 static void allreduce(void *ud, double *x, int n) {

@@ -21,6 +21,9 @@
 -- adds into the gradient chain), and place F, B and W by their own turn formulas (cfg.turns):
 -- the backward weight stream then follows the B passes, the gradient chain the W passes.
 --
+-- --replicate-ends keeps the embedding and the LM head on every rank instead (replicated_ends,
+-- below): the ring's chunks are then the plan's chunks 1..C.
+--
 -- M.build runs in phases, each a local function below that decides one thing and records it in
 -- the build state `b`: ring (each chunk's owner and its distance to rank 0), streams (where each
 -- chunk's forward and backward weights are at every turn), chains (where each chunk's gradient
@@ -78,6 +81,9 @@ end
 -- streams circulate without end (C >= P) or start afresh from the owner each round.
 local function ring(b)
   local P = b.P
+  -- the plan's index of ring chunk k: with replicated ends chunk 0 is the embedding, so the ring's
+  -- chunks are 1..C and C + 1 the head
+  function b.id(k) return k + b.off end
   function b.owner(k) return (P - k % P) % P end
   function b.hops(k) return k % P end
   b.continuous = b.turns.period(b.C) >= P and not b.turns.restart
@@ -133,10 +139,10 @@ end
 
 -- The buffer holding chunk k's weights of stream list at (rank, t): a ring buffer, or the
 -- owner's master while the stream has not left it.
-local function weights_at(list, k, rank, t)
+local function weights_at(b, list, k, rank, t)
   for _, st in ipairs(list) do
     local seg = st.at[t]
-    if seg and seg.rank == rank then return seg.buf and seg.buf.name or ("m" .. k) end
+    if seg and seg.rank == rank then return seg.buf and seg.buf.name or ("m" .. b.id(k)) end
   end
   error(string.format("internal: no weights of chunk %d at rank %d turn %d", k, rank, t))
 end
@@ -179,10 +185,12 @@ end
 -- ops: the pools name the buffers; then, once per replica on ranks q*P + local rank: buffers and
 -- owners, the weight transfers, the backwards with the gradient chains (before the forwards: a
 -- turn runs its backward first, freeing activations before the forward stores more), the
--- forwards, and each chunk's update at its owner (with replicas: after an all-reduce).
+-- forwards, and each chunk's update at its owner (with replicas: after an all-reduce). Ring chunk
+-- k is the plan's chunk b.id(k); with replicated ends (b.ends) every rank also runs the embedding
+-- and the head on its own micro-batches with its own masters (replicated_ends, below).
 local function ops(plan, b, cfg)
   local P, R, C, N, rounds = b.P, b.R, b.C, b.N, b.rounds
-  local owner = b.owner
+  local owner, id = b.owner, b.id
   b.wpool:assign()
   b.dpool:assign()
   for q = 0, R - 1 do
@@ -191,17 +199,18 @@ local function ops(plan, b, cfg)
     local function mb(r, i) return (base + r) * N + i end
     for r = 0, P - 1 do b.wpool:declare(g(r), r); b.dpool:declare(g(r), r) end
     for k = 0, C - 1 do
-      plan:owner(k, g(owner(k)))
-      plan:buffer(g(owner(k)), "m" .. k, "W", { chunk = k, master = true })
-      plan:buffer(g(owner(k)), "g" .. k, "D", { chunk = k })
+      plan:owner(id(k), g(owner(k)))
+      plan:buffer(g(owner(k)), "m" .. id(k), "W", { chunk = id(k), master = true })
+      plan:buffer(g(owner(k)), "g" .. id(k), "D", { chunk = id(k) })
     end
+    local ends = b.ends and b.ends.declare(q, g)
 
     -- weight transfers
     for _, st in ipairs(b.streams) do
       local segs = st.segs
       for i = 2, #segs do
         local from, to = segs[i - 1], segs[i]
-        local src = from.buf and from.buf.name or ("m" .. st.chunk)
+        local src = from.buf and from.buf.name or ("m" .. id(st.chunk))
         plan:send(g(from.rank), to.first - 1, "W", src, g(to.rank))
         plan:recv(g(to.rank), to.first - 1, "W", to.buf.name, g(from.rank))
       end
@@ -223,11 +232,15 @@ local function ops(plan, b, cfg)
           if j then
             local into = (t == seg.first and seg.loc) and seg.loc.name or seg.buf.name
             if b.turns.w then
-              for _, i_mb in ipairs(cfg.round_mbs(j, N)) do plan:bwd_w(rank, t, c, mb(seg.rank, i_mb), into) end
+              for _, i_mb in ipairs(cfg.round_mbs(j, N)) do plan:bwd_w(rank, t, id(c), mb(seg.rank, i_mb), into) end
             else
-              local w = weights_at(b.bwd[c], c, seg.rank, t)
+              local w = weights_at(b, b.bwd[c], c, seg.rank, t)
               for _, i_mb in ipairs(cfg.round_mbs(j, N)) do
-                plan:bwd(rank, t, c, mb(seg.rank, i_mb), w, into)
+                -- the head's backward gives the last ring chunk's output gradient; the embedding's
+                -- takes the first ring chunk's input gradient
+                if ends and c == C - 1 then ends.head_bwd(rank, t, mb(seg.rank, i_mb)) end
+                plan:bwd(rank, t, id(c), mb(seg.rank, i_mb), w, into)
+                if ends and c == 0 then ends.embed_bwd(rank, t, mb(seg.rank, i_mb)) end
               end
             end
             if into ~= seg.buf.name then plan:acc(rank, t, seg.buf.name, into) end
@@ -241,10 +254,10 @@ local function ops(plan, b, cfg)
         t_acc = final.last + 1
         plan:send(g(final.rank), t_acc, "D", final.buf.name, o)
         plan:recv(o, t_acc, "D", final.deliver.name, g(final.rank))
-        plan:acc(o, t_acc, "g" .. c, final.deliver.name)
+        plan:acc(o, t_acc, "g" .. id(c), final.deliver.name)
       else
         t_acc = final.last
-        plan:acc(o, t_acc, "g" .. c, final.buf.name)
+        plan:acc(o, t_acc, "g" .. id(c), final.buf.name)
       end
       if not last_acc[c] or t_acc > last_acc[c] then last_acc[c] = t_acc end
     end
@@ -257,29 +270,83 @@ local function ops(plan, b, cfg)
         for r = 0, P - 1 do
           for j = 0, rounds - 1 do
             local t = r + b.turns.b(j, c, C)
-            local w = weights_at(b.bwd[c], c, r, t)
-            for _, i_mb in ipairs(cfg.round_mbs(j, N)) do plan:bwd_b(g(r), t, c, mb(r, i_mb), w) end
+            local w = weights_at(b, b.bwd[c], c, r, t)
+            for _, i_mb in ipairs(cfg.round_mbs(j, N)) do
+              -- replicated ends: whole backwards around the B passes, as around BWD above
+              if ends and c == C - 1 then ends.head_bwd(g(r), t, mb(r, i_mb)) end
+              plan:bwd_b(g(r), t, id(c), mb(r, i_mb), w)
+              if ends and c == 0 then ends.embed_bwd(g(r), t, mb(r, i_mb)) end
+            end
           end
         end
       end
     end
 
-    -- forwards
+    -- forwards (with replicated ends: the embedding's before the first ring chunk's, the head's
+    -- after the last one's, in the same turn)
     for k = 0, C - 1 do
       for r = 0, P - 1 do
         for j = 0, rounds - 1 do
           local t = r + b.turns.f(j, k, C)
-          local w = weights_at(b.fwd[k], k, r, t)
+          local w = weights_at(b, b.fwd[k], k, r, t)
           for _, i_mb in ipairs(cfg.round_mbs(j, N)) do
-            plan:fwd(g(r), t, k, mb(r, i_mb), w)
+            if ends and k == 0 then ends.embed_fwd(g(r), t, mb(r, i_mb)) end
+            plan:fwd(g(r), t, id(k), mb(r, i_mb), w)
+            if ends and k == C - 1 then ends.head_fwd(g(r), t, mb(r, i_mb)) end
           end
         end
       end
     end
 
     -- the update, at each chunk's owner
-    for c = 0, C - 1 do wp.update(plan, c, base, owner(c), P, R, last_acc[c]) end
+    for c = 0, C - 1 do wp.update(plan, id(c), base, owner(c), P, R, last_acc[c]) end
   end
+  if b.ends then b.ends.update() end
+end
+
+-- Replicated ends (--replicate-ends, as WeiPipe's own code keeps them): chunk 0 holds only the
+-- embedding and chunk C + 1 only the final norm and the LM head, marked replicated (every rank
+-- of every replica holds their masters, ir/plan.h), so the ring carries the C middle chunks and
+-- none of the vocabulary's weights. Each rank runs the embedding in the turn of its first ring
+-- chunk's forward and the head in the turns of the last ring chunk's forward and backward, adding
+-- its micro-batches' gradients into its own g0 and g<C+1>; once its last backward of each is
+-- done, one all-reduce over all ranks sums each, and every rank updates its masters (the same
+-- sum, so the same weights everywhere). The head's all-reduce is posted when the last rank has
+-- run its last head backward, so it moves while the ring finishes its backwards.
+local function replicated_ends(plan, b)
+  local E, H = 0, b.C + 1
+  local all, last = {}, { [E] = -1, [H] = -1 }
+  for r = 0, b.R * b.P - 1 do all[#all + 1] = r end
+  local ends = {}
+  function ends.declare(q, g)
+    for r = 0, b.P - 1 do
+      for _, c in ipairs({ E, H }) do
+        plan:owner(c, g(r))
+        plan:buffer(g(r), "m" .. c, "W", { chunk = c, master = true })
+        plan:buffer(g(r), "g" .. c, "D", { chunk = c })
+      end
+    end
+    return ends
+  end
+  local function note(c, t) if t > last[c] then last[c] = t end end
+  function ends.embed_fwd(rank, t, m) plan:fwd(rank, t, E, m, "m" .. E) end
+  function ends.head_fwd(rank, t, m) plan:fwd(rank, t, H, m, "m" .. H) end
+  function ends.embed_bwd(rank, t, m) plan:bwd(rank, t, E, m, "m" .. E, "g" .. E); note(E, t) end
+  function ends.head_bwd(rank, t, m) plan:bwd(rank, t, H, m, "m" .. H, "g" .. H); note(H, t) end
+  function ends.update()
+    local group = plan:group(all)
+    -- the head's first (its last backward comes earlier), then the embedding's: every rank calls
+    -- them in that order, as a group's collectives must be
+    local th = last[H] + 1
+    local te = math.max(last[E] + 1, th)
+    for _, r in ipairs(all) do
+      plan:allreduce(r, th, "g" .. H, group)
+      plan:opt(r, th, H, "m" .. H, "g" .. H)
+      plan:allreduce(r, te, "g" .. E, group)
+      plan:opt(r, te, E, "m" .. E, "g" .. E)
+    end
+  end
+  return ends
 end
 
 -- explain: the note of the summary: the ring, the rounds, the buffers in flight.
@@ -298,14 +365,33 @@ local function explain(plan, b)
     b.C, P, R > 1 and string.format(" (x%d replicas)", R) or "", rounds, rounds > 1 and "s" or "", per_pass, wmax, dmax,
     b.continuous and "" or b.turns.restart and "; each round's weights start from the owner"
       or "; fewer chunks than ranks: each round's weights start from the owner"))
+  if b.ends then
+    -- calibrate plans the run again from these words: "(--replicate-ends)" names the flag
+    plan:note(string.format("embedding and LM head replicated on every rank (--replicate-ends): chunks 0 and %d, their gradients all-reduced over all %d ranks",
+      b.C + 1, P * R))
+  end
 end
 
 function M.build(plan, ctx, cfg)
   local P, R = wp.pipeline(ctx)
   local C = wp.chunk_count(ctx, P)
-  plan:chunks(wp.split_layers(ctx.model.layers, C))
-  local b = { P = P, R = R, C = C, N = ctx.opts.micro_batches,
+  local layers = wp.split_layers(ctx.model.layers, C)
+  local rep = ctx.opts.replicate_ends
+  if rep then
+    if ctx.model.tied ~= 0 then
+      wp.bad_option("--replicate-ends", "the model ties its embedding and LM head (tie_word_embeddings): it runs as one chunk")
+    end
+    table.insert(layers, 1, 0)
+    layers[#layers + 1] = 0
+  end
+  plan:chunks(layers)
+  local b = { P = P, R = R, C = C, N = ctx.opts.micro_batches, off = rep and 1 or 0,
               wpool = wp.pool(plan, "w", "W"), dpool = wp.pool(plan, "d", "D") }
+  if rep then
+    plan:replicate(0)
+    plan:replicate(C + 1)
+    b.ends = replicated_ends(plan, b)
+  end
   b.rounds = cfg.rounds(b.N)
   b.pass_mbs = cfg.pass_mbs
   b.turns = cfg.turns or default_turns()

@@ -156,6 +156,29 @@ h1=$(grep -o '"plan_hash": *"[0-9a-f]*"' "$tmp/k1a/plan.json") h2=$(grep -o '"pl
     python3 -c "import json,sys; d=json.load(open('$tmp/out')); sys.exit(0 if d[0].get('pass_micro_batches') == 2 and 'pass_micro_batches' not in d[1] else 1)" &&
     ok || bad "compare --pass-micro-batches 2 --json: $(head -c 300 "$tmp/out")"
 [ -n "$h1" ] && [ "$h1" = "$h2" ] && ! grep -q "per weight pass" "$tmp/k1a/plan.json" && ok || bad "--pass-micro-batches 1 is not weipipe-interleave's plan ($h1, $h2)"
+# --replicate-ends (weipipe-naive, -interleave, -zb1, -zb2): refused elsewhere and for a tied model; the
+# rules of replicated chunks (tests/data/strategies/replicated-ends.lua, one broken per --chunks
+# value); the ring no longer carries the embedding and the head, so fewer bytes go between nodes
+# and every rank holds the ends' masters; plan.json, the README and the summary say so
+for s in 1f1b fsdp zb1 tawpipe; do
+    expect 2 "--replicate-ends: strategy $s does not take it" -- plan -t topologies/cpu-2x2.json -m tiny -s "$s" --replicate-ends
+done
+expect 2 "--replicate-ends: strategy 1f1b does not take it" -- emit -t topologies/cpu-2x2.json -m tiny -s 1f1b --replicate-ends -o "$tmp/rep"
+[ ! -e "$tmp/rep" ] && ok || bad "a refused emit left $tmp/rep"
+fix=tests/data/strategies/replicated-ends.lua
+expect 0 "" -- plan -t topologies/cpu-2x2.json -m tiny -s $fix --chunks 5
+expect 1 "FWD chunk 0 mb 4 with c: chunk 0 is replicated: it computes with this rank's master, not c" -- plan -t topologies/cpu-2x2.json -m tiny -s $fix --chunks 1
+expect 1 "rank 1: holds no master of replicated chunk 2: every rank needs one" -- plan -t topologies/cpu-2x2.json -m tiny -s $fix --chunks 2
+expect 1 "SEND W m2 to rank 1: sends the weights of replicated chunk 2, which every rank holds" -- plan -t topologies/cpu-2x2.json -m tiny -s $fix --chunks 3
+expect 2 "chunk 2: expected at least one layer, got 0 (only a replicated chunk may have none)" -- plan -t topologies/cpu-2x2.json -m tiny -s $fix --chunks 4
+r0=$(inter -s weipipe-interleave) r1=$(inter -s weipipe-interleave --replicate-ends)
+[ -n "$r1" ] && [ "$r1" -lt "$r0" ] && ok || bad "--replicate-ends: bytes between nodes $r1, without it $r0"
+"$wpgen" emit -t topologies/cpu-2x2.json -m tiny -s weipipe-naive --replicate-ends -o "$tmp/rep" >/dev/null 2>&1 &&
+    grep -q '(--replicate-ends): chunks 0 and 5' "$tmp/rep/plan.json" && grep -q '"replicated": *true' "$tmp/rep/plan.json" &&
+    grep -q 'chunk 0 .*embedding; replicated on every rank' "$tmp/rep/README" && grep -q '^static const unsigned char replicated\[6\] = { 1, 0, 0, 0, 0, 1 };' "$tmp/rep/plan_desc.c" &&
+    ok || bad "--replicate-ends: plan.json, README or plan_desc.c do not say it"
+"$wpgen" plan -t topologies/cpu-2x2.json -m tiny -s weipipe-interleave --replicate-ends >"$tmp/out" 2>&1 &&
+    grep -q '\[0 layers, replicated on every rank\]' "$tmp/out" && ok || bad "--replicate-ends: the summary: $(grep chunks "$tmp/out")"
 # precision: the flags, the summary's lines, bf16 halving every byte moved, emit carrying the formats
 expect 2 '--precision: expected fp32 or bf16, got "fp16"' -- plan -t topologies/cpu-2x2.json -m tiny --precision fp16
 expect 2 '--grad-precision: expected fp32 or bf16, got ""' -- plan -t topologies/cpu-2x2.json -m tiny --grad-precision

@@ -5,7 +5,8 @@
 # contract"). The reference run for each batch size is made once and kept. LABEL=text adds to a
 # case's name; a strategy's own knobs are wpgen flags after the micro-batches (--rounds K).
 # PREC="P G" runs the plan and the reference at --precision P --grad-precision G (default
-# "fp32 fp32"), compared to LOSS_TOL and WEIGHT_TOL (default 1e-5 and 1e-4, relative).
+# "fp32 fp32"), compared to LOSS_TOL and WEIGHT_TOL (default 1e-5 and 1e-4, relative). NORM=1 also
+# compares the gradient norm of every step (to LOSS_TOL).
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=1
@@ -39,6 +40,7 @@ ref_for() {   # M -> checkpoint of the reference trainer over M micro-batches (a
 }
 
 losses() { grep -o '"loss": *[-0-9.eE+naif]*' "$1" | sed 's/.*: *//'; }
+norms() { grep -o '"grad_norm": *[-0-9.eE+naif]*' "$1" | sed 's/.*: *//'; }
 
 pass=0; fail=0; t0=$SECONDS
 case_() {   # strategy topology ranks micro-batches [extra wpgen flags...]
@@ -63,6 +65,13 @@ case_() {   # strategy topology ranks micro-batches [extra wpgen flags...]
           if (NF != 2 || d > tol * a) { print "step " NR ": loss " $1 " vs " $2; bad = 1 } }
         END { if (NR != n) { print NR " steps logged, expected " n; bad = 1 } exit bad }' >"$tmp/loss.out"; then
         echo "FAIL $label: losses differ: $(cat "$tmp/loss.out")"; fail=$((fail + 1)); return
+    fi
+    # NORM=1: the gradient norm of every step too, relative ltol (a chunk counted twice, as a
+    # replicated chunk held by every rank could be, changes it even where clipping does not act)
+    if [ -n "${NORM:-}" ] && ! paste <(norms "$ref/log") <(norms "$d/log") | awk -v tol="$ltol" '
+        { d = $1 - $2; if (d < 0) d = -d; if (NF != 2 || d > tol * $1) { print "step " NR ": gradient norm " $1 " vs " $2; bad = 1 } }
+        END { exit bad }' >"$tmp/norm.out"; then
+        echo "FAIL $label: gradient norms differ: $(cat "$tmp/norm.out")"; fail=$((fail + 1)); return
     fi
     if ! "$build/tools/ckpt_compare" "$d/model.safetensors" "$ref/model.safetensors" "$wtol" >"$tmp/cmp.out" 2>&1; then
         echo "FAIL $label: weights differ:"; cat "$tmp/cmp.out"; fail=$((fail + 1)); return

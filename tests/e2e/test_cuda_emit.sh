@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA backend where there is no GPU: `wpgen emit --backend cuda` works for every strategy
 # (default communication nccl, bf16; --comm mpi for host-staged tests), the emitted directory
-# holds the CUDA and NCCL runtime and their Makefile parts, and two emitted plans (weipipe-interleave
-# on nccl, weipipe-zb1 on mpi) build with make; run on a machine without a GPU, each fails at start with one line naming the
+# holds the CUDA and NCCL runtime and their Makefile parts, and three emitted plans (weipipe-interleave
+# on nccl, weipipe-zb1 on mpi, weipipe-interleave --replicate-ends on mpi) build with make; run on a machine without a GPU, each fails at start with one line naming the
 # missing CUDA device and exit status 5 (README, "Exit status"). Skipped, saying so, when nvcc or
 # NCCL is absent; the run part is skipped where a GPU is present (tests/gpu/run.sh runs there).
 set -u
@@ -33,13 +33,21 @@ for s in weipipe-naive weipipe-interleave 1f1b fsdp tawpipe zb1 weipipe-zb1 weip
     done
 done
 
+# the embedding and LM head replicated on every rank (--replicate-ends): nothing new for the CUDA
+# step (chunks without layers, an all-reduce, updates on every rank), built below on mpi
+"$build/wpgen" emit -t topologies/cpu-2x2.json -m tiny -s weipipe-interleave --backend cuda --comm mpi --replicate-ends -o "$tmp/ends-mpi" >"$tmp/out" 2>&1 &&
+    grep -q "^static const unsigned char replicated\[6\] = { 1, 0, 0, 0, 0, 1 };" "$tmp/ends-mpi/plan_desc.c" && ok ||
+    bad "emit --backend cuda --replicate-ends: $(tail -3 "$tmp/out")"
+
 # the runtime without the model (the kernels are runtime/cuda/*.cu): only compile then
 have_model=$(ls runtime/cuda/*.cu 2>/dev/null | head -1)
 gpu=0
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU && gpu=1
-for comm in nccl mpi; do
-    # the mpi build is a zero-bubble plan: its step calls the split backward's operations
-    d=$tmp/weipipe-interleave; [ $comm = mpi ] && d=$tmp/weipipe-zb1-mpi
+for build_of in nccl mpi ends; do
+    # the mpi build is a zero-bubble plan: its step calls the split backward's operations; ends: the
+    # replicated ends' plan on mpi
+    comm=$build_of; [ $comm = ends ] && comm=mpi
+    d=$tmp/weipipe-interleave; [ $build_of = mpi ] && d=$tmp/weipipe-zb1-mpi; [ $build_of = ends ] && d=$tmp/ends-mpi
     # one architecture is enough to show it builds (the top Makefile builds both)
     arch="CUDA_ARCH=-gencode=arch=compute_80,code=sm_80"
     if [ -z "$have_model" ]; then
@@ -49,13 +57,13 @@ for comm in nccl mpi; do
         continue
     fi
     # the model's kernels compiled once: the same sources and flags in both directories
-    [ $comm = mpi ] && [ -d "$tmp/weipipe-interleave/obj/runtime/cuda" ] && mkdir -p "$d/obj/runtime" &&
+    [ $build_of != nccl ] && [ -d "$tmp/weipipe-interleave/obj/runtime/cuda" ] && mkdir -p "$d/obj/runtime" &&
         cp -r "$tmp/weipipe-interleave/obj/runtime/cuda" "$d/obj/runtime/" && touch "$d"/obj/runtime/cuda/*.o
-    make -s -j2 -C "$d" "$arch" >"$tmp/make.log" 2>&1 && [ -x "$d/train" ] && ok || { bad "make the $comm plan: $(grep -m3 -i error "$tmp/make.log")"; continue; }
+    make -s -j2 -C "$d" "$arch" >"$tmp/make.log" 2>&1 && [ -x "$d/train" ] && ok || { bad "make the $build_of plan: $(grep -m3 -i error "$tmp/make.log")"; continue; }
     [ $gpu = 1 ] && { echo "note: a GPU is present: the no-device run is skipped (tests/gpu/run.sh trains there)"; continue; }
     timeout 120 "${mpirun[@]}" -np 4 "$d/train" --synthetic --steps 1 >"$tmp/run.log" 2>&1
     rc=$?
-    [ $rc = 5 ] && grep -q "no CUDA device" "$tmp/run.log" && ok || bad "the $comm plan without a GPU: exit $rc, want 5: $(head -3 "$tmp/run.log")"
+    [ $rc = 5 ] && grep -q "no CUDA device" "$tmp/run.log" && ok || bad "the $build_of plan without a GPU: exit $rc, want 5: $(head -3 "$tmp/run.log")"
     [ $comm = mpi ] && { grep -q "^rank [0-9]: no CUDA device: .*(this program was emitted with --backend cuda and needs a GPU)" "$tmp/run.log" && ok ||
         bad "the message names the rank and the missing device: $(head -2 "$tmp/run.log")"; }
 done

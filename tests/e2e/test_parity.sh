@@ -3,7 +3,8 @@
 # 4, 6 and 8 ranks, with several micro-batch counts, uneven chunks and replicas, train under
 # mpirun and match the single-process reference trainer on the same global batch: the loss of
 # every step to a relative 1e-5 and every weight tensor after the steps to a relative 1e-4.
-# weipipe with K micro-batches per weight pass (--pass-micro-batches). PARITY_QUICK=1 runs a smaller matrix. Then bf16 (--precision bf16) against wp-ref --precision
+# weipipe with K micro-batches per weight pass (--pass-micro-batches), and with the embedding and LM
+# head replicated (--replicate-ends). PARITY_QUICK=1 runs a smaller matrix. Then bf16 (--precision bf16) against wp-ref --precision
 # bf16: with fp32 weight gradients the plans whose operations come in the reference's order
 # (weipipe, 1f1b, and the zero-bubble ones: their split backward is BWD's arithmetic) are
 # bit-identical to it, and fsdp and tawpipe, whose reductions sum in another
@@ -41,6 +42,20 @@ case_ weipipe-interleave topologies/cpu-2x2.json 4 3 --pass-micro-batches 2
 case_ weipipe-naive "$(topo_for 3)" 3 4 --pass-micro-batches 3 --chunks 2
 case_ weipipe-interleave topologies/cpu-2x2.json 4 3 --pass-micro-batches 2 --chunks 6 --recompute
 case_ weipipe-interleave topologies/cpu-2x2.json 4 4 --pass-micro-batches 2 --replicas 2
+# the embedding and the LM head replicated on every rank (--replicate-ends, schedules/lib/weipipe.lua):
+# the ring carries the middle chunks, the ends' gradients are all-reduced over all ranks; with
+# replicas (the all-reduce spans them), K per pass with fewer chunks than ranks, recomputation; the
+# split backward (the ends' backwards whole, around the B passes)
+# (and the gradient norm: every rank holds the ends, which count once)
+export NORM=1
+case_ weipipe-interleave topologies/cpu-2x2.json 4 2 --replicate-ends
+case_ weipipe-naive "$(topo_for 3)" 3 2 --replicate-ends
+case_ weipipe-interleave topologies/cpu-2x2.json 4 2 --replicate-ends --replicas 2
+case_ weipipe-interleave topologies/cpu-2x2.json 4 3 --replicate-ends --pass-micro-batches 2 --chunks 3 --recompute
+case_ weipipe-naive topologies/cpu-uneven.json 6 1 --replicate-ends
+case_ weipipe-zb1 topologies/cpu-2x2.json 4 2 --replicate-ends
+case_ weipipe-zb2 topologies/cpu-2x2.json 4 2 --replicate-ends --replicas 2 --recompute
+unset NORM
 # zero bubble: the backward split into BWD_B and BWD_W (runtime/cpu/model.h), on the same matrix's
 # shapes, with recompute (the B pass keeps the recomputed stash for W) and replicas
 for s in zb1 weipipe-zb1 weipipe-zb2; do
@@ -62,8 +77,12 @@ case_ tawpipe topologies/cpu-2x2.json 4 1
 case_ tawpipe topologies/cpu-uneven.json 6 1
 # several micro-batches per rank: the gradient chain sums them in another order than the reference
 case_ weipipe-interleave topologies/cpu-2x2.json 4 3 --pass-micro-batches 2
+# replicated ends: the ends' all-reduce sums in another order than the reference (one micro-batch
+# per rank: with two, the ring's gradient chain alone differs by 1.75e-4, with or without the flag)
+case_ weipipe-interleave topologies/cpu-2x2.json 4 1 --replicate-ends
 export PREC="bf16 bf16" LOSS_TOL=1e-3 WEIGHT_TOL=5e-2
 case_ weipipe-interleave topologies/cpu-2x2.json 4 1
+case_ weipipe-interleave topologies/cpu-2x2.json 4 2 --replicate-ends   # the ends' all-reduce summing bf16
 case_ 1f1b topologies/cpu-2x2.json 4 1
 case_ fsdp topologies/cpu-2x2.json 4 1       # reduce-scatter summing bf16
 case_ tawpipe topologies/cpu-2x2.json 4 1    # reduce and all-reduce summing bf16

@@ -2,7 +2,8 @@
 # An emitted training program's checkpoints (issue 14): --steps 0 --save writes the initial model
 # (it used to say "final weights FILE" and write nothing); a run resumed without --seed continues
 # with the checkpoint's seed (it used to take the default, 1, and train on other synthetic data),
-# and one resumed with another --seed says it ignores it; --steps beyond an int is refused.
+# and one resumed with another --seed says it ignores it; a checkpoint of a plan with replicated ends
+# resumes in one without and back; --steps beyond an int is refused.
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
@@ -31,6 +32,23 @@ cmp -s "$tmp/a/model.safetensors" "$tmp/b/model.safetensors" && ok || bad "resum
 "${train[@]}" "${common[@]}" --seed 9 --resume "$tmp/c/model.safetensors" --save "$tmp/c/model.safetensors" >"$tmp/out" 2>&1 || bad "resume --seed 9: $(tail -2 "$tmp/out")"
 grep -q "warning: --seed 9 ignored: the run being resumed has seed 5" "$tmp/out" && ok || bad "no warning for --seed 9: $(head -3 "$tmp/out")"
 cmp -s "$tmp/a/model.safetensors" "$tmp/c/model.safetensors" && ok || bad "resumed with --seed 9: other weights than straight through"
+# a checkpoint moves between a plan with the embedding and LM head replicated on every rank
+# (--replicate-ends, written once) and one without, both ways: resumed, the same weights as the
+# run straight through, up to the order in which the ends' gradients are summed
+rd=$tmp/rplan
+"$build/wpgen" emit -t topologies/cpu-2x2.json -m "$model" --micro-batch-size 2 -s weipipe-interleave --micro-batches 2 \
+    --replicate-ends -o "$rd" >/dev/null && make -s -j2 -C "$rd" >/dev/null 2>&1 || bad "emit --replicate-ends"
+rtrain=("${mpirun[@]}" -np 4 "$rd/train")
+mkdir -p "$tmp/f" "$tmp/g"
+"${rtrain[@]}" "${common[@]}" --seed 5 --stop-at 2 --save "$tmp/f/model.safetensors" >"$tmp/out" 2>&1 || bad "replicated ends, 2 steps: $(tail -2 "$tmp/out")"
+"${train[@]}" "${common[@]}" --resume "$tmp/f/model.safetensors" --save "$tmp/f/model.safetensors" >"$tmp/out" 2>&1 || bad "resumed without: $(tail -2 "$tmp/out")"
+"$build/tools/ckpt_compare" "$tmp/f/model.safetensors" "$tmp/a/model.safetensors" 1e-4 >"$tmp/cmp" 2>&1 && ok ||
+    bad "replicated ends' checkpoint resumed without them: $(tail -1 "$tmp/cmp")"
+"${train[@]}" "${common[@]}" --seed 5 --stop-at 2 --save "$tmp/g/model.safetensors" >"$tmp/out" 2>&1 || bad "2 steps: $(tail -2 "$tmp/out")"
+"${rtrain[@]}" "${common[@]}" --resume "$tmp/g/model.safetensors" --save "$tmp/g/model.safetensors" >"$tmp/out" 2>&1 || bad "resumed with replicated ends: $(tail -2 "$tmp/out")"
+"$build/tools/ckpt_compare" "$tmp/g/model.safetensors" "$tmp/a/model.safetensors" 1e-4 >"$tmp/cmp" 2>&1 && ok ||
+    bad "checkpoint resumed with replicated ends: $(tail -1 "$tmp/cmp")"
+
 # a checkpoint to resume that is not there: exit 2, one line
 "${train[@]}" --synthetic --resume "$tmp/none.safetensors" >"$tmp/out" 2>&1
 rc=$?

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # wpgen calibrate: on synthetic traces of emitted plans whose every span takes what known rates
 # say (computed here, independently of the C cost model), the fit recovers those rates; the
-# link fit recovers a known latency and bandwidth; fitted and held-out runs are reported apart;
+# link fit recovers a known latency and bandwidth; fitted and held-out runs are reported apart (a
+# replicated-ends run, --replicate-ends, among them);
 # an existing output is not overwritten without --force; bad traces, plans and link files are
 # refused with one line naming the file (exit 2). The link benchmark builds and runs on 2 ranks.
 set -u
@@ -18,6 +19,8 @@ emit a cpu-1x4 weipipe-interleave --seq 64 --micro-batches 2
 emit b cpu-2x2 1f1b --seq 256 --micro-batch-size 1 --micro-batches 2
 emit c cpu-1x4 weipipe-naive --seq 32 --micro-batch-size 8 --recompute
 emit d cpu-2x2 fsdp --seq 128 --micro-batch-size 2 --micro-batches 1
+# the embedding and head replicated, 3 ring chunks: calibrate plans it again from plan.json's notes
+emit ends cpu-2x2 weipipe-interleave --seq 64 --micro-batches 2 --replicate-ends --chunks 3
 
 python3 - "$tmp" <<'EOF' || bad "synthetic traces"
 import json, os, sys
@@ -41,7 +44,7 @@ def features(m, chunk, nchunks, layers, kind, rec):
 def seconds(x):
     mm, calls, af, ab, by = x
     return mm / R['mm'] + calls * 2 * R['knee'] / R['mm'] + af / R['af'] + ab / R['ab'] + by / R['mem'] + R['ovh']
-for run in 'abcd':
+for run in ('a', 'b', 'c', 'd', 'ends'):
     p = json.load(open(os.path.join(tmp, run, 'plan.json')))
     m, chunks = p['model'], p['chunks']
     ev = []
@@ -85,6 +88,9 @@ assert [r['role'] for r in c['fit']['runs']] == ['fitted'] * 3 + ['held-out'], c
 EOF
 grep -q "^fitted " "$tmp/out" && grep -q "^held out " "$tmp/out" && grep -q "held-out runs: 1" "$tmp/out" && grep -q "fitted runs: 3" "$tmp/out" &&
     ok || bad "calibrate does not report fitted and held-out runs apart: $(cat "$tmp/out")"
+# a replicated-ends run held out too: planned again (the same hash) from its notes
+"$wpgen" "${cal[@]}" -t topologies/cpu-2x2.json --held-out "$tmp/ends/trace.json" -o "$tmp/cal-ends.json" >"$tmp/out" 2>"$tmp/e" &&
+    grep -q "held-out runs: 2" "$tmp/out" && ok || bad "calibrate with a replicated-ends run: $(head -3 "$tmp/e") $(tail -3 "$tmp/out")"
 # the calibration it wrote is one sim takes
 "$wpgen" sim -t topologies/cpu-2x2.json -m tiny --calibration "$tmp/cal.json" >/dev/null 2>"$tmp/e" && ok || bad "sim --calibration of calibrate's file: $(head -2 "$tmp/e")"
 # not overwritten without --force; replaced with it

@@ -83,6 +83,8 @@ static Plan *mutant(const Plan *p, int r0, int i0, int m) {
     for (int c = 0; c < p->nchunks; c++) layers[c] = p->chunks[c].nlayers;
     plan_set_chunks(q, layers, p->nchunks, err, sizeof err);
     for (int c = 0; c < p->nchunks; c++)
+        if (p->chunks[c].replicated) plan_set_replicated(q, c, err, sizeof err);
+    for (int c = 0; c < p->nchunks; c++)
         for (int i = 0; i < p->chunks[c].nowners; i++) plan_add_owner(q, c, p->chunks[c].owners[i], err, sizeof err);
     for (int g = 0; g < p->ngroups; g++) plan_add_group(q, p->groups[g].ranks, p->groups[g].n, err, sizeof err);
     for (int r = 0; r < p->nranks; r++) {
@@ -179,13 +181,15 @@ static void placement_mutants(const char *strategy, const Plan *p) {
     }
 }
 
-/* pass_mbs: weipipe's micro-batches per weight pass (--pass-micro-batches), 0: the strategy's */
+/* pass_mbs: weipipe's micro-batches per weight pass (--pass-micro-batches), 0: the strategy's;
+ * ends: --replicate-ends */
+static int ends;
 static void run(const char *strategy, int nodes, const int *per, int mbs, int replicas, int pass_mbs, long *total, long *rejected, long *same) {
     Topology t;
     if (fixture_topology(&t, nodes, per)) { CHECK(0, "topology"); return; }
     WpConfig m = fixture_model(4);
     char err[1024];
-    StrategyOpts o = { .micro_batches = mbs, .replicas = replicas, .pass_mbs = pass_mbs };
+    StrategyOpts o = { .micro_batches = mbs, .replicas = replicas, .pass_mbs = pass_mbs, .replicate_ends = ends };
     Plan *p = fixture_plan_opts(&t, &m, strategy, &o, err, sizeof err);
     CHECK(p != NULL, "%s: %s", strategy, err);
     if (!p) { topology_free(&t); return; }
@@ -214,8 +218,9 @@ static void run(const char *strategy, int nodes, const int *per, int mbs, int re
                 }
                 plan_free(q);
             }
-    char kdesc[32] = "";
+    char kdesc[64] = "";
     if (pass_mbs) snprintf(kdesc, sizeof kdesc, ", K=%d", pass_mbs);
+    if (ends) snprintf(kdesc + strlen(kdesc), sizeof kdesc - strlen(kdesc), ", replicated ends");
     printf("%-20s %d ranks, %d replica(s), %d mb/rank%s: %5ld mutants, %5ld rejected, %4ld accepted and equivalent\n",
            strategy, p->nranks, replicas, mbs, kdesc, *total - n0, *rejected - rej0, *same - same0);
     free(ref);
@@ -237,6 +242,13 @@ int main(void) {
     /* K = 2 micro-batches per weight pass of 3: a round of 2 and a shorter last round */
     int two[] = { 2, 2 };
     run("weipipe-interleave", 2, two, 3, 1, 2, &total, &rejected, &same);
+    /* replicated ends (--replicate-ends): the ends' FWD, BWD, all-reduce over all ranks and OPT on
+     * every rank; with replicas, where the all-reduce spans them */
+    ends = 1;
+    run("weipipe-interleave", 2, two, 2, 1, 0, &total, &rejected, &same);
+    run("weipipe-naive", 1, (int[]){ 4 }, 1, 2, 0, &total, &rejected, &same);
+    run("weipipe-zb1", 2, two, 2, 1, 0, &total, &rejected, &same);
+    ends = 0;
     printf("mutation test: %ld mutants, %ld rejected by the verifier, %ld accepted and equivalent, %ld slipped through\n",
            total, rejected, same, slipped);
     fixture_done();

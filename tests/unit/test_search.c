@@ -142,6 +142,58 @@ static void run_case(const Case *k) {
     topology_free(&topo);
 }
 
+/* --replicate-ends (weipipe-naive, -interleave, -zb1, -zb2): the memory and time bounds hold on every plan of
+ * the cluster (replicas, chunks, recomputation, K); and the flag reaches only those strategies. */
+static void ends_bounds(const Case *k) {
+    char err[4096], name[256], path[512];
+    Topology topo;
+    WpConfig model;
+    snprintf(path, sizeof path, "topologies/%s.json", k->topo);
+    if (topology_load(path, &topo, err, sizeof err)) { CHECK(0, "%s", err); return; }
+    if (model_load(k->model, &model, name, sizeof name, err, sizeof err)) { CHECK(0, "%s", err); topology_free(&topo); return; }
+    if (k->seq) model.seq = k->seq;
+    if (k->mbs) model.mbs = k->mbs;
+    Args a = { .cmd = "sim", .strategy = "auto", .backend = backend_default(BACKEND_COMPUTE), .comm = backend_default(BACKEND_COMM),
+               .micro_batches = k->micro_batches, .replicas = 1, .replicate_ends = 1 };
+    StrategyOpts base = opts_of(&a, &topo);
+    const char *names[] = { "weipipe-interleave", "weipipe-naive", "weipipe-zb1", "weipipe-zb2" };
+    int P = topo.ndevices, nbuilt = 0;
+    for (int si = 0; si < 4; si++)
+        for (int R = 1; R <= P; R++) {
+            if (P % R) continue;
+            int ks[SEARCH_MAX_ROUND_VALUES], nk = search_round_values(names[si], k->micro_batches, 0, 0, ks, SEARCH_MAX_ROUND_VALUES);
+            for (int cm = 0; cm < 2; cm++)
+                for (int ki = 0; ki < nk; ki++)
+                    for (int rec = 0; rec < 2; rec++) {
+                        Cand cd = { .o = base };
+                        cd.o.replicas = R; cd.o.chunks = cm ? 2 * (P / R) : 0; cd.o.recompute = rec;
+                        search_set_round(names[si], &cd.o, ks[ki]);
+                        CHECK(cd.o.replicate_ends == 1, "%s: --replicate-ends dropped", names[si]);
+                        snprintf(cd.strategy, sizeof cd.strategy, "%s", names[si]);
+                        double mem_lb = search_mem_bound(cd.strategy, &topo, &model, &cd.o);
+                        double time_lb = search_time_bound(cd.strategy, &topo, &model, &cd.o, NULL);
+                        Plan *p = NULL;
+                        if (make_plan(cd.strategy, &topo, &model, name, &cd.o, &p, err, sizeof err)) continue;
+                        nbuilt++;
+                        CHECK(p->nchunks >= 3 && p->chunks[0].replicated && p->chunks[p->nchunks - 1].replicated, "%s: no replicated ends", cd.strategy);
+                        CHECK(mem_lb <= (double)p->peak_mem, "%s ends %s r%d c%d k%d rc%d: memory bound %.4g above the peak %zu", k->topo,
+                              cd.strategy, R, cd.o.chunks, ks[ki], rec, mem_lb, p->peak_mem);
+                        if (plan_fits(p)) {
+                            double step = simulate(p);
+                            CHECK(time_lb <= step * (1 + 1e-12), "%s ends %s r%d c%d k%d rc%d: time bound %.6g above the step %.6g", k->topo,
+                                  cd.strategy, R, cd.o.chunks, ks[ki], rec, time_lb, step);
+                        }
+                        plan_free(p);
+                    }
+        }
+    StrategyOpts o = base;
+    search_set_round("tawpipe", &o, 0);
+    CHECK(o.replicate_ends == 0, "--replicate-ends reaches tawpipe, which does not take it");
+    printf("%s %s seq %d, replicated ends: %d plans, bounds checked\n", k->topo, k->model, model.seq, nbuilt);
+    CHECK(nbuilt > 0, "%s: no replicated-ends plan built", k->topo);
+    topology_free(&topo);
+}
+
 int main(void) {
     fixture_init();
     (void)fixture_model; (void)fixture_topology;   /* the fixture's other helpers, unused here */
@@ -158,6 +210,7 @@ int main(void) {
         { "cpu-4x2", "tiny", 0, 0, 6 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) ends_bounds(&cases[i]);
     fixture_done();
     return check_summary("test_search");
 }

@@ -15,6 +15,10 @@
 
 static int ncases, nsym;
 
+/* --replicate-ends for the next plans: the replicated chunks' all-reduce over all ranks, a group
+ * across the replicas with a block of members in each */
+static int ends;
+
 /* mbs micro-batches per rank, pass_mbs of them per weight pass (weipipe's K; 0: the strategy's) */
 static void compare_k(const char *topo_path, const char *model_name, int seq, const char *strategy, int R, int rec, int mbs, int pass_mbs) {
     char err[4096], name[256];
@@ -23,7 +27,7 @@ static void compare_k(const char *topo_path, const char *model_name, int seq, co
     if (topology_load(topo_path, &t, err, sizeof err)) { CHECK(0, "%s", err); return; }
     if (model_load(model_name, &m, name, sizeof name, err, sizeof err)) { CHECK(0, "%s", err); topology_free(&t); return; }
     if (seq) m.seq = seq;
-    StrategyOpts o = { .micro_batches = mbs, .replicas = R, .recompute = rec, .pass_mbs = pass_mbs, .precision = WP_BF16, .grad_precision = WP_BF16 };
+    StrategyOpts o = { .micro_batches = mbs, .replicas = R, .recompute = rec, .pass_mbs = pass_mbs, .replicate_ends = ends, .precision = WP_BF16, .grad_precision = WP_BF16 };
     Plan *p = fixture_plan_opts(&t, &m, strategy, &o, err, sizeof err);
     if (!p) { topology_free(&t); return; }   /* a shape the strategy refuses: nothing to compare */
     SimOptions full = { .no_symmetry = 1 }, fast = { 0 };
@@ -34,7 +38,7 @@ static void compare_k(const char *topo_path, const char *model_name, int seq, co
         return;
     }
     char what[300];
-    snprintf(what, sizeof what, "%s %s r%d rc%d k%d", topo_path, strategy, R, rec, pass_mbs);
+    snprintf(what, sizeof what, "%s %s r%d rc%d k%d%s", topo_path, strategy, R, rec, pass_mbs, ends ? " ends" : "");
     ncases++;
     nsym += b.symmetric > 0;
     CHECK(a.symmetric == 0, "%s: the full simulation took the shortcut", what);
@@ -99,6 +103,18 @@ int main(void) {
             for (int R = 2; R <= 8; R *= 2) compare(topos[k], "llama-h1024", 2048, strategies[s], R, 0);
     /* K = 2 micro-batches per weight pass of 3 */
     for (int R = 2; R <= 8; R *= 2) compare_k(topos[0], "llama-h1024", 2048, "weipipe-interleave", R, 0, 3, 2);
+    /* replicated ends: the ends' all-reduce spans every replica's ranks; on every shape above */
+    ends = 1;
+    int before_ends = nsym, cases_ends = ncases;
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        char path[400];
+        snprintf(path, sizeof path, "%s/%s", fixture_dir, shapes[k].file);
+        for (int R = 2; R <= 8; R *= 2) compare_k(path, "llama-h1024", 1024, R == 4 ? "weipipe-naive" : "weipipe-interleave", R, R == 8, 2, 0);
+    }
+    for (int R = 2; R <= 8; R *= 2) compare_k(topos[0], "llama-h1024", 2048, "weipipe-interleave", R, 0, 3, 2);
+    for (int R = 2; R <= 8; R *= 2) compare_k(topos[0], "llama-h1024", 2048, R == 4 ? "weipipe-zb2" : "weipipe-zb1", R, 0, 2, 0);
+    ends = 0;
+    CHECK(nsym - before_ends == ncases - cases_ends, "replicated ends: the shortcut ran on %d of %d plans", nsym - before_ends, ncases - cases_ends);
     printf("%d plans compared, %d simulated with the shortcut\n", ncases, nsym);
     CHECK(nsym >= ncases * 3 / 4, "the shortcut ran on %d of %d plans", nsym, ncases);
     /* replicas on nodes of different sizes are no moves of each other: simulated in full, the same */
