@@ -26,15 +26,23 @@ static double simulate(const Plan *p) {
     return t;
 }
 
+/* The case's topology and model (its seq and micro-batch size applied); nonzero, counted as a
+ * failure, when either does not load. */
+static int load_case(const Case *k, Topology *topo, WpConfig *model, char *name, size_t len) {
+    char err[4096], path[512];
+    snprintf(path, sizeof path, "topologies/%s.json", k->topo);
+    if (topology_load(path, topo, err, sizeof err)) { CHECK(0, "%s", err); return -1; }
+    if (model_load(k->model, model, name, len, err, sizeof err)) { CHECK(0, "%s", err); topology_free(topo); return -1; }
+    if (k->seq) model->seq = k->seq;
+    if (k->mbs) model->mbs = k->mbs;
+    return 0;
+}
+
 static void run_case(const Case *k) {
-    char err[4096], name[256], path[512];
+    char err[4096], name[256];
     Topology topo;
     WpConfig model;
-    snprintf(path, sizeof path, "topologies/%s.json", k->topo);
-    if (topology_load(path, &topo, err, sizeof err)) { CHECK(0, "%s", err); return; }
-    if (model_load(k->model, &model, name, sizeof name, err, sizeof err)) { CHECK(0, "%s", err); topology_free(&topo); return; }
-    if (k->seq) model.seq = k->seq;
-    if (k->mbs) model.mbs = k->mbs;
+    if (load_case(k, &topo, &model, name, sizeof name)) return;
     Args a = { .cmd = "sim", .strategy = "auto", .backend = backend_default(BACKEND_COMPUTE), .comm = backend_default(BACKEND_COMM),
                .micro_batches = k->micro_batches, .replicas = 1 };
     char names[32][64];
@@ -145,14 +153,10 @@ static void run_case(const Case *k) {
 /* --replicate-ends (weipipe-naive, -interleave, -zb1, -zb2): the memory and time bounds hold on every plan of
  * the cluster (replicas, chunks, recomputation, K); and the flag reaches only those strategies. */
 static void ends_bounds(const Case *k) {
-    char err[4096], name[256], path[512];
+    char err[4096], name[256];
     Topology topo;
     WpConfig model;
-    snprintf(path, sizeof path, "topologies/%s.json", k->topo);
-    if (topology_load(path, &topo, err, sizeof err)) { CHECK(0, "%s", err); return; }
-    if (model_load(k->model, &model, name, sizeof name, err, sizeof err)) { CHECK(0, "%s", err); topology_free(&topo); return; }
-    if (k->seq) model.seq = k->seq;
-    if (k->mbs) model.mbs = k->mbs;
+    if (load_case(k, &topo, &model, name, sizeof name)) return;
     Args a = { .cmd = "sim", .strategy = "auto", .backend = backend_default(BACKEND_COMPUTE), .comm = backend_default(BACKEND_COMM),
                .micro_batches = k->micro_batches, .replicas = 1, .replicate_ends = 1 };
     StrategyOpts base = opts_of(&a, &topo);
