@@ -95,7 +95,7 @@ LIBCUDA   := $(BUILD)/libwprt-cuda.a
 LIBNCCL   := $(BUILD)/libwprt-nccl.a
 CUDA_OBJ  := $(call obj,$(wildcard runtime/cuda/*.c)) $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard runtime/cuda/*.cu))
 NCCL_OBJ  := $(call obj,$(wildcard runtime/nccl/*.c))
-GPU_TESTS := $(patsubst tests/gpu/%.cu,$(BUILD)/gpu/%,$(wildcard tests/gpu/test_kernels.cu tests/gpu/bench_step.cu))
+GPU_TESTS := $(patsubst tests/gpu/%.cu,$(BUILD)/gpu/%,$(wildcard tests/gpu/test_kernels.cu tests/gpu/bench_step.cu tests/gpu/bench_attention.cu))
 ifeq ($(CUDA),no)
 CUDA_WHY  := CUDA=no
 else ifeq ($(NVCC),)
@@ -127,6 +127,10 @@ $(BUILD)/gpu/test_kernels: tests/gpu/test_kernels.cu $(LIBCUDA) $(BUILD)/libwprt
 	$(NVCC) $(NVCCFLAGS) -Xcompiler -fopenmp -Iruntime -Itests $< -o $@ $(LIBCUDA) $(BUILD)/libwprt-cpu.a \
 		$(BUILD)/libwprt-common.a $(CUDA_LIBS) $(BLAS_LIBS) -lgomp -lm
 $(BUILD)/gpu/bench_step: tests/gpu/bench_step.cu $(LIBCUDA) $(BUILD)/libwprt-common.a
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -Iruntime -Itests $< -o $@ $(LIBCUDA) $(BUILD)/libwprt-common.a $(CUDA_LIBS) -lm
+# bench_attention times the attention kernels alone
+$(BUILD)/gpu/bench_attention: tests/gpu/bench_attention.cu $(LIBCUDA) $(BUILD)/libwprt-common.a
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -Iruntime -Itests $< -o $@ $(LIBCUDA) $(BUILD)/libwprt-common.a $(CUDA_LIBS) -lm
 

@@ -16,7 +16,7 @@
 #      collectives; weipipe-zb1 on 2 and zb1 on 4 for the split backward). Everything here is built with MPI (the NCCL layer bootstraps over it):
 #      without Open MPI it says so and runs only steps 2 and 4;
 #   4. build/gpu/bench_step and, when python3 imports torch, tests/gpu/bench_torch.py: their
-#      figures side by side.
+#      figures side by side; build/gpu/bench_attention, the attention kernels alone.
 # Exit status: 0 when everything run passed (or no GPU), 1 otherwise.
 #
 # Dependencies the device machine may lack (Jansson, Lua 5.4, Penlight, OpenBLAS, Open MPI): put
@@ -193,6 +193,12 @@ if [ -x build/gpu/bench_step ]; then
     fi
     say "bench: wpgen's step (bench_step) | PyTorch (bench_torch.py)"
     paste -d '|' <(sed 's/^/  /' "$tmp/bench.out") "$tmp/torch.out" | tee -a "$out"
+    # the attention kernels alone, at the step's shape and at llama-h2048's (32 heads of 64)
+    if [ -x build/gpu/bench_attention ]; then
+        { timeout 60 build/gpu/bench_attention && timeout 60 build/gpu/bench_attention --heads 32 --head-dim 64; } >"$tmp/attn.out" 2>&1 ||
+            fail "bench_attention failed: $(tail -3 "$tmp/attn.out")"
+        sed 's/^/  /' "$tmp/attn.out" | tee -a "$out"
+    fi
 else
     say "bench: build/gpu/bench_step was not built (tests/gpu/bench_step.cu missing?)"
 fi
