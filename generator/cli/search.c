@@ -368,8 +368,127 @@ static double tawpipe_fill_bound(const Topology *topo, const WpConfig *model, co
     return uniform ? most : sum / topo->ndevices;
 }
 
-double search_time_bound(const char *strategy, const Topology *topo, const WpConfig *model, const StrategyOpts *o,
-                         const Calibration *calib) {
+/* The round j and chunk k whose forward (fwd_of) or backward (bwd_of) reaches rank 0 at turn s in
+ * lib/weipipe.lua's default turns (f = jC + k, b = (j+1)C + C-1-k; J rounds); 0 if none. */
+static int fwd_of(int C, int J, long s, int *j, int *k) {
+    if (s < 0 || s >= (long)J * C) return 0;
+    *j = (int)(s / C); *k = (int)(s % C);
+    return 1;
+}
+
+static int bwd_of(int C, int J, long s, int *j, int *k) {
+    if (s < C || s >= (long)(J + 1) * C) return 0;
+    *j = (int)(s / C) - 1; *k = C - 1 - (int)(s % C);
+    return 1;
+}
+
+/* lib/weipipe.lua's ring with its default turns (weipipe-interleave, weipipe-naive: the strategies
+ * that take K micro-batches per weight pass), turn by turn on one pipeline (devices 0 .. npipe-1,
+ * replica 0; the others only add the all-reduce between them). In the simulator a rank's turn t
+ * ends no sooner than its compute (from the turn's start) and no sooner than each of its
+ * transfers, which start when both sides have reached turn t and then take the link's latency and
+ * their bytes at no more than its bandwidth; transfers of one turn between the same two ranks
+ * start together and share the link, so the last ends no sooner than all their bytes take. So
+ *     start(r, t + 1) >= start(r, t) + compute(r, t)
+ *     start(r, t + 1) >= max(start(r, t), start(s, t)) + latency + bytes(s -> r, t) / bandwidth
+ * (and alike for the sender), local operations counted as nothing; the step is at least the
+ * latest start after the last turn. Only the weights' and gradients' positions are needed, read
+ * off the Lua (for rounds j < J of K micro-batches, C chunks, P ranks):
+ *   the forward weights of chunk k in round j reach rank 0 at s = jC + k and rank r at s + r, the
+ *   backward weights of chunk c at s = (j+1)C + C-1-c and rank r at s + r, each received in the
+ *   turn before from rank r-1; the gradient of chunk c is at rank r at that same s + r, received
+ *   in that turn from r-1. With C >= P each chunk's streams circulate: after rank P-1 back to rank
+ *   0 (weights at s + P, from P-1 in the turn before; the gradient in turn s + P), between rounds;
+ *   else each round's streams start afresh. A stream's first round leaves the owner, rank
+ *   (P - k mod P) mod P, k mod P hops before rank 0 and reaches each rank x in between at
+ *   s + x - P (rank 0 at s). The gradient's last round goes from rank P-1 to the owner in turn
+ *   s + P (not when the owner is P-1). Forward and backward compute at rank r's turns s + r, for
+ *   the round's micro-batches. Returns 0 where the cells (ranks x turns) exceed max_cells. */
+static double ring_turns_bound(const Topology *topo, const WpConfig *model, const StrategyOpts *o, const Calibration *calib,
+                               int C, int P, int K, double max_cells) {
+    int N = o->micro_batches, L = model->layers;
+    if (K > N) K = N;
+    int J = (N + K - 1) / K, cont = C >= P;
+    long T = (long)(J + 1) * C + P + 1;   /* the last turn: the gradient of chunk 0's last round to its owner */
+    if (P < 2 || (double)P * (double)T > max_cells) return 0;
+    double *tf = xcalloc((size_t)C, sizeof *tf), *tb = xcalloc((size_t)C, sizeof *tb);
+    double *wb = xcalloc((size_t)C, sizeof *wb), *db = xcalloc((size_t)C, sizeof *db);
+    for (int k = 0, layer0 = 0; k < C; k++) {
+        int n = chunk_layers(L, C, k);
+        double params = (double)wp_chunk_make(model, k, layer0, n, k == 0, k == C - 1).nparams;
+        layer0 += n;
+        tf[k] = chunk_seconds(topo, model, k, n, C, OP_FWD, o, calib);
+        tb[k] = chunk_seconds(topo, model, k, n, C, OP_BWD, o, calib);
+        wb[k] = params * (double)wp_dtype_bytes(o->precision);
+        db[k] = params * (double)wp_dtype_bytes(o->grad_precision);
+    }
+    /* the hop into rank r from r - 1 (into 0 from P - 1): latency and seconds per byte */
+    double *lat = xcalloc((size_t)P, sizeof *lat), *spb = xcalloc((size_t)P, sizeof *spb);
+    for (int r = 0; r < P; r++) {
+        int from = (r + P - 1) % P;
+        Link l = topology_link(topo, from, r);
+        if (l.type != LINK_LOC) { lat[r] = l.lat; spb[r] = l.bw > 0 ? 1 / l.bw : 0; }
+    }
+    double *cur = xcalloc((size_t)P, sizeof *cur), *nxt = xcalloc((size_t)P, sizeof *nxt);
+#define MBS(j) ((j) < J - 1 || N % K == 0 ? K : N % K)
+    for (long t = 0; t < T; t++) {
+        for (int r = 0; r < P; r++) {
+            long u = t - r;
+            int j, k;
+            double c = 0;
+            if (fwd_of(C, J, u, &j, &k)) c += MBS(j) * tf[k];
+            if (bwd_of(C, J, u, &j, &k)) c += MBS(j) * tb[k];
+            nxt[r] = cur[r] + c;
+        }
+        for (int r = 0; r < P; r++) {   /* what rank r receives from r - 1 (0 from P - 1) in turn t */
+            double bytes = 0;
+            long a = t + 1;             /* weights received in turn t are there in turn t + 1 */
+            int j, k;
+            if (r > 0) {
+                if (fwd_of(C, J, a - r, &j, &k)) bytes += wb[k];
+                if (bwd_of(C, J, a - r, &j, &k)) bytes += wb[k];
+                if (bwd_of(C, J, t - r, &j, &k)) bytes += db[k];
+                /* a first round on its way from the owner: rank r is past the owner, P - (k mod P) */
+                if (fwd_of(C, J, a + P - r, &j, &k) && (!cont || j == 0) && k % P > 0 && r > P - k % P) bytes += wb[k];
+                if (bwd_of(C, J, a + P - r, &j, &k) && (!cont || j == 0) && k % P > 0 && r > P - k % P) bytes += wb[k];
+            } else {
+                if (fwd_of(C, J, a, &j, &k) && (!cont || j == 0) && k % P > 0) bytes += wb[k];
+                if (bwd_of(C, J, a, &j, &k) && (!cont || j == 0) && k % P > 0) bytes += wb[k];
+                if (cont && fwd_of(C, J, a - P, &j, &k) && j < J - 1) bytes += wb[k];
+                if (cont && bwd_of(C, J, a - P, &j, &k) && j < J - 1) bytes += wb[k];
+                if (cont && bwd_of(C, J, t - P, &j, &k) && j < J - 1) bytes += db[k];
+            }
+            if (bytes <= 0) continue;
+            int from = (r + P - 1) % P;
+            double end = (cur[from] > cur[r] ? cur[from] : cur[r]) + lat[r] + bytes * spb[r];
+            if (end > nxt[r]) nxt[r] = end;
+            if (end > nxt[from]) nxt[from] = end;
+        }
+        int j, c;
+        if (bwd_of(C, J, t - P, &j, &c) && (!cont || j == J - 1) && (P - c % P) % P != P - 1) {   /* a gradient to its owner */
+            int ow = (P - c % P) % P;
+            double end = (cur[P - 1] > cur[ow] ? cur[P - 1] : cur[ow]) + hop_seconds(topo, P - 1, ow, db[c]);
+            if (end > nxt[ow]) nxt[ow] = end;
+            if (end > nxt[P - 1]) nxt[P - 1] = end;
+        }
+        double *x = cur; cur = nxt; nxt = x;
+    }
+#undef MBS
+    double step = 0;
+    for (int r = 0; r < P; r++)
+        if (cur[r] > step) step = cur[r];
+    free(tf); free(tb); free(wb); free(db); free(lat); free(spb); free(cur); free(nxt);
+    return step;
+}
+
+/* The most cells (ranks x turns) ring_turns_bound walks for one candidate: 1,024 ranks of one
+ * pipeline (about 3 million) take a few hundredths of a second. */
+#define RING_CELLS_MAX 4e7
+
+/* search_time_bound, with ring_turns_bound where its cells are at most ring_cells (0: not at all;
+ * the search computes it only for the candidates the cheaper bounds leave). */
+static double time_bound(const char *strategy, const Topology *topo, const WpConfig *model, const StrategyOpts *o,
+                         const Calibration *calib, double ring_cells) {
     /* Compute: every micro-batch goes forward and backward through every chunk, each on some
      * rank, whose compute runs one operation at a time; so the busiest rank computes at least the
      * mean, micro-batches per rank x (forward + backward of every chunk) at the fastest device's
@@ -421,6 +540,12 @@ double search_time_bound(const char *strategy, const Topology *topo, const WpCon
         }
         bound += uniform ? most : sum / P;
     }
+    if (tr.ring && tr.pass_mbs && npipe > 1 && ring_cells > 0) {
+        int K = o->pass_mbs > 0 ? o->pass_mbs : !strcmp(strategy, "weipipe-naive") ? o->micro_batches : 1;
+        /* below the simulator's clock by its rounding: a flow ends within 1e-9 of its bytes */
+        double f = ring_turns_bound(topo, model, o, calib, C, npipe, K, ring_cells) * (1 - 1e-6);
+        if (f > bound) bound = f;
+    }
     if (!strcmp(strategy, "fsdp")) {
         double f = fsdp_turns_bound(topo, model, o, calib, C, npipe, R);
         if (f > bound) bound = f;
@@ -451,6 +576,11 @@ double search_time_bound(const char *strategy, const Topology *topo, const WpCon
         free(own); free(tf); free(tb);
     }
     return bound;
+}
+
+double search_time_bound(const char *strategy, const Topology *topo, const WpConfig *model, const StrategyOpts *o,
+                         const Calibration *calib) {
+    return time_bound(strategy, topo, model, o, calib, RING_CELLS_MAX);
 }
 
 /* The cluster of one replica: the first n devices of t (its nodes, the last one cut), sharing
@@ -565,6 +695,7 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
     int P = topo->ndevices, L = model->layers;
     /* precision: bf16 where it is the default and not fixed; fp32 then only counted, dominated */
     int try_fp32 = !a->precision && base.precision != WP_FP32;
+    double mem = device_mem_max(topo);
     int ncap = 64, n = 0;
     Cand2 *c = xcalloc((size_t)ncap, sizeof *c);
     for (int si = 0; si < ns; si++)
@@ -589,9 +720,11 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
                         if (var) o.fsdp_variant = "full-shard";
                         if (pf && !a->grad_precision) o.grad_precision = WP_FP32;
                         x->mem_lb = search_mem_bound(names[si], topo, model, &o);
-                        x->time_lb = search_time_bound(names[si], topo, model, &o, a->calib);
                         /* what building it costs, for the order among equal bounds: ranks x chunks */
                         int npipe = P / R, C = chunk_count(names[si], model, npipe, chunks);
+                        /* the bounds that walk every turn only for what the checks below leave */
+                        int dropped = C > L || (x->prec == WP_FP32 && try_fp32) || x->mem_lb > mem;
+                        x->time_lb = time_bound(names[si], topo, model, &o, a->calib, dropped ? 0 : RING_CELLS_MAX);
                         x->cost = (double)(R > 1 && search_rule_holds(names[si], RULE_ONE_REPLICA) ? npipe : P) * (C > 0 ? C : model->layers);
                         n++;
                     }
@@ -601,7 +734,6 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
     qsort(c, (size_t)n, sizeof *c, cand2_cmp);
     SearchStats *st = &out->stats;
     st->considered = n;
-    double mem = device_mem_max(topo);
     /* WPGEN_SEARCH_TRACE=1: every candidate's bounds and fate on stderr, one line each */
     const char *tr = getenv("WPGEN_SEARCH_TRACE");
     int trace = tr && tr[0] == '1';
