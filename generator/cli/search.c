@@ -727,6 +727,10 @@ static double tawpipe_turns_bound(const Topology *topo, const WpConfig *model, c
     long cap = 2L * (nuse + nbwd) * D + C + 1, nt = 0;
     TurnTie *ties = xcalloc((size_t)cap, sizeof *ties);
     int *last_acc = xcalloc((size_t)C, sizeof *last_acc);   /* the turn of the last ACC into g<c> at its owner */
+    /* each group's broadcast and reduce of each chunk (-1: not yet costed): its root is fixed */
+    double *bc = xcalloc((size_t)D * C, sizeof *bc), *rd = xcalloc((size_t)D * C, sizeof *rd);
+    double *hw = xcalloc((size_t)D * C, sizeof *hw), *hd = xcalloc((size_t)D * C, sizeof *hd);   /* and its hops in */
+    for (long i = 0; i < (long)D * C; i++) bc[i] = rd[i] = hw[i] = hd[i] = -1;
     for (int u = 0; u < nuse + nbwd; u++) {
         int bwd = u >= nuse, c = bwd ? bwd_c[u - nuse] : use_c[u], tau = bwd ? bwd_t[u - nuse] : use_t[u];
         int ow = pl.owner[c], j0 = gpos[ow];
@@ -738,13 +742,17 @@ static double tawpipe_turns_bound(const Topology *topo, const WpConfig *model, c
             if (!bwd) {
                 if (j != j0) {
                     int from = j == 0 || j - 1 == j0 ? ow : pl.staging[j - 1];
-                    ties[nt++] = (TurnTie){ tau - 2 + 2 + j, from, root, -1, hop_seconds(topo, from, root, wbytes) };
+                    if (hw[j * C + c] < 0) hw[j * C + c] = hop_seconds(topo, from, root, wbytes);
+                    ties[nt++] = (TurnTie){ tau - 2 + 2 + j, from, root, -1, hw[j * C + c] };
                 }
-                if (nm > 1) ties[nt++] = (TurnTie){ tau - 1 + 2 + j, 0, 0, j, rooted_seconds(topo, COLL_BCAST, mem, nm, ri, wbytes) };
+                if (nm > 1 && bc[j * C + c] < 0) bc[j * C + c] = rooted_seconds(topo, COLL_BCAST, mem, nm, ri, wbytes);
+                if (nm > 1) ties[nt++] = (TurnTie){ tau - 1 + 2 + j, 0, 0, j, bc[j * C + c] };
             } else {
                 int hold = nm > 1 ? 2 : 1;
-                if (nm > 1) ties[nt++] = (TurnTie){ tau + 1 + 2 + j, 0, 0, j, rooted_seconds(topo, COLL_REDUCE, mem, nm, ri, dbytes) };
-                if (j != j0) ties[nt++] = (TurnTie){ tau + hold + 2 + j, root, ow, -1, hop_seconds(topo, root, ow, dbytes) };
+                if (nm > 1 && rd[j * C + c] < 0) rd[j * C + c] = rooted_seconds(topo, COLL_REDUCE, mem, nm, ri, dbytes);
+                if (nm > 1) ties[nt++] = (TurnTie){ tau + 1 + 2 + j, 0, 0, j, rd[j * C + c] };
+                if (j != j0 && hd[j * C + c] < 0) hd[j * C + c] = hop_seconds(topo, root, ow, dbytes);
+                if (j != j0) ties[nt++] = (TurnTie){ tau + hold + 2 + j, root, ow, -1, hd[j * C + c] };
                 int t_acc = j != j0 ? tau + hold + 2 + j : nm > 1 ? tau + 1 + 2 + j : tau + 2 + j;
                 if (t_acc > last_acc[c]) last_acc[c] = t_acc;
             }
@@ -786,7 +794,7 @@ static double tawpipe_turns_bound(const Topology *topo, const WpConfig *model, c
     for (int r = 0; r < P; r++)
         if (cur[r] > step) step = cur[r];
     free(cb); free(tf); free(tb); free(dev); free(gpos); free(comp); free(use_c); free(use_t); free(bwd_c); free(bwd_t);
-    free(ties); free(cur); free(nxt); free(last_acc);
+    free(ties); free(cur); free(nxt); free(last_acc); free(bc); free(rd); free(hw); free(hd);
     return step;
 }
 
