@@ -244,9 +244,11 @@ static void greedy(Ctx *x, Placement *pl) {
 }
 
 /* The bytes one chunk adds (sign +1) or takes away (-1) with its owner o: cost_ctx's terms of
- * chunk k, into bytes[], nin/nout and owned (improve's running sums). */
+ * chunk k, into bytes[], nin/nout and owned (improve's running sums). Its broadcasts and reduces
+ * only in groups g1 and g2 where g1 >= 0: a move of the owner between them changes no other
+ * group's (their roots are their staging ranks either way), so those terms would cancel. */
 static void chunk_terms(Ctx *x, const Placement *pl, int k, int o, double sign, double *bytes, double *nin, double *nout,
-                        double *owned) {
+                        double *owned, int g1, int g2) {
     const PlacementIn *in = x->in;
     double ww = in->weight_wire > 0 ? in->weight_wire : 1, gw = in->grad_wire > 0 ? in->grad_wire : 1;
     double b = in->chunk_bytes[k], wb = ww * b, gb = gw * b;
@@ -265,10 +267,11 @@ static void chunk_terms(Ctx *x, const Placement *pl, int k, int o, double sign, 
             root = pl->staging[j];
             TERM(sender, root, passes * wb);
         }
+        if (j != j0) TERM(root, o, K * gb);
+        if (g1 >= 0 && j != g1 && j != g2) continue;
         while (m[r0] != root) r0++;
         for (int h = 0; h < nm - 1; h++) TERM(m[(r0 + h) % nm], m[(r0 + h + 1) % nm], passes * wb);
         for (int h = 0; h < nm - 1; h++) TERM(m[(r0 + h) % nm], m[(r0 + h + 1) % nm], K * gb);
-        if (j != j0) TERM(root, o, K * gb);
     }
 #undef TERM
 }
@@ -313,16 +316,17 @@ static void improve(Ctx *x, Placement *pl) {
             memset(owned, 0, (size_t)n * sizeof *owned);
             for (int g = 0; g < D; g++)
                 for (int i = pl->group_start[g]; i < pl->group_start[g + 1]; i++) x->gof[pl->members[i]] = g;
-            for (int k = 0; k < C; k++) chunk_terms(x, pl, k, pl->owner[k], 1, bytes, nin, nout, owned);
+            for (int k = 0; k < C; k++) chunk_terms(x, pl, k, pl->owner[k], 1, bytes, nin, nout, owned, -1, -1);
         }
         for (int k = 0; k < C && spent < budget; k++)
             for (int r = 0; r < n && spent < budget; r++) {
                 if (r == pl->owner[k]) continue;
                 int was = pl->owner[k];
                 pl->owner[k] = r;
+                int g1 = x->gof[was], g2 = x->gof[r];
                 if (fast) {
-                    chunk_terms(x, pl, k, was, -1, bytes, nin, nout, owned);
-                    chunk_terms(x, pl, k, r, 1, bytes, nin, nout, owned);
+                    chunk_terms(x, pl, k, was, -1, bytes, nin, nout, owned, g1, g2);
+                    chunk_terms(x, pl, k, r, 1, bytes, nin, nout, owned, g1, g2);
                     memset(&c, 0, sizeof c);
                     memcpy(c.bytes, bytes, sizeof bytes);
                     for (int v = 0; v < x->nnodes; v++) {
@@ -338,8 +342,8 @@ static void improve(Ctx *x, Placement *pl) {
                 else {
                     pl->owner[k] = was;
                     if (fast) {
-                        chunk_terms(x, pl, k, r, -1, bytes, nin, nout, owned);
-                        chunk_terms(x, pl, k, was, 1, bytes, nin, nout, owned);
+                        chunk_terms(x, pl, k, r, -1, bytes, nin, nout, owned, g1, g2);
+                        chunk_terms(x, pl, k, was, 1, bytes, nin, nout, owned, g1, g2);
                     }
                 }
             }
