@@ -209,8 +209,8 @@ end
 -- gradients: for every backward, per round, where each member of replica q's groups writes its
 -- gradient (the owner: straight into g<c>), the REDUCE over the group at tb+1 to the owner or the
 -- staging rank, the staging rank's SEND to the owner and the owner's ACC into g<c>; then which
--- buffer each backward compute writes. Recorded in b.colls, b.xfers, b.accs, b.last_acc.
-local function gradients(b, q, rep)
+-- buffer each backward compute writes (replica q's: b.computes[first ..]). Recorded in b.colls, b.xfers, b.accs, b.last_acc.
+local function gradients(b, q, rep, first)
   local groups, staging, owner, gpos, gid, T = rep.groups, rep.staging, rep.owner, rep.gpos, rep.gid, rep.T
   local grad_into = {}       -- [c:j:round][rank] = the buffer a backward of chunk c writes
   for _, bw in ipairs(b.bwds) do
@@ -247,7 +247,7 @@ local function gradients(b, q, rep)
   end
   -- which gradient buffer each backward writes
   local P = b.P
-  for _, cmp in ipairs(b.computes) do
+  for i = first, #b.computes do local cmp = b.computes[i]   -- replica q's only: linear in the replicas
     if cmp.kind ~= "fwd" and not cmp.into and cmp.rank >= q * P and cmp.rank < (q + 1) * P then
       cmp.into = grad_into[cmp.c .. ":" .. gpos[cmp.rank] .. ":" .. cmp.round][cmp.rank]
     end
@@ -354,8 +354,9 @@ function M.build(plan, ctx)
   uses(b)
   for q = 0, R - 1 do
     local rep = layout(plan, b, q)
+    local first = #b.computes + 1
     weights(b, q, rep)
-    gradients(b, q, rep)
+    gradients(b, q, rep, first)
   end
   ops(plan, b, ctx.opts.ranks)
   explain(plan, b, ctx.topo, ctx.opts.ranks)
