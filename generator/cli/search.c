@@ -261,11 +261,12 @@ static double hop_seconds(const Topology *topo, int a, int b, double bytes) {
     return l.type == LINK_LOC ? 0 : l.lat + (l.bw > 0 ? bytes / l.bw : 0);
 }
 
-/* The least time a collective over the devices dev[0..n) in member order can take in the
- * simulator: its latency (sim/collective.h: steps x the largest link latency of its edges) and
- * then each edge's bytes at no more than that edge's bandwidth (all edges move at once). */
-static double coll_seconds(const Topology *topo, int coll, const int *dev, int n, double whole) {
-    CollShape cs = coll_shape(coll, n, 0, whole);
+/* The least time a collective over the devices dev[0..n) in member order (a rooted one, broadcast
+ * or reduce, from member root) can take in the simulator: its latency (sim/collective.h: steps x
+ * the largest link latency of its edges) and then each edge's bytes at no more than that edge's
+ * bandwidth (all edges move at once). */
+static double rooted_seconds(const Topology *topo, int coll, const int *dev, int n, int root, double whole) {
+    CollShape cs = coll_shape(coll, n, root, whole);
     double maxlat = 0, slowest = 0;
     for (int h = 0; h < cs.nedges; h++) {
         int a, b;
@@ -276,6 +277,10 @@ static double coll_seconds(const Topology *topo, int coll, const int *dev, int n
         if (t > slowest) slowest = t;
     }
     return cs.nedges ? cs.lat_steps * maxlat + slowest : 0;
+}
+
+static double coll_seconds(const Topology *topo, int coll, const int *dev, int n, double whole) {
+    return rooted_seconds(topo, coll, dev, n, 0, whole);
 }
 
 /* fsdp's turns (schedules/fsdp.lua), as rank 0 runs them: a turn ends no sooner than its compute
@@ -526,22 +531,6 @@ static double ring_turns_bound(const Topology *topo, const WpConfig *model, cons
         if (cur[r] > step) step = cur[r];
     free(tf); free(tb); free(wb); free(db); free(lat); free(spb); free(cur); free(nxt); free(ar); free(ar_turn);
     return step;
-}
-
-/* The least time a rooted collective (broadcast, reduce) over the devices dev[0..n) in member
- * order, root the root's index, takes in the simulator (as coll_seconds). */
-static double rooted_seconds(const Topology *topo, int coll, const int *dev, int n, int root, double whole) {
-    CollShape cs = coll_shape(coll, n, root, whole);
-    double maxlat = 0, slowest = 0;
-    for (int h = 0; h < cs.nedges; h++) {
-        int a, b;
-        coll_edge(&cs, n, h, &a, &b);
-        Link l = topology_link(topo, dev[a], dev[b]);
-        if (l.lat > maxlat) maxlat = l.lat;
-        double t = l.type == LINK_LOC || l.bw <= 0 ? 0 : cs.edge_bytes / l.bw;
-        if (t > slowest) slowest = t;
-    }
-    return cs.nedges ? cs.lat_steps * maxlat + slowest : 0;
 }
 
 /* What ties ranks together in one turn of tawpipe_turns_bound, and the least time it takes once
@@ -869,7 +858,10 @@ static double time_bound(const char *strategy, const Topology *topo, const WpCon
         }
         bound += uniform ? most : sum / P;
     }
-    if (tr.ring && tr.pass_mbs && npipe > 1 && ring_cells > 0) {
+    /* the turn-by-turn walk follows lib/weipipe.lua's ring of all the chunks: with
+     * --replicate-ends the ring carries the middle ones and the ends run beside it, which it does
+     * not model (it came out above the simulated step), so those plans keep the bounds above */
+    if (tr.ring && tr.pass_mbs && npipe > 1 && ring_cells > 0 && !o->replicate_ends) {
         int K = o->pass_mbs > 0 ? o->pass_mbs : !strcmp(strategy, "weipipe-naive") ? o->micro_batches : 1;
         /* below the simulator's clock by its rounding: a flow ends within 1e-9 of its bytes */
         double f = ring_turns_bound(topo, model, o, calib, C, npipe, R, K, ring_cells) * (1 - 1e-6);
