@@ -203,11 +203,15 @@ double search_mem_bound(const char *strategy, const Topology *topo, const WpConf
             double heavy = (double)(k0.nparams > kl.nparams ? k0.nparams : kl.nparams) * (per_param + sizeof(float));
             if (heavy > masters) masters = heavy;
         }
-        if (tr.gathers) {   /* fsdp's w0, w1, d0, d1: whole chunks, sized for the largest */
-            WpChunk k0 = light_chunk(model, C, 0), kl = light_chunk(model, C, C - 1);
-            double big = (double)(k0.nparams > kl.nparams ? k0.nparams : kl.nparams);
+        WpChunk k0 = light_chunk(model, C, 0), kl = light_chunk(model, C, C - 1);
+        double big = (double)(k0.nparams > kl.nparams ? k0.nparams : kl.nparams);
+        if (tr.gathers)   /* fsdp's w0, w1, d0, d1: whole chunks, sized for the largest */
             bufs = 2 * big * (double)(wp_dtype_bytes(prec) + wp_dtype_bytes(o->grad_precision));
-        }
+        /* bf16 gradients: fsdp's whole-chunk gradient and the ring's travelling ones are bf16
+         * buffers on every rank of a pipeline of several, so each rank has the fp32 staging
+         * gradient of the largest chunk (plan_grad_stage_bytes) */
+        if ((tr.gathers || (tr.ring && !o->replicate_ends)) && npipe > 1 && o->grad_precision == WP_BF16)
+            bufs += big * sizeof(float);
         return masters + acts + keep + ws + bufs;
     }
     /* 1F1B: stage 0 runs min(stages, micro-batches) forwards of chunk 0 before its first
