@@ -58,7 +58,7 @@ struct WpCompute {
     int staged;                   /* the communication layer takes host memory: stage through host */
     HostArena host;
     /* --trace: compute spans are timed on the device, by events recorded on the stream around
-     * them, and given the host's clock at the step's end (trace_resolve): the host only queues
+     * them, and given the host's clock at the step's end (cuda_trace_resolve): the host only queues
      * the work, so its own clock would time the queueing. trace_base is an event recorded on the
      * idle stream at trace_base_s (comm_now). */
     cudaEvent_t trace_base; double trace_base_s;
@@ -68,9 +68,9 @@ struct WpCompute {
 /* Device pointers of a buffer in the format it is computed and sent with (a master: its copy). */
 void *cuda_working(WpRank *R, int b);
 
-/* Device-timed trace spans (--trace): span_start records the span's first event (NULL when not
- * tracing); span_end its last, and adds the trace event, whose times trace_resolve fills in once
- * the stream has run them (the stream idle: at the step's end). */
+/* Device-timed trace spans (--trace): cuda_span_start records the span's first event (NULL when
+ * not tracing); cuda_span_end its last, and adds the trace event, whose times cuda_trace_resolve
+ * fills in once the stream has run them (the stream idle: at the step's end). */
 cudaEvent_t cuda_span_start(WpRank *R);
 void cuda_span_end(WpRank *R, cudaEvent_t t0, const char *cat, const char *name);
 void cuda_trace_resolve(WpRank *R);
