@@ -18,7 +18,7 @@ LUA_INC  := -I/usr/include/lua5.4
 # The probe runs once; delete build/config.mk to run it again. It sets BLAS_CFLAGS and BLAS_LIBS.
 $(BUILD)/config.mk: scripts/deps.sh
 	@echo "deps: probing dependencies"
-	@./scripts/deps.sh $@
+	@bash scripts/deps.sh $@
 -include $(BUILD)/config.mk
 deps: $(BUILD)/config.mk
 
@@ -195,22 +195,22 @@ $(BUILD)/tests/test_nccl_book: $(BUILD)/obj/runtime/nccl/nccl_book.o
 $(BUILD)/tests/test_cuda_mem: $(BUILD)/obj/runtime/cuda/cuda_mem.o
 
 test: all $(UNIT_BINS) $(MPI_BINS) $(TOOL_BINS) $(EMU_TC)
-	@./tests/run.sh $(BUILD)
+	@bash tests/run.sh $(BUILD)
 
 demo: all
-	@./scripts/demo.sh $(BUILD)
+	@bash scripts/demo.sh $(BUILD)
 
 bench-gen: all
-	@./scripts/bench_gen.sh $(BUILD)
+	@bash scripts/bench_gen.sh $(BUILD)
 
 bench-cpu: all
-	@./scripts/bench_cpu.sh $(BUILD)
+	@bash scripts/bench_cpu.sh $(BUILD)
 
 bench-sim: all
-	@./scripts/bench_sim.sh $(BUILD)
+	@bash scripts/bench_sim.sh $(BUILD)
 
 bench-scale: all
-	@./scripts/bench_scale.sh $(BUILD)
+	@bash scripts/bench_scale.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)
