@@ -235,6 +235,19 @@ static MPI_Op mpi_sum(const Comm *c, WpDtype dt) { return dt == WP_BF16 ? c->bf1
 
 /* --- Setup ------------------------------------------------------------------------------- */
 
+/* Open MPI's nonblocking collectives (libnbc) run as a schedule of rounds, and a round starts only
+ * inside an MPI call on every rank it involves. For large messages its defaults cut a reduce among
+ * up to 4 ranks, and a broadcast among more, into a chain of 8-32 KiB fragments: a round each.
+ * Our ranks call MPI between layers and while they wait (with naps, so that ranks sharing cores
+ * leave them to the ones computing), so a 5.8 MB reduce of two ranks took 400-660 ms, ten times
+ * its transfer (bench-sim, tawpipe on 2 emulated nodes of 2 ranks: 1.89 s a step against 0.23 s
+ * with this). The binomial trees have one round per level and nothing to fragment. A user's own
+ * OMPI_MCA_ setting wins; other MPIs ignore these variables. */
+static void prefer_unsegmented_collectives(void) {
+    setenv("OMPI_MCA_coll_libnbc_ireduce_algorithm", "binomial", 0);
+    setenv("OMPI_MCA_coll_libnbc_ibcast_algorithm", "binomial", 0);
+}
+
 Comm *comm_init(int *argc, char ***argv) {
     Comm *c = xrealloc(NULL, sizeof *c);
     memset(c, 0, sizeof *c);
@@ -242,6 +255,7 @@ Comm *comm_init(int *argc, char ***argv) {
     int inited = 0;
     MPI_CHECK(MPI_Initialized(&inited));
     if (!inited) {
+        prefer_unsegmented_collectives();
         /* Compute may run OpenMP threads, but only the main thread calls MPI. */
         int provided;
         MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
