@@ -4,7 +4,8 @@
 # link (latency + bytes / bandwidth); the cluster has a deliberately slow emulated network
 # between its nodes. The simulator is calibrated by `wpgen calibrate` on this machine: fitted to
 # the trace of one rank running the whole model alone (and of nothing else), every strategy's
-# run is held out; calibrate prints each run's predicted and measured step (the median of its
+# run is held out, on the 2 emulated nodes and on one node of 2 ranks not emulated (MPI's shared
+# memory as it is); calibrate prints each run's predicted and measured step (the median of its
 # steps after the first) and the fitted and held-out errors. Then both rankings.
 # Never fails the build.
 # usage: scripts/bench_sim.sh BUILD_DIR   (env: MODEL, SEQ, MBS, NB=micro-batches per rank,
@@ -75,10 +76,18 @@ run_config() {
         rm -rf "$tmp/p-$s"
         "$wpgen" emit -t "$tmp/two.json" -m "$model" --seq "$seq" --micro-batch-size "$mbs" --micro-batches "$nb" -s "$s" -o "$tmp/p-$s" >/dev/null 2>&1 ||
             { printf '%-22s %s\n' "$s" "does not plan here"; continue; }
-        run "$tmp/p-$s" 2 && held+=(--held-out "$tmp/p-$s/trace.json")
+        run "$tmp/p-$s" 2 && held+=(-t "$tmp/two.json" --held-out "$tmp/p-$s/trace.json")
+    done
+    # 3. one node of two ranks, a core each, not emulated: what MPI's shared memory really does
+    topo "$tmp/node.json" 1 2 0.05 0.5
+    for s in $strategies; do
+        rm -rf "$tmp/n-$s"
+        "$wpgen" emit -t "$tmp/node.json" -m "$model" --seq "$seq" --micro-batch-size "$mbs" --micro-batches "$nb" -s "$s" -o "$tmp/n-$s" >/dev/null 2>&1 ||
+            { printf '%-22s %s\n' "$s" "does not plan on one node"; continue; }
+        run "$tmp/n-$s" 2 0 && held+=(-t "$tmp/node.json" --held-out "$tmp/n-$s/trace.json")
     done
     rm -f "$tmp/cal.json"
-    "$wpgen" calibrate -t "$tmp/one.json" --trace "$tmp/one/trace.json" -t "$tmp/two.json" "${held[@]}" -o "$tmp/cal.json" | tee "$tmp/cal.out" ||
+    "$wpgen" calibrate -t "$tmp/one.json" --trace "$tmp/one/trace.json" "${held[@]}" -o "$tmp/cal.json" | tee "$tmp/cal.out" ||
         { echo "bench-sim: calibrate failed"; return; }
     rows=$(awk 'NF >= 5 && $1 ~ /trace.json$/ && $1 ~ /\/p-/ {print $2, $3, $4}' "$tmp/cal.out")
     if [ "$(echo "$rows" | grep -c .)" -gt 1 ]; then
