@@ -16,10 +16,8 @@ mb=()
 [ -n "${MB:-}" ] && mb=(--micro-batches "$MB")
 # PyTorch FSDP as the paper's baseline ran it: its flat parameters are fp32 unless a MixedPrecision
 # policy says otherwise (bf16 then comes from autocast, inside the layers), so what it all-gathers
-# and reduce-scatters is fp32: FSDP_WIRE=fp32 (the default here). Our plans tie the weights'
-# format on the wire to the compute's (--precision fp32 also computes in TF32, half the bf16
-# rate): where FSDP is bound by the network, as it is here from H 2048 up, that does not matter.
-# FSDP_WIRE=bf16: FSDP with a bf16 MixedPrecision policy.
+# and reduce-scatters is fp32 while it computes in bf16: FSDP_WIRE=fp32 (the default here),
+# --weight-wire fp32 --grad-precision fp32. FSDP_WIRE=bf16: FSDP with a bf16 MixedPrecision policy.
 fsdp_wire=${FSDP_WIRE:-fp32}
 # H S G 1F1B FSDP WeiPipe (the paper's tokens/s per GPU)
 rows="1024 4096 16 8581.7 11525.9 15138.8
@@ -39,8 +37,8 @@ while read -r H S G p1 pf pw; do
     args=(-t "$topo" -m "llama-h$H" --seq "$S" --micro-batch-size "$G" --recompute --replicas 1 "${mb[@]}" ${EXTRA:-} --json)
     out=$("$wpgen" compare "${args[@]}" --strategies 1f1b,weipipe-interleave 2>&1) ||
         { echo "table2: H$H S$S G$G: compare failed: $(echo "$out" | grep -v '^[][{} ]' | head -3)"; continue; }
-    # fsdp by sim, which reports a plan that does not fit too (fp32 activations, below)
-    fsdp=$("$wpgen" sim "${args[@]}" -s fsdp --fsdp-variant full-shard --precision "$fsdp_wire" --grad-precision "$fsdp_wire" 2>/dev/null)
+    # fsdp by sim, which reports a plan that does not fit too (below)
+    fsdp=$("$wpgen" sim "${args[@]}" -s fsdp --fsdp-variant full-shard --precision bf16 --weight-wire "$fsdp_wire" --grad-precision "$fsdp_wire" 2>/dev/null)
     out=$(python3 -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1]) + [json.loads(sys.argv[2])]))' "$out" "$fsdp") ||
         { echo "table2: H$H S$S G$G: sim of fsdp failed"; continue; }
     read -r o1 of ow fit <<<"$(python3 -c '
@@ -60,7 +58,7 @@ H, S, G = sys.argv[1:4]
 p1, pf, pw = map(float, sys.argv[4:7])
 try:
     o1, of, ow = map(float, sys.argv[7:10])
-    note = "" if sys.argv[10] == "fits" else " (FSDP does not fit in 80 GB with fp32 activations; timed all the same)"
+    note = "" if sys.argv[10] == "fits" else " (FSDP does not fit in 80 GB; timed all the same)"
 except ValueError:
     print("%-5s %-6s %-3s | %9.1f %9.1f %9.1f | (a strategy did not plan: %s)" % (H, S, G, p1, pf, pw, " ".join(sys.argv[7:10])))
     sys.exit(1)

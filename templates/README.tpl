@@ -7,6 +7,9 @@ ${P.summary}
 
 Number formats: working weights, activations and their gradients in ${P.precision}; weight gradients
 on the wire in ${P.grad_precision}; master weights, AdamW's moments and the gradient it reads in fp32.
+@ if P.weight_wire ~= P.precision then
+Working weights move between ranks in ${P.weight_wire} (--weight-wire) and are rounded on arrival.
+@ end
 
 Build and run
 -------------

@@ -18,6 +18,9 @@ ${P.header_c}
  *
  * Number formats: working weights, activations and their gradients ${P.precision}, weight gradients
  * on the wire ${P.grad_precision}, masters and AdamW fp32 (plan_desc.c gives each buffer's).
+@ if P.weight_wire ~= P.precision then
+ * Working weights on the wire ${P.weight_wire} (--weight-wire), rounded to ${P.precision} on arrival.
+@ end
 @ if #P.sources > 0 then
  *
 @   local w = 0

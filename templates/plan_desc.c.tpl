@@ -73,6 +73,9 @@ const WpPlanDesc WP_PLAN = {
     .nranks = ${P.nranks}, .nnodes = ${P.nnodes}, .nchunks = ${#P.chunks}, .ngroups = ${#P.groups}, .nturns = ${P.nturns},
     .micro_batches = ${P.micro_batches}, .total_mbs = ${P.total_mbs}, .recompute = ${P.recompute},
     .precision = ${P.precision == "bf16" and "WP_BF16" or "WP_FP32"}, .grad_precision = ${P.grad_precision == "bf16" and "WP_BF16" or "WP_FP32"},
+@ if P.weight_wire ~= P.precision then
+    .weight_wire_fp32 = 1,   /* working weights move in fp32, stored at the precision on arrival */
+@ end
     .chunks = chunks,
 @ if any_replicated then
     .replicated = replicated,

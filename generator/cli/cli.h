@@ -25,6 +25,7 @@ typedef struct Args {
     const char *grouping;   /* tawpipe: auto, node, island or published */
     const char *fsdp_variant;   /* fsdp: gather-once or full-shard; NULL: gather-once */
     const char *precision, *grad_precision;   /* "fp32" or "bf16" as given; NULL: the default (inputs.c) */
+    const char *weight_wire;   /* --weight-wire "fp32" or "bf16"; NULL: the precision */
     int lua_max_mib, lua_max_minstr;   /* the strategy sandbox's limits; 0: its defaults */
     int search_seconds;     /* compare, -s auto: no new candidate after this long (once one fits); 0: no limit */
     int set_micro_batches, set_replicas, set_chunks;   /* given on the command line (auto keeps them) */

@@ -96,6 +96,11 @@ static int rebuild(Run *r, char *err, size_t errlen) {
         snprintf(err, errlen, "%s: precision: expected fp32 or bf16", r->plan_path);
         goto done;
     }
+    /* the weights' format on the wire: absent from plan.json files written before --weight-wire */
+    const char *wire = json_string_value(json_object_get(pj, "weight_wire"));
+    WpDtype wd;
+    if (wire && wp_dtype_parse(wire, &wd)) { snprintf(err, errlen, "%s: weight_wire: expected fp32 or bf16", r->plan_path); goto done; }
+    o.weight_wire = wire;
     /* the chunks option: the strategy's default, or as many as the plan has; fsdp's variant */
     int tries[2] = { 0, (int)json_array_size(chunks) - (o.replicate_ends ? 2 : 0) }, nvar = !strcmp(strategy, "fsdp") ? 2 : 1;
     for (int k = 0; k < 2 * nvar && rc; k++) {

@@ -37,6 +37,7 @@ StrategyOpts opts_of(const Args *a, const Topology *topo) {
     if (a->precision) wp_dtype_parse(a->precision, &o.precision);   /* checked by main.c */
     o.grad_precision = o.precision;
     if (a->grad_precision) wp_dtype_parse(a->grad_precision, &o.grad_precision);
+    o.weight_wire = a->weight_wire;
     return o;
 }
 

@@ -16,7 +16,7 @@ static void usage(FILE *f) {
         "usage: wpgen list\n"
         "       wpgen plan -t TOPO.json -m MODEL [-s STRATEGY] [--seq S] [--micro-batch-size G]\n"
         "                  [--micro-batches N] [--replicas R] [--chunks C] [--recompute] [--json]\n"
-        "                  [--precision fp32|bf16] [--grad-precision fp32|bf16]\n"
+        "                  [--precision fp32|bf16] [--grad-precision fp32|bf16] [--weight-wire fp32|bf16]\n"
         "                  [--rounds K] [--grouping auto|node|island|published]   (tawpipe)\n"
         "                  [--pass-micro-batches K]   (weipipe-naive, weipipe-interleave: K micro-batches\n"
         "                  through a chunk per weight pass; default all, and 1)\n"
@@ -43,6 +43,8 @@ static void usage(FILE *f) {
         "stay at the owner); default bf16 on clusters of GPUs and for --backend cuda, fp32 on CPUs.\n"
         "--grad-precision: weight gradients on the wire, added into fp32 at the owner; default: the\n"
         "--precision.\n"
+        "--weight-wire: working weights on the wire (fp32 with bf16 compute: PyTorch FSDP's flat parameters\n"
+        "without a MixedPrecision policy), rounded to the precision on arrival; default: the --precision.\n"
         "emit writes nothing for a plan that does not fit the devices' memory, unless --force.\n"
         "Exit status: 0 done, 1 plan rejected or does not fit, 2 bad input.\n", SANDBOX_DEFAULT_MIB, SANDBOX_DEFAULT_MINSTR);
 }
@@ -162,14 +164,15 @@ static int parse_args(int argc, char **argv, Args *a) {
             }
             a->grouping = v;
         }
-        else if (!strcmp(f, "--precision") || !strcmp(f, "--grad-precision")) {
+        else if (!strcmp(f, "--precision") || !strcmp(f, "--grad-precision") || !strcmp(f, "--weight-wire")) {
             WpDtype d;
             if (!v || wp_dtype_parse(v, &d)) {
                 fprintf(stderr, "wpgen: %s: expected fp32 or bf16, got \"%s\"\n", f, v ? v : "");
                 return -1;
             }
             if (f[2] == 'p') a->precision = v;
-            else a->grad_precision = v;
+            else if (f[2] == 'g') a->grad_precision = v;
+            else a->weight_wire = v;
         }
         else if (!strcmp(f, "--json")) { a->json = 1; takes = 0; }
         else if (!strcmp(f, "--calibration")) a->calib_path = v;

@@ -48,6 +48,7 @@ uint64_t plan_hash(const Plan *p) {
         for (int i = 0; i < ch->nowners; i++) fnv_int(&f, ch->owners[i]);
         if (ch->replicated) fnv_int(&f, -1);   /* only where set: the hashes of other plans stay as they were */
     }
+    if (p->weight_wire_fp32) fnv_str(&f, "weight wire fp32");   /* the same */
     fnv_int(&f, p->ngroups);
     for (int g = 0; g < p->ngroups; g++) {
         fnv_int(&f, p->groups[g].n);
@@ -103,6 +104,7 @@ void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const cha
     lua_set_int(L, "recompute", p->recompute);
     lua_set_str(L, "precision", wp_dtype_name(p->precision));
     lua_set_str(L, "grad_precision", wp_dtype_name(p->grad_precision));
+    lua_set_str(L, "weight_wire", wp_dtype_name(plan_carried_dtype(p, WHAT_W)));
     lua_set_num(L, "bytes_intra", info->bytes_intra);
     lua_set_num(L, "bytes_inter", info->bytes_inter);
     lua_set_num(L, "step_time_s", info->step_time_s);
@@ -335,6 +337,7 @@ int emit_json_head(FILE *f, const Plan *p, const EmitInfo *info, const char *has
     if (!rc) rc = put_value(f, "recompute", json_boolean(p->recompute), 0);
     if (!rc) rc = put_value(f, "precision", json_string(wp_dtype_name(p->precision)), 0);
     if (!rc) rc = put_value(f, "grad_precision", json_string(wp_dtype_name(p->grad_precision)), 0);
+    if (!rc) rc = put_value(f, "weight_wire", json_string(wp_dtype_name(plan_carried_dtype(p, WHAT_W))), 0);
     if (!rc) rc = put_value(f, "turns", json_integer(p->nturns), 0);
     if (!rc) rc = put_value(f, "bytes_intra_node", json_real(info->bytes_intra), 0);
     if (!rc) rc = put_value(f, "bytes_inter_node", json_real(info->bytes_inter), 0);

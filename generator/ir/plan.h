@@ -128,6 +128,9 @@ typedef struct Plan {
     int recompute;
     WpDtype precision;      /* working weights, activations, activation gradients (see PlanBuf) */
     WpDtype grad_precision; /* weight gradients on the wire and in flight (see PlanBuf) */
+    uint8_t weight_wire_fp32;   /* working weights move in fp32 whatever the precision (W transfers
+                                 * and collectives; PyTorch FSDP's flat parameters without a
+                                 * MixedPrecision policy); 0: in the precision */
     PlanRank *ranks;
     PlanChunk *chunks;
     int ngroups, capgroups; PlanGroup *groups;
@@ -181,7 +184,8 @@ size_t plan_shard_elems(const Plan *p, int chunk, int nshards);   /* 0 for chunk
 /* What a transfer or collective op (on rank) carries: WHAT_W, WHAT_D, WHAT_A or WHAT_G (a
  * broadcast: what its buffer holds, by the buffer's kind); WHAT_NONE for other operations. */
 int plan_op_carries(const Plan *p, int rank, const Op *op);
-/* The format a transfer carrying what moves in: W, A, G the precision; D the grad_precision. */
+/* The format a transfer carrying what moves in: A, G the precision; W the precision, or fp32 where
+ * weight_wire_fp32; D the grad_precision. */
 WpDtype plan_carried_dtype(const Plan *p, int what);
 /* Bytes of one value on the wire: a chunk's weights or gradient (or a shard of nshards) for W and
  * D, one activation or activation gradient for A and G (chunk and nshards unused). */

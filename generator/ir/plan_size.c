@@ -48,7 +48,8 @@ int plan_op_carries(const Plan *p, int rank, const Op *op) {
 }
 
 WpDtype plan_carried_dtype(const Plan *p, int what) {
-    return what == WHAT_D ? p->grad_precision : p->precision;
+    if (what == WHAT_D) return p->grad_precision;
+    return what == WHAT_W && p->weight_wire_fp32 ? WP_FP32 : p->precision;
 }
 
 size_t plan_carried_bytes(const Plan *p, int what, int chunk, int nshards) {

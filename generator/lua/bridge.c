@@ -382,6 +382,7 @@ static void push_opts(lua_State *L, const StrategyOpts *o, const Plan *p) {
     lua_set_str(L, "fsdp_variant", o->fsdp_variant ? o->fsdp_variant : "gather-once");
     lua_set_str(L, "precision", wp_dtype_name(o->precision));
     lua_set_str(L, "grad_precision", wp_dtype_name(o->grad_precision));
+    lua_set_str(L, "weight_wire", o->weight_wire ? o->weight_wire : wp_dtype_name(o->precision));
 }
 
 static int traceback(lua_State *L) {
@@ -533,6 +534,10 @@ int strategy_run(const char *name, const Topology *t, const WpConfig *m, const c
         return snprintf(err, errlen, "--replicas %d: expected a divisor of the %d devices", o->replicas, t->ndevices), STRATEGY_BAD_INPUT;
     if (o->micro_batches < 1)
         return snprintf(err, errlen, "--micro-batches %d: expected at least 1", o->micro_batches), STRATEGY_BAD_INPUT;
+    /* weights rounded to bf16 on the wire and used at fp32: no real trainer does that */
+    if (o->weight_wire && !strcmp(o->weight_wire, "bf16") && o->precision == WP_FP32)
+        return snprintf(err, errlen, "--weight-wire bf16: the working weights are fp32 (--precision fp32, or the default on "
+                        "this cluster); expected fp32, or --precision bf16"), STRATEGY_BAD_INPUT;
     const char *base = strrchr(path, '/');
     char sname[256];
     size_t sl = strlen(base ? base + 1 : path);
@@ -550,6 +555,7 @@ int strategy_run(const char *name, const Topology *t, const WpConfig *m, const c
     p->recompute = o->recompute;
     p->precision = o->precision;
     p->grad_precision = o->grad_precision;
+    p->weight_wire_fp32 = o->weight_wire && !strcmp(o->weight_wire, "fp32") && o->precision != WP_FP32;
     for (int r = 0; r < p->nranks; r++) {
         int per = p->nranks / p->replicas;
         p->ranks[r].replica = r / per;

@@ -22,6 +22,8 @@ typedef struct StrategyOpts {
     int lua_max_minstr;     /* 0: the defaults (sandbox.h) */
     WpDtype precision;      /* the plan's formats (ir/plan.h, PlanBuf); zero: fp32 */
     WpDtype grad_precision;
+    const char *weight_wire;    /* working weights on the wire, "fp32" or "bf16" (--weight-wire); NULL:
+                                 * the precision. fp32 with a bf16 precision: Plan.weight_wire_fp32 */
 } StrategyOpts;
 
 enum { STRATEGY_BAD_INPUT = 2 };

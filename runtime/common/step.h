@@ -60,6 +60,8 @@ typedef struct WpPlanDesc {
     int micro_batches, total_mbs, recompute;
     int precision;              /* WpDtype of working weights, activations and their gradients */
     int grad_precision;         /* WpDtype of weight gradients on the wire (Plan.grad_precision) */
+    int weight_wire_fp32;       /* working weights on the wire in fp32 whatever the precision
+                                 * (Plan.weight_wire_fp32): converted on each side */
     const WpChunkDesc *chunks;
     const unsigned char *replicated;   /* [nchunks] chunks every rank holds a master of (the plan's
                                         * PlanChunk.replicated; NULL: none): the gradient norm and the

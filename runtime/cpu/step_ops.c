@@ -285,31 +285,43 @@ void wp_bwd_w(WpRank *R, int chunk, int mb, int d, int first) {
 
 /* The format a W or D transfer of buffer b carries. */
 static int carried(const WpRank *R, int b) {
-    return R->me->bufs[b].kind == WP_BUF_W ? R->plan->precision : R->plan->grad_precision;
+    if (R->me->bufs[b].kind != WP_BUF_W) return R->plan->grad_precision;
+    return R->plan->weight_wire_fp32 ? WP_FP32 : R->plan->precision;
+}
+
+/* Buffer b's first n elements as a transfer carries them (*dt, the plan's format for what b
+ * holds): the buffer itself when that is its format, else a temporary in it, released after the
+ * turn's wait. in: the temporary holds the buffer's values (a master's rounded: its working copy;
+ * widened where the wire is wider); out: it is converted back into the buffer after the wait (a
+ * master is never overwritten). Sends are in, receives out, collectives both but where they only
+ * read (a gather's shard, a scatter's whole) or only write (a gather's whole). */
+static void *carried_buf(WpRank *R, int b, size_t n, int in, int out, WpDtype *dt) {
+    const WpBufDesc *d = &R->me->bufs[b];
+    *dt = (WpDtype)carried(R, b);
+    if (buf_dtype(R, b) == (int)*dt) return R->dev->buf[b];
+    size_t room = *dt == WP_BF16 ? bf16_room(n) : n;
+    float *t = block_get(R, room ? room : 1);
+    if (in) convert(t, *dt, R->dev->buf[b], buf_dtype(R, b), n);
+    pending_add(R, (Pending){ out && !d->master ? PEND_STORE : PEND_RELEASE, t, room ? room : 1, NULL, b, n, *dt });
+    return t;
 }
 
 void wp_send(WpRank *R, int buf, int chunk, int shard, int nshards, int peer) {
     char l[32];
     CommInfo ci = info(R, l, sizeof l, R->me->bufs[buf].kind == WP_BUF_W ? "W%d" : "D%d", chunk);
     size_t n = chunk_floats(R, chunk, shard, nshards);
-    float *p = R->dev->buf[buf];
-    WpDtype dt = (WpDtype)carried(R, buf);
-    if ((int)dt == buf_dtype(R, buf)) comm_send(R->comm, p, n, dt, peer, &ci);
-    else comm_send(R->comm, bf16_temp(R, p, n), n, WP_BF16, peer, &ci);   /* a master's working copy */
+    WpDtype dt;
+    const void *p = carried_buf(R, buf, n, 1, 0, &dt);
+    comm_send(R->comm, p, n, dt, peer, &ci);
 }
 
 void wp_recv(WpRank *R, int buf, int chunk, int shard, int nshards, int peer) {
     char l[32];
     CommInfo ci = info(R, l, sizeof l, R->me->bufs[buf].kind == WP_BUF_W ? "W%d" : "D%d", chunk);
     size_t n = chunk_floats(R, chunk, shard, nshards);
-    float *p = R->dev->buf[buf];
-    WpDtype dt = (WpDtype)carried(R, buf);
-    if ((int)dt == buf_dtype(R, buf)) comm_recv(R->comm, p, n, dt, peer, &ci);
-    else {   /* bf16 into an fp32 buffer: widened after the wait */
-        float *t = block_get(R, bf16_room(n) ? bf16_room(n) : 1);
-        comm_recv(R->comm, t, n, WP_BF16, peer, &ci);
-        pending_add(R, (Pending){ PEND_BF16, t, bf16_room(n) ? bf16_room(n) : 1, p, -1, n, WP_BF16 });
-    }
+    WpDtype dt;
+    void *p = carried_buf(R, buf, n, 0, 1, &dt);
+    comm_recv(R->comm, p, n, dt, peer, &ci);
 }
 
 void wp_send_act(WpRank *R, int what, int chunk, int mb, int peer) {
@@ -344,27 +356,12 @@ void wp_recv_act(WpRank *R, int what, int chunk, int mb, int peer) {
 
 /* ---- collectives ---- */
 
-/* Buffer b's part in a collective of n elements, in the format the plan carries (*dt): the buffer
- * itself when that is its format, else a temporary in it holding its values (a master's rounded:
- * its working copy), converted back into the buffer after the wait unless keep (a master is never
- * overwritten; an input that the collective only reads is kept). */
-static void *coll_buf(WpRank *R, int b, size_t n, int keep, WpDtype *dt) {
-    const WpBufDesc *d = &R->me->bufs[b];
-    *dt = (WpDtype)carried(R, b);
-    if (buf_dtype(R, b) == (int)*dt) return R->dev->buf[b];
-    size_t room = *dt == WP_BF16 ? bf16_room(n) : n;
-    float *t = block_get(R, room ? room : 1);
-    convert(t, *dt, R->dev->buf[b], buf_dtype(R, b), n);   /* a master's working copy: rounded here */
-    pending_add(R, (Pending){ keep || d->master ? PEND_RELEASE : PEND_STORE, t, room ? room : 1, NULL, b, n, *dt });
-    return t;
-}
-
 void wp_bcast(WpRank *R, int buf, int chunk, int shard, int nshards, int group, int root) {
     char l[32];
     CommInfo ci = info(R, l, sizeof l, "W%d", chunk);
     size_t n = chunk_floats(R, chunk, shard, nshards);
     WpDtype dt;
-    void *p = coll_buf(R, buf, n, 0, &dt);
+    void *p = carried_buf(R, buf, n, 1, 1, &dt);
     comm_bcast(R->comm, group, p, n, dt, root, &ci);
 }
 
@@ -373,7 +370,7 @@ void wp_reduce(WpRank *R, int buf, int chunk, int shard, int nshards, int group,
     CommInfo ci = info(R, l, sizeof l, "D%d", chunk);
     size_t n = chunk_floats(R, chunk, shard, nshards);
     WpDtype dt;
-    void *p = coll_buf(R, buf, n, 0, &dt);
+    void *p = carried_buf(R, buf, n, 1, 1, &dt);
     comm_reduce(R->comm, group, p, n, dt, root, &ci);
 }
 
@@ -382,7 +379,7 @@ void wp_allreduce(WpRank *R, int buf, int chunk, int shard, int nshards, int gro
     CommInfo ci = info(R, l, sizeof l, "D%d", chunk);
     size_t n = chunk_floats(R, chunk, shard, nshards);
     WpDtype dt;
-    void *p = coll_buf(R, buf, n, 0, &dt);
+    void *p = carried_buf(R, buf, n, 1, 1, &dt);
     comm_allreduce(R->comm, group, p, n, dt, &ci);
 }
 
@@ -392,8 +389,8 @@ void wp_allgather(WpRank *R, int shard_buf, int whole_buf, int chunk, int group)
     size_t n = R->chunks[chunk].nparams;
     const WpBufDesc *sb = &R->me->bufs[shard_buf];
     WpDtype sdt, wdt;
-    const void *shard = coll_buf(R, shard_buf, chunk_floats(R, chunk, sb->shard, sb->nshards), 1, &sdt);
-    void *whole = coll_buf(R, whole_buf, n, 0, &wdt);
+    const void *shard = carried_buf(R, shard_buf, chunk_floats(R, chunk, sb->shard, sb->nshards), 1, 0, &sdt);
+    void *whole = carried_buf(R, whole_buf, n, 0, 1, &wdt);
     comm_allgather(R->comm, group, shard, whole, n, wdt, &ci);
 }
 
@@ -403,8 +400,8 @@ void wp_reduce_scatter(WpRank *R, int whole_buf, int shard_buf, int chunk, int g
     size_t n = R->chunks[chunk].nparams;
     const WpBufDesc *sb = &R->me->bufs[shard_buf];
     WpDtype wdt, sdt;
-    const void *whole = coll_buf(R, whole_buf, n, 1, &wdt);
-    void *shard = coll_buf(R, shard_buf, chunk_floats(R, chunk, sb->shard, sb->nshards), 0, &sdt);
+    const void *whole = carried_buf(R, whole_buf, n, 1, 0, &wdt);
+    void *shard = carried_buf(R, shard_buf, chunk_floats(R, chunk, sb->shard, sb->nshards), 0, 1, &sdt);
     comm_reduce_scatter(R->comm, group, whole, shard, n, wdt, &ci);
 }
 

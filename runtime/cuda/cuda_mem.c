@@ -4,7 +4,8 @@
 #include "cuda/cuda_mem.h"
 
 int cm_carried(const WpPlanDesc *P, const WpBufDesc *b) {
-    return b->kind == WP_BUF_W ? P->precision : P->grad_precision;
+    if (b->kind != WP_BUF_W) return P->grad_precision;
+    return P->weight_wire_fp32 ? WP_FP32 : P->precision;
 }
 
 int cm_working(const WpBufDesc *b) {

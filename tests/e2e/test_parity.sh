@@ -80,11 +80,17 @@ case_ weipipe-interleave topologies/cpu-2x2.json 4 3 --pass-micro-batches 2
 # replicated ends: the ends' all-reduce sums in another order than the reference (one micro-batch
 # per rank: with two, the ring's gradient chain alone differs by 1.75e-4, with or without the flag)
 case_ weipipe-interleave topologies/cpu-2x2.json 4 1 --replicate-ends
+# working weights on the wire in fp32 (--weight-wire fp32, PyTorch FSDP's flat parameters without a
+# MixedPrecision policy): rounded to bf16 on arrival, the bits they have when they move in bf16
+LOSS_TOL=0 WEIGHT_TOL=0 case_ weipipe-interleave topologies/cpu-2x2.json 4 1 --weight-wire fp32
+case_ fsdp topologies/cpu-2x2.json 4 1 --weight-wire fp32
+case_ tawpipe topologies/cpu-2x2.json 4 1 --weight-wire fp32
 export PREC="bf16 bf16" LOSS_TOL=1e-3 WEIGHT_TOL=5e-2
 case_ weipipe-interleave topologies/cpu-2x2.json 4 1
 case_ weipipe-interleave topologies/cpu-2x2.json 4 2 --replicate-ends   # the ends' all-reduce summing bf16
 case_ 1f1b topologies/cpu-2x2.json 4 1
 case_ fsdp topologies/cpu-2x2.json 4 1       # reduce-scatter summing bf16
+case_ fsdp topologies/cpu-2x2.json 4 2 --fsdp-variant full-shard --weight-wire fp32   # fp32 gathers, bf16 scatters
 case_ tawpipe topologies/cpu-2x2.json 4 1    # reduce and all-reduce summing bf16
 for s in zb1 weipipe-zb1 weipipe-zb2; do case_ "$s" topologies/cpu-2x2.json 4 2; done
 unset PREC LOSS_TOL WEIGHT_TOL

@@ -46,7 +46,8 @@ static void desc_make(Desc *d, const Plan *p) {
     }
     d->P = (WpPlanDesc){ .model = p->model, .nranks = p->nranks, .nchunks = p->nchunks, .total_mbs = p->total_mbs,
                          .micro_batches = p->micro_batches, .recompute = p->recompute, .precision = p->precision,
-                         .grad_precision = p->grad_precision, .chunks = d->chunks, .ranks = d->ranks };
+                         .grad_precision = p->grad_precision, .weight_wire_fp32 = p->weight_wire_fp32, .chunks = d->chunks,
+                         .ranks = d->ranks };
 }
 
 static void desc_free(Desc *d, int nranks) {
@@ -138,14 +139,16 @@ static void check_rank(const Plan *p, const Desc *d, int r, const char *what) {
     cm_free(&m);
 }
 
-static void check_strategy(const char *s, int nodes, const int *per, int mbs, WpDtype grads) {
+static void check_strategy(const char *s, int nodes, const int *per, int mbs, WpDtype grads, int wire32) {
     Topology t;
     if (fixture_topology(&t, nodes, per)) { CHECK(0, "topology"); return; }
     WpConfig m = fixture_model(8);
     char err[1024], what[128];
-    StrategyOpts o = { .micro_batches = mbs, .replicas = 1, .precision = WP_BF16, .grad_precision = grads };
+    StrategyOpts o = { .micro_batches = mbs, .replicas = 1, .precision = WP_BF16, .grad_precision = grads,
+                       .weight_wire = wire32 ? "fp32" : NULL };
     Plan *p = fixture_plan_opts(&t, &m, s, &o, err, sizeof err);
-    snprintf(what, sizeof what, "%s on %d ranks (gradients %s)", s, t.ndevices, wp_dtype_name(grads));
+    snprintf(what, sizeof what, "%s on %d ranks (gradients %s, weights on the wire %s)", s, t.ndevices, wp_dtype_name(grads),
+             wire32 ? "fp32" : "bf16");
     CHECK(p != NULL, "%s: %s", what, err);
     if (!p) { topology_free(&t); return; }
     Desc d;
@@ -173,11 +176,11 @@ int main(void) {
     static const char *strategies[] = { "weipipe-naive", "weipipe-interleave", "1f1b", "fsdp", "tawpipe",
                                         "zb1", "weipipe-zb1", "weipipe-zb2" };
     for (int i = 0; i < 8; i++)
-        for (int g = 0; g < 2; g++) {
+        for (int g = 0; g < 3; g++) {   /* gradients bf16, fp32, fp32 with weights on the wire in fp32 */
             WpDtype gd = g ? WP_FP32 : WP_BF16;
-            check_strategy(strategies[i], 1, (int[]){ 4 }, 2, gd);
-            check_strategy(strategies[i], 2, (int[]){ 2, 2 }, 3, gd);
-            check_strategy(strategies[i], 1, (int[]){ 1 }, 1, gd);
+            check_strategy(strategies[i], 1, (int[]){ 4 }, 2, gd, g == 2);
+            check_strategy(strategies[i], 2, (int[]){ 2, 2 }, 3, gd, g == 2);
+            check_strategy(strategies[i], 1, (int[]){ 1 }, 1, gd, g == 2);
         }
     fixture_done();
     return check_summary("test_cuda_mem");

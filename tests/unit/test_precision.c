@@ -1,6 +1,7 @@
 /* A plan's precision (ir/plan.h, PlanBuf): every buffer's format and size by its kind, for every
  * strategy in every setting; the memory breakdown of every rank sums to its peak and the peak is
- * the largest; what transfers carry, at which format; the workspace's logits block only where
+ * the largest; what transfers carry, at which format (weights in fp32 with --weight-wire fp32,
+ * their buffers still bf16, with room to convert them); the workspace's logits block only where
  * the LM head runs; the verifier refuses buffers whose formats break the rule; the simulator's
  * compute at the precision's peak (a GPU: fp32 at half its bf16 rating; a CPU: the same) and its
  * memory-bound operations by the bytes of each operand's format; TawPipe's placement solver counts
@@ -97,9 +98,28 @@ static void test_carried(void) {
     int per[] = { 2, 2 };
     if (fixture_topology(&t, 2, per)) { CHECK(0, "topology"); return; }
     WpConfig m = fixture_model(8);
+    for (int wire32 = 0; wire32 < 2; wire32++)
     for (size_t si = 0; si < sizeof strategies / sizeof *strategies; si++) {
-        Plan *p = make(&t, &m, strategies[si], WP_BF16, WP_FP32, 1, 0);
+        /* --weight-wire fp32: weights move in fp32, their buffers stay bf16 */
+        StrategyOpts o = { .micro_batches = 2, .replicas = 1, .precision = WP_BF16, .grad_precision = WP_FP32,
+                           .weight_wire = wire32 ? "fp32" : NULL };
+        char err[1024];
+        Plan *p = fixture_plan_opts(&t, &m, strategies[si], &o, err, sizeof err);
+        CHECK(p != NULL, "%s, weights on the wire in %s: %s", strategies[si], wire32 ? "fp32" : "bf16", err);
         if (!p) continue;
+        CHECK(p->weight_wire_fp32 == wire32, "%s: weight_wire_fp32 %d", strategies[si], p->weight_wire_fp32);
+        size_t xfer = 0;
+        for (int r = 0; r < p->nranks; r++) {
+            xfer += plan_rank_xfer_bytes(p, r, 1);
+            for (int b = 0; b < p->ranks[r].nbufs; b++) {
+                const PlanBuf *pb = &p->ranks[r].bufs[b];
+                if (pb->kind == BUF_W && !pb->master)
+                    CHECK(pb->dtype == WP_BF16, "%s rank %d: working weights %s kept in %s", strategies[si], r, pb->name, wp_dtype_name(pb->dtype));
+            }
+        }
+        /* fp32 gradients and bf16 weights in bf16 need no room in another format; fp32 weights into
+         * bf16 buffers do, wherever weights move */
+        CHECK((xfer > 0) == (wire32 && strcmp(strategies[si], "1f1b")), "%s: %zu bytes of transfer room", strategies[si], xfer);
         int seen[5] = { 0 };
         for (int r = 0; r < p->nranks; r++)
             for (int i = 0; i < p->ranks[r].nops; i++) {
@@ -110,7 +130,7 @@ static void test_carried(void) {
                 if (what == WHAT_NONE) continue;
                 seen[what]++;
                 size_t elems = what == WHAT_A || what == WHAT_G ? (size_t)m.mbs * m.seq * m.hidden : plan_shard_elems(p, n->chunk, n->nshards);
-                size_t want = elems * (what == WHAT_D ? 4 : 2);
+                size_t want = elems * (what == WHAT_D || (what == WHAT_W && wire32) ? 4 : 2);
                 CHECK(plan_carried_bytes(p, what, n->chunk, n->nshards) == want && sim_op_bytes(p, r, i) == (double)want,
                       "%s rank %d: %s carries %zu bytes, expected %zu", strategies[si], r, op_names[op->kind],
                       plan_carried_bytes(p, what, n->chunk, n->nshards), want);
