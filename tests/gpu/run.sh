@@ -141,9 +141,10 @@ losses() { grep -o '"loss": *[-0-9.eE+naif]*' "$1" | sed 's/.*: *//'; }
 printf '{"version":1,"name":"gpu-1x%d","device_types":{"gpu":{"peak_tflops_bf16":100,"mem_gb":80,"hbm_GBps":3000}},"nodes":[{"name":"n0","devices":%d,"type":"gpu","intra":{"type":"NVL","bw_GBps":100,"lat_us":2}}]}\n' 1 1 >"$tmp/g1.json"
 printf '{"version":1,"name":"gpu-1x%d","device_types":{"gpu":{"peak_tflops_bf16":100,"mem_gb":80,"hbm_GBps":3000}},"nodes":[{"name":"n0","devices":%d,"type":"gpu","intra":{"type":"NVL","bw_GBps":100,"lat_us":2}}]}\n' 2 2 >"$tmp/g2.json"
 first_obj=""
-case_() {   # label ranks topology strategy micro-batches/rank comm
+case_() {   # label ranks topology strategy micro-batches/rank comm [more wpgen flags]
     local label=$1 n=$2 topo=$3 s=$4 mb=$5 comm=$6 d=$tmp/$1
-    if ! build/wpgen emit -t "$topo" -m "$model" --micro-batch-size 2 -s "$s" --micro-batches "$mb" "${prec[@]}" \
+    local extra=("${@:7}")
+    if ! build/wpgen emit -t "$topo" -m "$model" --micro-batch-size 2 -s "$s" --micro-batches "$mb" "${prec[@]}" "${extra[@]}" \
             --backend cuda --comm "$comm" -o "$d" >"$tmp/$label.emit.out" 2>&1; then
         fail "$label: emit: $(tail -2 "$tmp/$label.emit.out")"; return; fi
     # the model's kernels compiled once: the same sources and flags in every emitted directory
@@ -181,6 +182,10 @@ if [ $have_mpi = 1 ] && [ -x build/wpgen ] && [ -x build/wp-ref ]; then
     # the zero-bubble strategies: the split backward (BWD_B, BWD_W) and the B-to-W keep slots
     case_ mpi-2ranks-weipipe-zb1 2 "$tmp/g2.json" weipipe-zb1 2 mpi
     case_ mpi-4ranks-zb1 4 topologies/cpu-2x2.json zb1 1 mpi
+    # weights gathered in fp32 into bf16 buffers (the transfer room, rounded after the wait), and
+    # the embedding and head on every rank (their all-reduce)
+    case_ mpi-4ranks-fsdp-wire32 4 topologies/cpu-2x2.json fsdp 1 mpi --weight-wire fp32
+    case_ mpi-4ranks-ends 4 topologies/cpu-2x2.json weipipe-interleave 1 mpi --replicate-ends
 fi
 
 # ---- 4. speed: our step and PyTorch's, side by side ----
