@@ -5,7 +5,8 @@
 # and our tokens/s per GPU for 1F1B, FSDP and WeiPipe (weipipe-interleave), and the ratios
 # WeiPipe/1F1B and WeiPipe/FSDP, ours against the paper's (the issue asks them within 25%).
 # usage: scripts/table2.sh [BUILD_DIR] (env: MB=micro-batches per rank, default compare's; EXTRA=
-# more wpgen flags, e.g. "--calibration FILE"; FSDP_WIRE=fp32|bf16, below)
+# more wpgen flags, e.g. "--calibration FILE"; WEIPIPE_FLAGS= flags of the compare of 1F1B and WeiPipe only, e.g.
+# "--pass-micro-batches 1" for the paper's one micro-batch per weight pass; FSDP_WIRE=fp32|bf16, below)
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/.."
@@ -35,7 +36,7 @@ printf '%-16s | %29s | %29s | %13s %13s |\n' "" "paper, tokens/s per GPU" "ours 
 within=0; total=0
 while read -r H S G p1 pf pw; do
     args=(-t "$topo" -m "llama-h$H" --seq "$S" --micro-batch-size "$G" --recompute --replicas 1 "${mb[@]}" ${EXTRA:-} --json)
-    out=$("$wpgen" compare "${args[@]}" --strategies 1f1b,weipipe-interleave 2>&1) ||
+    out=$("$wpgen" compare "${args[@]}" --strategies 1f1b,weipipe-interleave ${WEIPIPE_FLAGS:-} 2>&1) ||
         { echo "table2: H$H S$S G$G: compare failed: $(echo "$out" | grep -v '^[][{} ]' | head -3)"; continue; }
     # fsdp by sim, which reports a plan that does not fit too (below)
     fsdp=$("$wpgen" sim "${args[@]}" -s fsdp --fsdp-variant full-shard --precision bf16 --weight-wire "$fsdp_wire" --grad-precision "$fsdp_wire" 2>/dev/null)
