@@ -1037,7 +1037,7 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
     for (int si = 0; si < ns; si++)
         for (int R = 1; R <= P && strcmp(names[si], "auto"); R++) {   /* "auto" is the search itself */
             if (P % R || (a->set_replicas && R != a->replicas)) continue;
-            for (int cm = 0; cm < (per_strategy || a->set_chunks ? 1 : 2); cm++) {
+            for (int cm = 0; cm < (a->set_chunks ? 1 : 2); cm++) {
                 int chunks = a->set_chunks ? a->chunks : cm ? 2 * (P / R) : 0;
                 /* fsdp in both its variants, unless one was given */
                 int nvar = !strcmp(names[si], "fsdp") && !a->fsdp_variant ? 2 : 1;
