@@ -159,6 +159,34 @@ static double device_mem_max(const Topology *t) {
     return x;
 }
 
+/* The weight and gradient buffers rank 0 of lib/weipipe.lua's ring holds at once, its default
+ * turns (weipipe-interleave, weipipe-naive) with C >= P chunks in J >= 2 rounds: each chunk's
+ * forward and backward weight streams reach rank 0 at s_j (s_j = jC + k and (j+1)C + C-1-k) and,
+ * after going round, come back to it at s_j + P and wait there until s_{j+1}: a pool request
+ * [s_j + P - 1, s_{j+1}] for the weights, [s_j + P, s_{j+1} + 1] for the gradient chain that
+ * follows the backward weights. The pool gives a rank as many buffers as its requests overlap
+ * at most (wp.lua), each sized for the largest chunk, so rank 0 holds at least that many of
+ * these alone (its other requests only add). */
+static void ring_wait_buffers(int C, int P, int J, int *wbufs, int *dbufs) {
+    *wbufs = *dbufs = 0;
+    if (J < 2 || C < P || P < 2) return;
+    long T = (long)(J + 2) * C + P + 2;
+    int *dw = xcalloc((size_t)T + 1, sizeof *dw), *dd = xcalloc((size_t)T + 1, sizeof *dd);
+    for (int k = 0; k < C; k++)
+        for (int j = 0; j + 1 < J; j++) {
+            long f0 = (long)j * C + k, f1 = f0 + C, b0 = (long)(j + 1) * C + C - 1 - k, b1 = b0 + C;
+            dw[f0 + P - 1]++; dw[f1 + 1]--;
+            dw[b0 + P - 1]++; dw[b1 + 1]--;
+            dd[b0 + P]++; dd[b1 + 2]--;
+        }
+    for (long t = 0, w = 0, d = 0; t <= T; t++) {
+        w += dw[t]; d += dd[t];
+        if (w > *wbufs) *wbufs = (int)w;
+        if (d > *dbufs) *dbufs = (int)d;
+    }
+    free(dw); free(dd);
+}
+
 double search_mem_bound(const char *strategy, const Topology *topo, const WpConfig *model, const StrategyOpts *o) {
     int P = topo->ndevices, R = o->replicas > 0 ? o->replicas : 1, npipe = P / R;
     WpDtype prec = o->precision;
@@ -212,7 +240,19 @@ double search_mem_bound(const char *strategy, const Topology *topo, const WpConf
          * gradient of the largest chunk (plan_grad_stage_bytes) */
         if ((tr.gathers || (tr.ring && !o->replicate_ends)) && npipe > 1 && o->grad_precision == WP_BF16)
             bufs += big * sizeof(float);
-        return masters + acts + keep + ws + bufs;
+        double b = masters + acts + keep + ws + bufs;
+        if (tr.ring && tr.pass_mbs && !o->replicate_ends) {
+            /* rank 0 of the ring: owner of chunk 0 (its masters, AdamW state and fp32 gradient)
+             * and the buffers of the streams waiting there between rounds (ring_wait_buffers);
+             * K micro-batches per pass: weipipe-naive's default is all of them */
+            int k = K ? K : !strcmp(strategy, "weipipe-naive") ? o->micro_batches : 1;
+            int wn, dn;
+            ring_wait_buffers(C, npipe, (o->micro_batches + k - 1) / k, &wn, &dn);
+            double r0 = (double)k0.nparams * (per_param + sizeof(float)) + acts + keep + ws + bufs +
+                        big * (wn * (double)wp_dtype_bytes(prec) + dn * (double)wp_dtype_bytes(o->grad_precision));
+            if (r0 > b) b = r0;
+        }
+        return b;
     }
     /* 1F1B: stage 0 runs min(stages, micro-batches) forwards of chunk 0 before its first
      * backward; interleaved with v chunks per stage, Megatron's warm-up of 2 (stages - 1) +
