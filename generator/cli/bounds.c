@@ -109,6 +109,21 @@ double search_mem_bound(const char *strategy, const Topology *topo, const WpConf
     mid.first = 0; mid.last = 0;
     double ws = (double)wp_workspace_bytes(model, &mid, o->recompute, prec);
     if (tr.shape == SHAPE_WEIGHT_PASSING) {
+        /* every rank computes every chunk, so its workspace is, part by part, the largest over
+         * them all (plan_workspace_bytes): the first's and the last's too (the LM head's
+         * logits); the ends of --replicate-ends are chunks of their own, left to the lightest */
+        if (!o->replicate_ends) {
+            WpChunk ends[2] = { light_chunk(model, C, 0), light_chunk(model, C, C - 1) };
+            ws = 0;
+            for (int part = 0; part < WP_WS_NPARTS; part++) {
+                double most = (double)wp_workspace_part_bytes(model, &mid, o->recompute, (WpWorkspacePart)part, prec);
+                for (int e = 0; e < 2; e++) {
+                    double x = (double)wp_workspace_part_bytes(model, &ends[e], o->recompute, (WpWorkspacePart)part, prec);
+                    if (x > most) most = x;
+                }
+                ws += most;
+            }
+        }
         /* before its first backward of a micro-batch a rank holds its stash of every chunk: of
          * every micro-batch where all go forward first, of the first round's K with K
          * micro-batches per weight pass (schedules/lib/weipipe.lua; counted only where
