@@ -153,6 +153,12 @@ h1=$(grep -o '"plan_hash": *"[0-9a-f]*"' "$tmp/k1a/plan.json") h2=$(grep -o '"pl
 "$wpgen" compare -t topologies/weipipe-2x8-a800-nvlink-10gbe.json -m llama-h1024 --seq 4096 --micro-batch-size 16 --recompute --micro-batches 8 \
     --replicas 1 --chunks 16 --strategies weipipe-interleave,weipipe-naive >"$tmp/out" 2>&1 && grep -q "^weipipe-interleave/k2 " "$tmp/out" &&
     grep -q "^weipipe-naive  " "$tmp/out" && ok || bad "compare does not show weipipe-interleave/k2: $(cat "$tmp/out")"
+# compare searches the chunks (/2c: twice the pipeline's ranks) unless --chunks fixes them; --chunks 0
+# is each strategy's default
+"$wpgen" compare -t topologies/cpu-2x2.json -m tiny --strategies 1f1b,weipipe-interleave >"$tmp/out" 2>&1 &&
+    grep -q "/2c" "$tmp/out" && grep -q "fits over replicas, chunks and recomputation" "$tmp/out" && ok || bad "compare does not search the chunks: $(cat "$tmp/out")"
+"$wpgen" compare -t topologies/cpu-2x2.json -m tiny --chunks 0 --strategies 1f1b,weipipe-interleave >"$tmp/out" 2>&1 &&
+    ! grep -q "/2c" "$tmp/out" && grep -q "fits over replicas and recomputation" "$tmp/out" && ok || bad "compare --chunks 0: $(cat "$tmp/out")"
 "$wpgen" compare -t topologies/cpu-2x2.json -m tiny --pass-micro-batches 2 --strategies weipipe-interleave,1f1b --json >"$tmp/out" 2>&1 &&
     python3 -c "import json,sys; d=json.load(open('$tmp/out')); sys.exit(0 if d[0].get('pass_micro_batches') == 2 and 'pass_micro_batches' not in d[1] else 1)" &&
     ok || bad "compare --pass-micro-batches 2 --json: $(head -c 300 "$tmp/out")"
