@@ -76,7 +76,7 @@ static double params_total(const WpConfig *m) {
  * follows the backward weights. The pool gives a rank as many buffers as its requests overlap
  * at most (wp.lua), each sized for the largest chunk, so rank 0 holds at least that many of
  * these alone (its other requests only add). */
-static void ring_wait_buffers(int C, int P, int J, int *wbufs, int *dbufs) {
+void bound_ring_wait_buffers(int C, int P, int J, int *wbufs, int *dbufs) {
     *wbufs = *dbufs = 0;
     if (J < 2 || C < P || P < 2) return;
     long T = (long)(J + 2) * C + P + 2;
@@ -167,11 +167,11 @@ double search_mem_bound(const char *strategy, const Topology *topo, const WpConf
         double b = masters + acts + keep + ws + bufs;
         if (tr.ring && tr.pass_mbs && !o->replicate_ends) {
             /* rank 0 of the ring: owner of chunk 0 (its masters, AdamW state and fp32 gradient)
-             * and the buffers of the streams waiting there between rounds (ring_wait_buffers);
+             * and the buffers of the streams waiting there between rounds (bound_ring_wait_buffers);
              * K micro-batches per pass: weipipe-naive's default is all of them */
             int k = K ? K : !strcmp(strategy, "weipipe-naive") ? o->micro_batches : 1;
             int wn, dn;
-            ring_wait_buffers(C, npipe, (o->micro_batches + k - 1) / k, &wn, &dn);
+            bound_ring_wait_buffers(C, npipe, (o->micro_batches + k - 1) / k, &wn, &dn);
             double r0 = (double)k0.nparams * (per_param + sizeof(float)) + acts + keep + ws + bufs +
                         big * (wn * (double)wp_dtype_bytes(prec) + dn * (double)wp_dtype_bytes(o->grad_precision));
             if (r0 > b) b = r0;

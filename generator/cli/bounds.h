@@ -33,6 +33,11 @@ Traits strategy_traits(const char *s);
  * pipeline, no more than the layers; fsdp one per layer). 0 where it does not know. */
 int bound_chunk_count(const char *s, const WpConfig *m, int npipe, int option);
 
+/* The weight and gradient buffers rank 0 of lib/weipipe.lua's ring (its default turns: C chunks
+ * on P ranks, J rounds) holds at least for the streams waiting there between rounds (0 where
+ * C < P or J < 2), as the script's pool counts them (bounds.c; test_search checks them on plans). */
+void bound_ring_wait_buffers(int C, int P, int J, int *wbufs, int *dbufs);
+
 /* The most cells (ranks x turns) ring_turns_bound walks for one candidate: 1,024 ranks of one
  * pipeline (about 3 million) take a few hundredths of a second. */
 #define RING_CELLS_MAX 4e7
