@@ -33,7 +33,8 @@
 -- (the local turns of each chunk's weights and backwards), then per replica layout (groups and
 -- owners into the plan), weights (how each use's weights reach every group) and gradients (how
 -- each backward's gradient reaches the owner), then ops (buffers named, every operation into the
--- plan, the update) and explain (the notes).
+-- plan, the update) and explain (the notes). Where every replica is laid out as the first (alike),
+-- replica 0 alone goes through them and plan:copy_replica makes the others.
 local wp = require("wp")
 local M = {}
 

@@ -28,7 +28,7 @@
 -- the build state `b`: ring (each chunk's owner and its distance to rank 0), streams (where each
 -- chunk's forward and backward weights are at every turn), chains (where each chunk's gradient
 -- collects, turn by turn, until its owner has it), then ops (buffers named, every operation into
--- the plan, once per replica, and the update) and explain (the note). The rounds and their
+-- the plan on replica 0, the update, and replica 0 copied onto the others) and explain (the note). The rounds and their
 -- micro-batches come from the strategy (cfg.rounds, cfg.round_mbs); where each pass of a round
 -- is, from cfg.turns (optional; the default is the formulas above):
 --   turns.f(j, k, C)  the turn the forward of chunk k in round j runs at rank 0 (rank r: + r)
