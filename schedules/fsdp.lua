@@ -55,7 +55,9 @@ return {
     local function fwd_turn(k) return k + 1 end
     local function bwd_turn(c) return 2 * C - c end
 
-    for q = 0, R - 1 do
+    -- replica 0 (ranks 0 .. P-1); every replica is alike, so plan:copy_replica makes the others
+    do
+      local q = 0
       local members = {}
       for i = 0, P - 1 do members[#members + 1] = q * P + i end
       local replica = plan:group(members)     -- member i holds shard i
@@ -121,6 +123,7 @@ return {
         end
       end
     end
+    plan:copy_replica()
 
     plan:note(string.format("ZeRO-3 over %d rank%s%s, %d chunk%s; each rank runs its %d micro-batch%s through all of them; " ..
       "2 whole-chunk weight and 2 gradient buffers per rank",

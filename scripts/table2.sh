@@ -36,7 +36,9 @@ printf '%-16s | %29s | %29s | %13s %13s |\n' "" "paper, tokens/s per GPU" "ours 
 within=0; total=0
 while read -r H S G p1 pf pw; do
     args=(-t "$topo" -m "llama-h$H" --seq "$S" --micro-batch-size "$G" --recompute --replicas 1 "${mb[@]}" ${EXTRA:-} --json)
-    out=$("$wpgen" compare "${args[@]}" --strategies 1f1b,weipipe-interleave ${WEIPIPE_FLAGS:-} 2>&1) ||
+    # the paper's one chunk per rank (compare also tries twice the chunks where not given:
+    # interleaved 1F1B, a longer ring)
+    out=$("$wpgen" compare "${args[@]}" --chunks 16 --strategies 1f1b,weipipe-interleave ${WEIPIPE_FLAGS:-} 2>&1) ||
         { echo "table2: H$H S$S G$G: compare failed: $(echo "$out" | grep -v '^[][{} ]' | head -3)"; continue; }
     # fsdp by sim, which reports a plan that does not fit too (below)
     fsdp=$("$wpgen" sim "${args[@]}" -s fsdp --fsdp-variant full-shard --precision bf16 --weight-wire "$fsdp_wire" --grad-precision "$fsdp_wire" 2>/dev/null)

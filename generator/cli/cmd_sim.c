@@ -115,7 +115,8 @@ int cmd_sim(const Args *a) {
 }
 
 /* compare: each strategy at its best parameters that fit, from the pruned search (search.c:
- * replicas and, where it does not fit without, recomputation; what the flags give stays fixed).
+ * replicas, chunks, the strategy's rounds and variant and, where it does not fit without,
+ * recomputation: the same search as -s auto's; what the flags give stays fixed).
  * A strategy of which nothing fits is shown as the flags give it, marked OOM, on clusters of up
  * to COMPARE_BUILD_MAX devices; on larger ones building that plan (one pipeline through every
  * device, by default) takes from seconds to minutes, so the row says why the search found
@@ -263,8 +264,18 @@ int cmd_compare(const Args *a) {
         char *txt = json_dumps(arr, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
         printf("%s\n", txt);
         free(txt);
-    } else printf("search: each strategy's fastest that fits%s%s%s; %s\n", a->set_replicas && a->recompute ? " (replicas and recomputation given)" : " over ",
-                  a->set_replicas ? "" : "replicas", a->recompute ? "" : a->set_replicas ? "recomputation" : " and recomputation", counts);
+    } else {
+        /* what the search varied: what the flags left free */
+        const char *free_[3];
+        int nf = 0;
+        if (!a->set_replicas) free_[nf++] = "replicas";
+        if (!a->set_chunks) free_[nf++] = "chunks";
+        if (!a->recompute) free_[nf++] = "recomputation";
+        char over[80] = " (replicas, chunks and recomputation given)";
+        if (nf) snprintf(over, sizeof over, " over %s%s%s%s%s", free_[0], nf == 3 ? ", " : nf == 2 ? " and " : "", nf > 1 ? free_[1] : "",
+                         nf == 3 ? " and " : "", nf == 3 ? free_[2] : "");
+        printf("search: each strategy's fastest that fits%s; %s\n", over, counts);
+    }
     json_decref(arr);
     for (int i = 0; i < ns; i++) { plan_free(plans[i]); sim_result_free(&res[i]); }
     free(c); free(errs); free(plans); free(res); free(shown);

@@ -34,6 +34,7 @@ static void usage(FILE *f) {
         "       wpgen probe [-o OUT.json] [--sysroot DIR] | --merge HOST1.json HOST2.json ... [-o OUT.json]\n"
         "       (plan, emit, sim, compare: [--calibration CALIB.json], measured compute rates and links\n"
         "       from wpgen calibrate in place of the defaults; docs/calibration.md)\n"
+        "--chunks 0: each strategy's default chunks (compare and -s auto then do not search the chunks).\n"
         "--search-seconds S (compare, -s auto): once a plan that fits is found, try no new candidate after\n"
         "S seconds of searching, and say how many were not tried (default: search them all).\n"
         "MODEL is a preset (wpgen list) or a Hugging Face config.json. --micro-batches is per rank.\n"
@@ -139,7 +140,7 @@ static int parse_args(int argc, char **argv, Args *a) {
         else if (!strcmp(f, "--micro-batch-size")) { if (parse_int(f, v, 1, MAX_SHAPE, &a->mbs)) return -1; }
         else if (!strcmp(f, "--micro-batches")) { if (parse_int(f, v, 1, MAX_MICRO_BATCHES, &a->micro_batches)) return -1; a->set_micro_batches = 1; }
         else if (!strcmp(f, "--replicas")) { if (parse_int(f, v, 1, MAX_RANKS_FLAG, &a->replicas)) return -1; a->set_replicas = 1; }
-        else if (!strcmp(f, "--chunks")) { if (parse_int(f, v, 1, MAX_RANKS_FLAG, &a->chunks)) return -1; a->set_chunks = 1; }
+        else if (!strcmp(f, "--chunks")) { if (parse_int(f, v, 0, MAX_RANKS_FLAG, &a->chunks)) return -1; a->set_chunks = 1; }
         else if (!strcmp(f, "--trace") && !strcmp(a->cmd, "sim")) a->trace = v;
         else if (!strcmp(f, "--svg") && !strcmp(a->cmd, "sim")) a->svg = v;
         else if (!strcmp(f, "--strategies") && !strcmp(a->cmd, "compare")) a->strategies = v;

@@ -211,6 +211,85 @@ int plan_add_op(Plan *p, int rank, int turn, const Op *op, char *err, size_t err
     return 0;
 }
 
+int plan_copy_replica(Plan *p, char *err, size_t errlen) {
+    int R = p->replicas, P = R > 0 ? p->nranks / R : 0;
+    if (p->finished) return errmsg(err, errlen, "the plan is finished");
+    if (R < 2) return 0;
+    if (P * R != p->nranks) return errmsg(err, errlen, "copy_replica: %d ranks are not %d replicas", p->nranks, R);
+    /* what is copied must stay inside replica 0, and the other replicas must be empty */
+    for (int r = P; r < p->nranks; r++)
+        if (p->ranks[r].nops || p->ranks[r].nbufs)
+            return errmsg(err, errlen, "copy_replica: rank %d (replica %d) already has buffers or operations", r, r / P);
+    for (int c = 0; c < p->nchunks; c++)
+        for (int i = 0; i < p->chunks[c].nowners; i++)
+            if (p->chunks[c].owners[i] >= P)
+                return errmsg(err, errlen, "copy_replica: chunk %d already has an owner outside replica 0 (rank %d)", c, p->chunks[c].owners[i]);
+    for (int r = 0; r < P; r++)
+        for (int i = 0; i < p->ranks[r].nops; i++) {
+            const Op *o = &p->ranks[r].ops[i];
+            if (o->peer >= P)
+                return errmsg(err, errlen, "copy_replica: rank %d turn %d: %s names rank %d, outside replica 0", r, p->op_turn[r][i],
+                              op_names[o->kind], o->peer);
+        }
+    /* groups inside replica 0 get a copy in each replica; groups across replicas stay */
+    int ng = p->ngroups;
+    uint8_t *inside = xcalloc((size_t)ng + 1, 1);
+    for (int g = 0; g < ng; g++) {
+        inside[g] = 1;
+        for (int m = 0; m < p->groups[g].n; m++) inside[g] &= p->groups[g].ranks[m] < P;
+    }
+    int *gmap = xmalloc(((size_t)ng + 1) * sizeof *gmap), *members = xmalloc(((size_t)P + 1) * sizeof *members);
+    int rc = 0;
+    for (int q = 1; q < R && !rc; q++) {
+        int shift = q * P;
+        long mb_shift = (long)q * P * p->micro_batches;
+        for (int g = 0; g < ng && !rc; g++) {
+            gmap[g] = g;
+            if (!inside[g]) continue;
+            for (int m = 0; m < p->groups[g].n; m++) members[m] = p->groups[g].ranks[m] + shift;
+            gmap[g] = plan_add_group(p, members, p->groups[g].n, err, errlen);
+            if (gmap[g] < 0) rc = -1;
+        }
+        for (int r = 0; r < P && !rc; r++) {
+            const PlanRank *src = &p->ranks[r];
+            PlanRank *dst = &p->ranks[shift + r];
+            dst->replica = src->replica + q;
+            dst->stage = src->stage;
+            /* the buffers and their name index, as they are (the same names hash the same) */
+            dst->nbufs = dst->capbufs = src->nbufs;
+            dst->bufs = xmalloc(((size_t)src->nbufs + 1) * sizeof *dst->bufs);
+            memcpy(dst->bufs, src->bufs, (size_t)src->nbufs * sizeof *dst->bufs);
+            dst->bufs_index_cap = src->bufs_index_cap;
+            if (src->bufs_index) {
+                dst->bufs_index = xmalloc((size_t)src->bufs_index_cap * sizeof *dst->bufs_index);
+                memcpy(dst->bufs_index, src->bufs_index, (size_t)src->bufs_index_cap * sizeof *dst->bufs_index);
+            }
+            dst->nops = dst->capops = src->nops;
+            dst->ops = xmalloc(((size_t)src->nops + 1) * sizeof *dst->ops);
+            p->op_turn[shift + r] = xmalloc(((size_t)src->nops + 1) * sizeof **p->op_turn);
+            memcpy(p->op_turn[shift + r], p->op_turn[r], (size_t)src->nops * sizeof **p->op_turn);
+            for (int i = 0; i < src->nops; i++) {
+                Op o = src->ops[i];
+                if (o.peer >= 0) o.peer += shift;
+                if (o.mb >= 0) o.mb = (int32_t)(o.mb + mb_shift);
+                if (o.group >= 0) o.group = gmap[o.group];
+                dst->ops[i] = o;
+            }
+        }
+        /* replica q's owners after replica q-1's, in replica 0's order (the owners' checks hold:
+         * a shift of distinct ranks of replica 0) */
+        for (int c = 0; c < p->nchunks && !rc; c++) {
+            PlanChunk *ch = &p->chunks[c];
+            int n0 = 0;
+            while (n0 < ch->nowners && ch->owners[n0] < P) n0++;
+            ch->owners = grow(ch->owners, &ch->capowners, ch->nowners + n0, sizeof *ch->owners);
+            for (int i = 0; i < n0; i++) ch->owners[ch->nowners++] = ch->owners[i] + shift;
+        }
+    }
+    free(inside); free(gmap); free(members);
+    return rc;
+}
+
 /* The formats of the buffers (plan.h, above PlanBuf): the gradient each OPT reads is the owner's
  * fp32 accumulator; the rest follow the plan's two settings. */
 static void set_dtypes(Plan *p, int r, size_t largest) {

@@ -160,6 +160,17 @@ int plan_add_buf(Plan *p, int rank, const char *name, BufKind kind, int chunk, i
 int plan_find_buf(const Plan *p, int rank, const char *name);
 int plan_add_group(Plan *p, const int *ranks, int n, char *err, size_t errlen); /* returns index or -1 */
 int plan_add_op(Plan *p, int rank, int turn, const Op *op, char *err, size_t errlen);
+/* Copies replica 0 (ranks 0 .. P-1, P = nranks / replicas), as built so far, onto every other
+ * replica q, which must still be empty (no buffer, operation or owner): rank qP + r gets rank r's
+ * buffers, its operations in the same order at the same turns from the same strategy lines, and
+ * its place (replica + q, the same stage), every rank an operation names moved by qP and every
+ * micro-batch by qP x micro_batches. A group of replica 0's ranks becomes its copy in replica q
+ * (made in the order of replica 0's groups, as a strategy building each replica in turn makes
+ * them); a group across replicas (a chunk's owners' all-reduce) stays the same one; each chunk
+ * gets replica q's owners after replica q-1's. The plan is then the one the strategy would build
+ * replica by replica, for the Lua of one (strategies whose replicas are alike). 0, or -1 with a
+ * message: an operation of replica 0 names a rank outside it. */
+int plan_copy_replica(Plan *p, char *err, size_t errlen);
 /* Orders every rank's ops by turn, sizes buffers; after this the plan is read-only. */
 int plan_finish(Plan *p, char *err, size_t errlen);
 

@@ -279,6 +279,14 @@ static int l_group(lua_State *L) {
     return 1;
 }
 
+/* plan:copy_replica(): replica 0 as built so far copied onto every other replica (plan_copy_replica) */
+static int l_copy_replica(lua_State *L) {
+    Plan *p = check_plan(L);
+    char err[256];
+    if (plan_copy_replica(p, err, sizeof err)) return luaL_error(L, "%s", err);
+    return 0;
+}
+
 /* plan:place(rank, replica, stage) */
 static int l_place(lua_State *L) {
     Plan *p = check_plan(L);
@@ -307,7 +315,7 @@ static const luaL_Reg plan_methods[] = {
     { "allgather", l_allgather }, { "reduce_scatter", l_reduce_scatter },
     { "acc", l_acc }, { "copy", l_copy }, { "opt", l_opt }, { "free", l_free },
     { "chunks", l_chunks }, { "replicate", l_replicate }, { "owner", l_owner }, { "buffer", l_buffer }, { "group", l_group },
-    { "place", l_place }, { "note", l_note },
+    { "place", l_place }, { "note", l_note }, { "copy_replica", l_copy_replica },
     { "solve_placement", placement_lua_solve },   /* TawPipe's placement solver, generator/place/placement.c */
     { NULL, NULL },
 };

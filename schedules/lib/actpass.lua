@@ -121,8 +121,10 @@ function M.build(plan, cfg)
     end
   end
 
+  -- replica 0 (ranks 0 .. P-1); every replica is alike, so plan:copy_replica makes the others
   local final = 0
-  for q = 0, R - 1 do
+  do
+    local q = 0
     local function rank(s) return q * P + s end
     local function mb(i) return q * Mp + i end
     for c = 0, C - 1 do
@@ -163,6 +165,7 @@ function M.build(plan, cfg)
       final = math.max(final, wp.update(plan, c, q * P, stage_of(c), P, R, last_grad[c]))
     end
   end
+  plan:copy_replica()
   return final
 end
 

@@ -33,7 +33,8 @@
 -- (the local turns of each chunk's weights and backwards), then per replica layout (groups and
 -- owners into the plan), weights (how each use's weights reach every group) and gradients (how
 -- each backward's gradient reaches the owner), then ops (buffers named, every operation into the
--- plan, the update) and explain (the notes).
+-- plan, the update) and explain (the notes). Where every replica is laid out as the first (alike),
+-- replica 0 alone goes through them and plan:copy_replica makes the others.
 local wp = require("wp")
 local M = {}
 
@@ -256,9 +257,11 @@ end
 
 -- ops: the pools name the buffers, then every recorded operation goes into the plan in this
 -- order: compute, transfers, collectives, ACC, then the update (with replicas, an ALLREDUCE among
--- the chunk's owners after the last ACC of any replica, then OPT).
+-- the chunk's owners after the last ACC of any replica, then OPT). ranks: the ranks recorded (all
+-- of them, or replica 0's when b.copy); the update is for the replicas recorded.
 local function ops(plan, b, ranks)
-  local N, C, R, K = b.N, b.C, b.R, b.K
+  local N, C, K = b.N, b.C, b.K
+  local R = b.copy and 1 or b.R
   b.wpool:assign()
   b.dpool:assign()
   for r = 0, ranks - 1 do b.wpool:declare(r, r); b.dpool:declare(r, r) end
@@ -289,9 +292,9 @@ local function ops(plan, b, ranks)
   for c = 0, C - 1 do
     local t = 0
     for q = 0, R - 1 do t = math.max(t, b.last_acc[q][c]) end
-    if R > 1 then
+    if b.R > 1 then
       local members = {}
-      for q = 0, R - 1 do members[#members + 1] = b.owners[q][c] end
+      for q = 0, b.R - 1 do members[#members + 1] = b.owners[q][c] end
       local g = plan:group(members)
       t = t + 1
       for q = 0, R - 1 do plan:allreduce(b.owners[q][c], t, "g" .. c, g) end
@@ -336,6 +339,23 @@ local function explain(plan, b, topo, ranks)
     N, N > 1 and "es" or "", K, K > 1 and "s" or "", b.K_why, wmax, dmax))
 end
 
+-- alike: whether every replica's placement is replica 0's moved by q*P ranks (the solver sees
+-- devices only as their nodes and islands, so on a cluster of alike nodes they are). Then replica
+-- 0 is built alone and plan:copy_replica makes the others: one replica's Lua instead of R.
+local function alike(b)
+  local P, s0 = b.P, b.sols[0]
+  for q = 1, b.R - 1 do
+    local s, d = b.sols[q], q * P
+    if #s.groups ~= #s0.groups then return false end
+    for j, g in ipairs(s0.groups) do
+      if #s.groups[j] ~= #g or s.staging[j] ~= s0.staging[j] + d then return false end
+      for i, r in ipairs(g) do if s.groups[j][i] ~= r + d then return false end end
+    end
+    for c = 0, b.C - 1 do if s.owner[c] ~= s0.owner[c] + d then return false end end
+  end
+  return true
+end
+
 function M.build(plan, ctx)
   local P, R = wp.pipeline(ctx)
   local C = wp.chunk_count(ctx, P)
@@ -352,13 +372,23 @@ function M.build(plan, ctx)
   rounds(b, ctx.opts.rounds or 0)
   if b.K > 1 then placement(plan, b, b.K) end   -- again, its bytes counted for K rounds
   uses(b)
-  for q = 0, R - 1 do
+  b.copy = R > 1 and alike(b)
+  for q = 0, b.copy and 0 or R - 1 do
     local rep = layout(plan, b, q)
     local first = #b.computes + 1
     weights(b, q, rep)
     gradients(b, q, rep, first)
   end
-  ops(plan, b, ctx.opts.ranks)
+  if b.copy then
+    -- the other replicas' groups, in the order building them would make them (before the
+    -- all-reduces' groups), their owners and last ACCs: replica 0's moved
+    for q = 1, R - 1 do
+      for _, g in ipairs(b.sols[q].groups) do if #g > 1 then plan:group(g) end end
+      b.owners[q], b.last_acc[q] = b.sols[q].owner, b.last_acc[0]
+    end
+  end
+  ops(plan, b, b.copy and P or ctx.opts.ranks)
+  if b.copy then plan:copy_replica() end
   explain(plan, b, ctx.topo, ctx.opts.ranks)
 end
 

@@ -28,7 +28,7 @@
 -- the build state `b`: ring (each chunk's owner and its distance to rank 0), streams (where each
 -- chunk's forward and backward weights are at every turn), chains (where each chunk's gradient
 -- collects, turn by turn, until its owner has it), then ops (buffers named, every operation into
--- the plan, once per replica, and the update) and explain (the note). The rounds and their
+-- the plan on replica 0, the update, and replica 0 copied onto the others) and explain (the note). The rounds and their
 -- micro-batches come from the strategy (cfg.rounds, cfg.round_mbs); where each pass of a round
 -- is, from cfg.turns (optional; the default is the formulas above):
 --   turns.f(j, k, C)  the turn the forward of chunk k in round j runs at rank 0 (rank r: + r)
@@ -182,19 +182,21 @@ local function chains(b)
   end
 end
 
--- ops: the pools name the buffers; then, once per replica on ranks q*P + local rank: buffers and
--- owners, the weight transfers, the backwards with the gradient chains (before the forwards: a
--- turn runs its backward first, freeing activations before the forward stores more), the
--- forwards, and each chunk's update at its owner (with replicas: after an all-reduce). Ring chunk
--- k is the plan's chunk b.id(k); with replicated ends (b.ends) every rank also runs the embedding
--- and the head on its own micro-batches with its own masters (replicated_ends, below).
+-- ops: the pools name the buffers; then, on replica 0's ranks: buffers and owners, the weight
+-- transfers, the backwards with the gradient chains (before the forwards: a turn runs its
+-- backward first, freeing activations before the forward stores more), the forwards, and each
+-- chunk's update at its owner (with replicas: after an all-reduce). Every replica runs the same
+-- ring on its own ranks, so plan:copy_replica then makes the others (replica q on ranks q*P +
+-- local rank): one replica's Lua instead of R. Ring chunk k is the plan's chunk b.id(k); with
+-- replicated ends (b.ends) every rank also runs the embedding and the head on its own
+-- micro-batches with its own masters (replicated_ends, below).
 local function ops(plan, b, cfg)
   local P, R, C, N, rounds = b.P, b.R, b.C, b.N, b.rounds
   local owner, id = b.owner, b.id
   b.wpool:assign()
   b.dpool:assign()
-  for q = 0, R - 1 do
-    local base = q * P
+  do
+    local q, base = 0, 0
     local function g(r) return base + r end
     local function mb(r, i) return (base + r) * N + i end
     for r = 0, P - 1 do b.wpool:declare(g(r), r); b.dpool:declare(g(r), r) end
@@ -301,6 +303,7 @@ local function ops(plan, b, cfg)
     -- the update, at each chunk's owner
     for c = 0, C - 1 do wp.update(plan, id(c), base, owner(c), P, R, last_acc[c]) end
   end
+  plan:copy_replica()
   if b.ends then b.ends.update() end
 end
 
