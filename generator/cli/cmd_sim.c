@@ -223,7 +223,7 @@ int cmd_compare(const Args *a) {
         printf("cluster %s (%d devices on %d node%s); model %s, seq %d, %d sequence%s per micro-batch, %d micro-batches per rank; "
                "precision %s, gradients %s%s\n", topo.name, topo.ndevices, topo.nnodes, topo.nnodes > 1 ? "s" : "", name, model.seq,
                model.mbs, model.mbs > 1 ? "s" : "", a->micro_batches, wp_dtype_name(o.precision), wp_dtype_name(o.grad_precision),
-               o.weight_wire && !strcmp(o.weight_wire, "fp32") && o.precision != WP_FP32 ? ", weights on the wire fp32" : "");
+               opts_weight_wire_fp32(&o) ? ", weights on the wire fp32" : "");
         printf("%-*s %10s %13s %7s %11s %11s %10s\n", width, "strategy", "step s", "tokens/s/dev", "bubble", "intra GiB", "inter GiB", "peak GiB");
     }
     for (int i = 0; i < ns; i++) {

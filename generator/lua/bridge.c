@@ -279,6 +279,10 @@ static int l_group(lua_State *L) {
     return 1;
 }
 
+int opts_weight_wire_fp32(const StrategyOpts *o) {
+    return o->weight_wire && !strcmp(o->weight_wire, "fp32") && o->precision != WP_FP32;
+}
+
 /* plan:copy_replica(): replica 0 as built so far copied onto every other replica (plan_copy_replica) */
 static int l_copy_replica(lua_State *L) {
     Plan *p = check_plan(L);
@@ -563,7 +567,7 @@ int strategy_run(const char *name, const Topology *t, const WpConfig *m, const c
     p->recompute = o->recompute;
     p->precision = o->precision;
     p->grad_precision = o->grad_precision;
-    p->weight_wire_fp32 = o->weight_wire && !strcmp(o->weight_wire, "fp32") && o->precision != WP_FP32;
+    p->weight_wire_fp32 = (uint8_t)opts_weight_wire_fp32(o);
     for (int r = 0; r < p->nranks; r++) {
         int per = p->nranks / p->replicas;
         p->ranks[r].replica = r / per;

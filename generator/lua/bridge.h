@@ -28,6 +28,9 @@ typedef struct StrategyOpts {
 
 enum { STRATEGY_BAD_INPUT = 2 };
 
+/* Whether o's working weights move in fp32 though they compute in bf16 (Plan.weight_wire_fp32). */
+int opts_weight_wire_fp32(const StrategyOpts *o);
+
 /* Builds and finishes (not verifies) the plan. 0, or STRATEGY_BAD_INPUT with err set: a Lua
  * error as "script:line: message" and a traceback (script relative to the wpgen home when it is
  * there); an option the strategy refuses (wp.bad_option), a file that does not load, or a limit
