@@ -222,6 +222,19 @@ static double chunk_seconds(const Topology *topo, const WpConfig *model, int chu
     return best;
 }
 
+/* Seconds a rank's core spends per byte it receives (the simulator's receive copy on a CPU: a read
+ * and a write at the memory-bound rate; none on a GPU), the least over the device types. */
+static double recv_copy_s_per_byte(const Topology *topo, const StrategyOpts *o, const Calibration *calib) {
+    double best = INFINITY;
+    for (int i = 0; i < topo->ntypes; i++) {
+        double c[COST__COUNT];
+        calib_coefs(calib, &topo->types[i], o->precision, c);
+        double x = topo->types[i].rated_bf16 ? 0 : 2 * c[COST_BYTES];
+        if (x < best) best = x;
+    }
+    return best;
+}
+
 /* Seconds of one hop of lib/weipipe.lua's ring, device a to b: the simulator's transfer is the
  * link's latency and then the bytes at a rate no higher than the link's bandwidth. */
 static double hop_seconds(const Topology *topo, int a, int b, double bytes) {
@@ -400,7 +413,9 @@ static int bwd_of(int C, int J, long s, int *j, int *k) {
  * start together and share the link, so the last ends no sooner than all their bytes take. So
  *     start(r, t + 1) >= start(r, t) + compute(r, t)
  *     start(r, t + 1) >= max(start(r, t), start(s, t)) + latency + bytes(s -> r, t) / bandwidth
- * (and alike for the sender), local operations counted as nothing; the step is at least the
+ * (and alike for the sender), local operations counted as nothing; on a CPU the receiver's core
+ * also copies what it receives (sim.c's recv_copy), after the bytes arrive and besides its
+ * compute, so both of rank r's terms grow by that copy; the step is at least the
  * latest start after the last turn. Only the weights' and gradients' positions are needed, read
  * off the Lua (for rounds j < J of K micro-batches, C chunks, P ranks):
  *   the forward weights of chunk k in round j reach rank 0 at s = jC + k and rank r at s + r, the
@@ -451,6 +466,7 @@ static double ring_turns_bound(const Topology *topo, const WpConfig *model, cons
         if (ar_turn[c] + 1 > T) T = ar_turn[c] + 1;
     }
     double *cur = xcalloc((size_t)P, sizeof *cur), *nxt = xcalloc((size_t)P, sizeof *nxt);
+    double *comp = xcalloc((size_t)P, sizeof *comp), *cpt = xcalloc((size_t)P, sizeof *cpt), cspb = recv_copy_s_per_byte(topo, o, calib);
 #define MBS(j) ((j) < J - 1 || N % K == 0 ? K : N % K)
     for (long t = 0; t < T; t++) {
         for (int r = 0; r < P; r++) {
@@ -460,6 +476,8 @@ static double ring_turns_bound(const Topology *topo, const WpConfig *model, cons
             if (fwd_of(C, J, u, &j, &k)) c += MBS(j) * tf[k];
             if (bwd_of(C, J, u, &j, &k)) c += MBS(j) * tb[k];
             nxt[r] = cur[r] + c;
+            comp[r] = c;
+            cpt[r] = 0;
         }
         for (int r = 0; r < P; r++) {   /* what rank r receives from r - 1 (0 from P - 1) in turn t */
             double bytes = 0;
@@ -482,14 +500,17 @@ static double ring_turns_bound(const Topology *topo, const WpConfig *model, cons
             if (bytes <= 0) continue;
             int from = (r + P - 1) % P;
             double end = (cur[from] > cur[r] ? cur[from] : cur[r]) + lat[r] + bytes * spb[r];
-            if (end > nxt[r]) nxt[r] = end;
+            cpt[r] = bytes * cspb;
+            if (end + cpt[r] > nxt[r]) nxt[r] = end + cpt[r];
             if (end > nxt[from]) nxt[from] = end;
         }
+        for (int r = 0; r < P; r++)
+            if (cur[r] + comp[r] + cpt[r] > nxt[r]) nxt[r] = cur[r] + comp[r] + cpt[r];
         int j, c;
         if (bwd_of(C, J, t - P, &j, &c) && (!cont || j == J - 1) && (P - c % P) % P != P - 1) {   /* a gradient to its owner */
             int ow = (P - c % P) % P;
             double end = (cur[P - 1] > cur[ow] ? cur[P - 1] : cur[ow]) + hop_seconds(topo, P - 1, ow, db[c]);
-            if (end > nxt[ow]) nxt[ow] = end;
+            if (end + db[c] * cspb > nxt[ow]) nxt[ow] = end + db[c] * cspb;
             if (end > nxt[P - 1]) nxt[P - 1] = end;
         }
         /* the all-reduces in turn t: of chunk JC + C + P - t, or one less where its owner is P-1 */
@@ -505,6 +526,7 @@ static double ring_turns_bound(const Topology *topo, const WpConfig *model, cons
     for (int r = 0; r < P; r++)
         if (cur[r] > step) step = cur[r];
     free(tf); free(tb); free(wb); free(db); free(lat); free(spb); free(cur); free(nxt); free(ar); free(ar_turn);
+    free(comp); free(cpt);
     return step;
 }
 

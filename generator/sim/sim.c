@@ -86,6 +86,7 @@ enum { PH_START, PH_WAIT, PH_LOCAL, PH_BARRIER, PH_DONE };
 
 typedef struct Flow {
     int obj;
+    int dst;                /* the rank receiving its bytes (on a CPU, its core copies them) */
     int nres, res[4];
     double w[4];            /* how many times it counts on res[k]: 1, or with symmetry R / orbit size */
     double bytes, rem, rate, lat_end;
@@ -110,6 +111,7 @@ typedef struct RankSim {
      * the seconds of it left at the rank's unshared rate; cend/lend are INFINITY until done */
     int cur;
     double rem;
+    double copy_owed;       /* seconds of receive copies that arrived while it computed (shared node) */
 } RankSim;
 
 typedef struct Sim {
@@ -131,6 +133,7 @@ typedef struct Sim {
     int rates_dirty;
     int at_barrier;                    /* lockstep: ranks that finished the current turn */
     double (*coef)[COST__COUNT];       /* per device type: seconds per unit of each feature */
+    double *copy_s_per_byte;           /* per device type: its core's time per byte received (CPUs), else 0 */
     const SimSym *sym;                 /* replicas simulated once (symmetry.h), or NULL */
     int *node_cores;                   /* per node: cores its ranks share when they outnumber them, else 0 */
     int *node_computing;               /* per node: its ranks computing now (compute or local operations) */
@@ -185,7 +188,7 @@ static void share_finish(Sim *S, int r) {
     if (!local) S->r->rank_busy[r] += S->now - S->tstart[r][i];
     if (!share_start(S, r, i + 1, local)) {
         if (local) s->lend = S->now;
-        else s->cend = S->now;
+        else s->cend = S->now + s->copy_owed, s->copy_owed = 0;
     }
 }
 
@@ -390,7 +393,7 @@ static void add_flow(Sim *S, int obj, int ra, int rb, double bytes, double lat_e
     }
     Flow *f = &S->flows[S->nflows++];
     memset(f, 0, sizeof *f);
-    f->obj = obj; f->bytes = f->rem = bytes; f->lat_end = lat_end; f->in_lat = 1; f->live = 1;
+    f->obj = obj; f->dst = rb; f->bytes = f->rem = bytes; f->lat_end = lat_end; f->in_lat = 1; f->live = 1;
     if (na != nb) {
         const Node *A = &t->nodes[na], *B = &t->nodes[nb];
         int nics = t->nics_per_node > 0 ? t->nics_per_node : 1;
@@ -419,6 +422,25 @@ static void push_work(Sim *S, int r) {
     if (S->inwork[r]) return;
     S->inwork[r] = 1;
     S->work[S->nwork++] = r;
+}
+
+/* Receiving on a CPU is a copy by the receiving rank's own core: MPI over shared memory (and a CPU
+ * cluster's TCP) reads the message and writes it into the rank's buffer, a pass each at the
+ * device's memory-bound rate, and the rank computes nothing meanwhile; it does so when it next
+ * calls MPI after the bytes are there (between layers, or in its wait), so the copy lengthens the
+ * rank's compute phase, or its wait once that is over. Measured (bench-sim, 2 ranks of one node,
+ * weipipe-interleave): a 9.4 MB chunk of weights cost its receiver 1.3-1.9 ms besides its
+ * compute, time the model had hidden under it (steps 14% under). A GPU's transfers are copied
+ * by DMA engines or NCCL's kernels beside its compute: nothing is charged there. With symmetry a
+ * flow into a rank not simulated is charged to the rank simulated in its place. */
+static void recv_copy(Sim *S, const Flow *f) {
+    int r = S->sym ? S->sym->rep[f->dst] : f->dst;
+    double d = f->bytes * S->copy_s_per_byte[S->t->nodes[S->p->ranks[r].node].type];
+    if (d <= 0) return;
+    RankSim *s = &S->rs[r];
+    if (s->phase != PH_WAIT) return;   /* a transfer of its turn completes only while it waits */
+    if (s->cur >= 0) s->copy_owed += d;   /* computing on a shared node: after its compute */
+    else s->cend = (s->cend > S->now ? s->cend : S->now) + d;
 }
 
 static void obj_complete(Sim *S, int id) {
@@ -629,7 +651,11 @@ int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, siz
         S.tend[r] = xcalloc((size_t)no, sizeof(double));
     }
     S.coef = xcalloc((size_t)S.t->ntypes, sizeof *S.coef);
-    for (int i = 0; i < S.t->ntypes; i++) calib_coefs(opt->calib, &S.t->types[i], p->precision, S.coef[i]);
+    S.copy_s_per_byte = xcalloc((size_t)S.t->ntypes, sizeof(double));
+    for (int i = 0; i < S.t->ntypes; i++) {
+        calib_coefs(opt->calib, &S.t->types[i], p->precision, S.coef[i]);
+        if (!S.t->types[i].rated_bf16) S.copy_s_per_byte[i] = 2 * S.coef[i][COST_BYTES];   /* read it, write it */
+    }
     S.work = xcalloc((size_t)n, sizeof(int));
     S.inwork = xcalloc((size_t)n, 1);
     S.node_cores = xcalloc((size_t)S.t->nnodes, sizeof(int));
@@ -721,6 +747,7 @@ int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, siz
                 if (f->rem <= f->bytes * 1e-9 || (f->rate > 0 && f->rem / f->rate <= 1e-12 * (1 + S.now))) {
                     f->live = 0;
                     S.rates_dirty = 1;
+                    recv_copy(&S, f);
                     if (--S.objs[f->obj].flows_left == 0) obj_complete(&S, f->obj);
                 }
             }
@@ -768,7 +795,7 @@ int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, siz
     for (int r = 0; r < n; r++) free(S.op_obj[r]), free(S.tpost[r]), free(S.tstart[r]), free(S.tend[r]);
     free(S.op_obj); free(S.tpost); free(S.tstart); free(S.tend);
     free(S.node_cores); free(S.node_computing);
-    free(S.rs); free(S.coef); free(S.work); free(S.inwork); free(S.flows); free(S.cap); free(S.act);
+    free(S.rs); free(S.coef); free(S.copy_s_per_byte); free(S.work); free(S.inwork); free(S.flows); free(S.cap); free(S.act);
     if (S.sym) sym_free(&sym);
     free(S.res_dev_tx); free(S.res_dev_rx); free(S.res_isl); free(S.res_nic);
     if (rc) sim_result_free(res);

@@ -18,6 +18,10 @@
  *   sharing    a node whose ranks outnumber its "cores" (CPU nodes): k of its ranks computing
  *              (compute or local operations) at once each run at min(1, cores / k) of their
  *              rate, re-evaluated as ranks start and finish (processor sharing).
+ *   receiving  on a CPU, the receiving rank's core copies every byte it receives (a read and a
+ *              write at the memory-bound rate) once the bytes are there, computing nothing
+ *              meanwhile: MPI over shared memory (or TCP) copies on the CPU; a GPU's DMA
+ *              engines and NCCL's kernels copy beside its compute, so nothing is charged there.
  *   memory     ACC 3, COPY 2, OPT (AdamW: read w g m v, write w m v) 7 passes over the
  *              elements, each at its buffer's format (m, v fp32; OPT also writes a master's
  *              working copy in a bf16 plan), at the device's memory-bound rate.

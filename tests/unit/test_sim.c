@@ -217,7 +217,11 @@ static void test_handmade(void) {
         /* ACC: the fp32 accumulator read and written, the arrived gradient read; OPT: master,
          * m, v read and written, the gradient read, and in bf16 the working copy written */
         double acc = (2 * 4 + g) * n / hbm, opt = (7 * 4 + (prec == WP_BF16 ? 2 : 0)) * n / hbm;
-        double expect = xfer_w + fb3 + xfer_d + (P - 1) * acc + opt;
+        /* a CPU's core copies what it receives (a read and a write per byte at the memory rate):
+         * each rank its weights, while it waits for them; rank 0 the P-1 gradients, one after
+         * the other, once they have arrived together */
+        double copy_w = 2 * n * w * coef[COST_BYTES], copy_d = 2 * n * g * coef[COST_BYTES];
+        double expect = xfer_w + copy_w + fb3 + xfer_d + (P - 1) * copy_d + (P - 1) * acc + opt;
         SimResult r;
         if (run(p, NULL, &r) >= 0) {
             char what[96];
@@ -225,7 +229,7 @@ static void test_handmade(void) {
             CHECK_CLOSE(r.step_time, expect, 1e-9, 1e-15, what);
             /* a receiving rank ends when its gradient has left */
             snprintf(what, sizeof what, "handmade P=%d rank 1 end", P);
-            CHECK_CLOSE(r.rank_end[1], xfer_w + fb3 + xfer_d, 1e-9, 1e-15, what);
+            CHECK_CLOSE(r.rank_end[1], xfer_w + copy_w + fb3 + xfer_d, 1e-9, 1e-15, what);
             CHECK_CLOSE(r.bubble_ratio, 1 - P * fb3 / (P * expect), 1e-9, 1e-15, "handmade bubble");
             CHECK_CLOSE(r.link_bytes[LINK_NET], (P - 1) * n * (w + g), 1e-12, 0, "handmade network bytes");
             sim_result_free(&r);
