@@ -19,6 +19,7 @@
 #include "ir/xalloc.h"
 #include "sim/collective.h"
 #include "place/placement.h"
+#include "lua/bridge.h"
 
 static const Traits traits_table[] = {
     { "weipipe-interleave", SHAPE_WEIGHT_PASSING, 0, 0, 1, 1, 0, 1 },
@@ -222,6 +223,12 @@ static double chunk_seconds(const Topology *topo, const WpConfig *model, int chu
     return best;
 }
 
+/* Bytes of a weight element on the wire: the precision's, or fp32's where the weights move in fp32
+ * (--weight-wire fp32: bridge.c's opts_weight_wire_fp32, the rule the plan follows). */
+static double weight_wire_bytes(const StrategyOpts *o) {
+    return opts_weight_wire_fp32(o) ? (double)sizeof(float) : (double)wp_dtype_bytes(o->precision);
+}
+
 /* Seconds a rank's core spends per byte it receives (the simulator's receive copy on a CPU: a read
  * and a write at the memory-bound rate; none on a GPU), the least over the device types. */
 static double recv_copy_s_per_byte(const Topology *topo, const StrategyOpts *o, const Calibration *calib) {
@@ -292,7 +299,7 @@ static double fsdp_turns_bound(const Topology *topo, const WpConfig *model, cons
             if (el[d] == elems) same = d;
         if (same >= 0) { ag[c] = ag[same]; rs[c] = rs[same]; ar[c] = ar[same]; }
         else {
-            ag[c] = coll_seconds(topo, COLL_ALLGATHER, rep, npipe, elems * (double)wp_dtype_bytes(o->precision));
+            ag[c] = coll_seconds(topo, COLL_ALLGATHER, rep, npipe, elems * weight_wire_bytes(o));
             rs[c] = coll_seconds(topo, COLL_REDUCE_SCATTER, rep, npipe, elems * (double)wp_dtype_bytes(o->grad_precision));
             ar[c] = R > 1 ? coll_seconds(topo, COLL_ALLREDUCE, across, R, floor(elems / npipe) * (double)wp_dtype_bytes(o->grad_precision)) : 0;
         }
@@ -336,7 +343,7 @@ static double tawpipe_fill_bound(const Topology *topo, const WpConfig *model, co
     for (int i = 0; i < topo->nnodes; i++)
         if (topo->nodes[i].islands > 1) return 0;
     WpChunk k0 = wp_chunk_make(model, 0, 0, model->layers / C, 1, C == 1);
-    double wb = (double)k0.nparams * (double)wp_dtype_bytes(o->precision);
+    double wb = (double)k0.nparams * weight_wire_bytes(o);
     double db = (double)k0.nparams * (double)wp_dtype_bytes(o->grad_precision);
     double hw = topo->net.lat + wb / topo->net.bw, hd = topo->net.lat + db / topo->net.bw;
     int *size = xcalloc((size_t)topo->nnodes, sizeof *size);
@@ -443,7 +450,7 @@ static double ring_turns_bound(const Topology *topo, const WpConfig *model, cons
         layer0 += n;
         tf[k] = chunk_seconds(topo, model, k, n, C, OP_FWD, o, calib);
         tb[k] = chunk_seconds(topo, model, k, n, C, OP_BWD, o, calib);
-        wb[k] = params * (double)wp_dtype_bytes(o->precision);
+        wb[k] = params * weight_wire_bytes(o);
         db[k] = params * (double)wp_dtype_bytes(o->grad_precision);
     }
     /* the hop into rank r from r - 1 (into 0 from P - 1): latency and seconds per byte */
@@ -625,7 +632,7 @@ static int tawpipe_rounds_choice(const Topology *topo, const WpConfig *model, co
     int *dev = xcalloc((size_t)P, sizeof *dev);
     for (int i = 0; i < P; i++) dev[i] = i;
     PlacementIn in = { .topo = topo, .n = P, .devices = dev, .nchunks = C, .chunk_bytes = cb, .rounds = 1,
-                       .weight_wire = (double)(n0 * wp_dtype_bytes(o->precision)) / (double)(n0 * sizeof(float)),
+                       .weight_wire = weight_wire_bytes(o) / (double)sizeof(float),
                        .grad_wire = (double)(n0 * wp_dtype_bytes(o->grad_precision)) / (double)(n0 * sizeof(float)) };
     const char *g = o->grouping ? o->grouping : "auto";
     in.mode = !strcmp(g, "node") ? PLACE_NODE : !strcmp(g, "island") ? PLACE_ISLAND : !strcmp(g, "published") ? PLACE_PUBLISHED : PLACE_AUTO;
@@ -683,7 +690,7 @@ static double tawpipe_turns_bound(const Topology *topo, const WpConfig *model, c
     int *dev = xcalloc((size_t)P, sizeof *dev);
     for (int i = 0; i < P; i++) dev[i] = i;
     PlacementIn in = { .topo = topo, .n = P, .devices = dev, .nchunks = C, .chunk_bytes = cb, .rounds = K > 1 ? K : 1,
-                       .weight_wire = (double)(n0 * wp_dtype_bytes(o->precision)) / (double)(n0 * sizeof(float)),
+                       .weight_wire = weight_wire_bytes(o) / (double)sizeof(float),
                        .grad_wire = (double)(n0 * wp_dtype_bytes(o->grad_precision)) / (double)(n0 * sizeof(float)) };
     const char *g = o->grouping ? o->grouping : "auto";
     in.mode = !strcmp(g, "node") ? PLACE_NODE : !strcmp(g, "island") ? PLACE_ISLAND : !strcmp(g, "published") ? PLACE_PUBLISHED : PLACE_AUTO;
@@ -727,7 +734,7 @@ static double tawpipe_turns_bound(const Topology *topo, const WpConfig *model, c
     for (int u = 0; u < nuse + nbwd; u++) {
         int bwd = u >= nuse, c = bwd ? bwd_c[u - nuse] : use_c[u], tau = bwd ? bwd_t[u - nuse] : use_t[u];
         int ow = pl.owner[c], j0 = gpos[ow];
-        double wbytes = cb[c] / sizeof(float) * wp_dtype_bytes(o->precision), dbytes = cb[c] / sizeof(float) * wp_dtype_bytes(o->grad_precision);
+        double wbytes = cb[c] / sizeof(float) * weight_wire_bytes(o), dbytes = cb[c] / sizeof(float) * wp_dtype_bytes(o->grad_precision);
         for (int j = 0; j < D; j++) {
             int *mem = pl.members + pl.group_start[j], nm = pl.group_start[j + 1] - pl.group_start[j];
             int root = j == j0 ? ow : pl.staging[j], ri = 0;
@@ -824,7 +831,7 @@ double bound_time(const char *strategy, const Topology *topo, const WpConfig *mo
          * start + compute + tail, so at least their means. */
         int ends = o->replicate_ends;   /* then the ring's first chunk carries no embedding (nor the head) */
         WpChunk k0 = wp_chunk_make(model, 0, 0, L / C, !ends, C == 1 && !ends);
-        double wbytes = (double)k0.nparams * (double)wp_dtype_bytes(o->precision);
+        double wbytes = (double)k0.nparams * weight_wire_bytes(o);
         double dbytes = (double)k0.nparams * (double)wp_dtype_bytes(o->grad_precision);
         double sum = 0, most = 0;
         for (int q = 0; q < R; q++) {

@@ -233,6 +233,49 @@ static void ends_bounds(const Case *k) {
     topology_free(&topo);
 }
 
+/* --weight-wire fp32 on a bf16 cluster: the bounds count the weights' fp32 bytes (bounds.c's
+ * weight_wire_bytes), so they hold on every plan of every strategy and, where the network decides,
+ * come out above the same candidate's bounds with the weights moving in bf16. */
+static void wire_bounds(const Case *k) {
+    char err[4096], name[256];
+    Topology topo;
+    WpConfig model;
+    if (load_case(k, &topo, &model, name, sizeof name)) return;
+    Args a = { .cmd = "sim", .strategy = "auto", .backend = backend_default(BACKEND_COMPUTE), .comm = backend_default(BACKEND_COMM),
+               .micro_batches = k->micro_batches, .replicas = 1, .weight_wire = "fp32" };
+    StrategyOpts base = opts_of(&a, &topo);
+    char names[32][64];
+    int ns = shipped_strategies(names, 32), P = topo.ndevices, nbuilt = 0, above = 0;
+    for (int si = 0; si < ns; si++)
+        for (int R = 1; R <= P; R *= 2) {
+            if (P % R) continue;
+            Cand cd = { .o = base };
+            cd.o.replicas = R;
+            snprintf(cd.strategy, sizeof cd.strategy, "%.63s", names[si]);
+            double mem_lb = search_mem_bound(cd.strategy, &topo, &model, &cd.o);
+            double time_lb = search_time_bound(cd.strategy, &topo, &model, &cd.o, NULL);
+            StrategyOpts b16 = cd.o;
+            b16.weight_wire = NULL;
+            double time_b16 = search_time_bound(cd.strategy, &topo, &model, &b16, NULL);
+            Plan *p = NULL;
+            if (make_plan(cd.strategy, &topo, &model, name, &cd.o, &p, err, sizeof err)) continue;
+            nbuilt++;
+            CHECK(p->weight_wire_fp32, "%s %s: --weight-wire fp32 not in the plan", k->topo, cd.strategy);
+            CHECK(mem_lb <= (double)p->peak_mem, "%s wire %s r%d: memory bound %.4g above the peak %zu", k->topo, cd.strategy, R, mem_lb,
+                  p->peak_mem);
+            if (plan_fits(p)) {
+                double step = simulate(p);
+                CHECK(time_lb <= step * (1 + 1e-12), "%s wire %s r%d: time bound %.6g above the step %.6g", k->topo, cd.strategy, R, time_lb, step);
+            }
+            above += time_lb > time_b16 * (1 + 1e-9);
+            plan_free(p);
+        }
+    printf("%s %s seq %d, weights on the wire in fp32: %d plans, bounds checked, %d bounds above bf16's\n", k->topo, k->model, model.seq,
+           nbuilt, above);
+    CHECK(nbuilt > 0 && above > 0, "%s: no plan built, or no bound counting the fp32 weights' bytes", k->topo);
+    topology_free(&topo);
+}
+
 int main(void) {
     fixture_init();
     (void)fixture_model; (void)fixture_topology;   /* the fixture's other helpers, unused here */
@@ -254,6 +297,7 @@ int main(void) {
     printf("weipipe's ring: %d plans with buffers waiting at rank 0 between rounds, bounded\n", ring_waits);
     CHECK(ring_waits > 0, "no plan with buffers waiting at rank 0: the ring's memory bound went unchecked");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) ends_bounds(&cases[i]);
+    for (size_t i = 0; i < 3; i++) wire_bounds(&cases[i]);   /* the bf16 clusters with a network */
     fixture_done();
     return check_summary("test_search");
 }
