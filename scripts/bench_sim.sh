@@ -3,7 +3,8 @@
 # runtime runs each plan under mpirun with WP_EMULATE=1, which delays every send by the plan's
 # link (latency + bytes / bandwidth); the cluster has a deliberately slow emulated network
 # between its nodes. The simulator is calibrated by `wpgen calibrate` on this machine: fitted to
-# the trace of one rank running the whole model alone (and of nothing else), every strategy's
+# the traces of one rank running the whole model (and of nothing else), as many copies at once as
+# the machine has cores, before and after the others; every strategy's
 # run is held out, on the 2 emulated nodes and on one node of 2 ranks not emulated (MPI's shared
 # memory as it is); calibrate prints each run's predicted and measured step (the median of its
 # steps after the first) and the fitted and held-out errors. Then both rankings.
@@ -58,6 +59,27 @@ run() {
         'BEGIN { o = (b1 - b0 - u - s) / w; if (o < 0) o = 0; printf "bench-sim: %-24s %5.1f s, %.2f of %d cores busy with other work\n", d, w, o, n }' >&2
 }
 
+# run_loaded DIR TAG: DIR's one-rank program as many times at once as the machine has cores, each
+# with its own trace (DIR/trace-TAG-K.json, added to fit): calibrate then fits the rate of a core
+# while the others compute too, as they do in the held-out runs. On this VM ranks computing at
+# once ran up to 23% slower each than one alone, in some minutes and not in others (calibrate's
+# "spans" column), which a fit to a rank alone read as the model's error.
+run_loaded() {
+    local d=$1 tag=$2 k pids=() busy0 t0
+    busy0=$(busy_s); t0=$(date +%s.%N)
+    for ((k = 0; k < ncpu; k++)); do
+        (cd "$d" && timeout 600 "${mpirun[@]}" --bind-to none -np 1 ./train --synthetic --steps "$steps" --trace "trace-$tag-$k.json" \
+            >"$tmp/run-$k.out" 2>&1) &
+        pids+=($!)
+    done
+    for k in "${!pids[@]}"; do
+        if wait "${pids[$k]}"; then fit+=(--trace "$d/trace-$tag-$k.json")
+        else echo "bench-sim: a fitted run failed: $(tail -2 "$tmp/run-$k.out")" >&2; fi
+    done
+    awk -v b0="$busy0" -v b1="$(busy_s)" -v t0="$t0" -v t1="$(date +%s.%N)" -v n="$ncpu" -v d="${d##*/} x$ncpu ($tag)" \
+        'BEGIN { w = t1 - t0; printf "bench-sim: %-24s %5.1f s, %.2f of %d cores busy in all\n", d, w, (b1 - b0) / w, n }' >&2
+}
+
 echo "bench-sim: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $ncpu CPUs, 1 OpenMP thread per rank"
 echo "bench-sim: load average before starting: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine skews the measured side)"
 
@@ -68,7 +90,10 @@ run_config() {
     topo "$tmp/one.json" 1 1 0.05 0.5
     rm -rf "$tmp/one"
     "$wpgen" emit -t "$tmp/one.json" -m "$model" --seq "$seq" --micro-batch-size "$mbs" --micro-batches "$((nb * 2))" -s weipipe-naive -o "$tmp/one" >/dev/null || { echo "bench-sim: emit failed"; return; }
-    run "$tmp/one" 1 || return
+    (cd "$tmp/one" && make -s -j"$ncpu" >/dev/null 2>&1) || { echo "bench-sim: build of $tmp/one failed"; return; }
+    fit=()
+    run_loaded "$tmp/one" before
+    [ ${#fit[@]} -gt 0 ] || return
     # 2. two nodes of one rank each, slow network: the held-out runs
     topo "$tmp/two.json" 2 1 0.05 0.5
     held=()
@@ -86,8 +111,13 @@ run_config() {
             { printf '%-22s %s\n' "$s" "does not plan on one node"; continue; }
         run "$tmp/n-$s" 2 0 && held+=(-t "$tmp/node.json" --held-out "$tmp/n-$s/trace.json")
     done
+    # the fitted runs once more, after the held-out ones: fitted to both (calibrate takes the
+    # median of the same spans), the rates are this machine's over the whole measurement, not
+    # its speed of the first seconds (this VM's fitted products rate moved 0.15-0.20 TFLOP/s
+    # between quiet runs minutes apart)
+    run_loaded "$tmp/one" after
     rm -f "$tmp/cal.json"
-    "$wpgen" calibrate -t "$tmp/one.json" --trace "$tmp/one/trace.json" "${held[@]}" -o "$tmp/cal.json" | tee "$tmp/cal.out" ||
+    "$wpgen" calibrate -t "$tmp/one.json" "${fit[@]}" "${held[@]}" -o "$tmp/cal.json" | tee "$tmp/cal.out" ||
         { echo "bench-sim: calibrate failed"; return; }
     rows=$(awk 'NF >= 5 && $1 ~ /trace.json$/ && $1 ~ /\/p-/ {print $2, $3, $4}' "$tmp/cal.out")
     if [ "$(echo "$rows" | grep -c .)" -gt 1 ]; then
@@ -100,7 +130,7 @@ run_config() {
 }
 
 # Ranks sharing cores: twice as many ranks as the machine has cores. Fitted to runs of one rank
-# alone (no sharing: clean spans) in as many chunks as the held-out runs have ranks (first, middle
+# (no sharing: clean spans; a copy per core at once, run_loaded) in as many chunks as the held-out runs have ranks (first, middle
 # and last chunks: calls told from FLOPs), of two shapes (seq and seq*2: attention from products);
 # held out: every strategy on 2 emulated nodes of 2 ranks, each node given half the
 # machine's cores (its ranks bound to them: --map-by ppr:K:core), and on 1 node of 4 ranks sharing
@@ -114,7 +144,7 @@ run_shared() {
     for sq in "$seq" "$((seq * 2))"; do
         rm -rf "$tmp/s-one-$sq"
         "$wpgen" emit -t "$tmp/s-one.json" -m "$model" --seq "$sq" --micro-batch-size "$mbs" --micro-batches "$((nb * np))" --chunks "$np" -s weipipe-naive -o "$tmp/s-one-$sq" >/dev/null || { echo "bench-sim: emit failed"; return; }
-        run "$tmp/s-one-$sq" 1 0 && fit+=(--trace "$tmp/s-one-$sq/trace.json")
+        (cd "$tmp/s-one-$sq" && make -s -j"$ncpu" >/dev/null 2>&1) && run_loaded "$tmp/s-one-$sq" "s$sq"
     done
     [ ${#fit[@]} -gt 0 ] || return
     topo "$tmp/s-two.json" 2 "$((np / 2))" 0.05 0.5 "$((ncpu / 2 > 0 ? ncpu / 2 : 1))"
