@@ -100,6 +100,7 @@ typedef struct Obj {
     int *ranks, *ops;
     double lat, t_start;
     int flows_left, done;
+    int await_rank;         /* >= 0: its flows wait for this rank's first MPI call (next_mpi_call) */
     /* flows to create at start: edges */
     int nedges; int *src, *dst; double edge_bytes;
 } Obj;
@@ -198,6 +199,7 @@ static int new_obj(Sim *S) {
         S->objs = xrealloc(S->objs, (size_t)S->capobjs * sizeof *S->objs);
     }
     memset(&S->objs[S->nobjs], 0, sizeof(Obj));
+    S->objs[S->nobjs].await_rank = -1;
     return S->nobjs++;
 }
 
@@ -453,16 +455,80 @@ static void obj_complete(Sim *S, int id) {
     }
 }
 
+/* The first layer boundary of rank r's compute operation i (of n layers, taken as equal parts),
+ * at or after now: a computing CPU rank calls MPI after each layer (runtime/cpu/model.c). On a
+ * shared node, at the rank's share of the cores now. */
+static double layer_boundary(const Sim *S, int r, int i) {
+    const RankSim *s = &S->rs[r];
+    const PlanRank *rk = &S->p->ranks[r];
+    const Op *op = &rk->ops[i];
+    int n = S->p->chunks[op->chunk].nlayers > 0 ? S->p->chunks[op->chunk].nlayers : 1;
+    if (s->cur == i) {
+        double d = op_seconds(S, r, op, &rk->notes[i]), done = d - s->rem;
+        if (d <= 0) return S->now;
+        double left = ceil(done / (d / n) - 1e-9) * (d / n) - done;
+        if (left <= 0) left = d / n;   /* at a boundary now, as it starts: the next one */
+        return S->now + left / rank_share(S, r);
+    }
+    double a = S->tstart[r][i], step = (S->tend[r][i] - a) / n;
+    if (step <= 0) return S->now;
+    double k = ceil((S->now - a) / step - 1e-9);
+    if (k < 1) k = 1;
+    return a + k * step;
+}
+
+/* When rank r next calls MPI (now or later). On a CPU, MPI moves a message only inside the
+ * receiver's MPI calls (it takes the sender's announcement from shared memory, matches it and
+ * copies), and a post is not one of them (MPI_Irecv does not progress): a rank that posts and then
+ * computes matches a message at its first layer boundary, one computing at its next, one waiting
+ * at once. A GPU's transfers need no call from the host. */
+static double next_mpi_call(const Sim *S, int r) {
+    const RankSim *s = &S->rs[r];
+    if (S->copy_s_per_byte[S->t->nodes[S->p->ranks[r].node].type] <= 0 || s->phase != PH_WAIT) return S->now;
+    if (s->cur >= 0) return layer_boundary(S, r, s->cur);
+    if (S->now >= s->cend) return S->now;
+    const PlanRank *rk = &S->p->ranks[r];
+    for (int i = rk->turn_start[s->turn]; i < rk->turn_start[s->turn + 1]; i++)
+        if (op_is_compute(rk->ops[i].kind) && S->tstart[r][i] <= S->now && S->now < S->tend[r][i]) return layer_boundary(S, r, i);
+    return S->now;   /* between its compute and its copies */
+}
+
+/* Rank r has posted its turn and laid out its compute: the transfers it receives that started
+ * while it posted begin at its first MPI call (next_mpi_call). */
+static void start_awaiting(Sim *S, int r) {
+    const PlanRank *rk = &S->p->ranks[r];
+    int t0 = rk->turn_start[S->rs[r].turn], t1 = rk->turn_start[S->rs[r].turn + 1], any = 0;
+    for (int i = t0; i < t1; i++) {
+        Obj *o = &S->objs[S->op_obj[r][i]];
+        if (op_is_transfer(rk->ops[i].kind) && o->await_rank == r) any = 1;
+    }
+    if (!any) return;
+    double at = next_mpi_call(S, r);
+    for (int f = 0; f < S->nflows; f++) {
+        Flow *fl = &S->flows[f];
+        Obj *o = &S->objs[fl->obj];
+        if (fl->live && fl->in_lat && o->await_rank == r) fl->lat_end = at + o->lat;
+    }
+    for (int i = t0; i < t1; i++)
+        if (op_is_transfer(rk->ops[i].kind)) S->objs[S->op_obj[r][i]].await_rank = -1;
+}
+
 static void obj_start(Sim *S, int id) {
     Obj *o = &S->objs[id];
     o->t_start = S->now;
     for (int m = 0; m < o->n; m++) S->tstart[o->ranks[m]][o->ops[m]] = S->now;
-    double lat = o->lat;
+    double from = S->now;
     if (o->p2p) {
         Link l = topology_link(S->t, S->p->ranks[o->src[0]].device, S->p->ranks[o->dst[0]].device);
-        lat = l.lat;
+        o->lat = l.lat;
+        int dst = o->dst[0];
+        if (l.type != LINK_LOC && o->edge_bytes > 0 && S->copy_s_per_byte[S->t->nodes[S->p->ranks[dst].node].type] > 0) {
+            if (S->rs[dst].phase == PH_START) o->await_rank = dst, from = INFINITY;   /* posting now: start_awaiting */
+            else from = next_mpi_call(S, dst);
+        }
     }
-    for (int h = 0; h < o->nedges; h++) add_flow(S, id, o->src[h], o->dst[h], o->edge_bytes, S->now + lat);
+    double lat = o->lat;
+    for (int h = 0; h < o->nedges; h++) add_flow(S, id, o->src[h], o->dst[h], o->edge_bytes, from + lat);
     if (o->flows_left == 0) obj_complete(S, id);
     else S->rates_dirty = 1;
 }
@@ -506,6 +572,7 @@ static void advance(Sim *S, int r) {
             }
             if (!S->node_cores[rk->node]) s->cend = c;
             s->phase = PH_WAIT;
+            start_awaiting(S, r);
         }
         if (s->phase == PH_WAIT) {
             if (s->cend > S->now || s->pending > 0) return;

@@ -22,6 +22,9 @@
  *              write at the memory-bound rate) once the bytes are there, computing nothing
  *              meanwhile: MPI over shared memory (or TCP) copies on the CPU; a GPU's DMA
  *              engines and NCCL's kernels copy beside its compute, so nothing is charged there.
+ *              And a point-to-point transfer into a CPU rank starts at the receiver's first MPI
+ *              call after both have posted: at once if it waits, else at its next layer
+ *              boundary (a post is not a call that moves messages).
  *   memory     ACC 3, COPY 2, OPT (AdamW: read w g m v, write w m v) 7 passes over the
  *              elements, each at its buffer's format (m, v fp32; OPT also writes a master's
  *              working copy in a bf16 plan), at the device's memory-bound rate.

@@ -287,11 +287,13 @@ int main(void) {
         { "weipipe-2x8-a800-nvlink-10gbe", "llama-h1024", 4096, 16, 2, 0.65 },
         { "tawpipe-2x8-a800-pcie-2islands-10gbe", "tawpipe-h2048", 4096, 4, 4, 0.42 },
         { "dgx-h100", "llama-h4096", 8192, 0, 4, 0.93 },
-        /* CPU clusters: fp32 */
-        { "cpu-4x2", "small", 0, 0, 4, 0.93 },
-        { "cpu-2x2", "tiny", 0, 0, 2, 0.88 },
+        /* CPU clusters: fp32; the bounds do not count that MPI moves a message only inside the
+         * receiver's MPI calls (sim.c, next_mpi_call: into a computing rank at its next layer
+         * boundary), which costs the small models here up to a fifth of their steps */
+        { "cpu-4x2", "small", 0, 0, 4, 0.80 },
+        { "cpu-2x2", "tiny", 0, 0, 2, 0.80 },
         /* K micro-batches per weight pass 1, 2 and 4 of 6 (the last round shorter) */
-        { "cpu-4x2", "tiny", 0, 0, 6, 0.90 },
+        { "cpu-4x2", "tiny", 0, 0, 6, 0.85 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
     printf("weipipe's ring: %d plans with buffers waiting at rank 0 between rounds, bounded\n", ring_waits);

@@ -10,6 +10,7 @@
 #include "check.h"
 #include "plan_fixture.h"
 #include "sim/sim.h"
+#include "ir/op_table.h"
 #include "sim/costs.h"
 #include "calib/calib.h"
 
@@ -334,6 +335,50 @@ static void test_costs(void) {
 }
 
 /* Recorded times: every operation inside its turn; the trace and picture writers run. */
+/* On a CPU, MPI moves a message only inside the receiver's MPI calls, which a computing rank makes
+ * after each layer (sim.c, next_mpi_call): a receive posted by both sides at t0 ends no sooner than
+ * the receiver's first layer boundary after t0 (t0 itself if it computes nothing then), plus the
+ * link's latency and the bytes at its bandwidth. Checked on every receive of weipipe-interleave on
+ * one node of 2 CPU ranks; some must have been held back so. */
+static void test_mpi_progress(void) {
+    Topology t;
+    int per[] = { 2 };
+    if (fixture_topology(&t, 1, per)) { CHECK(0, "topology"); return; }
+    WpConfig m = fixture_model(4);
+    char err[2048];
+    Plan *p = fixture_plan(&t, &m, "weipipe-interleave", 2, 1, 0, err, sizeof err);
+    CHECK(p != NULL, "%s", err);
+    if (!p) { topology_free(&t); return; }
+    SimOptions o = { .record = 1 };
+    SimResult r;
+    int held = 0, early = 0;
+    if (run(p, &o, &r) >= 0) {
+        const Link l = t.nodes[0].intra;
+        for (int i = 0; i < r.nspans; i++) {
+            const SimSpan *s = &r.spans[i];
+            const Op *op = &p->ranks[s->rank].ops[s->op];
+            if (op_info(op->kind)->p2p != P2P_RECV) continue;
+            double b = s->t0;   /* the receiver's next MPI call: its first layer boundary after t0 */
+            for (int j = 0; j < r.nspans; j++) {
+                const SimSpan *c = &r.spans[j];
+                const Op *cop = &p->ranks[c->rank].ops[c->op];
+                if (c->rank != s->rank || c->turn != s->turn || !op_is_compute(cop->kind) || !(c->t0 <= s->t0 && s->t0 < c->t1)) continue;
+                int n = p->chunks[cop->chunk].nlayers > 0 ? p->chunks[cop->chunk].nlayers : 1;
+                double step = (c->t1 - c->t0) / n, k = ceil((s->t0 - c->t0) / step - 1e-9);
+                b = c->t0 + (k < 1 ? 1 : k) * step;
+            }
+            double least = b + l.lat + sim_op_bytes(p, s->rank, s->op) / l.bw;
+            early += s->t1 < least * (1 - 1e-9);
+            held += b > s->t0 * (1 + 1e-9) + 1e-15;
+        }
+        sim_result_free(&r);
+    }
+    CHECK(early == 0, "%d receives ended before the receiver's next MPI call and the link's time", early);
+    CHECK(held > 0, "no receive waited for the receiver's layer boundary: the case went unchecked");
+    plan_free(p);
+    topology_free(&t);
+}
+
 static void test_records(void) {
     Topology t;
     int per[] = { 2, 2 };
@@ -428,6 +473,7 @@ int main(void) {
     test_costs();
     test_handmade();
     test_records();
+    test_mpi_progress();
     fixture_done();
     return check_summary("sim");
 }
