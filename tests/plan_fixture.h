@@ -75,4 +75,14 @@ static inline Plan *fixture_plan(const Topology *t, const WpConfig *m, const cha
     return fixture_plan_opts(t, m, strategy, &o, err, errlen);
 }
 
+/* weipipe-interleave with 2 micro-batches per rank on fixture_model(4) over nodes of per_node ranks:
+ * the plan several tests simulate. NULL with the reason in err (t then holds nothing to free). */
+static inline Plan *fixture_ring_plan(Topology *t, int nodes, const int *per_node, char *err, size_t errlen) {
+    if (fixture_topology(t, nodes, per_node)) return snprintf(err, errlen, "the fixture topology did not load"), NULL;
+    WpConfig m = fixture_model(4);
+    Plan *p = fixture_plan(t, &m, "weipipe-interleave", 2, 1, 0, err, errlen);
+    if (!p) topology_free(t);
+    return p;
+}
+
 #endif

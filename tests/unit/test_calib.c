@@ -108,12 +108,10 @@ static void test_errors(void) {
 static void test_sim_uses_it(void) {
     Topology t;
     int per[] = { 2 };
-    if (fixture_topology(&t, 1, per)) { CHECK(0, "topology"); return; }
-    WpConfig m = fixture_model(4);
     char err[2048];
-    Plan *p = fixture_plan(&t, &m, "weipipe-interleave", 2, 1, 0, err, sizeof err);
+    Plan *p = fixture_ring_plan(&t, 1, per, err, sizeof err);
     CHECK(p != NULL, "%s", err);
-    if (!p) { topology_free(&t); return; }
+    if (!p) return;
     CalibType ct = { .name = "cpu", .precision = WP_FP32, .rates = cost_rates_default(&t.types[0], WP_FP32) };
     ct.rates.op_overhead_s = 1e-6;
     Calibration c = { .types = &ct, .ntypes = 1 };

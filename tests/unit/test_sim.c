@@ -343,12 +343,10 @@ static void test_costs(void) {
 static void test_mpi_progress(void) {
     Topology t;
     int per[] = { 2 };
-    if (fixture_topology(&t, 1, per)) { CHECK(0, "topology"); return; }
-    WpConfig m = fixture_model(4);
     char err[2048];
-    Plan *p = fixture_plan(&t, &m, "weipipe-interleave", 2, 1, 0, err, sizeof err);
+    Plan *p = fixture_ring_plan(&t, 1, per, err, sizeof err);
     CHECK(p != NULL, "%s", err);
-    if (!p) { topology_free(&t); return; }
+    if (!p) return;
     SimOptions o = { .record = 1 };
     SimResult r;
     int held = 0, early = 0;
@@ -382,12 +380,10 @@ static void test_mpi_progress(void) {
 static void test_records(void) {
     Topology t;
     int per[] = { 2, 2 };
-    if (fixture_topology(&t, 2, per)) { CHECK(0, "topology"); return; }
-    WpConfig m = fixture_model(4);
     char err[2048];
-    Plan *p = fixture_plan(&t, &m, "weipipe-interleave", 2, 1, 0, err, sizeof err);
+    Plan *p = fixture_ring_plan(&t, 2, per, err, sizeof err);
     CHECK(p != NULL, "%s", err);
-    if (!p) { topology_free(&t); return; }
+    if (!p) return;
     SimOptions o = { .record = 1 };
     SimResult r;
     if (run(p, &o, &r) >= 0) {
