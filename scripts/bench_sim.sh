@@ -130,8 +130,9 @@ run_config() {
 }
 
 # Ranks sharing cores: twice as many ranks as the machine has cores. Fitted to runs of one rank
-# (no sharing: clean spans; a copy per core at once, run_loaded) in as many chunks as the held-out runs have ranks (first, middle
-# and last chunks: calls told from FLOPs), of two shapes (seq and seq*2: attention from products);
+# (no sharing: clean spans; a copy per core at once, run_loaded) in as many chunks as the
+# held-out runs have ranks (first, middle and last chunks: calls told from FLOPs), of two shapes
+# (seq and seq*2: attention from products);
 # held out: every strategy on 2 emulated nodes of 2 ranks, each node given half the
 # machine's cores (its ranks bound to them: --map-by ppr:K:core), and on 1 node of 4 ranks sharing
 # all the cores, not emulated. The topologies say the cores ("cores" of a node), so the
