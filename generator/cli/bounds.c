@@ -229,14 +229,14 @@ static double weight_wire_bytes(const StrategyOpts *o) {
     return opts_weight_wire_fp32(o) ? (double)sizeof(float) : (double)wp_dtype_bytes(o->precision);
 }
 
-/* Seconds a rank's core spends per byte it receives (the simulator's receive copy on a CPU: a read
- * and a write at the memory-bound rate; none on a GPU), the least over the device types. */
+/* Seconds a rank's core spends per byte it receives (cost_recv_copy_s_per_byte), the least over
+ * the device types. */
 static double recv_copy_s_per_byte(const Topology *topo, const StrategyOpts *o, const Calibration *calib) {
     double best = INFINITY;
     for (int i = 0; i < topo->ntypes; i++) {
         double c[COST__COUNT];
         calib_coefs(calib, &topo->types[i], o->precision, c);
-        double x = topo->types[i].rated_bf16 ? 0 : 2 * c[COST_BYTES];
+        double x = cost_recv_copy_s_per_byte(&topo->types[i], c);
         if (x < best) best = x;
     }
     return best;

@@ -150,3 +150,7 @@ double cost_seconds(const double f[COST__COUNT], const double c[COST__COUNT]) {
     for (int i = 0; i < COST__COUNT; i++) t += f[i] * c[i];
     return t;
 }
+
+double cost_recv_copy_s_per_byte(const DeviceType *d, const double c[COST__COUNT]) {
+    return d->rated_bf16 ? 0 : 2 * c[COST_BYTES];
+}

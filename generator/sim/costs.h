@@ -75,4 +75,10 @@ void cost_compute_features(const WpConfig *m, int chunk, int layer0, int nlayers
 /* Seconds of features at coefficients. */
 double cost_seconds(const double f[COST__COUNT], const double c[COST__COUNT]);
 
+/* Seconds a rank's own core spends per byte it receives, at coefficients c of its device type: on
+ * a CPU, MPI copies the message (a read and a write at the memory-bound rate); on a GPU nothing
+ * (DMA engines and NCCL's kernels copy beside the compute). The simulator charges it (sim.c,
+ * recv_copy); the search's bounds count it (bounds.c). */
+double cost_recv_copy_s_per_byte(const DeviceType *d, const double c[COST__COUNT]);
+
 #endif

@@ -426,6 +426,12 @@ static void push_work(Sim *S, int r) {
     S->work[S->nwork++] = r;
 }
 
+/* Seconds rank r's core spends per byte it receives: 0 on a GPU (cost_recv_copy_s_per_byte), so
+ * also what tells a rank that moves its messages by MPI calls on a CPU. */
+static double rank_copy_s_per_byte(const Sim *S, int r) {
+    return S->copy_s_per_byte[S->t->nodes[S->p->ranks[r].node].type];
+}
+
 /* Receiving on a CPU is a copy by the receiving rank's own core: MPI over shared memory (and a CPU
  * cluster's TCP) reads the message and writes it into the rank's buffer, a pass each at the
  * device's memory-bound rate, and the rank computes nothing meanwhile; it does so when it next
@@ -437,7 +443,7 @@ static void push_work(Sim *S, int r) {
  * flow into a rank not simulated is charged to the rank simulated in its place. */
 static void recv_copy(Sim *S, const Flow *f) {
     int r = S->sym ? S->sym->rep[f->dst] : f->dst;
-    double d = f->bytes * S->copy_s_per_byte[S->t->nodes[S->p->ranks[r].node].type];
+    double d = f->bytes * rank_copy_s_per_byte(S, r);
     if (d <= 0) return;
     RankSim *s = &S->rs[r];
     if (s->phase != PH_WAIT) return;   /* a transfer of its turn completes only while it waits */
@@ -484,7 +490,7 @@ static double layer_boundary(const Sim *S, int r, int i) {
  * at once. A GPU's transfers need no call from the host. */
 static double next_mpi_call(const Sim *S, int r) {
     const RankSim *s = &S->rs[r];
-    if (S->copy_s_per_byte[S->t->nodes[S->p->ranks[r].node].type] <= 0 || s->phase != PH_WAIT) return S->now;
+    if (rank_copy_s_per_byte(S, r) <= 0 || s->phase != PH_WAIT) return S->now;
     if (s->cur >= 0) return layer_boundary(S, r, s->cur);
     if (S->now >= s->cend) return S->now;
     const PlanRank *rk = &S->p->ranks[r];
@@ -522,7 +528,7 @@ static void obj_start(Sim *S, int id) {
         Link l = topology_link(S->t, S->p->ranks[o->src[0]].device, S->p->ranks[o->dst[0]].device);
         o->lat = l.lat;
         int dst = o->dst[0];
-        if (l.type != LINK_LOC && o->edge_bytes > 0 && S->copy_s_per_byte[S->t->nodes[S->p->ranks[dst].node].type] > 0) {
+        if (l.type != LINK_LOC && o->edge_bytes > 0 && rank_copy_s_per_byte(S, dst) > 0) {
             if (S->rs[dst].phase == PH_START) o->await_rank = dst, from = INFINITY;   /* posting now: start_awaiting */
             else from = next_mpi_call(S, dst);
         }
@@ -721,7 +727,7 @@ int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, siz
     S.copy_s_per_byte = xcalloc((size_t)S.t->ntypes, sizeof(double));
     for (int i = 0; i < S.t->ntypes; i++) {
         calib_coefs(opt->calib, &S.t->types[i], p->precision, S.coef[i]);
-        if (!S.t->types[i].rated_bf16) S.copy_s_per_byte[i] = 2 * S.coef[i][COST_BYTES];   /* read it, write it */
+        S.copy_s_per_byte[i] = cost_recv_copy_s_per_byte(&S.t->types[i], S.coef[i]);
     }
     S.work = xcalloc((size_t)n, sizeof(int));
     S.inwork = xcalloc((size_t)n, 1);
