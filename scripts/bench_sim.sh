@@ -150,7 +150,13 @@ run_shared() {
     [ ${#fit[@]} -gt 0 ] || return
     topo "$tmp/s-two.json" 2 "$((np / 2))" 0.05 0.5 "$((ncpu / 2 > 0 ? ncpu / 2 : 1))"
     topo "$tmp/s-node.json" 1 "$np" 0.05 0.5 "$ncpu"
-    local bind=(--map-by "ppr:$(( (np / 2) / (ncpu / 2 > 0 ? ncpu / 2 : 1) )):core" --bind-to core:overload-allowed)
+    # a rankfile: node 0's ranks on the first half of the cores, node 1's on the second, in turn
+    # (`--map-by ppr:2:core` put rank 0 alone on core 0 and ranks 1-3 on core 1)
+    local half=$((ncpu / 2 > 0 ? ncpu / 2 : 1)) r
+    for ((r = 0; r < np; r++)); do
+        echo "rank $r=localhost slot=$(( (r < np / 2 ? 0 : ncpu - half) + r % half ))"
+    done >"$tmp/ranks"
+    local bind=(--rankfile "$tmp/ranks")
     for s in $strategies; do
         for t in two node; do
             rm -rf "$tmp/s-$t-$s"
