@@ -173,18 +173,19 @@ run_shared() {
 }
 
 # Three regimes: a model whose activations are small next to its weights (activation passing
-# should win), a small model on long sequences of large micro-batches over a slower network
+# should win; every strategy, fsdp and tawpipe too), a small model on long sequences of large micro-batches over a slower network
 # (weight passing should win), and zero bubble: one micro-batch per rank on a fast network, so
 # that the pipeline's fill and drain are much of the step (the backward split into B and W
 # should beat 1F1B and WeiPipe-Interleave); then ranks sharing cores (run_shared). MODEL/SEQ/MBS/
 # NET_GBPS/NET_US given: that one only; SHARED=1: the sharing regime only (MODEL... apply).
 if [ -n "${SHARED:-}" ]; then
     model=${MODEL:-small}; strategies=${STRATEGIES:-"weipipe-naive weipipe-interleave 1f1b fsdp tawpipe"}; nb=${NB:-1}
+    net_gbps=${NET_GBPS:-0.5}; net_us=${NET_US:-100}   # as in the full run below
     run_shared
 elif [ -n "${MODEL:-}" ]; then
     run_config
 else
-    for cfg in "small 256 1 0.05 200 2 -" "tiny 512 8 0.002 1000 2 -" \
+    for cfg in "small 256 1 0.05 200 2 weipipe-naive,weipipe-interleave,1f1b,fsdp,tawpipe" "tiny 512 8 0.002 1000 2 -" \
                "small 256 1 1 50 1 1f1b,zb1,weipipe-interleave,weipipe-zb1,weipipe-zb2"; do
         read -r model seq mbs net_gbps net_us nb strats <<<"$cfg"
         [ "$strats" = - ] && strategies=${STRATEGIES:-"weipipe-naive weipipe-interleave 1f1b"} || strategies=${strats//,/ }

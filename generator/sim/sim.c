@@ -101,6 +101,7 @@ typedef struct Obj {
     double lat, t_start;
     int flows_left, done;
     int await_rank;         /* >= 0: its flows wait for this rank's first MPI call (next_mpi_call) */
+    double t_calls;         /* a collective of CPU ranks: the others' first MPI calls, the latest */
     /* flows to create at start: edges */
     int nedges; int *src, *dst; double edge_bytes;
 } Obj;
@@ -513,7 +514,7 @@ static void start_awaiting(Sim *S, int r) {
     for (int f = 0; f < S->nflows; f++) {
         Flow *fl = &S->flows[f];
         Obj *o = &S->objs[fl->obj];
-        if (fl->live && fl->in_lat && o->await_rank == r) fl->lat_end = at + o->lat;
+        if (fl->live && fl->in_lat && o->await_rank == r) fl->lat_end = (at > o->t_calls ? at : o->t_calls) + o->lat;
     }
     for (int i = t0; i < t1; i++)
         if (op_is_transfer(rk->ops[i].kind)) S->objs[S->op_obj[r][i]].await_rank = -1;
@@ -532,6 +533,19 @@ static void obj_start(Sim *S, int id) {
             if (S->rs[dst].phase == PH_START) o->await_rank = dst, from = INFINITY;   /* posting now: start_awaiting */
             else from = next_mpi_call(S, dst);
         }
+    } else if (o->edge_bytes > 0 && o->nedges > 0 && rank_copy_s_per_byte(S, o->ranks[0]) > 0) {
+        /* A collective of CPU ranks (libnbc's rounds of sends and receives) moves only inside its
+         * members' MPI calls: it starts once every member has called MPI after the last one
+         * posted. That one is posting now (its first call comes in start_awaiting); the others
+         * posted before and call at their next layer boundary, or at once if they wait. */
+        o->t_calls = S->now;
+        for (int m = 0; m < o->n; m++) {
+            int q = o->ranks[m];
+            if (S->rs[q].phase == PH_START) { o->await_rank = q; from = INFINITY; continue; }
+            double c = next_mpi_call(S, q);
+            if (c > o->t_calls) o->t_calls = c;
+        }
+        if (from == S->now) from = o->t_calls;
     }
     double lat = o->lat;
     for (int h = 0; h < o->nedges; h++) add_flow(S, id, o->src[h], o->dst[h], o->edge_bytes, from + lat);

@@ -24,7 +24,8 @@
  *              engines and NCCL's kernels copy beside its compute, so nothing is charged there.
  *              And a point-to-point transfer into a CPU rank starts at the receiver's first MPI
  *              call after both have posted: at once if it waits, else at its next layer
- *              boundary (a post is not a call that moves messages).
+ *              boundary (a post is not a call that moves messages); a collective of CPU ranks
+ *              once every member has made that call after the last one posted.
  *   memory     ACC 3, COPY 2, OPT (AdamW: read w g m v, write w m v) 7 passes over the
  *              elements, each at its buffer's format (m, v fp32; OPT also writes a master's
  *              working copy in a bf16 plan), at the device's memory-bound rate.

@@ -377,6 +377,59 @@ static void test_mpi_progress(void) {
     topology_free(&t);
 }
 
+/* The same for collectives (fsdp on one node of 2 CPU ranks): each starts once every member has
+ * called MPI after the last one posted, so it ends no sooner than every member's next layer
+ * boundary after its start (the members' spans of one call start together). */
+static double next_boundary(const Plan *p, const SimResult *r, int rank, int turn, double t) {
+    double b = t;
+    for (int j = 0; j < r->nspans; j++) {
+        const SimSpan *c = &r->spans[j];
+        const Op *cop = &p->ranks[c->rank].ops[c->op];
+        if (c->rank != rank || c->turn != turn || !op_is_compute(cop->kind) || !(c->t0 <= t && t < c->t1)) continue;
+        int n = p->chunks[cop->chunk].nlayers > 0 ? p->chunks[cop->chunk].nlayers : 1;
+        double step = (c->t1 - c->t0) / n, k = ceil((t - c->t0) / step - 1e-9);
+        b = c->t0 + (k < 1 ? 1 : k) * step;
+    }
+    return b;
+}
+
+static void test_collective_progress(void) {
+    Topology t;
+    int per[] = { 2 };
+    char err[2048];
+    CHECK(fixture_topology(&t, 1, per) == 0, "topology");
+    WpConfig m = fixture_model(4);
+    Plan *p = fixture_plan(&t, &m, "fsdp", 2, 1, 0, err, sizeof err);
+    CHECK(p != NULL, "%s", err);
+    if (!p) { topology_free(&t); return; }
+    SimOptions o = { .record = 1 };
+    SimResult r;
+    int held = 0, early = 0, calls = 0;
+    if (run(p, &o, &r) >= 0) {
+        for (int i = 0; i < r.nspans; i++) {
+            const SimSpan *s = &r.spans[i];
+            const Op *op = &p->ranks[s->rank].ops[s->op];
+            if (!op_is_transfer(op->kind) || op_info(op->kind)->p2p || sim_op_bytes(p, s->rank, s->op) <= 0) continue;
+            calls++;
+            double b = s->t0;
+            for (int j = 0; j < r.nspans; j++) {   /* the members: this kind of call, starting at t0 */
+                const SimSpan *c = &r.spans[j];
+                if (p->ranks[c->rank].ops[c->op].kind != op->kind || fabs(c->t0 - s->t0) > 1e-12) continue;
+                double bq = next_boundary(p, &r, c->rank, c->turn, s->t0);
+                if (bq > b) b = bq;
+            }
+            early += s->t1 < b * (1 - 1e-9);
+            held += b > s->t0 * (1 + 1e-9) + 1e-15;
+        }
+        sim_result_free(&r);
+    }
+    CHECK(calls > 0, "fsdp made no collective with bytes");
+    CHECK(early == 0, "%d of %d collective calls ended before every member's next MPI call", early, calls);
+    CHECK(held > 0, "no collective waited for a member's layer boundary: the case went unchecked");
+    plan_free(p);
+    topology_free(&t);
+}
+
 static void test_records(void) {
     Topology t;
     int per[] = { 2, 2 };
@@ -470,6 +523,7 @@ int main(void) {
     test_handmade();
     test_records();
     test_mpi_progress();
+    test_collective_progress();
     fixture_done();
     return check_summary("sim");
 }
