@@ -101,7 +101,7 @@ typedef struct Obj {
     double lat, t_start;
     int flows_left, done;
     int await_rank;         /* >= 0: its flows wait for this rank's first MPI call (next_mpi_call) */
-    double t_calls;         /* a collective of CPU ranks: the others' first MPI calls, the latest */
+    double t_calls;         /* between CPU ranks: the latest first MPI call of those that posted before */
     /* flows to create at start: edges */
     int nedges; int *src, *dst; double edge_bytes;
 } Obj;
@@ -524,28 +524,24 @@ static void obj_start(Sim *S, int id) {
     Obj *o = &S->objs[id];
     o->t_start = S->now;
     for (int m = 0; m < o->n; m++) S->tstart[o->ranks[m]][o->ops[m]] = S->now;
+    if (o->p2p) o->lat = topology_link(S->t, S->p->ranks[o->src[0]].device, S->p->ranks[o->dst[0]].device).lat;
+    /* Between CPU ranks bytes move only inside MPI calls: a point-to-point transfer's inside its
+     * receiver's, a collective's (libnbc's rounds of sends and receives) inside every member's. It
+     * starts once each of them has called MPI after the last one posted: a rank posting now calls
+     * in start_awaiting; the others posted before and call at their next layer boundary, or at
+     * once if they wait. */
+    const int *callers = o->p2p ? o->dst : o->ranks;
+    int ncallers = o->p2p ? 1 : o->n;
     double from = S->now;
-    if (o->p2p) {
-        Link l = topology_link(S->t, S->p->ranks[o->src[0]].device, S->p->ranks[o->dst[0]].device);
-        o->lat = l.lat;
-        int dst = o->dst[0];
-        if (l.type != LINK_LOC && o->edge_bytes > 0 && rank_copy_s_per_byte(S, dst) > 0) {
-            if (S->rs[dst].phase == PH_START) o->await_rank = dst, from = INFINITY;   /* posting now: start_awaiting */
-            else from = next_mpi_call(S, dst);
-        }
-    } else if (o->edge_bytes > 0 && o->nedges > 0 && rank_copy_s_per_byte(S, o->ranks[0]) > 0) {
-        /* A collective of CPU ranks (libnbc's rounds of sends and receives) moves only inside its
-         * members' MPI calls: it starts once every member has called MPI after the last one
-         * posted. That one is posting now (its first call comes in start_awaiting); the others
-         * posted before and call at their next layer boundary, or at once if they wait. */
+    if (o->edge_bytes > 0 && o->nedges > 0 && rank_copy_s_per_byte(S, callers[0]) > 0) {
         o->t_calls = S->now;
-        for (int m = 0; m < o->n; m++) {
-            int q = o->ranks[m];
-            if (S->rs[q].phase == PH_START) { o->await_rank = q; from = INFINITY; continue; }
+        for (int m = 0; m < ncallers; m++) {
+            int q = callers[m];
+            if (S->rs[q].phase == PH_START) { o->await_rank = q; continue; }
             double c = next_mpi_call(S, q);
             if (c > o->t_calls) o->t_calls = c;
         }
-        if (from == S->now) from = o->t_calls;
+        from = o->await_rank >= 0 ? INFINITY : o->t_calls;
     }
     double lat = o->lat;
     for (int h = 0; h < o->nedges; h++) add_flow(S, id, o->src[h], o->dst[h], o->edge_bytes, from + lat);

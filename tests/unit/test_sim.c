@@ -340,6 +340,21 @@ static void test_costs(void) {
  * the receiver's first layer boundary after t0 (t0 itself if it computes nothing then), plus the
  * link's latency and the bytes at its bandwidth. Checked on every receive of weipipe-interleave on
  * one node of 2 CPU ranks; some must have been held back so. */
+/* Rank `rank`'s next MPI call at or after t in its turn: the first layer boundary after t of
+ * the compute it runs at t (its layers taken as equal parts), else t. */
+static double next_boundary(const Plan *p, const SimResult *r, int rank, int turn, double t) {
+    double b = t;
+    for (int j = 0; j < r->nspans; j++) {
+        const SimSpan *c = &r->spans[j];
+        const Op *cop = &p->ranks[c->rank].ops[c->op];
+        if (c->rank != rank || c->turn != turn || !op_is_compute(cop->kind) || !(c->t0 <= t && t < c->t1)) continue;
+        int n = p->chunks[cop->chunk].nlayers > 0 ? p->chunks[cop->chunk].nlayers : 1;
+        double step = (c->t1 - c->t0) / n, k = ceil((t - c->t0) / step - 1e-9);
+        b = c->t0 + (k < 1 ? 1 : k) * step;
+    }
+    return b;
+}
+
 static void test_mpi_progress(void) {
     Topology t;
     int per[] = { 2 };
@@ -356,15 +371,7 @@ static void test_mpi_progress(void) {
             const SimSpan *s = &r.spans[i];
             const Op *op = &p->ranks[s->rank].ops[s->op];
             if (op_info(op->kind)->p2p != P2P_RECV) continue;
-            double b = s->t0;   /* the receiver's next MPI call: its first layer boundary after t0 */
-            for (int j = 0; j < r.nspans; j++) {
-                const SimSpan *c = &r.spans[j];
-                const Op *cop = &p->ranks[c->rank].ops[c->op];
-                if (c->rank != s->rank || c->turn != s->turn || !op_is_compute(cop->kind) || !(c->t0 <= s->t0 && s->t0 < c->t1)) continue;
-                int n = p->chunks[cop->chunk].nlayers > 0 ? p->chunks[cop->chunk].nlayers : 1;
-                double step = (c->t1 - c->t0) / n, k = ceil((s->t0 - c->t0) / step - 1e-9);
-                b = c->t0 + (k < 1 ? 1 : k) * step;
-            }
+            double b = next_boundary(p, &r, s->rank, s->turn, s->t0);   /* the receiver's next MPI call */
             double least = b + l.lat + sim_op_bytes(p, s->rank, s->op) / l.bw;
             early += s->t1 < least * (1 - 1e-9);
             held += b > s->t0 * (1 + 1e-9) + 1e-15;
@@ -380,19 +387,6 @@ static void test_mpi_progress(void) {
 /* The same for collectives (fsdp on one node of 2 CPU ranks): each starts once every member has
  * called MPI after the last one posted, so it ends no sooner than every member's next layer
  * boundary after its start (the members' spans of one call start together). */
-static double next_boundary(const Plan *p, const SimResult *r, int rank, int turn, double t) {
-    double b = t;
-    for (int j = 0; j < r->nspans; j++) {
-        const SimSpan *c = &r->spans[j];
-        const Op *cop = &p->ranks[c->rank].ops[c->op];
-        if (c->rank != rank || c->turn != turn || !op_is_compute(cop->kind) || !(c->t0 <= t && t < c->t1)) continue;
-        int n = p->chunks[cop->chunk].nlayers > 0 ? p->chunks[cop->chunk].nlayers : 1;
-        double step = (c->t1 - c->t0) / n, k = ceil((t - c->t0) / step - 1e-9);
-        b = c->t0 + (k < 1 ? 1 : k) * step;
-    }
-    return b;
-}
-
 static void test_collective_progress(void) {
     Topology t;
     int per[] = { 2 };
