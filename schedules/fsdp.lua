@@ -32,6 +32,13 @@
 --                its gradient reduce-scattered into "g<c>" (the first) or a shard buffer
 --                "s<c>" added (ACC) into it (the others); OPT after the last micro-batch. N times the gathers and reduce-scatters,
 --                one micro-batch's activations at a time.
+--
+-- --fsdp-overlap off: every collective in a turn of its own, so compute waits for each gather and
+-- each reduce-scatter waits for the compute before it: FSDP whose communication does not overlap
+-- its compute (a unit gathered when it is due, not one ahead), as the baseline of WeiPipe's Table 2
+-- measured (docs/calibration.md). Per block of micro-batches, in order: gather 0, FWD 0, gather 1,
+-- FWD 1, ..., then gather C-1, BWD C-1, reduce-scatter C-1, gather C-2, BWD C-2, ...: every chunk
+-- gathered again for its backward, as PyTorch FSDP FULL_SHARD frees each unit after its forward.
 local wp = require("wp")
 
 return {
@@ -43,6 +50,11 @@ return {
       wp.bad_option("--fsdp-variant " .. variant, "expected gather-once or full-shard")
     end
     local per_mb = variant == "full-shard"
+    local overlap = ctx.opts.fsdp_overlap or "on"
+    if overlap ~= "on" and overlap ~= "off" then
+      wp.bad_option("--fsdp-overlap " .. overlap, "expected on or off")
+    end
+    local serial = overlap == "off"
     local L = ctx.model.layers
     local C = wp.chunk_count(ctx, ctx.model.tied ~= 0 and 1 or L)
     if C > 1 and ctx.model.tied ~= 0 then
@@ -52,8 +64,16 @@ return {
 
     local function w(c) return "w" .. c % 2 end   -- whole weights of chunk c
     local function d(c) return "d" .. c % 2 end   -- chunk c's gradient over this rank's micro-batches
-    local function fwd_turn(k) return k + 1 end
-    local function bwd_turn(c) return 2 * C - c end
+    -- The turns of a block of micro-batches, from its first: a gather one turn before the
+    -- compute that uses it, a reduce-scatter one turn after the backward that made it. Overlapped,
+    -- each shares its turn with the neighbouring chunk's compute, and the last two chunks of the
+    -- forward are kept for the backward; serial (--fsdp-overlap off), each has a turn to itself
+    -- and every chunk is gathered again for the backward, as PyTorch FSDP frees every unit but
+    -- the root after its forward: per chunk, backward first, gather, BWD, reduce-scatter.
+    local function fwd_turn(k) return serial and 2 * k + 1 or k + 1 end
+    local function bwd_turn(c) return serial and 2 * C + 3 * (C - 1 - c) + 1 or 2 * C - c end
+    local function kept(c) return not serial and c >= C - 2 end   -- not gathered for the backward
+    local block_turns = serial and 5 * C or 2 * C + 1
 
     -- replica 0 (ranks 0 .. P-1); every replica is alike, so plan:copy_replica makes the others
     do
@@ -90,17 +110,20 @@ return {
           table.insert(blocks[b], r * N + j)
         end
         for b, mbs in ipairs(blocks) do
-          local base = (b - 1) * (2 * C + 1)
+          local base = (b - 1) * block_turns
           local last = b == #blocks
-          -- forward: chunk k gathered in turn k (with chunk k-1's compute), computed in turn k+1
+          -- forward: chunk k gathered the turn before it computes (beside chunk k-1's compute,
+          -- or alone when serial)
           for k = 0, C - 1 do
             plan:allgather(r, base + fwd_turn(k) - 1, "m" .. k, w(k), replica)
             for _, g in ipairs(mbs) do plan:fwd(r, base + fwd_turn(k), k, g, w(k)) end
           end
-          -- backward, last chunk first; chunks C-1 and C-2 are still gathered from the forward
+          -- backward, last chunk first; overlapped, chunks C-1 and C-2 are still gathered from
+          -- the forward. With replicas, the shard's all-reduce a turn after its reduce-scatter
+          -- (serial: in the next chunk's gather turn, still beside no compute)
           for c = C - 1, 0, -1 do
             local t = base + bwd_turn(c)
-            if c < C - 2 then plan:allgather(r, t - 1, "m" .. c, w(c), replica) end
+            if not kept(c) then plan:allgather(r, t - 1, "m" .. c, w(c), replica) end
             for _, g in ipairs(mbs) do plan:bwd(r, t, c, g, w(c), d(c)) end
             -- this rank's shard of the replica's gradient, while chunk c-1 computes: the first
             -- block's into g<c>, a later one's into s<c>, added into g<c>
@@ -129,6 +152,9 @@ return {
       "2 whole-chunk weight and 2 gradient buffers per rank",
       P, P > 1 and "s" or "", R > 1 and string.format(" x %d replicas (gradient shards all-reduced across them)", R) or "",
       C, C > 1 and "s" or "", N, N > 1 and "es" or ""))
+    if serial then
+      plan:note("--fsdp-overlap off: each gather and reduce-scatter in a turn of its own, compute waiting for it")
+    end
     if per_mb then
       plan:note("variant full-shard: gathered for every micro-batch's forward and backward, reduce-scattered per " ..
         "micro-batch (PyTorch FSDP FULL_SHARD with gradient accumulation)")

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # WeiPipe's Table 2 beside the simulator's: 16 A800 (2 nodes x 8, NVLink inside, 10 GbE between),
-# 32 layers, bf16, recomputation, PyTorch FSDP FULL_SHARD (fsdp --fsdp-variant full-shard), each
-# strategy over all 16 GPUs (one replica) as the paper ran them. Prints, row by row, the paper's
+# 32 layers, bf16, recomputation, PyTorch FSDP FULL_SHARD as the paper's baseline ran it (fsdp
+# --fsdp-variant full-shard --fsdp-overlap off, below), each strategy over all 16 GPUs (one
+# replica) as the paper ran them. Prints, row by row, the paper's
 # and our tokens/s per GPU for 1F1B, FSDP and WeiPipe (weipipe-interleave), and the ratios
 # WeiPipe/1F1B and WeiPipe/FSDP, ours against the paper's (the issue asks them within 25%).
 # usage: scripts/table2.sh [BUILD_DIR] (env: MB=micro-batches per rank, default compare's; EXTRA=
 # more wpgen flags, e.g. "--calibration FILE"; WEIPIPE_FLAGS= flags of the compare of 1F1B and WeiPipe only, e.g.
-# "--pass-micro-batches 1" for the paper's one micro-batch per weight pass; FSDP_WIRE=fp32|bf16, below)
+# "--pass-micro-batches 1" for the paper's one micro-batch per weight pass; FSDP_WIRE=bf16|fp32 and
+# FSDP_OVERLAP=off|on, below)
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/.."
@@ -15,11 +17,15 @@ topo=topologies/weipipe-2x8-a800-nvlink-10gbe.json
 [ -x "$wpgen" ] || { echo "table2: $wpgen missing (make)"; exit 1; }
 mb=()
 [ -n "${MB:-}" ] && mb=(--micro-batches "$MB")
-# PyTorch FSDP as the paper's baseline ran it: its flat parameters are fp32 unless a MixedPrecision
-# policy says otherwise (bf16 then comes from autocast, inside the layers), so what it all-gathers
-# and reduce-scatters is fp32 while it computes in bf16: FSDP_WIRE=fp32 (the default here),
-# --weight-wire fp32 --grad-precision fp32. FSDP_WIRE=bf16: FSDP with a bf16 MixedPrecision policy.
-fsdp_wire=${FSDP_WIRE:-fp32}
+# PyTorch FSDP as the paper's baseline ran it (docs/calibration.md, "WeiPipe's Table 2"):
+# - in bf16 on the wire (FSDP_WIRE=bf16, the default): the paper's FSDP script wraps the model
+#   with MixedPrecision(param_dtype=bfloat16), which gathers bf16 and reduces gradients in it.
+#   FSDP_WIRE=fp32: fp32 flat parameters under autocast, --weight-wire fp32 --grad-precision fp32.
+# - its communication not overlapped with compute (FSDP_OVERLAP=off, the default): the paper's
+#   FSDP time per token grows with S as fast as its 1F1B's, at every H, which a step bound by
+#   overlapped communication could not do (the same bytes at every S). FSDP_OVERLAP=on: ours.
+fsdp_wire=${FSDP_WIRE:-bf16}
+fsdp_overlap=${FSDP_OVERLAP:-off}
 # H S G 1F1B FSDP WeiPipe (the paper's tokens/s per GPU)
 rows="1024 4096 16 8581.7 11525.9 15138.8
 1024 8192 8 7403.8 9424.4 12122.3
@@ -33,7 +39,7 @@ rows="1024 4096 16 8581.7 11525.9 15138.8
 printf '%-5s %-6s %-3s | %9s %9s %9s | %9s %9s %9s | %13s %13s | %s\n' H S G "1F1B" "FSDP" "WeiPipe" "1F1B" "FSDP" "WeiPipe" \
     "W/1F1B" "W/FSDP" "within 25%"
 printf '%-16s | %29s | %29s | %13s %13s |\n' "" "paper, tokens/s per GPU" "ours (simulated)" "ours (paper)" "ours (paper)"
-within=0; total=0
+within=0; ranked=0; both=0; total=0
 while read -r H S G p1 pf pw; do
     args=(-t "$topo" -m "llama-h$H" --seq "$S" --micro-batch-size "$G" --recompute --replicas 1 "${mb[@]}" ${EXTRA:-} --json)
     # the paper's one chunk per rank (compare also tries twice the chunks where not given:
@@ -41,7 +47,7 @@ while read -r H S G p1 pf pw; do
     out=$("$wpgen" compare "${args[@]}" --chunks 16 --strategies 1f1b,weipipe-interleave ${WEIPIPE_FLAGS:-} 2>&1) ||
         { echo "table2: H$H S$S G$G: compare failed: $(echo "$out" | grep -v '^[][{} ]' | head -3)"; continue; }
     # fsdp by sim, which reports a plan that does not fit too (below)
-    fsdp=$("$wpgen" sim "${args[@]}" -s fsdp --fsdp-variant full-shard --precision bf16 --weight-wire "$fsdp_wire" --grad-precision "$fsdp_wire" 2>/dev/null)
+    fsdp=$("$wpgen" sim "${args[@]}" -s fsdp --fsdp-variant full-shard --precision bf16 --weight-wire "$fsdp_wire" --grad-precision "$fsdp_wire" --fsdp-overlap "$fsdp_overlap" 2>/dev/null)
     out=$(python3 -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1]) + [json.loads(sys.argv[2])]))' "$out" "$fsdp") ||
         { echo "table2: H$H S$S G$G: sim of fsdp failed"; continue; }
     read -r o1 of ow fit <<<"$(python3 -c '
@@ -64,7 +70,7 @@ try:
     note = "" if sys.argv[10] == "fits" else " (FSDP does not fit in 80 GB; timed all the same)"
 except ValueError:
     print("%-5s %-6s %-3s | %9.1f %9.1f %9.1f | (a strategy did not plan: %s)" % (H, S, G, p1, pf, pw, " ".join(sys.argv[7:10])))
-    sys.exit(1)
+    sys.exit(3)
 a, b = ow / o1, ow / of
 pa, pb = pw / p1, pw / pf
 ok = abs(a / pa - 1) <= 0.25 and abs(b / pb - 1) <= 0.25
@@ -73,8 +79,11 @@ rank_paper = sorted((("1F1B", p1), ("FSDP", pf), ("WeiPipe", pw)), key=lambda x:
 same = [x[0] for x in rank_ours] == [x[0] for x in rank_paper]
 print("%-5s %-6s %-3s | %9.1f %9.1f %9.1f | %9.1f %9.1f %9.1f | %5.2f (%5.2f) %5.2f (%5.2f) | %s%s" % (
     H, S, G, p1, pf, pw, o1, of, ow, a, pa, b, pb, "yes" if ok else "no", ("" if same else ", ranking differs") + note))
-sys.exit(0 if ok else 1)
+sys.exit((0 if ok else 1) + (0 if same else 2))
 EOF
-    [ $? = 0 ] && within=$((within + 1)); total=$((total + 1))
+    r=$?
+    [ $((r & 1)) = 0 ] && within=$((within + 1)); [ $((r & 2)) = 0 ] && ranked=$((ranked + 1))
+    [ "$r" = 0 ] && both=$((both + 1)); total=$((total + 1))
 done <<<"$rows"
-echo "table2: $within of $total rows with both ratios within 25% of the paper's (FSDP's weights and gradients on the wire in $fsdp_wire)"
+echo "table2: $within of $total rows with both ratios within 25% of the paper's, $ranked ranked as the paper's, $both both" \
+    "(FSDP in $fsdp_wire on the wire, overlap $fsdp_overlap)"

@@ -24,6 +24,7 @@ typedef struct Args {
     int replicate_ends;     /* --replicate-ends: embedding and LM head on every rank (strategy_takes_replicate_ends) */
     const char *grouping;   /* tawpipe: auto, node, island or published */
     const char *fsdp_variant;   /* fsdp: gather-once or full-shard; NULL: gather-once */
+    const char *fsdp_overlap;   /* fsdp: "on" (NULL) or "off", collectives in turns of their own */
     const char *precision, *grad_precision;   /* "fp32" or "bf16" as given; NULL: the default (inputs.c) */
     const char *weight_wire;   /* --weight-wire "fp32" or "bf16"; NULL: the precision */
     int lua_max_mib, lua_max_minstr;   /* the strategy sandbox's limits; 0: its defaults */

@@ -9,6 +9,9 @@
 #include "cli/search.h"
 #include "ir/xalloc.h"
 
+/* Whether fsdp runs with --fsdp-overlap off (schedules/fsdp.lua): collectives in turns of their own. */
+static int fsdp_serial(const StrategyOpts *o) { return o->fsdp_overlap && !strcmp(o->fsdp_overlap, "off"); }
+
 static void sim_json_add(json_t *o, const Plan *p, const SimResult *s) {
     json_object_set_new(o, "step_time_s", json_real(s->step_time));
     json_object_set_new(o, "tokens_per_s_per_device", json_real(s->tokens_per_s_per_device));
@@ -88,8 +91,9 @@ int cmd_sim(const Args *a) {
         json_decref(j);
     } else {
         if (is_auto)
-            printf("auto        picked %s%s, %d replica%s, %s chunks%s%s%.0d%s%.0d: %s\n", strategy,
+            printf("auto        picked %s%s%s, %d replica%s, %s chunks%s%s%.0d%s%.0d: %s\n", strategy,
                    !strcmp(strategy, "fsdp") ? (o.fsdp_variant && !strcmp(o.fsdp_variant, "full-shard") ? " (full-shard)" : " (gather-once)") : "",
+                   !strcmp(strategy, "fsdp") && fsdp_serial(&o) ? " (no overlap)" : "",
                    o.replicas, o.replicas > 1 ? "s" : "", o.chunks ? "twice the default" : "default", o.recompute ? ", recomputation" : "",
                    o.pass_mbs ? ", micro-batches per weight pass " : "", o.pass_mbs,
                    !strcmp(strategy, "tawpipe") && o.rounds ? ", rounds " : "", !strcmp(strategy, "tawpipe") ? o.rounds : 0, best.why);
@@ -212,11 +216,12 @@ int cmd_compare(const Args *a) {
         /* fsdp says which of its variants ran (schedules/fsdp.lua) */
         int fsdp = !c[i].rc && !strcmp(c[i].strategy, "fsdp");
         const char *variant = c[i].o.fsdp_variant ? c[i].o.fsdp_variant : "gather-once";
+        const char *serial = fsdp && fsdp_serial(&c[i].o) ? "/no-overlap" : "";
         if (!strcmp(names[i], "auto") && !c[i].rc)
-            snprintf(shown[i], sizeof shown[i], "auto=%s/r%d%s%s%s%s%.0d%s%.0d", c[i].strategy, c[i].o.replicas, c[i].o.chunks ? "/2c" : "",
-                     c[i].o.recompute ? "/rc" : "", fsdp && strcmp(variant, "gather-once") ? "/full-shard" : "",
+            snprintf(shown[i], sizeof shown[i], "auto=%s/r%d%s%s%s%s%s%.0d%s%.0d", c[i].strategy, c[i].o.replicas, c[i].o.chunks ? "/2c" : "",
+                     c[i].o.recompute ? "/rc" : "", fsdp && strcmp(variant, "gather-once") ? "/full-shard" : "", serial,
                      c[i].o.pass_mbs ? "/k" : "", c[i].o.pass_mbs, newr ? "/rounds" : "", newr ? c[i].o.rounds : 0);
-        else snprintf(shown[i], sizeof shown[i], "%.63s%s%s%s", names[i], fsdp ? "/" : "", fsdp ? variant : "", extra);
+        else snprintf(shown[i], sizeof shown[i], "%.63s%s%s%s%s", names[i], fsdp ? "/" : "", fsdp ? variant : "", serial, extra);
         if ((int)strlen(shown[i]) > width) width = (int)strlen(shown[i]);
     }
     if (!a->json) {
@@ -248,6 +253,7 @@ int cmd_compare(const Args *a) {
             sim_json_add(j, p, s);
             json_object_set_new(j, "fastest", json_boolean(i == best));
             if (fsdp) json_object_set_new(j, "fsdp_variant", json_string(variant));
+            if (fsdp) json_object_set_new(j, "fsdp_overlap", json_boolean(!fsdp_serial(&c[i].o)));
             if (c[i].o.pass_mbs) json_object_set_new(j, "pass_micro_batches", json_integer(c[i].o.pass_mbs));
             if (c[i].o.replicate_ends) json_object_set_new(j, "replicate_ends", json_true());
             if (!strcmp(c[i].strategy, "tawpipe") && c[i].o.rounds) json_object_set_new(j, "rounds", json_integer(c[i].o.rounds));

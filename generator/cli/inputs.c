@@ -32,6 +32,7 @@ static WpDtype default_precision(const Args *a, const Topology *topo) {
 StrategyOpts opts_of(const Args *a, const Topology *topo) {
     StrategyOpts o = { .micro_batches = a->micro_batches, .replicas = a->replicas, .chunks = a->chunks,
                        .recompute = a->recompute, .rounds = a->rounds, .pass_mbs = a->pass_mbs, .replicate_ends = a->replicate_ends, .grouping = a->grouping ? a->grouping : "auto", .fsdp_variant = a->fsdp_variant,
+                       .fsdp_overlap = a->fsdp_overlap,
                        .lua_max_mib = a->lua_max_mib, .lua_max_minstr = a->lua_max_minstr,
                        .precision = default_precision(a, topo) };
     if (a->precision) wp_dtype_parse(a->precision, &o.precision);   /* checked by main.c */

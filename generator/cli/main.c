@@ -25,6 +25,8 @@ static void usage(FILE *f) {
         "                  travelling with the first and last chunks)\n"
         "                  [--fsdp-variant gather-once|full-shard]   (fsdp: gathers once per step, or per\n"
         "                  micro-batch as PyTorch FSDP FULL_SHARD under gradient accumulation)\n"
+        "                  [--fsdp-overlap on|off]   (fsdp: off puts every gather and reduce-scatter in a\n"
+        "                  turn of its own, compute waiting for it: FSDP without overlap)\n"
         "                  [--lua-max-mib N] [--lua-max-instructions M]   (the strategy's limits: MiB of\n"
         "                  Lua memory, default %d; millions of Lua instructions, default %d)\n"
         "       wpgen emit -t TOPO.json -m MODEL [-s STRATEGY] [...] -o DIR [--backend cpu|cuda] [--comm mpi|nccl] [--force]\n"
@@ -156,6 +158,13 @@ static int parse_args(int argc, char **argv, Args *a) {
                 return -1;
             }
             a->fsdp_variant = v;
+        }
+        else if (!strcmp(f, "--fsdp-overlap")) {
+            if (!v || (strcmp(v, "on") && strcmp(v, "off"))) {
+                fprintf(stderr, "wpgen: --fsdp-overlap: expected on or off, got \"%s\"\n", v ? v : "");
+                return -1;
+            }
+            a->fsdp_overlap = v;
         }
         else if (!strcmp(f, "--search-seconds")) { if (parse_int(f, v, 1, 1 << 20, &a->search_seconds)) return -1; }
         else if (!strcmp(f, "--grouping")) {

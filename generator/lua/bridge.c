@@ -392,6 +392,7 @@ static void push_opts(lua_State *L, const StrategyOpts *o, const Plan *p) {
     lua_setfield(L, -2, "replicate_ends");
     lua_set_str(L, "grouping", o->grouping ? o->grouping : "auto");
     lua_set_str(L, "fsdp_variant", o->fsdp_variant ? o->fsdp_variant : "gather-once");
+    lua_set_str(L, "fsdp_overlap", o->fsdp_overlap ? o->fsdp_overlap : "on");
     lua_set_str(L, "precision", wp_dtype_name(o->precision));
     lua_set_str(L, "grad_precision", wp_dtype_name(o->grad_precision));
     lua_set_str(L, "weight_wire", o->weight_wire ? o->weight_wire : wp_dtype_name(o->precision));

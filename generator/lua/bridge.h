@@ -18,6 +18,7 @@ typedef struct StrategyOpts {
     int replicate_ends;     /* weight passing: the embedding and the LM head replicated on every rank (plan_set_replicated) */
     const char *grouping;   /* tawpipe: "auto", "node", "island" or "published" */
     const char *fsdp_variant;   /* fsdp: "gather-once" (NULL: it) or "full-shard" */
+    const char *fsdp_overlap;   /* fsdp: "on" (NULL: it) or "off" (schedules/fsdp.lua) */
     int lua_max_mib;        /* the sandbox's limits: MiB of Lua memory, millions of instructions; */
     int lua_max_minstr;     /* 0: the defaults (sandbox.h) */
     WpDtype precision;      /* the plan's formats (ir/plan.h, PlanBuf); zero: fp32 */
