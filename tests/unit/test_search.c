@@ -76,14 +76,16 @@ static void run_case(const Case *k) {
         for (int R = 1; R <= P; R++) {
             if (P % R) continue;
             int ks[SEARCH_MAX_ROUND_VALUES], nk = search_round_values(names[si], k->micro_batches, 0, 0, ks, SEARCH_MAX_ROUND_VALUES);
-            /* fsdp in both variants: its bounds follow each one's turns */
-            for (int cm = 0; cm < 2 * (strcmp(names[si], "fsdp") ? 1 : 2); cm++)
+            /* fsdp in both variants, each with and without overlap (--fsdp-overlap off, which
+             * the search never picks: its bounds must hold for it all the same) */
+            for (int cm = 0; cm < 2 * (strcmp(names[si], "fsdp") ? 1 : 4); cm++)
             for (int ki = 0; ki < nk; ki++) {
                 double step_norc = -1;
                 for (int rec = 0; rec < 2; rec++) {
                     Cand cd = { .o = base };
                     cd.o.replicas = R; cd.o.chunks = cm % 2 ? 2 * (P / R) : 0; cd.o.recompute = rec;
-                    if (cm >= 2) cd.o.fsdp_variant = "full-shard";
+                    if (cm / 2 % 2) cd.o.fsdp_variant = "full-shard";
+                    if (cm >= 4) cd.o.fsdp_overlap = "off";
                     search_set_round(names[si], &cd.o, ks[ki]);
                     snprintf(cd.strategy, sizeof cd.strategy, "%.63s", names[si]);
                     double mem_lb = search_mem_bound(cd.strategy, &topo, &model, &cd.o);
