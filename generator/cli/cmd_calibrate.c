@@ -92,6 +92,7 @@ static int rebuild(Run *r, char *err, size_t errlen) {
     const char *notes = json_string_value(json_object_get(pj, "notes")), *kp = notes ? strstr(notes, "(--pass-micro-batches ") : NULL;
     if (kp) o.pass_mbs = atoi(kp + strlen("(--pass-micro-batches "));
     o.replicate_ends = notes && strstr(notes, "(--replicate-ends)");   /* the same notes: embedding and head on every rank */
+    if (notes && strstr(notes, "--fsdp-overlap off:")) o.fsdp_overlap = "off";   /* fsdp's note (schedules/fsdp.lua) */
     if (wp_dtype_parse(prec, &o.precision) || wp_dtype_parse(gprec, &o.grad_precision)) {
         snprintf(err, errlen, "%s: precision: expected fp32 or bf16", r->plan_path);
         goto done;

@@ -3,7 +3,8 @@
 # own, so that in the simulated trace no collective of a rank runs while that rank computes (with
 # overlap on, some do: the check can fail); every chunk gathered again for its backward (gathers
 # and reduce-scatters per block 3C against overlap's 3C-2, 5C turns a block); the step no
-# shorter; a bad value refused; compare names it; an emitted program trains to the same losses.
+# shorter; a bad value refused; compare names it; an emitted program trains to the same losses,
+# and calibrate finds its plan again from its trace.
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
@@ -83,7 +84,7 @@ if command -v mpirun >/dev/null; then
     for o in on off; do
         "$wpgen" emit -t topologies/cpu-2x2.json -m tiny -s fsdp --fsdp-variant full-shard --fsdp-overlap $o --micro-batches 2 \
             -o "$tmp/run-$o" >/dev/null 2>"$tmp/e" && make -s -C "$tmp/run-$o" >/dev/null 2>&1 &&
-            (cd "$tmp/run-$o" && OMP_NUM_THREADS=1 timeout 300 "${mpirun[@]}" -np 4 ./train --synthetic --steps 3 >out 2>&1) &&
+            (cd "$tmp/run-$o" && OMP_NUM_THREADS=1 timeout 300 "${mpirun[@]}" -np 4 ./train --synthetic --steps 3 --trace trace.json >out 2>&1) &&
             ok || bad "run overlap $o: $(tail -3 "$tmp/run-$o/out" 2>/dev/null; head -3 "$tmp/e")"
     done
     python3 - "$tmp/run-on/out" "$tmp/run-off/out" <<'EOF' && ok || bad "--fsdp-overlap off's losses differ"
@@ -92,6 +93,9 @@ l = [[float(m) for m in re.findall(r'^step .*?\| loss ([0-9.]+)', open(f).read()
 assert len(l[0]) == 3 and len(l[1]) == 3, l
 assert all(a == b for a, b in zip(*l)), l
 EOF
+    # calibrate plans a run's trace again from its plan.json: the serial plan, from its note
+    "$wpgen" calibrate -t topologies/cpu-2x2.json --trace "$tmp/run-off/trace.json" -o "$tmp/cal.json" >"$tmp/c" 2>&1 &&
+        ok || bad "calibrate on a --fsdp-overlap off run: $(tail -3 "$tmp/c")"
 fi
 
 echo "fsdp overlap: $pass passed, $fail failed"
