@@ -134,7 +134,7 @@ run_config() {
 # held-out runs have ranks (first, middle and last chunks: calls told from FLOPs), of two shapes
 # (seq and seq*2: attention from products);
 # held out: every strategy on 2 emulated nodes of 2 ranks, each node given half the
-# machine's cores (its ranks bound to them: --map-by ppr:K:core), and on 1 node of 4 ranks sharing
+# machine's cores (its ranks bound to them by a rankfile), and on 1 node of 4 ranks sharing
 # all the cores, not emulated. The topologies say the cores ("cores" of a node), so the
 # simulator divides a node's cores among the ranks computing at once.
 run_shared() {
@@ -173,11 +173,12 @@ run_shared() {
 }
 
 # Three regimes: a model whose activations are small next to its weights (activation passing
-# should win; every strategy, fsdp and tawpipe too), a small model on long sequences of large micro-batches over a slower network
-# (weight passing should win), and zero bubble: one micro-batch per rank on a fast network, so
-# that the pipeline's fill and drain are much of the step (the backward split into B and W
-# should beat 1F1B and WeiPipe-Interleave); then ranks sharing cores (run_shared). MODEL/SEQ/MBS/
-# NET_GBPS/NET_US given: that one only; SHARED=1: the sharing regime only (MODEL... apply).
+# should win; every strategy, fsdp and tawpipe too), a small model on long sequences of large
+# micro-batches over a slower network (weight passing should win), and zero bubble: one
+# micro-batch per rank on a fast network, so that the pipeline's fill and drain are much of the
+# step (the backward split into B and W should beat 1F1B and WeiPipe-Interleave); then ranks
+# sharing cores (run_shared). MODEL/SEQ/MBS/NET_GBPS/NET_US given: that one only; SHARED=1: the
+# sharing regime only (MODEL... apply).
 if [ -n "${SHARED:-}" ]; then
     model=${MODEL:-small}; strategies=${STRATEGIES:-"weipipe-naive weipipe-interleave 1f1b fsdp tawpipe"}; nb=${NB:-1}
     net_gbps=${NET_GBPS:-0.5}; net_us=${NET_US:-100}   # as in the full run below

@@ -44,7 +44,7 @@ for args in "-t topologies/cpu-2x2.json -m tiny --micro-batches 1" "-t topologie
         python3 - "$tmp/on" "$tmp/off" "$n" "$v" "$tmp/on.json" "$tmp/off.json" <<'EOF' && ok || bad "$v off against on ($args)"
 import json, sys
 a, b, n, v = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3]), sys.argv[4]
-C, blocks = b['chunks'], int(sys.argv[3]) if sys.argv[4] == 'full-shard' else 1
+C, blocks = b['chunks'], n if v == 'full-shard' else 1
 assert b['step_time_s'] >= a['step_time_s'], (a['step_time_s'], b['step_time_s'])
 # 5C turns a block (gather, compute twice per chunk, and a reduce-scatter), one more for
 # replicas' all-reduce of the last shard
