@@ -6,11 +6,15 @@
 # the traces of one rank running the whole model (and of nothing else), as many copies at once as
 # the machine has cores, before and after the others; every strategy's
 # run is held out, on the 2 emulated nodes and on one node of 2 ranks not emulated (MPI's shared
-# memory as it is); calibrate prints each run's predicted and measured step (the median of its
-# steps after the first) and the fitted and held-out errors. Then both rankings.
+# memory as it is), each REPEAT times, the strategies in turn (a b c a b c ...: this VM's speed
+# drifts by 10-20% between minutes, and repeats taken at different minutes average it out);
+# calibrate prints each plan's predicted and measured step (the median of its repeats' steps
+# after the first, pooled; each repeat's own median beside it) and the fitted and held-out
+# errors. Then both rankings.
 # Never fails the build.
 # usage: scripts/bench_sim.sh BUILD_DIR   (env: MODEL, SEQ, MBS, NB=micro-batches per rank,
-#        NET_GBPS (default 0.05), NET_US (default 200), STEPS (default 5), STRATEGIES, SHARED=1)
+#        NET_GBPS (default 0.05), NET_US (default 200), STEPS (default 5), STRATEGIES, SHARED=1,
+#        REPEAT (default 3))
 # Each run prints how many of the machine's cores other work kept busy meanwhile (/proc/stat's
 # busy time less the run's own CPU time): the measured side is only as good as that is small.
 # Measured on this 2-core machine (loaded: load average 7.4), zero-bubble regime, median ms per
@@ -19,7 +23,7 @@ set -u
 build=${1:-build}
 cd "$(dirname "$0")/.."
 wpgen=$build/wpgen
-model=${MODEL:-small}; seq=${SEQ:-256}; mbs=${MBS:-1}; nb=${NB:-2}; steps=${STEPS:-5}
+model=${MODEL:-small}; seq=${SEQ:-256}; mbs=${MBS:-1}; nb=${NB:-2}; steps=${STEPS:-5}; repeat=${REPEAT:-3}
 net_gbps=${NET_GBPS:-0.05}; net_us=${NET_US:-200}
 strategies=${STRATEGIES:-"weipipe-naive weipipe-interleave 1f1b"}
 ncpu=$(nproc)
@@ -45,18 +49,26 @@ json.dump(t, open(path, "w"), indent=1)
 EOF
 }
 
-# run DIR NP [EMULATE [MPIRUN ARGS...]]: trains STEPS steps with a trace (DIR/trace.json); 0 or 1
-run() {
-    local d=$1 np=$2 emu=${3:-1}
-    shift; shift; [ $# -gt 0 ] && shift
+# emit_built DIR TOPO STRATEGY [EMIT ARGS...]: DIR emitted for the regime's shape and built; 0 or 1
+emit_built() {
+    local d=$1 t=$2 s=$3
+    shift 3
+    rm -rf "$d"
+    "$wpgen" emit -t "$t" -m "$model" --seq "$seq" --micro-batch-size "$mbs" --micro-batches "$nb" -s "$s" "$@" -o "$d" >/dev/null 2>&1 || return 1
     (cd "$d" && make -s -j"$ncpu" >/dev/null 2>"$tmp/make.err") || { echo "bench-sim: build of $d failed: $(head -3 "$tmp/make.err")" >&2; return 1; }
+}
+
+# run DIR NP EMULATE TRACE [MPIRUN ARGS...]: trains STEPS steps with a trace (DIR/TRACE); 0 or 1
+run() {
+    local d=$1 np=$2 emu=$3 trace=$4
+    shift 4
     local busy0; busy0=$(busy_s)
-    (cd "$d" && WP_EMULATE=$emu timeout 600 /usr/bin/time -f "%e %U %S" -o "$tmp/time" "${mpirun[@]}" "$@" -np "$np" ./train --synthetic --steps "$steps" --trace trace.json >"$tmp/run.out" 2>&1) ||
+    (cd "$d" && WP_EMULATE=$emu timeout 600 /usr/bin/time -f "%e %U %S" -o "$tmp/time" "${mpirun[@]}" "$@" -np "$np" ./train --synthetic --steps "$steps" --trace "$trace" >"$tmp/run.out" 2>&1) ||
         { echo "bench-sim: run failed: $(tail -3 "$tmp/run.out")" >&2; return 1; }
     # what the rest of the machine took meanwhile: its busy CPU seconds less the run's own
     read -r wall usr sys <"$tmp/time"
-    awk -v b0="$busy0" -v b1="$(busy_s)" -v w="$wall" -v u="$usr" -v s="$sys" -v d="${d##*/}" -v n="$ncpu" \
-        'BEGIN { o = (b1 - b0 - u - s) / w; if (o < 0) o = 0; printf "bench-sim: %-24s %5.1f s, %.2f of %d cores busy with other work\n", d, w, o, n }' >&2
+    awk -v b0="$busy0" -v b1="$(busy_s)" -v w="$wall" -v u="$usr" -v s="$sys" -v d="${d##*/} ${trace%.json}" -v n="$ncpu" \
+        'BEGIN { o = (b1 - b0 - u - s) / w; if (o < 0) o = 0; printf "bench-sim: %-32s %5.1f s, %.2f of %d cores busy with other work\n", d, w, o, n }' >&2
 }
 
 # run_loaded DIR TAG: DIR's one-rank program as many times at once as the machine has cores, each
@@ -94,22 +106,21 @@ run_config() {
     fit=()
     run_loaded "$tmp/one" before
     [ ${#fit[@]} -gt 0 ] || return
-    # 2. two nodes of one rank each, slow network: the held-out runs
+    # the held-out runs: 2. two nodes of one rank each, slow network (p-), and 3. one node of two
+    # ranks, a core each, not emulated: what MPI's shared memory really does (n-); REPEAT times
     topo "$tmp/two.json" 2 1 0.05 0.5
-    held=()
-    for s in $strategies; do
-        rm -rf "$tmp/p-$s"
-        "$wpgen" emit -t "$tmp/two.json" -m "$model" --seq "$seq" --micro-batch-size "$mbs" --micro-batches "$nb" -s "$s" -o "$tmp/p-$s" >/dev/null 2>&1 ||
-            { printf '%-22s %s\n' "$s" "does not plan here"; continue; }
-        run "$tmp/p-$s" 2 && held+=(-t "$tmp/two.json" --held-out "$tmp/p-$s/trace.json")
-    done
-    # 3. one node of two ranks, a core each, not emulated: what MPI's shared memory really does
     topo "$tmp/node.json" 1 2 0.05 0.5
+    held=()
+    local cases=() c k
     for s in $strategies; do
-        rm -rf "$tmp/n-$s"
-        "$wpgen" emit -t "$tmp/node.json" -m "$model" --seq "$seq" --micro-batch-size "$mbs" --micro-batches "$nb" -s "$s" -o "$tmp/n-$s" >/dev/null 2>&1 ||
-            { printf '%-22s %s\n' "$s" "does not plan on one node"; continue; }
-        run "$tmp/n-$s" 2 0 && held+=(-t "$tmp/node.json" --held-out "$tmp/n-$s/trace.json")
+        if emit_built "$tmp/p-$s" "$tmp/two.json" "$s"; then cases+=("p-$s two 1"); else printf '%-22s %s\n' "$s" "does not plan here"; fi
+        if emit_built "$tmp/n-$s" "$tmp/node.json" "$s"; then cases+=("n-$s node 0"); else printf '%-22s %s\n' "$s" "does not plan on one node"; fi
+    done
+    for ((k = 1; k <= repeat; k++)); do
+        for c in "${cases[@]}"; do
+            read -r d t emu <<<"$c"
+            run "$tmp/$d" 2 "$emu" "trace-$k.json" && held+=(-t "$tmp/$t.json" --held-out "$tmp/$d/trace-$k.json")
+        done
     done
     # the fitted runs once more, after the held-out ones: fitted to both (calibrate takes the
     # median of the same spans), the rates are this machine's over the whole measurement, not
@@ -119,7 +130,7 @@ run_config() {
     rm -f "$tmp/cal.json"
     "$wpgen" calibrate -t "$tmp/one.json" "${fit[@]}" "${held[@]}" -o "$tmp/cal.json" | tee "$tmp/cal.out" ||
         { echo "bench-sim: calibrate failed"; return; }
-    rows=$(awk 'NF >= 5 && $1 ~ /trace.json$/ && $1 ~ /\/p-/ {print $2, $3, $4}' "$tmp/cal.out")
+    rows=$(awk 'NF >= 5 && $1 ~ /trace(-[0-9]+)?\.json$/ && $1 ~ /\/p-/ {print $2, $3, $4}' "$tmp/cal.out")
     if [ "$(echo "$rows" | grep -c .)" -gt 1 ]; then
         pr=$(echo "$rows" | sort -k2 -g | awk '{printf "%s ", $1}')
         mr=$(echo "$rows" | sort -k3 -g | awk '{printf "%s ", $1}')
@@ -157,13 +168,17 @@ run_shared() {
         echo "rank $r=localhost slot=$(( (r < np / 2 ? 0 : ncpu - half) + r % half ))"
     done >"$tmp/ranks"
     local bind=(--rankfile "$tmp/ranks")
+    local cases=() c k t
     for s in $strategies; do
         for t in two node; do
-            rm -rf "$tmp/s-$t-$s"
-            "$wpgen" emit -t "$tmp/s-$t.json" -m "$model" --seq "$seq" --micro-batch-size "$mbs" --micro-batches "$nb" -s "$s" -o "$tmp/s-$t-$s" >/dev/null 2>&1 ||
-                { printf '%-22s %s\n' "$s" "does not plan on $t"; continue; }
-            if [ $t = two ]; then run "$tmp/s-$t-$s" "$np" 1 "${bind[@]}" && held+=(-t "$tmp/s-two.json" --held-out "$tmp/s-$t-$s/trace.json")
-            else run "$tmp/s-$t-$s" "$np" 0 && held+=(-t "$tmp/s-node.json" --held-out "$tmp/s-$t-$s/trace.json"); fi
+            if emit_built "$tmp/s-$t-$s" "$tmp/s-$t.json" "$s"; then cases+=("$t $s"); else printf '%-22s %s\n' "$s" "does not plan on $t"; fi
+        done
+    done
+    for ((k = 1; k <= repeat; k++)); do
+        for c in "${cases[@]}"; do
+            read -r t s <<<"$c"
+            if [ $t = two ]; then run "$tmp/s-$t-$s" "$np" 1 "trace-$k.json" "${bind[@]}" && held+=(-t "$tmp/s-two.json" --held-out "$tmp/s-$t-$s/trace-$k.json")
+            else run "$tmp/s-$t-$s" "$np" 0 "trace-$k.json" && held+=(-t "$tmp/s-node.json" --held-out "$tmp/s-$t-$s/trace-$k.json"); fi
         done
     done
     echo "bench-sim: load average after the runs: $(cut -d' ' -f1-3 /proc/loadavg)"

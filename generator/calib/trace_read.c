@@ -91,7 +91,7 @@ int trace_read(const char *path, TraceRun *run, char *err, size_t errlen) {
         qsort(t, (size_t)nt, sizeof *t, cmp_double);
         run->step_median_s = nt % 2 ? t[nt / 2] : (t[nt / 2 - 1] + t[nt / 2]) / 2;
         run->nstep_times = nt;
-        free(t);
+        run->step_times = t;
     }
     for (int r = 0; r < nr; r++) free(ends[r]);
     free(ends); free(nend);
@@ -101,5 +101,6 @@ int trace_read(const char *path, TraceRun *run, char *err, size_t errlen) {
 
 void trace_run_free(TraceRun *run) {
     free(run->spans);
+    free(run->step_times);
     memset(run, 0, sizeof *run);
 }

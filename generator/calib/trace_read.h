@@ -22,6 +22,7 @@ typedef struct TraceRun {
     int nsteps;             /* steps whose end every rank's optimizer span marks */
     double step_median_s;   /* the median step time, steps after the first */
     int nstep_times;        /* how many steps that median is over */
+    double *step_times;     /* those steps' times, ascending (repeated runs of a plan pool them) */
 } TraceRun;
 
 /* 0, or -1 with one line in err naming the file (and the event: traceEvents[i].field) when it is

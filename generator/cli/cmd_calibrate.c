@@ -10,8 +10,9 @@
  * samples of each device type give its rates by least squares (calib/fit.c). A link benchmark's
  * result (scripts/linkbench.sh) gives the links. Then every run is simulated with the new
  * calibration and its predicted step printed beside the measured one (the median of its steps
- * after the first), the fitted runs and the held-out ones (not fitted) apart. The file is written
- * last; an existing one only with --force. Exit status: 0, or 2 for bad input.
+ * after the first), the fitted runs and the held-out ones (not fitted) apart; traces of one plan
+ * on one topology (a run repeated) are one row, measured over their steps pooled. The file is
+ * written last; an existing one only with --force. Exit status: 0, or 2 for bad input.
  *
  * Ranks that share cores (a node of the topology with "cores" fewer than its ranks): a span
  * measured there took longer than its work at the rank's own rate, by the share of the cores it
@@ -57,6 +58,7 @@ static void usage(FILE *f) {
                "(train --trace), writes them as a calibration file for --calibration, and prints each run's\n"
                "predicted and measured step time. A trace's plan.json is the one beside it unless --plan names\n"
                "another; -t is the topology the runs were emitted for (it applies to the traces after it).\n"
+               "Traces of one plan on one topology (a run repeated) are one row: the median of their steps pooled.\n"
                "Exit status: 0 done, 2 bad input.\n");
 }
 
@@ -165,6 +167,13 @@ static int cmp_dbl(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* The median of n values (sorted in place); 0 for none. */
+static double median_of(double *x, int n) {
+    if (n <= 0) return 0;
+    qsort(x, (size_t)n, sizeof *x, cmp_dbl);
+    return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
+}
+
 /* The median over a run's forward and backward spans (after its first step) of measured over
  * calibrated time: 1 when the run computes at the fitted rates; above it when its ranks computed
  * slower (sharing cores with each other or other work), which no model of the links explains. */
@@ -181,8 +190,7 @@ static double span_ratio(const Run *r, const Calibration *cal) {
         double t = cost_seconds(f, c);
         if (t > 0) x[n++] = s->dur * (r->share ? r->share[k] : 1) / t;
     }
-    qsort(x, (size_t)n, sizeof *x, cmp_dbl);
-    double m = n ? (n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2) : 0;
+    double m = median_of(x, n);
     free(x);
     return m;
 }
@@ -424,30 +432,62 @@ int cmd_calibrate(int argc, char **argv) {
     }
     if (!rc && cal.intra.set) printf("calibrate: links inside a node %.4g GB/s, %.3g us\n", cal.intra.bw / 1e9, cal.intra.lat * 1e6);
     if (!rc && cal.net.set) printf("calibrate: network %.4g GB/s, %.3g us\n", cal.net.bw / 1e9, cal.net.lat * 1e6);
-    /* every run predicted with the calibration */
+    /* every plan predicted with the calibration, beside its measured step: the median of the
+     * steps of all its runs of that role pooled (a plan run again, under the same topology, is
+     * one row: repeats interleaved with other runs average out the machine's drift between
+     * minutes), and how far each run's own median was from it */
     json_t *fit = json_object(), *jr = json_array();
     double err2[2] = { 0 }, worst[2] = { 0 };
     int cnt[2] = { 0 };
+    int *group = xcalloc((size_t)nruns + 1, sizeof *group);   /* the first run of each run's plan */
+    for (int i = 0; i < nruns && !rc; i++) {
+        group[i] = i;
+        for (int j = 0; j < i; j++)
+            if (group[j] == j && runs[j].held_out == runs[i].held_out && !strcmp(runs[j].topo_path, runs[i].topo_path) &&
+                plan_hash(runs[j].plan) == plan_hash(runs[i].plan)) { group[i] = j; break; }
+    }
     for (int role = 0; role < 2 && !rc; role++) {
         for (int i = 0; i < nruns; i++) {
             Run *r = &runs[i];
-            if (r->held_out != role) continue;
-            if (!cnt[role]) printf("%-10s %-44s %-20s %12s %12s %8s %7s\n", role ? "held out" : "fitted", "trace", "strategy", "predicted s", "measured s", "error", "spans");
+            if (r->held_out != role || group[i] != i) continue;
+            if (!cnt[role]) printf("%-10s %-44s %-20s %12s %12s %8s %7s %s\n", role ? "held out" : "fitted", "trace", "strategy", "predicted s",
+                                   "measured s", "error", "spans", "runs (their medians)");
             calib_apply_links(&cal, &r->topo);
             SimOptions so = { .calib = &cal };
             SimResult s;
             if (sim_run(r->plan, &so, &s, err, sizeof err)) { rc = bad("calibrate: sim: %s%s", err, ""); break; }
             r->predicted = s.step_time;
             sim_result_free(&s);
-            double e = r->predicted / r->measured - 1;
-            printf("%-10s %-44s %-20s %12.5g %12.5g %+7.1f%% %6.2fx\n", "", r->trace, r->plan->strategy, r->predicted, r->measured, 100 * e,
-                   span_ratio(r, &cal));
-            json_array_append_new(jr, json_pack("{s:s, s:s, s:s, s:f, s:f}", "trace", r->trace, "role", role ? "held-out" : "fitted",
-                                                "strategy", r->plan->strategy, "predicted_s", r->predicted, "measured_s", r->measured));
+            int nt = 0, n = 0;
+            double lo = INFINITY, hi = 0;
+            json_t *jt = json_array();
+            for (int j = i; j < nruns; j++)
+                if (group[j] == i) nt += runs[j].tr.nstep_times;
+            double *t = xcalloc((size_t)nt + 1, sizeof *t), *sr = xcalloc((size_t)nruns + 1, sizeof *sr);
+            nt = 0;
+            for (int j = i; j < nruns; j++) {
+                if (group[j] != i) continue;
+                memcpy(t + nt, runs[j].tr.step_times, (size_t)runs[j].tr.nstep_times * sizeof *t);
+                nt += runs[j].tr.nstep_times;
+                lo = fmin(lo, runs[j].measured); hi = fmax(hi, runs[j].measured);
+                sr[n++] = span_ratio(&runs[j], &cal);
+                json_array_append_new(jt, json_string(runs[j].trace));
+            }
+            r->measured = median_of(t, nt);
+            double e = r->predicted / r->measured - 1, spans = median_of(sr, n);
+            free(t); free(sr);
+            char spread[64] = "1";
+            if (n > 1) snprintf(spread, sizeof spread, "%d (%+.1f%% to %+.1f%%)", n, 100 * (lo / r->measured - 1), 100 * (hi / r->measured - 1));
+            printf("%-10s %-44s %-20s %12.5g %12.5g %+7.1f%% %6.2fx %s\n", "", r->trace, r->plan->strategy, r->predicted, r->measured, 100 * e,
+                   spans, spread);
+            json_array_append_new(jr, json_pack("{s:s, s:o, s:s, s:s, s:f, s:f}", "trace", r->trace, "traces", jt, "role",
+                                                role ? "held-out" : "fitted", "strategy", r->plan->strategy, "predicted_s", r->predicted,
+                                                "measured_s", r->measured));
             err2[role] += e * e; cnt[role]++;
             if (fabs(e) > worst[role]) worst[role] = fabs(e);
         }
     }
+    free(group);
     for (int role = 0; role < 2 && !rc; role++)
         if (cnt[role]) printf("calibrate: %s runs: %d, rms error %.1f%%, worst %.1f%%\n", role ? "held-out" : "fitted", cnt[role],
                               100 * sqrt(err2[role] / cnt[role]), 100 * worst[role]);

@@ -91,6 +91,27 @@ grep -q "^fitted " "$tmp/out" && grep -q "^held out " "$tmp/out" && grep -q "hel
 # a replicated-ends run held out too: planned again (the same hash) from its notes
 "$wpgen" "${cal[@]}" -t topologies/cpu-2x2.json --held-out "$tmp/ends/trace.json" -o "$tmp/cal-ends.json" >"$tmp/out" 2>"$tmp/e" &&
     grep -q "held-out runs: 2" "$tmp/out" && ok || bad "calibrate with a replicated-ends run: $(head -3 "$tmp/e") $(tail -3 "$tmp/out")"
+# a plan run twice (the second run 1.5x slower in every span): one row, measured over both runs'
+# steps pooled (3 + 3 steps: the median is halfway, 1.25x the first run's), each run's median shown
+python3 - "$tmp/c/trace.json" "$tmp/c/trace-slow.json" <<'EOF' || bad "the slower copy of a trace"
+import json, sys
+t = json.load(open(sys.argv[1]))
+for e in t['traceEvents']:
+    e['ts'] *= 1.5; e['dur'] *= 1.5
+json.dump(t, open(sys.argv[2], 'w'))
+EOF
+"$wpgen" "${cal[@]}" -o "$tmp/cal-one.json" >"$tmp/out1" 2>"$tmp/e" &&
+"$wpgen" "${cal[@]}" -t topologies/cpu-1x4.json --held-out "$tmp/c/trace-slow.json" -o "$tmp/cal-rep.json" >"$tmp/out" 2>"$tmp/e" &&
+python3 - "$tmp/cal-one.json" "$tmp/cal-rep.json" <<'EOF' && grep -q "held-out runs: 1," "$tmp/out" && grep -q " 2 (-20.0% to +20.0%)" "$tmp/out" &&
+import json, sys
+one, rep = (json.load(open(p))['fit']['runs'] for p in sys.argv[1:3])
+h1, h2 = ([r for r in x if r['role'] == 'held-out'] for x in (one, rep))
+assert len(h1) == 1 and len(h2) == 1, (h1, h2)
+assert len(h2[0]['traces']) == 2 and h2[0]['traces'][1].endswith('trace-slow.json'), h2
+assert abs(h2[0]['measured_s'] / h1[0]['measured_s'] - 1.25) < 1e-6, (h1, h2)
+assert abs(h2[0]['predicted_s'] / h1[0]['predicted_s'] - 1) < 1e-9, (h1, h2)
+EOF
+    ok || bad "two runs of one plan are not one row over their pooled steps: $(head -2 "$tmp/e") $(grep -A3 '^held out' "$tmp/out")"
 # the calibration it wrote is one sim takes
 "$wpgen" sim -t topologies/cpu-2x2.json -m tiny --calibration "$tmp/cal.json" >/dev/null 2>"$tmp/e" && ok || bad "sim --calibration of calibrate's file: $(head -2 "$tmp/e")"
 # not overwritten without --force; replaced with it
