@@ -46,7 +46,7 @@
         .operand = { OPND_W, OPND_W }, .use = { W, R }, .role = { "destination", "source" }, \
         .mem_passes = 2, .format = "$b = $B") \
     /* AdamW reads w, g, m, v and writes w, m, v: 7 passes */ \
-    X(OPT, .phase = OP_PHASE_LOCAL, .flags = OPF_CHUNK | OPF_MASTER, \
+    X(OPT, .phase = OP_PHASE_LOCAL, .flags = OPF_CHUNK | OPF_MASTER | OPF_STEP_END, \
         .operand = { OPND_W, OPND_D }, .use = { R | W, R | USE_CLEAR }, .role = { "master", "gradient" }, \
         .mem_passes = 7, .format = "chunk $c $b with $B") \
     X(FREE, .phase = OP_PHASE_LOCAL, \

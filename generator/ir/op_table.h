@@ -67,6 +67,9 @@ enum {
     OPF_DISTINCT = 4,   /* its two operands are different buffers */
     OPF_MASTER = 8,     /* updates the master weights of its chunk in buf: the one kind that may write a master */
     OPF_PASS_D = 16,    /* a gradient (what D) it sends is passed on, not copied: its buffer is empty afterwards */
+    OPF_STEP_END = 32,  /* runs at the step's end, not in its turn: the runtime records it there and applies it
+                           once every rank's turns are done and the gradient norm is all-reduced (train/rank.c,
+                           train/loop.c), so the simulator times it there too (sim/sim.c, step_end) */
 };
 
 typedef struct OpInfo {
@@ -95,6 +98,7 @@ static inline const OpInfo *op_info(int kind) { return &op_table[kind]; }
 static inline int op_is_compute(int kind) { return op_table[kind].phase == OP_PHASE_COMPUTE; }
 static inline int op_is_transfer(int kind) { return op_table[kind].phase == OP_PHASE_TRANSFER; }
 static inline int op_is_local(int kind) { return op_table[kind].phase == OP_PHASE_LOCAL; }
+static inline int op_at_step_end(int kind) { return (op_table[kind].flags & OPF_STEP_END) != 0; }
 
 /* How op, on rank, uses its operand k (0: buf, 1: buf2): its row's use, or the root's at the root
  * of a rooted collective; 0 when the operand is absent. */

@@ -168,7 +168,7 @@ static int share_start(Sim *S, int r, int i, int local) {
     int t1 = rk->turn_start[s->turn + 1];
     for (; i < t1; i++) {
         const Op *op = &rk->ops[i];
-        if (local ? !op_is_local(op->kind) : !op_is_compute(op->kind)) continue;
+        if (local ? !op_is_local(op->kind) || op_at_step_end(op->kind) : !op_is_compute(op->kind)) continue;
         double d = local && S->o->free_local ? 0 : op_seconds(S, r, op, &rk->notes[i]);
         if (!local && S->o->unit_fwd_s > 0) d = S->o->unit_fwd_s * compute_units(S->p, op->kind);
         S->tpost[r][i] = S->tstart[r][i] = S->now;
@@ -601,7 +601,7 @@ static void advance(Sim *S, int r) {
                 t1 = t0;
             }
             for (int i = t0; i < t1; i++) {
-                if (!op_is_local(rk->ops[i].kind)) continue;
+                if (!op_is_local(rk->ops[i].kind) || op_at_step_end(rk->ops[i].kind)) continue;
                 double d = S->o->free_local ? 0 : op_seconds(S, r, &rk->ops[i], &rk->notes[i]);
                 S->tpost[r][i] = S->tstart[r][i] = c;
                 c += d;
@@ -704,6 +704,67 @@ static void compact_flows(Sim *S) {
     for (int i = 0; i < S->nflows; i++)
         if (S->flows[i].live) S->flows[j++] = S->flows[i];
     S->nflows = j;
+}
+
+static int cmp_by_work(const void *a, const void *b) {
+    const double *x = a, *y = b;   /* (work, rank) pairs */
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* The step's end, as the runtime runs it (train/loop.c): each rank, its turns done, reads the
+ * gradients it updates for their norm (one pass over each; replica 0's ranks, a replicated chunk's
+ * first owner: what train.c counts), every rank meets the others in the all-reduce of the norm,
+ * then applies its updates (the OPF_STEP_END operations, recorded in their turns). The
+ * all-reduce of three doubles is taken as free: microseconds against steps of milliseconds. On a
+ * node whose ranks share cores, the updates, started together, share them (processor sharing:
+ * the shortest ends first, then the rest get its part). Sets rank_end. */
+static void step_end(Sim *S, SimResult *res) {
+    const Plan *p = S->p;
+    int n = p->nranks;
+    double sync = 0, *upd = xcalloc((size_t)n, sizeof *upd), *fin = xcalloc((size_t)n, sizeof *fin);
+    for (int r = 0; r < n; r++) {
+        const PlanRank *rk = &p->ranks[r];
+        double norm_bytes = 0;
+        for (int i = 0; i < rk->nops; i++) {
+            const Op *op = &rk->ops[i];
+            if (!op_at_step_end(op->kind)) continue;
+            if (!S->o->free_local) upd[r] += op_seconds(S, r, op, &rk->notes[i]);
+            const PlanChunk *c = &p->chunks[op->chunk];
+            int counted = rk->replica == 0 && (!c->replicated || (c->nowners > 0 && c->owners[0] == r));
+            if (counted && op->buf2 >= 0)
+                norm_bytes += (double)plan_shard_elems(p, op->chunk, rk->bufs[op->buf2].nshards) * wp_dtype_bytes((WpDtype)rk->bufs[op->buf2].dtype);
+        }
+        double norm = S->o->free_local ? 0 : norm_bytes * S->coef[S->t->nodes[rk->node].type][COST_BYTES];
+        if (res->rank_end[r] + norm > sync) sync = res->rank_end[r] + norm;
+        fin[r] = upd[r];
+    }
+    for (int node = 0; node < S->t->nnodes; node++) {
+        if (!S->node_cores[node]) continue;
+        double (*w)[2] = xcalloc((size_t)n, sizeof *w), t = 0, done = 0;
+        int m = 0;
+        for (int r = 0; r < n; r++)
+            if (p->ranks[r].node == node && upd[r] > 0) w[m][0] = upd[r], w[m++][1] = r;
+        qsort(w, (size_t)m, sizeof *w, cmp_by_work);
+        for (int j = 0; j < m; j++) {
+            double rate = m - j > S->node_cores[node] ? (double)S->node_cores[node] / (m - j) : 1;
+            t += (w[j][0] - done) / rate;
+            done = w[j][0];
+            fin[(int)w[j][1]] = t;
+        }
+        free(w);
+    }
+    for (int r = 0; r < n; r++) {
+        const PlanRank *rk = &p->ranks[r];
+        double t = sync, k = upd[r] > 0 ? fin[r] / upd[r] : 1;
+        for (int i = 0; i < rk->nops; i++) {
+            if (!op_at_step_end(rk->ops[i].kind)) continue;
+            double d = S->o->free_local ? 0 : k * op_seconds(S, r, &rk->ops[i], &rk->notes[i]);
+            S->tpost[r][i] = S->tstart[r][i] = t;
+            S->tend[r][i] = t += d;
+        }
+        res->rank_end[r] = sync + fin[r];
+    }
+    free(upd); free(fin);
 }
 
 int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, size_t errlen) {
@@ -851,6 +912,7 @@ int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, siz
         }
         res->comm_exposed_s *= sym.R;
     }
+    if (rc == 0) step_end(&S, res);
     if (rc == 0) {
         double step = 0, busy = 0;
         for (int r = 0; r < n; r++) {

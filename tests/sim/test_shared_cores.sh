@@ -76,17 +76,18 @@ c = json.load(open(sys.argv[1]))['device_types']['cpu']
 # the defaults table's CPU row on cpu-1x4 (50 GFLOP/s): products 0.5, attention 0.25 of peak, 10 GB/s
 assert abs(c['matmul_tflops'] / 0.025 - 1) < 0.02, c
 assert abs(c['attn_fwd_tflops'] / 0.0125 - 1) < 0.05 and abs(c['attn_bwd_tflops'] / 0.0125 - 1) < 0.05, c
-worst = max(abs(float(l.split()[-2].rstrip('%'))) for l in open(sys.argv[2]) if 'trace.json' in l)
+worst = max(abs(float([w for w in l.split() if w.endswith('%')][0].rstrip('%'))) for l in open(sys.argv[2]) if 'trace.json' in l)
 assert worst < 2, worst
 EOF
-# the same traces fitted as if every rank had its own core: the rates come out well under (1.8 times
-# too slow, with transfers into computing ranks started at their layer boundaries; 4 times before)
+# the same traces fitted as if every rank had its own core: the rates come out well under (products
+# 1.3 times too slow, attention 8, memory 3.6, with the four ranks' updates sharing the core at the
+# step's end; products 1.8 times when the updates ran in their turns)
 "$wpgen" calibrate -t topologies/cpu-1x4.json --trace "$tmp/r64/trace.json" --trace "$tmp/r128/trace.json" -o "$tmp/cal0.json" >"$tmp/cal0.out" 2>"$tmp/err" ||
     bad "calibrate: $(head -3 "$tmp/err")"
 python3 - "$tmp/cal0.json" <<'EOF' && ok || bad "a fit ignoring the sharing should find slower rates: $(cat "$tmp/cal0.out")"
 import json, sys
 c = json.load(open(sys.argv[1]))['device_types']['cpu']
-assert c['matmul_tflops'] < 0.025 / 1.5, c
+assert c['matmul_tflops'] < 0.025 / 1.25 and c['attn_fwd_tflops'] < 0.0125 / 1.25 and c['mem_GBps'] < 10 / 1.25, c
 EOF
 
 echo "shared cores: $pass passed, $fail failed"

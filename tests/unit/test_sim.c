@@ -222,15 +222,18 @@ static void test_handmade(void) {
          * each rank its weights, while it waits for them; rank 0 the P-1 gradients, one after
          * the other, once they have arrived together */
         double copy_w = 2 * n * w * coef[COST_BYTES], copy_d = 2 * n * g * coef[COST_BYTES];
-        double expect = xfer_w + copy_w + fb3 + xfer_d + (P - 1) * copy_d + (P - 1) * acc + opt;
+        /* the step's end (train/loop.c): rank 0 reads its fp32 gradient for the norm, every rank
+         * meets in the norm's all-reduce, then rank 0 updates (OPT runs there, not in turn 4) */
+        double norm = 4 * n / hbm;
+        double sync = xfer_w + copy_w + fb3 + xfer_d + (P - 1) * copy_d + (P - 1) * acc + norm, expect = sync + opt;
         SimResult r;
         if (run(p, NULL, &r) >= 0) {
             char what[96];
             snprintf(what, sizeof what, "handmade %s/%s P=%d step", wp_dtype_name(prec), wp_dtype_name(grad), P);
             CHECK_CLOSE(r.step_time, expect, 1e-9, 1e-15, what);
-            /* a receiving rank ends when its gradient has left */
+            /* a receiving rank, with nothing to update, ends at the norm's all-reduce */
             snprintf(what, sizeof what, "handmade P=%d rank 1 end", P);
-            CHECK_CLOSE(r.rank_end[1], xfer_w + copy_w + fb3 + xfer_d, 1e-9, 1e-15, what);
+            CHECK_CLOSE(r.rank_end[1], sync, 1e-9, 1e-15, what);
             CHECK_CLOSE(r.bubble_ratio, 1 - P * fb3 / (P * expect), 1e-9, 1e-15, "handmade bubble");
             CHECK_CLOSE(r.link_bytes[LINK_NET], (P - 1) * n * (w + g), 1e-12, 0, "handmade network bytes");
             sim_result_free(&r);
@@ -287,12 +290,16 @@ static void test_costs(void) {
     cost_compute_features(&m, 0, 0, 2, 1, OP_BWD_W, 0, WP_FP32, 0, bw_);
     cost_compute_features(&m, 0, 0, 2, 1, OP_BWD, 0, WP_FP32, 0, b);
     /* BWD_W computes the logits again too (it keeps the head's weight, not the dlogits): one more
-     * head product, call and pass of the loss over the logits than BWD */
+     * head product, call and pass of the loss over the logits than BWD; and the split's copies
+     * into its keep (BWD_B: dy, dx2, qkv's gradient) and SwiGLU's backward again (BWD_W), per
+     * token and layer, read and written */
     double again[COST__COUNT] = { 0 };
     again[COST_MM_FLOPS] = head;
     again[COST_MM_CALLS] = 1;
-    again[COST_BYTES] = 4 * T * 3 * V;
-    for (int i = 0; i < COST_OPS; i++) CHECK_CLOSE(bb[i] + bw_[i], b[i] + again[i], 1e-12, 0, "BWD_B + BWD_W = BWD + the logits again");
+    double width = (m.heads + 2.0 * m.kv_heads) * m.head_dim;
+    again[COST_BYTES] = 4 * T * 3 * V + 4 * T * 2 * (2 * (2.0 * H + width) + 5.0 * m.ffn);
+    for (int i = 0; i < COST_OPS; i++) CHECK_CLOSE(bb[i] + bw_[i], b[i] + again[i], 1e-12, 0, "BWD_B + BWD_W = BWD + the logits again + the split's copies");
+    CHECK_CLOSE(bw_[COST_BYTES], 4 * T * 3 * V + 4 * T * 2 * 5.0 * m.ffn, 1e-12, 0, "BWD_W's bytes: the loss again, SwiGLU's backward again");
     /* bf16 activations on a GPU halve the bytes; a CPU keeps them fp32 */
     double g[COST__COUNT];
     cost_compute_features(&m, 0, 0, 2, 1, OP_FWD, 0, WP_BF16, 1, g);
@@ -441,9 +448,11 @@ static void test_records(void) {
         for (int i = 0; i < r.nspans; i++) {
             const SimSpan *s = &r.spans[i];
             ordered &= s->t_post <= s->t0 + 1e-15 && s->t0 <= s->t1 + 1e-15 && s->t1 <= r.step_time + 1e-12;
-            ordered &= s->t_post >= r.turn_t[s->rank][s->turn] - 1e-15 && s->t1 <= r.turn_t[s->rank][s->turn + 1] + 1e-15;
+            /* an update runs at the step's end, after the rank's turns (OPF_STEP_END) */
+            if (op_at_step_end(p->ranks[s->rank].ops[s->op].kind)) ordered &= s->t0 >= r.turn_t[s->rank][p->nturns] - 1e-15;
+            else ordered &= s->t_post >= r.turn_t[s->rank][s->turn] - 1e-15 && s->t1 <= r.turn_t[s->rank][s->turn + 1] + 1e-15;
         }
-        CHECK(ordered, "every operation runs inside its turn, posted before it starts, before the end of the step");
+        CHECK(ordered, "every operation runs inside its turn (an update after them), posted before it starts, before the end of the step");
         char path[400];
         snprintf(path, sizeof path, "%s/t.json", fixture_dir);
         CHECK(sim_write_trace(p, &r, path) == 0, "trace");
