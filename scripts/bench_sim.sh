@@ -3,8 +3,9 @@
 # runtime runs each plan under mpirun with WP_EMULATE=1, which delays every send by the plan's
 # link (latency + bytes / bandwidth); the cluster has a deliberately slow emulated network
 # between its nodes. The simulator is calibrated by `wpgen calibrate` on this machine: fitted to
-# the traces of one rank running the whole model (and of nothing else), as many copies at once as
-# the machine has cores, before and after the others; every strategy's
+# the traces of one rank running the whole model (and of nothing else; in chunks of different
+# sizes, with the backward split and whole), as many at once as the machine has cores, before and
+# after the others; every strategy's
 # run is held out, on the 2 emulated nodes and on one node of 2 ranks not emulated (MPI's shared
 # memory as it is), each REPEAT times, the strategies in turn (a b c a b c ...: this VM's speed
 # drifts by 10-20% between minutes, and repeats taken at different minutes average it out);
@@ -72,25 +73,30 @@ run() {
         'BEGIN { o = (b1 - b0 - u - s) / w; if (o < 0) o = 0; printf "bench-sim: %-32s %5.1f s, %.2f of %d cores busy with other work\n", d, w, o, n }' >&2
 }
 
-# run_loaded DIR TAG: DIR's one-rank program as many times at once as the machine has cores, each
-# with its own trace (DIR/trace-TAG-K.json, added to fit): calibrate then fits the rate of a core
-# while the others compute too, as they do in the held-out runs. On this VM ranks computing at
-# once ran up to 23% slower each than one alone, in some minutes and not in others (calibrate's
-# "spans" column), which a fit to a rank alone read as the model's error.
+# run_loaded TAG DIR...: one-rank programs as many at once as the machine has cores (copy k runs
+# the k-th DIR, round the list), each with its own trace (DIR/trace-TAG-K.json, added to fit):
+# calibrate then fits the rate of a core while the others compute too, as they do in the held-out
+# runs. On this VM ranks computing at once ran up to 23% slower each than one alone, in some
+# minutes and not in others (calibrate's "spans" column), which a fit to a rank alone read as the
+# model's error.
 run_loaded() {
-    local d=$1 tag=$2 k pids=() busy0 t0
+    local tag=$1 k pids=() dirs=() busy0 t0
+    shift
     busy0=$(busy_s); t0=$(date +%s.%N)
     for ((k = 0; k < ncpu; k++)); do
+        local d=${@:$((k % $# + 1)):1}
+        dirs+=("$d")
         (cd "$d" && timeout 600 "${mpirun[@]}" --bind-to none -np 1 ./train --synthetic --steps "$steps" --trace "trace-$tag-$k.json" \
             >"$tmp/run-$k.out" 2>&1) &
         pids+=($!)
     done
     for k in "${!pids[@]}"; do
-        if wait "${pids[$k]}"; then fit+=(--trace "$d/trace-$tag-$k.json")
+        if wait "${pids[$k]}"; then fit+=(--trace "${dirs[$k]}/trace-$tag-$k.json")
         else echo "bench-sim: a fitted run failed: $(tail -2 "$tmp/run-$k.out")" >&2; fi
     done
-    awk -v b0="$busy0" -v b1="$(busy_s)" -v t0="$t0" -v t1="$(date +%s.%N)" -v n="$ncpu" -v d="${d##*/} x$ncpu ($tag)" \
-        'BEGIN { w = t1 - t0; printf "bench-sim: %-24s %5.1f s, %.2f of %d cores busy in all\n", d, w, (b1 - b0) / w, n }' >&2
+    local names=${*##*/}
+    awk -v b0="$busy0" -v b1="$(busy_s)" -v t0="$t0" -v t1="$(date +%s.%N)" -v n="$ncpu" -v d="${names// /+} x$ncpu ($tag)" \
+        'BEGIN { w = t1 - t0; printf "bench-sim: %-32s %5.1f s, %.2f of %d cores busy in all\n", d, w, (b1 - b0) / w, n }' >&2
 }
 
 echo "bench-sim: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $ncpu CPUs, 1 OpenMP thread per rank"
@@ -98,19 +104,25 @@ echo "bench-sim: load average before starting: $(cut -d' ' -f1-3 /proc/loadavg) 
 
 run_config() {
     echo "bench-sim: model $model, seq $seq, $mbs sequence(s) per micro-batch, $nb micro-batches per rank; emulated network $net_gbps GB/s, $net_us us"
-    # 1. the run calibrate fits to: one rank, the whole model (2 x NB micro-batches: the same
-    #    global batch as the two-rank runs) in two chunks (the first with the embedding, the
-    #    second with the head), its backward split in two (weipipe-zb1): the weight-gradient half
-    #    is products alone, which tells the products' rate from attention's and memory's, as
-    #    spans of one whole backward cannot (fitted to those, this VM's products came out at
-    #    1.2 TFLOP/s, ten times a core's, and attention at a tenth: right in sum, wrong in
-    #    every split backward)
+    # 1. the runs calibrate fits to: one rank, the whole model (2 x NB micro-batches: the same
+    #    global batch as the two-rank runs) in chunks of different sizes, which tell a span's
+    #    fixed cost from its layers' (small's 6 layers in 4 chunks: 1, 2, 2, 1; tiny's 4 in 3:
+    #    1, 2, 1), run with its backward
+    #    split in two (weipipe-zb1: the weight-gradient half is products alone, which tells the
+    #    products' rate from attention's and memory's) and whole (weipipe-naive), one of each per
+    #    core at once. Fitted to one whole-backward run in one chunk, this VM's products came
+    #    out at 1.2 TFLOP/s (ten times a core's) and attention at a tenth: right in sum, wrong in
+    #    every split backward and every chunk of another size
     topo "$tmp/one.json" 1 1 0.05 0.5
-    rm -rf "$tmp/one"
-    "$wpgen" emit -t "$tmp/one.json" -m "$model" --seq "$seq" --micro-batch-size "$mbs" --micro-batches "$((nb * 2))" -s weipipe-zb1 --chunks 2 -o "$tmp/one" >/dev/null || { echo "bench-sim: emit failed"; return; }
-    (cd "$tmp/one" && make -s -j"$ncpu" >/dev/null 2>&1) || { echo "bench-sim: build of $tmp/one failed"; return; }
+    local s fc=4
+    [ "$model" = tiny ] && fc=3
+    for s in weipipe-zb1 weipipe-naive; do
+        rm -rf "$tmp/one-$s"
+        "$wpgen" emit -t "$tmp/one.json" -m "$model" --seq "$seq" --micro-batch-size "$mbs" --micro-batches "$((nb * 2))" -s "$s" --chunks "$fc" -o "$tmp/one-$s" >/dev/null || { echo "bench-sim: emit failed"; return; }
+        (cd "$tmp/one-$s" && make -s -j"$ncpu" >/dev/null 2>&1) || { echo "bench-sim: build of $tmp/one-$s failed"; return; }
+    done
     fit=()
-    run_loaded "$tmp/one" before
+    run_loaded before "$tmp/one-weipipe-zb1" "$tmp/one-weipipe-naive"
     [ ${#fit[@]} -gt 0 ] || return
     # the held-out runs: 2. two nodes of one rank each, slow network (p-), and 3. one node of two
     # ranks, a core each, not emulated: what MPI's shared memory really does (n-); REPEAT times
@@ -132,7 +144,7 @@ run_config() {
     # median of the same spans), the rates are this machine's over the whole measurement, not
     # its speed of the first seconds (this VM's fitted products rate moved 0.15-0.20 TFLOP/s
     # between quiet runs minutes apart)
-    run_loaded "$tmp/one" after
+    run_loaded after "$tmp/one-weipipe-zb1" "$tmp/one-weipipe-naive"
     rm -f "$tmp/cal.json"
     "$wpgen" calibrate -t "$tmp/one.json" "${fit[@]}" "${held[@]}" -o "$tmp/cal.json" | tee "$tmp/cal.out" ||
         { echo "bench-sim: calibrate failed"; return; }
@@ -162,7 +174,7 @@ run_shared() {
     for sq in "$seq" "$((seq * 2))"; do
         rm -rf "$tmp/s-one-$sq"
         "$wpgen" emit -t "$tmp/s-one.json" -m "$model" --seq "$sq" --micro-batch-size "$mbs" --micro-batches "$((nb * np))" --chunks "$np" -s weipipe-naive -o "$tmp/s-one-$sq" >/dev/null || { echo "bench-sim: emit failed"; return; }
-        (cd "$tmp/s-one-$sq" && make -s -j"$ncpu" >/dev/null 2>&1) && run_loaded "$tmp/s-one-$sq" "s$sq"
+        (cd "$tmp/s-one-$sq" && make -s -j"$ncpu" >/dev/null 2>&1) && run_loaded "s$sq" "$tmp/s-one-$sq"
     done
     [ ${#fit[@]} -gt 0 ] || return
     topo "$tmp/s-two.json" 2 "$((np / 2))" 0.05 0.5 "$((ncpu / 2 > 0 ? ncpu / 2 : 1))"

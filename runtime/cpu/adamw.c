@@ -6,16 +6,21 @@
 #include <math.h>
 
 double adamw_sumsq(const float *g, size_t n) {
-    /* NB partial sums over fixed ranges, added in order: the result depends only on n. */
-    enum { NB = 256 };
+    /* NB partial sums over fixed ranges, added in order: the result depends only on n. Within a
+     * range, L sums of every L-th element, added in a fixed tree at the end: one running sum is a
+     * chain of dependent additions (4 cycles each), 2.5x slower than memory on this project's CPU
+     * (3.7 against 1.45 ms for the 4.5M gradients of the `small` model); L of them vectorize. */
+    enum { NB = 256, L = 8 };
     double part[NB];
     #pragma omp parallel for schedule(static)
     for (int b = 0; b < NB; b++) {
         size_t lo = n / NB * (size_t)b + (n % NB < (size_t)b ? n % NB : (size_t)b);
-        size_t hi = lo + n / NB + ((size_t)b < n % NB);
-        double s = 0;
-        for (size_t i = lo; i < hi; i++) s += (double)g[i] * g[i];
-        part[b] = s;
+        size_t hi = lo + n / NB + ((size_t)b < n % NB), i = lo;
+        double s[L] = { 0 };
+        for (; i + L <= hi; i += L)
+            for (int k = 0; k < L; k++) s[k] += (double)g[i + k] * g[i + k];
+        for (int k = 0; i < hi; i++, k++) s[k] += (double)g[i] * g[i];
+        part[b] = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
     }
     double s = 0;
     for (int b = 0; b < NB; b++) s += part[b];
