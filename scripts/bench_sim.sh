@@ -4,8 +4,8 @@
 # link (latency + bytes / bandwidth); the cluster has a deliberately slow emulated network
 # between its nodes. The simulator is calibrated by `wpgen calibrate` on this machine: fitted to
 # the traces of one rank running the whole model (and of nothing else; in chunks of different
-# sizes, with the backward split and whole), as many at once as the machine has cores, before and
-# after the others; every strategy's
+# sizes, with the backward split and whole), as many at once as the machine has cores, before each
+# round of the others and after the last; every strategy's
 # run is held out, on the 2 emulated nodes and on one node of 2 ranks not emulated (MPI's shared
 # memory as it is), each REPEAT times, the strategies in turn (a b c a b c ...: this VM's speed
 # drifts by 10-20% between minutes, and repeats taken at different minutes average it out);
@@ -122,8 +122,6 @@ run_config() {
         (cd "$tmp/one-$s" && make -s -j"$ncpu" >/dev/null 2>&1) || { echo "bench-sim: build of $tmp/one-$s failed"; return; }
     done
     fit=()
-    run_loaded before "$tmp/one-weipipe-zb1" "$tmp/one-weipipe-naive"
-    [ ${#fit[@]} -gt 0 ] || return
     # the held-out runs: 2. two nodes of one rank each, slow network (p-), and 3. one node of two
     # ranks, a core each, not emulated: what MPI's shared memory really does (n-); REPEAT times
     topo "$tmp/two.json" 2 1 0.05 0.5
@@ -134,17 +132,19 @@ run_config() {
         if emit_built "$tmp/p-$s" "$tmp/two.json" "$s"; then cases+=("p-$s two 1"); else printf '%-22s %s\n' "$s" "does not plan here"; fi
         if emit_built "$tmp/n-$s" "$tmp/node.json" "$s"; then cases+=("n-$s node 0"); else printf '%-22s %s\n' "$s" "does not plan on one node"; fi
     done
+    # the fitted runs before each round of held-out runs and after the last: fitted to all of
+    # them (calibrate takes the median of the same spans), the rates are this machine's over the
+    # whole measurement, not its speed of some minutes (this VM's fitted products rate moved
+    # 0.15-0.20 TFLOP/s between quiet runs minutes apart; the same spans 4% between minutes)
     for ((k = 1; k <= repeat; k++)); do
+        run_loaded "r$k" "$tmp/one-weipipe-zb1" "$tmp/one-weipipe-naive"
         for c in "${cases[@]}"; do
             read -r d t emu <<<"$c"
             run "$tmp/$d" 2 "$emu" "trace-$k.json" && held+=(-t "$tmp/$t.json" --held-out "$tmp/$d/trace-$k.json")
         done
     done
-    # the fitted runs once more, after the held-out ones: fitted to both (calibrate takes the
-    # median of the same spans), the rates are this machine's over the whole measurement, not
-    # its speed of the first seconds (this VM's fitted products rate moved 0.15-0.20 TFLOP/s
-    # between quiet runs minutes apart)
     run_loaded after "$tmp/one-weipipe-zb1" "$tmp/one-weipipe-naive"
+    [ ${#fit[@]} -gt 0 ] || return
     rm -f "$tmp/cal.json"
     "$wpgen" calibrate -t "$tmp/one.json" "${fit[@]}" "${held[@]}" -o "$tmp/cal.json" | tee "$tmp/cal.out" ||
         { echo "bench-sim: calibrate failed"; return; }
