@@ -154,7 +154,14 @@ run_config() {
         mr=$(echo "$rows" | sort -k3 -g | awk '{printf "%s ", $1}')
         echo "bench-sim: ranking predicted: $pr"
         echo "bench-sim: ranking measured:  $mr"
-        [ "$pr" = "$mr" ] && echo "bench-sim: rankings agree" || echo "bench-sim: rankings DIFFER"
+        # where they differ, the pairs the prediction orders the other way and how far apart
+        # their measured steps are (a pair within a few percent is a near tie)
+        [ "$pr" = "$mr" ] && echo "bench-sim: rankings agree" || echo "$rows" | python3 -c '
+import sys
+r = [(l.split()[0], float(l.split()[1]), float(l.split()[2])) for l in sys.stdin if l.strip()]
+pairs = ["%s and %s (measured %.1f%% apart)" % (a[0], b[0], 100 * (max(a[2], b[2]) / min(a[2], b[2]) - 1))
+         for a in r for b in r if a[1] < b[1] and a[2] > b[2]]
+print("bench-sim: rankings DIFFER in %d pair(s): %s" % (len(pairs), "; ".join(pairs)))'
     fi
 }
 
