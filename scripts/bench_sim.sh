@@ -4,11 +4,12 @@
 # link (latency + bytes / bandwidth); the cluster has a deliberately slow emulated network
 # between its nodes. The simulator is calibrated by `wpgen calibrate` on this machine: fitted to
 # the traces of one rank running the whole model (and of nothing else; in chunks of different
-# sizes, with the backward split and whole), as many at once as the machine has cores, before each
-# round of the others and after the last; every strategy's
-# run is held out, on the 2 emulated nodes and on one node of 2 ranks not emulated (MPI's shared
-# memory as it is), each REPEAT times, the strategies in turn (a b c a b c ...: this VM's speed
-# drifts by 10-20% between minutes, and repeats taken at different minutes average it out);
+# sizes, with the backward split and whole), as many at once as the machine has cores, before
+# each round of the others and after the last; every strategy's run is held out, on the 2
+# emulated nodes and on one node of 2 ranks not emulated (MPI's shared memory as it is), each
+# REPEAT times, the strategies in turn (a b c a b c ...: this VM's speed has drifted by up to
+# 10-20% between minutes, and repeats taken at different minutes average it out; calibrate
+# shows each repeat's median, within 5% of the others on a quiet day);
 # calibrate prints each plan's predicted and measured step (the median of its repeats' steps
 # after the first, pooled; each repeat's own median beside it) and the fitted and held-out
 # errors. Then both rankings.
@@ -107,12 +108,11 @@ run_config() {
     # 1. the runs calibrate fits to: one rank, the whole model (2 x NB micro-batches: the same
     #    global batch as the two-rank runs) in chunks of different sizes, which tell a span's
     #    fixed cost from its layers' (small's 6 layers in 4 chunks: 1, 2, 2, 1; tiny's 4 in 3:
-    #    1, 2, 1), run with its backward
-    #    split in two (weipipe-zb1: the weight-gradient half is products alone, which tells the
-    #    products' rate from attention's and memory's) and whole (weipipe-naive), one of each per
-    #    core at once. Fitted to one whole-backward run in one chunk, this VM's products came
-    #    out at 1.2 TFLOP/s (ten times a core's) and attention at a tenth: right in sum, wrong in
-    #    every split backward and every chunk of another size
+    #    1, 2, 1), run with its backward split in two (weipipe-zb1: the weight-gradient half is
+    #    products alone, which tells the products' rate from attention's and memory's) and whole
+    #    (weipipe-naive), one of each per core at once. Fitted to one whole-backward run in one
+    #    chunk, this VM's products came out at 1.2 TFLOP/s (ten times a core's) and attention at
+    #    a tenth: right in sum, wrong in every split backward and every chunk of another size
     topo "$tmp/one.json" 1 1 0.05 0.5
     local s fc=4
     [ "$model" = tiny ] && fc=3

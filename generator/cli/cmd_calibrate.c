@@ -440,12 +440,17 @@ int cmd_calibrate(int argc, char **argv) {
     double err2[2] = { 0 }, worst[2] = { 0 };
     int cnt[2] = { 0 };
     int *group = xcalloc((size_t)nruns + 1, sizeof *group);   /* the first run of each run's plan */
+    uint64_t *hash = xcalloc((size_t)nruns + 1, sizeof *hash);
     for (int i = 0; i < nruns && !rc; i++) {
         group[i] = i;
+        hash[i] = plan_hash(runs[i].plan);
         for (int j = 0; j < i; j++)
-            if (group[j] == j && runs[j].held_out == runs[i].held_out && !strcmp(runs[j].topo_path, runs[i].topo_path) &&
-                plan_hash(runs[j].plan) == plan_hash(runs[i].plan)) { group[i] = j; break; }
+            if (group[j] == j && runs[j].held_out == runs[i].held_out && hash[j] == hash[i] && !strcmp(runs[j].topo_path, runs[i].topo_path)) {
+                group[i] = j;
+                break;
+            }
     }
+    free(hash);
     for (int role = 0; role < 2 && !rc; role++) {
         for (int i = 0; i < nruns; i++) {
             Run *r = &runs[i];
