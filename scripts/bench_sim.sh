@@ -161,7 +161,8 @@ import sys
 r = [(l.split()[0], float(l.split()[1]), float(l.split()[2])) for l in sys.stdin if l.strip()]
 pairs = ["%s and %s (measured %.1f%% apart)" % (a[0], b[0], 100 * (max(a[2], b[2]) / min(a[2], b[2]) - 1))
          for a in r for b in r if a[1] < b[1] and a[2] > b[2]]
-print("bench-sim: rankings DIFFER in %d pair(s): %s" % (len(pairs), "; ".join(pairs)))'
+print("bench-sim: rankings DIFFER in %d pair(s): %s" % (len(pairs), "; ".join(pairs)) if pairs else
+      "bench-sim: rankings agree (plans the simulator times alike, ordered either way)")'
     fi
 }
 
