@@ -9,7 +9,7 @@
 # emulated nodes and on one node of 2 ranks not emulated (MPI's shared memory as it is), each
 # REPEAT times, the strategies in turn (a b c a b c ...: this VM's speed has drifted by up to
 # 10-20% between minutes, and repeats taken at different minutes average it out; calibrate
-# shows each repeat's median, within 5% of the others on a quiet day);
+# shows each repeat's median: most within 3% of the pooled one on a quiet day, some 7-12%);
 # calibrate prints each plan's predicted and measured step (the median of its repeats' steps
 # after the first, pooled; each repeat's own median beside it) and the fitted and held-out
 # errors. Then both rankings.
