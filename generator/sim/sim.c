@@ -160,6 +160,9 @@ static double rank_share(const Sim *S, int r) {
     return k > S->node_cores[node] ? (double)S->node_cores[node] / k : 1;
 }
 
+/* A local operation its turn runs (ACC, COPY, FREE); OPT waits for the step's end (step_end). */
+static int local_in_turn(int kind) { return op_is_local(kind) && !op_at_step_end(kind); }
+
 /* Starts the first compute (local: 0) or local (1) operation of rank r's turn at or after op i,
  * on a shared node; returns 0 when there is none left. */
 static int share_start(Sim *S, int r, int i, int local) {
@@ -168,7 +171,7 @@ static int share_start(Sim *S, int r, int i, int local) {
     int t1 = rk->turn_start[s->turn + 1];
     for (; i < t1; i++) {
         const Op *op = &rk->ops[i];
-        if (local ? !op_is_local(op->kind) || op_at_step_end(op->kind) : !op_is_compute(op->kind)) continue;
+        if (local ? !local_in_turn(op->kind) : !op_is_compute(op->kind)) continue;
         double d = local && S->o->free_local ? 0 : op_seconds(S, r, op, &rk->notes[i]);
         if (!local && S->o->unit_fwd_s > 0) d = S->o->unit_fwd_s * compute_units(S->p, op->kind);
         S->tpost[r][i] = S->tstart[r][i] = S->now;
@@ -601,7 +604,7 @@ static void advance(Sim *S, int r) {
                 t1 = t0;
             }
             for (int i = t0; i < t1; i++) {
-                if (!op_is_local(rk->ops[i].kind) || op_at_step_end(rk->ops[i].kind)) continue;
+                if (!local_in_turn(rk->ops[i].kind)) continue;
                 double d = S->o->free_local ? 0 : op_seconds(S, r, &rk->ops[i], &rk->notes[i]);
                 S->tpost[r][i] = S->tstart[r][i] = c;
                 c += d;
