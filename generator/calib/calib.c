@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include "calib/calib.h"
 #include "common/errmsg.h"
+#include "ir/interrupt.h"
 
 /* Sanity bounds, far beyond any real device (as the topology's): a zero or absurd rate would make
  * an operation take forever or no time. */
@@ -195,12 +196,14 @@ int calib_save(const char *path, const Calibration *c, int force, char *err, siz
         json_t *fit = json_loads(c->fit_json, 0, NULL);
         if (fit) json_object_set_new(root, "fit", fit);
     }
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp-%d", path, (int)getpid());
-    int rc = json_dump_file(root, tmp, JSON_INDENT(2) | JSON_REAL_PRECISION(17) | JSON_PRESERVE_ORDER);
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17) | JSON_PRESERVE_ORDER);
     json_decref(root);
-    if (rc) { remove(tmp); return errmsg(err, errlen, "%s: cannot write: %s", path, strerror(errno)); }
-    if (rename(tmp, path)) { int e = errno; remove(tmp); return errmsg(err, errlen, "%s: cannot write: %s", path, strerror(e)); }
+    if (!text) return errmsg(err, errlen, "%s: cannot write: out of memory", path);
+    char tmp[4200];
+    FILE *f = interrupt_fopen(path, tmp, sizeof tmp);   /* a temporary beside it, renamed into place */
+    if (f) fprintf(f, "%s\n", text);
+    free(text);
+    if (!f || interrupt_commit(f, tmp, path)) return errmsg(err, errlen, "%s: cannot write: %s", path, strerror(errno));
     return 0;
 }
 

@@ -376,7 +376,7 @@ int cmd_calibrate(int argc, char **argv) {
     struct stat st;
     if (!nfit) { fprintf(stderr, "wpgen calibrate: --trace RUN/trace.json is required (a run to fit to; wpgen calibrate -h)\n"); rc = EXIT_BAD_INPUT; }
     else if (!out) { fprintf(stderr, "wpgen calibrate: -o CALIB.json is required\n"); rc = EXIT_BAD_INPUT; }
-    else if (!force && stat(out, &st) == 0) { fprintf(stderr, "wpgen calibrate: -o %s exists; refusing to overwrite it (--force replaces it)\n", out); rc = EXIT_BAD_INPUT; }
+    else if (!force && stat(out, &st) == 0 && S_ISREG(st.st_mode)) { fprintf(stderr, "wpgen calibrate: -o %s exists; refusing to overwrite it (--force replaces it)\n", out); rc = EXIT_BAD_INPUT; }
     char err[4200];
     for (int i = 0; i < nruns && !rc; i++) {
         Run *r = &runs[i];

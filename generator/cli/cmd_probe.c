@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include "cli/cli.h"
+#include "ir/interrupt.h"
 #include "calib/probe.h"
 #include "input/topology.h"
 #include "ir/xalloc.h"
@@ -57,7 +58,7 @@ int cmd_probe(int argc, char **argv) {
     if (merge && (sysroot || name || tflops > 0 || hbm > 0)) { fprintf(stderr, "wpgen probe: --merge takes only -o and --force\n"); free(inputs); return EXIT_BAD_INPUT; }
     if ((tflops > 0) != (hbm > 0)) { fprintf(stderr, "wpgen probe: --peak-tflops and --hbm-GBps go together\n"); free(inputs); return EXIT_BAD_INPUT; }
     struct stat st;
-    if (out && !force && stat(out, &st) == 0) { fprintf(stderr, "wpgen probe: -o %s exists; refusing to overwrite it (--force replaces it)\n", out); free(inputs); return EXIT_BAD_INPUT; }
+    if (out && !force && stat(out, &st) == 0 && S_ISREG(st.st_mode)) { fprintf(stderr, "wpgen probe: -o %s exists; refusing to overwrite it (--force replaces it)\n", out); free(inputs); return EXIT_BAD_INPUT; }
     for (int i = 0; out && i < nin; i++)
         if (stat(inputs[i], &st) == 0) {
             struct stat so;
@@ -96,11 +97,10 @@ int cmd_probe(int argc, char **argv) {
     if (!out) printf("%s\n", text);
     else {
         char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%s.tmp-%d", out, (int)getpid());
-        FILE *f = fopen(tmp, "w");
-        if (!f || fprintf(f, "%s\n", text) < 0 || fclose(f) != 0 || rename(tmp, out) != 0) {
+        FILE *f = interrupt_fopen(out, tmp, sizeof tmp);   /* a temporary beside it, renamed into place */
+        if (f) fprintf(f, "%s\n", text);
+        if (!f || interrupt_commit(f, tmp, out)) {
             fprintf(stderr, "wpgen probe: cannot write %s: %s\n", out, strerror(errno));
-            remove(tmp);
             rc = EXIT_BAD_INPUT;
         } else fprintf(stderr, "wpgen probe: wrote %s (%d node%s, %d device%s)\n", out, nodes, nodes > 1 ? "s" : "", devices, devices > 1 ? "s" : "");
     }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include "ir/interrupt.h"
 
 static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
@@ -41,6 +42,13 @@ static void uninstall(void) {
 }
 
 FILE *interrupt_fopen(const char *path, char *tmp, size_t len) {
+    /* not a file to replace (/dev/null, /dev/stdout, a pipe): written as it is, since renaming a
+     * temporary onto it would put a file where the device was */
+    struct stat st;
+    if (len > 0 && stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+        tmp[0] = 0;
+        return fopen(path, "w");
+    }
     if ((size_t)snprintf(tmp, len, "%s.tmp-%ld", path, (long)getpid()) >= len || strlen(tmp) >= sizeof tmp_file) {
         errno = ENAMETOOLONG;
         return NULL;
@@ -54,6 +62,7 @@ FILE *interrupt_fopen(const char *path, char *tmp, size_t len) {
 
 int interrupt_commit(FILE *f, const char *tmp, const char *path) {
     int bad = ferror(f);
+    if (!tmp[0]) return fclose(f) || bad ? -1 : 0;   /* written in place (interrupt_fopen) */
     int rc = fclose(f) || bad || rename(tmp, path) ? -1 : 0;
     int e = errno;
     if (rc) unlink(tmp);

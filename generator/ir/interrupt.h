@@ -9,7 +9,8 @@
 #include <stdio.h>
 
 /* Opens PATH.tmp-PID (its name into tmp, at least len bytes) for writing, removed on a signal
- * until interrupt_commit. NULL and errno on failure. */
+ * until interrupt_commit; a PATH that is there and not a regular file (/dev/null, a pipe) is
+ * opened itself (tmp ""). NULL and errno on failure. */
 FILE *interrupt_fopen(const char *path, char *tmp, size_t len);
 /* Closes f and renames tmp to path (0); or removes tmp (-1, errno). */
 int interrupt_commit(FILE *f, const char *tmp, const char *path);

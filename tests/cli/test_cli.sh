@@ -227,5 +227,21 @@ expect 0 "does not fit" -- emit -t topologies/cpu-1x4.json -m llama2-7b -s weipi
 [ -f "$tmp/big/rank_000.c" ] && ok || bad "emit --force wrote no rank_000.c"
 expect 2 'unknown flag "--force"' -- plan -t topologies/cpu-1x4.json -m tiny --force
 
+# an output that is not a regular file (/dev/null, a pipe) is written into, not replaced: the
+# temporary-and-rename of a file put a regular file where /dev/null was (as root). A FIFO stands
+# in for /dev/null here, so that a failure cannot break the machine's /dev/null.
+fifo_out() {   # WHAT CMD...: CMD writes to $tmp/fifo; the FIFO must still be one and pass the text on
+    local what=$1; shift
+    rm -f "$tmp/fifo" && mkfifo "$tmp/fifo" || { bad "mkfifo"; return; }
+    timeout 20 cat "$tmp/fifo" >"$tmp/fifo.out" &   # bounded: a FIFO never opened leaves it waiting
+    local reader=$!
+    "$@" >/dev/null 2>"$tmp/e"; local rc=$?
+    wait $reader
+    [ $rc = 0 ] && [ -p "$tmp/fifo" ] && [ -s "$tmp/fifo.out" ] && ! ls "$tmp"/fifo.tmp-* >/dev/null 2>&1 &&
+        ok || bad "$what into a FIFO: rc $rc, $(ls -l "$tmp/fifo" | cut -c1) $(head -2 "$tmp/e")"
+}
+fifo_out "sim --trace" "$wpgen" sim -t topologies/cpu-1x4.json -m tiny --trace "$tmp/fifo"
+fifo_out "probe -o" "$wpgen" probe -o "$tmp/fifo"
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -178,6 +178,13 @@ cp "$tmp/zb/plan.json" "$tmp/y/"
 expect_bad "a zero-bubble trace of another plan" "y/trace.json: rank 0 runs Bb1 mb0, which its plan" \
     -t topologies/cpu-2x2.json --trace "$tmp/y/trace.json" -o "$tmp/o.json"
 
+# -o into something that is not a file (/dev/null; a FIFO here, safe if it fails) is written
+# into, without --force, and stays what it was
+rm -f "$tmp/fifo" && mkfifo "$tmp/fifo" && { timeout 20 cat "$tmp/fifo" >"$tmp/fifo.out" & }
+"$wpgen" calibrate -t topologies/cpu-1x4.json --trace "$tmp/a/trace.json" -o "$tmp/fifo" >/dev/null 2>"$tmp/e"; rc=$?
+wait
+[ $rc = 0 ] && [ -p "$tmp/fifo" ] && grep -q '"device_types"' "$tmp/fifo.out" && ok || bad "calibrate -o a FIFO: rc $rc, $(head -2 "$tmp/e")"
+
 # the link benchmark: builds, runs on 2 ranks, and calibrate reads what it writes
 if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
     BUILD=$build OMP_NUM_THREADS=1 scripts/linkbench.sh "$tmp/lb.json" -np 2 --max 65536 --repeats 3 >/dev/null 2>"$tmp/e" && ok || bad "linkbench: $(tail -3 "$tmp/e")"
