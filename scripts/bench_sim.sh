@@ -108,26 +108,36 @@ run_config() {
     # 1. the runs calibrate fits to: one rank, the whole model (2 x NB micro-batches: the same
     #    global batch as the two-rank runs) in chunks of different sizes, which tell a span's
     #    fixed cost from its layers' (small's 6 layers in 4 chunks: 1, 2, 2, 1; tiny's 4 in 3:
-    #    1, 2, 1), run with its backward split in two (weipipe-zb1: the weight-gradient half is
-    #    products alone, which tells the products' rate from attention's and memory's) and whole
-    #    (weipipe-naive), one of each per core at once. Fitted to one whole-backward run in one
-    #    chunk, this VM's products came out at 1.2 TFLOP/s (ten times a core's) and attention at
-    #    a tenth: right in sum, wrong in every split backward and every chunk of another size
+    #    1, 2, 1), and in 2 (3 and 3; 2 and 2), run with its backward split in two (weipipe-zb1:
+    #    the weight-gradient half is products alone, which tells the products' rate from
+    #    attention's and memory's) and whole (weipipe-naive), one of each per core at once.
+    #    Fitted to one whole-backward run in one chunk, this VM's products came out at 1.2
+    #    TFLOP/s (ten times a core's) and attention at a tenth: right in sum, wrong in every
+    #    split backward and every chunk of another size. Without the chunks of 3 layers, the
+    #    held-out runs' (1f1b's, say) spans of 3 layers ran 4-7% slower than fitted.
+    #    And 4. one node of 2 ranks passing weights, not emulated (weipipe-zb1, or weipipe-naive
+    #    where zb1 is held out; in the held-out runs' chunks): the spans during which a rank
+    #    received, and how much (the simulator says), give the core's receiving rate (MPI's
+    #    copy and what it displaces), by default half the memory rate.
     topo "$tmp/one.json" 1 1 0.05 0.5
-    local s fc=4
-    [ "$model" = tiny ] && fc=3
-    for s in weipipe-zb1 weipipe-naive; do
-        rm -rf "$tmp/one-$s"
-        "$wpgen" emit -t "$tmp/one.json" -m "$model" --seq "$seq" --micro-batch-size "$mbs" --micro-batches "$((nb * 2))" -s "$s" --chunks "$fc" -o "$tmp/one-$s" >/dev/null || { echo "bench-sim: emit failed"; return; }
-        (cd "$tmp/one-$s" && make -s -j"$ncpu" >/dev/null 2>&1) || { echo "bench-sim: build of $tmp/one-$s failed"; return; }
+    local s fc="4 2" c
+    [ "$model" = tiny ] && fc="3 2"
+    for c in $fc; do
+        for s in weipipe-zb1 weipipe-naive; do
+            rm -rf "$tmp/one-$s-$c"
+            "$wpgen" emit -t "$tmp/one.json" -m "$model" --seq "$seq" --micro-batch-size "$mbs" --micro-batches "$((nb * 2))" -s "$s" --chunks "$c" -o "$tmp/one-$s-$c" >/dev/null || { echo "bench-sim: emit failed"; return; }
+            (cd "$tmp/one-$s-$c" && make -s -j"$ncpu" >/dev/null 2>&1) || { echo "bench-sim: build of $tmp/one-$s-$c failed"; return; }
+        done
     done
-    fit=()
+    fit=() fit2=()
     # the held-out runs: 2. two nodes of one rank each, slow network (p-), and 3. one node of two
     # ranks, a core each, not emulated: what MPI's shared memory really does (n-); REPEAT times
     topo "$tmp/two.json" 2 1 0.05 0.5
     topo "$tmp/node.json" 1 2 0.05 0.5
     held=()
-    local cases=() c k
+    local cases=() c k two=weipipe-zb1
+    case " $strategies " in *" $two "*) two=weipipe-naive ;; esac
+    emit_built "$tmp/fit2-$two" "$tmp/node.json" "$two" && two=fit2-$two || two=
     for s in $strategies; do
         if emit_built "$tmp/p-$s" "$tmp/two.json" "$s"; then cases+=("p-$s two 1"); else printf '%-22s %s\n' "$s" "does not plan here"; fi
         if emit_built "$tmp/n-$s" "$tmp/node.json" "$s"; then cases+=("n-$s node 0"); else printf '%-22s %s\n' "$s" "does not plan on one node"; fi
@@ -137,15 +147,17 @@ run_config() {
     # whole measurement, not its speed of some minutes (this VM's fitted products rate moved
     # 0.15-0.20 TFLOP/s between quiet runs minutes apart; the same spans 4% between minutes)
     for ((k = 1; k <= repeat; k++)); do
-        run_loaded "r$k" "$tmp/one-weipipe-zb1" "$tmp/one-weipipe-naive"
+        for c in $fc; do run_loaded "r$k-$c" "$tmp/one-weipipe-zb1-$c" "$tmp/one-weipipe-naive-$c"; done
+        [ -n "$two" ] && run "$tmp/$two" 2 0 "trace-$k.json" && fit2+=(--trace "$tmp/$two/trace-$k.json")
         for c in "${cases[@]}"; do
             read -r d t emu <<<"$c"
             run "$tmp/$d" 2 "$emu" "trace-$k.json" && held+=(-t "$tmp/$t.json" --held-out "$tmp/$d/trace-$k.json")
         done
     done
-    run_loaded after "$tmp/one-weipipe-zb1" "$tmp/one-weipipe-naive"
+    for c in $fc; do run_loaded "after-$c" "$tmp/one-weipipe-zb1-$c" "$tmp/one-weipipe-naive-$c"; done
     [ ${#fit[@]} -gt 0 ] || return
     rm -f "$tmp/cal.json"
+    [ ${#fit2[@]} -gt 0 ] && fit+=(-t "$tmp/node.json" "${fit2[@]}")
     "$wpgen" calibrate -t "$tmp/one.json" "${fit[@]}" "${held[@]}" -o "$tmp/cal.json" | tee "$tmp/cal.out" ||
         { echo "bench-sim: calibrate failed"; return; }
     rows=$(awk 'NF >= 5 && $1 ~ /trace(-[0-9]+)?\.json$/ && $1 ~ /\/p-/ {print $2, $3, $4}' "$tmp/cal.out")

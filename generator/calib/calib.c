@@ -85,7 +85,7 @@ static int number(Ctx *cx, const json_t *obj, const char *parent, const char *ke
 
 static int parse_type(Ctx *cx, const char *name, const json_t *v, CalibType *t) {
     static const char *const keys[] = { "precision", "matmul_tflops", "matmul_knee_mnk", "attn_fwd_tflops", "attn_bwd_tflops",
-                                        "mem_GBps", "op_overhead_us", NULL };
+                                        "mem_GBps", "op_overhead_us", "recv_GBps", NULL };
     char jpath[256];
     snprintf(jpath, sizeof jpath, "device_types.%.200s", name);
     if (!json_is_object(v)) return expected(cx, jpath, "an object", v);
@@ -101,6 +101,9 @@ static int parse_type(Ctx *cx, const char *name, const json_t *v, CalibType *t) 
     if (number(cx, v, jpath, "attn_bwd_tflops", TFLOPS_RANGE, 1e12, &r->attn_bwd_flops)) return -1;
     if (number(cx, v, jpath, "mem_GBps", GBPS_RANGE, 1e9, &r->mem_bw)) return -1;
     if (number(cx, v, jpath, "op_overhead_us", US_RANGE, 1e-6, &r->op_overhead_s)) return -1;
+    /* optional (files before it lack it): without it a rank takes in what it receives at half
+     * mem_GBps, a read and a write */
+    if (json_object_get(v, "recv_GBps") && number(cx, v, jpath, "recv_GBps", GBPS_RANGE, 1e9, &r->recv_bw)) return -1;
     return 0;
 }
 
@@ -171,15 +174,17 @@ int calib_load(const char *path, Calibration *c, char *err, size_t errlen) {
 
 static json_t *rates_json(const CalibType *t) {
     const CostRates *r = &t->rates;
-    return json_pack("{s:s, s:f, s:f, s:f, s:f, s:f, s:f}", "precision", wp_dtype_name(t->precision),
-                     "matmul_tflops", r->mm_flops / 1e12, "matmul_knee_mnk", r->mm_knee, "attn_fwd_tflops",
-                     r->attn_fwd_flops / 1e12, "attn_bwd_tflops", r->attn_bwd_flops / 1e12, "mem_GBps", r->mem_bw / 1e9,
-                     "op_overhead_us", r->op_overhead_s / 1e-6);
+    json_t *o = json_pack("{s:s, s:f, s:f, s:f, s:f, s:f, s:f}", "precision", wp_dtype_name(t->precision),
+                          "matmul_tflops", r->mm_flops / 1e12, "matmul_knee_mnk", r->mm_knee, "attn_fwd_tflops",
+                          r->attn_fwd_flops / 1e12, "attn_bwd_tflops", r->attn_bwd_flops / 1e12, "mem_GBps", r->mem_bw / 1e9,
+                          "op_overhead_us", r->op_overhead_s / 1e-6);
+    if (o && r->recv_bw > 0) json_object_set_new(o, "recv_GBps", json_real(r->recv_bw / 1e9));
+    return o;
 }
 
 int calib_save(const char *path, const Calibration *c, int force, char *err, size_t errlen) {
     struct stat st;
-    if (!force && stat(path, &st) == 0)
+    if (!force && stat(path, &st) == 0 && S_ISREG(st.st_mode))   /* a file of the user's; not /dev/null */
         return errmsg(err, errlen, "%s exists; refusing to overwrite it (--force replaces it)", path);
     json_t *root = json_object(), *types = json_object();
     json_object_set_new(root, "version", json_integer(1));

@@ -6,9 +6,12 @@
  *   { "version": 1, "about": "...",
  *     "device_types": { "cpu": { "precision": "fp32", "matmul_tflops": 0.031, "matmul_knee_mnk": 2e6,
  *                                "attn_fwd_tflops": 0.01, "attn_bwd_tflops": 0.008, "mem_GBps": 6,
- *                                "op_overhead_us": 40 } },
+ *                                "op_overhead_us": 40, "recv_GBps": 3.5 } },
  *     "links": { "intra": { "bw_GBps": 5, "lat_us": 2 }, "network": { "bw_GBps": 1.1, "lat_us": 30 } },
  *     "fit": { ...what calibrate measured; for people, not read... } }
+ *
+ * recv_GBps (optional): how fast a CPU rank's core takes in the bytes MPI delivers to it; without
+ * it, half of mem_GBps.
  *
  * Every error is one line naming the file and the JSON path, as the topology loader's are. */
 #ifndef WP_CALIB_H

@@ -20,7 +20,14 @@
  * trace: the simulator, which models the sharing (sim.c), says what share each operation got,
  * and the fit divides it out (span time x share = the time alone). The shares depend on the
  * rates a little (what overlaps what), so the fit is repeated: first with no sharing, then
- * with the shares of a simulation at the rates of the fit before, until the rates settle. */
+ * with the shares of a simulation at the rates of the fit before, until the rates settle.
+ *
+ * Ranks that receive on a CPU: MPI copies a message inside the receiver's first MPI call after
+ * it arrived, which is between two layers of the span it is computing (or in its wait). Which
+ * span that is, the simulator says again (SimSpan.recv_bytes); those bytes are one more feature
+ * of the span (COST_RECV), so the fit finds the core's receiving rate beside its compute rates,
+ * in the same rounds as the shares. Without fitted runs that receive, a rank takes in its bytes
+ * at half the fitted memory rate (a read and a write). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -48,6 +55,8 @@ typedef struct Run {
     TraceRun tr;
     double *share;          /* per span of tr: the share of its rank's cores it computed at (the
                                simulator's, where the node's ranks outnumber its cores); NULL: 1 */
+    double *recv;           /* per span of tr: bytes the simulator says arrived during it, which
+                               its rank's core took in (CPU ranks that receive); NULL: none */
     double predicted, measured;
 } Run;
 
@@ -141,9 +150,11 @@ static const char *span_letters(const TraceSpan *s) {
     return s->kind == TR_FWD ? "F" : s->kind == TR_BWD_B ? "Bb" : s->kind == TR_BWD_W ? "Bw" : "B";
 }
 
-/* A span's features; an optimizer span holds all of the rank's OPTs. */
-static void span_features(const Run *r, const TraceSpan *s, double f[COST__COUNT]) {
+/* The features of span k of a run; an optimizer span holds all of the rank's OPTs; a forward or
+ * backward also what its core took in meanwhile (r->recv). */
+static void span_features(const Run *r, int k, double f[COST__COUNT]) {
     const Plan *p = r->plan;
+    const TraceSpan *s = &r->tr.spans[k];
     for (int j = 0; j < COST__COUNT; j++) f[j] = 0;
     if (s->kind == TR_OPT) {
         const PlanRank *rk = &p->ranks[s->rank];
@@ -158,6 +169,7 @@ static void span_features(const Run *r, const TraceSpan *s, double f[COST__COUNT
     const PlanChunk *c = &p->chunks[s->chunk];
     cost_compute_features(&p->model, s->chunk, c->layer0, c->nlayers, p->nchunks, span_op(s), p->recompute,
                           p->precision, type_of(r, s->rank)->rated_bf16, f);
+    f[COST_RECV] = r->recv ? r->recv[k] : 0;
 }
 
 static int load_links(const char *path, Calibration *cal, char *err, size_t errlen);
@@ -185,7 +197,7 @@ static double span_ratio(const Run *r, const Calibration *cal) {
         const TraceSpan *s = &r->tr.spans[k];
         if (s->step == 0 || s->kind == TR_OPT || s->dur <= 0) continue;
         double f[COST__COUNT], c[COST__COUNT];
-        span_features(r, s, f);
+        span_features(r, k, f);
         calib_coefs(cal, type_of(r, s->rank), r->plan->precision, c);
         double t = cost_seconds(f, c);
         if (t > 0) x[n++] = s->dur * (r->share ? r->share[k] : 1) / t;
@@ -237,49 +249,68 @@ static int shares_cores(const Topology *t) {
     return 0;
 }
 
-/* r->share from a simulation of the run at cal's rates: per operation, its time alone over its
- * simulated time; a forward/backward span gets its operation's, an optimizer span its rank's
- * OPTs' together. 0, or -1 with err. */
-static int share_factors(Run *r, const Calibration *cal, char *err, size_t errlen) {
+/* A CPU rank of the plan receives something (a point-to-point transfer or a collective). */
+static int cpu_receives(const Run *r) {
+    const Plan *p = r->plan;
+    for (int q = 0; q < p->nranks && p->nranks > 1; q++) {
+        if (type_of(r, q)->rated_bf16) continue;
+        for (int i = 0; i < p->ranks[q].nops; i++)
+            if (op_is_transfer(p->ranks[q].ops[i].kind) && sim_op_bytes(p, q, i) > 0) return 1;
+    }
+    return 0;
+}
+
+/* What only a simulation of the run says about its spans: r->share where its ranks share cores,
+ * r->recv where CPU ranks receive; at cal's rates. Per operation, its time alone over its
+ * simulated time, and the bytes that arrived while it ran; a span gets its operation's (an
+ * optimizer span its rank's OPTs' together). 0, or -1 with err. */
+static int sim_factors(Run *r, const Calibration *cal, char *err, size_t errlen) {
     free(r->share);
-    r->share = NULL;
-    if (!shares_cores(&r->topo)) return 0;
+    free(r->recv);
+    r->share = r->recv = NULL;
+    int shared = shares_cores(&r->topo), recv = cpu_receives(r);
+    if (!shared && !recv) return 0;
     const Plan *p = r->plan;
     SimOptions so = { .calib = cal, .record = 1 };
     SimResult res;
     if (sim_run(p, &so, &res, err, errlen)) return -1;
     double **alone = xcalloc((size_t)p->nranks, sizeof *alone), **wall = xcalloc((size_t)p->nranks, sizeof *wall);
+    double **bytes = xcalloc((size_t)p->nranks, sizeof *bytes);
     for (int q = 0; q < p->nranks; q++) {
         alone[q] = xcalloc((size_t)p->ranks[q].nops + 1, sizeof(double));
         wall[q] = xcalloc((size_t)p->ranks[q].nops + 1, sizeof(double));
+        bytes[q] = xcalloc((size_t)p->ranks[q].nops + 1, sizeof(double));
     }
     for (int k = 0; k < res.nspans; k++) {
         const SimSpan *sp = &res.spans[k];
         const PlanRank *rk = &p->ranks[sp->rank];
         wall[sp->rank][sp->op] = sp->t1 - sp->t0;
         alone[sp->rank][sp->op] = sim_op_seconds_calib(p, &r->topo, cal, sp->rank, &rk->ops[sp->op], &rk->notes[sp->op]);
+        bytes[sp->rank][sp->op] = sp->recv_bytes;
     }
     sim_result_free(&res);
-    r->share = xcalloc((size_t)r->tr.nspans + 1, sizeof(double));
+    if (shared) r->share = xcalloc((size_t)r->tr.nspans + 1, sizeof(double));
+    if (recv) r->recv = xcalloc((size_t)r->tr.nspans + 1, sizeof(double));
     for (int k = 0; k < r->tr.nspans; k++) {
         const TraceSpan *s = &r->tr.spans[k];
         const PlanRank *rk = &p->ranks[s->rank];
-        double a = 0, w = 0;
+        double a = 0, w = 0, b = 0;
         for (int i = 0; i < rk->nops; i++) {
             const Op *op = &rk->ops[i];
-            int match = s->kind == TR_OPT ? op->kind == OP_OPT
-                        : op->chunk == s->chunk && op->mb == s->mb && op->kind == (s->kind == TR_FWD ? OP_FWD : OP_BWD);
-            if (match) a += alone[s->rank][i], w += wall[s->rank][i];
+            int match = s->kind == TR_OPT ? op->kind == OP_OPT : op->chunk == s->chunk && op->mb == s->mb && op->kind == span_op(s);
+            if (match) a += alone[s->rank][i], w += wall[s->rank][i], b += bytes[s->rank][i];
         }
-        r->share[k] = w > 0 && a > 0 ? a / w : 1;
+        if (r->share) r->share[k] = w > 0 && a > 0 ? a / w : 1;
+        if (r->recv) r->recv[k] = s->kind == TR_OPT ? 0 : b;
     }
-    for (int q = 0; q < p->nranks; q++) free(alone[q]), free(wall[q]);
-    free(alone); free(wall);
+    for (int q = 0; q < p->nranks; q++) free(alone[q]), free(wall[q]), free(bytes[q]);
+    free(alone); free(wall); free(bytes);
     return 0;
 }
 
 /* Fits every device type of the fitted runs into cal (its types replaced): per type, the spans
- * after each run's first step, as if alone (times r->share). 0, or an exit status. */
+ * after each run's first step, as if alone (times r->share), with what they received (r->recv).
+ * 0, or an exit status. */
 static int fit_types(Run *runs, int nruns, Calibration *cal, int verbose) {
     for (int i = 0; i < cal->ntypes; i++) free(cal->types[i].name);
     cal->ntypes = 0;
@@ -301,7 +332,7 @@ static int fit_types(Run *runs, int nruns, Calibration *cal, int verbose) {
                     const TraceSpan *s = &r->tr.spans[k];
                     if (s->step == 0 || s->dur <= 0 || strcmp(type_of(r, s->rank)->name, d->name)) continue;
                     if (n == cap) xs = xrealloc(xs, (size_t)(cap *= 2) * sizeof *xs);
-                    span_features(r, s, xs[n].f);
+                    span_features(r, k, xs[n].f);
                     /* a GPU run in the other precision: its compute counted at this one's rates */
                     if (type_of(r, s->rank)->rated_bf16 && r->plan->precision != ct->precision) {
                         double k2 = r->plan->precision == WP_FP32 ? 2 : 0.5;
@@ -331,14 +362,19 @@ static int fit_types(Run *runs, int nruns, Calibration *cal, int verbose) {
             if (!isfinite(ct->rates.attn_fwd_flops)) ct->rates.attn_fwd_flops = used[COST_ATTN_FWD] ? top : def.attn_fwd_flops;
             if (!isfinite(ct->rates.attn_bwd_flops)) ct->rates.attn_bwd_flops = used[COST_ATTN_BWD] ? top : def.attn_bwd_flops;
             if (!isfinite(ct->rates.mem_bw)) ct->rates.mem_bw = used[COST_BYTES] ? 1e15 : def.mem_bw;
+            /* no span received anything: half the fitted memory rate (0 says so in the file) */
+            if (!used[COST_RECV]) ct->rates.recv_bw = 0;
+            else if (!isfinite(ct->rates.recv_bw)) ct->rates.recv_bw = 1e15;
             free(xs);
             ct->name = xstrdup(d->name);
             cal->ntypes++;
             const CostRates *x = &ct->rates;
+            char recv[64] = "";
+            if (x->recv_bw > 0) snprintf(recv, sizeof recv, ", receiving %.4g GB/s", x->recv_bw / 1e9);
             if (verbose)
                 printf("calibrate: %s (%s, %d spans of %d kinds, rms error %.1f%%): products %.4g TFLOP/s (knee %.3g), attention %.4g / %.4g TFLOP/s, "
-                       "memory %.4g GB/s, %.3g us per call\n", d->name, wp_dtype_name(ct->precision), nspans, n, 100 * rms, x->mm_flops / 1e12,
-                       x->mm_knee, x->attn_fwd_flops / 1e12, x->attn_bwd_flops / 1e12, x->mem_bw / 1e9, x->op_overhead_s * 1e6);
+                       "memory %.4g GB/s, %.3g us per call%s\n", d->name, wp_dtype_name(ct->precision), nspans, n, 100 * rms, x->mm_flops / 1e12,
+                       x->mm_knee, x->attn_fwd_flops / 1e12, x->attn_bwd_flops / 1e12, x->mem_bw / 1e9, x->op_overhead_s * 1e6, recv);
         }
     }
     return 0;
@@ -399,20 +435,22 @@ int cmd_calibrate(int argc, char **argv) {
     Calibration cal = { 0 };
     cal.types = xcalloc(64, sizeof *cal.types);
     if (!rc && links && load_links(links, &cal, err, sizeof err)) rc = bad("calibrate: %s%s", err, "");
-    /* the fit; where fitted runs' ranks share cores, again with the shares the simulator gives
-     * at the rates found, until they settle (see the top of this file) */
-    int shared = 0;
-    for (int i = 0; i < nruns && !rc; i++) shared |= !runs[i].held_out && shares_cores(&runs[i].topo);
+    /* the fit; where fitted runs' ranks share cores or receive on CPUs, again with the shares and
+     * the bytes received the simulator gives at the rates found, until they settle (see the top
+     * of this file) */
+    int shared = 0, again = 0;
+    for (int i = 0; i < nruns && !rc; i++)
+        if (!runs[i].held_out) shared |= shares_cores(&runs[i].topo), again |= shares_cores(&runs[i].topo) || cpu_receives(&runs[i]);
     double before[64][COST__COUNT];
     for (int pass = 0, more = 1; more && !rc; pass++) {
         for (int i = 0; i < nruns && pass > 0 && !rc; i++) {
             calib_apply_links(&cal, &runs[i].topo);
-            if (!runs[i].held_out && share_factors(&runs[i], &cal, err, sizeof err)) rc = bad("calibrate: sim: %s%s", err, "");
+            if (!runs[i].held_out && sim_factors(&runs[i], &cal, err, sizeof err)) rc = bad("calibrate: sim: %s%s", err, "");
         }
         for (int k = 0; k < cal.ntypes; k++) cost_coefs(&cal.types[k].rates, before[k]);
         if (rc || (rc = fit_types(runs, nruns, &cal, 0))) break;
         /* again until the rates move less than 0.01% (the shares depend on them), at most 20 times */
-        more = shared && pass < 20;
+        more = again && pass < 20;
         if (more && pass > 0) {
             double moved = 0;
             for (int k = 0; k < cal.ntypes; k++) {
@@ -428,7 +466,7 @@ int cmd_calibrate(int argc, char **argv) {
     if (!rc && shared) printf("calibrate: ranks share cores in the fitted runs: spans counted at the shares of the cores the simulator gives them\n");
     for (int i = 0; i < nruns && !rc; i++) {   /* for the spans column: every run's shares at the final rates */
         calib_apply_links(&cal, &runs[i].topo);
-        if (share_factors(&runs[i], &cal, err, sizeof err)) rc = bad("calibrate: sim: %s%s", err, "");
+        if (sim_factors(&runs[i], &cal, err, sizeof err)) rc = bad("calibrate: sim: %s%s", err, "");
     }
     if (!rc && cal.intra.set) printf("calibrate: links inside a node %.4g GB/s, %.3g us\n", cal.intra.bw / 1e9, cal.intra.lat * 1e6);
     if (!rc && cal.net.set) printf("calibrate: network %.4g GB/s, %.3g us\n", cal.net.bw / 1e9, cal.net.lat * 1e6);
@@ -511,6 +549,7 @@ int cmd_calibrate(int argc, char **argv) {
         plan_free(runs[i].plan);
         trace_run_free(&runs[i].tr);
         free(runs[i].share);
+        free(runs[i].recv);
         if (runs[i].topo.name) topology_free(&runs[i].topo);
     }
     free(runs);

@@ -9,7 +9,7 @@
 const char *const cost_feature_names[COST__COUNT] = {
     [COST_MM_FLOPS] = "matrix product FLOPs", [COST_MM_CALLS] = "matrix products",
     [COST_ATTN_FWD] = "attention forward FLOPs", [COST_ATTN_BWD] = "attention backward FLOPs",
-    [COST_BYTES] = "bytes through memory", [COST_OPS] = "calls",
+    [COST_BYTES] = "bytes through memory", [COST_OPS] = "calls", [COST_RECV] = "bytes received",
 };
 
 /* What a GPU's fp32 compute reaches of its bf16 rating: the matrix products of an fp32 run go to
@@ -79,6 +79,7 @@ void cost_coefs(const CostRates *r, double c[COST__COUNT]) {
     c[COST_ATTN_BWD] = inv(r->attn_bwd_flops);
     c[COST_BYTES] = inv(r->mem_bw);
     c[COST_OPS] = r->op_overhead_s;
+    c[COST_RECV] = r->recv_bw > 0 ? inv(r->recv_bw) : 2 * c[COST_BYTES];
 }
 
 CostRates cost_rates_of(const double c[COST__COUNT]) {
@@ -89,6 +90,7 @@ CostRates cost_rates_of(const double c[COST__COUNT]) {
         .attn_bwd_flops = c[COST_ATTN_BWD] > 0 ? 1 / c[COST_ATTN_BWD] : INFINITY,
         .mem_bw = c[COST_BYTES] > 0 ? 1 / c[COST_BYTES] : INFINITY,
         .op_overhead_s = c[COST_OPS],
+        .recv_bw = c[COST_RECV] > 0 ? 1 / c[COST_RECV] : INFINITY,
     };
     return r;
 }
@@ -159,5 +161,5 @@ double cost_seconds(const double f[COST__COUNT], const double c[COST__COUNT]) {
 }
 
 double cost_recv_copy_s_per_byte(const DeviceType *d, const double c[COST__COUNT]) {
-    return d->rated_bf16 ? 0 : 2 * c[COST_BYTES];
+    return d->rated_bf16 ? 0 : c[COST_RECV];
 }

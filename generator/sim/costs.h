@@ -28,6 +28,9 @@ enum {
     COST_ATTN_BWD,      /* the same, backward (twice the forward's) */
     COST_BYTES,         /* bytes through memory: elementwise work, ACC, COPY, OPT */
     COST_OPS,           /* 1 for a compute operation: a fixed cost per call (dispatch, threads) */
+    COST_RECV,          /* bytes a CPU rank's core took in from MPI meanwhile: never an
+                           operation's own, what the simulator says arrived during a measured span
+                           (wpgen calibrate fits the core's receiving rate from it) */
     COST__COUNT
 };
 extern const char *const cost_feature_names[COST__COUNT];
@@ -40,6 +43,8 @@ typedef struct CostRates {
     double attn_bwd_flops;  /* FLOP/s of attention backward */
     double mem_bw;          /* bytes/s of memory-bound work */
     double op_overhead_s;   /* seconds per FWD/BWD call */
+    double recv_bw;         /* bytes/s a CPU rank's core takes in what it receives (MPI's copy and
+                               what it displaces); 0: half of mem_bw (a read and a write) */
 } CostRates;
 
 /* A row of the defaults table: shares of the topology's figures. */
@@ -76,9 +81,10 @@ void cost_compute_features(const WpConfig *m, int chunk, int layer0, int nlayers
 double cost_seconds(const double f[COST__COUNT], const double c[COST__COUNT]);
 
 /* Seconds a rank's own core spends per byte it receives, at coefficients c of its device type: on
- * a CPU, MPI copies the message (a read and a write at the memory-bound rate); on a GPU nothing
- * (DMA engines and NCCL's kernels copy beside the compute). The simulator charges it (sim.c,
- * recv_copy); the search's bounds count it (bounds.c). */
+ * a CPU, MPI copies the message (by default a read and a write at the memory-bound rate; a
+ * calibration measures it: COST_RECV); on a GPU nothing (DMA engines and NCCL's kernels copy
+ * beside the compute). The simulator charges it (sim.c, recv_copy); the search's bounds count it
+ * (bounds.c). */
 double cost_recv_copy_s_per_byte(const DeviceType *d, const double c[COST__COUNT]);
 
 #endif

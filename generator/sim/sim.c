@@ -91,6 +91,7 @@ typedef struct Flow {
     double w[4];            /* how many times it counts on res[k]: 1, or with symmetry R / orbit size */
     double bytes, rem, rate, lat_end;
     int in_lat, live;
+    int intra;              /* between ranks of one node */
 } Flow;
 
 typedef struct Obj {
@@ -102,6 +103,8 @@ typedef struct Obj {
     int flows_left, done;
     int await_rank;         /* >= 0: its flows wait for this rank's first MPI call (next_mpi_call) */
     double t_calls;         /* between CPU ranks: the latest first MPI call of those that posted before */
+    int call_op;            /* a point-to-point transfer into a CPU rank: the compute operation at
+                               whose layer boundary the receiver's call matched it, or -1 (in its wait) */
     /* flows to create at start: edges */
     int nedges; int *src, *dst; double edge_bytes;
 } Obj;
@@ -125,6 +128,8 @@ typedef struct Sim {
     int nobjs, capobjs; Obj *objs;
     int **op_obj;
     double **tpost, **tstart, **tend;
+    double **recv_in;                  /* per rank and op: bytes its core took in during that compute
+                                          operation (CPUs; SimSpan.recv_bytes) */
     int nflows, capflows; Flow *flows;
     int nres; double *cap;
     int *res_dev_tx, *res_dev_rx;      /* per device */
@@ -400,6 +405,7 @@ static void add_flow(Sim *S, int obj, int ra, int rb, double bytes, double lat_e
     Flow *f = &S->flows[S->nflows++];
     memset(f, 0, sizeof *f);
     f->obj = obj; f->dst = rb; f->bytes = f->rem = bytes; f->lat_end = lat_end; f->in_lat = 1; f->live = 1;
+    f->intra = na == nb;
     if (na != nb) {
         const Node *A = &t->nodes[na], *B = &t->nodes[nb];
         int nics = t->nics_per_node > 0 ? t->nics_per_node : 1;
@@ -436,11 +442,23 @@ static double rank_copy_s_per_byte(const Sim *S, int r) {
     return S->copy_s_per_byte[S->t->nodes[S->p->ranks[r].node].type];
 }
 
+/* The compute operation rank r is in now, or -1 (it waits, or copies after its compute). */
+static int computing_now(const Sim *S, int r) {
+    const RankSim *s = &S->rs[r];
+    if (s->cur >= 0) return s->cur;
+    if (s->phase != PH_WAIT || S->now >= s->cend) return -1;
+    const PlanRank *rk = &S->p->ranks[r];
+    for (int i = rk->turn_start[s->turn]; i < rk->turn_start[s->turn + 1]; i++)
+        if (op_is_compute(rk->ops[i].kind) && S->tstart[r][i] <= S->now && S->now < S->tend[r][i]) return i;
+    return -1;
+}
+
 /* Receiving on a CPU is a copy by the receiving rank's own core: MPI over shared memory (and a CPU
- * cluster's TCP) reads the message and writes it into the rank's buffer, a pass each at the
- * device's memory-bound rate, and the rank computes nothing meanwhile; it does so when it next
- * calls MPI after the bytes are there (between layers, or in its wait), so the copy lengthens the
- * rank's compute phase, or its wait once that is over. Measured (bench-sim, 2 ranks of one node,
+ * cluster's TCP) reads the message and writes it into the rank's buffer (at the calibration's
+ * receiving rate, COST_RECV; by default a pass each at the memory-bound rate), and the rank
+ * computes nothing meanwhile; it does so when it next calls MPI after the bytes are there
+ * (between layers, or in its wait), so the copy lengthens the rank's compute phase, or its wait
+ * once that is over. Measured (bench-sim, 2 ranks of one node,
  * weipipe-interleave): a 9.4 MB chunk of weights cost its receiver 1.3-1.9 ms besides its
  * compute, time the model had hidden under it (steps 14% under). A GPU's transfers are copied
  * by DMA engines or NCCL's kernels beside its compute: nothing is charged there. With symmetry a
@@ -451,6 +469,12 @@ static void recv_copy(Sim *S, const Flow *f) {
     if (d <= 0) return;
     RankSim *s = &S->rs[r];
     if (s->phase != PH_WAIT) return;   /* a transfer of its turn completes only while it waits */
+    /* the span the runtime copies in: between ranks of a node, the one of the receiver's MPI call
+     * that matched the message, which copies it at once (over shared memory the copy is the
+     * transfer); else the one in which the bytes came, whose next call copies them */
+    const Obj *o = &S->objs[f->obj];
+    int i = f->intra && o->p2p ? o->call_op : computing_now(S, r);
+    if (i >= 0 && !S->sym) S->recv_in[r][i] += f->bytes;   /* (recorded runs have no symmetry) */
     if (s->cur >= 0) s->copy_owed += d;   /* computing on a shared node: after its compute */
     else s->cend = (s->cend > S->now ? s->cend : S->now) + d;
 }
@@ -495,12 +519,8 @@ static double layer_boundary(const Sim *S, int r, int i) {
 static double next_mpi_call(const Sim *S, int r) {
     const RankSim *s = &S->rs[r];
     if (rank_copy_s_per_byte(S, r) <= 0 || s->phase != PH_WAIT) return S->now;
-    if (s->cur >= 0) return layer_boundary(S, r, s->cur);
-    if (S->now >= s->cend) return S->now;
-    const PlanRank *rk = &S->p->ranks[r];
-    for (int i = rk->turn_start[s->turn]; i < rk->turn_start[s->turn + 1]; i++)
-        if (op_is_compute(rk->ops[i].kind) && S->tstart[r][i] <= S->now && S->now < S->tend[r][i]) return layer_boundary(S, r, i);
-    return S->now;   /* between its compute and its copies */
+    int i = computing_now(S, r);
+    return i >= 0 ? layer_boundary(S, r, i) : S->now;   /* waiting, or between its compute and its copies */
 }
 
 /* Rank r has posted its turn and laid out its compute: the transfers it receives that started
@@ -519,8 +539,12 @@ static void start_awaiting(Sim *S, int r) {
         Obj *o = &S->objs[fl->obj];
         if (fl->live && fl->in_lat && o->await_rank == r) fl->lat_end = (at > o->t_calls ? at : o->t_calls) + o->lat;
     }
-    for (int i = t0; i < t1; i++)
-        if (op_is_transfer(rk->ops[i].kind)) S->objs[S->op_obj[r][i]].await_rank = -1;
+    for (int i = t0; i < t1; i++) {
+        Obj *o = &S->objs[S->op_obj[r][i]];
+        if (!op_is_transfer(rk->ops[i].kind)) continue;
+        if (o->p2p && o->await_rank == r) o->call_op = computing_now(S, r);
+        o->await_rank = -1;
+    }
 }
 
 static void obj_start(Sim *S, int id) {
@@ -536,6 +560,7 @@ static void obj_start(Sim *S, int id) {
     const int *callers = o->p2p ? o->dst : o->ranks;
     int ncallers = o->p2p ? 1 : o->n;
     double from = S->now;
+    o->call_op = -1;
     if (o->edge_bytes > 0 && o->nedges > 0 && rank_copy_s_per_byte(S, callers[0]) > 0) {
         o->t_calls = S->now;
         for (int m = 0; m < ncallers; m++) {
@@ -543,6 +568,7 @@ static void obj_start(Sim *S, int id) {
             if (S->rs[q].phase == PH_START) { o->await_rank = q; continue; }
             double c = next_mpi_call(S, q);
             if (c > o->t_calls) o->t_calls = c;
+            if (o->p2p) o->call_op = computing_now(S, q);
         }
         from = o->await_rank >= 0 ? INFINITY : o->t_calls;
     }
@@ -789,6 +815,7 @@ int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, siz
     S.tpost = xcalloc((size_t)n, sizeof(double *));
     S.tstart = xcalloc((size_t)n, sizeof(double *));
     S.tend = xcalloc((size_t)n, sizeof(double *));
+    S.recv_in = xcalloc((size_t)n, sizeof(double *));
     for (int r = 0; r < n; r++) {
         int no = p->ranks[r].nops;
         res->turn_t[r] = xcalloc((size_t)p->nturns + 1, sizeof(double));
@@ -796,6 +823,7 @@ int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, siz
         S.tpost[r] = xcalloc((size_t)no, sizeof(double));
         S.tstart[r] = xcalloc((size_t)no, sizeof(double));
         S.tend[r] = xcalloc((size_t)no, sizeof(double));
+        S.recv_in[r] = xcalloc((size_t)no, sizeof(double));
     }
     S.coef = xcalloc((size_t)S.t->ntypes, sizeof *S.coef);
     S.copy_s_per_byte = xcalloc((size_t)S.t->ntypes, sizeof(double));
@@ -935,13 +963,13 @@ int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, siz
             for (int r = 0; r < n; r++)
                 for (int t = 0; t < p->nturns; t++)
                     for (int i = p->ranks[r].turn_start[t]; i < p->ranks[r].turn_start[t + 1]; i++)
-                        res->spans[res->nspans++] = (SimSpan){ r, t, i, S.tpost[r][i], S.tstart[r][i], S.tend[r][i] };
+                        res->spans[res->nspans++] = (SimSpan){ r, t, i, S.tpost[r][i], S.tstart[r][i], S.tend[r][i], S.recv_in[r][i] };
         }
     }
     for (int i = 0; i < S.nobjs; i++) free(S.objs[i].ranks), free(S.objs[i].ops), free(S.objs[i].src), free(S.objs[i].dst);
     free(S.objs);
-    for (int r = 0; r < n; r++) free(S.op_obj[r]), free(S.tpost[r]), free(S.tstart[r]), free(S.tend[r]);
-    free(S.op_obj); free(S.tpost); free(S.tstart); free(S.tend);
+    for (int r = 0; r < n; r++) free(S.op_obj[r]), free(S.tpost[r]), free(S.tstart[r]), free(S.tend[r]), free(S.recv_in[r]);
+    free(S.op_obj); free(S.tpost); free(S.tstart); free(S.tend); free(S.recv_in);
     free(S.node_cores); free(S.node_computing);
     free(S.rs); free(S.coef); free(S.copy_s_per_byte); free(S.work); free(S.inwork); free(S.flows); free(S.cap); free(S.act);
     if (S.sym) sym_free(&sym);

@@ -18,10 +18,11 @@
  *   sharing    a node whose ranks outnumber its "cores" (CPU nodes): k of its ranks computing
  *              (compute or local operations) at once each run at min(1, cores / k) of their
  *              rate, re-evaluated as ranks start and finish (processor sharing).
- *   receiving  on a CPU, the receiving rank's core copies every byte it receives (a read and a
- *              write at the memory-bound rate) once the bytes are there, computing nothing
- *              meanwhile: MPI over shared memory (or TCP) copies on the CPU; a GPU's DMA
- *              engines and NCCL's kernels copy beside its compute, so nothing is charged there.
+ *   receiving  on a CPU, the receiving rank's core copies every byte it receives (at its
+ *              calibrated receiving rate; by default a read and a write at the memory-bound
+ *              rate) once the bytes are there, computing nothing meanwhile: MPI over shared
+ *              memory (or TCP) copies on the CPU; a GPU's DMA engines and NCCL's kernels copy
+ *              beside its compute, so nothing is charged there.
  *              And a point-to-point transfer into a CPU rank starts at the receiver's first MPI
  *              call after both have posted: at once if it waits, else at its next layer
  *              boundary (a post is not a call that moves messages); a collective of CPU ranks
@@ -73,6 +74,8 @@ typedef struct SimOptions {
 typedef struct SimSpan {
     int rank, turn, op;     /* op: index into the rank's ops */
     double t_post, t0, t1;
+    double recv_bytes;      /* a compute operation on a CPU: bytes that arrived while it ran, which
+                               the runtime copies inside its span (calibrate fits their cost) */
 } SimSpan;
 
 typedef struct SimResult {

@@ -56,9 +56,11 @@ int sim_write_trace(const Plan *p, const SimResult *r, const char *path) {
         if (comm) tid = 2 + (s->op - p->ranks[s->rank].turn_start[s->turn]);
         if (s->t1 <= s->t0 && !comm) continue;
         const char *cat = trace_cat[phase];
+        char received[64] = "";   /* a CPU rank's compute: what arrived meanwhile (its core copied it) */
+        if (s->recv_bytes > 0) snprintf(received, sizeof received, ", \"received_bytes\": %.0f", s->recv_bytes);
         fprintf(f, ",\n{\"ph\": \"X\", \"name\": \"%s\", \"cat\": \"%s\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
-                   "\"args\": {\"turn\": %d, \"posted_us\": %.3f, \"bytes\": %.0f}}",
-                label, cat, s->rank, tid, s->t0 * 1e6, (s->t1 - s->t0) * 1e6, s->turn, s->t_post * 1e6, sim_op_bytes(p, s->rank, s->op));
+                   "\"args\": {\"turn\": %d, \"posted_us\": %.3f, \"bytes\": %.0f%s}}",
+                label, cat, s->rank, tid, s->t0 * 1e6, (s->t1 - s->t0) * 1e6, s->turn, s->t_post * 1e6, sim_op_bytes(p, s->rank, s->op), received);
     }
     fprintf(f, "\n]}\n");
     return interrupt_commit(f, tmp, path);

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # wpgen calibrate: on synthetic traces of emitted plans whose every span takes what known rates
-# say (computed here, independently of the C cost model), the fit recovers those rates; the
+# say (computed here, independently of the C cost model; a span during which its rank received
+# also the bytes the simulator says came then, at a known receiving rate), the fit recovers those
+# rates; the
 # link fit recovers a known latency and bandwidth; fitted and held-out runs are reported apart (a
 # replicated-ends run, --replicate-ends, among them);
 # an existing output is not overwritten without --force; bad traces, plans and link files are
@@ -10,10 +12,19 @@ build=${1:-build}
 cd "$(dirname "$0")/../.."
 . tests/check.sh
 
+# the rates to recover (R below), the receiving rate and the links of the link benchmark's points
+# (below), as a calibration file: the simulator says with it which spans received what (sim.json)
+cat >"$tmp/known.json" <<'EOF'
+{ "version": 1, "device_types": { "cpu": { "precision": "fp32", "matmul_tflops": 0.04, "matmul_knee_mnk": 2e5,
+  "attn_fwd_tflops": 0.012, "attn_bwd_tflops": 0.007, "mem_GBps": 4, "op_overhead_us": 30, "recv_GBps": 1.5 } },
+  "links": { "intra": { "bw_GBps": 2, "lat_us": 5 }, "network": { "bw_GBps": 0.5, "lat_us": 40 } } }
+EOF
 # four runs of different shapes (the features must vary for the rates to be told apart)
 emit() {   # NAME TOPO STRATEGY ARGS...
     local n=$1 t=$2 s=$3; shift 3
     "$wpgen" emit -t "topologies/$t.json" -m tiny -s "$s" "$@" -o "$tmp/$n" >/dev/null 2>"$tmp/e" && ok || bad "emit $n: $(head -2 "$tmp/e")"
+    "$wpgen" sim -t "topologies/$t.json" -m tiny -s "$s" "$@" --calibration "$tmp/known.json" --trace "$tmp/$n/sim.json" >/dev/null 2>"$tmp/e" ||
+        bad "sim $n: $(head -2 "$tmp/e")"
 }
 emit a cpu-1x4 weipipe-interleave --seq 64 --micro-batches 2
 emit b cpu-2x2 1f1b --seq 256 --micro-batch-size 1 --micro-batches 2
@@ -25,8 +36,8 @@ emit ends cpu-2x2 weipipe-interleave --seq 64 --micro-batches 2 --replicate-ends
 python3 - "$tmp" <<'EOF' || bad "synthetic traces"
 import json, os, sys
 tmp = sys.argv[1]
-# the rates to recover
-R = dict(mm=0.04e12, knee=2e5, af=0.012e12, ab=0.007e12, mem=4e9, ovh=30e-6)
+# the rates to recover (known.json's)
+R = dict(mm=0.04e12, knee=2e5, af=0.012e12, ab=0.007e12, mem=4e9, ovh=30e-6, recv=1.5e9)
 def features(m, chunk, nchunks, layers, kind, rec):
     H, F, V, T, S = m['hidden_size'], m['intermediate_size'], m['vocab_size'], m['seq_len'] * m['micro_batch_size'], m['seq_len']
     nh, nkv = m['num_attention_heads'], m['num_key_value_heads']
@@ -47,6 +58,9 @@ def seconds(x):
 for run in ('a', 'b', 'c', 'd', 'ends'):
     p = json.load(open(os.path.join(tmp, run, 'plan.json')))
     m, chunks = p['model'], p['chunks']
+    # what arrived during each compute span, by the simulator at the known rates
+    got = {(e['pid'], e['name']): e['args'].get('received_bytes', 0)
+           for e in json.load(open(os.path.join(tmp, run, 'sim.json')))['traceEvents'] if e.get('cat') == 'compute'}
     ev = []
     for r in p['ranks']:
         t = 0.0
@@ -57,8 +71,9 @@ for run in ('a', 'b', 'c', 'd', 'ends'):
                     w = op.split()
                     if w[0] not in ('FWD', 'BWD'): continue
                     c, mb = int(w[2]), int(w[4])
-                    d = seconds(features(m, c, len(chunks), chunks[c]['layers'], w[0][0], p['recompute']))
-                    ev.append(dict(name='%s%d mb%d' % (w[0][0], c, mb), cat='forward' if w[0] == 'FWD' else 'backward', ph='X',
+                    name = '%s%d mb%d' % (w[0][0], c, mb)
+                    d = seconds(features(m, c, len(chunks), chunks[c]['layers'], w[0][0], p['recompute'])) + got[(r['rank'], name)] / R['recv']
+                    ev.append(dict(name=name, cat='forward' if w[0] == 'FWD' else 'backward', ph='X',
                                    pid=r['rank'], tid=0, ts=t * 1e6, dur=d * 1e6, args=dict(turn=int(turn))))
                     t += d + 1e-4
             ev.append(dict(name='AdamW', cat='optimizer', ph='X', pid=r['rank'], tid=0, ts=t * 1e6, dur=opt * 1e6, args=dict(turn=0)))
@@ -78,7 +93,7 @@ python3 - "$tmp/cal.json" <<'EOF' && ok || bad "calibrate does not recover the r
 import json, sys
 c = json.load(open(sys.argv[1]))
 t = c['device_types']['cpu']
-want = dict(matmul_tflops=0.04, matmul_knee_mnk=2e5, attn_fwd_tflops=0.012, attn_bwd_tflops=0.007, mem_GBps=4, op_overhead_us=30)
+want = dict(matmul_tflops=0.04, matmul_knee_mnk=2e5, attn_fwd_tflops=0.012, attn_bwd_tflops=0.007, mem_GBps=4, op_overhead_us=30, recv_GBps=1.5)
 for k, v in want.items():
     assert abs(t[k] / v - 1) < 0.01, (k, t[k], v)
 l = c['links']

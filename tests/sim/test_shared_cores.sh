@@ -41,12 +41,19 @@ done
 "$wpgen" sim -t "$tmp/c0.json" -m tiny -s fsdp >/dev/null 2>"$tmp/err"; rc=$?
 [ $rc = 2 ] && grep -q 'nodes\[0\].cores' "$tmp/err" && ok || bad "cores 0: exit $rc, $(cat "$tmp/err")"
 
-# calibrate on a run sharing one core among 4 ranks: its trace is the simulator's own (defaults
-# table), written as the runtime writes traces (3 steps); the fit must give back the defaults'
-# rates and predict the run it was fitted to, which a fit ignoring the sharing cannot
+# calibrate on a run sharing one core among 4 ranks: its trace is the simulator's own (the
+# defaults table's rates on cpu-1x4, receiving free: the simulator's spans do not hold the copies
+# the runtime makes inside them, test_calibrate.sh fits those), written as the runtime writes
+# traces (3 steps); the fit must give back those rates and predict the run it was fitted to,
+# which a fit ignoring the sharing cannot
+cat >"$tmp/gen.json" <<'EOF'
+{ "version": 1, "device_types": { "cpu": { "precision": "fp32", "matmul_tflops": 0.025, "matmul_knee_mnk": 1e4,
+  "attn_fwd_tflops": 0.0125, "attn_bwd_tflops": 0.0125, "mem_GBps": 10, "op_overhead_us": 0, "recv_GBps": 1e6 } } }
+EOF
 for sq in 64 128; do
     "$wpgen" emit -t "$tmp/c1.json" -m tiny --seq "$sq" -s 1f1b -o "$tmp/r$sq" >/dev/null 2>"$tmp/err" || bad "emit: $(head -2 "$tmp/err")"
-    "$wpgen" sim -t "$tmp/c1.json" -m tiny --seq "$sq" -s 1f1b --trace "$tmp/sim$sq.json" >"$tmp/sim$sq.out" 2>"$tmp/err" || bad "sim: $(head -2 "$tmp/err")"
+    "$wpgen" sim -t "$tmp/c1.json" -m tiny --seq "$sq" -s 1f1b --calibration "$tmp/gen.json" --trace "$tmp/sim$sq.json" >"$tmp/sim$sq.out" 2>"$tmp/err" ||
+        bad "sim: $(head -2 "$tmp/err")"
     python3 - "$tmp/sim$sq.json" "$tmp/r$sq/trace.json" "$(awk '$1 == "step" { print $2 }' "$tmp/sim$sq.out")" <<'EOF' || bad "trace conversion"
 import json, sys
 src, dst, step = sys.argv[1], sys.argv[2], float(sys.argv[3]) * 1e6

@@ -383,6 +383,29 @@ static void test_mpi_progress(void) {
             early += s->t1 < least * (1 - 1e-9);
             held += b > s->t0 * (1 + 1e-9) + 1e-15;
         }
+        /* the bytes received during each compute span (SimSpan.recv_bytes, what calibrate fits the
+         * receiving rate to): between ranks of a node, the receiver's MPI call that matches a
+         * message copies it, so a span gets every receive that started while it computed (at its
+         * next layer boundary), and no other */
+        int wrong = 0;
+        double inside = 0;
+        for (int j = 0; j < r.nspans; j++) {
+            const SimSpan *c = &r.spans[j];
+            if (!op_is_compute(p->ranks[c->rank].ops[c->op].kind)) {
+                wrong += c->recv_bytes != 0;
+                continue;
+            }
+            double want = 0;
+            for (int i = 0; i < r.nspans; i++) {
+                const SimSpan *s = &r.spans[i];
+                if (s->rank == c->rank && op_info(p->ranks[s->rank].ops[s->op].kind)->p2p == P2P_RECV && c->t0 <= s->t0 && s->t0 < c->t1)
+                    want += sim_op_bytes(p, s->rank, s->op);
+            }
+            wrong += fabs(c->recv_bytes - want) > 1e-9 * (want + 1);
+            inside += want;
+        }
+        CHECK(wrong == 0, "%d spans' bytes received differ from the receives that started during them", wrong);
+        CHECK(inside > 0, "no receive started during a compute span: the bytes received went unchecked");
         sim_result_free(&r);
     }
     CHECK(early == 0, "%d receives ended before the receiver's next MPI call and the link's time", early);
