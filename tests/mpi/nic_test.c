@@ -5,7 +5,8 @@
  *   - two ranks of a node sending to each other do not touch the NIC (an intra-node link);
  *   - an all-reduce over the 4 ranks completes no sooner than the simulator's ring model says
  *     (generator/sim/collective.c: 2 (n-1)/n of the buffer over each edge, the two edges between
- *     nodes each through one NIC side, latency min(ring 6, tree 4) steps), and not much later.
+ *     nodes each through one NIC side, latency min(ring 6, tree 4) steps), and not much later;
+ *   - two all-reduces at once share the NICs: about twice one's NIC time.
  * Times are on the machine's monotonic clock, measured from a barrier; the machine may be loaded
  * (other work only makes things later), so upper bounds are loose and ratios are checked. */
 #ifndef _GNU_SOURCE
@@ -112,6 +113,27 @@ int main(int argc, char **argv) {
     CHECK(best >= model - 1e-3, "rank %d: the all-reduce took %.1f ms, less than the model's %.1f ms", R, best * 1e3, model * 1e3);
     CHECK(best < 1.5 * model + 0.02, "rank %d: the all-reduce took %.1f ms, far more than the model's %.1f ms", R, best * 1e3,
           model * 1e3);
+
+    /* 4. two all-reduces of NBYTES at once (fsdp's backward turns run a reduce-scatter and an
+     *    all-gather so): their edges between nodes take each NIC side in turn */
+    float *buf2 = calloc(NBYTES / 4, sizeof(float));
+    double nic = 1.5 * NBYTES * NET_BETA, two = 1e9;
+    for (int rep = 0; rep < 3; rep++) {
+        comm_barrier(c);
+        double t0 = comm_now(c);
+        comm_allreduce(c, 0, buf, NBYTES / 4, WP_FP32, &(CommInfo){ 60 + rep, "grads" });
+        comm_allreduce(c, 0, buf2, NBYTES / 4, WP_FP32, &(CommInfo){ 60 + rep, "grads2" });
+        comm_wait_turn(c);
+        double dt = comm_now(c) - t0;
+        if (dt < two) two = dt;
+    }
+    if (R == 0) printf("nic_test: two all-reduces at once %.1f ms (%.2fx one), twice the NIC time %.1f ms\n", two * 1e3, two / best,
+                       2 * nic * 1e3);
+    CHECK(two >= 2 * nic - 1e-3, "rank %d: two all-reduces at once took %.1f ms, less than twice one's NIC time (%.1f ms)", R, two * 1e3,
+          2 * nic * 1e3);
+    CHECK(two < 1.5 * (2 * nic + 4 * NET_ALPHA) + 0.02, "rank %d: two all-reduces at once took %.1f ms, far more than %.1f ms", R,
+          two * 1e3, (2 * nic + 4 * NET_ALPHA) * 1e3);
+    free(buf2);
 
     double tally[2] = { check_passed_, check_failed_ };
     comm_allreduce_double(c, tally, 2);
