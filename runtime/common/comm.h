@@ -195,11 +195,12 @@ typedef void (*CommTraceFn)(void *ud, const CommEvent *e);
 /* Calls fn for every completed step operation (NULL: off). */
 void comm_set_trace(Comm *c, CommTraceFn fn, void *ud);
 
-/* Topology emulation: sends to `peer` (-1: to every peer) go over an emulated link of latency
- * alpha seconds and beta seconds per byte (1 / bandwidth). A send is started only once the link
- * would have carried it (alpha + bytes * beta after it was posted, queued behind the link's
- * earlier sends), at the first comm_wait_turn or comm_progress after that, so the receiver sees
- * the emulated delay. 0, 0 turns it off (the default). Collectives are delayed only by comm_emulate. */
+/* Topology emulation: the link between this rank and `peer` (-1: every peer) is emulated, latency
+ * alpha seconds and beta seconds per byte (1 / bandwidth). A send over it completes, on both
+ * sides, only once the link would have carried it (alpha + bytes * beta after it was posted,
+ * queued behind the link's earlier sends): the sender tells the receiver when, in a companion
+ * message of 8 bytes, so both ends of a link must set it (train.c sets every pair). 0, 0 turns
+ * it off (the default). Collectives are delayed only by comm_emulate. */
 void comm_set_link(Comm *c, int peer, double alpha, double beta);
 
 /* The emulated cluster on top of comm_set_link's links (MPI backend; collective over the world):

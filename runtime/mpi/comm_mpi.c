@@ -5,12 +5,21 @@
  * created once at start. Optionally, sends are held back by an emulated link (latency + bytes /
  * bandwidth per peer) so that topology effects can be measured on one machine.
  *
+ * An emulated send is started for real at once, with a companion message of 8 bytes on its own
+ * tag that carries when the emulated link delivers it (absolute CLOCK_MONOTONIC seconds); the
+ * receiver holds the receive's completion until then. The link is the sender's to book (its
+ * NIC's, its earlier sends'); the hold is the receiver's, so a sender busy computing does not
+ * delay it further: a send held back at the sender started only at the sender's next MPI call,
+ * up to a layer later than its link delivered it, which the simulator does not model (bench-sim,
+ * zb1 on 2 emulated nodes: each activation and gradient 3-4 ms late, the step 10% over the
+ * model).
+ *
  * The emulated cluster (comm_emulate, WP_EMULATE=1), what the simulator (generator/sim) claims:
  *  - NICs. Each emulated node has one NIC, a transmit and a receive side, shared by all its
  *    ranks. A send between nodes reserves its bytes' time (bytes x seconds per byte of the
  *    network) on the sender's node's transmit side and the receiver's node's receive side, first
  *    come first served: it starts when both are free (and after this rank's earlier sends to that
- *    peer), holds both until it ends, and is started for real (MPI_Isend) latency after that end.
+ *    peer), holds both until it ends, and is delivered latency after that end.
  *    Two ranks of a node sending at once to another node so take twice as long as one: the time
  *    the simulator's fair sharing of a NIC gives the pair (each at half the bandwidth).
  *    The ranks of a node are processes: the book of when each NIC side is free is a window of
@@ -22,7 +31,11 @@
  *    simulator's collective model gives it (sim/collective.h, the same rows here): NCCL's ring
  *    (chains for broadcast and reduce), every edge at once, the most loaded of the ranks' ports
  *    (inside a node) and the nodes' NIC sides (between nodes) deciding the time, plus the latency
- *    steps (ring or tree, the fewer) at the slowest link's latency. Each rank also books its own
+ *    steps (ring or tree, the fewer) at the slowest link's latency, counted from the rank's first
+ *    MPI call after posting it (the simulator's start: once every member has called MPI after the
+ *    last one posted; libnbc's later rounds wait for later calls, which the simulator does not
+ *    model, so counting from the real completion made the emulation slower than the model by
+ *    those calls: 75 ms against 66 in fsdp's backward turns). Each rank also books its own
  *    edge between nodes, if it has one, on the NICs' book from then, as a send: two collectives
  *    at once (fsdp's backward turns: a reduce-scatter and the next all-gather), or a collective
  *    and a send, take the NIC in turn, as the simulator shares it between them. The members then
@@ -51,7 +64,7 @@
 /* Point-to-point traffic of the step uses one tag, so MPI's non-overtaking rule gives the plan's
  * matching (k-th send a->b with k-th receive at b from a). The blocking gather/scatter use their
  * own tag: they can never be confused with the step's messages. */
-enum { TAG_STEP = 1, TAG_UTIL = 2 };
+enum { TAG_STEP = 1, TAG_UTIL = 2, TAG_ARRIVAL = 3 };
 
 const char *const comm_kind_names[COMM__NKINDS] = {
     "SEND", "RECV", "BCAST", "REDUCE", "ALLREDUCE", "ALLGATHER", "REDUCE_SCATTER", "UTIL",
@@ -131,20 +144,22 @@ typedef struct Group {
 typedef struct Pending {
     uint8_t kind;       /* CommKind */
     uint8_t done;
-    uint8_t deferred;   /* a send held back by the emulated link, not yet started */
+    uint8_t awaiting;   /* a receive done in MPI, waiting for its companion (when it arrives) */
+    uint8_t timed;      /* an emulated send: done no sooner than its link delivers it (release_at) */
     uint8_t held;       /* a collective done in MPI, its completion held back until release_at */
     uint8_t agreeing;   /* its members agreeing on release_at (an all-reduce of the latest, in agree[]) */
     double release_at;
+    double t_call;      /* collectives: this rank's first MPI call after posting it (0: none yet) */
     double *agree;      /* agreeing: this rank's release and the members' latest, absolute times */
     const char *name;   /* for messages: comm_kind_names[kind], or the blocking call's name */
     int turn, peer, group;
     size_t bytes;
     long expect;        /* receives: bytes expected, checked on completion; -1: no check */
     double t_post;
-    double start_at;    /* deferred sends: when to start */
-    const void *sbuf;   /* deferred sends: what to start */
-    int scount;
-    MPI_Datatype stype;
+    int companion;      /* an emulated receive: the pending index of its companion, else -1 */
+    int data;           /* a companion (kind UTIL): the index of its receive, else -1 */
+    double *arrival;    /* a companion's 8 bytes: when the link delivers (absolute); apart from
+                           pend[], which may move */
     char label[48];
 } Pending;
 
@@ -161,7 +176,7 @@ struct Comm {
     Group *groups;
 
     /* The pending list: parallel arrays, because MPI_Testsome wants the requests contiguous. */
-    int npend, ndone, ndeferred, cappend;
+    int npend, ndone, cappend;
     Pending *pend;
     MPI_Request *reqs;
     MPI_Status *statuses;
@@ -259,6 +274,7 @@ Comm *comm_init(int *argc, char ***argv) {
     Comm *c = xrealloc(NULL, sizeof *c);
     memset(c, 0, sizeof *c);
     clock_gettime(CLOCK_MONOTONIC, &c->t0);
+    c->t0_abs = (double)c->t0.tv_sec + 1e-9 * (double)c->t0.tv_nsec;   /* emulated times between ranks */
     int inited = 0;
     MPI_CHECK(MPI_Initialized(&inited));
     if (!inited) {
@@ -384,7 +400,6 @@ void comm_emulate(Comm *c, const int *node_of_rank, double net_alpha, double net
     }
     c->net_alpha = net_alpha; c->net_beta = net_beta;
     c->intra_alpha = intra_alpha; c->intra_beta = intra_beta;
-    c->t0_abs = (double)c->t0.tv_sec + 1e-9 * (double)c->t0.tv_nsec;
     /* the book, shared by the ranks on this machine: rank 0 of them allocates it, zeroed (a NIC
      * free since the clock's start); the lock's int first, then the doubles, 8-byte aligned */
     MPI_Comm local;
@@ -517,11 +532,13 @@ static int post(Comm *c, CommKind kind, const char *name, const CommInfo *info, 
     Pending *p = &c->pend[i];
     p->kind = (uint8_t)kind;
     p->done = 0;
-    p->deferred = 0;
+    p->awaiting = 0;
+    p->timed = 0;
     p->held = 0;
     p->agreeing = 0;
     p->agree = NULL;
     p->release_at = 0;
+    p->t_call = 0;
     p->name = name ? name : comm_kind_names[kind];
     p->turn = info ? info->turn : -1;
     p->peer = peer;
@@ -529,9 +546,8 @@ static int post(Comm *c, CommKind kind, const char *name, const CommInfo *info, 
     p->bytes = bytes;
     p->expect = -1;
     p->t_post = comm_now(c);
-    p->start_at = 0;
-    p->sbuf = NULL;
-    p->scount = 0;
+    p->companion = p->data = -1;
+    p->arrival = NULL;
     p->label[0] = 0;
     if (info && info->label) snprintf(p->label, sizeof p->label, "%s", info->label);
     c->reqs[i] = MPI_REQUEST_NULL;
@@ -542,17 +558,24 @@ static int post(Comm *c, CommKind kind, const char *name, const CommInfo *info, 
     return i;
 }
 
+/* A receive's size against what it expected (its status from MPI). */
+static void check_size(Comm *c, int i, MPI_Status *st) {
+    Pending *p = &c->pend[i];
+    if (p->expect < 0 || !st) return;
+    int got = 0;
+    MPI_CHECK(MPI_Get_count(st, MPI_BYTE, &got));
+    if (got != p->expect) {
+        char what[128];
+        snprintf(what, sizeof what, "expected %ld bytes, the matching send had %d", p->expect, got);
+        op_fail(c, p, what);
+    }
+}
+
 static void complete(Comm *c, int i, MPI_Status *st) {
     Pending *p = &c->pend[i];
-    if (p->expect >= 0) {
-        int got = 0;
-        MPI_CHECK(MPI_Get_count(st, MPI_BYTE, &got));
-        if (got != p->expect) {
-            char what[128];
-            snprintf(what, sizeof what, "expected %ld bytes, the matching send had %d", p->expect, got);
-            op_fail(c, p, what);
-        }
-    }
+    check_size(c, i, st);
+    free(p->arrival);
+    p->arrival = NULL;
     p->done = 1;
     c->ndone++;
     if (c->trace && p->kind != COMM_UTIL) {
@@ -561,16 +584,14 @@ static void complete(Comm *c, int i, MPI_Status *st) {
     }
 }
 
-/* Starts the held-back sends whose emulated link time has passed, in the order they were posted
- * (for one peer their start times never decrease, so MPI sees them in the plan's order), and
- * completes the held-back collectives whose emulated time has passed. Returns the earliest start
- * or release still to come, or 0. */
+/* Completes the held-back receives and collectives whose emulated time has passed. Returns the
+ * earliest release still to come, or 0. */
 static double start_due(Comm *c, double now) {
     double next = 0;
-    if (!c->ndeferred && !c->nheld) return 0;
+    if (!c->nheld) return 0;
     for (int i = 0; i < c->npend; i++) {
         Pending *p = &c->pend[i];
-        if (p->held) {   /* a collective whose emulated time is up completes */
+        if (p->held) {   /* a receive or collective whose emulated time is up completes */
             if (p->release_at <= now) {
                 p->held = 0;
                 c->nheld--;
@@ -578,22 +599,28 @@ static double start_due(Comm *c, double now) {
             } else if (next == 0 || p->release_at < next) {
                 next = p->release_at;
             }
-            continue;
-        }
-        if (!p->deferred) continue;
-        if (p->start_at <= now) {
-            MPI_CHECK(MPI_Isend(p->sbuf, p->scount, p->stype, p->peer, TAG_STEP, c->world, &c->reqs[i]));
-            p->deferred = 0;
-            c->ndeferred--;
-        } else if (next == 0 || p->start_at < next) {
-            next = p->start_at;
         }
     }
     return next;
 }
 
+/* Completes operation i at time `at` (this rank's clock): now if that has passed, else held until
+ * then (start_due); its size was checked. */
+static void hold(Comm *c, long i, double at) {
+    Pending *p = &c->pend[i];
+    if (at <= comm_now(c)) { complete(c, (int)i, NULL); return; }
+    p->held = 1;
+    p->release_at = at;
+    c->nheld++;
+}
+
 static void poll_once(Comm *c) {
     if (c->ndone == c->npend) return;
+    if (c->emu_node) {   /* a collective's emulated time runs from here: its first call (see the top) */
+        double now = comm_now(c);
+        for (int i = 0; i < c->npend; i++)
+            if (c->pend[i].group >= 0 && c->pend[i].t_call == 0) c->pend[i].t_call = now;
+    }
     int out = 0;
     int rc = MPI_Testsome(c->npend, c->reqs, &out, c->indices, c->statuses);
     if (rc == MPI_ERR_IN_STATUS) {
@@ -613,6 +640,24 @@ static void poll_once(Comm *c) {
     for (int j = 0; j < out; j++) {
         int i = c->indices[j];
         Pending *p = &c->pend[i];
+        if (p->data >= 0 && p->kind == COMM_UTIL) {   /* a companion: its receive may go at that time */
+            Pending *r = &c->pend[p->data];
+            double at = *p->arrival - c->t0_abs;
+            r->release_at = at;
+            complete(c, i, NULL);
+            if (r->awaiting) r->awaiting = 0, hold(c, r - c->pend, at);
+            continue;
+        }
+        if (p->timed) {   /* an emulated send: held until its link delivered it, as its receive is */
+            hold(c, i, p->release_at);
+            continue;
+        }
+        if (p->companion >= 0) {   /* an emulated receive: held until its link delivered it */
+            check_size(c, i, &c->statuses[j]);
+            if (!c->pend[p->companion].done) p->awaiting = 1;
+            else hold(c, i, p->release_at);
+            continue;
+        }
         if (p->agreeing) {   /* the members' latest release: held until then */
             p->agreeing = 0;
             p->held = 1;
@@ -625,11 +670,12 @@ static void poll_once(Comm *c) {
         OwnEdge own;
         double d = emulated_collective_s(c, p, &own);
         if (d > 0) {
-            double now = comm_now(c), at = now + d;
+            double now = comm_now(c), from = p->t_call > 0 ? p->t_call : now, at = from + d;
             if (own.s > 0) {   /* its edge between nodes, after what the NICs carry already */
-                double end = nic_book(c, own.a, own.b, now, own.s) + own.lat;
+                double end = nic_book(c, own.a, own.b, from, own.s) + own.lat;
                 if (end > at) at = end;
             }
+            if (at < now) at = now;
             p->agree = xrealloc(NULL, 2 * sizeof(double));   /* apart from pend[], which may move */
             p->agree[0] = at + c->t0_abs;
             p->agreeing = 1;
@@ -703,15 +749,25 @@ static void check_peer(const Comm *c, CommKind kind, int peer, const CommInfo *i
                   info && info->label ? info->label : "", info ? info->turn : -1, peer, c->size);
 }
 
-/* Holds a posted send back until the emulated link would have delivered it (start_at): the real
- * send starts then (start_due). */
-static void defer_send(Comm *c, Pending *p, double start_at, const void *buf, int count, WpDtype dt) {
-    p->start_at = start_at;
-    p->sbuf = buf;
-    p->scount = count;
-    p->stype = mpi_type(dt);
-    p->deferred = 1;
-    c->ndeferred++;
+/* An emulated send: started now, its companion (when the link delivers it, start_at on this rank's
+ * clock) on TAG_ARRIVAL beside it; see the top of this file. */
+static void send_emulated(Comm *c, int i, double start_at, const void *buf, int count, WpDtype dt) {
+    Pending *p = &c->pend[i];
+    p->timed = 1;
+    p->release_at = start_at;
+    MPI_CHECK(MPI_Isend(buf, count, mpi_type(dt), p->peer, TAG_STEP, c->world, &c->reqs[i]));
+    int peer = p->peer, j = post(c, COMM_UTIL, "emulated arrival", NULL, peer, -1, sizeof(double));   /* p may move */
+    Pending *q = &c->pend[j];
+    q->arrival = xrealloc(NULL, sizeof(double));
+    *q->arrival = start_at + c->t0_abs;
+    MPI_CHECK(MPI_Isend(q->arrival, 1, MPI_DOUBLE, peer, TAG_ARRIVAL, c->world, &c->reqs[j]));
+}
+
+/* Sends from `peer` come over an emulated link (the sender's test in comm_send): their receives
+ * wait for their companions. */
+static int emulated_from(const Comm *c, int peer) {
+    if (c->emu_node && c->emu_node[peer] != c->emu_node[c->rank] && c->net_beta > 0) return 1;
+    return c->alpha && (c->alpha[peer] > 0 || c->beta[peer] > 0);
 }
 
 void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const CommInfo *info) {
@@ -726,16 +782,16 @@ void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const C
         if (c->link_free && c->link_free[peer] > ready) ready = c->link_free[peer];
         double end = nic_book(c, c->emu_node[c->rank], c->emu_node[peer], ready, (double)bytes * c->net_beta);
         if (c->link_free) c->link_free[peer] = end;
-        defer_send(c, p, end + c->net_alpha, buf, count, dt);
+        send_emulated(c, i, end + c->net_alpha, buf, count, dt);
         return;
     }
     if (c->alpha && (c->alpha[peer] > 0 || c->beta[peer] > 0)) {
         /* The link carries its sends one after the other (bandwidth), each arriving alpha after
-         * its last byte left (latency); the real send starts when it would have arrived. */
+         * its last byte left (latency); the receiver holds it until then. */
         Pending *p = &c->pend[i];
         double busy = (p->t_post > c->link_free[peer] ? p->t_post : c->link_free[peer]) + (double)bytes * c->beta[peer];
         c->link_free[peer] = busy;
-        defer_send(c, p, busy + c->alpha[peer], buf, count, dt);
+        send_emulated(c, i, busy + c->alpha[peer], buf, count, dt);
         return;
     }
     MPI_CHECK(MPI_Isend(buf, count, mpi_type(dt), peer, TAG_STEP, c->world, &c->reqs[i]));
@@ -751,6 +807,14 @@ void comm_recv(Comm *c, void *buf, size_t n, WpDtype dt, int peer, const CommInf
     int i = post(c, COMM_RECV, NULL, info, peer, -1, bytes);
     c->pend[i].expect = (long)bytes;
     MPI_CHECK(MPI_Irecv(buf, count, mpi_type(dt), peer, TAG_STEP, c->world, &c->reqs[i]));
+    if (emulated_from(c, peer)) {   /* and when its link delivers it (send_emulated) */
+        int j = post(c, COMM_UTIL, "emulated arrival", NULL, peer, -1, sizeof(double));
+        Pending *q = &c->pend[j];
+        q->arrival = xrealloc(NULL, sizeof(double));
+        q->data = i;
+        c->pend[i].companion = j;
+        MPI_CHECK(MPI_Irecv(q->arrival, 1, MPI_DOUBLE, peer, TAG_ARRIVAL, c->world, &c->reqs[j]));
+    }
 }
 
 /* This rank's group g, which it must be a member of; and the root's index in it. */

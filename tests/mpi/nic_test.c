@@ -83,7 +83,8 @@ int main(int argc, char **argv) {
                best3 / best1);
     CHECK(best1 >= one_alone + NET_ALPHA - 1e-3, "one send between nodes took %.1f ms, less than its emulated %.1f ms", best1 * 1e3,
           (one_alone + NET_ALPHA) * 1e3);
-    CHECK(best2 >= 2 * one_alone + NET_ALPHA - 1e-3, "two sends through one NIC took %.1f ms, less than twice one's NIC time (%.1f ms)",
+    /* (less a few ms: the ranks leave the barrier apart, and each times from its own exit) */
+    CHECK(best2 >= 2 * one_alone + NET_ALPHA - 3e-3, "two sends through one NIC took %.1f ms, less than twice one's NIC time (%.1f ms)",
           best2 * 1e3, (2 * one_alone + NET_ALPHA) * 1e3);
     CHECK(best2 / best1 > 1.7 && best2 / best1 < 2.4, "two sends through one NIC took %.2fx one send's time, expected about 2",
           best2 / best1);
