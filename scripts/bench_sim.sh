@@ -3,9 +3,10 @@
 # runtime runs each plan under mpirun with WP_EMULATE=1, which delays every send by the plan's
 # link (latency + bytes / bandwidth); the cluster has a deliberately slow emulated network
 # between its nodes. The simulator is calibrated by `wpgen calibrate` on this machine: fitted to
-# the traces of one rank running the whole model (and of nothing else; in chunks of different
-# sizes, with the backward split and whole), as many at once as the machine has cores, before
-# each round of the others and after the last; every strategy's run is held out, on the 2
+# the traces of one rank running the whole model (in chunks of different sizes, with the
+# backward split and whole), as many at once as the machine has cores, and of one node of 2
+# ranks passing weights with a strategy not held out (the core's receiving rate), before each
+# round of the others and after the last; every strategy's run is held out, on the 2
 # emulated nodes and on one node of 2 ranks not emulated (MPI's shared memory as it is), each
 # REPEAT times, the strategies in turn (a b c a b c ...: this VM's speed has drifted by up to
 # 10-20% between minutes, and repeats taken at different minutes average it out; calibrate

@@ -32,7 +32,7 @@ static void test_round_trip(void) {
     CalibType types[2] = {
         { .name = "cpu", .precision = WP_FP32,
           .rates = { .mm_flops = 31.234567890123e9, .mm_knee = 12345.678, .attn_fwd_flops = 7.1e9, .attn_bwd_flops = 5.3e9,
-                     .mem_bw = 6.02e9, .op_overhead_s = 37.5e-6 } },
+                     .mem_bw = 6.02e9, .op_overhead_s = 37.5e-6, .recv_bw = 3.25e9 } },
         { .name = "A800", .precision = WP_BF16,
           .rates = { .mm_flops = 230e12, .mm_knee = 3e8, .attn_fwd_flops = 180e12, .attn_bwd_flops = 140e12,
                      .mem_bw = 1.7e12, .op_overhead_s = 0 } },
@@ -59,7 +59,16 @@ static void test_round_trip(void) {
         CHECK_CLOSE(b->attn_bwd_flops, a->attn_bwd_flops, 1e-15, 0, "attention backward");
         CHECK_CLOSE(b->mem_bw, a->mem_bw, 1e-15, 0, "memory");
         CHECK_CLOSE(b->op_overhead_s, a->op_overhead_s, 1e-15, 1e-20, "overhead");
+        CHECK_CLOSE(b->recv_bw, a->recv_bw, 1e-15, 0, "receiving (0: not in the file)");
     }
+    /* the receiving rate: the file's where given, else half the memory rate (a read and a write) */
+    const DeviceType cpu = { .name = "cpu" }, a800 = { .name = "A800", .rated_bf16 = 1 };
+    double cc[COST__COUNT], ca[COST__COUNT];
+    calib_coefs(&r, &cpu, WP_FP32, cc);
+    calib_coefs(&r, &a800, WP_BF16, ca);
+    CHECK_CLOSE(cost_recv_copy_s_per_byte(&cpu, cc), 1 / 3.25e9, 1e-12, 0, "a CPU's receiving rate from the file");
+    CHECK_CLOSE(ca[COST_RECV], 2 / 1.7e12, 1e-12, 0, "without recv_GBps: half the memory rate");
+    CHECK(cost_recv_copy_s_per_byte(&a800, ca) == 0, "a GPU's copies cost its compute nothing");
     CHECK(r.intra.set && r.net.set, "links");
     CHECK_CLOSE(r.net.bw, 1.1e9, 1e-15, 0, "network bandwidth");
     CHECK_CLOSE(r.intra.lat, 2e-6, 1e-15, 0, "intra latency");
