@@ -656,7 +656,7 @@ static void poll_once(Comm *c) {
     } else {
         MPI_CHECK(rc);
     }
-    if (out == MPI_UNDEFINED) return;   /* only held-back sends and collectives are left */
+    if (out == MPI_UNDEFINED) return;   /* only held-back operations and unposted receives are left */
     for (int j = 0; j < out; j++) {
         int i = c->indices[j];
         Pending *p = &c->pend[i];
@@ -799,7 +799,7 @@ void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const C
     }
     if (c->alpha && (c->alpha[peer] > 0 || c->beta[peer] > 0)) {
         /* The link carries its sends one after the other (bandwidth), each arriving alpha after
-         * its last byte left (latency); the receiver holds it until then. */
+         * its last byte left (latency); the receiver posts its receive then. */
         Pending *p = &c->pend[i];
         double busy = (p->t_post > c->link_free[peer] ? p->t_post : c->link_free[peer]) + (double)bytes * c->beta[peer];
         c->link_free[peer] = busy;
