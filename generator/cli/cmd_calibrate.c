@@ -438,9 +438,10 @@ int cmd_calibrate(int argc, char **argv) {
     /* the fit; where fitted runs' ranks share cores or receive on CPUs, again with the shares and
      * the bytes received the simulator gives at the rates found, until they settle (see the top
      * of this file) */
-    int shared = 0, again = 0;
+    int shared = 0, receive = 0;
     for (int i = 0; i < nruns && !rc; i++)
-        if (!runs[i].held_out) shared |= shares_cores(&runs[i].topo), again |= shares_cores(&runs[i].topo) || cpu_receives(&runs[i]);
+        if (!runs[i].held_out) shared |= shares_cores(&runs[i].topo), receive |= cpu_receives(&runs[i]);
+    int again = shared || receive;
     double before[64][COST__COUNT];
     for (int pass = 0, more = 1; more && !rc; pass++) {
         for (int i = 0; i < nruns && pass > 0 && !rc; i++) {

@@ -775,11 +775,30 @@ static void send_emulated(Comm *c, int i, double start_at, const void *buf, int 
     MPI_CHECK(MPI_Isend(q->arrival, 1, MPI_DOUBLE, peer, TAG_ARRIVAL, c->world, &c->reqs[j]));
 }
 
-/* Sends from `peer` come over an emulated link (the sender's test in comm_send): their receives
- * wait for their companions. */
-static int emulated_from(const Comm *c, int peer) {
-    if (c->emu_node && c->emu_node[peer] != c->emu_node[c->rank] && c->net_beta > 0) return 1;
-    return c->alpha && (c->alpha[peer] > 0 || c->beta[peer] > 0);
+/* The link to or from `peer` goes between emulated nodes, through their NICs. */
+static int through_nics(const Comm *c, int peer) {
+    return c->emu_node && c->emu_node[peer] != c->emu_node[c->rank] && c->net_beta > 0;
+}
+
+/* The link to or from `peer` is emulated (both ends set it, comm.h): its sends carry a companion,
+ * its receives wait for theirs. */
+static int emulated_link(const Comm *c, int peer) {
+    return through_nics(c, peer) || (c->alpha && (c->alpha[peer] > 0 || c->beta[peer] > 0));
+}
+
+/* When the emulated link delivers a send of `bytes` to `peer` posted at `posted` (this rank's
+ * clock), booking it: between nodes through both nodes' NICs (see the top of this file), else on
+ * the link, one send after the other (bandwidth), each arriving alpha after its last byte left
+ * (latency); after this rank's earlier sends to that peer either way. */
+static double link_delivers(Comm *c, int peer, size_t bytes, double posted) {
+    double ready = c->link_free && c->link_free[peer] > posted ? c->link_free[peer] : posted;
+    if (through_nics(c, peer)) {
+        double end = nic_book(c, c->emu_node[c->rank], c->emu_node[peer], ready, (double)bytes * c->net_beta);
+        if (c->link_free) c->link_free[peer] = end;
+        return end + c->net_alpha;
+    }
+    c->link_free[peer] = ready + (double)bytes * c->beta[peer];
+    return c->link_free[peer] + c->alpha[peer];
 }
 
 void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const CommInfo *info) {
@@ -787,26 +806,8 @@ void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const C
     int count = count_of(c, COMM_SEND, n, info);
     size_t bytes = n * wp_dtype_bytes(dt);
     int i = post(c, COMM_SEND, NULL, info, peer, -1, bytes);
-    if (c->emu_node && c->emu_node[peer] != c->emu_node[c->rank] && c->net_beta > 0) {
-        /* between emulated nodes: through both nodes' NICs (see the top of this file) */
-        Pending *p = &c->pend[i];
-        double ready = p->t_post;
-        if (c->link_free && c->link_free[peer] > ready) ready = c->link_free[peer];
-        double end = nic_book(c, c->emu_node[c->rank], c->emu_node[peer], ready, (double)bytes * c->net_beta);
-        if (c->link_free) c->link_free[peer] = end;
-        send_emulated(c, i, end + c->net_alpha, buf, count, dt);
-        return;
-    }
-    if (c->alpha && (c->alpha[peer] > 0 || c->beta[peer] > 0)) {
-        /* The link carries its sends one after the other (bandwidth), each arriving alpha after
-         * its last byte left (latency); the receiver posts its receive then. */
-        Pending *p = &c->pend[i];
-        double busy = (p->t_post > c->link_free[peer] ? p->t_post : c->link_free[peer]) + (double)bytes * c->beta[peer];
-        c->link_free[peer] = busy;
-        send_emulated(c, i, busy + c->alpha[peer], buf, count, dt);
-        return;
-    }
-    MPI_CHECK(MPI_Isend(buf, count, mpi_type(dt), peer, TAG_STEP, c->world, &c->reqs[i]));
+    if (emulated_link(c, peer)) send_emulated(c, i, link_delivers(c, peer, bytes, c->pend[i].t_post), buf, count, dt);
+    else MPI_CHECK(MPI_Isend(buf, count, mpi_type(dt), peer, TAG_STEP, c->world, &c->reqs[i]));
 }
 
 void comm_recv(Comm *c, void *buf, size_t n, WpDtype dt, int peer, const CommInfo *info) {
@@ -818,7 +819,7 @@ void comm_recv(Comm *c, void *buf, size_t n, WpDtype dt, int peer, const CommInf
                   info && info->label ? info->label : "", info ? info->turn : -1, bytes, INT_MAX);
     int i = post(c, COMM_RECV, NULL, info, peer, -1, bytes);
     c->pend[i].expect = (long)bytes;
-    if (!emulated_from(c, peer)) {
+    if (!emulated_link(c, peer)) {
         MPI_CHECK(MPI_Irecv(buf, count, mpi_type(dt), peer, TAG_STEP, c->world, &c->reqs[i]));
         return;
     }
