@@ -14,6 +14,7 @@
 #include "train/rank.h"
 #include "train/checkpoint.h"
 #include "train/loop.h"
+#include "train/step_backend.h"
 #include "train/trainflags.h"
 
 static const char usage_head[] =
@@ -313,6 +314,7 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
         fprintf(stderr, "train: --log %s: cannot write\n", o.log);
         status = WP_EXIT_FAILED;
     }
+    step_ops_free(R);   /* the slots still held back to the backend, which frees them */
     compute_teardown(R);
     data_close(R->data);
     comm_finalize(comm);
