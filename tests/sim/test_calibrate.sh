@@ -161,7 +161,7 @@ expect_bad "a bad link benchmark" "l.json: p2p\[0\].bytes: expected a positive n
 [ ! -e "$tmp/o.json" ] && ok || bad "a failed calibrate wrote its output"
 
 # a zero-bubble plan's trace, whose split backward's halves are "Bb<chunk> mb<m>" and "Bw<chunk> mb<m>"
-# (runtime/cpu/step_ops.c), is read as a held-out run; a half the plan does not have is named
+# (runtime/train/step_ops.c), is read as a held-out run; a half the plan does not have is named
 emit zb cpu-2x2 zb1 --seq 64
 mkdir -p "$tmp/y"
 python3 - "$tmp" <<'EOF' || bad "synthetic zero-bubble trace"
