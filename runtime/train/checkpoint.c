@@ -620,6 +620,15 @@ static int read_opt_meta(const WpStFile *f, const char *opt, const char *path, i
     return 0;
 }
 
+int ckpt_optimizer_file(const char *path, char *out, size_t outlen) {
+    char err[512];
+    WpStFile *f = wp_st_open(path, err, sizeof err);
+    if (!f) return -1;
+    int rc = opt_path_of(f, path, out, outlen, err, sizeof err);
+    wp_st_close(f);
+    return rc;
+}
+
 int ckpt_read_state(const char *path, WpTrainState *st, char *err, size_t errlen) {
     char opt[5300];
     WpStFile *f = wp_st_open(path, err, errlen);

@@ -72,6 +72,10 @@ int ckpt_load(const char *path, const WpConfig *c, const WpChunk *chunks, int nc
               float *const *params, float *const *m, float *const *v, WpTrainState *st,
               char *err, size_t errlen);
 
+/* The optimizer file the checkpoint at path names, into out: 0, or -1 when path is not a
+ * checkpoint that has one (what the trainers' output check counts among a resume's inputs). */
+int ckpt_optimizer_file(const char *path, char *out, size_t outlen);
+
 /* The training state of the checkpoint at path (step, seed, data position, shape) from the
  * files' headers alone, without reading a tensor: what a trainer needs before it sets up
  * (the seed of the synthetic data, say). 0 or -1 with err set. */
