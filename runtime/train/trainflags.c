@@ -147,13 +147,13 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
     if (!o->data == !o->synthetic) { snprintf(err, errlen, "exactly one of --data FILE and --synthetic is needed"); return -1; }
     if (o->init && o->resume) { snprintf(err, errlen, "--init and --resume exclude each other (--resume restores the weights)"); return -1; }
     if (o->save_every && !o->save) { snprintf(err, errlen, "--save-every needs --save FILE"); return -1; }
-    if (check_paths(o, err, errlen)) return -1;
     if (o->save) {
         /* Find out now, not after hours of training, that the checkpoint cannot be written (or
          * would replace a file that is not a checkpoint). */
         char why[1024];
         if (ckpt_check_save(o->save, why, sizeof why)) { snprintf(err, errlen, "--save %s", why); return -1; }
     }
+    if (check_paths(o, err, errlen)) return -1;
     return 0;
 }
 
