@@ -175,7 +175,7 @@ int probe_host(const char *root, int smi_cmd, ProbeHost *h, char *err, size_t er
         if (gethostname(h->name, sizeof h->name)) snprintf(h->name, sizeof h->name, "host");
     }
     h->name[strcspn(h->name, " \t\r\n")] = 0;
-    if (!h->name[0]) snprintf(h->name, sizeof h->name, "host");
+    if (!h->name[0] || !host_name_ok(h->name)) snprintf(h->name, sizeof h->name, "host");
     /* NUMA nodes, each's CPUs and memory */
     for (int i = 0; i < PROBE_MAX_NUMA; i++) {
         char rel[256];

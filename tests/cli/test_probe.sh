@@ -62,6 +62,8 @@ expect_bad() {   # WHAT PATTERN ARGS...
 expect_bad "merge of one host twice" 'nodes\[0\].name: "p0" is also a node of' --merge "$tmp/p0.json" "$tmp/p0.json"
 expect_bad "merge into one of its inputs" "is one of the files merged" --merge "$tmp/p0.json" "$tmp/p1.json" -o "$tmp/p1.json" --force
 expect_bad "existing output" "refusing to overwrite" --sysroot $data/cpu-2socket -o "$tmp/p0.json"
+expect_bad "a name that is not a host name" "--name: expected a host name" --sysroot $data/cpu-2socket --name "$(printf 'n0\nrank 9=evil')"
+expect_bad "a name with a space" "--name: expected a host name" --sysroot $data/cpu-2socket --name "gpu 1"
 expect_bad "no sysroot" "no/such: No such file" --sysroot "$tmp/no/such"
 expect_bad "merge of nothing" "--merge needs" --merge
 expect_bad "unknown flag" 'unknown flag "--gpus"' --gpus 8
