@@ -181,6 +181,7 @@ int main(int argc, char **argv) {
     if (o.seq) c->seq = o.seq;
     if (o.mbs) c->mbs = o.mbs;
     if (model_check(c, err, sizeof err)) die(2, "%s", err);
+    if (o.save && ckpt_claim(o.save, c, err, sizeof err)) die(2, "--save %s", err);
     const int S = c->seq, G = c->mbs, M = o.micro_batches;
 
     r->k = wp_chunk_make(c, 0, 0, c->layers, 1, 1);

@@ -63,5 +63,14 @@ refused "b/README was not written by wpgen" "$tmp/b"
 "${emit[@]}" -o "$tmp/c" >"$tmp/out" 2>&1 && [ "$(cat "$tmp/c/notes.txt")" = mine ] && [ -f "$tmp/c/.wpgen-files" ] && ok ||
     bad "re-emit over an emission without a manifest: $(head -2 "$tmp/out")"
 
+# what an emit killed by SIGKILL left (DIR.tmp-PID, DIR.old-PID of a process that is gone) goes
+# with the next emit into DIR; a folder of that shape that is not an emission's stays
+sleep 0 & gone=$!; wait $gone
+cp -r "$tmp/c" "$tmp/d.tmp-$gone"; mkdir "$tmp/d.old-$gone"; mkdir "$tmp/d.tmp-$((gone + 1))" && echo mine >"$tmp/d.tmp-$((gone + 1))/notes.txt"
+kill -0 $((gone + 1)) 2>/dev/null && rm -rf "$tmp/d.tmp-$((gone + 1))"   # (a live process of that number: not the case tested)
+"${emit[@]}" -o "$tmp/d" >"$tmp/out" 2>&1 && [ ! -e "$tmp/d.tmp-$gone" ] && [ ! -e "$tmp/d.old-$gone" ] && grep -q "left by an emit that was killed" "$tmp/out" &&
+    ok || bad "the leftovers of a killed emit stay: $(ls "$tmp" | tr '\n' ' ')"
+[ ! -d "$tmp/d.tmp-$((gone + 1))" ] || [ "$(cat "$tmp/d.tmp-$((gone + 1))/notes.txt")" = mine ] && ok || bad "a user's folder named like a leftover was removed"
+
 echo "emit owned: $pass passed, $fail failed"
 [ $fail = 0 ]

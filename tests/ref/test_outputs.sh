@@ -60,6 +60,23 @@ echo mine >"$tmp/t.json.tmp"
 "${ref[@]}" --synthetic --trace "$tmp/t.json" >"$tmp/out" 2>&1 && [ "$(cat "$tmp/t.json.tmp")" = mine ] &&
     python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$tmp/t.json" && ok || bad "trace beside a user's t.json.tmp"
 
+# one checkpoint, one saving run: a second run saving it is refused at its start, the first
+# goes on; one folder, one model: another model's checkpoint is not saved beside it
+mkdir -p "$tmp/l"
+"$build/wp-ref" -m tiny --synthetic --steps 100000 --save "$tmp/l/model.safetensors" >"$tmp/l1.out" 2>&1 &
+first=$!
+for _ in $(seq 100); do grep -q '^step' "$tmp/l1.out" 2>/dev/null && break; sleep 0.1; done
+"${ref[@]}" --synthetic --save "$tmp/l/model.safetensors" >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "another run (pid $first) is saving this checkpoint" "$tmp/out" && kill -0 $first 2>/dev/null && ok ||
+    bad "a second run saving one checkpoint: exit $rc: $(head -2 "$tmp/out")"
+kill -TERM $first; wait $first
+"${ref[@]}" --synthetic --save "$tmp/l/model.safetensors" >"$tmp/out" 2>&1 && ok || bad "saving once the first run ended: $(head -2 "$tmp/out")"
+"$build/wp-ref" -m tests/data/tiny8/config.json --seq 16 --steps 1 --synthetic --save "$tmp/l/other.safetensors" >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "config.json describes another model (hidden_size 64, 4 layers" "$tmp/out" && [ ! -e "$tmp/l/other.safetensors" ] && ok ||
+    bad "another model saved into the folder of a checkpoint: exit $rc: $(head -2 "$tmp/out")"
+
 # OMP_NUM_THREADS is input: named, exit 2
 for v in 999999 abc 0 "4,x"; do
     OMP_NUM_THREADS=$v "${ref[@]}" --synthetic >"$tmp/out" 2>&1

@@ -153,6 +153,28 @@ expect 2 "--save $tmp/hf/model.safetensors: $tmp/hf/config.json exists and was n
     -m "$tmp/hf/config.json" --seq 16 --steps 1 --synthetic --save "$tmp/hf/model.safetensors"
 cmp -s "$tmp/hf/config.json" "$tmp/hf.before" || { echo "FAIL: --save overwrote the model's config.json"; fails=$((fails + 1)); }
 
+# A checkpoint whose optimizer state AdamW cannot have left (a NaN first moment, a negative second
+# moment) is refused at --resume, not turned into NaN weights a step later.
+mkdir -p "$tmp/mom"
+"$ref" "${ok[@]}" --synthetic --save "$tmp/mom/model.safetensors" >/dev/null 2>&1
+for case in "exp_avg nan" "exp_avg_sq -1"; do
+    set -- $case
+    rm -rf "$tmp/mom2"; cp -r "$tmp/mom" "$tmp/mom2"
+    python3 - "$tmp/mom2" "$1" "$2" <<'PY'
+import glob, json, struct, sys
+d, kind, value = sys.argv[1], sys.argv[2], float(sys.argv[3])
+path = glob.glob(d + '/model.opt.*.safetensors')[0]
+b = bytearray(open(path, 'rb').read())
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+name = next(k for k in sorted(h) if k.endswith('.' + kind))
+start = 8 + n + h[name]['data_offsets'][0]
+b[start + 4:start + 8] = struct.pack('<f', value)
+open(path, 'wb').write(b)
+PY
+    expect 2 "an $1 (AdamW's" -- "${ok[@]}" --synthetic --steps 3 --resume "$tmp/mom2/model.safetensors"
+done
+
 # --help succeeds.
 n=$((n + 1))
 "$ref" --help | grep -q "usage: wp-ref" || { echo "FAIL: --help"; fails=$((fails + 1)); }
