@@ -568,6 +568,9 @@ int emit_plan(const Plan *p, const EmitInfo *info, const char *dir, char *err, s
     if (!p->verified) return errmsg(err, errlen, "the plan has not been verified");
     const Backend *compute = backend_select(BACKEND_COMPUTE, info->backend, err, errlen);
     if (!compute) return -1;
+    if (compute->bf16_only && p->precision != WP_BF16)
+        return errmsg(err, errlen, "--backend %s computes in bf16 only, and the plan is in %s (--precision bf16, the "
+                      "default for --backend %s)", compute->name, wp_dtype_name(p->precision), compute->name);
     /* DIR without trailing slashes: DIR.tmp-PID must be its sibling, not its child. */
     char final[PATHLEN], tmp[PATHLEN + 32], old[PATHLEN + 32];
     size_t n = strlen(dir);

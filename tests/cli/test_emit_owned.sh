@@ -72,5 +72,11 @@ kill -0 $((gone + 1)) 2>/dev/null && rm -rf "$tmp/d.tmp-$((gone + 1))"   # (a li
     ok || bad "the leftovers of a killed emit stay: $(ls "$tmp" | tr '\n' ' ')"
 [ ! -d "$tmp/d.tmp-$((gone + 1))" ] || [ "$(cat "$tmp/d.tmp-$((gone + 1))/notes.txt")" = mine ] && ok || bad "a user's folder named like a leftover was removed"
 
+# a backend's formats are checked when it is emitted, not when its program starts
+"$wpgen" emit -t topologies/cpu-2x2.json -m tiny --backend cuda --precision fp32 -o "$tmp/f" >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q -- "--backend cuda computes in bf16 only, and the plan is in fp32" "$tmp/out" && [ ! -e "$tmp/f" ] && ok ||
+    bad "emit --backend cuda --precision fp32: exit $rc: $(head -2 "$tmp/out")"
+
 echo "emit owned: $pass passed, $fail failed"
 [ $fail = 0 ]
