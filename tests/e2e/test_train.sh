@@ -31,8 +31,9 @@ rc=$?
 "${train[@]}" --synthetic -m tiny >"$tmp/out" 2>&1
 [ $? = 2 ] && grep -q "fixed by the plan" "$tmp/out" && ok || bad "-m accepted: $(head -3 "$tmp/out")"
 # a checkpoint of another shape
-"$build/wp-ref" -m tiny --synthetic --steps 0 --save "$tmp/other.safetensors" >/dev/null 2>&1 || bad "wp-ref --steps 0"
-"${train[@]}" --synthetic --steps 1 --init "$tmp/other.safetensors" >"$tmp/out" 2>&1
+mkdir -p "$tmp/other"   # a model of another shape: a folder of its own
+"$build/wp-ref" -m tiny --synthetic --steps 0 --save "$tmp/other/model.safetensors" >/dev/null 2>&1 || bad "wp-ref --steps 0"
+"${train[@]}" --synthetic --steps 1 --init "$tmp/other/model.safetensors" >"$tmp/out" 2>&1
 rc=$?
 [ $rc = 2 ] && grep -q "shape" "$tmp/out" && ok || bad "other shape: exit $rc: $(head -3 "$tmp/out")"
 
