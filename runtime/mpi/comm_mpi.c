@@ -74,25 +74,27 @@ enum { TAG_STEP = 1, TAG_UTIL = 2, TAG_ARRIVAL = 3 };
 
 static int g_rank = -1;   /* for messages from MPI_CHECK, which has no Comm at hand */
 
-static void __attribute__((noreturn)) die(void) {
+static void __attribute__((noreturn)) die_status(int status) {
     fflush(stdout);
     fflush(stderr);
     int inited = 0, finished = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finished);
-    if (inited && !finished) MPI_Abort(MPI_COMM_WORLD, COMM_ABORT_STATUS);
-    exit(COMM_ABORT_STATUS);
+    if (inited && !finished) MPI_Abort(MPI_COMM_WORLD, status);
+    exit(status);
 }
+#define die() die_status(COMM_ABORT_STATUS)
 
-static void __attribute__((noreturn, format(printf, 1, 2))) comm_fail(const char *fmt, ...) {
+static void __attribute__((noreturn, format(printf, 2, 3))) fail_status(int status, const char *fmt, ...) {
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     fprintf(stderr, "comm: rank %d: %s\n", g_rank, msg);
-    die();
+    die_status(status);
 }
+#define comm_fail(...) fail_status(COMM_ABORT_STATUS, __VA_ARGS__)
 
 static void mpi_fail(const char *call, int rc, const char *file, int line) {
     char err[MPI_MAX_ERROR_STRING];
@@ -221,7 +223,7 @@ void comm_set_save_timeout(Comm *c, double seconds) {
 static double env_seconds(const char *name, double dflt) {
     char err[256];
     double t;
-    if (cb_env_seconds(name, dflt, &t, err, sizeof err)) comm_fail("%s", err);
+    if (cb_env_seconds(name, dflt, &t, err, sizeof err)) fail_status(COMM_BAD_INPUT_STATUS, "%s", err);   /* bad input */
     return t;
 }
 

@@ -142,7 +142,7 @@ void comm_set_save_timeout(Comm *c, double seconds) {
 static double env_seconds(const char *name, double dflt) {
     char err[256];
     double t;
-    if (cb_env_seconds(name, dflt, &t, err, sizeof err)) comm_fail("%s", err);
+    if (cb_env_seconds(name, dflt, &t, err, sizeof err)) fail_status(COMM_BAD_INPUT_STATUS, "%s", err);   /* bad input */
     return t;
 }
 

@@ -271,7 +271,7 @@ static int check_config(const char *cfgpath, const char *path, char *err, size_t
 
 int ckpt_lock(const char *path, char *err, size_t errlen) {
     CkptNames n;
-    char lockpath[4200];
+    char lockpath[5200];
     if (names_of(path, &n, err, errlen)) return -1;
     snprintf(lockpath, sizeof lockpath, "%s/%s.lock", n.dir, n.stem);
     int fd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
