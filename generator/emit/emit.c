@@ -8,6 +8,7 @@
  * user's files in DIR (a trace, checkpoints) are moved into the new one first: see MANIFEST. */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
@@ -579,6 +580,15 @@ int emit_plan(const Plan *p, const EmitInfo *info, const char *dir, char *err, s
     if (n >= PATHLEN - 32) return errmsg(err, errlen, "%s: path too long", dir);
     memcpy(final, dir, n);
     final[n] = 0;
+    /* -o a symbolic link to a folder: the emission goes into the folder it names (replacing the
+     * link by a directory would move the output away from where the link's owner keeps it) */
+    struct stat lst, st;
+    if (lstat(final, &lst) == 0 && S_ISLNK(lst.st_mode) && stat(final, &st) == 0 && S_ISDIR(st.st_mode)) {
+        char real[PATH_MAX];
+        if (!realpath(final, real)) return errmsg(err, errlen, "%s: %s", final, strerror(errno));
+        if (strlen(real) >= PATHLEN - 32) return errmsg(err, errlen, "%s: path too long", real);
+        snprintf(final, sizeof final, "%s", real);
+    }
     snprintf(tmp, sizeof tmp, "%s.tmp-%ld", final, (long)getpid());
     snprintf(old, sizeof old, "%s.old-%ld", final, (long)getpid());
 

@@ -72,6 +72,12 @@ kill -0 $((gone + 1)) 2>/dev/null && rm -rf "$tmp/d.tmp-$((gone + 1))"   # (a li
     ok || bad "the leftovers of a killed emit stay: $(ls "$tmp" | tr '\n' ' ')"
 [ ! -d "$tmp/d.tmp-$((gone + 1))" ] || [ "$(cat "$tmp/d.tmp-$((gone + 1))/notes.txt")" = mine ] && ok || bad "a user's folder named like a leftover was removed"
 
+# -o a symbolic link to a folder: emitted into that folder, the link kept
+mkdir "$tmp/real"; ln -s real "$tmp/link"
+"${emit[@]}" -o "$tmp/link" >"$tmp/out" 2>&1 && [ -L "$tmp/link" ] && [ -f "$tmp/real/plan.json" ] && ok ||
+    bad "emit -o a link to a folder: $(head -2 "$tmp/out"); $(ls -l "$tmp" | tr '\n' ' ')"
+"${emit[@]}" -o "$tmp/link/" >"$tmp/out" 2>&1 && [ -L "$tmp/link" ] && ok || bad "emit again -o link/: $(head -2 "$tmp/out")"
+
 # a backend's formats are checked when it is emitted, not when its program starts
 "$wpgen" emit -t topologies/cpu-2x2.json -m tiny --backend cuda --precision fp32 -o "$tmp/f" >"$tmp/out" 2>&1
 rc=$?
