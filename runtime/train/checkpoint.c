@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -276,21 +275,19 @@ int ckpt_lock(const char *path, char *err, size_t errlen) {
     snprintf(lockpath, sizeof lockpath, "%s/%s.lock", n.dir, n.stem);
     int fd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return errmsg(err, errlen, "%s: cannot lock it (%s): %s", path, lockpath, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB)) {
-        char pid[32] = "";
-        ssize_t k = read(fd, pid, sizeof pid - 1);
-        pid[k > 0 ? k : 0] = 0;
-        pid[strcspn(pid, "\n")] = 0;
-        close(fd);
-        return errmsg(err, errlen, "%s: another run%s%s is saving this checkpoint (its lock %s): two runs saving one "
-                      "checkpoint would replace each other's; save into another file", path, *pid ? " (pid " : "",
-                      *pid ? pid : "", lockpath);
-    }
-    /* the holder's pid, for the message above; the lock itself ends with the process */
-    char pid[32];
-    int len = snprintf(pid, sizeof pid, "%ld)\n", (long)getpid());
-    if (ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)len, 0) != len) { /* the pid is only a hint */ }
-    return 0;   /* fd stays open: the lock is held until the process ends */
+    /* a POSIX record lock: the kernel names its holder (F_GETLK), so the file stays empty and a
+     * checkpoint's folder holds the same bytes whoever saved it; it ends with the process */
+    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+    if (fcntl(fd, F_SETLK, &fl) == 0) return 0;   /* fd stays open: held until the process ends */
+    int e = errno;
+    struct flock who = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+    long pid = fcntl(fd, F_GETLK, &who) == 0 && who.l_type != F_UNLCK ? (long)who.l_pid : 0;
+    close(fd);
+    if (e != EACCES && e != EAGAIN) return errmsg(err, errlen, "%s: cannot lock it (%s): %s", path, lockpath, strerror(e));
+    char holder[48] = "";
+    if (pid > 0) snprintf(holder, sizeof holder, " (pid %ld)", pid);
+    return errmsg(err, errlen, "%s: another run%s is saving this checkpoint (its lock %s): two runs saving one "
+                  "checkpoint would replace each other's; save into another file", path, holder, lockpath);
 }
 
 /* The shape a config.json wpgen wrote describes, compared with c: 1 if it is another model. */

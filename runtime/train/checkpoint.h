@@ -53,9 +53,10 @@ void ckpt_opt_path(const char *path, char *out, size_t outlen);
  * naming the path in err. ckpt_save checks the same; trainers call it at start-up too. */
 int ckpt_check_save(const char *path, char *err, size_t errlen);
 
-/* Takes the lock of the checkpoint at path (DIR/STEM.lock, held until the process ends) for the
- * one process that saves it: a second run saving the same checkpoint is refused at its start
- * rather than replacing the first one's saves. 0, or -1 with err naming the holder. */
+/* Takes the lock of the checkpoint at path (DIR/STEM.lock: an empty file, and a record lock on
+ * it held until the process ends) for the one process that saves it: a second run saving the
+ * same checkpoint is refused at its start rather than replacing the first one's saves. 0, or -1
+ * with err naming the holder. */
 int ckpt_lock(const char *path, char *err, size_t errlen);
 
 /* What the one process that saves checks at its start: DIR/config.json, if wpgen wrote it, is

@@ -437,9 +437,13 @@ static void test_one_model_per_folder(void) {
           strstr(err, "describes another model"), "save b beside a: %s", err);
     CHECK(access(tmp_path("b.safetensors"), F_OK) != 0, "b was written beside a");
     CHECK(ckpt_claim(tmp_path("a.safetensors"), &a, err, sizeof err) == 0, "claim a: %s", err);
-    /* the lock is per process (flock on a descriptor of its own): a child cannot take it */
+    /* the lock is per process (a record lock): a child cannot take it, and is told the holder */
     pid_t pid = fork();
-    if (pid == 0) _exit(ckpt_lock(tmp_path("a.safetensors"), err, sizeof err) == -1 && strstr(err, "another run (pid ") ? 0 : 1);
+    if (pid == 0) {
+        char want[64];
+        snprintf(want, sizeof want, "another run (pid %ld)", (long)getppid());
+        _exit(ckpt_lock(tmp_path("a.safetensors"), err, sizeof err) == -1 && strstr(err, want) ? 0 : 1);
+    }
     int st = 0;
     CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "a second process took the lock");
     free(pa); free(pb);
