@@ -88,4 +88,7 @@ return {
       v > 1 and string.format("interleaved (%d chunks per stage) ", v) or "", P, P > 1 and "s" or "",
       R > 1 and string.format(" x %d replicas", R) or "", M, table.concat(flight, " ")))
   end,
+  -- activation passing (lib/actpass.lua): stage s holds chunks s, s + P, ...; the search finds a
+  -- pipeline of more stages than layers impossible
+  traits = { passing = "activations", stages_need_layers = true },
 }

@@ -90,4 +90,5 @@ return {
     plan:note(string.format("ZB-H1: %d stage%s%s, %d micro-batches per pipeline; most micro-batches held per stage (forward to W): %s",
       P, P > 1 and "s" or "", R > 1 and string.format(" x %d replicas", R) or "", M, table.concat(held, " ")))
   end,
+  traits = { passing = "activations", split_backward = true },
 }

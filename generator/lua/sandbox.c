@@ -31,7 +31,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include <lualib.h>
-#include "lua/bridge.h"
+#include "lua/home.h"
 #include "lua/sandbox.h"
 
 /* Instructions between two calls of the count hook: its cost vanishes, and a limit is overrun
