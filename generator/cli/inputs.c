@@ -44,7 +44,8 @@ StrategyOpts opts_of(const Args *a, const Topology *topo) {
 SearchSpec search_spec_of(const Args *a, const Topology *topo) {
     SearchSpec sp = { .base = opts_of(a, topo), .fixed_replicas = a->set_replicas, .fixed_chunks = a->set_chunks,
                       .fixed_precision = a->precision != NULL, .fixed_grad_precision = a->grad_precision != NULL,
-                      .search_seconds = a->search_seconds, .calib = a->calib };
+                      .search_seconds = a->search_seconds, .calib = a->calib,
+                      .strategies = strcmp(a->cmd, "compare") ? a->strategies : NULL };
     return sp;
 }
 

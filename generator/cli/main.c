@@ -34,7 +34,7 @@ static void usage(FILE *f) {
         "S seconds of searching, and say how many were not tried (default: search them all).\n"
         "MODEL is a preset (wpgen list) or a Hugging Face config.json. --micro-batches is per rank.\n"
         "-s auto (plan, emit, sim) tries every strategy with its parameters in the simulator and takes the\n"
-        "fastest plan that fits.\n"
+        "fastest plan that fits; --strategies a,b,... (names or paths to .lua files) limits it to those.\n"
         "--precision: working weights, activations and their gradients (fp32 master weights and AdamW state\n"
         "stay at the owner); default bf16 on clusters of GPUs and for --backend cuda, fp32 on CPUs.\n"
         "--grad-precision: weight gradients on the wire, added into fp32 at the owner; default: the\n"
@@ -103,7 +103,7 @@ static int parse_args(int argc, char **argv, Args *a) {
     /* the strategies named, before the loop: their declarations say which other flags exist */
     for (int i = 2; i + 1 < argc; i++) {
         if (!strcmp(argv[i], "-s") || !strcmp(argv[i], "--strategy")) a->strategy = argv[i + 1];
-        if (!strcmp(argv[i], "--strategies") && !strcmp(a->cmd, "compare")) a->strategies = argv[i + 1];
+        if (!strcmp(argv[i], "--strategies")) a->strategies = argv[i + 1];
     }
     for (int i = 2; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -121,7 +121,7 @@ static int parse_args(int argc, char **argv, Args *a) {
         else if (!strcmp(f, "--chunks")) { if (parse_int(f, v, 0, MAX_RANKS_FLAG, &a->chunks)) return -1; a->set_chunks = 1; }
         else if (!strcmp(f, "--trace") && !strcmp(a->cmd, "sim")) a->trace = v;
         else if (!strcmp(f, "--svg") && !strcmp(a->cmd, "sim")) a->svg = v;
-        else if (!strcmp(f, "--strategies") && !strcmp(a->cmd, "compare")) a->strategies = v;
+        else if (!strcmp(f, "--strategies")) a->strategies = v;   /* compare; plan, emit and sim with -s auto */
         else if (!strcmp(f, "--recompute")) { a->recompute = 1; takes = 0; }
         else if (!strcmp(f, "--lua-max-mib")) { if (parse_int(f, v, 1, 1 << 20, &a->lua_max_mib)) return -1; }
         else if (!strcmp(f, "--lua-max-instructions")) { if (parse_int(f, v, 1, 1 << 20, &a->lua_max_minstr)) return -1; }
@@ -158,6 +158,10 @@ static int parse_args(int argc, char **argv, Args *a) {
     if (!a->topo) { fprintf(stderr, "wpgen %s: -t TOPO.json is required\n", a->cmd); return -1; }
     if (!a->model) { fprintf(stderr, "wpgen %s: -m MODEL is required\n", a->cmd); return -1; }
     if (check_outputs(a)) return -1;
+    if (a->strategies && strcmp(a->cmd, "compare") && strcmp(a->strategy, "auto")) {
+        fprintf(stderr, "wpgen: --strategies: for compare, or -s auto (the strategies it searches)\n");
+        return -1;
+    }
     if (strategy_options_check(a)) return -1;
     /* the table says which backends exist and which are built: one not built yet is refused
      * rather than emitted half-way */

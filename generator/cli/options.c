@@ -19,7 +19,7 @@ static int lookup_names(const Args *a, char names[][64], int max, int *single) {
     int n = 0;
     *single = strcmp(a->cmd, "compare") && strcmp(a->strategy, "auto");
     if (*single) { snprintf(names[n++], 64, "%.63s", a->strategy); return n; }
-    if (!strcmp(a->cmd, "compare") && a->strategies) {
+    if (a->strategies) {
         const char *s = a->strategies;
         while (*s && n < max) {
             size_t l = strcspn(s, ",");

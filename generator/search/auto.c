@@ -9,9 +9,23 @@
  * plan that fits wins. Micro-batches per rank stay as given, so the global batch is the same for
  * all; options given on the command line are kept. Returns 0 and fills *best (and *plan with its
  * verified plan, when plan is not NULL), or EXIT_REJECTED when nothing fits. */
+int search_strategy_list(const char *list, char names[][64], int max) {
+    if (!list) return shipped_strategies(names, max);
+    int n = 0;
+    for (const char *s = list; *s && n < max;) {
+        size_t l = strcspn(s, ",");
+        if (l == 0 || l >= 64) return -1;
+        memcpy(names[n], s, l);
+        names[n++][l] = 0;
+        s += l + (s[l] == ',');
+    }
+    return n;
+}
+
 int auto_search(const SearchSpec *sp, const Topology *topo, const WpConfig *model, const char *name, Cand *best, Plan **plan) {
-    char names[32][64];
-    int ns = shipped_strategies(names, 32);
+    char names[64][64];
+    int ns = search_strategy_list(sp->strategies, names, 64);
+    if (ns < 0) { fprintf(stderr, "wpgen: --strategies: expected names separated by commas, got \"%s\"\n", sp->strategies); return EXIT_BAD_PLAN_INPUT; }
     SearchResult sr;
     search_run(sp, topo, model, name, names, ns, 0, &sr);
     char counts[400];

@@ -28,7 +28,12 @@ typedef struct SearchSpec {
     int fixed_precision, fixed_grad_precision;
     int search_seconds;                 /* no new candidate after this long once one fits; 0: no limit */
     const Calibration *calib;
+    const char *strategies;             /* -s auto: "a,b,..." (names or paths) to search; NULL: the shipped ones */
 } SearchSpec;
+
+/* The strategies of a list "a,b,path/c.lua" (NULL: the shipped ones), at most max; -1 on a name
+ * too long or empty. */
+int search_strategy_list(const char *list, char names[][64], int max);
 
 enum { EXIT_REJECTED_PLAN = 1, EXIT_BAD_PLAN_INPUT = 2 };
 
