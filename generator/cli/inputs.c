@@ -25,7 +25,7 @@ static WpDtype default_precision(const Args *a, const Topology *topo) {
 }
 
 /* The strategy's options, as the flags give them. Weight gradients default to the precision: in
- * bf16 they travel in bf16, half the bytes. Measured (weipipe-interleave on cpu-4x2, tiny on the
+ * bf16 they travel in bf16, half the bytes. Measured (the default strategy on cpu-4x2, tiny on the
  * GPL text, 200 steps, bf16 weights): bf16 gradients ended at 1.684 and 1.599 (mean of the last 20
  * steps, seeds 1 and 2) against 1.658 and 1.606 with fp32 ones, within the spread of runs that
  * only round differently (wp-ref fp32 1.712, bf16 1.677). */

@@ -45,7 +45,7 @@ int strategy_flag_known(const Args *a, const char *flag, int *takes_value) {
     return 0;
 }
 
-/* "tawpipe" or "weipipe-interleave and weipipe-naive": the shipped strategies declaring flag. */
+/* "a" or "a, b and c": the shipped strategies declaring flag. */
 static void takers(const char *flag, char *out, size_t len, int *count) {
     char all[MAX_LOOKUP][64];
     int na = shipped_strategies(all, MAX_LOOKUP), k = 0;

@@ -102,8 +102,8 @@ int plan_set_replicated(Plan *p, int chunk, char *err, size_t errlen) {
 }
 
 /* A rank's buffers by name: the bridge looks one up for every operand of every operation, and
- * fsdp's ranks have hundreds of buffers, so a linear search made building a plan quadratic (45% of
- * a 1,024-rank fsdp plan's time in strcmp). Open addressing, FNV-1a, at most half full. */
+ * a fully sharded plan's ranks have hundreds of buffers, so a linear search made building a plan quadratic (45% of
+ * a 1,024-rank fully sharded plan's time in strcmp). Open addressing, FNV-1a, at most half full. */
 static uint32_t name_hash(const char *s) {
     uint32_t h = 2166136261u;
     while (*s) h = (h ^ (uint8_t)*s++) * 16777619u;

@@ -51,7 +51,7 @@ typedef struct PlanUd {
 } PlanUd;
 
 /* Index + 1 of a strategy file in p->sources, added if new (0: the table is full). Files under
- * wpgen's home are named from there ("schedules/lib/weipipe.lua"), others as Lua was given them. */
+ * wpgen's home are named from there ("schedules/lib/NAME.lua"), others as Lua was given them. */
 static uint32_t intern_source(Plan *p, const char *path) {
     const char *home = wpgen_home();
     size_t h = strlen(home);
@@ -320,7 +320,7 @@ static const luaL_Reg plan_methods[] = {
     { "acc", l_acc }, { "copy", l_copy }, { "opt", l_opt }, { "free", l_free },
     { "chunks", l_chunks }, { "replicate", l_replicate }, { "owner", l_owner }, { "buffer", l_buffer }, { "group", l_group },
     { "place", l_place }, { "note", l_note }, { "copy_replica", l_copy_replica },
-    { "solve_placement", placement_lua_solve },   /* TawPipe's placement solver, generator/place/placement.c */
+    { "solve_placement", placement_lua_solve },   /* the placement solver, generator/place/placement.c */
     { NULL, NULL },
 };
 

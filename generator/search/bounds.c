@@ -5,12 +5,12 @@
  * enough to build everything, so no pruned candidate can beat the chosen one.
  *   memory  the fp32 masters and AdamW state of a replica spread evenly over its ranks, plus what
  *           every rank must hold at once (weight passing: one micro-batch's stash through every
- *           chunk; 1F1B: stage 0's first chunk, its stashes for the micro-batches in flight), plus
- *           the workspace of the lightest chunk; on rank 0 of weipipe's ring also the buffers of
+ *           chunk; activation passing: stage 0's first chunk, its stashes for the micro-batches in flight), plus
+ *           the workspace of the lightest chunk; on rank 0 of a weight ring also the buffers of
  *           the streams waiting there between rounds;
  *   time    every rank's share of the step's compute at the device's rate, nothing waited for,
- *           and, turn by turn, what the strategy's script makes a rank wait for (weipipe's rings,
- *           fsdp's collectives, tawpipe's groups with its solver's placement, 1F1B's stages). */
+ *           and, turn by turn, what the strategy's script makes a rank wait for (weight rings,
+ *           gathering collectives, placement groups with the solver's placement, activation-passing stages). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,8 +96,8 @@ static double params_total(const WpConfig *m) {
     return (double)k.nparams;
 }
 
-/* The weight and gradient buffers rank 0 of lib/weipipe.lua's ring holds at once, its default
- * turns (weipipe-interleave, weipipe-naive) with C >= P chunks in J >= 2 rounds: each chunk's
+/* The weight and gradient buffers rank 0 of the weight ring holds at once, its default
+ * turns (ring_rounds) with C >= P chunks in J >= 2 rounds: each chunk's
  * forward and backward weight streams reach rank 0 at s_j (s_j = jC + k and (j+1)C + C-1-k) and,
  * after going round, come back to it at s_j + P and wait there until s_{j+1}: a pool request
  * [s_j + P - 1, s_{j+1}] for the weights, [s_j + P, s_{j+1} + 1] for the gradient chain that
@@ -160,8 +160,8 @@ double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model,
         }
         /* before its first backward of a micro-batch a rank holds its stash of every chunk: of
          * every micro-batch where all go forward first, of the first round's K with K
-         * micro-batches per weight pass (schedules/lib/weipipe.lua; counted only where
-         * --pass-micro-batches gives K); a split backward (weipipe-zb1, zb2) runs a micro-batch's
+         * micro-batches per weight pass (ring_rounds; counted only where
+         * the strategy's K is given); a split backward (split_backward) runs a micro-batch's
          * B passes of every chunk before any of its W passes, so after its last B it holds every
          * chunk's stash and B-to-W keep */
         double acts = 0, keep = 0;
@@ -175,7 +175,7 @@ double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model,
         else if (tr.all_forward) acts *= o->micro_batches;
         double bufs = 0;
         if (tr.ends && tr.ring) {
-            /* --replicate-ends (lib/weipipe.lua): every rank holds the embedding's and the head's
+            /* replicated ends (traits ends): every rank holds the embedding's and the head's
              * masters, AdamW state and fp32 gradients; the layers' masters are shared out */
             WpChunk e = wp_chunk_make(model, 0, 0, 0, 1, 0), h = wp_chunk_make(model, 1, 0, 0, 0, 1);
             double ends = (double)(e.nparams + h.nparams);
@@ -190,9 +190,9 @@ double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model,
         }
         WpChunk k0 = light_chunk(&tr, model, C, 0), kl = light_chunk(&tr, model, C, C - 1);
         double big = (double)(k0.nparams > kl.nparams ? k0.nparams : kl.nparams);
-        if (tr.gathers)   /* fsdp's w0, w1, d0, d1: whole chunks, sized for the largest */
+        if (tr.gathers)   /* gathers' w0, w1, d0, d1: whole chunks, sized for the largest */
             bufs = 2 * big * (double)(wp_dtype_bytes(prec) + wp_dtype_bytes(o->grad_precision));
-        /* bf16 gradients: fsdp's whole-chunk gradient and the ring's travelling ones are bf16
+        /* bf16 gradients: a gathering plan's whole-chunk gradient and the ring's travelling ones are bf16
          * buffers on every rank of a pipeline of several, so each rank has the fp32 staging
          * gradient of the largest chunk (plan_grad_stage_bytes) */
         if ((tr.gathers || (tr.ring && !tr.ends)) && npipe > 1 && o->grad_precision == WP_BF16)
@@ -201,7 +201,7 @@ double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model,
         if (tr.ring && tr.ring_rounds && !tr.ends) {
             /* rank 0 of the ring: owner of chunk 0 (its masters, AdamW state and fp32 gradient)
              * and the buffers of the streams waiting there between rounds (bound_ring_wait_buffers);
-             * K micro-batches per pass: weipipe-naive's default is all of them */
+             * K micro-batches per pass: the strategy's default K where not given (pass_k_default) */
             int k = K ? K : tr.pass_k_default;
             int wn, dn;
             bound_ring_wait_buffers(C, npipe, (o->micro_batches + k - 1) / k, &wn, &dn);
@@ -211,10 +211,10 @@ double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model,
         }
         return b;
     }
-    /* 1F1B: stage 0 runs min(stages, micro-batches) forwards of chunk 0 before its first
+    /* Activation passing: stage 0 runs min(stages, micro-batches) forwards of chunk 0 before its first
      * backward; interleaved with v chunks per stage, Megatron's warm-up of 2 (stages - 1) +
-     * (v - 1) stages forwards of a chunk, and one more in flight (schedules/1f1b.lua); and it
-     * owns chunk 0's masters. ZB-H1 (zb1): one chunk per stage, the same P forwards, and the keep
+     * (v - 1) stages forwards of a chunk, and one more in flight (Megatron's interleaved order); and it
+     * owns chunk 0's masters. ZB-H1 (split_backward): one chunk per stage, the same P forwards, and the keep
      * of chunk 0's first B pass beside them. */
     double b = masters + ws;
     if (C % npipe == 0) {
@@ -226,7 +226,7 @@ double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model,
         double s0 = (double)k0.nparams * per_param + inflight * (double)wp_stash_bytes(model, &k0, o->recompute, prec) + keep0 + ws;
         if (s0 > b) b = s0;
         if (tr.split && v == 1 && m >= npipe) {
-            /* ZB-H1 (zb1.lua): stage s runs npipe - s forwards, then s times a B and a forward,
+            /* ZB-H1: stage s runs npipe - s forwards, then s times a B and a forward,
              * then its first B, W, F: before that first W it holds npipe micro-batches' stashes
              * and s B-to-W keeps of its chunk s, whose masters it owns */
             for (int st = 1; st < npipe; st++) {
@@ -274,7 +274,7 @@ static double recv_copy_s_per_byte(const Topology *topo, const StrategyOpts *o, 
     return best;
 }
 
-/* Seconds of one hop of lib/weipipe.lua's ring, device a to b: the simulator's transfer is the
+/* Seconds of one hop of a weight ring, device a to b: the simulator's transfer is the
  * link's latency and then the bytes at a rate no higher than the link's bandwidth. */
 static double hop_seconds(const Topology *topo, int a, int b, double bytes) {
     Link l = topology_link(topo, a, b);
@@ -303,7 +303,7 @@ static double coll_seconds(const Topology *topo, int coll, const int *dev, int n
     return rooted_seconds(topo, coll, dev, n, 0, whole);
 }
 
-/* fsdp's turns (schedules/fsdp.lua), as rank 0 runs them: a turn ends no sooner than its compute
+/* A gathering plan's turns (traits gathers), as rank 0 runs them: a turn ends no sooner than its compute
  * and no sooner than each of its collectives, which start no sooner than the turn does; so the
  * step is at least the sum over turns of the larger of the two. Gather-once: turn k gathers
  * chunk k, turn k + 1 runs its forward of the N micro-batches; turn 2C - c the backward of chunk
@@ -360,7 +360,7 @@ static double gathers_turns_bound(const Traits *tr, const Topology *topo, const 
     return sum;
 }
 
-/* tawpipe's groups (schedules/lib/tawpipe.lua): one per node (or PCIe island; only nodes of one
+/* Placement groups (traits groups): one per node (or PCIe island; only nodes of one
  * island are bounded here, where a group is a node's ranks of the pipeline). Chunk 0's weights
  * start at its owner and reach group j of the ring only over the network from the owner's group
  * outwards, one staging rank to the next, a hop per turn: the groups after the owner's at 1, 2,
@@ -409,7 +409,7 @@ static double groups_fill_bound(const Topology *topo, const WpConfig *model, con
 }
 
 /* Whether the R replicas of P devices are alike: every node of the same size and PCIe islands,
- * each replica on whole nodes. Then the strategies (and tawpipe's solver, which sees devices only
+ * each replica on whole nodes. Then the strategies (and the placement solver, which sees devices only
  * as their nodes and islands) lay every replica out as the first, so a chunk's all-reduce across
  * the replicas' owners comes in the turn after its last gradient reaches replica 0's owner. */
 static int replicas_alike(const Topology *topo, int P, int R) {
@@ -420,7 +420,7 @@ static int replicas_alike(const Topology *topo, int P, int R) {
 }
 
 /* The least time of the all-reduce of a chunk's gradient (bytes) across the replicas' owners,
- * local rank o of each replica of P devices (wp.update, tawpipe's ops). */
+ * local rank o of each replica of P devices (wp.update, the groups' ops). */
 static double across_seconds(const Topology *topo, int P, int R, int o, double bytes) {
     int *dev = xcalloc((size_t)R, sizeof *dev);
     for (int q = 0; q < R; q++) dev[q] = q * P + o;
@@ -430,7 +430,7 @@ static double across_seconds(const Topology *topo, int P, int R, int o, double b
 }
 
 /* The round j and chunk k whose forward (fwd_of) or backward (bwd_of) reaches rank 0 at turn s in
- * lib/weipipe.lua's default turns (f = jC + k, b = (j+1)C + C-1-k; J rounds); 0 if none. */
+ * the ring's default turns (f = jC + k, b = (j+1)C + C-1-k; J rounds); 0 if none. */
 static int fwd_of(int C, int J, long s, int *j, int *k) {
     if (s < 0 || s >= (long)J * C) return 0;
     *j = (int)(s / C); *k = (int)(s % C);
@@ -443,7 +443,7 @@ static int bwd_of(int C, int J, long s, int *j, int *k) {
     return 1;
 }
 
-/* lib/weipipe.lua's ring with its default turns (weipipe-interleave, weipipe-naive: the strategies
+/* The weight ring with its default turns (ring_rounds: the strategies
  * that take K micro-batches per weight pass), turn by turn on one pipeline (devices 0 .. npipe-1,
  * replica 0; the others only add the all-reduce between them). In the simulator a rank's turn t
  * ends no sooner than its compute (from the turn's start) and no sooner than each of its
@@ -569,7 +569,7 @@ static double ring_turns_bound(const Traits *tr, const Topology *topo, const WpC
     return step;
 }
 
-/* What ties ranks together in one turn of tawpipe_turns_bound, and the least time it takes once
+/* What ties ranks together in one turn of groups_turns_bound, and the least time it takes once
  * all are there: a transfer between ranks a and b (group -1), a collective over a group (its
  * index), or an all-reduce of rank a with the other replicas (group -2). */
 typedef struct TurnTie { int turn, a, b, group; double seconds; } TurnTie;
@@ -633,7 +633,7 @@ static int placement_cached(const PlacementIn *in, const Placement **pl) {
     return 0;
 }
 
-/* The rounds tawpipe's script chooses without --rounds (lib/tawpipe.lua, rounds): the fewest K
+/* The rounds the groups' script chooses where not given (group_rounds 0): the fewest K
  * whose upper bound of a rank's memory fits the smallest device of the pipeline, with the owners
  * of the solver's placement for one round, every figure as placement.c hands it to the script
  * and summed in the script's order. Only where every replica is laid out as the first (else the
@@ -691,7 +691,7 @@ static int groups_rounds_choice(const Traits *tr, const Topology *topo, const Wp
     return K;
 }
 
-/* tawpipe (schedules/lib/tawpipe.lua) turn by turn on one pipeline (devices 0 .. P-1, replica 0),
+/* Placement groups turn by turn on one pipeline (devices 0 .. P-1, replica 0),
  * as ring_turns_bound: its placement is the solver's own (generator/place, called as the script
  * calls it: K rounds counted where K > 1), and then, in local turns tau of K rounds of L = 2C-2
  * (group j's local turn tau is turn tau + 2 + j), every group runs chunk c forward at jL + c (the
@@ -853,7 +853,7 @@ double bound_time(const Traits *trp, const Topology *topo, const WpConfig *model
     for (int i = 1; i < topo->nnodes; i++)
         if (topo->nodes[i].type != topo->nodes[0].type) uniform = 0;
     if (tr.ring && npipe > 1) {
-        /* weipipe's ring: rank r's first compute is a forward of chunk 0, whose weights start at
+        /* a weight ring: rank r's first compute is a forward of chunk 0, whose weights start at
          * the pipeline's rank 0 and come one hop at a time (a buffer received in a turn is sent
          * on in a later one), so it starts no sooner than the hops 0 -> ... -> r take; with
          * ring_tail, its last compute is its backward of chunk 0, whose gradient then goes on
@@ -882,7 +882,7 @@ double bound_time(const Traits *trp, const Topology *topo, const WpConfig *model
         }
         bound += uniform ? most : sum / P;
     }
-    /* the turn-by-turn walk follows lib/weipipe.lua's ring of all the chunks: with
+    /* the turn-by-turn walk follows the ring of all the chunks: with
      * --replicate-ends the ring carries the middle ones and the ends run beside it, which it does
      * not model (it came out above the simulated step), so those plans keep the bounds above */
     if (tr.ring && tr.ring_rounds && npipe > 1 && ring_cells > 0 && !tr.ends) {
@@ -907,12 +907,12 @@ double bound_time(const Traits *trp, const Topology *topo, const WpConfig *model
         if (least < INFINITY && least * (1 - 1e-6) > bound) bound = least * (1 - 1e-6);
     }
     if (tr.shape == SHAPE_ACT_PASSING && C >= npipe && C % npipe == 0) {
-        /* 1F1B's stages (schedules/1f1b.lua, zb1.lua): stage s holds chunks s, s + npipe, ... and
+        /* Activation passing's stages: stage s holds chunks s, s + npipe, ... and
          * runs m micro-batches through each. Its first compute is a forward of chunk s, which
          * waits for that micro-batch's forwards through chunks 0 .. s-1; its last (not split) is
          * a backward of chunk s, after which that micro-batch's backwards through chunks s-1 .. 0
          * remain. So the step is at least, for every stage, those forwards + its compute + those
-         * backwards (zb1's last pass may be a W pass: no backwards after it counted). */
+         * backwards (with split_backward the last pass may be a W pass: no backwards after it counted). */
         double m = (double)o->micro_batches * npipe, before_f = 0, before_b = 0;
         double *own = xcalloc((size_t)npipe, sizeof *own);
         double *tf = xcalloc((size_t)C, sizeof *tf), *tb = xcalloc((size_t)C, sizeof *tb);

@@ -14,12 +14,12 @@ typedef enum { SHAPE_OTHER, SHAPE_WEIGHT_PASSING, SHAPE_ACT_PASSING } StrategySh
  * compute). test_search checks every bound on every candidate of its clusters. */
 typedef struct Traits {
     StrategyShape shape;    /* passing = "weights": every rank runs its own micro-batches whole through
-                               every chunk; "activations": 1F1B's stages, stage s holding chunks s, s + P, ... */
+                               every chunk; "activations": stages, stage s holding chunks s, s + P, ... */
     int split;              /* split_backward: B and W passes (zero bubble): between them a chunk's
                                B-to-W keep (config.h, wp_keep_bytes) beside its stash */
     int all_forward;        /* every micro-batch of a rank goes forward through every chunk before
                                its first backward */
-    int ring;               /* lib/weipipe.lua's ring: chunk 0's owner is the pipeline's rank 0 and
+    int ring;               /* a weight ring: chunk 0's owner is the pipeline's rank 0 and
                                its weights reach rank r only through the hops 0 -> 1 -> ... -> r */
     int ring_tail;          /* and a rank's last compute is its backward of chunk 0, whose gradient
                                then travels on r -> r+1 -> ... -> last -> rank 0 (not split) */
@@ -46,7 +46,7 @@ Traits strategy_traits(const char *s, const StrategyOpts *o, int nranks, int lay
  * pipeline, no more than the layers; one per layer with chunks_per_layer). 0 where it does not know. */
 int bound_chunk_count(const Traits *tr, const WpConfig *m, int npipe, int option);
 
-/* The weight and gradient buffers rank 0 of lib/weipipe.lua's ring (its default turns: C chunks
+/* The weight and gradient buffers rank 0 of the weight ring (its default turns: C chunks
  * on P ranks, J rounds) holds at least for the streams waiting there between rounds (0 where
  * C < P or J < 2), as the script's pool counts them (bounds.c; test_search checks them on plans). */
 void bound_ring_wait_buffers(int C, int P, int J, int *wbufs, int *dbufs);
@@ -55,7 +55,7 @@ void bound_ring_wait_buffers(int C, int P, int J, int *wbufs, int *dbufs);
  * pipeline (about 3 million) take a few hundredths of a second. */
 #define RING_CELLS_MAX 4e7
 
-/* search_time_bound, with the turn-by-turn walks (weipipe's rings, tawpipe's groups) where their
+/* search_time_bound, with the turn-by-turn walks (rings, placement groups) where their
  * cells are at most ring_cells (0: not at all; the search computes them only for the candidates
  * the cheaper bounds leave). */
 double bound_time(const Traits *tr, const Topology *topo, const WpConfig *model, const StrategyOpts *o,

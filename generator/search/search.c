@@ -1,12 +1,12 @@
 /* The pruned search of `-s auto` and `compare` (search.h). The candidate space is every strategy
  * x replicas (each divisor of the ranks: a user runs replicas of shorter pipelines) x chunks (the
  * strategy's default, twice the pipeline's ranks) x recomputation x precision x rounds (the
- * micro-batches per weight pass of weipipe-interleave, K = 1, 2, 4, ... below N, K = N being
- * weipipe-naive; tawpipe's rounds, its solver's choice and 1, 2, 4, ... up to N) x fsdp's
+ * values of each of the strategy's own options that its declaration has the search try: the
+ * micro-batches per weight pass, the rounds, a variant ...) x
  * variant, less what the flags fix. Building, verifying and simulating a plan of 1,024 ranks takes
  * a tenth of a second to a second, so a candidate is built only when what can be said of it
  * without building it cannot rule it out:
- *   impossible  more chunks, or 1F1B stages, than the model has layers (the strategies refuse them);
+ *   impossible  more chunks, or activation-passing stages, than the model has layers (the strategies refuse them);
  *   memory      a lower bound on the largest peak of a rank exceeds the device's memory (bounds.c);
  *   fp32        where bf16 is the default (more bytes, half the compute rate, more memory);
  *   dominated   recomputation where the same candidate fits without it (more compute, same plan);
@@ -74,7 +74,7 @@ static double device_mem_max(const Topology *t) {
 }
 
 /* The search computes the turn-by-turn bounds of pipelines longer than this only when their
- * candidate comes up (tawpipe's solver takes a tenth of a second at 512 ranks). */
+ * candidate comes up (the placement solver takes a tenth of a second at 512 ranks). */
 #define REFINE_LATER_RANKS 256
 
 /* The cluster of one replica: the first n devices of t (its nodes, the last one cut), sharing
