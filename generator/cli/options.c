@@ -87,8 +87,8 @@ int strategy_options_check(Args *a) {
             takers(flag, who, sizeof who, &k);
             if (single && k) fprintf(stderr, "wpgen: %s: strategy %s does not take it (%s %s)\n", flag, a->strategy, who, k > 1 ? "do" : "does");
             else if (single) fprintf(stderr, "wpgen: %s: strategy %s does not take it\n", flag, a->strategy);
-            else fprintf(stderr, "wpgen: %s: none of the strategies %s compares takes it%s%s%s\n", flag,
-                         !strcmp(a->cmd, "compare") ? "compare" : "-s auto", k ? " (" : "", k ? who : "", k ? " do)" : "");
+            else fprintf(stderr, "wpgen: %s: none of the strategies %s takes it%s%s%s\n", flag,
+                         !strcmp(a->cmd, "compare") ? "compared" : "-s auto searches", k ? " (" : "", k ? who : "", k > 1 ? " do)" : k ? " does)" : "");
             return -1;
         }
         int at = a->ngiven;

@@ -236,6 +236,17 @@ double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model,
                 if (x > b) b = x;
             }
         }
+        if (!tr.split && v == 1 && uneven(&tr)) {
+            /* uneven stages: the heavier ones inside. 1F1B's stage s runs P - s - 1 warm-up
+             * forwards and one more before its first backward: it holds min(P - s, m) stashes of
+             * its chunk s, whose masters it owns */
+            for (int st = 1; st < npipe; st++) {
+                WpChunk k = light_chunk(&tr, model, C, st);
+                long held = npipe - st < m ? npipe - st : m;
+                double x = (double)k.nparams * per_param + held * (double)wp_stash_bytes(model, &k, o->recompute, prec) + ws;
+                if (x > b) b = x;
+            }
+        }
     }
     return b;
 }

@@ -1,5 +1,5 @@
-/* The analytic bounds of the search (bounds.c): what the bounds may assume of each shipped
- * strategy, and the lower bounds on a candidate's step time and peak memory (search_mem_bound
+/* The analytic bounds of the search (bounds.c): what the bounds may assume of a strategy (its
+ * declared traits), and the lower bounds on a candidate's step time and peak memory (search_mem_bound
  * and search_time_bound are declared in search.h, for the tests). */
 #ifndef WP_BOUNDS_H
 #define WP_BOUNDS_H

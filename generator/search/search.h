@@ -63,7 +63,8 @@ extern const char *const prune_names[PRUNE__COUNT];
 enum { RULE_ONE_REPLICA = PRUNE__COUNT };
 /* Whether a rule that compares plans of one strategy holds for it: PRUNE_DOMINATED (recomputation
  * no faster than none) or RULE_ONE_REPLICA (one pipeline on its own no slower than the replicas,
- * and fitting when they fit). Shipped strategies only. */
+ * and fitting when they fit), as the strategy's declared traits say (recompute_never_faster,
+ * one_replica_bound). */
 int search_rule_holds(const char *strategy, const StrategyOpts *o, int rule);
 
 typedef struct SearchStats {
@@ -123,7 +124,7 @@ void search_describe_strategy(const SearchBest *b, char *out, size_t len);
 enum { SEARCH_MAX_VALUES = 16, SEARCH_MAX_SETS = 64 };
 int search_option_sets(const char *s, const StrategyOpts *base, const DeclSearchCtx *ctx, StrategyOpts *out, int max);
 
-/* -s auto (auto.c): the pruned search over every shipped strategy; the fastest plan that fits
+/* -s auto (auto.c): the pruned search over every shipped strategy (or sp->strategies); the fastest plan that fits
  * wins. Fills *best (and *plan with its verified plan, when plan is not NULL) and returns 0, or
  * returns 1 when nothing fits (said on stderr). */
 int auto_search(const SearchSpec *sp, const Topology *topo, const WpConfig *model, const char *name, Cand *best, Plan **plan);
