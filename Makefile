@@ -26,7 +26,7 @@ deps: $(BUILD)/config.mk
 GEN_SRC    := $(wildcard generator/*/*.c)
 GEN_LIBSRC := $(filter-out generator/cli/main.c,$(GEN_SRC))
 # What the generator shares with the runtime: the model's shape and presets.
-SHARED_SRC := runtime/common/config.c runtime/common/modelcfg.c
+SHARED_SRC := runtime/common/config.c runtime/common/modelcfg.c runtime/common/outpaths.c
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 MPI_TEST_SRC := $(wildcard tests/mpi/*.c)
 TOOL_SRC   := $(wildcard tests/tools/*.c)

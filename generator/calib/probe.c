@@ -175,7 +175,7 @@ int probe_host(const char *root, int smi_cmd, ProbeHost *h, char *err, size_t er
         if (gethostname(h->name, sizeof h->name)) snprintf(h->name, sizeof h->name, "host");
     }
     h->name[strcspn(h->name, " \t\r\n")] = 0;
-    if (!h->name[0]) snprintf(h->name, sizeof h->name, "host");
+    if (!h->name[0] || !host_name_ok(h->name)) snprintf(h->name, sizeof h->name, "host");
     /* NUMA nodes, each's CPUs and memory */
     for (int i = 0; i < PROBE_MAX_NUMA; i++) {
         char rel[256];
@@ -194,6 +194,11 @@ int probe_host(const char *root, int smi_cmd, ProbeHost *h, char *err, size_t er
         if (read_file(root, "sys/devices/system/cpu/online", buf, sizeof buf))
             return errmsg(err, errlen, "%s/sys/devices/system/cpu/online: cannot read (no NUMA nodes either)", root);
         h->cores[0] = cpulist_count(buf);
+        if (h->cores[0] <= 0) {
+            buf[strcspn(buf, "\n")] = 0;
+            return errmsg(err, errlen, "%s/sys/devices/system/cpu/online: expected a list of CPUs such as 0-15, got \"%.40s\"",
+                          root, buf);
+        }
         h->numa = 1;
     }
     if (read_file(root, "sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", buf, sizeof buf) == 0) h->cpu_hz = strtod(buf, NULL) * 1e3;

@@ -1,6 +1,7 @@
 /* Reads a runtime trace (trace_read.h). Ranks' clocks need not agree: a step's time is measured
  * on each rank between the ends of its consecutive optimizer spans (every rank ends a step at the
  * same collective), and the step's time is the largest of the ranks'. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,9 +48,18 @@ int trace_read(const char *path, TraceRun *run, char *err, size_t errlen) {
             }
         } else if (!strcmp(cat, "optimizer")) s.kind = TR_OPT;
         else continue;   /* transfers, checkpoints */
+        /* times in microseconds, as train --trace writes them: at most 10^12 (11.6 days), so that
+         * no sum or ratio of the fit overflows to inf */
+        const double most = 1e12;
         const char *bad = !json_is_integer(pid) || json_integer_value(pid) < 0 || json_integer_value(pid) > (1 << 17) ? "pid"
-                          : !json_is_number(ts) ? "ts" : !json_is_number(dur) || json_number_value(dur) < 0 ? "dur" : NULL;
-        if (bad) { rc = errmsg(err, errlen, "%s: traceEvents[%zu].%s: expected a number >= 0", path, i, bad); break; }
+                          : !json_is_number(ts) || !(fabs(json_number_value(ts)) <= most) ? "ts"
+                          : !json_is_number(dur) || !(json_number_value(dur) >= 0 && json_number_value(dur) <= most) ? "dur" : NULL;
+        if (bad) {
+            rc = !strcmp(bad, "pid") ? errmsg(err, errlen, "%s: traceEvents[%zu].pid: expected a rank in [0, %d]", path, i, 1 << 17)
+               : errmsg(err, errlen, "%s: traceEvents[%zu].%s: expected a number of microseconds in [%s, 1e12]", path, i, bad,
+                        !strcmp(bad, "ts") ? "-1e12" : "0");
+            break;
+        }
         s.rank = (int)json_integer_value(pid);
         s.t0 = json_number_value(ts) * 1e-6;
         s.dur = json_number_value(dur) * 1e-6;
@@ -79,6 +89,11 @@ int trace_read(const char *path, TraceRun *run, char *err, size_t errlen) {
         while (k < nend[s->rank] && s->t0 >= ends[s->rank][k] - 1e-9) k++;
         s->step = k;
     }
+    /* a trace whose compute takes no time (every span 0 s) gives nothing to fit a rate to */
+    double busy = 0;
+    for (int i = 0; !rc && i < run->nspans; i++) if (run->spans[i].kind != TR_OPT) busy += run->spans[i].dur;
+    if (!rc && !(busy > 0))
+        rc = errmsg(err, errlen, "%s: every forward and backward span lasts 0 s: nothing to measure a compute rate by", path);
     if (!rc) {
         run->nsteps = minsteps;
         int nt = minsteps - 1;
@@ -90,6 +105,8 @@ int trace_read(const char *path, TraceRun *run, char *err, size_t errlen) {
             }
         qsort(t, (size_t)nt, sizeof *t, cmp_double);
         run->step_median_s = nt % 2 ? t[nt / 2] : (t[nt / 2 - 1] + t[nt / 2]) / 2;
+        if (!(run->step_median_s > 0))
+            rc = errmsg(err, errlen, "%s: its steps take 0 s (the ends of the AdamW spans): not a trace of a run", path);
         run->nstep_times = nt;
         run->step_times = t;
     }

@@ -41,6 +41,7 @@
 #include "calib/fit.h"
 #include "calib/trace_read.h"
 #include "common/modelcfg.h"
+#include "common/outpaths.h"
 #include "emit/emit.h"
 #include "ir/op_table.h"
 #include "ir/xalloc.h"
@@ -89,7 +90,13 @@ static int rebuild(Run *r, char *err, size_t errlen) {
                           : !gprec ? "grad_precision" : !json_is_integer(mbr) ? "micro_batches_per_rank"
                           : !json_is_integer(rep) ? "replicas" : !json_is_array(chunks) ? "chunks" : NULL;
     if (missing) { snprintf(err, errlen, "%s: %s: missing or of the wrong type (not a plan.json of wpgen emit?)", r->plan_path, missing); goto done; }
-    char *text = json_dumps(model, JSON_COMPACT);
+    /* plan.json's model is a config.json's keys and the run's name and shape, read here */
+    json_t *cfg = json_deep_copy(model);
+    json_object_del(cfg, "name");
+    json_object_del(cfg, "seq_len");
+    json_object_del(cfg, "micro_batch_size");
+    char *text = json_dumps(cfg, JSON_COMPACT);
+    json_decref(cfg);
     char merr[1024];
     int mrc = model_config_parse(r->plan_path, text, strlen(text), &r->model, merr, sizeof merr);
     free(text);
@@ -379,6 +386,39 @@ static int fit_types(Run *runs, int nruns, Calibration *cal, int verbose) {
     return 0;
 }
 
+/* -o names none of the inputs (topologies, traces, plans, the link benchmark), by inode
+ * (common/outpaths.h); no trace is given twice, which would count one run as two (or fit to a
+ * run it also holds out). 0, or EXIT_BAD_INPUT with the message printed. */
+static int check_paths(const Run *runs, int nruns, const char *links, const char *out) {
+    WpPathArg *in = xcalloc((size_t)(3 * nruns + 1), sizeof *in);
+    int n = 0, rc = 0;
+    for (int i = 0; i < nruns; i++) {
+        in[n++] = (WpPathArg){ runs[i].held_out ? "--held-out" : "--trace", runs[i].trace };
+        in[n++] = (WpPathArg){ "-t", runs[i].topo_path };
+        in[n++] = (WpPathArg){ "--plan", runs[i].plan_path };
+    }
+    in[n++] = (WpPathArg){ "--links", links };
+    char err[8400];
+    const WpPathArg o = { "-o", out };
+    if (wp_check_outputs(in, n, &o, 1, err, sizeof err)) {
+        fprintf(stderr, "wpgen calibrate: %s\n", err);
+        rc = EXIT_BAD_INPUT;
+    }
+    for (int i = 0; i < nruns && !rc; i++) {
+        struct stat a, b;
+        if (stat(runs[i].trace, &a)) continue;
+        for (int j = 0; j < i && !rc; j++)
+            if (stat(runs[j].trace, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+                fprintf(stderr, "wpgen calibrate: %s %s is the trace also given as %s %s: each run once\n",
+                        runs[i].held_out ? "--held-out" : "--trace", runs[i].trace, runs[j].held_out ? "--held-out" : "--trace",
+                        runs[j].trace);
+                rc = EXIT_BAD_INPUT;
+            }
+    }
+    free(in);
+    return rc;
+}
+
 int cmd_calibrate(int argc, char **argv) {
     Run *runs = xcalloc((size_t)argc, sizeof *runs);
     int nruns = 0, force = 0, rc = 0;
@@ -413,6 +453,7 @@ int cmd_calibrate(int argc, char **argv) {
     else if (!out) { fprintf(stderr, "wpgen calibrate: -o CALIB.json is required\n"); rc = EXIT_BAD_INPUT; }
     else if (!force && stat(out, &st) == 0 && S_ISREG(st.st_mode)) { fprintf(stderr, "wpgen calibrate: -o %s exists; refusing to overwrite it (--force replaces it)\n", out); rc = EXIT_BAD_INPUT; }
     char err[4200];
+    if (!rc) rc = check_paths(runs, nruns, links, out);
     for (int i = 0; i < nruns && !rc; i++) {
         Run *r = &runs[i];
         if (topology_load(r->topo_path, &r->topo, err, sizeof err)) { rc = bad("%s%s", err, ""); break; }

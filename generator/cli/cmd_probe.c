@@ -68,6 +68,14 @@ int cmd_probe(int argc, char **argv) {
                 return EXIT_BAD_INPUT;
             }
         }
+    if (name && !host_name_ok(name)) {
+        char shown[64];   /* one line, whatever the name holds */
+        snprintf(shown, sizeof shown, "%s", name);
+        for (char *c = shown; *c; c++) if ((unsigned char)*c < 32) *c = '?';
+        fprintf(stderr, "wpgen probe: --name: expected %s, got \"%s\"\n", HOST_NAME_RULE, shown);
+        free(inputs);
+        return EXIT_BAD_INPUT;
+    }
     char err[4400];
     json_t *topo = NULL;
     if (merge) topo = probe_merge(inputs, nin, err, sizeof err);

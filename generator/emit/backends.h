@@ -21,6 +21,8 @@ typedef struct Backend {
     const char *comm_default;     /* compute backends: the --comm it is emitted with by default */
     int device;                   /* 1: its buffers are on a GPU (compute), or it moves device
                                    * buffers only (comm: NCCL); 0: host memory */
+    int bf16_only;                /* compute: it computes in bf16 only (an fp32 plan is refused
+                                   * when emitted, not when the program starts) */
 } Backend;
 
 /* The runtime folders every emitted program builds from, whatever its backends. */

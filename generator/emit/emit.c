@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@
 #include "common/errmsg.h"
 #include "emit/emit_data.h"
 #include "emit/emit_ops.h"
+#include "emit/manifest.h"
 #include "lua/bridge.h"
 
 enum { PATHLEN = 4096 };
@@ -177,135 +179,7 @@ static int copy_runtime(const char *dir, const EmitInfo *info, char *err, size_t
     return copy_backend(dir, home, compute, err, errlen) || copy_backend(dir, home, comm, err, errlen) ? -1 : 0;
 }
 
-/* ---- what is wpgen's in DIR: the manifest ----
- *
- * Every emission lists the files it wrote, relative to DIR and in name order, in DIR/.wpgen-files
- * (MANIFEST below). Emitting again over DIR replaces those files, the build outputs of the emitted
- * Makefile (obj/ and train: make makes them again) and the manifest; anything else there (a trace,
- * checkpoints, logs a run saved in DIR) is the user's and is kept where it is. A user's file that
- * the new emission would write over, or one inside a directory wpgen writes (runtime/), is refused
- * by name: nothing is changed. An emission of an older wpgen has no manifest: its files are taken
- * to be the ones the new emission writes and its rank_*.c. */
-
-#define MANIFEST ".wpgen-files"
-
-typedef struct Names {
-    char **v;
-    size_t n, cap;
-} Names;
-
-static int names_add(Names *s, const char *name) {
-    if (s->n == s->cap) {
-        char **q = realloc(s->v, (s->cap = s->cap ? 2 * s->cap : 64) * sizeof *q);
-        if (!q) return -1;
-        s->v = q;
-    }
-    if (!(s->v[s->n] = strdup(name))) return -1;
-    s->n++;
-    return 0;
-}
-
-static void names_free(Names *s) {
-    for (size_t i = 0; i < s->n; i++) free(s->v[i]);
-    free(s->v);
-    memset(s, 0, sizeof *s);
-}
-
-static void names_sort(Names *s) {
-    if (s->n) qsort(s->v, s->n, sizeof *s->v, by_name);
-}
-
-/* Whether the sorted list holds name; with prefix, whether it holds a path under name/. */
-static int names_has(const Names *s, const char *name, int prefix) {
-    size_t lo = 0, hi = s->n, len = strlen(name);
-    while (lo < hi) {   /* the first entry >= name */
-        size_t mid = (lo + hi) / 2;
-        if (strcmp(s->v[mid], name) < 0) lo = mid + 1;
-        else hi = mid;
-    }
-    for (; lo < s->n && !strncmp(s->v[lo], name, len); lo++) {
-        if (!prefix && s->v[lo][len] == 0) return 1;
-        if (prefix && s->v[lo][len] == '/') return 1;
-        if (s->v[lo][len] > '/') break;
-    }
-    return 0;
-}
-
-/* Appends the paths of the files under root/rel (rel "" for root itself), relative to root, to
- * out; directories are walked, never followed through a link. */
-static int list_tree(const char *root, const char *rel, Names *out, char *err, size_t errlen) {
-    char path[PATHLEN];
-    if (*rel ? join_path(path, root, rel, err, errlen) : (snprintf(path, sizeof path, "%s", root) >= PATHLEN))
-        return *rel ? -1 : errmsg(err, errlen, "%s: path too long", root);
-    DIR *d = opendir(path);
-    if (!d) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
-    int rc = 0;
-    struct dirent *e;
-    while (rc == 0 && (e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char sub[PATHLEN], full[PATHLEN];
-        struct stat st;
-        if (*rel ? join_path(sub, rel, e->d_name, err, errlen) : (snprintf(sub, sizeof sub, "%s", e->d_name), 0)) { rc = -1; break; }
-        if (join_path(full, root, sub, err, errlen)) { rc = -1; break; }
-        if (lstat(full, &st)) rc = errmsg(err, errlen, "%s: %s", full, strerror(errno));
-        else if (S_ISDIR(st.st_mode)) rc = list_tree(root, sub, out, err, errlen);
-        else if (names_add(out, sub)) rc = errmsg(err, errlen, "out of memory");
-    }
-    closedir(d);
-    return rc;
-}
-
-/* DIR/.wpgen-files: the files of the emission in tmp, found by walking it. */
-static int write_manifest(const char *tmp, Names *files, char *err, size_t errlen) {
-    if (list_tree(tmp, "", files, err, errlen)) return -1;
-    names_sort(files);
-    char path[PATHLEN];
-    if (join_path(path, tmp, MANIFEST, err, errlen)) return -1;
-    FILE *f = fopen(path, "wb");
-    if (!f) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
-    int bad = fputs("# The files wpgen emit wrote here: emitting again replaces them (and obj/ and train, which make\n"
-                    "# builds) and keeps anything else.\n", f) == EOF;
-    for (size_t i = 0; i < files->n && !bad; i++) bad = fprintf(f, "%s\n", files->v[i]) < 0;
-    if (fclose(f) || bad) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
-    return 0;
-}
-
-/* The files an earlier emission in dir wrote: its manifest, or for an emission without one, the
- * files the new emission writes and its rank_*.c. */
-static int read_manifest(const char *dir, const Names *fresh, Names *out, char *err, size_t errlen) {
-    char path[PATHLEN], line[PATHLEN + 2];
-    if (join_path(path, dir, MANIFEST, err, errlen)) return -1;
-    FILE *f = fopen(path, "rb");
-    if (!f && errno != ENOENT) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
-    if (f) {
-        int rc = 0;
-        while (rc == 0 && fgets(line, sizeof line, f)) {
-            line[strcspn(line, "\n")] = 0;
-            if (*line && *line != '#' && names_add(out, line)) rc = errmsg(err, errlen, "out of memory");
-        }
-        if (rc == 0 && ferror(f)) rc = errmsg(err, errlen, "%s: read error", path);
-        fclose(f);
-        names_sort(out);
-        return rc;
-    }
-    for (size_t i = 0; i < fresh->n; i++)
-        if (names_add(out, fresh->v[i])) return errmsg(err, errlen, "out of memory");
-    DIR *d = opendir(dir);
-    if (!d) return errmsg(err, errlen, "%s: %s", dir, strerror(errno));
-    struct dirent *e;
-    int rc = 0;
-    while (rc == 0 && (e = readdir(d)))
-        if (!strncmp(e->d_name, "rank_", 5) && has_ext(e->d_name, (const char *const[]){ ".c", NULL }) && names_add(out, e->d_name))
-            rc = errmsg(err, errlen, "out of memory");
-    closedir(d);
-    names_sort(out);
-    return rc;
-}
-
-/* The build outputs of the emitted Makefile, and the manifest: wpgen's too. */
-static int is_build_output(const char *name) {
-    return !strcmp(name, "obj") || !strcmp(name, "train") || !strcmp(name, MANIFEST);
-}
+/* ---- what is wpgen's in DIR: manifest.c ---- */
 
 /* DIR may be replaced when it is empty or holds what an earlier emit wrote (its plan.json says
  * so); anything else is someone's data. *exists says whether there is something to replace. */
@@ -336,46 +210,6 @@ static int check_target(const char *dir, int *exists, char *err, size_t errlen) 
         return errmsg(err, errlen, "%s exists and is not the output of wpgen emit (no plan.json written by wpgen); "
                     "refusing to replace it", dir);
     return 0;
-}
-
-/* The entries at the top of the earlier emission dir that are the user's, into keep; refuses, by
- * name, a user's file the new emission (fresh, its files) would replace or that lies inside a
- * directory wpgen writes. */
-static int user_entries(const char *dir, const Names *fresh, Names *keep, char *err, size_t errlen) {
-    Names ours = { 0 }, under = { 0 };
-    int rc = read_manifest(dir, fresh, &ours, err, errlen);
-    DIR *d = rc ? NULL : opendir(dir);
-    if (rc == 0 && !d) rc = errmsg(err, errlen, "%s: %s", dir, strerror(errno));
-    struct dirent *e;
-    while (rc == 0 && (e = readdir(d))) {
-        const char *name = e->d_name;
-        char path[PATHLEN];
-        struct stat st;
-        if (!strcmp(name, ".") || !strcmp(name, "..") || is_build_output(name) || names_has(&ours, name, 0)) continue;
-        if (join_path(path, dir, name, err, errlen)) { rc = -1; break; }
-        if (lstat(path, &st)) { rc = errmsg(err, errlen, "%s: %s", path, strerror(errno)); break; }
-        int wpgen_dir = S_ISDIR(st.st_mode) && (names_has(&ours, name, 1) || names_has(fresh, name, 1));
-        if (!wpgen_dir) {
-            /* the user's: kept, unless the new emission writes something of that name */
-            if (names_has(fresh, name, 0) || names_has(fresh, name, 1))
-                rc = errmsg(err, errlen, "%s was not written by wpgen and the new emission writes %s; refusing to replace it "
-                            "(move it away and emit again)", path, name);
-            else if (names_add(keep, name)) rc = errmsg(err, errlen, "out of memory");
-            continue;
-        }
-        /* a directory wpgen writes: every file in it must be wpgen's */
-        under.n = 0;
-        names_free(&under);
-        if (list_tree(dir, name, &under, err, errlen)) { rc = -1; break; }
-        for (size_t i = 0; i < under.n && rc == 0; i++)
-            if (!names_has(&ours, under.v[i], 0))
-                rc = errmsg(err, errlen, "%s/%s was not written by wpgen and is inside %s/%s, which emitting replaces; "
-                            "refusing to remove it (move it away and emit again)", dir, under.v[i], dir, name);
-    }
-    if (d) closedir(d);
-    names_free(&ours);
-    names_free(&under);
-    return rc;
 }
 
 /* Renames each of names from one directory to another; on failure, moves back those it moved. */
@@ -688,10 +522,55 @@ static int write_all(Job *job, char *err, size_t errlen) {
 static int emit_into(const Plan *p, const EmitInfo *info, const char *final, const char *tmp, const char *old, int exists,
                      char *err, size_t errlen);
 
+/* An emit killed with SIGKILL (nothing can catch it) leaves its DIR.tmp-PID, or its DIR.old-PID
+ * while the new output moved in: removed by the next emit into DIR, once that process is gone and
+ * the folder is provably an emission's (wpgen's header on its plan.json or a rank file at its
+ * top, or empty: killed before it wrote). */
+static void sweep_leftovers(const char *final) {
+    char parent[PATHLEN];
+    const char *slash = strrchr(final, '/'), *base = slash ? slash + 1 : final;
+    if (slash == final) snprintf(parent, sizeof parent, "/");
+    else snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - final) : 1, slash ? final : ".");
+    size_t blen = strlen(base);
+    DIR *d = opendir(parent);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *n = e->d_name, *tail = n + blen;
+        if (strncmp(n, base, blen) || (strncmp(tail, ".tmp-", 5) && strncmp(tail, ".old-", 5))) continue;
+        char *end;
+        long pid = strtol(tail + 5, &end, 10);
+        if (end == tail + 5 || *end || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char path[PATHLEN], probe[PATHLEN], head[256];
+        if (snprintf(path, sizeof path, "%s/%s", parent, n) >= PATHLEN) continue;
+        DIR *sub = opendir(path);
+        if (!sub) continue;
+        int ours = 0, empty = 1;
+        struct dirent *f;
+        while ((f = readdir(sub))) {
+            if (!strcmp(f->d_name, ".") || !strcmp(f->d_name, "..")) continue;
+            empty = 0;
+            if (strcmp(f->d_name, "plan.json") && strncmp(f->d_name, "rank_", 5)) continue;
+            FILE *fp = snprintf(probe, sizeof probe, "%s/%s", path, f->d_name) < PATHLEN ? fopen(probe, "rb") : NULL;
+            size_t k = fp ? fread(head, 1, sizeof head - 1, fp) : 0;
+            if (fp) fclose(fp);
+            head[k] = 0;
+            ours = strstr(head, "Code generated by wpgen ") || strstr(head, "\"generated_by\": \"wpgen ");
+            break;
+        }
+        closedir(sub);
+        if ((ours || empty) && rm_tree(path) == 0) fprintf(stderr, "wpgen: removed %s, left by an emit that was killed\n", path);
+    }
+    closedir(d);
+}
+
 int emit_plan(const Plan *p, const EmitInfo *info, const char *dir, char *err, size_t errlen) {
     if (!p->verified) return errmsg(err, errlen, "the plan has not been verified");
     const Backend *compute = backend_select(BACKEND_COMPUTE, info->backend, err, errlen);
     if (!compute) return -1;
+    if (compute->bf16_only && p->precision != WP_BF16)
+        return errmsg(err, errlen, "--backend %s computes in bf16 only, and the plan is in %s (--precision bf16, the "
+                      "default for --backend %s)", compute->name, wp_dtype_name(p->precision), compute->name);
     /* DIR without trailing slashes: DIR.tmp-PID must be its sibling, not its child. */
     char final[PATHLEN], tmp[PATHLEN + 32], old[PATHLEN + 32];
     size_t n = strlen(dir);
@@ -705,6 +584,7 @@ int emit_plan(const Plan *p, const EmitInfo *info, const char *dir, char *err, s
 
     int exists;
     if (check_target(final, &exists, err, errlen)) return -1;
+    sweep_leftovers(final);
     /* a signal from here on is noted: the writers stop, tmp goes, and wpgen ends with the signal
      * (interrupt.h); once the result is moving into place, that finishes first */
     interrupt_begin();
@@ -739,8 +619,8 @@ static int emit_into(const Plan *p, const EmitInfo *info, const char *final, con
     /* the manifest, then what of the earlier output is the user's: kept, moved into the new one */
     Names fresh = { 0 }, keep = { 0 };
     if (rc == 0 && interrupt_pending()) rc = errmsg(err, errlen, "interrupted");
-    if (rc == 0) rc = write_manifest(tmp, &fresh, err, errlen);
-    if (rc == 0 && exists) rc = user_entries(final, &fresh, &keep, err, errlen);
+    if (rc == 0) rc = manifest_write(tmp, &fresh, err, errlen);
+    if (rc == 0 && exists) rc = manifest_claim(final, &fresh, &keep, err, errlen);
     names_free(&fresh);
     if (rc == 0) rc = move_entries(&keep, final, tmp, err, errlen);
     if (rc) {

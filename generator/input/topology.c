@@ -9,6 +9,7 @@
  * Units: the file says GB/s, GB, TFLOP/s and µs; the structures hold bytes/s, bytes, FLOP/s and
  * seconds. GB is 1e9 bytes (not GiB), as vendors quote memory and bandwidth, so that published
  * figures can be copied as they are. The network's bw_GBps is per NIC; a node has nics_per_node. */
+#include <ctype.h>
 #include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -180,14 +181,25 @@ static int get_number(Ctx *cx, const json_t *obj, const char *parent, const char
     return 0;
 }
 
+int host_name_ok(const char *s) {
+    size_t n = strlen(s);
+    if (n == 0 || n > 253 || s[0] == '-' || s[0] == '.') return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '.' && s[i] != '_') return 0;
+    return 1;
+}
+
 static int get_count(Ctx *cx, const json_t *obj, const char *parent, const char *key, int required, int *out) {
     char jpath[256];
     join_path(jpath, sizeof jpath, parent, key);
     json_t *v = json_object_get(obj, key);
     if (!v && !required) return 0;
     /* An integer in JSON, not 8.0: counts are written as counts. */
-    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > MAX_DEVICES)
-        return expected(cx, jpath, "a positive integer", v);
+    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > MAX_DEVICES) {
+        char within[64];
+        snprintf(within, sizeof within, "an integer in [1, %d]", MAX_DEVICES);
+        return expected(cx, jpath, within, v);
+    }
     *out = (int)json_integer_value(v);
     return 0;
 }
@@ -306,6 +318,8 @@ static int parse_node(Ctx *cx, const json_t *nv, const char *jpath, Topology *t,
     if (get_string(cx, nv, jpath, "name", &name)) return -1;
     char fpath[256];
     join_path(fpath, sizeof fpath, jpath, "name");
+    /* the name goes into the emitted rankfile and the batch script: a host name and nothing else */
+    if (!host_name_ok(name)) return expected(cx, fpath, HOST_NAME_RULE, json_object_get(nv, "name"));
     int other = names_find(&cx->node_names, name);
     if (other >= 0)
         return fail(cx, "%s: expected a name no other node has, got \"%s\" (also nodes[%d])", fpath, name, other);

@@ -59,4 +59,9 @@ int topology_node_of(const Topology *t, int device);
 Link topology_link(const Topology *t, int a, int b);
 const char *link_type_name(LinkType t);
 
+/* A node's name is a host name: 1 to 253 letters, digits, '-', '.' or '_', not starting with '-'
+ * or '.' (it goes into the emitted rankfile, one line per rank). */
+#define HOST_NAME_RULE "a host name (1 to 253 letters, digits, '-', '.' or '_', not starting with '-' or '.')"
+int host_name_ok(const char *s);
+
 #endif

@@ -46,7 +46,9 @@ int auto_search(const SearchSpec *sp, const Topology *topo, const WpConfig *mode
         snprintf(b.why + n, sizeof b.why - n, "; the best other strategy simulated, %s (%d replica%s%s), takes %.4g s (+%.0f%%)", r->strategy,
                  r->o.replicas, r->o.replicas > 1 ? "s" : "", r->o.recompute ? ", recomputation" : "", r->step, 100 * (r->step / b.step - 1));
     }
-    if (plan) { *plan = w->plan; w->plan = NULL; }
+    /* the plan is the caller's now; its simulation is not (search_free frees a best's simulation
+     * with its plan: without this, LeakSanitizer found it lost under plan -s auto) */
+    if (plan) { *plan = w->plan; w->plan = NULL; sim_result_free(&w->sim); }
     *best = b;
     search_free(&sr);
     return 0;

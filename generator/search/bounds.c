@@ -237,7 +237,7 @@ double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model,
             }
         }
         if (!tr.split && v == 1 && uneven(&tr)) {
-            /* uneven stages: the heavier ones inside. 1F1B's stage s runs P - s - 1 warm-up
+            /* uneven stages: the heavier ones inside. In Megatron's order stage s runs P - s - 1 warm-up
              * forwards and one more before its first backward: it holds min(P - s, m) stashes of
              * its chunk s, whose masters it owns */
             for (int st = 1; st < npipe; st++) {

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <jansson.h>
 #include "common/modelcfg.h"
 #include "common/errmsg.h"
@@ -68,24 +70,127 @@ static int expected(const char *file, const char *key, const char *what, const j
     return errmsg(err, errlen, "%s: %s: expected %s, got %s", file, key, what, got);
 }
 
-/* Readers for one field of a config.json. A field that is absent or null (configs write
- * "num_key_value_heads": null for "same as heads") keeps *out, the caller's default, unless
- * required. */
+/* Every key of a config.json that wpgen knows, written once: read into the shape (with the range
+ * it may take), pinned to the one value the runtime implements, or known not to change the
+ * trained model (generation settings, token ids, metadata). A key that is none of these is
+ * refused with its name: a key that would change the model is never ignored, and wpgen cannot
+ * tell one it does not know from one that does. */
+enum { KEY_INT, KEY_REAL, KEY_BOOL, KEY_PINNED, KEY_HARMLESS };
+typedef struct HfKey {
+    const char *key;
+    int kind;
+    double lo, hi;               /* KEY_INT, KEY_REAL: the valid range */
+    const char *pinned;          /* KEY_PINNED: the value (JSON) the runtime implements */
+    const char *why;             /* KEY_PINNED: what it is, for the message */
+} HfKey;
+#define INT(k, lo, hi) { k, KEY_INT, lo, hi, NULL, NULL }
+#define REAL(k, lo, hi) { k, KEY_REAL, lo, hi, NULL, NULL }
+#define BOOL(k) { k, KEY_BOOL, 0, 0, NULL, NULL }
+#define PIN(k, value, why) { k, KEY_PINNED, 0, 0, value, why }
+#define SAME(k) { k, KEY_HARMLESS, 0, 0, NULL, NULL }
+static const HfKey hf_keys[] = {
+    INT("hidden_size", 1, 1 << 20),
+    INT("num_hidden_layers", 1, 1 << 16),
+    INT("num_attention_heads", 1, 1 << 20),
+    INT("num_key_value_heads", 1, 1 << 20),
+    INT("intermediate_size", 1, 1 << 22),
+    INT("vocab_size", 1, 1 << 24),
+    INT("head_dim", 2, 1 << 20),
+    INT("max_position_embeddings", 1, INT_MAX),
+    REAL("rms_norm_eps", 1e-12, 1),
+    REAL("rope_theta", 1, 1e12),
+    BOOL("tie_word_embeddings"),
+    PIN("model_type", "\"llama\"", "a LLaMA model"),
+    PIN("architectures", "[\"LlamaForCausalLM\"]", "a LLaMA causal language model"),
+    PIN("hidden_act", "\"silu\"", "the SwiGLU feed-forward's activation"),
+    PIN("attention_bias", "false", "projections without bias"),
+    PIN("mlp_bias", "false", "projections without bias"),
+    PIN("attention_dropout", "0", "no dropout"),
+    PIN("rope_scaling", "null", "unscaled RoPE"),
+    PIN("sliding_window", "null", "full causal attention"),
+    PIN("use_sliding_window", "false", "full causal attention"),
+    PIN("quantization_config", "null", "unquantized weights"),
+    PIN("auto_map", "null", "transformers' own model code"),
+    /* do not change what is trained: metadata, token ids, inference and generation settings,
+     * tensor-parallel slicing (pretraining_tp: the same product), the initialisation's scale
+     * (wpgen initialises as its reference trainer does: docs/architecture.md) */
+    SAME("torch_dtype"), SAME("dtype"), SAME("transformers_version"),
+    SAME("bos_token_id"), SAME("eos_token_id"), SAME("pad_token_id"),
+    SAME("use_cache"), SAME("initializer_range"), SAME("pretraining_tp"),
+    SAME("_name_or_path"), SAME("_attn_implementation"),
+    SAME("attn_implementation"), SAME("output_attentions"),
+    SAME("output_hidden_states"), SAME("return_dict"), SAME("tokenizer_class"),
+    SAME("id2label"), SAME("label2id"), SAME("max_length"),
+    SAME("min_length"), SAME("do_sample"), SAME("temperature"),
+    SAME("top_k"), SAME("top_p"), SAME("num_beams"),
+    SAME("repetition_penalty"), SAME("use_bfloat16"), PIN("is_encoder_decoder", "false", "a decoder-only model"),
+    SAME("written_by"),
+};
+#undef INT
+#undef REAL
+#undef BOOL
+#undef PIN
+#undef SAME
+
+static const HfKey *hf_key(const char *key) {
+    for (size_t i = 0; i < sizeof hf_keys / sizeof hf_keys[0]; i++)
+        if (!strcmp(hf_keys[i].key, key)) return &hf_keys[i];
+    return NULL;
+}
+
+/* A pinned key's value v is the one implemented: equal as JSON, numbers by value (0 and 0.0). */
+static int pinned_ok(const HfKey *k, const json_t *v) {
+    json_t *want = json_loads(k->pinned, JSON_DECODE_ANY, NULL);
+    int ok = json_is_number(want) ? json_is_number(v) && json_number_value(v) == json_number_value(want)
+                                  : json_equal(want, v);
+    json_decref(want);
+    return ok;
+}
+
+/* Every key of root known, every pinned one at its value. */
+static int check_keys(const char *file, const json_t *root, char *err, size_t errlen) {
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)root, key, v) {
+        const HfKey *k = hf_key(key);
+        if (!k)
+            return errmsg(err, errlen, "%s: %s: not a key wpgen knows (it trains LLaMA models: the keys of transformers' "
+                          "LlamaConfig); a key that could change the model is not ignored: remove it if it does not", file, key);
+        if (k->kind == KEY_PINNED && !json_is_null(v) && !pinned_ok(k, v)) {
+            char what[160];
+            snprintf(what, sizeof what, "%s (wpgen trains %s)", k->pinned, k->why);
+            return expected(file, key, what, v, err, errlen);
+        }
+    }
+    return 0;
+}
+
+/* Readers for one field of a config.json, in its table's range. A field that is absent or null
+ * (configs write "num_key_value_heads": null for "same as heads") keeps *out, the caller's
+ * default, unless required. */
 static int read_int(const char *file, const json_t *root, const char *key, int required, int *out,
                     char *err, size_t errlen) {
+    const HfKey *k = hf_key(key);
     json_t *v = json_object_get(root, key);
     if ((!v || json_is_null(v)) && !required) return 0;
-    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > INT_MAX)
-        return expected(file, key, "a positive integer", v, err, errlen);
+    if (!json_is_integer(v) || (double)json_integer_value(v) < k->lo || (double)json_integer_value(v) > k->hi) {
+        char what[96];
+        snprintf(what, sizeof what, "an integer in [%.0f, %.0f]", k->lo, k->hi);
+        return expected(file, key, what, v, err, errlen);
+    }
     *out = (int)json_integer_value(v);
     return 0;
 }
 
 static int read_real(const char *file, const json_t *root, const char *key, float *out, char *err, size_t errlen) {
+    const HfKey *k = hf_key(key);
     json_t *v = json_object_get(root, key);
     if (!v || json_is_null(v)) return 0;
-    if (!json_is_number(v) || !(json_number_value(v) > 0) || !isfinite((float)json_number_value(v)))
-        return expected(file, key, "a positive number", v, err, errlen);
+    if (!json_is_number(v) || !(json_number_value(v) >= k->lo && json_number_value(v) <= k->hi)) {
+        char what[96];
+        snprintf(what, sizeof what, "a number in [%g, %g]", k->lo, k->hi);
+        return expected(file, key, what, v, err, errlen);
+    }
     *out = (float)json_number_value(v);
     return 0;
 }
@@ -109,6 +214,7 @@ static int read_hf_config(const char *path, json_t *root, const json_error_t *je
         expected(path, "top level", "an object", root, err, errlen);
         goto done;
     }
+    if (check_keys(path, root, err, errlen)) goto done;
     /* Hugging Face's defaults for LlamaConfig where a field is optional. */
     *c = (WpConfig){ .eps = 1e-6f, .rope_theta = 10000.0f, .tied = 0, .seq = 1024, .mbs = 1 };
     int max_pos = 0, head_dim = 0;
@@ -145,14 +251,14 @@ static int load_hf_config(const char *path, WpConfig *c, char *err, size_t errle
     FILE *f = fopen(path, "rb");
     if (!f) return errmsg(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     json_error_t jerr;
-    json_t *root = json_loadf(f, 0, &jerr);
+    json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
     fclose(f);
     return read_hf_config(path, root, &jerr, c, err, errlen);
 }
 
 int model_config_parse(const char *name, const char *text, size_t len, WpConfig *c, char *err, size_t errlen) {
     json_error_t jerr;
-    json_t *root = json_loadb(text, len, 0, &jerr);
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     WpConfig tmp;
     if (read_hf_config(name, root, &jerr, &tmp, err, errlen)) return errmsg_one_line(err);
     char why[256];
@@ -191,6 +297,16 @@ int model_load(const char *name_or_path, WpConfig *c, char *name, size_t namelen
         *c = p[i].cfg;
         if (name && namelen) snprintf(name, namelen, "%s", p[i].name);
         return model_check(c, err, errlen);
+    }
+    /* A model's folder, as transformers users name it: its config.json. */
+    struct stat st;
+    char cfgpath[4096];
+    if (stat(name_or_path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(cfgpath, sizeof cfgpath, "%s/config.json", name_or_path);
+        if (access(cfgpath, F_OK))
+            return errmsg(err, errlen, "%s: a folder without a config.json (-m takes a preset, a config.json or a "
+                          "model's folder holding one)", name_or_path);
+        name_or_path = cfgpath;
     }
     /* Not a preset. A bare word that is not a file is most likely a mistyped preset name. */
     int looks_like_path = strchr(name_or_path, '/') || strstr(name_or_path, ".json");

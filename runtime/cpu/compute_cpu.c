@@ -50,10 +50,9 @@ void compute_teardown(WpRank *R) {
     WpCompute *D = R->dev;
     if (!D) return;
     for (int b = 0; b < R->me->nbufs; b++) { free(D->buf[b]); free(D->adam_m[b]); free(D->adam_v[b]); }
-    for (int i = 0; i < D->nslots; i++) free(D->slots[i].p);
     for (int i = 0; i < D->nfree; i++) free(D->free[i].p);
     free(D->buf); free(D->adam_m); free(D->adam_v);
-    free(D->slots); free(D->free); free(D->release); free(D->pend);
+    free(D->free); free(D->pend);
     free(D->wstage); free(D->gstage);
     free(D->tokens); free(D->targets);
     wp_scratch_free(D->scratch);

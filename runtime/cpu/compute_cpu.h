@@ -1,6 +1,6 @@
 /* Private to the CPU compute backend: what it holds for a rank (WpRank.dev). Buffers are host
- * fp32 arrays; activations, their gradients and stashes live in slots between operations, their
- * storage recycled from step to step. */
+ * fp32 (or bf16) arrays; the slots train/step_ops.c holds between operations are blocks of
+ * floats, recycled from step to step (cpu/step_cpu.c). */
 #ifndef WP_COMPUTE_CPU_H
 #define WP_COMPUTE_CPU_H
 
@@ -8,10 +8,8 @@
 #include "train/rank.h"
 #include "cpu/model.h"
 
-/* Activations, their gradients and stashes a rank holds between operations, by (kind, chunk, mb). */
-/* SLOT_KEEP: what BWD_B keeps for BWD_W (model.h, wp_chunk_backward_input). */
-enum { SLOT_ACT, SLOT_GRAD, SLOT_STASH, SLOT_KEEP };
-typedef struct Slot { int kind, chunk, mb; float *p; size_t n; } Slot;
+/* Storage of slots (train/step_ops.c holds which is which) and temporaries: blocks of floats,
+ * recycled. */
 typedef struct Block { float *p; size_t n; } Block;
 
 /* What a turn's wait finishes for a transfer in another format than its buffer's: a temporary
@@ -27,9 +25,7 @@ struct WpCompute {
     float **adam_m, **adam_v;     /* per buffer: AdamW moments of masters, NULL elsewhere */
     WpScratch *scratch;
     int *tokens, *targets;        /* one micro-batch */
-    Slot *slots; int nslots, capslots;
-    Block *free; int nfree, capfree;
-    int *release; int nrelease, caprelease;   /* slots sent this turn: released after the wait */
+    Block *free; int nfree, capfree;          /* released blocks, reused by size */
     Pending *pend; int npend, cappend;        /* conversions and temporaries finished after the wait */
 };
 

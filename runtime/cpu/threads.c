@@ -17,9 +17,40 @@ static int chosen(const char *var) {
     return v && *v;
 }
 
+/* OMP_NUM_THREADS is input like a flag: a value OpenMP would reject or that would ask for more
+ * threads than any machine runs (each takes a workspace) ends the program here, named, exit 2,
+ * rather than as "out of memory" later. A comma list gives the nested levels' counts. */
+static void check_num_threads(const char *prog) {
+    const char *v = getenv("OMP_NUM_THREADS");
+    if (!v || !*v) return;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN), most = cores > 256 ? 4 * cores : 1024;
+    const char *p = v;
+    for (;;) {
+        char *end;
+        long n = strtol(p, &end, 10);
+        if (end == p || n < 1 || n > most || (*end && *end != ',')) {
+            fprintf(stderr, "%s: OMP_NUM_THREADS=%s: expected a positive integer up to %ld (threads per rank; this "
+                    "machine has %ld cores), or a comma list of them\n", prog, v, most, cores);
+            exit(2);
+        }
+        if (!*end) return;
+        p = end + 1;
+    }
+}
+
 void cpu_wait_passively(char **argv) {
+    const char *slash = argv && argv[0] ? strrchr(argv[0], '/') : NULL;
+    check_num_threads(slash ? slash + 1 : argv && argv[0] ? argv[0] : "wpgen");
     if (chosen("OMP_WAIT_POLICY") || chosen("OMP_NUM_THREADS")) return;
     if (setenv("OMP_WAIT_POLICY", "passive", 1)) return;
+    /* the program's own path, not /proc/self/exe: the process keeps its name in ps, top and
+     * pgrep (the kernel names a process after the file it executes) */
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = 0;
+        if (access(self, X_OK) == 0) execv(self, argv);
+    }
     execv("/proc/self/exe", argv);
     /* no /proc (or exec refused): carry on spinning, the variable unset again so that the
      * start-up line does not claim otherwise */

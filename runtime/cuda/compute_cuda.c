@@ -124,8 +124,6 @@ void compute_setup(WpRank *R) {
     D->used[PART_ACTS] = rank_calloc(R, (size_t)m->nacts + 1, 1, "activation slots");
     D->used[PART_STASHES] = rank_calloc(R, (size_t)m->nstashes + 1, 1, "stash slots");
     D->used[PART_KEEPS] = rank_calloc(R, (size_t)m->nkeeps + 1, 1, "keep slots");
-    D->slots = rank_calloc(R, (size_t)(m->nacts + m->nstashes + m->nkeeps) + 1, sizeof *D->slots, "activation slots");
-    D->sent = rank_calloc(R, (size_t)m->nacts + 1, sizeof *D->sent, "activation slots");
     CUDA_CHECK(R, cudaStreamSynchronize(D->stream));
 
     printf("rank %d: device %d (%s): reserved %.3f GiB: buffers %.3f, masters+AdamW %.3f, %d activations x %.1f MiB + "
@@ -158,7 +156,7 @@ void compute_teardown(WpRank *R) {
     free(D->tok_copied); free(D->tok_step); free(D->tok_mb);
     free(D->buf); free(D->copy); free(D->adam_m); free(D->adam_v);
     for (int i = 0; i < SLOT_PARTS; i++) free(D->used[i]);
-    free(D->slots); free(D->sent); free(D->after);
+    free(D->after);
     cm_free(&D->mem);
     if (D->stream) cudaStreamDestroy(D->stream);
     free(D);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cuda_runtime.h>
 #include "train/rank.h"
+#include "train/step_backend.h"
 #include "cuda/cuda_mem.h"
 #include "cuda/model_cuda.h"
 
@@ -17,12 +18,9 @@
 #define CUDA_CHECK(R, call) do { cudaError_t rc_ = (call); if (rc_ != cudaSuccess) \
     comm_abort((R)->comm, 1, "%s:%d: %s failed: %s", __FILE__, __LINE__, #call, cudaGetErrorString(rc_)); } while (0)
 
-/* Activations, their gradients, stashes and B-to-W keeps a rank holds between operations, by
- * (kind, chunk, mb): index is the slot in the kind's part of the pool (SLOT_ACT and SLOT_GRAD
- * share the activations'; step_ops_cuda.c's slot_parts says which part each kind takes). */
-enum { SLOT_ACT, SLOT_GRAD, SLOT_STASH, SLOT_KEEP, SLOT_KINDS };
+/* The parts of the pool the slots train/step_ops.c holds take (step_cuda.c says which kind takes
+ * which: activations and their gradients share one). */
 enum { PART_ACTS, PART_STASHES, PART_KEEPS, SLOT_PARTS };
-typedef struct Slot { int kind, chunk, mb, index; } Slot;
 
 /* What a turn's wait finishes: an element-wise conversion into a buffer (a transfer that moved
  * another format than the buffer's), or a staged copy from host memory into the device. */
@@ -52,8 +50,6 @@ struct WpCompute {
     double *loss, *sumsq;         /* device */
     double *h_loss, *h_sumsq;     /* pinned */
     char *used[SLOT_PARTS];       /* [mem.nacts], [mem.nstashes], [mem.nkeeps]: slot taken */
-    Slot *slots; int nslots;
-    Slot *sent; int nsent;        /* sent this turn: released after the wait */
     After *after; int nafter, capafter;
     int staged;                   /* the communication layer takes host memory: stage through host */
     HostArena host;

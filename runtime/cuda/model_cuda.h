@@ -1,5 +1,5 @@
 /* The LLaMA chunk on a CUDA device, in bf16: what the CUDA compute backend's step operations
- * (cuda/step_ops_cuda.c) call, as cpu/model.h is for the CPU backend. Forward and backward of one
+ * (cuda/step_cuda.c) call, as cpu/model.h is for the CPU backend. Forward and backward of one
  * chunk on one micro-batch, the optimizer and the element-wise conversions between the plan's
  * formats. Everything is asynchronous on the stream the model was created with; nothing here
  * allocates, synchronises with the host or copies between host and device after wc_model_new.

@@ -56,7 +56,6 @@
 #define _GNU_SOURCE
 #endif
 #include <mpi.h>
-#include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -64,40 +63,38 @@
 #include <string.h>
 #include <sched.h>
 #include <time.h>
-#include "common/comm.h"
+#include "common/comm_book.h"
 
 /* Point-to-point traffic of the step uses one tag, so MPI's non-overtaking rule gives the plan's
  * matching (k-th send a->b with k-th receive at b from a). The blocking gather/scatter use their
  * own tag: they can never be confused with the step's messages. */
 enum { TAG_STEP = 1, TAG_UTIL = 2, TAG_ARRIVAL = 3 };
 
-const char *const comm_kind_names[COMM__NKINDS] = {
-    "SEND", "RECV", "BCAST", "REDUCE", "ALLREDUCE", "ALLGATHER", "REDUCE_SCATTER", "UTIL",
-};
-
 /* --- Failing loudly ---------------------------------------------------------------------- */
 
 static int g_rank = -1;   /* for messages from MPI_CHECK, which has no Comm at hand */
 
-static void __attribute__((noreturn)) die(void) {
+static void __attribute__((noreturn)) die_status(int status) {
     fflush(stdout);
     fflush(stderr);
     int inited = 0, finished = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finished);
-    if (inited && !finished) MPI_Abort(MPI_COMM_WORLD, COMM_ABORT_STATUS);
-    exit(COMM_ABORT_STATUS);
+    if (inited && !finished) MPI_Abort(MPI_COMM_WORLD, status);
+    exit(status);
 }
+#define die() die_status(COMM_ABORT_STATUS)
 
-static void __attribute__((noreturn, format(printf, 1, 2))) comm_fail(const char *fmt, ...) {
+static void __attribute__((noreturn, format(printf, 2, 3))) fail_status(int status, const char *fmt, ...) {
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     fprintf(stderr, "comm: rank %d: %s\n", g_rank, msg);
-    die();
+    die_status(status);
 }
+#define comm_fail(...) fail_status(COMM_ABORT_STATUS, __VA_ARGS__)
 
 static void mpi_fail(const char *call, int rc, const char *file, int line) {
     char err[MPI_MAX_ERROR_STRING];
@@ -138,16 +135,15 @@ typedef struct Layout {
     struct Layout *next;
 } Layout;
 
+/* What MPI holds of a group of the plan, beside its members (Comm.groups). */
 typedef struct Group {
-    int n, *ranks;
-    int me;             /* this rank's index in ranks, -1 if not a member */
     MPI_Comm comm;      /* MPI_COMM_NULL on non-members */
     Layout *layouts;
 } Group;
 
 /* One posted operation. */
 typedef struct Pending {
-    uint8_t kind;       /* CommKind */
+    CommOp op;          /* what names it (common/comm_book.h) */
     uint8_t done;
     uint8_t unposted;   /* an emulated receive not yet given to MPI (start_due posts it) */
     uint8_t timed;      /* an emulated send: done no sooner than its link delivers it (release_at) */
@@ -156,11 +152,7 @@ typedef struct Pending {
     double release_at;
     double t_call;      /* collectives: this rank's first MPI call after posting it (0: none yet) */
     double *agree;      /* agreeing: this rank's release and the members' latest, absolute times */
-    const char *name;   /* for messages: comm_kind_names[kind], or the blocking call's name */
-    int turn, peer, group;
-    size_t bytes;
     long expect;        /* receives: bytes expected, checked on completion; -1: no check */
-    double t_post;
     int companion;      /* an emulated receive: the pending index of its companion, else -1 */
     int data;           /* a companion (kind UTIL): the index of its receive, else -1 */
     double *arrival;    /* a companion's 8 bytes: when the link delivers (absolute); apart from
@@ -168,7 +160,6 @@ typedef struct Pending {
     void *rbuf;         /* an unposted receive: what to post */
     int rcount;
     MPI_Datatype rtype;
-    char label[48];
 } Pending;
 
 struct Comm {
@@ -180,8 +171,8 @@ struct Comm {
     double save_timeout;   /* comm_bcast_bytes_save's; 0: none */
     struct timespec t0;
 
-    int ngroups, capgroups;
-    Group *groups;
+    CommGroups groups;  /* the plan's groups: their members (common/comm_book.h) */
+    Group *comms;       /* [groups.n]: MPI's side of each */
 
     /* The pending list: parallel arrays, because MPI_Testsome wants the requests contiguous. */
     int npend, ndone, cappend;
@@ -209,11 +200,7 @@ struct Comm {
     int nheld, nunposted;
 };
 
-double comm_now(const Comm *c) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - c->t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - c->t0.tv_nsec);
-}
+double comm_now(const Comm *c) { return cb_since(&c->t0); }
 
 int comm_rank(const Comm *c) { return c->rank; }
 int comm_size(const Comm *c) { return c->size; }
@@ -234,12 +221,9 @@ void comm_set_save_timeout(Comm *c, double seconds) {
 
 /* A timeout in seconds from the environment, or dflt. */
 static double env_seconds(const char *name, double dflt) {
-    const char *env = getenv(name);
-    if (!env || !*env) return dflt;
-    char *end;
-    errno = 0;
-    double t = strtod(env, &end);
-    if (errno || *end || !(t >= 0)) comm_fail("%s=%s: expected a number of seconds >= 0", name, env);
+    char err[256];
+    double t;
+    if (cb_env_seconds(name, dflt, &t, err, sizeof err)) fail_status(COMM_BAD_INPUT_STATUS, "%s", err);   /* bad input */
     return t;
 }
 
@@ -298,6 +282,7 @@ Comm *comm_init(int *argc, char ***argv) {
     MPI_CHECK(MPI_Comm_rank(c->world, &c->rank));
     MPI_CHECK(MPI_Comm_size(c->world, &c->size));
     g_rank = c->rank;
+    cb_groups_init(&c->groups, c->rank, c->size);
     /* the ranks sharing this node: what a compute backend divides the node's cores among */
     MPI_Comm node;
     MPI_CHECK(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
@@ -316,8 +301,8 @@ static double wait_all(Comm *c);
 void comm_finalize(Comm *c) {
     if (!c) return;
     wait_all(c);
-    for (int g = 0; g < c->ngroups; g++) {
-        Group *gr = &c->groups[g];
+    for (int g = 0; g < c->groups.n; g++) {
+        Group *gr = &c->comms[g];
         if (gr->comm != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_free(&gr->comm));
         for (Layout *l = gr->layouts, *next; l; l = next) {
             next = l->next;
@@ -325,13 +310,13 @@ void comm_finalize(Comm *c) {
             free(l->displs);
             free(l);
         }
-        free(gr->ranks);
     }
     if (c->emu_node) MPI_CHECK(MPI_Win_free(&c->nic_win));
     MPI_CHECK(MPI_Comm_free(&c->world));
     MPI_CHECK(MPI_Op_free(&c->bf16_sum));
     if (c->started_mpi) MPI_CHECK(MPI_Finalize());
-    free(c->groups);
+    cb_groups_free(&c->groups);
+    free(c->comms);
     free(c->pend);
     free(c->reqs);
     free(c->statuses);
@@ -344,28 +329,14 @@ void comm_finalize(Comm *c) {
 }
 
 int comm_add_group(Comm *c, const int *ranks, int n) {
-    int index = c->ngroups;
-    if (n < 1 || n > c->size) comm_fail("group %d: %d members, expected 1 to %d", index, n, c->size);
-    for (int i = 0; i < n; i++) {
-        if (ranks[i] < 0 || ranks[i] >= c->size)
-            comm_fail("group %d: member %d is rank %d, outside the world of %d", index, i, ranks[i], c->size);
-        for (int j = 0; j < i; j++)
-            if (ranks[j] == ranks[i]) comm_fail("group %d: rank %d appears twice", index, ranks[i]);
-    }
-    if (c->ngroups == c->capgroups) {
-        c->capgroups = c->capgroups ? 2 * c->capgroups : 8;
-        c->groups = xrealloc(c->groups, (size_t)c->capgroups * sizeof *c->groups);
-    }
-    Group *gr = &c->groups[c->ngroups++];
-    memset(gr, 0, sizeof *gr);
-    gr->n = n;
-    gr->ranks = xrealloc(NULL, (size_t)n * sizeof *gr->ranks);
-    memcpy(gr->ranks, ranks, (size_t)n * sizeof *ranks);
-    gr->me = -1;
+    char err[256];
+    int index = cb_group_add(&c->groups, ranks, n, err, sizeof err);
+    if (index < 0) comm_fail("%s", err);
+    c->comms = xrealloc(c->comms, (size_t)c->groups.n * sizeof *c->comms);
+    Group *gr = &c->comms[index];
     gr->comm = MPI_COMM_NULL;
-    for (int i = 0; i < n; i++)
-        if (ranks[i] == c->rank) gr->me = i;
-    if (gr->me >= 0) {
+    gr->layouts = NULL;
+    if (c->groups.g[index].me >= 0) {
         /* Collective over the members only. Every rank declares the groups in the same order, so
          * the creations a rank takes part in come in one global order and cannot deadlock; the
          * tag tells them apart besides. Group order = member order, so shard i is on ranks[i]. */
@@ -451,25 +422,26 @@ typedef struct OwnEdge { double s, lat; int a, b; } OwnEdge;
  * edge between nodes in it (*own). */
 static double emulated_collective_s(const Comm *c, const Pending *p, OwnEdge *own) {
     memset(own, 0, sizeof *own);
-    if (!c->emu_node || p->group < 0) return 0;
+    if (!c->emu_node || p->op.group < 0) return 0;
     static const struct { int chain, toward_root, tree; double passes; } algo[COMM__NKINDS] = {
         [COMM_BCAST] = { 1, 0, 1, 1 }, [COMM_REDUCE] = { 1, 1, 1, 1 }, [COMM_ALLREDUCE] = { 0, 0, 1, 2 },
         [COMM_ALLGATHER] = { 0, 0, 0, 1 }, [COMM_REDUCE_SCATTER] = { 0, 0, 0, 1 },
     };
-    if (p->kind != COMM_BCAST && p->kind != COMM_REDUCE && p->kind != COMM_ALLREDUCE && p->kind != COMM_ALLGATHER &&
-        p->kind != COMM_REDUCE_SCATTER)
+    int kind = p->op.kind;
+    if (kind != COMM_BCAST && kind != COMM_REDUCE && kind != COMM_ALLREDUCE && kind != COMM_ALLGATHER &&
+        kind != COMM_REDUCE_SCATTER)
         return 0;
-    const Group *gr = &c->groups[p->group];
+    const CommGroup *gr = &c->groups.g[p->op.group];
     int n = gr->n;
     if (n < 2) return 0;
-    int chain = algo[p->kind].chain, root = 0;
+    int chain = algo[kind].chain, root = 0;
     if (chain)
         for (int i = 0; i < n; i++)
-            if (gr->ranks[i] == p->peer) root = i;
+            if (gr->ranks[i] == p->op.peer) root = i;
     int nedges = chain ? n - 1 : n, lg = 0;
     while ((1 << lg) < n) lg++;
-    double whole = (double)p->bytes, edge = chain ? whole : algo[p->kind].passes * (n - 1) / n * whole;
-    double ring = algo[p->kind].passes * (n - 1), tree = algo[p->kind].tree ? algo[p->kind].passes * lg : ring;
+    double whole = (double)p->op.bytes, edge = chain ? whole : algo[kind].passes * (n - 1) / n * whole;
+    double ring = algo[kind].passes * (n - 1), tree = algo[kind].tree ? algo[kind].passes * lg : ring;
     /* loads: seconds on each rank's send and receive ports (inside a node) and each node's NIC
      * sides (between nodes); every edge at once, so the most loaded decides */
     double *load = xrealloc(NULL, sizeof(double) * (2 * (size_t)c->size + 2 * (size_t)c->emu_nnodes));
@@ -477,7 +449,7 @@ static double emulated_collective_s(const Comm *c, const Pending *p, OwnEdge *ow
     double lat = 0, worst = 0;
     for (int h = 0; h < nedges; h++) {
         int from = gr->ranks[(root + h) % n], to = gr->ranks[(root + h + 1) % n];
-        if (algo[p->kind].toward_root) { int t = from; from = to; to = t; }
+        if (algo[kind].toward_root) { int t = from; from = to; to = t; }
         int na = c->emu_node[from], nb = c->emu_node[to];
         double s = na != nb ? edge * c->net_beta : edge * c->intra_beta, a = na != nb ? c->net_alpha : c->intra_alpha;
         if (a > lat) lat = a;
@@ -493,36 +465,9 @@ static double emulated_collective_s(const Comm *c, const Pending *p, OwnEdge *ow
 
 /* --- The pending list -------------------------------------------------------------------- */
 
-static const char *group_desc(const Comm *c, int g, char *buf, size_t len) {
-    const Group *gr = &c->groups[g];
-    int k = snprintf(buf, len, "group %d (ranks ", g);
-    for (int i = 0; i < gr->n && k < (int)len; i++) {
-        if (i == 8 && gr->n > 9) { k += snprintf(buf + k, len - (size_t)k, ",...,%d", gr->ranks[gr->n - 1]); break; }
-        k += snprintf(buf + k, len - (size_t)k, "%s%d", i ? "," : "", gr->ranks[i]);
-    }
-    if (k < (int)len) snprintf(buf + k, len - (size_t)k, ")");
-    return buf;
-}
-
-/* "SEND "W3" to rank 1 in turn 17", "REDUCE "D1" to rank 0 on group 2 (ranks 0,2) in turn 5" */
-static const char *op_desc(const Comm *c, const Pending *p, char *buf, size_t len) {
-    char gbuf[128] = "", label[64] = "";
-    if (p->label[0]) snprintf(label, sizeof label, " \"%s\"", p->label);
-    const char *dir = p->kind == COMM_SEND ? " to" : p->kind == COMM_RECV ? " from"
-                    : p->kind == COMM_BCAST ? " from root" : p->kind == COMM_REDUCE ? " to root" : " with";
-    char peer[32] = "";
-    if (p->peer >= 0) snprintf(peer, sizeof peer, "%s rank %d", dir, p->peer);
-    if (p->group >= 0) group_desc(c, p->group, gbuf, sizeof gbuf);
-    char turn[32] = "outside the step";
-    if (p->turn >= 0) snprintf(turn, sizeof turn, "turn %d", p->turn);
-    snprintf(buf, len, "%s%s%s%s%s in %s (%zu bytes)", p->name, label, peer,
-             p->group >= 0 ? " on " : "", gbuf, turn, p->bytes);
-    return buf;
-}
-
 static void __attribute__((noreturn)) op_fail(const Comm *c, const Pending *p, const char *what) {
     char d[320];
-    comm_fail("%s: %s", op_desc(c, p, d, sizeof d), what);
+    comm_fail("%s: %s", cb_op_desc(&c->groups, &p->op, d, sizeof d), what);
 }
 
 /* Adds an operation; the caller starts it into c->reqs[returned index]. */
@@ -538,7 +483,7 @@ static int post(Comm *c, CommKind kind, const char *name, const CommInfo *info, 
     }
     int i = c->npend++;
     Pending *p = &c->pend[i];
-    p->kind = (uint8_t)kind;
+    p->op = cb_op(kind, name, info, peer, group, bytes, comm_now(c));
     p->done = 0;
     p->unposted = 0;
     p->timed = 0;
@@ -547,22 +492,11 @@ static int post(Comm *c, CommKind kind, const char *name, const CommInfo *info, 
     p->agree = NULL;
     p->release_at = 0;
     p->t_call = 0;
-    p->name = name ? name : comm_kind_names[kind];
-    p->turn = info ? info->turn : -1;
-    p->peer = peer;
-    p->group = group;
-    p->bytes = bytes;
     p->expect = -1;
-    p->t_post = comm_now(c);
     p->companion = p->data = -1;
     p->arrival = NULL;
-    p->label[0] = 0;
-    if (info && info->label) snprintf(p->label, sizeof p->label, "%s", info->label);
     c->reqs[i] = MPI_REQUEST_NULL;
-    if (kind != COMM_UTIL) {
-        c->stats.calls[kind]++;
-        c->stats.bytes[kind] += bytes;
-    }
+    if (kind != COMM_UTIL) cb_count(&c->stats, kind, bytes);
     return i;
 }
 
@@ -586,8 +520,8 @@ static void complete(Comm *c, int i, MPI_Status *st) {
     p->arrival = NULL;
     p->done = 1;
     c->ndone++;
-    if (c->trace && p->kind != COMM_UTIL) {
-        CommEvent e = { (CommKind)p->kind, p->turn, p->label, p->peer, p->group, p->bytes, p->t_post, comm_now(c) };
+    if (c->trace && p->op.kind != COMM_UTIL) {
+        CommEvent e = cb_op_event(&p->op, comm_now(c));
         c->trace(c->trace_ud, &e);
     }
 }
@@ -603,7 +537,7 @@ static double start_due(Comm *c, double now) {
         Pending *p = &c->pend[i];
         if (p->unposted && c->pend[p->companion].done) {   /* its companion came: when it arrives */
             if (p->release_at <= now) {
-                MPI_CHECK(MPI_Irecv(p->rbuf, p->rcount, p->rtype, p->peer, TAG_STEP, c->world, &c->reqs[i]));
+                MPI_CHECK(MPI_Irecv(p->rbuf, p->rcount, p->rtype, p->op.peer, TAG_STEP, c->world, &c->reqs[i]));
                 p->unposted = 0;
                 c->nunposted--;
             } else if (next == 0 || p->release_at < next) {
@@ -639,7 +573,7 @@ static void poll_once(Comm *c) {
     if (c->emu_node) {   /* a collective's emulated time runs from here: its first call (see the top) */
         double now = comm_now(c);
         for (int i = 0; i < c->npend; i++)
-            if (c->pend[i].group >= 0 && c->pend[i].t_call == 0) c->pend[i].t_call = now;
+            if (c->pend[i].op.group >= 0 && c->pend[i].t_call == 0) c->pend[i].t_call = now;
     }
     int out = 0;
     int rc = MPI_Testsome(c->npend, c->reqs, &out, c->indices, c->statuses);
@@ -660,7 +594,7 @@ static void poll_once(Comm *c) {
     for (int j = 0; j < out; j++) {
         int i = c->indices[j];
         Pending *p = &c->pend[i];
-        if (p->data >= 0 && p->kind == COMM_UTIL) {   /* a companion: its receive is posted at that time */
+        if (p->data >= 0 && p->op.kind == COMM_UTIL) {   /* a companion: its receive is posted at that time */
             c->pend[p->data].release_at = *p->arrival - c->t0_abs;
             complete(c, i, NULL);
             start_due(c, comm_now(c));
@@ -691,7 +625,7 @@ static void poll_once(Comm *c) {
             p->agree = xrealloc(NULL, 2 * sizeof(double));   /* apart from pend[], which may move */
             p->agree[0] = at + c->t0_abs;
             p->agreeing = 1;
-            MPI_CHECK(MPI_Iallreduce(&p->agree[0], &p->agree[1], 1, MPI_DOUBLE, MPI_MAX, c->groups[p->group].comm, &c->reqs[i]));
+            MPI_CHECK(MPI_Iallreduce(&p->agree[0], &p->agree[1], 1, MPI_DOUBLE, MPI_MAX, c->comms[p->op.group].comm, &c->reqs[i]));
         } else {
             complete(c, i, &c->statuses[j]);
         }
@@ -703,7 +637,7 @@ static void __attribute__((noreturn)) timeout_fail(Comm *c, double waited, doubl
     for (int i = 0; i < c->npend; i++)
         if (!c->pend[i].done) { left++; if (first < 0) first = i; }
     char d[320];
-    op_desc(c, &c->pend[first], d, sizeof d);
+    cb_op_desc(&c->groups, &c->pend[first].op, d, sizeof d);
     comm_fail("timeout: %s still pending after %.1f s (%d of the %d operations of this wait pending; "
               "%s=%g)", d, waited, left, c->npend, var, timeout);
 }
@@ -750,7 +684,7 @@ void comm_progress(Comm *c) {
 static int count_of(const Comm *c, CommKind kind, size_t n, const CommInfo *info) {
     if (n > (size_t)INT_MAX)
         comm_fail("%s \"%s\" in turn %d: %zu elements, more than MPI's limit of %d per operation",
-                  comm_kind_names[kind], info && info->label ? info->label : "", info ? info->turn : -1, n, INT_MAX);
+                  comm_kind_names[kind], cb_label(info), cb_turn(info), n, INT_MAX);
     (void)c;
     return (int)n;
 }
@@ -758,7 +692,7 @@ static int count_of(const Comm *c, CommKind kind, size_t n, const CommInfo *info
 static void check_peer(const Comm *c, CommKind kind, int peer, const CommInfo *info) {
     if (peer < 0 || peer >= c->size)
         comm_fail("%s \"%s\" in turn %d: peer %d outside the world of %d ranks", comm_kind_names[kind],
-                  info && info->label ? info->label : "", info ? info->turn : -1, peer, c->size);
+                  cb_label(info), cb_turn(info), peer, c->size);
 }
 
 /* An emulated send: started now, its companion (when the link delivers it, start_at on this rank's
@@ -767,8 +701,8 @@ static void send_emulated(Comm *c, int i, double start_at, const void *buf, int 
     Pending *p = &c->pend[i];
     p->timed = 1;
     p->release_at = start_at;
-    MPI_CHECK(MPI_Isend(buf, count, mpi_type(dt), p->peer, TAG_STEP, c->world, &c->reqs[i]));
-    int peer = p->peer, j = post(c, COMM_UTIL, "emulated arrival", NULL, peer, -1, sizeof(double));   /* p may move */
+    MPI_CHECK(MPI_Isend(buf, count, mpi_type(dt), p->op.peer, TAG_STEP, c->world, &c->reqs[i]));
+    int peer = p->op.peer, j = post(c, COMM_UTIL, "emulated arrival", NULL, peer, -1, sizeof(double));   /* p may move */
     Pending *q = &c->pend[j];
     q->arrival = xrealloc(NULL, sizeof(double));
     *q->arrival = start_at + c->t0_abs;
@@ -806,7 +740,7 @@ void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const C
     int count = count_of(c, COMM_SEND, n, info);
     size_t bytes = n * wp_dtype_bytes(dt);
     int i = post(c, COMM_SEND, NULL, info, peer, -1, bytes);
-    if (emulated_link(c, peer)) send_emulated(c, i, link_delivers(c, peer, bytes, c->pend[i].t_post), buf, count, dt);
+    if (emulated_link(c, peer)) send_emulated(c, i, link_delivers(c, peer, bytes, c->pend[i].op.t_post), buf, count, dt);
     else MPI_CHECK(MPI_Isend(buf, count, mpi_type(dt), peer, TAG_STEP, c->world, &c->reqs[i]));
 }
 
@@ -816,7 +750,7 @@ void comm_recv(Comm *c, void *buf, size_t n, WpDtype dt, int peer, const CommInf
     size_t bytes = n * wp_dtype_bytes(dt);
     if (bytes > (size_t)INT_MAX)   /* the size check counts bytes */
         comm_fail("RECV \"%s\" in turn %d: %zu bytes, more than MPI's limit of %d per receive",
-                  info && info->label ? info->label : "", info ? info->turn : -1, bytes, INT_MAX);
+                  cb_label(info), cb_turn(info), bytes, INT_MAX);
     int i = post(c, COMM_RECV, NULL, info, peer, -1, bytes);
     c->pend[i].expect = (long)bytes;
     if (!emulated_link(c, peer)) {
@@ -836,105 +770,86 @@ void comm_recv(Comm *c, void *buf, size_t n, WpDtype dt, int peer, const CommInf
     MPI_CHECK(MPI_Irecv(q->arrival, 1, MPI_DOUBLE, peer, TAG_ARRIVAL, c->world, &c->reqs[j]));
 }
 
-/* This rank's group g, which it must be a member of; and the root's index in it. */
-static Group *member_group(Comm *c, CommKind kind, int g, const CommInfo *info) {
-    const char *label = info && info->label ? info->label : "";
-    int turn = info ? info->turn : -1;
-    if (g < 0 || g >= c->ngroups)
-        comm_fail("%s \"%s\" in turn %d: group %d, but %d groups are declared", comm_kind_names[kind], label, turn, g, c->ngroups);
-    Group *gr = &c->groups[g];
-    if (gr->me < 0) {
-        char gbuf[128];
-        comm_fail("%s \"%s\" in turn %d: this rank is not a member of %s", comm_kind_names[kind], label, turn,
-                  group_desc(c, g, gbuf, sizeof gbuf));
-    }
+/* The checks every layer makes (common/comm_book.c), failing as this layer fails. */
+static const CommGroup *member_group(Comm *c, CommKind kind, int g, const CommInfo *info) {
+    char err[320];
+    const CommGroup *gr = cb_member(&c->groups, kind, g, info, err, sizeof err);
+    if (!gr) comm_fail("%s", err);
     return gr;
 }
 
 static int root_index(Comm *c, CommKind kind, int g, int root, const CommInfo *info) {
-    const Group *gr = &c->groups[g];
-    for (int i = 0; i < gr->n; i++)
-        if (gr->ranks[i] == root) return i;
-    char gbuf[128];
-    comm_fail("%s \"%s\" in turn %d: root rank %d is not a member of %s", comm_kind_names[kind],
-              info && info->label ? info->label : "", info ? info->turn : -1, root, group_desc(c, g, gbuf, sizeof gbuf));
+    char err[320];
+    int r = cb_root(&c->groups, kind, g, root, info, err, sizeof err);
+    if (r < 0) comm_fail("%s", err);
+    return r;
 }
 
 void comm_bcast(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, const CommInfo *info) {
-    Group *gr = member_group(c, COMM_BCAST, g, info);
+    member_group(c, COMM_BCAST, g, info);
     int r = root_index(c, COMM_BCAST, g, root, info);
     int count = count_of(c, COMM_BCAST, n, info);
     int i = post(c, COMM_BCAST, NULL, info, root, g, n * wp_dtype_bytes(dt));
-    MPI_CHECK(MPI_Ibcast(buf, count, mpi_type(dt), r, gr->comm, &c->reqs[i]));
+    MPI_CHECK(MPI_Ibcast(buf, count, mpi_type(dt), r, c->comms[g].comm, &c->reqs[i]));
 }
 
 void comm_reduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, const CommInfo *info) {
-    Group *gr = member_group(c, COMM_REDUCE, g, info);
+    const CommGroup *gr = member_group(c, COMM_REDUCE, g, info);
     int r = root_index(c, COMM_REDUCE, g, root, info);
     int count = count_of(c, COMM_REDUCE, n, info);
     int i = post(c, COMM_REDUCE, NULL, info, root, g, n * wp_dtype_bytes(dt));
     MPI_Datatype t = mpi_type(dt);
-    if (r == gr->me) MPI_CHECK(MPI_Ireduce(MPI_IN_PLACE, buf, count, t, mpi_sum(c, dt), r, gr->comm, &c->reqs[i]));
-    else             MPI_CHECK(MPI_Ireduce(buf, NULL, count, t, mpi_sum(c, dt), r, gr->comm, &c->reqs[i]));
+    MPI_Comm comm = c->comms[g].comm;
+    if (r == gr->me) MPI_CHECK(MPI_Ireduce(MPI_IN_PLACE, buf, count, t, mpi_sum(c, dt), r, comm, &c->reqs[i]));
+    else             MPI_CHECK(MPI_Ireduce(buf, NULL, count, t, mpi_sum(c, dt), r, comm, &c->reqs[i]));
 }
 
 void comm_allreduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, const CommInfo *info) {
-    Group *gr = member_group(c, COMM_ALLREDUCE, g, info);
+    member_group(c, COMM_ALLREDUCE, g, info);
     int count = count_of(c, COMM_ALLREDUCE, n, info);
     int i = post(c, COMM_ALLREDUCE, NULL, info, -1, g, n * wp_dtype_bytes(dt));
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count, mpi_type(dt), mpi_sum(c, dt), gr->comm, &c->reqs[i]));
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count, mpi_type(dt), mpi_sum(c, dt), c->comms[g].comm, &c->reqs[i]));
 }
 
-size_t comm_shard_offset(size_t n, int k, int i) { return (size_t)i * n / (size_t)k; }
-size_t comm_shard_len(size_t n, int k, int i) { return comm_shard_offset(n, k, i + 1) - comm_shard_offset(n, k, i); }
-
-static const Layout *layout(Group *gr, size_t n) {
+/* MPI's counts and displacements of a group's shards of n elements over its k members. */
+static const Layout *layout(Group *gr, int k, size_t n) {
     for (Layout *l = gr->layouts; l; l = l->next)
         if (l->n == n) return l;
     Layout *l = xrealloc(NULL, sizeof *l);
     l->n = n;
-    l->counts = xrealloc(NULL, (size_t)gr->n * sizeof(int));
-    l->displs = xrealloc(NULL, (size_t)gr->n * sizeof(int));
-    for (int i = 0; i < gr->n; i++) {
-        l->displs[i] = (int)comm_shard_offset(n, gr->n, i);
-        l->counts[i] = (int)comm_shard_len(n, gr->n, i);
+    l->counts = xrealloc(NULL, (size_t)k * sizeof(int));
+    l->displs = xrealloc(NULL, (size_t)k * sizeof(int));
+    for (int i = 0; i < k; i++) {
+        l->displs[i] = (int)comm_shard_offset(n, k, i);
+        l->counts[i] = (int)comm_shard_len(n, k, i);
     }
     l->next = gr->layouts;
     gr->layouts = l;
     return l;
 }
 
-/* Byte ranges [a, a + na) and [b, b + nb) share a byte. */
-static int overlaps(const void *a, size_t na, const void *b, size_t nb) {
-    const char *x = a, *y = b;
-    return na && nb && x < y + nb && y < x + na;
-}
-
 void comm_allgather(Comm *c, int g, const void *shard, void *full, size_t n, WpDtype dt, const CommInfo *info) {
-    Group *gr = member_group(c, COMM_ALLGATHER, g, info);
+    const CommGroup *gr = member_group(c, COMM_ALLGATHER, g, info);
     count_of(c, COMM_ALLGATHER, n, info);
-    const Layout *l = layout(gr, n);
-    int me = gr->me;
+    const Layout *l = layout(&c->comms[g], gr->n, n);
+    int me = gr->me, in_place;
     size_t es = wp_dtype_bytes(dt);
-    int in_place = (const char *)shard == (const char *)full + (size_t)l->displs[me] * es;
-    if (!in_place && overlaps(shard, (size_t)l->counts[me] * es, full, n * es))
-        comm_fail("ALLGATHER \"%s\" in turn %d: the shard overlaps the full buffer but is not its own "
-                  "place in it", info && info->label ? info->label : "", info ? info->turn : -1);
+    char err[320];
+    if (cb_check_allgather(gr, shard, full, n, es, info, &in_place, err, sizeof err)) comm_fail("%s", err);
     int i = post(c, COMM_ALLGATHER, NULL, info, -1, g, n * es);
     MPI_CHECK(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : shard, l->counts[me], mpi_type(dt),
-                              full, l->counts, l->displs, mpi_type(dt), gr->comm, &c->reqs[i]));
+                              full, l->counts, l->displs, mpi_type(dt), c->comms[g].comm, &c->reqs[i]));
 }
 
 void comm_reduce_scatter(Comm *c, int g, const void *full, void *shard, size_t n, WpDtype dt, const CommInfo *info) {
-    Group *gr = member_group(c, COMM_REDUCE_SCATTER, g, info);
+    const CommGroup *gr = member_group(c, COMM_REDUCE_SCATTER, g, info);
     count_of(c, COMM_REDUCE_SCATTER, n, info);
-    const Layout *l = layout(gr, n);
+    const Layout *l = layout(&c->comms[g], gr->n, n);
     size_t es = wp_dtype_bytes(dt);
-    if (overlaps(full, n * es, shard, (size_t)l->counts[gr->me] * es))
-        comm_fail("REDUCE_SCATTER \"%s\" in turn %d: the shard overlaps the full buffer",
-                  info && info->label ? info->label : "", info ? info->turn : -1);
+    char err[320];
+    if (cb_check_reduce_scatter(gr, full, shard, n, es, info, err, sizeof err)) comm_fail("%s", err);
     int i = post(c, COMM_REDUCE_SCATTER, NULL, info, -1, g, n * es);
-    MPI_CHECK(MPI_Ireduce_scatter(full, shard, l->counts, mpi_type(dt), mpi_sum(c, dt), gr->comm, &c->reqs[i]));
+    MPI_CHECK(MPI_Ireduce_scatter(full, shard, l->counts, mpi_type(dt), mpi_sum(c, dt), c->comms[g].comm, &c->reqs[i]));
 }
 
 /* Host buffers: the operations started when they were posted; no streams to order against. */
@@ -945,8 +860,7 @@ void comm_set_stream(Comm *c, void *stream) { (void)c; (void)stream; }
 /* --- Blocking calls over the world ------------------------------------------------------- */
 
 static void util_count(Comm *c, size_t bytes) {
-    c->stats.calls[COMM_UTIL]++;
-    c->stats.bytes[COMM_UTIL] += bytes;
+    cb_count(&c->stats, COMM_UTIL, bytes);
 }
 
 void comm_barrier(Comm *c) {

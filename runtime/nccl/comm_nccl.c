@@ -6,7 +6,8 @@
  * step. A watchdog thread polls each turn's events: it timestamps them for the trace and, when a
  * turn waited for has not completed WP_COMM_TIMEOUT seconds after it started, names the operation,
  * turn and peer or group still pending, aborts the communicators and ends the process with
- * COMM_ABORT_STATUS. The host-side bookkeeping is nccl_book.c.
+ * COMM_ABORT_STATUS. The host-side bookkeeping is nccl_book.c; the groups, the names of
+ * operations and the checks of arguments every layer's (common/comm_book.c).
  *
  * MPI bootstraps it (each communicator's ncclUniqueId is broadcast over MPI: the world's, then one
  * per plan group by ncclCommSplit) and carries the blocking calls outside the step on host memory.
@@ -19,7 +20,6 @@
 #include <mpi.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
-#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -91,7 +91,7 @@ struct Comm {
     struct timespec t0;
 
     ncclComm_t nccl_world;
-    ncclComm_t *nccl_groups;      /* [book.ngroups]: NULL where this rank is not a member */
+    ncclComm_t *nccl_groups;      /* [book.groups.n]: NULL where this rank is not a member */
     cudaStream_t stream;          /* the communication stream */
     cudaStream_t compute;         /* comm_set_stream's (0: the legacy default stream) */
     cudaEvent_t ev_compute;       /* the compute work queued before a turn's first post */
@@ -110,11 +110,7 @@ struct Comm {
     void *trace_ud;
 };
 
-double comm_now(const Comm *c) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - c->t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - c->t0.tv_nsec);
-}
+double comm_now(const Comm *c) { return cb_since(&c->t0); }
 
 int comm_rank(const Comm *c) { return c->rank; }
 int comm_size(const Comm *c) { return c->size; }
@@ -144,12 +140,9 @@ void comm_set_save_timeout(Comm *c, double seconds) {
 }
 
 static double env_seconds(const char *name, double dflt) {
-    const char *env = getenv(name);
-    if (!env || !*env) return dflt;
-    char *end;
-    errno = 0;
-    double t = strtod(env, &end);
-    if (errno || *end || !(t >= 0)) comm_fail("%s=%s: expected a number of seconds >= 0", name, env);
+    char err[256];
+    double t;
+    if (cb_env_seconds(name, dflt, &t, err, sizeof err)) fail_status(COMM_BAD_INPUT_STATUS, "%s", err);   /* bad input */
     return t;
 }
 
@@ -167,7 +160,7 @@ static void __attribute__((noreturn)) watchdog_expired(Comm *c, int slot, double
     int first = nb_first_op(b, slot), left = 0, all = 0;
     for (int i = 0; i < b->nops; i++) { all++; left += b->ops[i].batch == slot; }
     char d[320];
-    nb_op_desc(b, &b->ops[first], d, sizeof d);
+    cb_op_desc(&b->groups, &b->ops[first].op, d, sizeof d);
     fprintf(stderr, "comm: rank %d: timeout: %s still pending after %.1f s (%d of the %d operations pending on this "
             "rank in its group of turn %d; WP_COMM_TIMEOUT=%g); aborting NCCL\n", g_rank, d, nb_age(b, slot, now),
             left, all, b->batches[slot].turn, b->timeout);
@@ -175,7 +168,7 @@ static void __attribute__((noreturn)) watchdog_expired(Comm *c, int slot, double
     fflush(stderr);
     /* the host thread may be blocked in CUDA or NCCL: abort the communicators, then the process
      * (mpirun ends the other ranks when one exits with an error) */
-    for (int g = 0; g < b->ngroups; g++)
+    for (int g = 0; g < b->groups.n; g++)
         if (c->nccl_groups[g]) ncclCommAbort(c->nccl_groups[g]);
     ncclCommAbort(c->nccl_world);
     _exit(COMM_ABORT_STATUS);
@@ -330,7 +323,7 @@ void comm_finalize(Comm *c) {
     c->stop = 1;
     pthread_mutex_unlock(&c->lock);
     if (c->watching) pthread_join(c->watchdog, NULL);
-    for (int g = 0; g < c->book.ngroups; g++)
+    for (int g = 0; g < c->book.groups.n; g++)
         if (c->nccl_groups[g]) NCCL_CHECK(ncclCommDestroy(c->nccl_groups[g]));
     NCCL_CHECK(ncclCommDestroy(c->nccl_world));
     for (int s = 0; s < c->nev; s++) { cudaEventDestroy(c->ev_start[s]); cudaEventDestroy(c->ev_end[s]); }
@@ -350,7 +343,7 @@ void comm_finalize(Comm *c) {
 int comm_add_group(Comm *c, const int *ranks, int n) {
     char err[256];
     pthread_mutex_lock(&c->lock);
-    int g = nb_group_add(&c->book, ranks, n, err, sizeof err);
+    int g = cb_group_add(&c->book.groups, ranks, n, err, sizeof err);
     pthread_mutex_unlock(&c->lock);
     if (g < 0) comm_fail("%s", err);
     ncclComm_t *t = realloc(c->nccl_groups, (size_t)(g + 1) * sizeof *t);
@@ -359,7 +352,7 @@ int comm_add_group(Comm *c, const int *ranks, int n) {
     c->nccl_groups[g] = NULL;
     /* collective over the whole world, in the plan's group order everywhere: the members get a
      * communicator whose rank i is member i (key), the others NCCL_SPLIT_NOCOLOR */
-    int me = c->book.groups[g].me;
+    int me = c->book.groups.g[g].me;
     NCCL_CHECK(ncclCommSplit(c->nccl_world, me >= 0 ? g : NCCL_SPLIT_NOCOLOR, me >= 0 ? me : 0, &c->nccl_groups[g], NULL));
     return g;
 }
@@ -387,38 +380,28 @@ static void post(Comm *c, CommKind kind, const CommInfo *info, int peer, int gro
         c->nev = n;
     }
     if (opening) NCCL_CHECK(ncclGroupStart());   /* NCCL issues nothing until the group ends */
-    c->stats.calls[kind]++;
-    c->stats.bytes[kind] += bytes;
+    cb_count(&c->stats, kind, bytes);
 }
 
-static const NbGroup *member_group(Comm *c, CommKind kind, int g, const CommInfo *info) {
-    const char *label = info && info->label ? info->label : "";
-    int turn = info ? info->turn : -1;
-    if (g < 0 || g >= c->book.ngroups)
-        comm_fail("%s \"%s\" in turn %d: group %d, but %d groups are declared", comm_kind_names[kind], label, turn, g, c->book.ngroups);
-    const NbGroup *gr = &c->book.groups[g];
-    if (gr->me < 0) {
-        char gbuf[128];
-        comm_fail("%s \"%s\" in turn %d: this rank is not a member of %s", comm_kind_names[kind], label, turn,
-                  nb_group_desc(&c->book, g, gbuf, sizeof gbuf));
-    }
+/* The checks every layer makes (common/comm_book.c), failing as this layer fails. */
+static const CommGroup *member_group(Comm *c, CommKind kind, int g, const CommInfo *info) {
+    char err[320];
+    const CommGroup *gr = cb_member(&c->book.groups, kind, g, info, err, sizeof err);
+    if (!gr) comm_fail("%s", err);
     return gr;
 }
 
 static int root_index(Comm *c, CommKind kind, int g, int root, const CommInfo *info) {
-    int r = nb_group_index(&c->book, g, root);
-    if (r < 0) {
-        char gbuf[128];
-        comm_fail("%s \"%s\" in turn %d: root rank %d is not a member of %s", comm_kind_names[kind],
-                  info && info->label ? info->label : "", info ? info->turn : -1, root, nb_group_desc(&c->book, g, gbuf, sizeof gbuf));
-    }
+    char err[320];
+    int r = cb_root(&c->book.groups, kind, g, root, info, err, sizeof err);
+    if (r < 0) comm_fail("%s", err);
     return r;
 }
 
 static void check_peer(const Comm *c, CommKind kind, int peer, const CommInfo *info) {
     if (peer < 0 || peer >= c->size || peer == c->rank)
         comm_fail("%s \"%s\" in turn %d: peer %d: expected another rank of the world of %d", comm_kind_names[kind],
-                  info && info->label ? info->label : "", info ? info->turn : -1, peer, c->size);
+                  cb_label(info), cb_turn(info), peer, c->size);
 }
 
 void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const CommInfo *info) {
@@ -464,22 +447,14 @@ void comm_allreduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, const CommI
     pthread_mutex_unlock(&c->lock);
 }
 
-size_t comm_shard_offset(size_t n, int k, int i) { return (size_t)i * n / (size_t)k; }
-size_t comm_shard_len(size_t n, int k, int i) { return comm_shard_offset(n, k, i + 1) - comm_shard_offset(n, k, i); }
-
-static int overlaps(const char *a, size_t na, const char *b, size_t nb) {
-    return na && nb && a < b + nb && b < a + na;
-}
-
 void comm_allgather(Comm *c, int g, const void *shard, void *full, size_t n, WpDtype dt, const CommInfo *info) {
-    const NbGroup *gr = member_group(c, COMM_ALLGATHER, g, info);
+    const CommGroup *gr = member_group(c, COMM_ALLGATHER, g, info);
     size_t es = wp_dtype_bytes(dt), k = (size_t)gr->n;
-    char *fullb = full;
+    char err[320], *fullb = full;
     const char *own = fullb + comm_shard_offset(n, gr->n, gr->me) * es;
     size_t mine = comm_shard_len(n, gr->n, gr->me);
-    if (shard != own && overlaps(shard, mine * es, fullb, n * es))
-        comm_fail("ALLGATHER \"%s\" in turn %d: the shard overlaps the full buffer but is not its own place in it",
-                  info && info->label ? info->label : "", info ? info->turn : -1);
+    int in_place;
+    if (cb_check_allgather(gr, shard, full, n, es, info, &in_place, err, sizeof err)) comm_fail("%s", err);
     pthread_mutex_lock(&c->lock);
     post(c, COMM_ALLGATHER, info, -1, g, n * es);
     if (n % k == 0) {
@@ -488,7 +463,7 @@ void comm_allgather(Comm *c, int g, const void *shard, void *full, size_t n, WpD
         /* shards of unequal sizes: NCCL's all-gather wants equal ones; member i broadcasts its
          * shard into its place of everyone's full buffer, all in this turn's group */
         /* (on the compute stream, which the group waits for when it ends) */
-        if (shard != own) CUDA_CHECK(cudaMemcpyAsync((void *)own, shard, mine * es, cudaMemcpyDeviceToDevice, c->compute));
+        if (!in_place) CUDA_CHECK(cudaMemcpyAsync((void *)own, shard, mine * es, cudaMemcpyDeviceToDevice, c->compute));
         for (int i = 0; i < gr->n; i++) {
             char *p = fullb + comm_shard_offset(n, gr->n, i) * es;
             size_t len = comm_shard_len(n, gr->n, i);
@@ -499,11 +474,10 @@ void comm_allgather(Comm *c, int g, const void *shard, void *full, size_t n, WpD
 }
 
 void comm_reduce_scatter(Comm *c, int g, const void *full, void *shard, size_t n, WpDtype dt, const CommInfo *info) {
-    const NbGroup *gr = member_group(c, COMM_REDUCE_SCATTER, g, info);
+    const CommGroup *gr = member_group(c, COMM_REDUCE_SCATTER, g, info);
     size_t es = wp_dtype_bytes(dt), k = (size_t)gr->n;
-    if (overlaps(full, n * es, shard, comm_shard_len(n, gr->n, gr->me) * es))
-        comm_fail("REDUCE_SCATTER \"%s\" in turn %d: the shard overlaps the full buffer",
-                  info && info->label ? info->label : "", info ? info->turn : -1);
+    char err[320];
+    if (cb_check_reduce_scatter(gr, full, shard, n, es, info, err, sizeof err)) comm_fail("%s", err);
     pthread_mutex_lock(&c->lock);
     post(c, COMM_REDUCE_SCATTER, info, -1, g, n * es);
     if (n % k == 0) {
@@ -561,8 +535,7 @@ static void mpi_wait(Comm *c, MPI_Request *req, const char *name, double timeout
 }
 
 static void util_count(Comm *c, size_t bytes) {
-    c->stats.calls[COMM_UTIL]++;
-    c->stats.bytes[COMM_UTIL] += bytes;
+    cb_count(&c->stats, COMM_UTIL, bytes);
 }
 
 void comm_barrier(Comm *c) {

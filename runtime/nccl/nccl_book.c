@@ -1,26 +1,20 @@
 /* The NCCL layer's host-side bookkeeping (nccl_book.h): pending operations by batch, their states
- * and timeouts, the group table, and how operations are named in messages. Plain C. */
+ * and timeouts. Plain C; the groups and the names of operations are every layer's
+ * (common/comm_book.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "nccl/nccl_book.h"
 
-/* The layer's names of comm.h's kinds: this file is the NCCL layer's, as comm_mpi.c is MPI's. */
-const char *const comm_kind_names[COMM__NKINDS] = {
-    "SEND", "RECV", "BCAST", "REDUCE", "ALLREDUCE", "ALLGATHER", "REDUCE_SCATTER", "UTIL",
-};
-
 void nb_init(NcclBook *b, int rank, int size, double timeout) {
     memset(b, 0, sizeof *b);
-    b->rank = rank;
-    b->size = size;
+    cb_groups_init(&b->groups, rank, size);
     b->timeout = timeout;
     b->open = -1;
 }
 
 void nb_free(NcclBook *b) {
-    for (int g = 0; g < b->ngroups; g++) free(b->groups[g].ranks);
-    free(b->groups);
+    cb_groups_free(&b->groups);
     free(b->ops);
     free(b->batches);
     memset(b, 0, sizeof *b);
@@ -56,9 +50,7 @@ int nb_post(NcclBook *b, CommKind kind, const CommInfo *info, int peer, int grou
         b->capops = n;
     }
     NbOp *op = &b->ops[b->nops++];
-    *op = (NbOp){ .kind = kind, .turn = info ? info->turn : -1, .peer = peer, .group = group, .bytes = bytes,
-                  .t_post = now, .batch = b->open };
-    if (info && info->label) snprintf(op->label, sizeof op->label, "%s", info->label);
+    *op = (NbOp){ cb_op(kind, NULL, info, peer, group, bytes, now), b->open };
     b->batches[b->open].nops++;
     return b->open;
 }
@@ -130,7 +122,7 @@ int nb_collect(NcclBook *b, CommTraceFn fn, void *ud) {
         NbBatch *t = &b->batches[op->batch];
         if (t->state != NB_DONE) { b->ops[k++] = *op; continue; }
         if (fn) {
-            CommEvent e = { (CommKind)op->kind, op->turn, op->label, op->peer, op->group, op->bytes, op->t_post, t->t_done };
+            CommEvent e = cb_op_event(&op->op, t->t_done);
             fn(ud, &e);
         }
         reported++;
@@ -144,71 +136,4 @@ int nb_in_flight(const NcclBook *b) {
     int n = 0;
     for (int i = 0; i < b->nbatches; i++) n += b->batches[i].used;
     return n;
-}
-
-int nb_group_add(NcclBook *b, const int *ranks, int n, char *err, size_t errlen) {
-    int index = b->ngroups;
-    if (n < 1 || n > b->size) {
-        snprintf(err, errlen, "group %d: %d members, expected 1 to %d", index, n, b->size);
-        return -1;
-    }
-    for (int i = 0; i < n; i++) {
-        if (ranks[i] < 0 || ranks[i] >= b->size) {
-            snprintf(err, errlen, "group %d: member %d is rank %d, outside the world of %d", index, i, ranks[i], b->size);
-            return -1;
-        }
-        for (int j = 0; j < i; j++)
-            if (ranks[j] == ranks[i]) {
-                snprintf(err, errlen, "group %d: rank %d appears twice", index, ranks[i]);
-                return -1;
-            }
-    }
-    if (b->ngroups == b->capgroups) {
-        int cap = b->capgroups ? 2 * b->capgroups : 8;
-        NbGroup *t = realloc(b->groups, (size_t)cap * sizeof *t);
-        if (!t) { snprintf(err, errlen, "out of memory for group %d", index); return -1; }
-        b->groups = t;
-        b->capgroups = cap;
-    }
-    NbGroup *gr = &b->groups[index];
-    gr->ranks = malloc((size_t)n * sizeof *gr->ranks);
-    if (!gr->ranks) { snprintf(err, errlen, "out of memory for group %d", index); return -1; }
-    memcpy(gr->ranks, ranks, (size_t)n * sizeof *ranks);
-    gr->n = n;
-    gr->me = -1;
-    for (int i = 0; i < n; i++)
-        if (ranks[i] == b->rank) gr->me = i;
-    b->ngroups++;
-    return index;
-}
-
-int nb_group_index(const NcclBook *b, int g, int root) {
-    if (g < 0 || g >= b->ngroups) return -1;
-    for (int i = 0; i < b->groups[g].n; i++)
-        if (b->groups[g].ranks[i] == root) return i;
-    return -1;
-}
-
-const char *nb_group_desc(const NcclBook *b, int g, char *buf, size_t len) {
-    const NbGroup *gr = &b->groups[g];
-    int k = snprintf(buf, len, "group %d (ranks ", g);
-    for (int i = 0; i < gr->n && k >= 0 && (size_t)k < len; i++) {
-        if (i == 8 && gr->n > 9) { k += snprintf(buf + k, len - (size_t)k, ",...,%d", gr->ranks[gr->n - 1]); break; }
-        k += snprintf(buf + k, len - (size_t)k, "%s%d", i ? "," : "", gr->ranks[i]);
-    }
-    if (k >= 0 && (size_t)k < len) snprintf(buf + k, len - (size_t)k, ")");
-    return buf;
-}
-
-const char *nb_op_desc(const NcclBook *b, const NbOp *op, char *buf, size_t len) {
-    char gbuf[128] = "", label[64] = "", peer[32] = "", turn[32] = "outside the step";
-    if (op->label[0]) snprintf(label, sizeof label, " \"%s\"", op->label);
-    const char *dir = op->kind == COMM_SEND ? " to" : op->kind == COMM_RECV ? " from"
-                    : op->kind == COMM_BCAST ? " from root" : op->kind == COMM_REDUCE ? " to root" : " with";
-    if (op->peer >= 0) snprintf(peer, sizeof peer, "%s rank %d", dir, op->peer);
-    if (op->group >= 0 && op->group < b->ngroups) nb_group_desc(b, op->group, gbuf, sizeof gbuf);
-    if (op->turn >= 0) snprintf(turn, sizeof turn, "turn %d", op->turn);
-    snprintf(buf, len, "%s%s%s%s%s in %s (%zu bytes)", comm_kind_names[op->kind], label, peer,
-             gbuf[0] ? " on " : "", gbuf, turn, op->bytes);
-    return buf;
 }

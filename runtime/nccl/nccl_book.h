@@ -19,15 +19,11 @@
 #define WP_NCCL_BOOK_H
 
 #include <stddef.h>
-#include "common/comm.h"
+#include "common/comm_book.h"
 
 typedef struct NbOp {
-    int kind;           /* CommKind */
-    int turn, peer, group;   /* peer: the other rank (SEND/RECV), the root (BCAST/REDUCE), or -1 */
-    size_t bytes;
-    double t_post;
+    CommOp op;          /* what names it (common/comm_book.h) */
     int batch;          /* its batch's slot */
-    char label[48];
 } NbOp;
 
 enum { NB_OPEN, NB_CLOSED, NB_WAITED, NB_STARTED, NB_DONE };
@@ -40,15 +36,12 @@ typedef struct NbBatch {
     double t_wait, t_start, t_done, t_issue;
 } NbBatch;
 
-typedef struct NbGroup { int n, *ranks, me; } NbGroup;   /* me: this rank's index, -1 if not a member */
-
 typedef struct NcclBook {
-    int rank, size;
     double timeout;               /* seconds after a batch started; 0: none */
     NbOp *ops; int nops, capops;  /* pending operations, in posting order */
     NbBatch *batches; int nbatches;   /* slots, reused */
     int open;                     /* the open batch's slot, -1: none */
-    NbGroup *groups; int ngroups, capgroups;
+    CommGroups groups;            /* the plan's groups (common/comm_book.h) */
 } NcclBook;
 
 void nb_init(NcclBook *b, int rank, int size, double timeout);
@@ -77,15 +70,5 @@ int nb_first_op(const NcclBook *b, int slot);
 int nb_collect(NcclBook *b, CommTraceFn fn, void *ud);
 /* Batches still in the book (not collected). */
 int nb_in_flight(const NcclBook *b);
-
-/* Groups: world ranks in order, validated as comm.h says. Returns the group's index, or -1 with
- * one line in err. */
-int nb_group_add(NcclBook *b, const int *ranks, int n, char *err, size_t errlen);
-/* root's index in group g, or -1 when it is not a member. */
-int nb_group_index(const NcclBook *b, int g, int root);
-/* "group 2 (ranks 0,2)". */
-const char *nb_group_desc(const NcclBook *b, int g, char *buf, size_t len);
-/* "SEND "W3" to rank 1 in turn 17 (1024 bytes)", as the MPI layer names operations. */
-const char *nb_op_desc(const NcclBook *b, const NbOp *op, char *buf, size_t len);
 
 #endif

@@ -27,6 +27,7 @@
 #include <jansson.h>
 
 #include "cpu/adamw.h"
+#include "common/outpaths.h"
 #include "train/checkpoint.h"
 #include "common/config.h"
 #include "train/data.h"
@@ -71,10 +72,9 @@ static void trace_span(Trace *t, const char *name, double t0, double t1, long st
 }
 
 static int trace_write(const Trace *t, const char *path) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return -1;
+    WpOutFile out;
+    if (wp_out_open(&out, path)) return -1;
+    FILE *f = out.f;
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n"
                "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"wp-ref\"}}");
     for (size_t i = 0; i < t->n; i++) {
@@ -85,9 +85,7 @@ static int trace_write(const Trace *t, const char *path) {
         fprintf(f, "}}");
     }
     fprintf(f, "\n]}\n");
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) { remove(tmp); return -1; }
-    return 0;
+    return wp_out_commit(&out);
 }
 
 /* ---- training: the shared loop (train/loop.c), with the whole model in one process ------- */
@@ -183,6 +181,7 @@ int main(int argc, char **argv) {
     if (o.seq) c->seq = o.seq;
     if (o.mbs) c->mbs = o.mbs;
     if (model_check(c, err, sizeof err)) die(2, "%s", err);
+    if (o.save && ckpt_claim(o.save, c, err, sizeof err)) die(2, "--save %s", err);
     const int S = c->seq, G = c->mbs, M = o.micro_batches;
 
     r->k = wp_chunk_make(c, 0, 0, c->layers, 1, 1);

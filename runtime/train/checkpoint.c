@@ -7,17 +7,20 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 #include "train/safetensors.h"
+#include "common/modelcfg.h"
 
 /* What marks a file as ours: the model file's __metadata__ and config.json carry it. */
 #define WRITTEN_BY "wpgen"
@@ -266,12 +269,72 @@ static int check_config(const char *cfgpath, const char *path, char *err, size_t
     return 0;
 }
 
+int ckpt_lock(const char *path, char *err, size_t errlen) {
+    CkptNames n;
+    char lockpath[5200];
+    if (names_of(path, &n, err, errlen)) return -1;
+    snprintf(lockpath, sizeof lockpath, "%s/%s.lock", n.dir, n.stem);
+    int fd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return errmsg(err, errlen, "%s: cannot lock it (%s): %s", path, lockpath, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB)) {
+        char pid[32] = "";
+        ssize_t k = read(fd, pid, sizeof pid - 1);
+        pid[k > 0 ? k : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        close(fd);
+        return errmsg(err, errlen, "%s: another run%s%s is saving this checkpoint (its lock %s): two runs saving one "
+                      "checkpoint would replace each other's; save into another file", path, *pid ? " (pid " : "",
+                      *pid ? pid : "", lockpath);
+    }
+    /* the holder's pid, for the message above; the lock itself ends with the process */
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld)\n", (long)getpid());
+    if (ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)len, 0) != len) { /* the pid is only a hint */ }
+    return 0;   /* fd stays open: the lock is held until the process ends */
+}
+
+/* The shape a config.json wpgen wrote describes, compared with c: 1 if it is another model. */
+static int config_is_other_model(const char *cfgpath, const WpConfig *c, char *what, size_t whatlen) {
+    FILE *f = fopen(cfgpath, "rb");
+    if (!f) return 0;
+    char text[8192];
+    size_t k = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[k] = 0;
+    WpConfig o;
+    char err[512];
+    if (model_config_parse(cfgpath, text, k, &o, err, sizeof err)) return 0;
+    if (o.hidden == c->hidden && o.layers == c->layers && o.heads == c->heads && o.kv_heads == c->kv_heads &&
+        o.ffn == c->ffn && o.vocab == c->vocab && o.tied == c->tied && o.eps == c->eps && o.rope_theta == c->rope_theta)
+        return 0;
+    snprintf(what, whatlen, "hidden_size %d, %d layers, %d heads (%d kv), intermediate_size %d, vocab_size %d", o.hidden,
+             o.layers, o.heads, o.kv_heads, o.ffn, o.vocab);
+    return 1;
+}
+
+int ckpt_claim(const char *path, const WpConfig *c, char *err, size_t errlen) {
+    CkptNames n;
+    char cfgpath[4200], other[256];
+    if (names_of(path, &n, err, errlen)) return -1;
+    join(cfgpath, sizeof cfgpath, n.dir, "config.json");
+    if (config_is_other_model(cfgpath, c, other, sizeof other))
+        return errmsg(err, errlen, "%s: %s describes another model (%s), whose checkpoint is in that folder; save this one "
+                      "into a folder of its own", path, cfgpath, other);
+    return ckpt_lock(path, err, errlen);
+}
+
 int ckpt_write_config(const char *path, const WpConfig *c, char *err, size_t errlen) {
     CkptNames n;
     char cfgpath[4200];
     if (names_of(path, &n, err, errlen)) return -1;
     join(cfgpath, sizeof cfgpath, n.dir, "config.json");
     if (check_config(cfgpath, path, err, errlen)) return -1;
+    /* one folder, one model: transformers loads DIR with DIR/config.json, and a second model's
+     * checkpoint there would make the first one's unloadable */
+    char other[256];
+    if (config_is_other_model(cfgpath, c, other, sizeof other))
+        return errmsg(err, errlen, "%s: %s describes another model (%s), whose checkpoint is in that folder; save this one "
+                      "into a folder of its own", path, cfgpath, other);
     char *text = config_text(c);
     if (!text) return errmsg(err, errlen, "%s: out of memory", cfgpath);
     /* Unchanged (the usual case: the same model saved again): not rewritten. */
@@ -620,6 +683,15 @@ static int read_opt_meta(const WpStFile *f, const char *opt, const char *path, i
     return 0;
 }
 
+int ckpt_optimizer_file(const char *path, char *out, size_t outlen) {
+    char err[512];
+    WpStFile *f = wp_st_open(path, err, sizeof err);
+    if (!f) return -1;
+    int rc = opt_path_of(f, path, out, outlen, err, sizeof err);
+    wp_st_close(f);
+    return rc;
+}
+
 int ckpt_read_state(const char *path, WpTrainState *st, char *err, size_t errlen) {
     char opt[5300];
     WpStFile *f = wp_st_open(path, err, errlen);
@@ -634,6 +706,22 @@ int ckpt_read_state(const char *path, WpTrainState *st, char *err, size_t errlen
     rc = read_opt_meta(o, opt, path, has_step, model_step, st, err, errlen);
     wp_st_close(o);
     return rc ? errmsg_one_line(err) : 0;
+}
+
+/* AdamW's moments as AdamW leaves them: finite, the second ones >= 0 (a NaN or a negative one
+ * would turn the first update's weights into NaN, steps after the resume). */
+static int check_moments(const char *opt, const WpChunk *chunks, int nchunks, float *const *m, float *const *v,
+                         char *err, size_t errlen) {
+    for (int k = 0; k < nchunks; k++)
+        for (size_t i = 0; i < chunks[k].nparams; i++) {
+            if (!isfinite(m[k][i]))
+                return errmsg(err, errlen, "%s: an exp_avg (AdamW's first moment) of chunk %d is %g at element %zu: "
+                              "not a state AdamW leaves", opt, k, (double)m[k][i], i);
+            if (!(v[k][i] >= 0) || !isfinite(v[k][i]))
+                return errmsg(err, errlen, "%s: an exp_avg_sq (AdamW's second moment) of chunk %d is %g at element %zu: "
+                              "expected a finite number >= 0", opt, k, (double)v[k][i], i);
+        }
+    return 0;
 }
 
 int ckpt_load(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
@@ -658,6 +746,7 @@ int ckpt_load(const char *path, const WpConfig *c, const WpChunk *chunks, int nc
     if (rc == 0) rc = check_no_extra(f, opt, c, moments, 2, err, errlen);
     if (rc == 0) rc = load_chunks(f, opt, c, chunks, nchunks, m, ".exp_avg", 0, err, errlen);
     if (rc == 0) rc = load_chunks(f, opt, c, chunks, nchunks, v, ".exp_avg_sq", 0, err, errlen);
+    if (rc == 0) rc = check_moments(opt, chunks, nchunks, m, v, err, errlen);
     if (rc == 0 && st) *st = tmp;
     wp_st_close(f);
     return rc ? errmsg_one_line(err) : 0;

@@ -53,8 +53,17 @@ void ckpt_opt_path(const char *path, char *out, size_t outlen);
  * naming the path in err. ckpt_save checks the same; trainers call it at start-up too. */
 int ckpt_check_save(const char *path, char *err, size_t errlen);
 
+/* Takes the lock of the checkpoint at path (DIR/STEM.lock, held until the process ends) for the
+ * one process that saves it: a second run saving the same checkpoint is refused at its start
+ * rather than replacing the first one's saves. 0, or -1 with err naming the holder. */
+int ckpt_lock(const char *path, char *err, size_t errlen);
+
+/* What the one process that saves checks at its start: DIR/config.json, if wpgen wrote it, is
+ * of the model c (one folder, one model), and the lock (ckpt_lock). 0, or -1 with err set. */
+int ckpt_claim(const char *path, const WpConfig *c, char *err, size_t errlen);
+
 /* Writes DIR/config.json for c (DIR: the directory of path), unless it holds that already;
- * refuses a config.json wpgen did not write. */
+ * refuses a config.json wpgen did not write, and one that describes another model. */
 int ckpt_write_config(const char *path, const WpConfig *c, char *err, size_t errlen);
 
 /* Saves the checkpoint (see above): with m and v (not NULL) the optimizer state too, else the
@@ -71,6 +80,10 @@ int ckpt_save(const char *path, const WpConfig *c, const WpChunk *chunks, int nc
 int ckpt_load(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
               float *const *params, float *const *m, float *const *v, WpTrainState *st,
               char *err, size_t errlen);
+
+/* The optimizer file the checkpoint at path names, into out: 0, or -1 when path is not a
+ * checkpoint that has one (what the trainers' output check counts among a resume's inputs). */
+int ckpt_optimizer_file(const char *path, char *out, size_t outlen);
 
 /* The training state of the checkpoint at path (step, seed, data position, shape) from the
  * files' headers alone, without reading a tensor: what a trainer needs before it sets up

@@ -139,8 +139,9 @@ WpData *data_open(const char *path, int vocab, int seq, char *err, size_t errlen
             return fail(d, err, errlen, "%s: llm.c token shard version %d is not supported (expected 1: uint16 tokens)",
                         path, h[1]);
         if (h[2] < 0 || size != sizeof h + (size_t)h[2] * sizeof(uint16_t))
-            return fail(d, err, errlen, "%s: the header says %d tokens but the file has %zu bytes of tokens (truncated?)",
-                        path, h[2], size - sizeof h);
+            return fail(d, err, errlen, "%s: the header says %d tokens but the file holds %zu (%zu bytes of 2-byte tokens%s)",
+                        path, h[2], (size - sizeof h) / sizeof(uint16_t), size - sizeof h,
+                        (size_t)h[2] * sizeof(uint16_t) > size - sizeof h ? ": truncated?" : "");
         d->base = sizeof h;
         d->ntokens = (size_t)h[2];
         snprintf(d->about, sizeof d->about, "llm.c shard %s (%zu tokens)", path, d->ntokens);

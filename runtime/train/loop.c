@@ -35,13 +35,15 @@ void loop_catch_signals(void) {
     sa.sa_flags = SA_RESETHAND;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    /* a closed terminal or ssh session (nohup not used) is a stop, not a loss of the run */
+    sigaction(SIGHUP, &sa, NULL);
     /* Open MPI's mpirun forwards SIGUSR1 to every rank and then reports their exit status, where
      * a SIGTERM to mpirun kills the ranks a second later (odls_base_sigkill_timeout) and exits 1 */
     sigaction(SIGUSR1, &sa, NULL);
 }
 
 static const char *signal_name(int sig) {
-    return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGUSR1 ? "SIGUSR1" : "a stop signal";
+    return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGUSR1 ? "SIGUSR1" : sig == SIGHUP ? "SIGHUP" : "a stop signal";
 }
 
 /* ---- the loop ---- */

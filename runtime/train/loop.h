@@ -23,7 +23,7 @@ enum {
     WP_EXIT_FAILED = 1,      /* the loss or gradient norm not finite, a checkpoint not written */
     WP_EXIT_BAD_INPUT = 2,   /* flags, data, a checkpoint of another shape, the world size */
     WP_EXIT_COMM = 3,        /* a transfer timed out or MPI failed: common/comm.h's COMM_ABORT_STATUS */
-    WP_EXIT_STOPPED = 4,     /* SIGTERM, SIGINT or SIGUSR1: stopped at a step boundary (saved with --save) */
+    WP_EXIT_STOPPED = 4,     /* SIGTERM, SIGINT, SIGHUP or SIGUSR1: stopped at a step boundary (saved with --save) */
     WP_EXIT_DEVICE = 5,      /* no CUDA device, or the plan does not fit in its memory: COMPUTE_NO_DEVICE_STATUS */
 };
 
@@ -52,7 +52,7 @@ typedef struct WpLoop {
 /* The step this run ends at: --stop-at if it comes before --steps. */
 long loop_end(const TrainFlags *o);
 
-/* From now on SIGTERM, SIGINT and SIGUSR1 ask the loop to stop at the next step boundary (a
+/* From now on SIGTERM, SIGINT, SIGHUP and SIGUSR1 ask the loop to stop at the next step boundary (a
  * second one ends the process at once, as usual). Call it on every process, after the
  * communication layer has started (MPI may install handlers of its own). */
 void loop_catch_signals(void);

@@ -1,6 +1,6 @@
 /* Private to the training program: the state of one rank of an emitted program, shared by the
- * program around the step (train.c), the operations the emitted step calls (the compute
- * backend's, e.g. cpu/step_ops.c), the neutral helpers (rank.c) and the trace (trace.c).
+ * program around the step (train.c), the operations the emitted step calls (step_ops.c,
+ * on the compute backend's train/step_backend.h), the neutral helpers (rank.c) and the trace (trace.c).
  * Backend-neutral: what the compute backend holds (buffers, activations, workspace) is behind
  * `dev`, reached through common/compute.h. */
 #ifndef WP_RANK_H
@@ -19,6 +19,10 @@ typedef struct PendingOpt { int chunk, master, grad; } PendingOpt;
 
 typedef struct TraceEvent { const char *cat; char name[40]; double t0, t1; int turn; } TraceEvent;
 
+/* An activation, its gradient, a stash or a B-to-W keep the rank holds between operations, by
+ * (kind, chunk, mb): its memory and the compute backend's tag for it (train/step_backend.h). */
+typedef struct StepSlot { int kind, chunk, mb; void *p; size_t tag; } StepSlot;
+
 struct WpRank {
     const WpPlanDesc *plan;
     const WpRankDesc *me;
@@ -35,6 +39,8 @@ struct WpRank {
     float loss_scale;             /* 1 / tokens of the step */
     PendingOpt *opts; int nopts, capopts;
     int turn;
+    StepSlot *slots; int nslots, capslots;   /* held now (train/step_ops.c) */
+    StepSlot *sent; int nsent, capsent;      /* sent this turn: released after its wait */
     TraceEvent *events; size_t nevents, capevents;
     int tracing;
 };

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/outpaths.h"
 #include "train/rank.h"
 
 void trace_event(WpRank *R, const char *cat, const char *name, double t0, double t1) {
@@ -68,19 +69,14 @@ int trace_write_all(WpRank *R, const char *path) {
     char *all = R->rank == 0 ? rank_realloc(R, NULL, total + 1, "the trace") : NULL;
     comm_gather_bytes(R->comm, mine, len, all, total, NULL);
     if (R->rank == 0) {
-        char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        FILE *f = fopen(tmp, "w");
-        if (!f) rc = -1;
+        WpOutFile out;
+        if (wp_out_open(&out, path)) rc = -1;
         else {
-            fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
+            fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", out.f);
             /* drop the last ",\n" so the array closes cleanly */
-            if (total >= 2) fwrite(all, 1, total - 2, f);
-            fputs("\n]}\n", f);
-            if (ferror(f)) rc = -1;
-            if (fclose(f) != 0) rc = -1;
-            if (rc == 0 && rename(tmp, path) != 0) rc = -1;
-            if (rc) remove(tmp);
+            if (total >= 2) fwrite(all, 1, total - 2, out.f);
+            fputs("\n]}\n", out.f);
+            rc = wp_out_commit(&out);
         }
     }
     comm_bcast_bytes(R->comm, &rc, sizeof rc, 0);

@@ -14,6 +14,7 @@
 #include "train/rank.h"
 #include "train/checkpoint.h"
 #include "train/loop.h"
+#include "train/step_backend.h"
 #include "train/trainflags.h"
 
 static const char usage_head[] =
@@ -286,10 +287,13 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
         R->tracing = 1;
         comm_set_trace(comm, trace_comm_event, R);
     }
-    /* the log is rank 0's; a path it cannot open stops every rank, as bad input */
+    /* the log and the checkpoint are rank 0's; a path it cannot open or lock stops every rank, as bad input */
     FILE *log = NULL;
     int log_ok = 1;
-    if (R->rank == 0 && o.log && !(log = fopen(o.log, o.resume ? "a" : "w"))) {
+    if (R->rank == 0 && o.save && ckpt_claim(o.save, &R->cfg, err, sizeof err)) {   /* rank 0 writes the checkpoint */
+        fprintf(stderr, "train: --save %s\n", err);
+        log_ok = 0;
+    } else if (R->rank == 0 && o.log && !(log = fopen(o.log, o.resume ? "a" : "w"))) {
         fprintf(stderr, "train: --log %s: %s\n", o.log, strerror(errno));
         log_ok = 0;
     }
@@ -313,6 +317,7 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
         fprintf(stderr, "train: --log %s: cannot write\n", o.log);
         status = WP_EXIT_FAILED;
     }
+    step_ops_free(R);   /* the slots still held back to the backend, which frees them */
     compute_teardown(R);
     data_close(R->data);
     comm_finalize(comm);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "train/trainflags.h"
 #include "train/checkpoint.h"
+#include "common/outpaths.h"
 
 const char train_flags_usage[] =
     "  --data FILE             llm.c token shard (*.bin) or any file read as bytes\n"
@@ -52,6 +53,32 @@ static int parse_float(const char *flag, const char *s, double lo, double hi, fl
     }
     *out = (float)x;
     return 0;
+}
+
+/* No output may name an input or another output (common/outpaths.h). A save may replace the
+ * checkpoint it resumes from or starts from (that is how a run goes on; the save's commit keeps
+ * the old one whole until the new one is), but nothing else a trainer reads: the data, the
+ * program, the model's config.json. The log and the trace replace nothing that is read. */
+static int check_paths(const TrainFlags *o, char *err, size_t errlen) {
+    char opt[4096] = "", exe[4096] = "", save_cfg[4096] = "";
+    if (o->resume && ckpt_optimizer_file(o->resume, opt, sizeof opt)) opt[0] = 0;
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    if (o->save) {
+        const char *slash = strrchr(o->save, '/');
+        snprintf(save_cfg, sizeof save_cfg, "%.*sconfig.json", slash ? (int)(slash - o->save + 1) : 0, o->save);
+    }
+    const char *model = o->model && (strchr(o->model, '/') || strstr(o->model, ".json")) ? o->model : NULL;
+    const WpPathArg read[] = {
+        { "--data", o->data }, { "--init", o->init }, { "--resume", o->resume },
+        { "--resume's optimizer file", opt[0] ? opt : NULL }, { "-m", model }, { "the program", exe[0] ? exe : NULL },
+    };
+    const WpPathArg notes[] = { { "--log", o->log }, { "--trace", o->trace } };
+    if (wp_check_outputs(read, 6, notes, 2, err, errlen)) return -1;
+    const WpPathArg kept[] = { { "--data", o->data }, { "the program", exe[0] ? exe : NULL } };
+    const WpPathArg all[] = { { "--save", o->save }, { "--save's config.json", o->save ? save_cfg : NULL },
+                              { "--log", o->log }, { "--trace", o->trace } };
+    return wp_check_outputs(kept, 2, all, 4, err, errlen);
 }
 
 int train_flags_parse(int argc, char **argv, int with_model, const char *usage_head, TrainFlags *o,
@@ -126,6 +153,7 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
         char why[1024];
         if (ckpt_check_save(o->save, why, sizeof why)) { snprintf(err, errlen, "--save %s", why); return -1; }
     }
+    if (check_paths(o, err, errlen)) return -1;
     return 0;
 }
 

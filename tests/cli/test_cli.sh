@@ -88,7 +88,9 @@ diff -r "$tmp/a" "$tmp/a.before" >/dev/null && ok || bad "a failed emit changed 
 # emitting again over an earlier emission replaces wpgen's files and keeps the user's: a trace and
 # checkpoints a run saved there stay; rank files of the earlier, larger plan go
 "$wpgen" emit -t topologies/cpu-4x2.json -m tiny -s weipipe-interleave -o "$tmp/re" >/dev/null && ok || bad "emit re"
-mkdir -p "$tmp/re/obj" "$tmp/re/ckpt" && echo trace >"$tmp/re/trace.json" && echo ck >"$tmp/re/ckpt/step_3.bin" && echo o >"$tmp/re/obj/x.o"
+# (obj/ as make builds it: an object of an emitted source)
+mkdir -p "$tmp/re/obj" "$tmp/re/ckpt" && echo trace >"$tmp/re/trace.json" && echo ck >"$tmp/re/ckpt/step_3.bin" &&
+    cc -c -x c /dev/null -o "$tmp/re/obj/rank_004.o"
 "$wpgen" emit -t topologies/cpu-2x2.json -m tiny -s weipipe-interleave -o "$tmp/re" >/dev/null 2>"$tmp/err" && ok || bad "re-emit: $(cat "$tmp/err")"
 [ "$(cat "$tmp/re/trace.json" 2>/dev/null)" = trace ] && [ "$(cat "$tmp/re/ckpt/step_3.bin" 2>/dev/null)" = ck ] && ok ||
     bad "re-emitting removed the user's files: $(ls "$tmp/re")"

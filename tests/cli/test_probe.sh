@@ -62,7 +62,13 @@ expect_bad() {   # WHAT PATTERN ARGS...
 expect_bad "merge of one host twice" 'nodes\[0\].name: "p0" is also a node of' --merge "$tmp/p0.json" "$tmp/p0.json"
 expect_bad "merge into one of its inputs" "is one of the files merged" --merge "$tmp/p0.json" "$tmp/p1.json" -o "$tmp/p1.json" --force
 expect_bad "existing output" "refusing to overwrite" --sysroot $data/cpu-2socket -o "$tmp/p0.json"
+expect_bad "a name that is not a host name" "--name: expected a host name" --sysroot $data/cpu-2socket --name "$(printf 'n0\nrank 9=evil')"
+expect_bad "a name with a space" "--name: expected a host name" --sysroot $data/cpu-2socket --name "gpu 1"
 expect_bad "no sysroot" "no/such: No such file" --sysroot "$tmp/no/such"
+# a machine without NUMA nodes whose list of online CPUs cannot be read: that file named, not a
+# figure derived from it
+mkdir -p "$tmp/nonuma/sys/devices/system/cpu" "$tmp/nonuma/etc" && echo garbage >"$tmp/nonuma/sys/devices/system/cpu/online" && echo h0 >"$tmp/nonuma/etc/hostname"
+expect_bad "an unreadable list of CPUs" "cpu/online: expected a list of CPUs such as 0-15, got \"garbage\"" --sysroot "$tmp/nonuma"
 expect_bad "merge of nothing" "--merge needs" --merge
 expect_bad "unknown flag" 'unknown flag "--gpus"' --gpus 8
 echo '{"version": 1}' >"$tmp/bad.json"

@@ -82,8 +82,11 @@ done
 case_ fsdp topologies/cpu-2x2.json 4 1
 case_ tawpipe topologies/cpu-2x2.json 4 1
 case_ tawpipe topologies/cpu-uneven.json 6 1
-# several micro-batches per rank: the gradient chain sums them in another order than the reference
-case_ weipipe-interleave topologies/cpu-2x2.json 4 3 --pass-micro-batches 2
+# several micro-batches per rank: the gradient chain sums them in another order than the reference.
+# AdamW's first steps move each weight by about lr * sign(gradient), so a gradient near 0 whose
+# sign the order flips moves its weight by 2 lr: on some CPUs (OpenBLAS's Haswell kernels, this
+# case at 3 steps) that is 1.04e-3 of a tensor, past 1e-4, with the losses still within 1e-5
+WEIGHT_TOL=3e-3 case_ weipipe-interleave topologies/cpu-2x2.json 4 3 --pass-micro-batches 2
 # replicated ends: the ends' all-reduce sums in another order than the reference (one micro-batch
 # per rank: with two, the ring's gradient chain alone differs by 1.75e-4, with or without the flag)
 case_ weipipe-interleave topologies/cpu-2x2.json 4 1 --replicate-ends

@@ -28,11 +28,27 @@ rc=$?
 # bad flags
 "${train[@]}" --synthetic --steps x >"$tmp/out" 2>&1
 [ $? = 2 ] && grep -q -- "--steps: expected an integer" "$tmp/out" && ok || bad "bad --steps: $(head -3 "$tmp/out")"
+# bad environment is bad input, the variable named
+WP_COMM_TIMEOUT=abc "${train[@]}" --synthetic --steps 1 >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "WP_COMM_TIMEOUT=abc: expected a number of seconds >= 0" "$tmp/out" && ok || bad "WP_COMM_TIMEOUT=abc: exit $rc: $(head -2 "$tmp/out")"
+OMP_NUM_THREADS=999999 "${train[@]}" --synthetic --steps 1 >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "OMP_NUM_THREADS=999999: expected a positive integer" "$tmp/out" && ok || bad "OMP_NUM_THREADS=999999: exit $rc: $(head -2 "$tmp/out")"
+# an output naming an input: refused at start (common/outpaths.c), the input as it was
+mkdir -p "$tmp/in"
+"$build/wp-ref" -m "$model" --micro-batch-size 2 --synthetic --steps 1 --save "$tmp/in/model.safetensors" >/dev/null 2>&1 || bad "wp-ref --save"
+cp "$tmp/in/model.safetensors" "$tmp/in.before"
+"${train[@]}" --synthetic --steps 2 --resume "$tmp/in/model.safetensors" --trace "$tmp/in/model.safetensors" >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q -- "--trace $tmp/in/model.safetensors is --resume" "$tmp/out" && cmp -s "$tmp/in/model.safetensors" "$tmp/in.before" &&
+    ok || bad "train --trace naming --resume: exit $rc: $(head -2 "$tmp/out")"
 "${train[@]}" --synthetic -m tiny >"$tmp/out" 2>&1
 [ $? = 2 ] && grep -q "fixed by the plan" "$tmp/out" && ok || bad "-m accepted: $(head -3 "$tmp/out")"
 # a checkpoint of another shape
-"$build/wp-ref" -m tiny --synthetic --steps 0 --save "$tmp/other.safetensors" >/dev/null 2>&1 || bad "wp-ref --steps 0"
-"${train[@]}" --synthetic --steps 1 --init "$tmp/other.safetensors" >"$tmp/out" 2>&1
+mkdir -p "$tmp/other"   # a model of another shape: a folder of its own
+"$build/wp-ref" -m tiny --synthetic --steps 0 --save "$tmp/other/model.safetensors" >/dev/null 2>&1 || bad "wp-ref --steps 0"
+"${train[@]}" --synthetic --steps 1 --init "$tmp/other/model.safetensors" >"$tmp/out" 2>&1
 rc=$?
 [ $rc = 2 ] && grep -q "shape" "$tmp/out" && ok || bad "other shape: exit $rc: $(head -3 "$tmp/out")"
 

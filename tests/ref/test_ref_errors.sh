@@ -41,11 +41,33 @@ expect 2 'unknown model huge' -- -m huge --synthetic
 
 # Model shapes from config.json.
 echo '{"hidden_size": "64", "num_hidden_layers": 2}' >"$tmp/bad.json"
-expect 2 "bad.json: hidden_size: expected a positive integer, got \"64\"" -- -m "$tmp/bad.json" --synthetic
+expect 2 "bad.json: hidden_size: expected an integer in [1, 1048576], got \"64\"" -- -m "$tmp/bad.json" --synthetic
 echo '{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 5, "intermediate_size": 128, "vocab_size": 256}' >"$tmp/heads.json"
 expect 2 "num_attention_heads (5) does not divide hidden_size (64)" -- -m "$tmp/heads.json" --synthetic
 echo '{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 3, "intermediate_size": 128, "vocab_size": 256}' >"$tmp/kv.json"
 expect 2 "num_key_value_heads (3) does not divide num_attention_heads (4)" -- -m "$tmp/kv.json" --synthetic
+# Keys that would change the model: refused by name unless at the value the runtime implements
+base='"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 256'
+for kv in '"model_type": "gpt2"|model_type: expected "llama"' '"hidden_act": "gelu"|hidden_act: expected "silu"' \
+          '"attention_bias": true|attention_bias: expected false' '"mlp_bias": true|mlp_bias: expected false' \
+          '"rope_scaling": {"rope_type": "yarn", "factor": 4.0}|rope_scaling: expected null (wpgen trains unscaled RoPE)' \
+          '"attention_dropout": 0.1|attention_dropout: expected 0' '"architectures": ["GPT2LMHeadModel"]|architectures: expected' \
+          '"partial_rotary_factor": 0.5|partial_rotary_factor: not a key wpgen knows' \
+          '"rms_norm_eps": 1e-50|rms_norm_eps: expected a number in [1e-12, 1], got 1e-50' \
+          '"rope_theta": 1e300|rope_theta: expected a number in [1, 1e+12]' \
+          '"hidden_size": 64|duplicate object key'; do
+    echo "{$base, ${kv%%|*}}" >"$tmp/key.json"
+    expect 2 "${kv#*|}" -- -m "$tmp/key.json" --synthetic
+done
+# ... and accepted at that value, with the keys that do not change what is trained
+echo "{$base, \"model_type\": \"llama\", \"hidden_act\": \"silu\", \"attention_bias\": false, \"attention_dropout\": 0.0,
+  \"rope_scaling\": null, \"bos_token_id\": 1, \"eos_token_id\": [2, 3], \"initializer_range\": 0.02, \"use_cache\": true,
+  \"pretraining_tp\": 1, \"transformers_version\": \"4.44.0\"}" >"$tmp/ok.json"
+n=$((n + 1)); "$ref" -m "$tmp/ok.json" --synthetic --steps 1 --seq 16 >"$tmp/out" 2>&1 || { echo "FAIL: a plain LLaMA config refused: $(head -2 "$tmp/out")"; fails=$((fails + 1)); }
+# -m DIR reads DIR/config.json, as transformers does
+mkdir -p "$tmp/model"; cp "$tmp/ok.json" "$tmp/model/config.json"
+n=$((n + 1)); "$ref" -m "$tmp/model" --synthetic --steps 1 --seq 16 >"$tmp/out" 2>&1 || { echo "FAIL: -m DIR: $(head -2 "$tmp/out")"; fails=$((fails + 1)); }
+mkdir -p "$tmp/empty-model"; expect 2 "a folder without a config.json" -- -m "$tmp/empty-model" --synthetic
 echo '{"hidden_size": 64,' >"$tmp/broken.json"
 expect 2 "broken.json:" -- -m "$tmp/broken.json" --synthetic
 expect 2 "nothere.json" -- -m "$tmp/nothere.json" --synthetic
@@ -103,7 +125,7 @@ expect 2 "--steps: expected an integer in [0, 2147483647], got \"2147483650\"" -
 expect 2 "--save-every: expected an integer in [1, 2147483647]" -- "${ok[@]}" --synthetic --save "$tmp/x.safetensors" --save-every 4294967296
 # Sizes no real model has: refused naming the field, not wrapped into "0 B" (exit 2).
 echo '{"hidden_size": 1073741824, "num_hidden_layers": 2, "num_attention_heads": 16, "intermediate_size": 64, "vocab_size": 256}' >"$tmp/huge.json"
-expect 2 "huge.json: hidden_size: expected at most 1048576 (2^20, beyond any real model), got 1073741824" -- -m "$tmp/huge.json" --synthetic
+expect 2 "huge.json: hidden_size: expected an integer in [1, 1048576], got 1073741824" -- -m "$tmp/huge.json" --synthetic
 echo '{"hidden_size": 1048576, "num_hidden_layers": 65536, "num_attention_heads": 16, "intermediate_size": 4194304, "vocab_size": 256}' >"$tmp/wide.json"
 expect 2 "wide.json: the model has more than 2^44 parameters" -- -m "$tmp/wide.json" --synthetic
 # --data that is not a regular file: refused at once, not waited on (a named pipe used to hang).
@@ -130,6 +152,28 @@ cp "$tmp/hf/config.json" "$tmp/hf.before"
 expect 2 "--save $tmp/hf/model.safetensors: $tmp/hf/config.json exists and was not written by wpgen" -- \
     -m "$tmp/hf/config.json" --seq 16 --steps 1 --synthetic --save "$tmp/hf/model.safetensors"
 cmp -s "$tmp/hf/config.json" "$tmp/hf.before" || { echo "FAIL: --save overwrote the model's config.json"; fails=$((fails + 1)); }
+
+# A checkpoint whose optimizer state AdamW cannot have left (a NaN first moment, a negative second
+# moment) is refused at --resume, not turned into NaN weights a step later.
+mkdir -p "$tmp/mom"
+"$ref" "${ok[@]}" --synthetic --save "$tmp/mom/model.safetensors" >/dev/null 2>&1
+for case in "exp_avg nan" "exp_avg_sq -1"; do
+    set -- $case
+    rm -rf "$tmp/mom2"; cp -r "$tmp/mom" "$tmp/mom2"
+    python3 - "$tmp/mom2" "$1" "$2" <<'PY'
+import glob, json, struct, sys
+d, kind, value = sys.argv[1], sys.argv[2], float(sys.argv[3])
+path = glob.glob(d + '/model.opt.*.safetensors')[0]
+b = bytearray(open(path, 'rb').read())
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+name = next(k for k in sorted(h) if k.endswith('.' + kind))
+start = 8 + n + h[name]['data_offsets'][0]
+b[start + 4:start + 8] = struct.pack('<f', value)
+open(path, 'wb').write(b)
+PY
+    expect 2 "an $1 (AdamW's" -- "${ok[@]}" --synthetic --steps 3 --resume "$tmp/mom2/model.safetensors"
+done
 
 # --help succeeds.
 n=$((n + 1))

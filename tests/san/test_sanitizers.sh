@@ -52,6 +52,8 @@ run "wp-ref 3 steps" "$san/wp-ref" -m tiny --synthetic --steps 3
 run "wpgen plan" "$san/wpgen" plan -t topologies/cpu-uneven.json -m tests/data/tiny8/config.json -s tawpipe --micro-batches 3
 run "wpgen sim" "$san/wpgen" sim -t topologies/cpu-4x2.json -m tiny -s fsdp --replicas 2 --trace "$tmp/t.json" --svg "$tmp/t.svg"
 run "wpgen compare" "$san/wpgen" compare -t topologies/cpu-2x2.json -m tiny
+# -s auto hands its winner's plan to plan and emit (its simulation once leaked there)
+run "wpgen plan -s auto" "$san/wpgen" plan -t topologies/cpu-2x2.json -m tiny -s auto
 run "wpgen emit" "$san/wpgen" emit -t topologies/cpu-2x2.json -m tiny -s weipipe-interleave --micro-batches 2 -o "$tmp/e"
 # ... and emitting again over it (the user's file kept)
 echo mine >"$tmp/e/notes.txt"

@@ -150,6 +150,21 @@ echo '{"traceEvents": [{"name": "F0 mb0", "cat": "forward", "ph": "X", "pid": 0,
 expect_bad "a span without a time" "traceEvents\[0\].ts: expected a number" -t topologies/cpu-1x4.json --trace "$tmp/x/trace.json" -o "$tmp/o.json"
 echo '{"traceEvents": [{"name": "AdamW", "cat": "optimizer", "ph": "X", "pid": 0, "ts": 1, "dur": 1}]}' >"$tmp/x/trace.json"
 expect_bad "a trace of one step" "at least 2 steps" -t topologies/cpu-1x4.json --trace "$tmp/x/trace.json" -o "$tmp/o.json"
+# degenerate traces: no time at all, or times past any run's
+python3 - "$tmp/a/trace.json" "$tmp/x/trace.json" <<'EOF'
+import json, sys
+t = json.load(open(sys.argv[1]))
+for e in t['traceEvents']:
+    if e.get('ph') == 'X' and e.get('cat') in ('forward', 'backward'): e['dur'] = 0.0
+json.dump(t, open(sys.argv[2], 'w'))
+EOF
+expect_bad "a trace whose spans last 0 s" "every forward and backward span lasts 0 s" -t topologies/cpu-1x4.json --trace "$tmp/x/trace.json" -o "$tmp/o.json"
+sed -i 's/"dur": 0.0/"dur": 1e300/g' "$tmp/x/trace.json"
+expect_bad "a trace with spans of 1e300 us" "dur: expected a number of microseconds in \\[0, 1e12\\]" -t topologies/cpu-1x4.json --trace "$tmp/x/trace.json" -o "$tmp/o.json"
+# -o naming an input, a trace given twice
+expect_bad "-o naming the topology" "-o topologies/cpu-1x4.json is -t" -t topologies/cpu-1x4.json --trace "$tmp/a/trace.json" -o topologies/cpu-1x4.json --force
+expect_bad "-o naming the trace" "is --trace" -t topologies/cpu-1x4.json --trace "$tmp/a/trace.json" -o "$tmp/a/trace.json" --force
+expect_bad "a trace fitted and held out" "is the trace also given as --trace" -t topologies/cpu-1x4.json --trace "$tmp/a/trace.json" --held-out "$tmp/a/../a/trace.json" -o "$tmp/o.json"
 cp "$tmp/b/trace.json" "$tmp/x/trace.json"
 expect_bad "a trace of another plan" "x/trace.json: rank 0 runs F0 mb2, which its plan .*x/plan.json does not" -t topologies/cpu-1x4.json --trace "$tmp/x/trace.json" -o "$tmp/o.json"
 expect_bad "no plan.json" "nowhere/plan.json" -t topologies/cpu-1x4.json --plan "$tmp/nowhere/plan.json" --trace "$tmp/a/trace.json" -o "$tmp/o.json"
@@ -161,7 +176,7 @@ expect_bad "a bad link benchmark" "l.json: p2p\[0\].bytes: expected a positive n
 [ ! -e "$tmp/o.json" ] && ok || bad "a failed calibrate wrote its output"
 
 # a zero-bubble plan's trace, whose split backward's halves are "Bb<chunk> mb<m>" and "Bw<chunk> mb<m>"
-# (runtime/cpu/step_ops.c), is read as a held-out run; a half the plan does not have is named
+# (runtime/train/step_ops.c), is read as a held-out run; a half the plan does not have is named
 emit zb cpu-2x2 zb1 --seq 64
 mkdir -p "$tmp/y"
 python3 - "$tmp" <<'EOF' || bad "synthetic zero-bubble trace"

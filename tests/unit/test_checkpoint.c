@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <dirent.h>
@@ -420,16 +421,52 @@ static void test_legacy(void) {
     free(p); free(m); free(v); free(q); free(qm); free(qv);
 }
 
+/* One folder, one model: a checkpoint of another model is refused where config.json describes
+ * the first (ckpt_write_config, and ckpt_claim at a trainer's start); the same model saved again
+ * (a resume, another step) is not. And one saving process per checkpoint (ckpt_claim's lock). */
+static void test_one_model_per_folder(void) {
+    WpConfig a = tiny(8, 3, 0), b = tiny(16, 3, 0);
+    WpChunk ka = wp_chunk_make(&a, 0, 0, 3, 1, 1), kb = wp_chunk_make(&b, 0, 0, 3, 1, 1);
+    float *pa = filled(ka.nparams, 0), *pb = filled(kb.nparams, 0);
+    char err[512] = "";
+    CHECK(ckpt_save(tmp_path("a.safetensors"), &a, &ka, 1, &pa, NULL, NULL, NULL, err, sizeof err) == 0, "save a: %s", err);
+    CHECK(ckpt_save(tmp_path("a2.safetensors"), &a, &ka, 1, &pa, NULL, NULL, NULL, err, sizeof err) == 0, "the same model again: %s", err);
+    CHECK(ckpt_claim(tmp_path("b.safetensors"), &b, err, sizeof err) == -1 && strstr(err, "describes another model (hidden_size 8"),
+          "claim: %s", err);
+    CHECK(ckpt_save(tmp_path("b.safetensors"), &b, &kb, 1, &pb, NULL, NULL, NULL, err, sizeof err) == -1 &&
+          strstr(err, "describes another model"), "save b beside a: %s", err);
+    CHECK(access(tmp_path("b.safetensors"), F_OK) != 0, "b was written beside a");
+    CHECK(ckpt_claim(tmp_path("a.safetensors"), &a, err, sizeof err) == 0, "claim a: %s", err);
+    /* the lock is per process (flock on a descriptor of its own): a child cannot take it */
+    pid_t pid = fork();
+    if (pid == 0) _exit(ckpt_lock(tmp_path("a.safetensors"), err, sizeof err) == -1 && strstr(err, "another run (pid ") ? 0 : 1);
+    int st = 0;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "a second process took the lock");
+    free(pa); free(pb);
+    unlink(tmp_path("config.json"));
+}
+
 int main(void) {
     tmp_dir_make("checkpoint");
+    /* the tests below save models of several shapes into one folder: each starts without the
+     * config.json of the one before */
     test_round_trip(0);
+    unlink(tmp_path("config.json"));
     test_round_trip(1);
+    unlink(tmp_path("config.json"));
     test_shape_errors();
+    unlink(tmp_path("config.json"));
     test_bf16();
+    unlink(tmp_path("config.json"));
     test_atomic();
+    unlink(tmp_path("config.json"));
     test_crash_points();
+    unlink(tmp_path("config.json"));
     test_refusals();
+    unlink(tmp_path("config.json"));
     test_legacy();
+    unlink(tmp_path("config.json"));
+    test_one_model_per_folder();
     tmp_dir_remove();
     return check_summary("test_checkpoint");
 }

@@ -106,7 +106,7 @@ static void check_rank(const Plan *p, const Desc *d, int r, const char *what) {
     int bf16_grads = 0;
     for (int b = 0; b < me->nbufs; b++) bf16_grads |= me->bufs[b].kind == WP_BUF_D && me->bufs[b].dtype == WP_BF16;
     CHECK((m.gstage != SIZE_MAX) == bf16_grads, "%s rank %d: an fp32 staging gradient iff a bf16 gradient buffer", what, r);
-    /* transfer copies: every turn's fit, taken as step_ops_cuda.c's carried_ptr takes them (each
+    /* transfer copies: every turn's fit, taken as step_cuda.c's carried_ptr takes them (each
      * operand of a W or D transfer whose buffer works in another format, at the carried format,
      * rounded up; a shard at its largest size), and none where no such operand moves */
     size_t most = 0;

@@ -128,7 +128,9 @@ static void test_errors(void) {
     write_shard(tmp_path("version.bin"), WP_SHARD_MAGIC, 2, 100, tok, 100);
     expect_error("version.bin", 256, 8, "version 2");
     write_shard(tmp_path("trunc.bin"), WP_SHARD_MAGIC, 1, 200, tok, 100);
-    expect_error("trunc.bin", 256, 8, "truncated");
+    expect_error("trunc.bin", 256, 8, "the header says 200 tokens but the file holds 100 (200 bytes of 2-byte tokens: truncated?)");
+    write_shard(tmp_path("under.bin"), WP_SHARD_MAGIC, 1, 50, tok, 100);   /* tokens, not bytes, on both sides */
+    expect_error("under.bin", 256, 8, "the header says 50 tokens but the file holds 100 (200 bytes of 2-byte tokens)");
     write_shard(tmp_path("vocab.bin"), WP_SHARD_MAGIC, 1, 100, tok, 100);
     expect_error("vocab.bin", 64, 8, "token 64 at position 64 is not below the vocabulary size 64");
     write_shard(tmp_path("shortshard.bin"), WP_SHARD_MAGIC, 1, 8, tok, 8);

@@ -476,10 +476,15 @@ static void test_hand_plan(void) {
           "rank_000.c: BCAST");
     free(s);
 
-    /* Re-emitting over a previous output replaces all of it, build products included. */
+    /* Re-emitting over a previous output replaces all of it, build products included (train as
+     * the Makefile builds it: an executable; anything else of that name is refused, and kept). */
     join(c, sizeof c, a, "train");
     FILE *f = fopen(c, "w");
     CHECK(f && fclose(f) == 0, "cannot write %s", c);
+    CHECK(emit(p, a) != 0 && strstr(err, "is not the program the emitted Makefile builds"), "re-emit over a train of the user's: %s", err);
+    CHECK(access(c, F_OK) == 0, "re-emit removed the user's %s", c);
+    f = fopen(c, "w");
+    CHECK(f && fputs("\177ELF\2\1\1", f) >= 0 && fclose(f) == 0, "cannot write %s", c);
     CHECK(emit(p, a) == 0, "re-emit: %s", err);
     CHECK(access(c, F_OK) != 0, "re-emit kept %s", c);
     sh(cmd, sizeof cmd, "diff -r '%s' '%s'", a, b);

@@ -3,8 +3,8 @@
  * order; a batch expires only once waited for and started, timeout seconds after it started, and
  * the first of its operations is the one named; the trace sees every operation once with its
  * batch's completion time; slots are reused; a group whose issue hangs (NCCL connecting to a
- * peer) expires from when the issue began; groups are validated and described as the MPI layer
- * describes them; operations are named with kind, label, peer or group, turn and bytes. */
+ * peer) expires from when the issue began. (Groups and the names of operations are every layer's:
+ * test_comm_book.c.) */
 #include <string.h>
 #include "check.h"
 #include "nccl/nccl_book.h"
@@ -44,9 +44,9 @@ static void test_batches(void) {
     CHECK(nb_expired(&b, 13.9) == -1, "9.9 s after the start of the oldest: not expired");
     CHECK(nb_expired(&b, 14.5) == s1, "10.5 s after: the oldest expired");
     int first = nb_first_op(&b, s1);
-    CHECK(first == 0 && b.ops[first].kind == COMM_RECV, "the batch's first operation is named: %d", first);
+    CHECK(first == 0 && b.ops[first].op.kind == COMM_RECV, "the batch's first operation is named: %d", first);
     char d[256];
-    nb_op_desc(&b, &b.ops[first], d, sizeof d);
+    cb_op_desc(&b.groups, &b.ops[first].op, d, sizeof d);
     CHECK(!strcmp(d, "RECV \"W3\" from rank 0 in turn 5 (1024 bytes)"), "named: %s", d);
 
     /* the older one done: the younger one is now the oldest pending */
@@ -94,36 +94,12 @@ static void test_batches(void) {
     nb_waited(&b, 0);
     nb_started(&b, s, 0);
     CHECK(nb_expired(&b, 1e12) == -1, "no timeout, no expiry");
-    nb_op_desc(&b, &b.ops[0], d, sizeof d);
+    cb_op_desc(&b.groups, &b.ops[0].op, d, sizeof d);
     CHECK(!strcmp(d, "SEND to rank 1 in outside the step (4 bytes)"), "an operation without info: %s", d);
-    nb_free(&b);
-}
-
-static void test_groups(void) {
-    NcclBook b;
-    nb_init(&b, 2, 12, 1);
-    char err[256];
-    CHECK(nb_group_add(&b, (int[]){ 0, 2 }, 2, err, sizeof err) == 0, "first group is 0");
-    CHECK(nb_group_add(&b, (int[]){ 1, 3 }, 2, err, sizeof err) == 1, "second is 1");
-    CHECK(b.groups[0].me == 1 && b.groups[1].me == -1, "membership: %d %d", b.groups[0].me, b.groups[1].me);
-    CHECK(nb_group_index(&b, 0, 2) == 1 && nb_group_index(&b, 0, 3) == -1 && nb_group_index(&b, 5, 0) == -1,
-          "root index");
-    CHECK(nb_group_add(&b, (int[]){ 0, 0 }, 2, err, sizeof err) == -1 && strstr(err, "rank 0 appears twice"), "%s", err);
-    CHECK(nb_group_add(&b, (int[]){ 0, 12 }, 2, err, sizeof err) == -1 && strstr(err, "outside the world of 12"), "%s", err);
-    CHECK(nb_group_add(&b, (int[]){ 0 }, 0, err, sizeof err) == -1 && strstr(err, "0 members"), "%s", err);
-    int all[11] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 };
-    CHECK(nb_group_add(&b, all, 11, err, sizeof err) == 2, "a long group");
-    char d[256];
-    CHECK(!strcmp(nb_group_desc(&b, 0, d, sizeof d), "group 0 (ranks 0,2)"), "%s", d);
-    CHECK(!strcmp(nb_group_desc(&b, 2, d, sizeof d), "group 2 (ranks 0,1,2,3,4,5,6,7,...,10)"), "%s", d);
-    nb_post(&b, COMM_REDUCE, &(CommInfo){ 9, "D1" }, 0, 0, 64, 0);
-    nb_op_desc(&b, &b.ops[0], d, sizeof d);
-    CHECK(!strcmp(d, "REDUCE \"D1\" to root rank 0 on group 0 (ranks 0,2) in turn 9 (64 bytes)"), "%s", d);
     nb_free(&b);
 }
 
 int main(void) {
     test_batches();
-    test_groups();
     return check_summary("test_nccl_book");
 }

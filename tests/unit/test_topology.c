@@ -150,13 +150,13 @@ static const struct { const char *name, *json, *message; } bad[] = {
     { "empty-nodes", DOC(TYPES ", 'nodes': []"), "nodes: expected a non-empty array, got an empty array" },
     { "node-not-object", DOC(TYPES ", 'nodes': [" NODE("n0") ", 'n1'], " NET), "nodes[1]: expected an object, got \"n1\"" },
     { "devices-string", DOC(TYPES ", 'nodes': [" NODE("n0") ", {'name': 'n1', 'devices': '8', 'type': 'A800', " INTRA "}], " NET),
-      "nodes[1].devices: expected a positive integer, got \"8\"" },
+      "nodes[1].devices: expected an integer in [1, 131072], got \"8\"" },
     { "devices-zero", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 0, 'type': 'A800', " INTRA "}]"),
-      "nodes[0].devices: expected a positive integer, got 0" },
+      "nodes[0].devices: expected an integer in [1, 131072], got 0" },
     { "devices-real", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 8.0, 'type': 'A800', " INTRA "}]"),
-      "nodes[0].devices: expected a positive integer, got 8.0" },
+      "nodes[0].devices: expected an integer in [1, 131072], got 8.0" },
     { "no-devices", DOC(TYPES ", 'nodes': [{'name': 'n0', 'type': 'A800', " INTRA "}]"),
-      "nodes[0].devices: expected a positive integer, got nothing" },
+      "nodes[0].devices: expected an integer in [1, 131072], got nothing" },
     { "node-typo-key", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devcies': 8, 'type': 'A800', " INTRA "}]"),
       "nodes[0]: expected only the keys name, devices, type, intra, islands, cores, got \"devcies\"" },
     { "unknown-device-type", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 8, 'type': 'H100', " INTRA "}]"),
@@ -178,7 +178,7 @@ static const struct { const char *name, *json, *message; } bad[] = {
     { "islands-not-divisor", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 8, 'type': 'A800', " INTRA ", 'islands': 3}]"),
       "nodes[0].islands: expected a divisor of devices (8), got 3" },
     { "cores-zero", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 8, 'type': 'A800', " INTRA ", 'cores': 0}]"),
-      "nodes[0].cores: expected a positive integer, got 0" },
+      "nodes[0].cores: expected an integer in [1, 131072], got 0" },
     { "no-network", DOC(TYPES ", 'nodes': [" NODE("n0") ", " NODE("n1") "]"),
       "network: expected an object (required with more than one node), got nothing" },
     { "network-nvl", DOC(TYPES ", 'nodes': [" NODE("n0") ", " NODE("n1") "], 'network': {'type': 'NVL', 'bw_GBps': 1, 'lat_us': 1}"),
@@ -186,7 +186,7 @@ static const struct { const char *name, *json, *message; } bad[] = {
     { "network-no-bw", DOC(TYPES ", 'nodes': [" NODE("n0") ", " NODE("n1") "], 'network': {'type': 'NET', 'lat_us': 1}"),
       "network.bw_GBps: expected a positive number, got nothing" },
     { "nics-zero", DOC(TYPES ", 'nodes': [" NODE("n0") ", " NODE("n1") "], 'network': {'type': 'NET', 'bw_GBps': 1, 'lat_us': 1, 'nics_per_node': 0}"),
-      "network.nics_per_node: expected a positive integer, got 0" },
+      "network.nics_per_node: expected an integer in [1, 131072], got 0" },
     { "network-typo-key", DOC(TYPES ", 'nodes': [" NODE("n0") ", " NODE("n1") "], 'network': {'type': 'NET', 'bw_GBps': 1, 'lat_us': 1, 'nics': 2}"),
       "network: expected only the keys type, bw_GBps, lat_us, nics_per_node, got \"nics\"" },
     /* Figures no real hardware has: they used to load and end in "simulation stuck". */
@@ -203,7 +203,7 @@ static const struct { const char *name, *json, *message; } bad[] = {
     { "hbm-tiny", DOC("'device_types': {'A800': {'peak_tflops_bf16': 312, 'mem_gb': 80, 'hbm_GBps': 1e-9}}, 'nodes': [" NODE("n0") "]"),
       "device_types.A800.hbm_GBps: expected a number in [0.001, 1e+06], got 1e-9" },
     { "devices-huge", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 1000000, 'type': 'A800', " INTRA "}]"),
-      "nodes[0].devices: expected a positive integer, got 1000000" },
+      "nodes[0].devices: expected an integer in [1, 131072], got 1000000" },
     { "devices-total", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 131072, 'type': 'A800', " INTRA "}, "
                            "{'name': 'n1', 'devices': 1, 'type': 'A800', " INTRA "}], " NET),
       "nodes: expected at most 131072 devices in all, got 131073" },
@@ -212,6 +212,14 @@ static const struct { const char *name, *json, *message; } bad[] = {
       "nodes[0].type: expected a device type from device_types (A800), got \"A\\n800\"" },
     { "newline-type", DOC("'device_types': {'A\\n800': {'peak_tflops_bf16': 312, 'mem_gb': 80, 'hbm_GBps': 2039}}, 'nodes': [{'name': 'n0', 'devices': 8, 'type': 'x', " INTRA "}]"),
       "nodes[0].type: expected a device type from device_types (A?800), got \"x\"" },
+    /* A node's name goes into the emitted rankfile, one line per rank: a host name only (a
+     * newline would forge a line of it). */
+    { "rankfile-forged", DOC(TYPES ", 'nodes': [{'name': 'n0\\nrank 9=evil slot=0', 'devices': 8, 'type': 'A800', " INTRA "}]"),
+      "nodes[0].name: expected " HOST_NAME_RULE ", got \"n0\\nrank 9=evil slot=0\"" },
+    { "name-space", DOC(TYPES ", 'nodes': [{'name': 'gpu 1', 'devices': 8, 'type': 'A800', " INTRA "}]"),
+      "nodes[0].name: expected " HOST_NAME_RULE ", got \"gpu 1\"" },
+    { "name-dash", DOC(TYPES ", 'nodes': [{'name': '-n0', 'devices': 8, 'type': 'A800', " INTRA "}]"),
+      "nodes[0].name: expected " HOST_NAME_RULE ", got \"-n0\"" },
 };
 
 /* 10^5 nodes load in linear time: the duplicate-name check compared every pair (16 s). And a

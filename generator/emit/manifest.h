@@ -1,0 +1,30 @@
+/* What of an emitted directory is wpgen's (manifest.c): the manifest an emission writes, and the
+ * rule that decides, when emitting again over DIR, what may be replaced, what is the user's and
+ * is kept, and what is in the way and refused by name. */
+#ifndef WP_EMIT_MANIFEST_H
+#define WP_EMIT_MANIFEST_H
+
+#include <stddef.h>
+
+#define MANIFEST ".wpgen-files"
+
+/* A sorted list of paths relative to a directory. */
+typedef struct Names {
+    char **v;
+    size_t n, cap;
+} Names;
+
+void names_free(Names *s);
+
+/* DIR/.wpgen-files for the emission in tmp: every file under it with its content's hash. The
+ * files, sorted, into files. 0, or -1 with err set. */
+int manifest_write(const char *tmp, Names *files, char *err, size_t errlen);
+
+/* Emitting again over dir (an earlier emission: check_target said so), whose new files are
+ * fresh: the top-level entries of dir that are the user's, into keep (to be moved into the new
+ * emission); everything else in dir is proven wpgen's and may go. Refuses, by name, anything
+ * wpgen cannot prove it wrote that the new emission would replace or that lies where wpgen
+ * writes: 0, or -1 with err set and nothing changed. */
+int manifest_claim(const char *dir, const Names *fresh, Names *keep, char *err, size_t errlen);
+
+#endif
