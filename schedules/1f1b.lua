@@ -77,7 +77,7 @@ return {
     end
     actpass.build(plan, {
       P = P, R = R, N = N,
-      layers = wp.split_layers(L, C),
+      layers = actpass.stage_layers(ctx, L, C),
       stage_of = function(c) return c % P end,
       orders = orders,
     })
@@ -88,4 +88,8 @@ return {
       v > 1 and string.format("interleaved (%d chunks per stage) ", v) or "", P, P > 1 and "s" or "",
       R > 1 and string.format(" x %d replicas", R) or "", M, table.concat(flight, " ")))
   end,
+  -- uneven stages (lib/actpass.lua); the search finds a pipeline of more stages than layers impossible
+  options = actpass.options,
+  traits = actpass.traits({ stages_need_layers = true }),
+  label = actpass.label,
 }

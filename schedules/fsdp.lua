@@ -160,4 +160,30 @@ return {
         "micro-batch (PyTorch FSDP FULL_SHARD with gradient accumulation)")
     end
   end,
+  options = {
+    { name = "fsdp_variant", type = "choice", values = { "gather-once", "full-shard" }, default = "gather-once",
+      search = { "gather-once", "full-shard" }, from_notes = "variant (full%-shard):",
+      help = "gather-once gathers each chunk once per step; full-shard per micro-batch's forward and backward, " ..
+        "as PyTorch FSDP FULL_SHARD under gradient accumulation" },
+    { name = "fsdp_overlap", type = "choice", values = { "on", "off" }, default = "on", from_notes = "%-%-fsdp%-overlap (off):",
+      help = "off puts every gather and reduce-scatter in a turn of its own, compute waiting for it: FSDP without overlap" },
+  },
+  -- what the search's bounds may assume (generator/search/bounds.c): every rank runs its own
+  -- micro-batches through every chunk (weight passing), gathering whole chunks into two weight
+  -- and two gradient buffers; gather-once runs them all forward first; one chunk per layer
+  traits = function(o)
+    local per_mb = o.fsdp_variant == "full-shard"
+    return { passing = "weights", all_forward = not per_mb, gathers = true, gather_per_micro_batch = per_mb,
+             default_chunks = "layers", recompute_never_faster = true, one_replica_bound = true }
+  end,
+  label = function(o, how)
+    local off = o.fsdp_overlap == "off"
+    if how == "name" then return "/" .. o.fsdp_variant .. (off and "/no-overlap" or "")
+    elseif how == "auto-row" then return (o.fsdp_variant ~= "gather-once" and "/full-shard" or "") .. (off and "/no-overlap" or "")
+    elseif how == "picked" then return " (" .. o.fsdp_variant .. ")" .. (off and " (no overlap)" or "")
+    elseif how == "json" then return { { "fsdp_variant", o.fsdp_variant }, { "fsdp_overlap", not off } }
+    elseif how == "auto-json" then return {}
+    end
+    return ""
+  end,
 }

@@ -8,4 +8,20 @@ local tawpipe = require("tawpipe")
 
 return {
   build = function(plan, ctx) tawpipe.build(plan, ctx) end,
+  options = {
+    { name = "rounds", type = "int", min = 1, max = 16384, default = 0,
+      search = function(c)   -- the solver's choice (the fewest whose memory fits), and 1, 2, 4, ... up to N
+        local v, r = { 0 }, 1
+        while r <= c.micro_batches and #v < 16 do v[#v + 1] = r; r = r * 2 end
+        return v
+      end,
+      help = "micro-batch rounds per step (default: the solver's choice, the fewest whose memory fits)" },
+    { name = "grouping", type = "choice", values = { "auto", "node", "island", "published" }, default = "auto",
+      help = "how ranks are grouped: the solver's choice, by node, by PCIe island, or the paper's published layout" },
+  },
+  -- the bounds' groups walk (generator/search/bounds.c) runs the placement solver with these
+  traits = function(o)
+    return { passing = "weights", groups = true, group_rounds = o.rounds, group_mode = o.grouping, one_replica_bound = true }
+  end,
+  label = tawpipe.label,
 }

@@ -9,4 +9,10 @@ return {
   build = function(plan, ctx)
     weipipe.build(plan, ctx, weipipe.passes(ctx, 1, ctx.opts.pass_micro_batches or 0))
   end,
+  options = {
+    weipipe.options.pass_micro_batches("1: one micro-batch per round", weipipe.search_k),
+    weipipe.options.replicate_ends,
+  },
+  traits = weipipe.traits({ k_default = 1 }),
+  label = weipipe.label,
 }

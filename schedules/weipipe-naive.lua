@@ -10,4 +10,10 @@ return {
   build = function(plan, ctx)
     weipipe.build(plan, ctx, weipipe.passes(ctx, ctx.opts.micro_batches, ctx.opts.pass_micro_batches or 0))
   end,
+  options = {
+    weipipe.options.pass_micro_batches("all, one round"),
+    weipipe.options.replicate_ends,
+  },
+  traits = weipipe.traits({ k_default = "all", all_forward = true }),
+  label = weipipe.label,
 }

@@ -50,4 +50,7 @@ return {
       },
     })
   end,
+  options = { weipipe.options.replicate_ends },
+  traits = weipipe.traits({ split = true }),
+  label = weipipe.label,
 }

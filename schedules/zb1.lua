@@ -73,7 +73,7 @@ return {
     for s = 0, P - 1 do orders[s] = order_zbh1(s, P, M) end
     actpass.build(plan, {
       P = P, R = R, N = N,
-      layers = wp.split_layers(L, C),
+      layers = actpass.stage_layers(ctx, L, C),
       stage_of = function(c) return c end,
       orders = orders,
     })
@@ -90,4 +90,7 @@ return {
     plan:note(string.format("ZB-H1: %d stage%s%s, %d micro-batches per pipeline; most micro-batches held per stage (forward to W): %s",
       P, P > 1 and "s" or "", R > 1 and string.format(" x %d replicas", R) or "", M, table.concat(held, " ")))
   end,
+  options = actpass.options,
+  traits = actpass.traits({ split = true }),
+  label = actpass.label,
 }

@@ -1,16 +1,19 @@
 /* What wpgen's command-line files share: the parsed flags (main.c), the steps every command
- * takes (inputs.c), the plan's report (plan_report.c), the `-s auto` search (auto.c) and the
- * commands main.c dispatches to (cmd_list.c, cmd_plan.c, cmd_sim.c, cmd_calibrate.c, cmd_probe.c). The calls go one way:
- * main.c -> cmd_*.c -> auto.c -> inputs.c, plan_report.c. */
+ * takes (inputs.c), the plan's report (plan_report.c), the strategies' own options on the
+ * command line and in help (options.c) and the commands main.c dispatches to (cmd_list.c,
+ * cmd_plan.c, cmd_sim.c, cmd_calibrate.c, cmd_probe.c). The calls go one way: main.c -> cmd_*.c
+ * -> search/ (the search of -s auto and compare), inputs.c, plan_report.c. */
 #ifndef WP_CLI_H
 #define WP_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <jansson.h>
 #include "ir/plan.h"
 #include "lua/bridge.h"
 #include "sim/sim.h"
 #include "calib/calib.h"
+#include "search/search.h"
 
 enum { EXIT_REJECTED = 1, EXIT_BAD_INPUT = 2 };
 
@@ -19,12 +22,11 @@ typedef struct Args {
     const char *trace, *svg, *strategies;   /* sim; compare */
     int seq, mbs, micro_batches, replicas, chunks, recompute, json;
     int force;              /* emit: a plan that does not fit the devices' memory too */
-    int rounds;             /* tawpipe: micro-batch rounds, 0 = the solver's */
-    int pass_mbs;           /* weipipe-naive, -interleave: micro-batches per weight pass (K), 0 = the strategy's */
-    int replicate_ends;     /* --replicate-ends: embedding and LM head on every rank (strategy_takes_replicate_ends) */
-    const char *grouping;   /* tawpipe: auto, node, island or published */
-    const char *fsdp_variant;   /* fsdp: gather-once or full-shard; NULL: gather-once */
-    const char *fsdp_overlap;   /* fsdp: "on" (NULL) or "off", collectives in turns of their own */
+    /* the strategies' own options as given (options.c checks them against the declarations) */
+    int nraw;
+    struct { const char *flag, *value; } raw[STRATEGY_MAX_OPTS];
+    int ngiven;
+    OptVal given[STRATEGY_MAX_OPTS];
     const char *precision, *grad_precision;   /* "fp32" or "bf16" as given; NULL: the default (inputs.c) */
     const char *weight_wire;   /* --weight-wire "fp32" or "bf16"; NULL: the precision */
     int lua_max_mib, lua_max_minstr;   /* the strategy sandbox's limits; 0: its defaults */
@@ -34,38 +36,33 @@ typedef struct Args {
     const Calibration *calib;  /* loaded by main.c; NULL: the cost table's defaults */
 } Args;
 
-typedef struct Cand {
-    char strategy[64];
-    StrategyOpts o;
-    int rc, fits;
-    double step, tps, bubble;
-    char why[768];
-} Cand;
-
 /* inputs.c */
 /* Prints "wpgen: " and the message; returns EXIT_BAD_INPUT. */
 int bad(const char *fmt, const char *a, const char *b);
 /* The strategy's options, as the flags give them; the precision's default from the topology. */
 StrategyOpts opts_of(const Args *a, const Topology *topo);
+/* What the search may vary, as the flags say. */
+SearchSpec search_spec_of(const Args *a, const Topology *topo);
 /* The topology and the model of the flags, loaded and checked. 0, or EXIT_BAD_INPUT said. */
 int load_inputs(const Args *a, Topology *topo, WpConfig *model, char *name, size_t namelen);
-/* Runs a strategy and verifies its plan. 0; EXIT_BAD_INPUT (a strategy's error) or EXIT_REJECTED
- * (the verifier's) with the message in err. */
-int make_plan(const char *strategy, const Topology *topo, const WpConfig *model, const char *name,
-              const StrategyOpts *o, Plan **out, char *err, size_t errlen);
-
 /* plan_report.c */
-int plan_fits(const Plan *p);   /* every rank's peak memory within its device's */
 json_t *plan_json(const Plan *p, double intra, double inter, int fits);
 void print_summary(const Plan *p, const char *model_name, double intra, double inter, int fits);
 void human_bytes(double b, char *out, size_t len);   /* "512 B", "1.50 GiB" */
 
-/* auto.c */
-int shipped_strategies(char names[][64], int max);   /* the schedules/ strategies in name order, auto excluded */
-int cand_better(const Cand *x, const Cand *y);       /* x fits and is strictly faster than y */
-/* The pruned search (search.c) over every shipped strategy; *plan (when not NULL) gets the winner's
- * verified plan, the caller's to free. */
-int auto_search(const Args *a, const Topology *topo, const WpConfig *model, const char *name, Cand *best, Plan **plan);
+/* options.c */
+/* Where a flag main.c does not know may be a strategy's own: 1 if some strategy declares it (*takes
+ * a value unless it is a bool), 0 if none. */
+int strategy_flag_known(const Args *a, const char *flag, int *takes_value);
+/* The strategies' own options given, checked against the declarations: a value of the right type
+ * and range; for plan, emit and sim of one strategy, an option it declares (another strategy's is
+ * refused, naming the strategy that takes it). 0, or -1 said on stderr. */
+int strategy_options_check(Args *a);
+/* The options of the strategy (wpgen plan --help -s NAME; every strategy without a name). */
+void strategy_options_help(FILE *f, const char *strategy);
+/* The label pieces a strategy declares for how (decl_label), of candidate c against the flags. */
+void cand_label(const Cand *c, const StrategyOpts *flags, const char *how, char *out, size_t len);
+void cand_label_json(const Cand *c, const StrategyOpts *flags, const char *how, json_t *obj);
 
 /* the commands */
 int cmd_list(void);

@@ -36,6 +36,7 @@
 #include <sys/stat.h>
 #include <jansson.h>
 #include "cli/cli.h"
+#include "lua/declare.h"
 #include "calib/calib.h"
 #include "calib/fit.h"
 #include "calib/trace_read.h"
@@ -105,12 +106,9 @@ static int rebuild(Run *r, char *err, size_t errlen) {
     snprintf(r->model_name, sizeof r->model_name, "%s", json_string_value(json_object_get(model, "name")) ? json_string_value(json_object_get(model, "name")) : "model");
     if (model_check(&r->model, merr, sizeof merr)) { snprintf(err, errlen, "%s: model: %s", r->plan_path, merr); goto done; }
     StrategyOpts o = { .micro_batches = (int)json_integer_value(mbr), .replicas = (int)json_integer_value(rep),
-                       .recompute = json_is_true(json_object_get(pj, "recompute")), .grouping = "auto" };
-    /* weipipe's micro-batches per weight pass: recorded in the notes (schedules/lib/weipipe.lua) */
-    const char *notes = json_string_value(json_object_get(pj, "notes")), *kp = notes ? strstr(notes, "(--pass-micro-batches ") : NULL;
-    if (kp) o.pass_mbs = atoi(kp + strlen("(--pass-micro-batches "));
-    o.replicate_ends = notes && strstr(notes, "(--replicate-ends)");   /* the same notes: embedding and head on every rank */
-    if (notes && strstr(notes, "--fsdp-overlap off:")) o.fsdp_overlap = "off";   /* fsdp's note (schedules/fsdp.lua) */
+                       .recompute = json_is_true(json_object_get(pj, "recompute")) };
+    /* the strategy's options its notes record, as its declaration says (from_notes) */
+    decl_from_notes(strategy_decl(strategy), json_string_value(json_object_get(pj, "notes")), &o);
     if (wp_dtype_parse(prec, &o.precision) || wp_dtype_parse(gprec, &o.grad_precision)) {
         snprintf(err, errlen, "%s: precision: expected fp32 or bf16", r->plan_path);
         goto done;
@@ -120,23 +118,24 @@ static int rebuild(Run *r, char *err, size_t errlen) {
     WpDtype wd;
     if (wire && wp_dtype_parse(wire, &wd)) { snprintf(err, errlen, "%s: weight_wire: expected fp32 or bf16", r->plan_path); goto done; }
     o.weight_wire = wire;
-    /* the chunks option: the strategy's default, or as many as the plan has; fsdp's variant */
-    int tries[2] = { 0, (int)json_array_size(chunks) - (o.replicate_ends ? 2 : 0) }, nvar = !strcmp(strategy, "fsdp") ? 2 : 1;
-    for (int k = 0; k < 2 * nvar && rc; k++) {
-        o.chunks = tries[k % 2];
-        o.fsdp_variant = k >= 2 ? "full-shard" : NULL;
+    /* the chunks option: the strategy's default, or as many as the plan has (less the replicated ones) */
+    int replicated = 0;
+    for (size_t c = 0; c < json_array_size(chunks); c++) replicated += json_is_true(json_object_get(json_array_get(chunks, c), "replicated"));
+    int tries[2] = { 0, (int)json_array_size(chunks) - replicated };
+    for (int k = 0; k < 2 && rc; k++) {
+        o.chunks = tries[k];
         char perr[4096], got[20];
         Plan *p = NULL;
         if (make_plan(strategy, &r->topo, &r->model, r->model_name, &o, &p, perr, sizeof perr)) {
-            if (k == 2 * nvar - 1) { char *nl = strchr(perr, '\n'); if (nl) *nl = 0; snprintf(err, errlen, "%s: cannot plan it again: %.3000s", r->plan_path, perr); }
+            if (k == 1) { char *nl = strchr(perr, '\n'); if (nl) *nl = 0; snprintf(err, errlen, "%s: cannot plan it again: %.3000s", r->plan_path, perr); }
             continue;
         }
         snprintf(got, sizeof got, "%016llx", (unsigned long long)plan_hash(p));
         if (!strcmp(got, hash)) { r->plan = p; rc = 0; }
         else {
             plan_free(p);
-            if (k == 2 * nvar - 1) snprintf(err, errlen, "%s: planned again on %s it is another plan (hash %s, the file's %s): another topology, "
-                                 "or options plan.json does not record (--rounds, --grouping)", r->plan_path, r->topo_path, got, hash);
+            if (k == 1) snprintf(err, errlen, "%s: planned again on %s it is another plan (hash %s, the file's %s): another topology, "
+                                 "or options plan.json does not record (a strategy's own, such as a count of rounds)", r->plan_path, r->topo_path, got, hash);
         }
     }
 done:

@@ -1,11 +1,12 @@
-/* wpgen list: the model presets, the strategies in schedules/ with their one-line descriptions,
- * and the topologies in topologies/. */
+/* wpgen list: the model presets, the strategies in schedules/ with their one-line descriptions
+ * and the options they declare, and the topologies in topologies/. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
 #include "common/modelcfg.h"
 #include "lua/bridge.h"
+#include "lua/declare.h"
 #include "cli/cli.h"
 
 int cmd_list(void) {
@@ -27,6 +28,20 @@ int cmd_list(void) {
             snprintf(path, sizeof path, "%s/%s", dir, ents[i]->d_name);
             strategy_about(path, about, sizeof about);
             printf("  %-20.*s %s\n", (int)(l - 4), ents[i]->d_name, about);
+            /* its own options, as its file declares them (wpgen plan --help -s NAME: their help) */
+            char sname[64];
+            snprintf(sname, sizeof sname, "%.*s", (int)(l - 4), ents[i]->d_name);
+            const StrategyDecl *d = strategy_decl(sname);
+            for (int k = 0; d->ok && k < d->nopts; k++) {
+                const OptDecl *od = &d->opts[k];
+                char range[400], def[64];
+                decl_describe_range(od, range, sizeof range);
+                decl_format_value(&od->def, def, sizeof def);
+                int outside = od->type == OPT_INT && (od->def.i < od->min || od->def.i > od->max);
+                printf("  %-20s   %s%s: %s, default %s%s\n", "", od->flag, od->type == OPT_INT ? " N" : od->type == OPT_CHOICE ? " VALUE" : "",
+                       range, outside ? "its own" : def, od->searched ? " (searched)" : "");
+            }
+            if (!d->ok) printf("  %-20s   (%s)\n", "", d->err);
         }
         free(ents[i]);
     }

@@ -18,14 +18,17 @@ int cmd_plan(const Args *a, int emit) {
     StrategyOpts o = opts_of(a, &topo);
     Cand best;
     int is_auto = !strcmp(a->strategy, "auto");
-    if (is_auto) rc = auto_search(a, &topo, &model, name, &best, &p);   /* its plan, verified */
+    SearchSpec sp = search_spec_of(a, &topo);
+    if (is_auto) rc = auto_search(&sp, &topo, &model, name, &best, &p);   /* its plan, verified */
     if (rc == 0 && !p && (rc = make_plan(is_auto ? best.strategy : a->strategy, &topo, &model, name, is_auto ? &best.o : &o, &p, err, sizeof err)))
         fprintf(stderr, "wpgen: %s\n", err);
-    if (rc == 0 && is_auto)
-        fprintf(stderr, "wpgen: auto picked %s, %d replica%s, %s chunks%s%s%.0d%s%.0d: %s\n", best.strategy, best.o.replicas,
+    if (rc == 0 && is_auto) {
+        char after[200];
+        cand_label(&best, &o, "picked-after", after, sizeof after);
+        fprintf(stderr, "wpgen: auto picked %s, %d replica%s, %s chunks%s%s: %s\n", best.strategy, best.o.replicas,
                 best.o.replicas > 1 ? "s" : "", best.o.chunks ? "twice the default" : "default", best.o.recompute ? ", recomputation" : "",
-                best.o.pass_mbs ? ", micro-batches per weight pass " : "", best.o.pass_mbs,
-                !strcmp(best.strategy, "tawpipe") && best.o.rounds ? ", rounds " : "", !strcmp(best.strategy, "tawpipe") ? best.o.rounds : 0, best.why);
+                after, best.why);
+    }
     if (rc == 0) {
         double intra, inter;
         plan_traffic(p, &intra, &inter);

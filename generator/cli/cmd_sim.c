@@ -6,11 +6,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include "cli/cli.h"
-#include "cli/search.h"
 #include "ir/xalloc.h"
-
-/* Whether fsdp runs with --fsdp-overlap off (schedules/fsdp.lua): collectives in turns of their own. */
-static int fsdp_serial(const StrategyOpts *o) { return o->fsdp_overlap && !strcmp(o->fsdp_overlap, "off"); }
 
 static void sim_json_add(json_t *o, const Plan *p, const SimResult *s) {
     json_object_set_new(o, "step_time_s", json_real(s->step_time));
@@ -55,7 +51,8 @@ int cmd_sim(const Args *a) {
     Plan *p = NULL;
     int is_auto = !strcmp(a->strategy, "auto");
     if (is_auto) {
-        if ((rc = auto_search(a, &topo, &model, name, &best, &p))) { topology_free(&topo); return rc; }
+        SearchSpec sp = search_spec_of(a, &topo);
+        if ((rc = auto_search(&sp, &topo, &model, name, &best, &p))) { topology_free(&topo); return rc; }
         strategy = best.strategy;
         o = best.o;
     }
@@ -80,8 +77,8 @@ int cmd_sim(const Args *a) {
             json_t *au = json_object();
             json_object_set_new(au, "replicas", json_integer(o.replicas));
             json_object_set_new(au, "chunks_option", json_integer(o.chunks));
-            if (o.pass_mbs) json_object_set_new(au, "pass_micro_batches", json_integer(o.pass_mbs));
-            if (!strcmp(strategy, "tawpipe") && o.rounds) json_object_set_new(au, "rounds", json_integer(o.rounds));
+            StrategyOpts flags = opts_of(a, &topo);
+            cand_label_json(&best, &flags, "auto-json", au);
             json_object_set_new(au, "why", json_string(best.why));
             json_object_set_new(j, "auto", au);
         }
@@ -90,13 +87,15 @@ int cmd_sim(const Args *a) {
         free(txt);
         json_decref(j);
     } else {
-        if (is_auto)
-            printf("auto        picked %s%s%s, %d replica%s, %s chunks%s%s%.0d%s%.0d: %s\n", strategy,
-                   !strcmp(strategy, "fsdp") ? (o.fsdp_variant && !strcmp(o.fsdp_variant, "full-shard") ? " (full-shard)" : " (gather-once)") : "",
-                   !strcmp(strategy, "fsdp") && fsdp_serial(&o) ? " (no overlap)" : "",
+        if (is_auto) {
+            StrategyOpts flags = opts_of(a, &topo);
+            char picked[200], after[200];
+            cand_label(&best, &flags, "picked", picked, sizeof picked);
+            cand_label(&best, &flags, "picked-after", after, sizeof after);
+            printf("auto        picked %s%s, %d replica%s, %s chunks%s%s: %s\n", strategy, picked,
                    o.replicas, o.replicas > 1 ? "s" : "", o.chunks ? "twice the default" : "default", o.recompute ? ", recomputation" : "",
-                   o.pass_mbs ? ", micro-batches per weight pass " : "", o.pass_mbs,
-                   !strcmp(strategy, "tawpipe") && o.rounds ? ", rounds " : "", !strcmp(strategy, "tawpipe") ? o.rounds : 0, best.why);
+                   after, best.why);
+        }
         print_summary(p, name, s.bytes_intra, s.bytes_inter, fits);
         if (p->notes && p->notes[0] && p->notes[strlen(p->notes) - 1] != '\n') printf("\n");
         print_sim(p, &s);
@@ -153,8 +152,9 @@ int cmd_compare(const Args *a) {
     int rc = load_inputs(a, &topo, &model, name, sizeof name);
     if (rc) return rc;
     StrategyOpts o = opts_of(a, &topo);
+    SearchSpec sp = search_spec_of(a, &topo);
     SearchResult sr;
-    search_run(a, &topo, &model, name, names, ns, 1, &sr);   /* "auto" is no file: refused, and searched below */
+    search_run(&sp, &topo, &model, name, names, ns, 1, &sr);   /* "auto" is no file: refused, and searched below */
     json_t *arr = json_array();
     Cand *c = xcalloc((size_t)ns, sizeof *c);
     char (*errs)[512] = xcalloc((size_t)ns, sizeof *errs);
@@ -164,13 +164,10 @@ int cmd_compare(const Args *a) {
     for (int i = 0; i < ns; i++) {
         char err[4096];
         snprintf(c[i].strategy, sizeof c[i].strategy, "%s", names[i]);
-        c[i].o = o;
-        int given;   /* --pass-micro-batches and --rounds only where taken */
-        search_round_values(names[i], a->micro_batches, a->pass_mbs, a->rounds, &given, 1);
-        search_set_round(names[i], &c[i].o, given);
+        c[i].o = o;   /* the options given reach only the strategies that declare them */
         if (!strcmp(names[i], "auto")) {
             Cand b;
-            if (auto_search(a, &topo, &model, name, &b, &plans[i])) { c[i].rc = EXIT_REJECTED; snprintf(errs[i], sizeof errs[i], "auto: nothing fits"); continue; }
+            if (auto_search(&sp, &topo, &model, name, &b, &plans[i])) { c[i].rc = EXIT_REJECTED; snprintf(errs[i], sizeof errs[i], "auto: nothing fits"); continue; }
             c[i].o = b.o;
             snprintf(c[i].strategy, sizeof c[i].strategy, "%s", b.strategy);
         } else if (sr.best[i].c.rc == 0) {   /* the search's best that fits, simulated already */
@@ -202,26 +199,22 @@ int cmd_compare(const Args *a) {
     }
     char counts[400];
     search_describe(&sr.stats, counts, sizeof counts);
-    char (*shown)[160] = xcalloc((size_t)ns, sizeof *shown);
+    char (*shown)[400] = xcalloc((size_t)ns, sizeof *shown);
     int width = 22;
     for (int i = 0; i < ns; i++) {
-        /* the label says where the search moved off the flags: /rN replicas, /2c twice the chunks, /rc recomputation,
-         * /kK micro-batches per weight pass, /roundsN tawpipe's rounds */
-        char extra[80] = "";
-        int newk = c[i].o.pass_mbs && c[i].o.pass_mbs != o.pass_mbs, newr = c[i].o.rounds && c[i].o.rounds != o.rounds;
-        if (!c[i].rc)
-            snprintf(extra, sizeof extra, "%s%.0d%s%s%s%.0d%s%.0d", c[i].o.replicas != o.replicas ? "/r" : "", c[i].o.replicas != o.replicas ? c[i].o.replicas : 0,
-                     c[i].o.chunks != o.chunks ? "/2c" : "", c[i].o.recompute != o.recompute ? "/rc" : "",
-                     newk ? "/k" : "", newk ? c[i].o.pass_mbs : 0, newr ? "/rounds" : "", newr ? c[i].o.rounds : 0);
-        /* fsdp says which of its variants ran (schedules/fsdp.lua) */
-        int fsdp = !c[i].rc && !strcmp(c[i].strategy, "fsdp");
-        const char *variant = c[i].o.fsdp_variant ? c[i].o.fsdp_variant : "gather-once";
-        const char *serial = fsdp && fsdp_serial(&c[i].o) ? "/no-overlap" : "";
+        /* the label says where the search moved off the flags: /rN replicas, /2c twice the chunks, /rc
+         * recomputation, and what the strategy's declared label says of its own options */
+        char extra[200] = "", head[160] = "", tail[160] = "";
+        if (!c[i].rc) {
+            cand_label(&c[i], &o, !strcmp(names[i], "auto") ? "auto-row" : "row", tail, sizeof tail);
+            if (strcmp(names[i], "auto")) cand_label(&c[i], &o, "name", head, sizeof head);
+            snprintf(extra, sizeof extra, "%s%.0d%s%s%s", c[i].o.replicas != o.replicas ? "/r" : "", c[i].o.replicas != o.replicas ? c[i].o.replicas : 0,
+                     c[i].o.chunks != o.chunks ? "/2c" : "", c[i].o.recompute != o.recompute ? "/rc" : "", tail);
+        }
         if (!strcmp(names[i], "auto") && !c[i].rc)
-            snprintf(shown[i], sizeof shown[i], "auto=%s/r%d%s%s%s%s%s%.0d%s%.0d", c[i].strategy, c[i].o.replicas, c[i].o.chunks ? "/2c" : "",
-                     c[i].o.recompute ? "/rc" : "", fsdp && strcmp(variant, "gather-once") ? "/full-shard" : "", serial,
-                     c[i].o.pass_mbs ? "/k" : "", c[i].o.pass_mbs, newr ? "/rounds" : "", newr ? c[i].o.rounds : 0);
-        else snprintf(shown[i], sizeof shown[i], "%.63s%s%s%s%s", names[i], fsdp ? "/" : "", fsdp ? variant : "", serial, extra);
+            snprintf(shown[i], sizeof shown[i], "auto=%s/r%d%s%s%s", c[i].strategy, c[i].o.replicas, c[i].o.chunks ? "/2c" : "",
+                     c[i].o.recompute ? "/rc" : "", tail);
+        else snprintf(shown[i], sizeof shown[i], "%.63s%s%s", names[i], head, extra);
         if ((int)strlen(shown[i]) > width) width = (int)strlen(shown[i]);
     }
     if (!a->json) {
@@ -233,9 +226,6 @@ int cmd_compare(const Args *a) {
     }
     for (int i = 0; i < ns; i++) {
         const char *label = names[i];
-        /* fsdp says which of its variants ran (schedules/fsdp.lua) */
-        int fsdp = !c[i].rc && !strcmp(c[i].strategy, "fsdp");
-        const char *variant = c[i].o.fsdp_variant ? c[i].o.fsdp_variant : "gather-once";
         if (c[i].rc) {
             if (a->json) {
                 json_t *j = json_object();
@@ -252,11 +242,7 @@ int cmd_compare(const Args *a) {
             json_t *j = plan_json(p, s->bytes_intra, s->bytes_inter, c[i].fits);
             sim_json_add(j, p, s);
             json_object_set_new(j, "fastest", json_boolean(i == best));
-            if (fsdp) json_object_set_new(j, "fsdp_variant", json_string(variant));
-            if (fsdp) json_object_set_new(j, "fsdp_overlap", json_boolean(!fsdp_serial(&c[i].o)));
-            if (c[i].o.pass_mbs) json_object_set_new(j, "pass_micro_batches", json_integer(c[i].o.pass_mbs));
-            if (c[i].o.replicate_ends) json_object_set_new(j, "replicate_ends", json_true());
-            if (!strcmp(c[i].strategy, "tawpipe") && c[i].o.rounds) json_object_set_new(j, "rounds", json_integer(c[i].o.rounds));
+            cand_label_json(&c[i], &o, "json", j);
             if (!strcmp(names[i], "auto")) json_object_set_new(j, "picked_by", json_string("auto"));
             json_array_append_new(arr, j);
         } else {

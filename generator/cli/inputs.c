@@ -25,16 +25,15 @@ static WpDtype default_precision(const Args *a, const Topology *topo) {
 }
 
 /* The strategy's options, as the flags give them. Weight gradients default to the precision: in
- * bf16 they travel in bf16, half the bytes. Measured (weipipe-interleave on cpu-4x2, tiny on the
+ * bf16 they travel in bf16, half the bytes. Measured (the default strategy on cpu-4x2, tiny on the
  * GPL text, 200 steps, bf16 weights): bf16 gradients ended at 1.684 and 1.599 (mean of the last 20
  * steps, seeds 1 and 2) against 1.658 and 1.606 with fp32 ones, within the spread of runs that
  * only round differently (wp-ref fp32 1.712, bf16 1.677). */
 StrategyOpts opts_of(const Args *a, const Topology *topo) {
     StrategyOpts o = { .micro_batches = a->micro_batches, .replicas = a->replicas, .chunks = a->chunks,
-                       .recompute = a->recompute, .rounds = a->rounds, .pass_mbs = a->pass_mbs, .replicate_ends = a->replicate_ends, .grouping = a->grouping ? a->grouping : "auto", .fsdp_variant = a->fsdp_variant,
-                       .fsdp_overlap = a->fsdp_overlap,
-                       .lua_max_mib = a->lua_max_mib, .lua_max_minstr = a->lua_max_minstr,
+                       .recompute = a->recompute, .lua_max_mib = a->lua_max_mib, .lua_max_minstr = a->lua_max_minstr,
                        .precision = default_precision(a, topo) };
+    for (int i = 0; i < a->ngiven; i++) opts_set(&o, &a->given[i]);
     if (a->precision) wp_dtype_parse(a->precision, &o.precision);   /* checked by main.c */
     o.grad_precision = o.precision;
     if (a->grad_precision) wp_dtype_parse(a->grad_precision, &o.grad_precision);
@@ -42,19 +41,12 @@ StrategyOpts opts_of(const Args *a, const Topology *topo) {
     return o;
 }
 
-/* Runs a strategy and verifies its plan. 0; EXIT_BAD_INPUT (a strategy's error) or EXIT_REJECTED
- * (the verifier's) with the message in err. */
-int make_plan(const char *strategy, const Topology *topo, const WpConfig *model, const char *name,
-              const StrategyOpts *o, Plan **out, char *err, size_t errlen) {
-    *out = NULL;
-    if (strategy_run(strategy, topo, model, name, o, out, err, errlen)) { plan_free(*out); *out = NULL; return EXIT_BAD_INPUT; }
-    char e2[4096];
-    if (plan_verify(*out, e2, sizeof e2)) {
-        snprintf(err, errlen, "plan rejected: %.4000s", e2);
-        plan_free(*out); *out = NULL;
-        return EXIT_REJECTED;
-    }
-    return 0;
+SearchSpec search_spec_of(const Args *a, const Topology *topo) {
+    SearchSpec sp = { .base = opts_of(a, topo), .fixed_replicas = a->set_replicas, .fixed_chunks = a->set_chunks,
+                      .fixed_precision = a->precision != NULL, .fixed_grad_precision = a->grad_precision != NULL,
+                      .search_seconds = a->search_seconds, .calib = a->calib,
+                      .strategies = strcmp(a->cmd, "compare") ? a->strategies : NULL };
+    return sp;
 }
 
 int load_inputs(const Args *a, Topology *topo, WpConfig *model, char *name, size_t namelen) {

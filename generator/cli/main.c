@@ -10,6 +10,7 @@
 #include "emit/backends.h"
 #include "cli/cli.h"
 #include "lua/sandbox.h"
+#include "lua/declare.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -17,16 +18,8 @@ static void usage(FILE *f) {
         "       wpgen plan -t TOPO.json -m MODEL [-s STRATEGY] [--seq S] [--micro-batch-size G]\n"
         "                  [--micro-batches N] [--replicas R] [--chunks C] [--recompute] [--json]\n"
         "                  [--precision fp32|bf16] [--grad-precision fp32|bf16] [--weight-wire fp32|bf16]\n"
-        "                  [--rounds K] [--grouping auto|node|island|published]   (tawpipe)\n"
-        "                  [--pass-micro-batches K]   (weipipe-naive, weipipe-interleave: K micro-batches\n"
-        "                  through a chunk per weight pass; default all, and 1)\n"
-        "                  [--replicate-ends]   (weipipe-naive, -interleave, -zb1, -zb2: the embedding and\n"
-        "                  the final norm and LM head on every rank, their gradients all-reduced, instead of\n"
-        "                  travelling with the first and last chunks)\n"
-        "                  [--fsdp-variant gather-once|full-shard]   (fsdp: gathers once per step, or per\n"
-        "                  micro-batch as PyTorch FSDP FULL_SHARD under gradient accumulation)\n"
-        "                  [--fsdp-overlap on|off]   (fsdp: off puts every gather and reduce-scatter in a\n"
-        "                  turn of its own, compute waiting for it: FSDP without overlap)\n"
+        "                  [--OPTION [VALUE] ...]   (the strategy's own options, as its file declares them:\n"
+        "                  wpgen plan --help -s NAME prints them, wpgen list all of them)\n"
         "                  [--lua-max-mib N] [--lua-max-instructions M]   (the strategy's limits: MiB of\n"
         "                  Lua memory, default %d; millions of Lua instructions, default %d)\n"
         "       wpgen emit -t TOPO.json -m MODEL [-s STRATEGY] [...] -o DIR [--backend cpu|cuda] [--comm mpi|nccl] [--force]\n"
@@ -41,12 +34,12 @@ static void usage(FILE *f) {
         "S seconds of searching, and say how many were not tried (default: search them all).\n"
         "MODEL is a preset (wpgen list) or a Hugging Face config.json. --micro-batches is per rank.\n"
         "-s auto (plan, emit, sim) tries every strategy with its parameters in the simulator and takes the\n"
-        "fastest plan that fits.\n"
+        "fastest plan that fits; --strategies a,b,... (names or paths to .lua files) limits it to those.\n"
         "--precision: working weights, activations and their gradients (fp32 master weights and AdamW state\n"
         "stay at the owner); default bf16 on clusters of GPUs and for --backend cuda, fp32 on CPUs.\n"
         "--grad-precision: weight gradients on the wire, added into fp32 at the owner; default: the\n"
         "--precision.\n"
-        "--weight-wire: working weights on the wire (fp32 with bf16 compute: PyTorch FSDP's flat parameters\n"
+        "--weight-wire: working weights on the wire (fp32 with bf16 compute: PyTorch's fully sharded flat parameters\n"
         "without a MixedPrecision policy), rounded to the precision on arrival; default: the --precision.\n"
         "emit writes nothing for a plan that does not fit the devices' memory, unless --force.\n"
         "Exit status: 0 done, 1 plan rejected or does not fit, 2 bad input.\n", SANDBOX_DEFAULT_MIB, SANDBOX_DEFAULT_MINSTR);
@@ -93,42 +86,25 @@ static int check_outputs(const Args *a) {
     return 0;
 }
 
-/* --pass-micro-batches is taken by the weight passing of schedules/lib/weipipe.lua: weipipe-naive
- * and weipipe-interleave (and a strategy file given by path, which may read it). Any other
- * shipped strategy would silently ignore it, so plan, emit and sim refuse it there; compare and
- * -s auto fix it for those two and search the others as usual. */
-static int check_pass_mbs(const Args *a) {
-    if (!a->pass_mbs || !strcmp(a->cmd, "compare") || !strcmp(a->strategy, "auto")) return 0;
-    const char *s = a->strategy;
-    size_t l = strlen(s);
-    if (strchr(s, '/') || (l > 4 && !strcmp(s + l - 4, ".lua"))) return 0;
-    if (!strcmp(s, "weipipe-naive") || !strcmp(s, "weipipe-interleave")) return 0;
-    fprintf(stderr, "wpgen: --pass-micro-batches: strategy %s does not take it (weipipe-naive and weipipe-interleave do; "
-            "tawpipe's --rounds is its count of rounds)\n", s);
-    return -1;
-}
-
-/* --replicate-ends: the strategies whose weight passing keeps the embedding and the LM head on every
- * rank (schedules/lib/weipipe.lua). Elsewhere it would be ignored, so plan, emit and
- * sim refuse it; compare and -s auto apply it to those and search the others as usual. */
-static int check_replicate_ends(const Args *a) {
-    if (!a->replicate_ends || !strcmp(a->cmd, "compare") || !strcmp(a->strategy, "auto")) return 0;
-    const char *s = a->strategy;
-    size_t l = strlen(s);
-    if (strchr(s, '/') || (l > 4 && !strcmp(s + l - 4, ".lua"))) return 0;
-    if (strategy_takes_replicate_ends(s)) return 0;
-    fprintf(stderr, "wpgen: --replicate-ends: strategy %s does not take it (weipipe-naive, weipipe-interleave, weipipe-zb1 and weipipe-zb2 do)\n", s);
-    return -1;
+static int j_strategy_given(int argc, char **argv) {
+    for (int j = 2; j + 1 < argc; j++)
+        if (!strcmp(argv[j], "-s") || !strcmp(argv[j], "--strategy")) return 1;
+    return 0;
 }
 
 static int parse_args(int argc, char **argv, Args *a) {
     memset(a, 0, sizeof *a);
-    a->strategy = "weipipe-interleave";
+    a->strategy = strategy_default();   /* schedules/default-strategy */
     a->backend = backend_default(BACKEND_COMPUTE);
     a->comm = NULL;   /* the compute backend's default, once it is known */
     a->micro_batches = 4;
     a->replicas = 1;
     a->cmd = argv[1];
+    /* the strategies named, before the loop: their declarations say which other flags exist */
+    for (int i = 2; i + 1 < argc; i++) {
+        if (!strcmp(argv[i], "-s") || !strcmp(argv[i], "--strategy")) a->strategy = argv[i + 1];
+        if (!strcmp(argv[i], "--strategies")) a->strategies = argv[i + 1];
+    }
     for (int i = 2; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = 1;
@@ -145,35 +121,11 @@ static int parse_args(int argc, char **argv, Args *a) {
         else if (!strcmp(f, "--chunks")) { if (parse_int(f, v, 0, MAX_RANKS_FLAG, &a->chunks)) return -1; a->set_chunks = 1; }
         else if (!strcmp(f, "--trace") && !strcmp(a->cmd, "sim")) a->trace = v;
         else if (!strcmp(f, "--svg") && !strcmp(a->cmd, "sim")) a->svg = v;
-        else if (!strcmp(f, "--strategies") && !strcmp(a->cmd, "compare")) a->strategies = v;
+        else if (!strcmp(f, "--strategies")) a->strategies = v;   /* compare; plan, emit and sim with -s auto */
         else if (!strcmp(f, "--recompute")) { a->recompute = 1; takes = 0; }
-        else if (!strcmp(f, "--replicate-ends")) { a->replicate_ends = 1; takes = 0; }
-        else if (!strcmp(f, "--rounds")) { if (parse_int(f, v, 1, MAX_MICRO_BATCHES, &a->rounds)) return -1; }
-        else if (!strcmp(f, "--pass-micro-batches")) { if (parse_int(f, v, 1, MAX_MICRO_BATCHES, &a->pass_mbs)) return -1; }
         else if (!strcmp(f, "--lua-max-mib")) { if (parse_int(f, v, 1, 1 << 20, &a->lua_max_mib)) return -1; }
         else if (!strcmp(f, "--lua-max-instructions")) { if (parse_int(f, v, 1, 1 << 20, &a->lua_max_minstr)) return -1; }
-        else if (!strcmp(f, "--fsdp-variant")) {
-            if (!v || (strcmp(v, "gather-once") && strcmp(v, "full-shard"))) {
-                fprintf(stderr, "wpgen: --fsdp-variant: expected gather-once or full-shard, got \"%s\"\n", v ? v : "");
-                return -1;
-            }
-            a->fsdp_variant = v;
-        }
-        else if (!strcmp(f, "--fsdp-overlap")) {
-            if (!v || (strcmp(v, "on") && strcmp(v, "off"))) {
-                fprintf(stderr, "wpgen: --fsdp-overlap: expected on or off, got \"%s\"\n", v ? v : "");
-                return -1;
-            }
-            a->fsdp_overlap = v;
-        }
         else if (!strcmp(f, "--search-seconds")) { if (parse_int(f, v, 1, 1 << 20, &a->search_seconds)) return -1; }
-        else if (!strcmp(f, "--grouping")) {
-            if (!v || (strcmp(v, "auto") && strcmp(v, "node") && strcmp(v, "island") && strcmp(v, "published"))) {
-                fprintf(stderr, "wpgen: --grouping: expected auto, node, island or published, got \"%s\"\n", v ? v : "");
-                return -1;
-            }
-            a->grouping = v;
-        }
         else if (!strcmp(f, "--precision") || !strcmp(f, "--grad-precision") || !strcmp(f, "--weight-wire")) {
             WpDtype d;
             if (!v || wp_dtype_parse(v, &d)) {
@@ -187,7 +139,16 @@ static int parse_args(int argc, char **argv, Args *a) {
         else if (!strcmp(f, "--json")) { a->json = 1; takes = 0; }
         else if (!strcmp(f, "--calibration")) a->calib_path = v;
         else if (!strcmp(f, "--force") && !strcmp(a->cmd, "emit")) { a->force = 1; takes = 0; }
-        else if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(stdout); exit(0); }
+        else if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
+            usage(stdout);
+            strategy_options_help(stdout, j_strategy_given(argc, argv) ? a->strategy : NULL);
+            exit(0);
+        }
+        else if (!strncmp(f, "--", 2) && strategy_flag_known(a, f, &takes)) {
+            if (a->nraw == STRATEGY_MAX_OPTS) { fprintf(stderr, "wpgen: %s: too many strategy options\n", f); return -1; }
+            a->raw[a->nraw].flag = f;
+            a->raw[a->nraw++].value = takes ? v : NULL;
+        }
         else { fprintf(stderr, "wpgen: unknown flag \"%s\"\n", f); return -1; }
         if (takes) {
             if (!v) { fprintf(stderr, "wpgen: %s needs a value\n", f); return -1; }
@@ -197,8 +158,11 @@ static int parse_args(int argc, char **argv, Args *a) {
     if (!a->topo) { fprintf(stderr, "wpgen %s: -t TOPO.json is required\n", a->cmd); return -1; }
     if (!a->model) { fprintf(stderr, "wpgen %s: -m MODEL is required\n", a->cmd); return -1; }
     if (check_outputs(a)) return -1;
-    if (check_pass_mbs(a)) return -1;
-    if (check_replicate_ends(a)) return -1;
+    if (a->strategies && strcmp(a->cmd, "compare") && strcmp(a->strategy, "auto")) {
+        fprintf(stderr, "wpgen: --strategies: for compare, or -s auto (the strategies it searches)\n");
+        return -1;
+    }
+    if (strategy_options_check(a)) return -1;
     /* the table says which backends exist and which are built: one not built yet is refused
      * rather than emitted half-way */
     char berr[256];

@@ -90,11 +90,3 @@ json_t *plan_json(const Plan *p, double intra, double inter, int fits) {
     json_object_set_new(o, "peak_mem_bytes_per_rank", per);
     return o;
 }
-
-int plan_fits(const Plan *p) {
-    for (int r = 0; r < p->nranks; r++) {
-        const Topology *t = p->topo;
-        if ((double)p->ranks[r].peak_mem > t->types[t->nodes[p->ranks[r].node].type].mem_bytes) return 0;
-    }
-    return 1;
-}

@@ -317,7 +317,7 @@ local USE = {
 -- ---- the strategy lines the operations came from ----
 
 -- Names for the plan's strategy files in comments: the shortest tail of each path that no other
--- file of the plan shares ("weipipe.lua", "lib/tawpipe.lua" beside "tawpipe.lua").
+-- file of the plan shares ("NAME.lua", "lib/NAME.lua" beside "NAME.lua").
 local function source_names(paths)
     local names = {}
     for i, path in ipairs(paths) do

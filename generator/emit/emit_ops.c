@@ -479,7 +479,7 @@ static int phrase_variant(const Ctx *c, int f) {
     }
 }
 
-/* Where the operation came from: "weipipe.lua:158" (the length; 0 when not known). */
+/* Where the operation came from: "NAME.lua:158" (the length; 0 when not known). */
 static size_t put_where(Text *out, const Ctx *c) {
     uint32_t loc = c->o->srcloc;
     int file = (int)(loc >> 20) - 1, line = (int)(loc & 0xFFFFF);

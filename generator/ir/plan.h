@@ -66,7 +66,7 @@ typedef struct PlanBuf {
     uint8_t copy_dtype; /* masters: WpDtype of the working copy, when it differs from dtype (a plan
                          * whose precision is not fp32); equal to dtype: no copy (plan_finish) */
     int32_t chunk;      /* the chunk it is sized for and, for masters, holds; -1: sized for the largest */
-    int32_t shard, nshards; /* a shard of the chunk (fsdp); 0 of 1 for whole chunks */
+    int32_t shard, nshards; /* a shard of the chunk (fully sharded plans); 0 of 1 for whole chunks */
     size_t elems;       /* elements: the chunk's parameters, or its shard's (plan_finish) */
     size_t bytes;       /* elems at dtype (plan_finish); masters' state and copy: plan_buf_mem */
 } PlanBuf;
@@ -129,7 +129,7 @@ typedef struct Plan {
     WpDtype precision;      /* working weights, activations, activation gradients (see PlanBuf) */
     WpDtype grad_precision; /* weight gradients on the wire and in flight (see PlanBuf) */
     uint8_t weight_wire_fp32;   /* working weights move in fp32 whatever the precision (W transfers
-                                 * and collectives; PyTorch FSDP's flat parameters without a
+                                 * and collectives; PyTorch's fully sharded flat parameters without a
                                  * MixedPrecision policy); 0: in the precision */
     PlanRank *ranks;
     PlanChunk *chunks;

@@ -51,7 +51,7 @@ typedef struct PlanUd {
 } PlanUd;
 
 /* Index + 1 of a strategy file in p->sources, added if new (0: the table is full). Files under
- * wpgen's home are named from there ("schedules/lib/weipipe.lua"), others as Lua was given them. */
+ * wpgen's home are named from there ("schedules/lib/NAME.lua"), others as Lua was given them. */
 static uint32_t intern_source(Plan *p, const char *path) {
     const char *home = wpgen_home();
     size_t h = strlen(home);
@@ -320,7 +320,7 @@ static const luaL_Reg plan_methods[] = {
     { "acc", l_acc }, { "copy", l_copy }, { "opt", l_opt }, { "free", l_free },
     { "chunks", l_chunks }, { "replicate", l_replicate }, { "owner", l_owner }, { "buffer", l_buffer }, { "group", l_group },
     { "place", l_place }, { "note", l_note }, { "copy_replica", l_copy_replica },
-    { "solve_placement", placement_lua_solve },   /* TawPipe's placement solver, generator/place/placement.c */
+    { "solve_placement", placement_lua_solve },   /* the placement solver, generator/place/placement.c */
     { NULL, NULL },
 };
 
@@ -378,24 +378,41 @@ static void push_model(lua_State *L, const WpConfig *m, const char *name) {
     lua_set_num(L, "layer_params", (double)wp_layer_nparams(m));
 }
 
-static void push_opts(lua_State *L, const StrategyOpts *o, const Plan *p) {
-    lua_createtable(L, 0, 10);
-    lua_set_int(L, "ranks", p->nranks);
+void strategy_push_opts(lua_State *L, const StrategyOpts *o, int nranks, int decl) {
+    decl = lua_absindex(L, decl);
+    lua_createtable(L, 0, 16);
+    lua_set_int(L, "ranks", nranks);
     lua_set_int(L, "micro_batches", o->micro_batches);
     lua_set_int(L, "replicas", o->replicas);
     lua_set_int(L, "chunks", o->chunks);
-    lua_set_int(L, "total_mbs", p->total_mbs);
+    lua_set_int(L, "total_mbs", (long long)nranks * o->micro_batches);
     lua_set_int(L, "recompute", o->recompute);
-    lua_set_int(L, "rounds", o->rounds);
-    lua_set_int(L, "pass_micro_batches", o->pass_mbs);
-    lua_pushboolean(L, o->replicate_ends);
-    lua_setfield(L, -2, "replicate_ends");
-    lua_set_str(L, "grouping", o->grouping ? o->grouping : "auto");
-    lua_set_str(L, "fsdp_variant", o->fsdp_variant ? o->fsdp_variant : "gather-once");
-    lua_set_str(L, "fsdp_overlap", o->fsdp_overlap ? o->fsdp_overlap : "on");
     lua_set_str(L, "precision", wp_dtype_name(o->precision));
     lua_set_str(L, "grad_precision", wp_dtype_name(o->grad_precision));
     lua_set_str(L, "weight_wire", o->weight_wire ? o->weight_wire : wp_dtype_name(o->precision));
+    /* the strategy's own options (its table's `options`): each as given, else its default */
+    if (lua_getfield(L, decl, "options") == LUA_TTABLE) {
+        lua_Integer n = luaL_len(L, -1);
+        for (lua_Integer i = 1; i <= n; i++) {
+            if (lua_geti(L, -1, i) != LUA_TTABLE) { lua_pop(L, 1); continue; }
+            if (lua_getfield(L, -1, "name") == LUA_TSTRING) {
+                const char *name = lua_tostring(L, -1);
+                const OptVal *v = opts_get(o, name);
+                lua_getfield(L, -2, "type");
+                const char *type = lua_tostring(L, -1);
+                int is_bool = type && !strcmp(type, "bool"), is_int = type && !strcmp(type, "int");
+                lua_pop(L, 1);
+                if (!v) lua_getfield(L, -2, "default");
+                else if (is_bool) lua_pushboolean(L, v->i != 0);
+                else if (is_int) lua_pushinteger(L, (lua_Integer)v->i);
+                else lua_pushstring(L, v->type == OPTVAL_STR ? v->s : "");
+                if (is_bool && lua_isnil(L, -1)) { lua_pop(L, 1); lua_pushboolean(L, 0); }
+                lua_setfield(L, -5, name);   /* opts: below the options, the option and its name */
+            }
+            lua_pop(L, 2);
+        }
+    }
+    lua_pop(L, 1);
 }
 
 static int traceback(lua_State *L) {
@@ -404,26 +421,37 @@ static int traceback(lua_State *L) {
     return 1;
 }
 
-/* The repository root: WPGEN_HOME, else the parent of the directory holding the executable. */
-const char *wpgen_home(void) {
-    static char home[4096];
-    if (home[0]) return home;
-    const char *env = getenv("WPGEN_HOME");
-    if (env && *env) { snprintf(home, sizeof home, "%s", env); return home; }
-    ssize_t n = readlink("/proc/self/exe", home, sizeof home - 1);
-    if (n <= 0) { snprintf(home, sizeof home, "."); return home; }
-    home[n] = 0;
-    for (int i = 0; i < 2; i++) {
-        char *slash = strrchr(home, '/');
-        if (slash) *slash = 0;
-    }
-    if (!home[0]) snprintf(home, sizeof home, "/");
-    return home;
+const OptVal *opts_get(const StrategyOpts *o, const char *name) {
+    for (int i = 0; i < o->nx; i++)
+        if (!strcmp(o->x[i].name, name)) return &o->x[i];
+    return NULL;
 }
 
-int strategy_takes_replicate_ends(const char *name) {
-    return !strcmp(name, "weipipe-naive") || !strcmp(name, "weipipe-interleave") || !strcmp(name, "weipipe-zb1") ||
-           !strcmp(name, "weipipe-zb2");
+int opts_set(StrategyOpts *o, const OptVal *v) {
+    for (int i = 0; i < o->nx; i++)
+        if (!strcmp(o->x[i].name, v->name)) { o->x[i] = *v; return 0; }
+    if (o->nx >= STRATEGY_MAX_OPTS) return -1;
+    o->x[o->nx++] = *v;
+    return 0;
+}
+
+static int opts_set_val(StrategyOpts *o, const char *name, char type, long long i, const char *str) {
+    OptVal v = { .type = type, .i = i };
+    snprintf(v.name, sizeof v.name, "%s", name);
+    if (str) snprintf(v.s, sizeof v.s, "%s", str);
+    return opts_set(o, &v);
+}
+int opts_set_int(StrategyOpts *o, const char *name, long long v) { return opts_set_val(o, name, OPTVAL_INT, v, NULL); }
+int opts_set_bool(StrategyOpts *o, const char *name, int v) { return opts_set_val(o, name, OPTVAL_BOOL, v != 0, NULL); }
+int opts_set_str(StrategyOpts *o, const char *name, const char *v) { return opts_set_val(o, name, OPTVAL_STR, 0, v); }
+
+void opts_unset(StrategyOpts *o, const char *name) {
+    for (int i = 0; i < o->nx; i++)
+        if (!strcmp(o->x[i].name, name)) {
+            memmove(&o->x[i], &o->x[i + 1], (size_t)(o->nx - i - 1) * sizeof o->x[0]);
+            o->nx--;
+            return;
+        }
 }
 
 int strategy_resolve(const char *name, char *path, size_t len) {
@@ -532,7 +560,7 @@ static int run_strategy(lua_State *L) {
     lua_createtable(L, 0, 3);
     push_topology(L, run->t); lua_setfield(L, -2, "topo");
     push_model(L, run->m, run->model_name); lua_setfield(L, -2, "model");
-    push_opts(L, run->o, run->p); lua_setfield(L, -2, "opts");
+    strategy_push_opts(L, run->o, run->p->nranks, -4); lua_setfield(L, -2, "opts");
     lua_call(L, 2, 0);
     return 0;
 }

@@ -5,20 +5,32 @@
 
 #include <stddef.h>
 #include "ir/plan.h"
+#include "lua/home.h"
 
 typedef struct lua_State lua_State;
+
+/* One value of a strategy's own option (its script's `options`, lua/declare.h), by the name the
+ * script reads in ctx.opts: an integer (int and bool options) or a string (choice options). */
+enum { OPTVAL_INT = 'i', OPTVAL_BOOL = 'b', OPTVAL_STR = 's' };
+typedef struct OptVal {
+    char name[32];
+    char type;          /* OPTVAL_* */
+    long long i;        /* int, bool */
+    char s[32];         /* choice */
+} OptVal;
+
+enum { STRATEGY_MAX_OPTS = 16 };
 
 typedef struct StrategyOpts {
     int micro_batches;  /* per rank */
     int replicas;
     int chunks;         /* 0: the strategy's default */
     int recompute;
-    int rounds;             /* tawpipe: micro-batch rounds; 0: its own choice */
-    int pass_mbs;           /* weipipe-naive, -interleave: micro-batches per weight pass; 0: the strategy's */
-    int replicate_ends;     /* weight passing: the embedding and the LM head replicated on every rank (plan_set_replicated) */
-    const char *grouping;   /* tawpipe: "auto", "node", "island" or "published" */
-    const char *fsdp_variant;   /* fsdp: "gather-once" (NULL: it) or "full-shard" */
-    const char *fsdp_overlap;   /* fsdp: "on" (NULL: it) or "off" (schedules/fsdp.lua) */
+    /* the strategies' own options given (the command line, or the search's choice), by name: a
+     * strategy gets in ctx.opts those it declares, each from here or its declared default, and
+     * never sees the others */
+    int nx;
+    OptVal x[STRATEGY_MAX_OPTS];
     int lua_max_mib;        /* the sandbox's limits: MiB of Lua memory, millions of instructions; */
     int lua_max_minstr;     /* 0: the defaults (sandbox.h) */
     WpDtype precision;      /* the plan's formats (ir/plan.h, PlanBuf); zero: fp32 */
@@ -26,6 +38,15 @@ typedef struct StrategyOpts {
     const char *weight_wire;    /* working weights on the wire, "fp32" or "bf16" (--weight-wire); NULL:
                                  * the precision. fp32 with a bf16 precision: Plan.weight_wire_fp32 */
 } StrategyOpts;
+
+/* o's value of option name, or NULL where none was given. */
+const OptVal *opts_get(const StrategyOpts *o, const char *name);
+/* Sets (replaces) option name; 0, or -1 when STRATEGY_MAX_OPTS are set already. */
+int opts_set(StrategyOpts *o, const OptVal *v);
+int opts_set_int(StrategyOpts *o, const char *name, long long v);   /* an int option */
+int opts_set_bool(StrategyOpts *o, const char *name, int v);
+int opts_set_str(StrategyOpts *o, const char *name, const char *v);
+void opts_unset(StrategyOpts *o, const char *name);
 
 enum { STRATEGY_BAD_INPUT = 2 };
 
@@ -38,9 +59,9 @@ int opts_weight_wire_fp32(const StrategyOpts *o);
  * of the sandbox hit, as one line. */
 int strategy_run(const char *name, const Topology *t, const WpConfig *m, const char *model_name,
                  const StrategyOpts *o, Plan **out, char *err, size_t errlen);
-/* Whether a shipped strategy takes --replicate-ends (StrategyOpts.replicate_ends): weipipe-naive,
- * weipipe-interleave, weipipe-zb1, weipipe-zb2 (schedules/lib/weipipe.lua). */
-int strategy_takes_replicate_ends(const char *name);
+/* Pushes ctx.opts for o on nranks ranks: the options every strategy takes and, for each of the
+ * options the strategy's table (at stack index decl) declares, its value in o or its default. */
+void strategy_push_opts(lua_State *L, const StrategyOpts *o, int nranks, int decl);
 /* schedules/NAME.lua, or NAME itself when it is a path. 0 if readable. */
 int strategy_resolve(const char *name, char *path, size_t len);
 
@@ -48,8 +69,6 @@ int strategy_resolve(const char *name, char *path, size_t len);
  * file starts with, into out; "" if it has none. The file is read, not run. */
 void strategy_about(const char *path, char *out, size_t len);
 
-/* The repository root (WPGEN_HOME, or the executable's ../), where schedules/ and templates/ are. */
-const char *wpgen_home(void);
 /* The trusted Lua state (wpgen's own scripts, never a strategy): the standard libraries and
  * package.path set to schedules/lib, generator/emit, then the system's. */
 lua_State *wpgen_lua_new(void);

@@ -6,10 +6,10 @@
  *
  * The defaults (sandbox.h: 2,000 million instructions, 4 GiB) are far above what plans use.
  * Measured (instructions counted by the hook, the allocator's peak): scripts/bench_gen.sh's plans,
- * weipipe-interleave on 4 x 8 ranks with 64 micro-batches per rank 48 million and 131 MiB, and on
+ * the ring of 4 x 8 ranks with 64 micro-batches per rank 48 million and 131 MiB, and on
  * 1,024 ranks (32 replicas of a 32-rank ring, 4 per rank) 40 million and 15 MiB; larger than any
  * shipped case, the 1,024-rank ring with 32 micro-batches per rank 303 million and 113 MiB, and
- * tawpipe on 1,024 ranks (32 replicas, 16 per rank) 70 million and 147 MiB. An endless loop
+ * the placement groups' strategy on 1,024 ranks (32 replicas, 16 per rank) 70 million and 147 MiB. An endless loop
  * reaches the default in 8 s of CPU (an empty loop) to a minute (one calling string.format).
  *
  * The price of counting: while a count hook is set, Lua 5.4 checks for hooks at every
@@ -31,7 +31,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include <lualib.h>
-#include "lua/bridge.h"
+#include "lua/home.h"
 #include "lua/sandbox.h"
 
 /* Instructions between two calls of the count hook: its cost vanishes, and a limit is overrun

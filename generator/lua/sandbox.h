@@ -28,7 +28,7 @@ typedef struct Sandbox {
 lua_State *sandbox_new(Sandbox *sb, int max_mib, int max_minstr);
 
 /* The name a script's errors and tracebacks carry: its path relative to the wpgen home when it
- * lies there (schedules/1f1b.lua), else the path as given. */
+ * lies there (schedules/NAME.lua), else the path as given. */
 const char *sandbox_script_name(const char *path);
 
 /* Loads a Lua source file (never a precompiled chunk) as a function on the stack; LUA_OK, or an

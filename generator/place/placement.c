@@ -1,4 +1,4 @@
-/* TawPipe's placement solver (see placement.h): groups, ring order, staging ranks and owners,
+/* The placement solver (see placement.h): groups, ring order, staging ranks and owners,
  * chosen to minimise the bytes on the slowest links. Small search: every grouping the topology
  * offers (nodes; PCIe islands), every ring order of up to 6 groups (else node order), a greedy
  * assignment of owners (largest chunks first, to the least loaded rank, ties to the group that

@@ -1,10 +1,10 @@
-/* TawPipe's placement solver: for the ranks of one pipeline, chooses the groups (one per node, or
- * one per PCIe island), the order of the groups along the inter-node ring, the staging rank of each
+/* The placement solver of group-based weight passing: for the ranks of one pipeline, chooses the
+ * groups (one per node, or one per PCIe island), the order of the groups along the inter-node ring, the staging rank of each
  * group (the rank that fetches a chunk over the network and broadcasts it inside the group) and
  * the owner of every chunk (master weights, gradient accumulation, optimizer state).
  *
- * It counts the bytes one training step moves under TawPipe's transfer pattern (schedules/
- * lib/tawpipe.lua) per link class: NET between nodes, XI between the PCIe islands of one node,
+ * It counts the bytes one training step moves under that transfer pattern (the strategy's
+ * script in schedules/lib) per link class: NET between nodes, XI between the PCIe islands of one node,
  * and inside an island; and the bytes through each node's NIC. It minimises, in this order:
  * the network bytes, the busiest NIC, the largest master weights any rank owns (optimizer work
  * and memory), the cross-island bytes, the bytes inside islands. It costs bytes, not time: the

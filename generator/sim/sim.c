@@ -459,7 +459,7 @@ static int computing_now(const Sim *S, int r) {
  * computes nothing meanwhile; it does so when it next calls MPI after the bytes are there
  * (between layers, or in its wait), so the copy lengthens the rank's compute phase, or its wait
  * once that is over. Measured (bench-sim, 2 ranks of one node,
- * weipipe-interleave): a 9.4 MB chunk of weights cost its receiver 1.3-1.9 ms besides its
+ * the weight ring): a 9.4 MB chunk of weights cost its receiver 1.3-1.9 ms besides its
  * compute, time the model had hidden under it (steps 14% under). A GPU's transfers are copied
  * by DMA engines or NCCL's kernels beside its compute: nothing is charged there. With symmetry a
  * flow into a rank not simulated is charged to the rank simulated in its place. */

@@ -314,7 +314,7 @@ static int check_placement(Verifier *V) {
 
 /* The master buffers of every chunk, rank by rank in buffer order (as (rank, buffer) pairs from
  * first[c] to first[c + 1]), and whether each rank owns each chunk: gathered once, so that the
- * checks below cost the buffers, not chunks x ranks x owners (fsdp makes every rank an owner of
+ * checks below cost the buffers, not chunks x ranks x owners (a fully sharded plan makes every rank an owner of
  * every chunk: quadratic in the ranks). */
 typedef struct MasterIndex { int *first, *rank, *buf; unsigned char *owns; } MasterIndex;
 

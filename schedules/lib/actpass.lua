@@ -169,4 +169,57 @@ function M.build(plan, cfg)
   return final
 end
 
+-- What 1f1b and zb1 declare (docs/strategies.md): uneven stages, Megatron's
+-- --decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers: the first and the
+-- last chunk (stage, without interleaving) given fewer layers, the rest cut evenly over the
+-- others (wp.split_layers_ends). The search tries each end one layer lighter than the even cut.
+local function ends_search(c)
+  local C = c.chunks ~= 0 and c.chunks or math.min(c.ranks, c.layers)
+  local base = c.layers // math.max(C, 1)
+  if C >= 3 and base >= 2 then return { 0, base - 1 } end
+  return { 0 }
+end
+
+M.options = {
+  { name = "first_stage_layers", type = "int", min = 1, max = 1 << 20, default = 0, search = ends_search,
+    help = "layers of the first chunk (its stage also holds the embedding); the other layers cut evenly over the " ..
+      "other chunks (default: the even cut)" },
+  { name = "last_stage_layers", type = "int", min = 1, max = 1 << 20, default = 0, search = ends_search,
+    help = "layers of the last chunk (its stage also holds the final norm, the LM head and the loss); the other " ..
+      "layers cut evenly over the other chunks (default: the even cut)" },
+}
+
+-- The chunks' layers of ctx's options.
+function M.stage_layers(ctx, L, C)
+  return wp.split_layers_ends(L, C, ctx.opts.first_stage_layers, ctx.opts.last_stage_layers)
+end
+
+-- Traits for the search's bounds (generator/search/bounds.c): activation passing, stage s holding
+-- chunks s, s + P, ...; the ends' layers as the options give them.
+function M.traits(t)
+  return function(o)
+    return { passing = "activations", split_backward = t.split or false, stages_need_layers = t.stages_need_layers or false,
+             first_stage_layers = o.first_stage_layers, last_stage_layers = o.last_stage_layers }
+  end
+end
+
+-- compare's words: /first1, /last1 where the search moved them off the flags.
+function M.label(o, how, flags)
+  local f, l = o.first_stage_layers or 0, o.last_stage_layers or 0
+  local mf = f ~= 0 and f ~= (flags.first_stage_layers or 0)
+  local ml = l ~= 0 and l ~= (flags.last_stage_layers or 0)
+  if how == "row" or how == "auto-row" then
+    return (mf and ("/first" .. f) or "") .. (ml and ("/last" .. l) or "")
+  elseif how == "picked-after" then
+    return (f ~= 0 and string.format(", first stage %d layer%s", f, f > 1 and "s" or "") or "") ..
+      (l ~= 0 and string.format(", last stage %d layer%s", l, l > 1 and "s" or "") or "")
+  elseif how == "json" or how == "auto-json" then
+    local t = {}
+    if f ~= 0 then t[#t + 1] = { "first_stage_layers", f } end
+    if l ~= 0 then t[#t + 1] = { "last_stage_layers", l } end
+    return t
+  end
+  return ""
+end
+
 return M

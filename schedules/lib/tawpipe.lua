@@ -392,4 +392,15 @@ function M.build(plan, ctx)
   explain(plan, b, ctx.topo, ctx.opts.ranks)
 end
 
+-- compare's and -s auto's words for the rounds (/rounds2 where the search moved them off the flags).
+function M.label(o, how, flags)
+  local r = o.rounds or 0
+  local moved = r ~= 0 and r ~= (flags.rounds or 0)
+  if how == "row" or how == "auto-row" then return moved and ("/rounds" .. r) or ""
+  elseif how == "picked-after" then return r ~= 0 and (", rounds " .. r) or ""
+  elseif how == "json" or how == "auto-json" then return r ~= 0 and { { "rounds", r } } or {}
+  end
+  return ""
+end
+
 return M

@@ -432,4 +432,66 @@ function M.passes(ctx, default, given)
   }
 end
 
+-- What the four weipipe strategies declare (docs/strategies.md, "Declaring a strategy"): the
+-- options they share, their traits for the search's bounds and how compare labels them.
+M.options = {
+  replicate_ends = {
+    name = "replicate_ends", type = "bool", default = false, from_notes = "%(%-%-replicate%-ends%)",
+    help = "the embedding and the final norm and LM head on every rank, their gradients all-reduced over all ranks, " ..
+      "instead of travelling round the ring with the first and last chunks",
+  },
+  -- K micro-batches through a chunk per weight pass (M.passes); 0: the strategy's own K
+  pass_micro_batches = function(default_words, search)
+    return {
+      name = "pass_micro_batches", type = "int", min = 1, max = 16384, default = 0, search = search,
+      from_notes = "%(%-%-pass%-micro%-batches (%d+)",   -- explain's note, for calibrate
+      help = "K micro-batches through a chunk per weight pass: the weights go round ceil(N/K) times per step (default: " ..
+        default_words .. ")",
+    }
+  end,
+}
+
+-- The K the search tries for weipipe-interleave: its own (0, K = 1) and 2, 4, ... below N (K = N
+-- is weipipe-naive's).
+function M.search_k(c)
+  local v, k = { 0 }, 2
+  while k < c.micro_batches and #v < 16 do v[#v + 1] = k; k = k * 2 end
+  return v
+end
+
+-- The traits of lib/weipipe.lua's ring (generator/search/bounds.c reads them): weight passing,
+-- chunk 0's owner the pipeline's rank 0 and its weights reaching rank r only through the hops
+-- 0 -> ... -> r; with the default turns (not split) a rank's last compute is its backward of chunk
+-- 0, whose gradient goes on round the ring (ring_tail); K micro-batches per pass where the
+-- strategy takes --pass-micro-batches (ring_rounds: the bounds' turn-by-turn walk of the ring).
+function M.traits(t)
+  return function(o)
+    return {
+      passing = "weights", split_backward = t.split or false, all_forward = t.all_forward or false,
+      ring = true, ring_tail = not t.split, ring_rounds = t.k_default ~= nil,
+      pass_k = o.pass_micro_batches or 0, pass_k_default = t.k_default == "all" and o.micro_batches or 1,
+      ends = o.replicate_ends or false,
+      recompute_never_faster = not t.split, one_replica_bound = true,
+    }
+  end
+end
+
+-- compare's and -s auto's words for K (/k2: the search moved it off the flags) and the JSON fields.
+function M.label(o, how, flags)
+  local k = o.pass_micro_batches or 0
+  if how == "row" then
+    return (k ~= 0 and k ~= (flags.pass_micro_batches or 0)) and ("/k" .. k) or ""
+  elseif how == "auto-row" then
+    return k ~= 0 and ("/k" .. k) or ""
+  elseif how == "picked-after" then
+    return k ~= 0 and (", micro-batches per weight pass " .. k) or ""
+  elseif how == "json" or how == "auto-json" then
+    local t = {}
+    if k ~= 0 then t[#t + 1] = { "pass_micro_batches", k } end
+    if how == "json" and o.replicate_ends then t[#t + 1] = { "replicate_ends", true } end
+    return t
+  end
+  return ""
+end
+
 return M

@@ -140,4 +140,28 @@ function Pool:declare(rank, as)
   end
 end
 
+-- Layers per chunk with the first and the last chunk given first and last layers (0: as
+-- split_layers cuts them), the others split_layers' cut of the rest: Megatron's uneven stages
+-- (--decoder-first/last-pipeline-num-layers), so that the embedding and the LM head do not make
+-- their stages the slowest. generator/search/bounds.c mirrors it (chunk_layers_of).
+function wp.split_layers_ends(L, C, first, last)
+  local f, l = first or 0, last or 0
+  if f == 0 and l == 0 then return wp.split_layers(L, C) end
+  local flag = f > 0 and string.format("--first-stage-layers %d", f) or string.format("--last-stage-layers %d", l)
+  if C < 2 then wp.bad_option(flag, "expected a pipeline of at least 2 chunks") end
+  local m = C - (f > 0 and 1 or 0) - (l > 0 and 1 or 0)
+  local rest = L - f - l
+  if (m == 0 and rest ~= 0) or rest < m then
+    wp.bad_option(flag, string.format("the model's %d layers leave %d for the other %d chunk%s (at least 1 each%s)", L, rest, m,
+      m == 1 and "" or "s", m == 0 and "; with 2 chunks the two ends take all the layers" or ""))
+  end
+  local out = {}
+  if f > 0 then out[#out + 1] = f end
+  if m > 0 then
+    for _, n in ipairs(wp.split_layers(rest, m)) do out[#out + 1] = n end
+  end
+  if l > 0 then out[#out + 1] = l end
+  return out
+end
+
 return wp

@@ -68,6 +68,13 @@ done
 case_ weipipe-zb1 topologies/cpu-2x2.json 4 3 --chunks 3
 case_ weipipe-zb2 topologies/cpu-2x2.json 4 2 --replicas 2
 case_ zb1 topologies/cpu-2x2.json 4 2 --replicas 2
+# uneven stages (lib/actpass.lua: --first-stage-layers, --last-stage-layers): 8 layers on 4 stages
+# cut 1 3 3 1 and 2 3 2 1, and on 3 stages 2 3 3
+case_ 1f1b topologies/cpu-2x2.json 4 2 --first-stage-layers 1 --last-stage-layers 1
+case_ zb1 topologies/cpu-2x2.json 4 2 --last-stage-layers 1
+case_ zb1 "$(topo_for 3)" 3 2 --first-stage-layers 2
+# a strategy that is not shipped, with an option of its own (tests/cli/test_declare.sh)
+case_ tests/data/strategies/buckets.lua topologies/cpu-2x2.json 4 2 --replicas 4 --buckets 2
 export PREC="bf16 fp32"
 for s in weipipe-naive weipipe-interleave 1f1b zb1 weipipe-zb1 weipipe-zb2; do
     LOSS_TOL=0 WEIGHT_TOL=0 case_ "$s" topologies/cpu-2x2.json 4 1

@@ -56,7 +56,8 @@ python3 -c "import json; a=json.load(open('$tmp/c2')); assert [d['strategy'] for
 "$wpgen" compare -t topologies/cpu-1x4.json -m llama2-7b >"$tmp/o" 2>&1; [ $? = 1 ] && ok || bad "compare with nothing fitting should exit 1"
 "$wpgen" sim -t topologies/cpu-1x4.json -m llama2-7b >"$tmp/o" 2>"$tmp/e"; [ $? = 1 ] && grep -q "does not fit" "$tmp/e" && ok || bad "sim of a plan that does not fit should exit 1"
 # bad input
-"$wpgen" sim -t topologies/cpu-2x2.json -m tiny --strategies a >/dev/null 2>"$tmp/e"; [ $? = 2 ] && grep -q "unknown flag" "$tmp/e" && ok || bad "sim --strategies should be an unknown flag"
+# --strategies: compare's, and -s auto's (the strategies it searches); refused for one strategy
+"$wpgen" sim -t topologies/cpu-2x2.json -m tiny --strategies a >/dev/null 2>"$tmp/e"; [ $? = 2 ] && grep -q -- "--strategies: for compare, or -s auto" "$tmp/e" && ok || bad "sim --strategies without -s auto should be refused"
 "$wpgen" compare -t topologies/cpu-2x2.json -m tiny --svg x.svg >/dev/null 2>"$tmp/e"; [ $? = 2 ] && ok || bad "compare --svg should be an unknown flag"
 "$wpgen" compare -t topologies/cpu-2x2.json -m tiny --strategies 1f1b,no-such >/dev/null 2>"$tmp/e"; [ $? = 2 ] && grep -q 'no strategy "no-such"' "$tmp/e" && ok || bad "compare of an unknown strategy should exit 2"
 "$wpgen" sim -t topologies/cpu-2x2.json -m tiny --trace /no/such/dir/t.json >/dev/null 2>"$tmp/e"; [ $? = 2 ] && grep -q "cannot write" "$tmp/e" && ok || bad "unwritable trace"

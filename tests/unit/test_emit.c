@@ -600,7 +600,7 @@ static void test_sources(const char *strategy) {
     Topology t;
     if (load_topology(1, 2, &t)) return;
     WpConfig m = tiny_model();
-    StrategyOpts o = { .micro_batches = 2, .replicas = 1, .grouping = "auto" };
+    StrategyOpts o = { .micro_batches = 2, .replicas = 1 };
     Plan *p = NULL;
     int rc = strategy_run(strategy, &t, &m, "tiny-test", &o, &p, err, sizeof err);
     CHECK(rc == 0, "%s: %s", strategy, err);

@@ -189,7 +189,9 @@ static void run(const char *strategy, int nodes, const int *per, int mbs, int re
     if (fixture_topology(&t, nodes, per)) { CHECK(0, "topology"); return; }
     WpConfig m = fixture_model(4);
     char err[1024];
-    StrategyOpts o = { .micro_batches = mbs, .replicas = replicas, .pass_mbs = pass_mbs, .replicate_ends = ends };
+    StrategyOpts o = { .micro_batches = mbs, .replicas = replicas };
+    if (pass_mbs) opts_set_int(&o, "pass_micro_batches", pass_mbs);
+    if (ends) opts_set_bool(&o, "replicate_ends", 1);
     Plan *p = fixture_plan_opts(&t, &m, strategy, &o, err, sizeof err);
     CHECK(p != NULL, "%s: %s", strategy, err);
     if (!p) { topology_free(&t); return; }

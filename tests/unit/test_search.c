@@ -1,4 +1,4 @@
-/* The pruned search of -s auto and compare (generator/cli/search.c) against building and
+/* The pruned search of -s auto and compare (generator/search/search.c) against building and
  * simulating everything, on clusters small enough to do so: no candidate, pruned or not, beats
  * the one the search chose (per strategy too, as compare uses it); and each pruning rule holds on
  * every candidate: the memory bound is below the verifier's peak, the time bound below the
@@ -15,8 +15,9 @@
 #include "check.h"
 #include "common/step.h"
 #include "plan_fixture.h"
-#include "cli/search.h"
-#include "cli/bounds.h"
+#include "cli/cli.h"
+#include "search/search.h"
+#include "search/bounds.h"
 #include "common/modelcfg.h"
 #include "emit/backends.h"
 
@@ -59,8 +60,9 @@ static void run_case(const Case *k) {
     char names[32][64];
     int ns = shipped_strategies(names, 32);
     SearchResult all, each;
-    search_run(&a, &topo, &model, name, names, ns, 0, &all);
-    search_run(&a, &topo, &model, name, names, ns, 1, &each);
+    SearchSpec sp = search_spec_of(&a, &topo);
+    search_run(&sp, &topo, &model, name, names, ns, 0, &all);
+    search_run(&sp, &topo, &model, name, names, ns, 1, &each);
     const SearchStats *st = &all.stats;
     int pruned = 0;
     for (int i = 0; i < PRUNE__COUNT; i++) pruned += st->pruned[i];
@@ -75,18 +77,22 @@ static void run_case(const Case *k) {
         double best_of_strategy = -1;   /* over every candidate of the strategy, as compare searches */
         for (int R = 1; R <= P; R++) {
             if (P % R) continue;
-            int ks[SEARCH_MAX_ROUND_VALUES], nk = search_round_values(names[si], k->micro_batches, 0, 0, ks, SEARCH_MAX_ROUND_VALUES);
-            /* fsdp in both variants, each with and without overlap (--fsdp-overlap off, which
-             * the search never picks: its bounds must hold for it all the same) */
-            for (int cm = 0; cm < 2 * (strcmp(names[si], "fsdp") ? 1 : 4); cm++)
+            /* the option sets the search tries (K, rounds, fsdp's variants), and fsdp's with
+             * --fsdp-overlap off too, which the search never picks: its bounds must hold for it
+             * all the same */
+            for (int cm = 0; cm < 2 * (strcmp(names[si], "fsdp") ? 1 : 2); cm++) {
+            DeclSearchCtx dc = { .micro_batches = k->micro_batches, .ranks = P / R, .layers = model.layers, .chunks = cm % 2 ? 2 * (P / R) : 0 };
+            StrategyOpts sets[SEARCH_MAX_SETS];
+            int nk = search_option_sets(names[si], &base, &dc, sets, SEARCH_MAX_SETS);
             for (int ki = 0; ki < nk; ki++) {
                 double step_norc = -1;
+                const OptVal *kv = opts_get(&sets[ki], "pass_micro_batches");
+                if (!kv) kv = opts_get(&sets[ki], "rounds");
+                int kk = kv ? (int)kv->i : 0;
                 for (int rec = 0; rec < 2; rec++) {
-                    Cand cd = { .o = base };
-                    cd.o.replicas = R; cd.o.chunks = cm % 2 ? 2 * (P / R) : 0; cd.o.recompute = rec;
-                    if (cm / 2 % 2) cd.o.fsdp_variant = "full-shard";
-                    if (cm >= 4) cd.o.fsdp_overlap = "off";
-                    search_set_round(names[si], &cd.o, ks[ki]);
+                    Cand cd = { .o = sets[ki] };
+                    cd.o.replicas = R; cd.o.chunks = dc.chunks; cd.o.recompute = rec;
+                    if (cm >= 2) opts_set_str(&cd.o, "fsdp_overlap", "off");
                     snprintf(cd.strategy, sizeof cd.strategy, "%.63s", names[si]);
                     double mem_lb = search_mem_bound(cd.strategy, &topo, &model, &cd.o);
                     double time_lb = search_time_bound(cd.strategy, &topo, &model, &cd.o, NULL);
@@ -94,11 +100,11 @@ static void run_case(const Case *k) {
                     if (make_plan(cd.strategy, &topo, &model, name, &cd.o, &p, err, sizeof err)) continue;
                     nbuilt++;
                     CHECK(mem_lb <= (double)p->peak_mem, "%s %s r%d c%d k%d rc%d: memory bound %.4g above the peak %zu", k->topo, cd.strategy,
-                          R, cd.o.chunks, ks[ki], rec, mem_lb, p->peak_mem);
+                          R, cd.o.chunks, kk, rec, mem_lb, p->peak_mem);
                     /* rank 0 of weipipe's ring holds at least the buffers the memory bound counts for
                      * the streams waiting there between rounds (pool buffers: "w<i>", "d<i>") */
                     if (!strcmp(cd.strategy, "weipipe-interleave") || !strcmp(cd.strategy, "weipipe-naive")) {
-                        int N = k->micro_batches, K = ks[ki] ? ks[ki] : !strcmp(cd.strategy, "weipipe-naive") ? N : 1, wn, dn, wc = 0, dc = 0;
+                        int N = k->micro_batches, K = kk ? kk : !strcmp(cd.strategy, "weipipe-naive") ? N : 1, wn, dn, wc = 0, dc = 0;
                         bound_ring_wait_buffers(p->nchunks, P / R, (N + K - 1) / K, &wn, &dn);
                         for (int i = 0; i < p->ranks[0].nbufs; i++) {
                             const PlanBuf *pb = &p->ranks[0].bufs[i];
@@ -106,7 +112,7 @@ static void run_case(const Case *k) {
                             dc += pb->kind == BUF_D && pb->name[0] == 'd';
                         }
                         CHECK(wn <= wc && dn <= dc, "%s %s r%d c%d k%d: rank 0 holds %d weight and %d gradient buffers, the bound counts %d and %d", k->topo,
-                              cd.strategy, R, p->nchunks, ks[ki], wc, dc, wn, dn);
+                              cd.strategy, R, p->nchunks, kk, wc, dc, wn, dn);
                         if (wn > 0) ring_waits++;
                     }
                     int fits = plan_fits(p);
@@ -120,13 +126,13 @@ static void run_case(const Case *k) {
                             tight_ring = ratio;
                         if (!strcmp(cd.strategy, "tawpipe") && P / R > 1 && ratio < tight_taw) tight_taw = ratio;
                         CHECK(chosen > 0 && step >= chosen * (1 - 1e-9), "%s: %s r%d c%d k%d rc%d takes %.6g s, the search chose %.6g s",
-                              k->topo, cd.strategy, R, cd.o.chunks, ks[ki], rec, step, chosen);
+                              k->topo, cd.strategy, R, cd.o.chunks, kk, rec, step, chosen);
                         if (best_of_strategy < 0 || step < best_of_strategy) best_of_strategy = step;   /* every candidate: compare's rows */
-                        if (rec && step_norc > 0 && search_rule_holds(cd.strategy, PRUNE_DOMINATED))
+                        if (rec && step_norc > 0 && search_rule_holds(cd.strategy, &cd.o, PRUNE_DOMINATED))
                             CHECK(step >= step_norc * (1 - 1e-9), "%s %s r%d: recomputation faster (%.6g < %.6g)", k->topo, cd.strategy, R, step, step_norc);
                         if (!rec) step_norc = step;
                     }
-                    if (R > 1 && search_rule_holds(cd.strategy, RULE_ONE_REPLICA)) {
+                    if (R > 1 && search_rule_holds(cd.strategy, &cd.o, RULE_ONE_REPLICA)) {
                         int f1;
                         double s1;
                         if (search_one_replica_bound(&cd, &topo, &model, name, 0, NULL, &f1, &s1) == 0) {
@@ -134,7 +140,7 @@ static void run_case(const Case *k) {
                             CHECK(f1 || !fits, "%s %s r%d rc%d: one replica does not fit, the candidate does", k->topo, cd.strategy, R, rec);
                             if (fits && f1)
                                 CHECK(s1 <= step * (1 + 1e-9), "%s %s r%d c%d k%d rc%d: one replica takes %.6g s, the candidate %.6g s", k->topo,
-                                      cd.strategy, R, cd.o.chunks, ks[ki], rec, s1, step);
+                                      cd.strategy, R, cd.o.chunks, kk, rec, s1, step);
                         } else CHECK(0, "%s %s r%d: one replica refused where the candidate is not", k->topo, cd.strategy, R);
                     }
                     if (base.precision != WP_FP32 && !rec && !cm) {   /* fp32 against bf16 */
@@ -158,6 +164,7 @@ static void run_case(const Case *k) {
                     plan_free(p);
                 }
             }
+            }
         }
         /* compare: each strategy's best over replicas, chunks, rounds, variants and recomputation */
         const SearchBest *b = &each.best[si];
@@ -172,7 +179,7 @@ static void run_case(const Case *k) {
           k->topo, tight_ring, tight_taw, k->tight);
     CHECK(st->simulated < nfit || nfit <= 2, "%s: the search simulated %d of %d that fit: nothing pruned", k->topo, st->simulated, nfit);
     /* with a time limit: an answer that fits, whatever was left untried, every candidate counted */
-    Args lim = a;
+    SearchSpec lim = sp;
     lim.search_seconds = 1;
     SearchResult quick;
     search_run(&lim, &topo, &model, name, names, ns, 0, &quick);
@@ -195,21 +202,26 @@ static void ends_bounds(const Case *k) {
     WpConfig model;
     if (load_case(k, &topo, &model, name, sizeof name)) return;
     Args a = { .cmd = "sim", .strategy = "auto", .backend = backend_default(BACKEND_COMPUTE), .comm = backend_default(BACKEND_COMM),
-               .micro_batches = k->micro_batches, .replicas = 1, .replicate_ends = 1 };
+               .micro_batches = k->micro_batches, .replicas = 1 };
     StrategyOpts base = opts_of(&a, &topo);
+    opts_set_bool(&base, "replicate_ends", 1);
     const char *names[] = { "weipipe-interleave", "weipipe-naive", "weipipe-zb1", "weipipe-zb2" };
     int P = topo.ndevices, nbuilt = 0;
     for (int si = 0; si < 4; si++)
         for (int R = 1; R <= P; R++) {
             if (P % R) continue;
-            int ks[SEARCH_MAX_ROUND_VALUES], nk = search_round_values(names[si], k->micro_batches, 0, 0, ks, SEARCH_MAX_ROUND_VALUES);
-            for (int cm = 0; cm < 2; cm++)
+            for (int cm = 0; cm < 2; cm++) {
+                DeclSearchCtx dc = { .micro_batches = k->micro_batches, .ranks = P / R, .layers = model.layers, .chunks = cm ? 2 * (P / R) : 0 };
+                StrategyOpts sets[SEARCH_MAX_SETS];
+                int nk = search_option_sets(names[si], &base, &dc, sets, SEARCH_MAX_SETS);
                 for (int ki = 0; ki < nk; ki++)
                     for (int rec = 0; rec < 2; rec++) {
-                        Cand cd = { .o = base };
-                        cd.o.replicas = R; cd.o.chunks = cm ? 2 * (P / R) : 0; cd.o.recompute = rec;
-                        search_set_round(names[si], &cd.o, ks[ki]);
-                        CHECK(cd.o.replicate_ends == 1, "%s: --replicate-ends dropped", names[si]);
+                        const OptVal *kv = opts_get(&sets[ki], "pass_micro_batches");
+                        int kk = kv ? (int)kv->i : 0;
+                        Cand cd = { .o = sets[ki] };
+                        cd.o.replicas = R; cd.o.chunks = dc.chunks; cd.o.recompute = rec;
+                        const OptVal *re = opts_get(&cd.o, "replicate_ends");
+                        CHECK(re && re->i == 1, "%s: --replicate-ends dropped", names[si]);
                         snprintf(cd.strategy, sizeof cd.strategy, "%s", names[si]);
                         double mem_lb = search_mem_bound(cd.strategy, &topo, &model, &cd.o);
                         double time_lb = search_time_bound(cd.strategy, &topo, &model, &cd.o, NULL);
@@ -218,18 +230,18 @@ static void ends_bounds(const Case *k) {
                         nbuilt++;
                         CHECK(p->nchunks >= 3 && p->chunks[0].replicated && p->chunks[p->nchunks - 1].replicated, "%s: no replicated ends", cd.strategy);
                         CHECK(mem_lb <= (double)p->peak_mem, "%s ends %s r%d c%d k%d rc%d: memory bound %.4g above the peak %zu", k->topo,
-                              cd.strategy, R, cd.o.chunks, ks[ki], rec, mem_lb, p->peak_mem);
+                              cd.strategy, R, cd.o.chunks, kk, rec, mem_lb, p->peak_mem);
                         if (plan_fits(p)) {
                             double step = simulate(p);
                             CHECK(time_lb <= step * (1 + 1e-12), "%s ends %s r%d c%d k%d rc%d: time bound %.6g above the step %.6g", k->topo,
-                                  cd.strategy, R, cd.o.chunks, ks[ki], rec, time_lb, step);
+                                  cd.strategy, R, cd.o.chunks, kk, rec, time_lb, step);
                         }
                         plan_free(p);
                     }
+            }
         }
-    StrategyOpts o = base;
-    search_set_round("tawpipe", &o, 0);
-    CHECK(o.replicate_ends == 0, "--replicate-ends reaches tawpipe, which does not take it");
+    CHECK(!decl_option(strategy_decl("tawpipe"), "--replicate-ends") && decl_option(strategy_decl("weipipe-zb2"), "--replicate-ends"),
+          "--replicate-ends: declared by tawpipe, or not by weipipe-zb2");
     printf("%s %s seq %d, replicated ends: %d plans, bounds checked\n", k->topo, k->model, model.seq, nbuilt);
     CHECK(nbuilt > 0, "%s: no replicated-ends plan built", k->topo);
     topology_free(&topo);

@@ -27,7 +27,9 @@ static void compare_k(const char *topo_path, const char *model_name, int seq, co
     if (topology_load(topo_path, &t, err, sizeof err)) { CHECK(0, "%s", err); return; }
     if (model_load(model_name, &m, name, sizeof name, err, sizeof err)) { CHECK(0, "%s", err); topology_free(&t); return; }
     if (seq) m.seq = seq;
-    StrategyOpts o = { .micro_batches = mbs, .replicas = R, .recompute = rec, .pass_mbs = pass_mbs, .replicate_ends = ends, .precision = WP_BF16, .grad_precision = WP_BF16 };
+    StrategyOpts o = { .micro_batches = mbs, .replicas = R, .recompute = rec, .precision = WP_BF16, .grad_precision = WP_BF16 };
+    if (pass_mbs) opts_set_int(&o, "pass_micro_batches", pass_mbs);
+    if (ends) opts_set_bool(&o, "replicate_ends", 1);
     Plan *p = fixture_plan_opts(&t, &m, strategy, &o, err, sizeof err);
     if (!p) { topology_free(&t); return; }   /* a shape the strategy refuses: nothing to compare */
     SimOptions full = { .no_symmetry = 1 }, fast = { 0 };

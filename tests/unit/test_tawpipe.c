@@ -32,8 +32,9 @@ static void run_interp(const Plan *p, const char *what) {
  * (rounds 0: the strategy's choice; grouping NULL: auto); NULL with the message in err. */
 static Plan *tawpipe_plan(const Topology *t, const WpConfig *m, int mbs, int replicas, int chunks, int rounds,
                           const char *grouping, char *err, size_t errlen) {
-    StrategyOpts o = { .micro_batches = mbs, .replicas = replicas, .chunks = chunks, .rounds = rounds,
-                       .grouping = grouping ? grouping : "auto" };
+    StrategyOpts o = { .micro_batches = mbs, .replicas = replicas, .chunks = chunks };
+    opts_set_int(&o, "rounds", rounds);
+    opts_set_str(&o, "grouping", grouping ? grouping : "auto");
     Plan *p = NULL;
     if (strategy_run("tawpipe", t, m, "test", &o, &p, err, errlen)) return NULL;
     if (plan_verify(p, err, errlen)) { plan_free(p); return NULL; }

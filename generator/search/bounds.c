@@ -5,52 +5,57 @@
  * enough to build everything, so no pruned candidate can beat the chosen one.
  *   memory  the fp32 masters and AdamW state of a replica spread evenly over its ranks, plus what
  *           every rank must hold at once (weight passing: one micro-batch's stash through every
- *           chunk; 1F1B: stage 0's first chunk, its stashes for the micro-batches in flight), plus
- *           the workspace of the lightest chunk; on rank 0 of weipipe's ring also the buffers of
+ *           chunk; activation passing: stage 0's first chunk, its stashes for the micro-batches in flight), plus
+ *           the workspace of the lightest chunk; on rank 0 of a weight ring also the buffers of
  *           the streams waiting there between rounds;
  *   time    every rank's share of the step's compute at the device's rate, nothing waited for,
- *           and, turn by turn, what the strategy's script makes a rank wait for (weipipe's rings,
- *           fsdp's collectives, tawpipe's groups with its solver's placement, 1F1B's stages). */
+ *           and, turn by turn, what the strategy's script makes a rank wait for (weight rings,
+ *           gathering collectives, placement groups with the solver's placement, activation-passing stages). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cli/bounds.h"
+#include "search/bounds.h"
+#include "lua/declare.h"
 #include "ir/xalloc.h"
 #include "sim/collective.h"
 #include "place/placement.h"
 #include "lua/bridge.h"
 
-static const Traits traits_table[] = {
-    { "weipipe-interleave", SHAPE_WEIGHT_PASSING, 0, 0, 1, 1, 0, 1 },
-    { "weipipe-naive",      SHAPE_WEIGHT_PASSING, 0, 1, 1, 1, 0, 1 },
-    { "weipipe-zb1",        SHAPE_WEIGHT_PASSING, 1, 0, 1, 0, 0, 0 },
-    { "weipipe-zb2",        SHAPE_WEIGHT_PASSING, 1, 0, 1, 0, 0, 0 },
-    { "fsdp",               SHAPE_WEIGHT_PASSING, 0, 1, 0, 0, 1, 0 },   /* all_forward: gather-once only */
-    { "tawpipe",            SHAPE_WEIGHT_PASSING, 0, 0, 0, 0, 0, 0 },
-    { "1f1b",               SHAPE_ACT_PASSING,    0, 0, 0, 0, 0, 0 },
-    { "zb1",                SHAPE_ACT_PASSING,    1, 0, 0, 0, 0, 0 },
-};
-
-Traits strategy_traits(const char *s) {
-    for (size_t i = 0; i < sizeof traits_table / sizeof *traits_table; i++)
-        if (!strcmp(s, traits_table[i].name)) return traits_table[i];
-    return (Traits){ s, SHAPE_OTHER, 0, 0, 0, 0, 0, 0 };
+Traits strategy_traits(const char *s, const StrategyOpts *o, int nranks, int layers) {
+    Traits tr = { .shape = SHAPE_OTHER };
+    DeclTable t;
+    if (decl_traits(strategy_decl(s), o, nranks, layers, &t)) return tr;
+    const char *pass = decl_str(&t, "passing", "");
+    tr.shape = !strcmp(pass, "weights") ? SHAPE_WEIGHT_PASSING : !strcmp(pass, "activations") ? SHAPE_ACT_PASSING : SHAPE_OTHER;
+    tr.split = decl_num(&t, "split_backward", 0) != 0;
+    tr.all_forward = decl_num(&t, "all_forward", 0) != 0;
+    tr.ring = decl_num(&t, "ring", 0) != 0;
+    tr.ring_tail = decl_num(&t, "ring_tail", 0) != 0;
+    tr.ring_rounds = decl_num(&t, "ring_rounds", 0) != 0;
+    tr.pass_k = (int)decl_num(&t, "pass_k", 0);
+    tr.pass_k_default = (int)decl_num(&t, "pass_k_default", 1);
+    tr.ends = decl_num(&t, "ends", 0) != 0;
+    tr.gathers = decl_num(&t, "gathers", 0) != 0;
+    tr.gather_per_mb = decl_num(&t, "gather_per_micro_batch", 0) != 0;
+    tr.chunks_per_layer = !strcmp(decl_str(&t, "default_chunks", ""), "layers");
+    tr.groups = decl_num(&t, "groups", 0) != 0;
+    tr.group_rounds = (int)decl_num(&t, "group_rounds", 0);
+    const char *g = decl_str(&t, "group_mode", "auto");
+    tr.group_mode = !strcmp(g, "node") ? PLACE_NODE : !strcmp(g, "island") ? PLACE_ISLAND : !strcmp(g, "published") ? PLACE_PUBLISHED : PLACE_AUTO;
+    tr.stages_need_layers = decl_num(&t, "stages_need_layers", 0) != 0;
+    tr.recompute_never_faster = decl_num(&t, "recompute_never_faster", 0) != 0;
+    tr.one_replica_bound = decl_num(&t, "one_replica_bound", 0) != 0;
+    tr.first_layers = (int)decl_num(&t, "first_stage_layers", 0);
+    tr.last_layers = (int)decl_num(&t, "last_stage_layers", 0);
+    return tr;
 }
 
-static Traits traits_of(const char *s) { return strategy_traits(s); }
-
-int bound_chunk_count(const char *s, const WpConfig *m, int npipe, int option) {
+int bound_chunk_count(const Traits *tr, const WpConfig *m, int npipe, int option) {
     if (option) return option;
-    if (!strcmp(s, "fsdp")) return m->layers;
-    if (traits_of(s).shape != SHAPE_OTHER) return npipe < m->layers ? npipe : m->layers;
+    if (tr->chunks_per_layer) return m->layers;
+    if (tr->shape != SHAPE_OTHER) return npipe < m->layers ? npipe : m->layers;
     return 0;
-}
-
-/* Chunk i of C as evenly cut as the strategies cut them: its layer count is L/C or one more, so
- * a chunk of L/C layers is the lightest. */
-static WpChunk light_chunk(const WpConfig *m, int C, int index) {
-    return wp_chunk_make(m, index, 0, m->layers / C, index == 0, index == C - 1);
 }
 
 /* The layers of chunk k of C as lib/wp.lua's split_layers cuts them: L/C each, the L mod C extra
@@ -64,13 +69,35 @@ static int chunk_layers(int L, int C, int k) {
     return L / C;
 }
 
+/* Whether the traits give the end chunks layers of their own (first_stage_layers, last_stage_layers). */
+static int uneven(const Traits *tr) { return tr->first_layers > 0 || tr->last_layers > 0; }
+
+/* The layers of chunk k of C as the strategy cuts them: split_layers, or with uneven ends as
+ * lib/wp.lua's split_layers_ends does (the ends as given, split_layers of the rest between). */
+static int chunk_layers_of(const Traits *tr, int L, int C, int k) {
+    int f = tr->first_layers, l = tr->last_layers;
+    if (!uneven(tr) || C < 2) return chunk_layers(L, C, k);
+    if (f > 0 && k == 0) return f;
+    if (l > 0 && k == C - 1) return l;
+    int m = C - (f > 0) - (l > 0), rest = L - f - l;
+    if (m < 1 || rest < m) return chunk_layers(L, C, k);   /* refused by the strategy */
+    return chunk_layers(rest, m, k - (f > 0));
+}
+
+/* Chunk i of C as the strategies cut them: evenly, its layer count is L/C or one more, so a chunk
+ * of L/C layers is the lightest; with uneven ends, the chunk as cut. */
+static WpChunk light_chunk(const Traits *tr, const WpConfig *m, int C, int index) {
+    int n = uneven(tr) ? chunk_layers_of(tr, m->layers, C, index) : m->layers / C;
+    return wp_chunk_make(m, index, 0, n, index == 0, index == C - 1);
+}
+
 static double params_total(const WpConfig *m) {
     WpChunk k = wp_chunk_make(m, 0, 0, m->layers, 1, 1);
     return (double)k.nparams;
 }
 
-/* The weight and gradient buffers rank 0 of lib/weipipe.lua's ring holds at once, its default
- * turns (weipipe-interleave, weipipe-naive) with C >= P chunks in J >= 2 rounds: each chunk's
+/* The weight and gradient buffers rank 0 of the weight ring holds at once, its default
+ * turns (ring_rounds) with C >= P chunks in J >= 2 rounds: each chunk's
  * forward and backward weight streams reach rank 0 at s_j (s_j = jC + k and (j+1)C + C-1-k) and,
  * after going round, come back to it at s_j + P and wait there until s_{j+1}: a pool request
  * [s_j + P - 1, s_{j+1}] for the weights, [s_j + P, s_{j+1} + 1] for the gradient chain that
@@ -97,24 +124,30 @@ void bound_ring_wait_buffers(int C, int P, int J, int *wbufs, int *dbufs) {
     free(dw); free(dd);
 }
 
-double search_mem_bound(const char *strategy, const Topology *topo, const WpConfig *model, const StrategyOpts *o) {
+double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model, const StrategyOpts *o) {
     int P = topo->ndevices, R = o->replicas > 0 ? o->replicas : 1, npipe = P / R;
     WpDtype prec = o->precision;
     /* the masters: fp32 weights, AdamW's m and v, and a working copy when the precision is not fp32 */
     double per_param = 12 + (prec != WP_FP32 ? (double)wp_dtype_bytes(prec) : 0);
     double masters = params_total(model) * per_param / npipe;
-    Traits tr = traits_of(strategy);
-    int C = bound_chunk_count(strategy, model, npipe, o->chunks);
+    const Traits tr = *trp;
+    int C = bound_chunk_count(&tr, model, npipe, o->chunks);
     if (tr.shape == SHAPE_OTHER || C < 1 || C > model->layers) return masters;
-    WpChunk mid = light_chunk(model, C, C > 2 ? 1 : 0);
+    WpChunk mid = light_chunk(&tr, model, C, C > 2 ? 1 : 0);
+    if (uneven(&tr)) {   /* the lightest of all the chunks */
+        int least = model->layers;
+        for (int k = 0; k < C; k++)
+            if (chunk_layers_of(&tr, model->layers, C, k) < least) least = chunk_layers_of(&tr, model->layers, C, k);
+        mid = wp_chunk_make(model, C > 2 ? 1 : 0, 0, least, 0, 0);
+    }
     mid.first = 0; mid.last = 0;
     double ws = (double)wp_workspace_bytes(model, &mid, o->recompute, prec);
     if (tr.shape == SHAPE_WEIGHT_PASSING) {
         /* every rank computes every chunk, so its workspace is, part by part, the largest over
          * them all (plan_workspace_bytes): the first's and the last's too (the LM head's
          * logits); the ends of --replicate-ends are chunks of their own, left to the lightest */
-        if (!o->replicate_ends) {
-            WpChunk ends[2] = { light_chunk(model, C, 0), light_chunk(model, C, C - 1) };
+        if (!tr.ends) {
+            WpChunk ends[2] = { light_chunk(&tr, model, C, 0), light_chunk(&tr, model, C, C - 1) };
             ws = 0;
             for (int part = 0; part < WP_WS_NPARTS; part++) {
                 double most = (double)wp_workspace_part_bytes(model, &mid, o->recompute, (WpWorkspacePart)part, prec);
@@ -127,23 +160,22 @@ double search_mem_bound(const char *strategy, const Topology *topo, const WpConf
         }
         /* before its first backward of a micro-batch a rank holds its stash of every chunk: of
          * every micro-batch where all go forward first, of the first round's K with K
-         * micro-batches per weight pass (schedules/lib/weipipe.lua; counted only where
-         * --pass-micro-batches gives K); a split backward (weipipe-zb1, zb2) runs a micro-batch's
+         * micro-batches per weight pass (ring_rounds; counted only where
+         * the strategy's K is given); a split backward (split_backward) runs a micro-batch's
          * B passes of every chunk before any of its W passes, so after its last B it holds every
          * chunk's stash and B-to-W keep */
         double acts = 0, keep = 0;
         for (int c = 0; c < C; c++) {
-            WpChunk k = light_chunk(model, C, c);
+            WpChunk k = light_chunk(&tr, model, C, c);
             acts += (double)wp_stash_bytes(model, &k, o->recompute, prec);
             if (tr.split) keep += (double)wp_keep_bytes(model, &k, o->recompute, prec);
         }
-        int full_shard = o->fsdp_variant && strcmp(o->fsdp_variant, "gather-once");
-        int K = tr.pass_mbs && o->pass_mbs > 0 ? (o->pass_mbs < o->micro_batches ? o->pass_mbs : o->micro_batches) : 0;
+        int K = tr.ring_rounds && tr.pass_k > 0 ? (tr.pass_k < o->micro_batches ? tr.pass_k : o->micro_batches) : 0;
         if (K) acts *= K;
-        else if (tr.all_forward && !(tr.gathers && full_shard)) acts *= o->micro_batches;
+        else if (tr.all_forward) acts *= o->micro_batches;
         double bufs = 0;
-        if (o->replicate_ends && tr.ring) {
-            /* --replicate-ends (lib/weipipe.lua): every rank holds the embedding's and the head's
+        if (tr.ends && tr.ring) {
+            /* replicated ends (traits ends): every rank holds the embedding's and the head's
              * masters, AdamW state and fp32 gradients; the layers' masters are shared out */
             WpChunk e = wp_chunk_make(model, 0, 0, 0, 1, 0), h = wp_chunk_make(model, 1, 0, 0, 0, 1);
             double ends = (double)(e.nparams + h.nparams);
@@ -152,25 +184,25 @@ double search_mem_bound(const char *strategy, const Topology *topo, const WpConf
             /* one owner per chunk and replica holds its whole masters, AdamW state and the fp32
              * gradient OPT reads: at least the heavier of the first chunk (the embedding) and the
              * last (the head), on one rank */
-            WpChunk k0 = light_chunk(model, C, 0), kl = light_chunk(model, C, C - 1);
+            WpChunk k0 = light_chunk(&tr, model, C, 0), kl = light_chunk(&tr, model, C, C - 1);
             double heavy = (double)(k0.nparams > kl.nparams ? k0.nparams : kl.nparams) * (per_param + sizeof(float));
             if (heavy > masters) masters = heavy;
         }
-        WpChunk k0 = light_chunk(model, C, 0), kl = light_chunk(model, C, C - 1);
+        WpChunk k0 = light_chunk(&tr, model, C, 0), kl = light_chunk(&tr, model, C, C - 1);
         double big = (double)(k0.nparams > kl.nparams ? k0.nparams : kl.nparams);
-        if (tr.gathers)   /* fsdp's w0, w1, d0, d1: whole chunks, sized for the largest */
+        if (tr.gathers)   /* gathers' w0, w1, d0, d1: whole chunks, sized for the largest */
             bufs = 2 * big * (double)(wp_dtype_bytes(prec) + wp_dtype_bytes(o->grad_precision));
-        /* bf16 gradients: fsdp's whole-chunk gradient and the ring's travelling ones are bf16
+        /* bf16 gradients: a gathering plan's whole-chunk gradient and the ring's travelling ones are bf16
          * buffers on every rank of a pipeline of several, so each rank has the fp32 staging
          * gradient of the largest chunk (plan_grad_stage_bytes) */
-        if ((tr.gathers || (tr.ring && !o->replicate_ends)) && npipe > 1 && o->grad_precision == WP_BF16)
+        if ((tr.gathers || (tr.ring && !tr.ends)) && npipe > 1 && o->grad_precision == WP_BF16)
             bufs += big * sizeof(float);
         double b = masters + acts + keep + ws + bufs;
-        if (tr.ring && tr.pass_mbs && !o->replicate_ends) {
+        if (tr.ring && tr.ring_rounds && !tr.ends) {
             /* rank 0 of the ring: owner of chunk 0 (its masters, AdamW state and fp32 gradient)
              * and the buffers of the streams waiting there between rounds (bound_ring_wait_buffers);
-             * K micro-batches per pass: weipipe-naive's default is all of them */
-            int k = K ? K : !strcmp(strategy, "weipipe-naive") ? o->micro_batches : 1;
+             * K micro-batches per pass: the strategy's default K where not given (pass_k_default) */
+            int k = K ? K : tr.pass_k_default;
             int wn, dn;
             bound_ring_wait_buffers(C, npipe, (o->micro_batches + k - 1) / k, &wn, &dn);
             double r0 = (double)k0.nparams * (per_param + sizeof(float)) + acts + keep + ws + bufs +
@@ -179,14 +211,14 @@ double search_mem_bound(const char *strategy, const Topology *topo, const WpConf
         }
         return b;
     }
-    /* 1F1B: stage 0 runs min(stages, micro-batches) forwards of chunk 0 before its first
+    /* Activation passing: stage 0 runs min(stages, micro-batches) forwards of chunk 0 before its first
      * backward; interleaved with v chunks per stage, Megatron's warm-up of 2 (stages - 1) +
-     * (v - 1) stages forwards of a chunk, and one more in flight (schedules/1f1b.lua); and it
-     * owns chunk 0's masters. ZB-H1 (zb1): one chunk per stage, the same P forwards, and the keep
+     * (v - 1) stages forwards of a chunk, and one more in flight (Megatron's interleaved order); and it
+     * owns chunk 0's masters. ZB-H1 (split_backward): one chunk per stage, the same P forwards, and the keep
      * of chunk 0's first B pass beside them. */
     double b = masters + ws;
     if (C % npipe == 0) {
-        WpChunk k0 = light_chunk(model, C, 0);
+        WpChunk k0 = light_chunk(&tr, model, C, 0);
         long m = (long)o->micro_batches * npipe, v = C / npipe;
         long warm = v == 1 ? npipe : 2L * (npipe - 1) + (v - 1) * npipe + 1;
         long inflight = warm < m * v ? warm : m * v;
@@ -194,13 +226,24 @@ double search_mem_bound(const char *strategy, const Topology *topo, const WpConf
         double s0 = (double)k0.nparams * per_param + inflight * (double)wp_stash_bytes(model, &k0, o->recompute, prec) + keep0 + ws;
         if (s0 > b) b = s0;
         if (tr.split && v == 1 && m >= npipe) {
-            /* ZB-H1 (zb1.lua): stage s runs npipe - s forwards, then s times a B and a forward,
+            /* ZB-H1: stage s runs npipe - s forwards, then s times a B and a forward,
              * then its first B, W, F: before that first W it holds npipe micro-batches' stashes
              * and s B-to-W keeps of its chunk s, whose masters it owns */
             for (int st = 1; st < npipe; st++) {
-                WpChunk k = light_chunk(model, C, st);
+                WpChunk k = light_chunk(&tr, model, C, st);
                 double x = (double)k.nparams * per_param + npipe * (double)wp_stash_bytes(model, &k, o->recompute, prec) +
                            st * (double)wp_keep_bytes(model, &k, o->recompute, prec) + ws;
+                if (x > b) b = x;
+            }
+        }
+        if (!tr.split && v == 1 && uneven(&tr)) {
+            /* uneven stages: the heavier ones inside. In Megatron's order stage s runs P - s - 1 warm-up
+             * forwards and one more before its first backward: it holds min(P - s, m) stashes of
+             * its chunk s, whose masters it owns */
+            for (int st = 1; st < npipe; st++) {
+                WpChunk k = light_chunk(&tr, model, C, st);
+                long held = npipe - st < m ? npipe - st : m;
+                double x = (double)k.nparams * per_param + held * (double)wp_stash_bytes(model, &k, o->recompute, prec) + ws;
                 if (x > b) b = x;
             }
         }
@@ -242,7 +285,7 @@ static double recv_copy_s_per_byte(const Topology *topo, const StrategyOpts *o, 
     return best;
 }
 
-/* Seconds of one hop of lib/weipipe.lua's ring, device a to b: the simulator's transfer is the
+/* Seconds of one hop of a weight ring, device a to b: the simulator's transfer is the
  * link's latency and then the bytes at a rate no higher than the link's bandwidth. */
 static double hop_seconds(const Topology *topo, int a, int b, double bytes) {
     Link l = topology_link(topo, a, b);
@@ -271,17 +314,17 @@ static double coll_seconds(const Topology *topo, int coll, const int *dev, int n
     return rooted_seconds(topo, coll, dev, n, 0, whole);
 }
 
-/* fsdp's turns (schedules/fsdp.lua), as rank 0 runs them: a turn ends no sooner than its compute
+/* A gathering plan's turns (traits gathers), as rank 0 runs them: a turn ends no sooner than its compute
  * and no sooner than each of its collectives, which start no sooner than the turn does; so the
  * step is at least the sum over turns of the larger of the two. Gather-once: turn k gathers
  * chunk k, turn k + 1 runs its forward of the N micro-batches; turn 2C - c the backward of chunk
  * c (chunk c gathered the turn before, but the last two), turn 2C - c + 1 reduce-scatters its
  * gradient, with replicas turn 2C - c + 2 all-reduces the shard across them. Full-shard: that
  * block of 2C + 1 turns once per micro-batch, the all-reduce after the last. */
-static double fsdp_turns_bound(const Topology *topo, const WpConfig *model, const StrategyOpts *o, const Calibration *calib,
+static double gathers_turns_bound(const Traits *tr, const Topology *topo, const WpConfig *model, const StrategyOpts *o, const Calibration *calib,
                                int C, int npipe, int R) {
     int N = o->micro_batches, L = model->layers;
-    int full = o->fsdp_variant && strcmp(o->fsdp_variant, "gather-once");
+    int full = tr->gather_per_mb;
     int blocks = full ? N : 1, per = full ? 1 : N, T = blocks * (2 * C + 1) + 3;
     double *comp = xcalloc((size_t)T, sizeof *comp), *comm = xcalloc((size_t)T, sizeof *comm);
     int *rep = xcalloc((size_t)npipe, sizeof *rep), *across = xcalloc((size_t)R, sizeof *across);
@@ -290,7 +333,7 @@ static double fsdp_turns_bound(const Topology *topo, const WpConfig *model, cons
     double *ag = xcalloc((size_t)C, sizeof *ag), *rs = xcalloc((size_t)C, sizeof *rs), *ar = xcalloc((size_t)C, sizeof *ar);
     double *tf = xcalloc((size_t)C, sizeof *tf), *tb = xcalloc((size_t)C, sizeof *tb), *el = xcalloc((size_t)C, sizeof *el);
     for (int c = 0, layer0 = 0; c < C; c++) {
-        int n = chunk_layers(L, C, c), same = -1;
+        int n = chunk_layers_of(tr, L, C, c), same = -1;
         double elems = el[c] = (double)wp_chunk_make(model, c, layer0, n, c == 0, c == C - 1).nparams;
         layer0 += n;
         /* a chunk of the size of one before it: the same collectives (their edges walk every
@@ -328,7 +371,7 @@ static double fsdp_turns_bound(const Topology *topo, const WpConfig *model, cons
     return sum;
 }
 
-/* tawpipe's groups (schedules/lib/tawpipe.lua): one per node (or PCIe island; only nodes of one
+/* Placement groups (traits groups): one per node (or PCIe island; only nodes of one
  * island are bounded here, where a group is a node's ranks of the pipeline). Chunk 0's weights
  * start at its owner and reach group j of the ring only over the network from the owner's group
  * outwards, one staging rank to the next, a hop per turn: the groups after the owner's at 1, 2,
@@ -338,7 +381,7 @@ static double fsdp_turns_bound(const Topology *topo, const WpConfig *model, cons
  * root (the others) and sent on to the owner (outside the owner's group). The solver chooses the
  * order and the owner: the least the hops can add is with the largest groups nearest. The step
  * is at least the mean over the ranks of first start + compute + what follows the last. */
-static double tawpipe_fill_bound(const Topology *topo, const WpConfig *model, const StrategyOpts *o, int C, int npipe, int R,
+static double groups_fill_bound(const Topology *topo, const WpConfig *model, const StrategyOpts *o, int C, int npipe, int R,
                                   int uniform) {
     for (int i = 0; i < topo->nnodes; i++)
         if (topo->nodes[i].islands > 1) return 0;
@@ -377,7 +420,7 @@ static double tawpipe_fill_bound(const Topology *topo, const WpConfig *model, co
 }
 
 /* Whether the R replicas of P devices are alike: every node of the same size and PCIe islands,
- * each replica on whole nodes. Then the strategies (and tawpipe's solver, which sees devices only
+ * each replica on whole nodes. Then the strategies (and the placement solver, which sees devices only
  * as their nodes and islands) lay every replica out as the first, so a chunk's all-reduce across
  * the replicas' owners comes in the turn after its last gradient reaches replica 0's owner. */
 static int replicas_alike(const Topology *topo, int P, int R) {
@@ -388,7 +431,7 @@ static int replicas_alike(const Topology *topo, int P, int R) {
 }
 
 /* The least time of the all-reduce of a chunk's gradient (bytes) across the replicas' owners,
- * local rank o of each replica of P devices (wp.update, tawpipe's ops). */
+ * local rank o of each replica of P devices (wp.update, the groups' ops). */
 static double across_seconds(const Topology *topo, int P, int R, int o, double bytes) {
     int *dev = xcalloc((size_t)R, sizeof *dev);
     for (int q = 0; q < R; q++) dev[q] = q * P + o;
@@ -398,7 +441,7 @@ static double across_seconds(const Topology *topo, int P, int R, int o, double b
 }
 
 /* The round j and chunk k whose forward (fwd_of) or backward (bwd_of) reaches rank 0 at turn s in
- * lib/weipipe.lua's default turns (f = jC + k, b = (j+1)C + C-1-k; J rounds); 0 if none. */
+ * the ring's default turns (f = jC + k, b = (j+1)C + C-1-k; J rounds); 0 if none. */
 static int fwd_of(int C, int J, long s, int *j, int *k) {
     if (s < 0 || s >= (long)J * C) return 0;
     *j = (int)(s / C); *k = (int)(s % C);
@@ -411,7 +454,7 @@ static int bwd_of(int C, int J, long s, int *j, int *k) {
     return 1;
 }
 
-/* lib/weipipe.lua's ring with its default turns (weipipe-interleave, weipipe-naive: the strategies
+/* The weight ring with its default turns (ring_rounds: the strategies
  * that take K micro-batches per weight pass), turn by turn on one pipeline (devices 0 .. npipe-1,
  * replica 0; the others only add the all-reduce between them). In the simulator a rank's turn t
  * ends no sooner than its compute (from the turn's start) and no sooner than each of its
@@ -435,7 +478,7 @@ static int bwd_of(int C, int J, long s, int *j, int *k) {
  *   s + x - P (rank 0 at s). The gradient's last round goes from rank P-1 to the owner in turn
  *   s + P (not when the owner is P-1). Forward and backward compute at rank r's turns s + r, for
  *   the round's micro-batches. Returns 0 where the cells (ranks x turns) exceed max_cells. */
-static double ring_turns_bound(const Topology *topo, const WpConfig *model, const StrategyOpts *o, const Calibration *calib,
+static double ring_turns_bound(const Traits *tr, const Topology *topo, const WpConfig *model, const StrategyOpts *o, const Calibration *calib,
                                int C, int P, int R, int K, double max_cells) {
     int N = o->micro_batches, L = model->layers;
     if (K > N) K = N;
@@ -445,7 +488,7 @@ static double ring_turns_bound(const Topology *topo, const WpConfig *model, cons
     double *tf = xcalloc((size_t)C, sizeof *tf), *tb = xcalloc((size_t)C, sizeof *tb);
     double *wb = xcalloc((size_t)C, sizeof *wb), *db = xcalloc((size_t)C, sizeof *db);
     for (int k = 0, layer0 = 0; k < C; k++) {
-        int n = chunk_layers(L, C, k);
+        int n = chunk_layers_of(tr, L, C, k);
         double params = (double)wp_chunk_make(model, k, layer0, n, k == 0, k == C - 1).nparams;
         layer0 += n;
         tf[k] = chunk_seconds(topo, model, k, n, C, OP_FWD, o, calib);
@@ -537,7 +580,7 @@ static double ring_turns_bound(const Topology *topo, const WpConfig *model, cons
     return step;
 }
 
-/* What ties ranks together in one turn of tawpipe_turns_bound, and the least time it takes once
+/* What ties ranks together in one turn of groups_turns_bound, and the least time it takes once
  * all are there: a transfer between ranks a and b (group -1), a collective over a group (its
  * index), or an all-reduce of rank a with the other replicas (group -2). */
 typedef struct TurnTie { int turn, a, b, group; double seconds; } TurnTie;
@@ -601,12 +644,12 @@ static int placement_cached(const PlacementIn *in, const Placement **pl) {
     return 0;
 }
 
-/* The rounds tawpipe's script chooses without --rounds (lib/tawpipe.lua, rounds): the fewest K
+/* The rounds the groups' script chooses where not given (group_rounds 0): the fewest K
  * whose upper bound of a rank's memory fits the smallest device of the pipeline, with the owners
  * of the solver's placement for one round, every figure as placement.c hands it to the script
  * and summed in the script's order. Only where every replica is laid out as the first (else the
  * script checks each replica's owners): 0 where not known. */
-static int tawpipe_rounds_choice(const Topology *topo, const WpConfig *model, const StrategyOpts *o, int C, int P, int R) {
+static int groups_rounds_choice(const Traits *tr, const Topology *topo, const WpConfig *model, const StrategyOpts *o, int C, int P, int R) {
     int N = o->micro_batches, L = model->layers;
     if (C == 1) return 1;
     if (R > 1 && !replicas_alike(topo, P, R)) return 0;
@@ -614,7 +657,7 @@ static int tawpipe_rounds_choice(const Topology *topo, const WpConfig *model, co
     size_t n0 = 0, ws = 0;
     WpChunk *ch = xcalloc((size_t)C, sizeof *ch);
     for (int k = 0, layer0 = 0; k < C; k++) {
-        int n = chunk_layers(L, C, k);
+        int n = chunk_layers_of(tr, L, C, k);
         ch[k] = wp_chunk_make(model, k, layer0, n, k == 0, k == C - 1);
         layer0 += n;
         if (k == 0) n0 = ch[k].nparams;
@@ -634,8 +677,7 @@ static int tawpipe_rounds_choice(const Topology *topo, const WpConfig *model, co
     PlacementIn in = { .topo = topo, .n = P, .devices = dev, .nchunks = C, .chunk_bytes = cb, .rounds = 1,
                        .weight_wire = weight_wire_bytes(o) / (double)sizeof(float),
                        .grad_wire = (double)(n0 * wp_dtype_bytes(o->grad_precision)) / (double)(n0 * sizeof(float)) };
-    const char *g = o->grouping ? o->grouping : "auto";
-    in.mode = !strcmp(g, "node") ? PLACE_NODE : !strcmp(g, "island") ? PLACE_ISLAND : !strcmp(g, "published") ? PLACE_PUBLISHED : PLACE_AUTO;
+    in.mode = tr->group_mode;
     const Placement *pl;
     int K = 0;
     if (!placement_cached(&in, &pl)) {
@@ -660,7 +702,7 @@ static int tawpipe_rounds_choice(const Topology *topo, const WpConfig *model, co
     return K;
 }
 
-/* tawpipe (schedules/lib/tawpipe.lua) turn by turn on one pipeline (devices 0 .. P-1, replica 0),
+/* Placement groups turn by turn on one pipeline (devices 0 .. P-1, replica 0),
  * as ring_turns_bound: its placement is the solver's own (generator/place, called as the script
  * calls it: K rounds counted where K > 1), and then, in local turns tau of K rounds of L = 2C-2
  * (group j's local turn tau is turn tau + 2 + j), every group runs chunk c forward at jL + c (the
@@ -671,7 +713,7 @@ static int tawpipe_rounds_choice(const Topology *topo, const WpConfig *model, co
  * broadcast at tau - 1; a backward's gradient is reduced to the root at tb + 1 and sent to the
  * owner at tb + 2 (tb + 1 in a group of one). Compute counts the round's micro-batches. Returns 0
  * where the solver refuses. */
-static double tawpipe_turns_bound(const Topology *topo, const WpConfig *model, const StrategyOpts *o, const Calibration *calib,
+static double groups_turns_bound(const Traits *tr, const Topology *topo, const WpConfig *model, const StrategyOpts *o, const Calibration *calib,
                                   int C, int P, int R, int K) {
     int N = o->micro_batches, Lm = model->layers;
     K = K < 1 ? 1 : K > N ? N : K;
@@ -679,7 +721,7 @@ static double tawpipe_turns_bound(const Topology *topo, const WpConfig *model, c
     double *cb = xcalloc((size_t)C, sizeof *cb), *tf = xcalloc((size_t)C, sizeof *tf), *tb = xcalloc((size_t)C, sizeof *tb);
     size_t n0 = 0;
     for (int k = 0, layer0 = 0; k < C; k++) {
-        int n = chunk_layers(Lm, C, k);
+        int n = chunk_layers_of(tr, Lm, C, k);
         size_t params = wp_chunk_make(model, k, layer0, n, k == 0, k == C - 1).nparams;
         if (k == 0) n0 = params;
         layer0 += n;
@@ -692,8 +734,7 @@ static double tawpipe_turns_bound(const Topology *topo, const WpConfig *model, c
     PlacementIn in = { .topo = topo, .n = P, .devices = dev, .nchunks = C, .chunk_bytes = cb, .rounds = K > 1 ? K : 1,
                        .weight_wire = weight_wire_bytes(o) / (double)sizeof(float),
                        .grad_wire = (double)(n0 * wp_dtype_bytes(o->grad_precision)) / (double)(n0 * sizeof(float)) };
-    const char *g = o->grouping ? o->grouping : "auto";
-    in.mode = !strcmp(g, "node") ? PLACE_NODE : !strcmp(g, "island") ? PLACE_ISLAND : !strcmp(g, "published") ? PLACE_PUBLISHED : PLACE_AUTO;
+    in.mode = tr->group_mode;
     const Placement *plp;
     if (placement_cached(&in, &plp)) { free(cb); free(tf); free(tb); free(dev); return 0; }
     const Placement pl = *plp;
@@ -798,7 +839,7 @@ static double tawpipe_turns_bound(const Topology *topo, const WpConfig *model, c
     return step;
 }
 
-double bound_time(const char *strategy, const Topology *topo, const WpConfig *model, const StrategyOpts *o,
+double bound_time(const Traits *trp, const Topology *topo, const WpConfig *model, const StrategyOpts *o,
                   const Calibration *calib, double ring_cells) {
     /* Compute: every micro-batch goes forward and backward through every chunk, each on some
      * rank, whose compute runs one operation at a time; so the busiest rank computes at least the
@@ -807,15 +848,15 @@ double bound_time(const char *strategy, const Topology *topo, const WpConfig *mo
      * not known, the model as one chunk: the cost features are sums over layers plus what the
      * first and the last chunk add, so any cut costs at least that. */
     int R = o->replicas > 0 ? o->replicas : 1, P = topo->ndevices, npipe = P / R, L = model->layers;
-    int C = bound_chunk_count(strategy, model, npipe, o->chunks);
+    const Traits tr = *trp;
+    int C = bound_chunk_count(&tr, model, npipe, o->chunks);
     if (C < 1 || C > L) C = 1;
     double pass = 0;
     for (int k = 0; k < C; k++) {
-        int n = chunk_layers(L, C, k);
+        int n = chunk_layers_of(&tr, L, C, k);
         pass += chunk_seconds(topo, model, k, n, C, OP_FWD, o, calib) + chunk_seconds(topo, model, k, n, C, OP_BWD, o, calib);
     }
     double compute = o->micro_batches * pass, bound = compute;
-    Traits tr = traits_of(strategy);
     /* Weight passing on devices of one type: every rank computes exactly that mean (its own
      * micro-batches through every chunk), so what delays one rank's start or follows its last
      * compute adds to the step as it is, not averaged over the ranks. */
@@ -823,13 +864,13 @@ double bound_time(const char *strategy, const Topology *topo, const WpConfig *mo
     for (int i = 1; i < topo->nnodes; i++)
         if (topo->nodes[i].type != topo->nodes[0].type) uniform = 0;
     if (tr.ring && npipe > 1) {
-        /* weipipe's ring: rank r's first compute is a forward of chunk 0, whose weights start at
+        /* a weight ring: rank r's first compute is a forward of chunk 0, whose weights start at
          * the pipeline's rank 0 and come one hop at a time (a buffer received in a turn is sent
          * on in a later one), so it starts no sooner than the hops 0 -> ... -> r take; with
          * ring_tail, its last compute is its backward of chunk 0, whose gradient then goes on
          * r -> ... -> last -> 0 before the owner can update it. The step is at least any rank's
          * start + compute + tail, so at least their means. */
-        int ends = o->replicate_ends;   /* then the ring's first chunk carries no embedding (nor the head) */
+        int ends = tr.ends;   /* then the ring's first chunk carries no embedding (nor the head) */
         WpChunk k0 = wp_chunk_make(model, 0, 0, L / C, !ends, C == 1 && !ends);
         double wbytes = (double)k0.nparams * weight_wire_bytes(o);
         double dbytes = (double)k0.nparams * (double)wp_dtype_bytes(o->grad_precision);
@@ -852,42 +893,42 @@ double bound_time(const char *strategy, const Topology *topo, const WpConfig *mo
         }
         bound += uniform ? most : sum / P;
     }
-    /* the turn-by-turn walk follows lib/weipipe.lua's ring of all the chunks: with
+    /* the turn-by-turn walk follows the ring of all the chunks: with
      * --replicate-ends the ring carries the middle ones and the ends run beside it, which it does
      * not model (it came out above the simulated step), so those plans keep the bounds above */
-    if (tr.ring && tr.pass_mbs && npipe > 1 && ring_cells > 0 && !o->replicate_ends) {
-        int K = o->pass_mbs > 0 ? o->pass_mbs : !strcmp(strategy, "weipipe-naive") ? o->micro_batches : 1;
+    if (tr.ring && tr.ring_rounds && npipe > 1 && ring_cells > 0 && !tr.ends) {
+        int K = tr.pass_k > 0 ? tr.pass_k : tr.pass_k_default;
         /* below the simulator's clock by its rounding: a flow ends within 1e-9 of its bytes */
-        double f = ring_turns_bound(topo, model, o, calib, C, npipe, R, K, ring_cells) * (1 - 1e-6);
+        double f = ring_turns_bound(&tr, topo, model, o, calib, C, npipe, R, K, ring_cells) * (1 - 1e-6);
         if (f > bound) bound = f;
     }
-    if (!strcmp(strategy, "fsdp")) {
-        double f = fsdp_turns_bound(topo, model, o, calib, C, npipe, R);
+    if (tr.gathers) {
+        double f = gathers_turns_bound(&tr, topo, model, o, calib, C, npipe, R);
         if (f > bound) bound = f;
     }
-    if (!strcmp(strategy, "tawpipe") && npipe > 1) bound += tawpipe_fill_bound(topo, model, o, C, npipe, R, uniform);
-    if (!strcmp(strategy, "tawpipe") && npipe > 1 && ring_cells > 0 && (double)npipe * (2.0 * C * o->micro_batches + npipe) <= ring_cells) {
+    if (tr.groups && npipe > 1) bound += groups_fill_bound(topo, model, o, C, npipe, R, uniform);
+    if (tr.groups && npipe > 1 && ring_cells > 0 && (double)npipe * (2.0 * C * o->micro_batches + npipe) <= ring_cells) {
         /* its rounds: --rounds, or the script's choice (by memory), else the least over all */
         double least = INFINITY;
-        int chosen = o->rounds > 0 ? o->rounds : tawpipe_rounds_choice(topo, model, o, C, npipe, R);
+        int chosen = tr.group_rounds > 0 ? tr.group_rounds : groups_rounds_choice(&tr, topo, model, o, C, npipe, R);
         for (int K = chosen > 0 ? chosen : 1; K <= (chosen > 0 ? chosen : o->micro_batches); K++) {
-            double f = tawpipe_turns_bound(topo, model, o, calib, C, npipe, R, K);
+            double f = groups_turns_bound(&tr, topo, model, o, calib, C, npipe, R, K);
             if (f < least) least = f;
         }
         if (least < INFINITY && least * (1 - 1e-6) > bound) bound = least * (1 - 1e-6);
     }
     if (tr.shape == SHAPE_ACT_PASSING && C >= npipe && C % npipe == 0) {
-        /* 1F1B's stages (schedules/1f1b.lua, zb1.lua): stage s holds chunks s, s + npipe, ... and
+        /* Activation passing's stages: stage s holds chunks s, s + npipe, ... and
          * runs m micro-batches through each. Its first compute is a forward of chunk s, which
          * waits for that micro-batch's forwards through chunks 0 .. s-1; its last (not split) is
          * a backward of chunk s, after which that micro-batch's backwards through chunks s-1 .. 0
          * remain. So the step is at least, for every stage, those forwards + its compute + those
-         * backwards (zb1's last pass may be a W pass: no backwards after it counted). */
+         * backwards (with split_backward the last pass may be a W pass: no backwards after it counted). */
         double m = (double)o->micro_batches * npipe, before_f = 0, before_b = 0;
         double *own = xcalloc((size_t)npipe, sizeof *own);
         double *tf = xcalloc((size_t)C, sizeof *tf), *tb = xcalloc((size_t)C, sizeof *tb);
         for (int k = 0; k < C; k++) {
-            int n = chunk_layers(L, C, k);
+            int n = chunk_layers_of(&tr, L, C, k);
             tf[k] = chunk_seconds(topo, model, k, n, C, OP_FWD, o, calib);
             tb[k] = chunk_seconds(topo, model, k, n, C, OP_BWD, o, calib);
             own[k % npipe] += m * (tf[k] + tb[k]);
@@ -905,5 +946,11 @@ double bound_time(const char *strategy, const Topology *topo, const WpConfig *mo
 
 double search_time_bound(const char *strategy, const Topology *topo, const WpConfig *model, const StrategyOpts *o,
                          const Calibration *calib) {
-    return bound_time(strategy, topo, model, o, calib, RING_CELLS_MAX);
+    Traits tr = strategy_traits(strategy, o, topo->ndevices, model->layers);
+    return bound_time(&tr, topo, model, o, calib, RING_CELLS_MAX);
+}
+
+double search_mem_bound(const char *strategy, const Topology *topo, const WpConfig *model, const StrategyOpts *o) {
+    Traits tr = strategy_traits(strategy, o, topo->ndevices, model->layers);
+    return bound_mem(&tr, topo, model, o);
 }

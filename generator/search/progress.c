@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
-#include "cli/progress.h"
+#include "search/progress.h"
 
 #define PROGRESS_AFTER_S 2.0    /* quiet before this */
 #define PROGRESS_EVERY_S 1.0    /* at most one line per this, when stderr is not a terminal */

@@ -1,48 +1,39 @@
 /* `-s auto`: every shipped strategy with its parameters planned, verified and simulated; the
- * fastest plan that fits wins. Also the list of shipped strategies compare runs. */
+ * fastest plan that fits wins. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
-#include "cli/cli.h"
-#include "cli/search.h"
-
-int shipped_strategies(char names[][64], int max) {
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/schedules", wpgen_home());
-    struct dirent **ents;
-    int k = scandir(dir, &ents, NULL, alphasort), n = 0;
-    for (int i = 0; i < k; i++) {
-        size_t l = strlen(ents[i]->d_name);
-        if (l > 4 && l < 60 && !strcmp(ents[i]->d_name + l - 4, ".lua") && strncmp(ents[i]->d_name, "auto.", 5) && n < max)
-            snprintf(names[n++], 64, "%.*s", (int)(l - 4), ents[i]->d_name);
-        free(ents[i]);
-    }
-    if (k >= 0) free(ents);
-    return n;
-}
-
-int cand_better(const Cand *x, const Cand *y) {   /* x strictly better than y */
-    if (x->rc || !x->fits) return 0;
-    if (y->rc || !y->fits) return 1;
-    return x->step < y->step * (1 - 1e-9);
-}
+#include "search/search.h"
 
 /* -s auto: the pruned search (search.c) over every shipped strategy and its parameters; the fastest
  * plan that fits wins. Micro-batches per rank stay as given, so the global batch is the same for
  * all; options given on the command line are kept. Returns 0 and fills *best (and *plan with its
  * verified plan, when plan is not NULL), or EXIT_REJECTED when nothing fits. */
-int auto_search(const Args *a, const Topology *topo, const WpConfig *model, const char *name, Cand *best, Plan **plan) {
-    char names[32][64];
-    int ns = shipped_strategies(names, 32);
+int search_strategy_list(const char *list, char names[][64], int max) {
+    if (!list) return shipped_strategies(names, max);
+    int n = 0;
+    for (const char *s = list; *s && n < max;) {
+        size_t l = strcspn(s, ",");
+        if (l == 0 || l >= 64) return -1;
+        memcpy(names[n], s, l);
+        names[n++][l] = 0;
+        s += l + (s[l] == ',');
+    }
+    return n;
+}
+
+int auto_search(const SearchSpec *sp, const Topology *topo, const WpConfig *model, const char *name, Cand *best, Plan **plan) {
+    char names[64][64];
+    int ns = search_strategy_list(sp->strategies, names, 64);
+    if (ns < 0) { fprintf(stderr, "wpgen: --strategies: expected names separated by commas, got \"%s\"\n", sp->strategies); return EXIT_BAD_PLAN_INPUT; }
     SearchResult sr;
-    search_run(a, topo, model, name, names, ns, 0, &sr);
+    search_run(sp, topo, model, name, names, ns, 0, &sr);
     char counts[400];
     search_describe(&sr.stats, counts, sizeof counts);
     if (sr.winner < 0) {
         fprintf(stderr, "wpgen: auto: no plan fits the device (%s)\n", counts);
         search_free(&sr);
-        return EXIT_REJECTED;
+        return EXIT_REJECTED_PLAN;
     }
     SearchBest *w = &sr.best[sr.winner];
     Cand b = w->c;

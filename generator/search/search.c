@@ -1,12 +1,12 @@
 /* The pruned search of `-s auto` and `compare` (search.h). The candidate space is every strategy
  * x replicas (each divisor of the ranks: a user runs replicas of shorter pipelines) x chunks (the
  * strategy's default, twice the pipeline's ranks) x recomputation x precision x rounds (the
- * micro-batches per weight pass of weipipe-interleave, K = 1, 2, 4, ... below N, K = N being
- * weipipe-naive; tawpipe's rounds, its solver's choice and 1, 2, 4, ... up to N) x fsdp's
+ * values of each of the strategy's own options that its declaration has the search try: the
+ * micro-batches per weight pass, the rounds, a variant ...) x
  * variant, less what the flags fix. Building, verifying and simulating a plan of 1,024 ranks takes
  * a tenth of a second to a second, so a candidate is built only when what can be said of it
  * without building it cannot rule it out:
- *   impossible  more chunks, or 1F1B stages, than the model has layers (the strategies refuse them);
+ *   impossible  more chunks, or activation-passing stages, than the model has layers (the strategies refuse them);
  *   memory      a lower bound on the largest peak of a rank exceeds the device's memory (bounds.c);
  *   fp32        where bf16 is the default (more bytes, half the compute rate, more memory);
  *   dominated   recomputation where the same candidate fits without it (more compute, same plan);
@@ -22,9 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cli/search.h"
-#include "cli/bounds.h"
-#include "cli/progress.h"
+#include "search/search.h"
+#include "search/bounds.h"
+#include "search/progress.h"
 #include "ir/xalloc.h"
 
 const char *const prune_names[PRUNE__COUNT] = {
@@ -32,52 +32,38 @@ const char *const prune_names[PRUNE__COUNT] = {
     [PRUNE_SLOWER] = "cannot win", [PRUNE_REFUSED] = "refused", [PRUNE_NO_FIT] = "built, do not fit", [PRUNE_TIME] = "not tried (--search-seconds)",
 };
 
-static Traits traits_of(const char *s) { return strategy_traits(s); }
-
-/* The search's rules that compare two plans of one strategy were checked for these (before the
- * zero-bubble strategies' bounds existed): the weight-passing strategies of WeiPipe, fsdp and
- * tawpipe. */
-static StrategyShape shape_of(const char *s) {
-    Traits t = traits_of(s);
-    return t.split ? SHAPE_OTHER : t.shape;
-}
-
-static int takes_pass_mbs(const char *s) { return traits_of(s).pass_mbs; }
-
-int search_round_values(const char *strategy, int micro_batches, int given_pass, int given_rounds, int *out, int max) {
-    int n = 0, taw = !strcmp(strategy, "tawpipe");
-    if (taw && given_rounds) { out[n++] = given_rounds; return n; }
-    if (!taw && given_pass) { out[n++] = takes_pass_mbs(strategy) ? given_pass : 0; return n; }
-    out[n++] = 0;
-    if (taw)   /* the solver's choice (the fewest whose memory fits by its upper bound), and the others */
-        for (int r = 1; r <= micro_batches && n < max; r *= 2) out[n++] = r;
-    else if (!strcmp(strategy, "weipipe-interleave"))   /* naive is K = N, and K < N is interleave's */
-        for (int k = 2; k < micro_batches && n < max; k *= 2) out[n++] = k;
+int search_option_sets(const char *s, const StrategyOpts *base, const DeclSearchCtx *ctx, StrategyOpts *out, int max) {
+    const StrategyDecl *d = strategy_decl(s);
+    int n = 1;
+    out[0] = *base;
+    for (int i = 0; d->ok && i < d->nopts; i++) {
+        if (!d->opts[i].searched || opts_get(base, d->opts[i].name)) continue;   /* given: fixed */
+        OptVal v[SEARCH_MAX_VALUES];
+        int nv = decl_search_values(d, i, ctx, v, SEARCH_MAX_VALUES);
+        if (nv < 1) continue;
+        int m = n * nv > max ? max / nv : n;   /* the sets so far, each with every value */
+        for (int e = m - 1; e >= 0; e--)
+            for (int k = nv - 1; k >= 0; k--) {
+                out[e * nv + k] = out[e];
+                opts_set(&out[e * nv + k], &v[k]);
+            }
+        n = m * nv;
+    }
     return n;
 }
 
-void search_set_round(const char *strategy, StrategyOpts *o, int v) {
-    if (!strcmp(strategy, "tawpipe")) { o->rounds = v; o->pass_mbs = 0; }
-    else o->pass_mbs = v;
-    if (!strategy_takes_replicate_ends(strategy)) o->replicate_ends = 0;   /* --replicate-ends: where taken */
+/* Which rules that compare two plans of one strategy hold for it: its declared traits
+ * recompute_never_faster (PRUNE_DOMINATED) and one_replica_bound (RULE_ONE_REPLICA); test_search
+ * checks them on every candidate of its clusters. */
+static int rule_holds(const Traits *tr, int rule) {
+    if (rule == PRUNE_DOMINATED) return tr->recompute_never_faster;
+    if (rule == RULE_ONE_REPLICA) return tr->one_replica_bound;
+    return 1;
 }
 
-/* Which strategies the rules that compare two plans of one strategy hold for (test_search checks
- * them on every candidate of its clusters). Recomputation: tawpipe's solver picks other rounds
- * and placements when activations are small, so with recomputation it can be faster. One
- * replica: 1F1B with one replica runs each chunk's update in the turn of its last backward,
- * with replicas a turn later, after the all-reduce, which lets the turns in between start sooner
- * (1% faster on dgx-h100): its one pipeline is no bound. */
-int search_rule_holds(const char *strategy, int rule) {
-    /* recomputation is never faster for the weight-passing strategies but tawpipe; with the costs
-     * per class of work the simulator finds it faster for 1F1B on two 10 GbE clusters of
-     * test_search (9.07 s against 9.91 s on 2x8 A800), so 1F1B's candidates with it are
-     * simulated too; why is not understood yet */
-    if (rule == PRUNE_DOMINATED) return shape_of(strategy) == SHAPE_WEIGHT_PASSING && strcmp(strategy, "tawpipe");
-    /* weipipe-zb1/zb2 are weipipe's ring with the backward split: the same replicas, updates
-     * (lib/wp.lua's) and all-reduce as weipipe-interleave */
-    if (rule == RULE_ONE_REPLICA) return shape_of(strategy) == SHAPE_WEIGHT_PASSING || traits_of(strategy).ring;
-    return 1;
+int search_rule_holds(const char *strategy, const StrategyOpts *o, int rule) {
+    Traits tr = strategy_traits(strategy, o, 0, 0);
+    return rule_holds(&tr, rule);
 }
 
 static double device_mem_max(const Topology *t) {
@@ -88,7 +74,7 @@ static double device_mem_max(const Topology *t) {
 }
 
 /* The search computes the turn-by-turn bounds of pipelines longer than this only when their
- * candidate comes up (tawpipe's solver takes a tenth of a second at 512 ranks). */
+ * candidate comes up (the placement solver takes a tenth of a second at 512 ranks). */
 #define REFINE_LATER_RANKS 256
 
 /* The cluster of one replica: the first n devices of t (its nodes, the last one cut), sharing
@@ -132,7 +118,7 @@ int search_one_replica_bound(const Cand *cd, const Topology *topo, const WpConfi
         SimResult s;
         int src = *fits ? sim_run(p, &so, &s, err, sizeof err) : SIM_STOPPED;
         if (src == 0) { *step = s.step_time; sim_result_free(&s); }
-        else if (src != SIM_STOPPED) rc = EXIT_REJECTED;
+        else if (src != SIM_STOPPED) rc = EXIT_REJECTED_PLAN;
     }
     plan_free(p);
     free(sub.nodes);
@@ -141,9 +127,9 @@ int search_one_replica_bound(const Cand *cd, const Topology *topo, const WpConfi
 
 typedef struct Cand2 {
     int si, R, chunks, rec;
-    int k;                  /* search_round_values: weipipe's micro-batches per weight pass or tawpipe's
-                               rounds; 0: the strategy's default */
-    int var;                /* fsdp: 1 for full-shard (schedules/fsdp.lua), 0 for the default */
+    int set;                /* its strategy's own options: the set-th of search_option_sets */
+    StrategyOpts o;         /* all its options */
+    Traits tr;              /* its strategy's traits for them */
     WpDtype prec;
     int order;              /* enumeration order: ties keep it */
     double mem_lb, time_lb, cost;
@@ -185,11 +171,11 @@ void search_describe_strategy(const SearchBest *b, char *out, size_t len) {
 
 static int find_twin(const Cand2 *c, int n, const Cand2 *x) {   /* the same candidate without recomputation */
     for (int i = 0; i < n; i++)
-        if (c[i].si == x->si && c[i].R == x->R && c[i].chunks == x->chunks && c[i].prec == x->prec && c[i].var == x->var && c[i].k == x->k && !c[i].rec) return i;
+        if (c[i].si == x->si && c[i].R == x->R && c[i].chunks == x->chunks && c[i].prec == x->prec && c[i].set == x->set && !c[i].rec) return i;
     return -1;
 }
 
-int search_run(const Args *a, const Topology *topo, const WpConfig *model, const char *name,
+int search_run(const SearchSpec *sp, const Topology *topo, const WpConfig *model, const char *name,
                char names[][64], int ns, int per_strategy, SearchResult *out) {
     memset(out, 0, sizeof *out);
     double t0 = progress_now();
@@ -200,49 +186,49 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
     out->best = xcalloc((size_t)ns, sizeof *out->best);
     for (int i = 0; i < ns; i++) out->best[i].c.rc = -1;
     out->winner = -1;
-    StrategyOpts base = opts_of(a, topo);
+    const StrategyOpts base = sp->base;
     int P = topo->ndevices, L = model->layers;
     /* precision: bf16 where it is the default and not fixed; fp32 then only counted, dominated */
-    int try_fp32 = !a->precision && base.precision != WP_FP32;
+    int try_fp32 = !sp->fixed_precision && base.precision != WP_FP32;
     double mem = device_mem_max(topo);
     int ncap = 64, n = 0;
     Cand2 *c = xcalloc((size_t)ncap, sizeof *c);
+    StrategyOpts *sets = xcalloc(SEARCH_MAX_SETS, sizeof *sets);
     for (int si = 0; si < ns; si++)
         for (int R = 1; R <= P && strcmp(names[si], "auto"); R++) {   /* "auto" is the search itself */
-            if (P % R || (a->set_replicas && R != a->replicas)) continue;
-            for (int cm = 0; cm < (a->set_chunks ? 1 : 2); cm++) {
-                int chunks = a->set_chunks ? a->chunks : cm ? 2 * (P / R) : 0;
-                /* fsdp in both its variants, unless one was given */
-                int nvar = !strcmp(names[si], "fsdp") && !a->fsdp_variant ? 2 : 1;
-                int ks[SEARCH_MAX_ROUND_VALUES], nk = search_round_values(names[si], a->micro_batches, a->pass_mbs, a->rounds, ks, SEARCH_MAX_ROUND_VALUES);
-                for (int var = 0; var < nvar; var++)
-                for (int ki = 0; ki < nk; ki++)
-                for (int rec = a->recompute; rec < 2; rec++)
+            if (P % R || (sp->fixed_replicas && R != base.replicas)) continue;
+            for (int cm = 0; cm < (sp->fixed_chunks ? 1 : 2); cm++) {
+                int chunks = sp->fixed_chunks ? base.chunks : cm ? 2 * (P / R) : 0;
+                /* the strategy's own options: the values its declaration has the search try */
+                DeclSearchCtx dc = { .micro_batches = base.micro_batches, .ranks = P / R, .layers = L, .chunks = chunks };
+                int nset = search_option_sets(names[si], &base, &dc, sets, SEARCH_MAX_SETS);
+                for (int set = 0; set < nset; set++)
+                for (int rec = base.recompute; rec < 2; rec++)
                     for (int pf = 0; pf <= try_fp32; pf++) {
                         if (n == ncap) c = xrealloc(c, (size_t)(ncap *= 2) * sizeof *c);
                         Cand2 *x = &c[n];
-                        *x = (Cand2){ .si = si, .R = R, .chunks = chunks, .rec = rec, .var = var, .k = ks[ki], .order = n, .built_fits = -1,
+                        *x = (Cand2){ .si = si, .R = R, .chunks = chunks, .rec = rec, .set = set, .order = n, .built_fits = -1,
                                       .prec = pf ? WP_FP32 : base.precision };
-                        StrategyOpts o = base;
-                        o.replicas = R; o.chunks = chunks; o.recompute = rec; o.precision = x->prec;
-                        search_set_round(names[si], &o, x->k);
-                        if (var) o.fsdp_variant = "full-shard";
-                        if (pf && !a->grad_precision) o.grad_precision = WP_FP32;
-                        x->mem_lb = search_mem_bound(names[si], topo, model, &o);
+                        StrategyOpts *o = &x->o;
+                        *o = sets[set];
+                        o->replicas = R; o->chunks = chunks; o->recompute = rec; o->precision = x->prec;
+                        if (pf && !sp->fixed_grad_precision) o->grad_precision = WP_FP32;
+                        x->tr = strategy_traits(names[si], o, P, L);
+                        x->mem_lb = bound_mem(&x->tr, topo, model, o);
                         /* what building it costs, for the order among equal bounds: ranks x chunks */
-                        int npipe = P / R, C = bound_chunk_count(names[si], model, npipe, chunks);
-                        /* the bounds that walk every turn only for what the checks below leave */
+                        int npipe = P / R, C = bound_chunk_count(&x->tr, model, npipe, chunks);
                         /* the bounds that walk every turn only for what the checks below leave, and for
                          * pipelines longer than REFINE_LATER_RANKS only once the candidate comes up
                          * (their cheaper bounds, by which they are ordered, often rule them out) */
                         int dropped = C > L || (x->prec == WP_FP32 && try_fp32) || x->mem_lb > mem;
                         x->refine = !dropped && npipe > REFINE_LATER_RANKS;
-                        x->time_lb = bound_time(names[si], topo, model, &o, a->calib, dropped || x->refine ? 0 : RING_CELLS_MAX);
-                        x->cost = (double)(R > 1 && search_rule_holds(names[si], RULE_ONE_REPLICA) ? npipe : P) * (C > 0 ? C : model->layers);
+                        x->time_lb = bound_time(&x->tr, topo, model, o, sp->calib, dropped || x->refine ? 0 : RING_CELLS_MAX);
+                        x->cost = (double)(R > 1 && rule_holds(&x->tr, RULE_ONE_REPLICA) ? npipe : P) * (C > 0 ? C : model->layers);
                         n++;
                     }
             }
         }
+    free(sets);
     for (int i = 0; i < n; i++) out->best[c[i].si].considered++;
     qsort(c, (size_t)n, sizeof *c, cand2_cmp);
     SearchStats *st = &out->stats;
@@ -255,7 +241,7 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
 #define DROP(reason) do { \
         st->pruned[reason]++; \
         out->best[x->si].pruned[reason]++; \
-        if (trace) fprintf(stderr, "search: %-20s r%-4d c%-4d k%-3d rc%d %s  mem >= %6.2f GiB, step >= %.4g s: %s (%.2f s)\n", sname, x->R, x->chunks, x->k, \
+        if (trace) fprintf(stderr, "search: %-20s r%-4d c%-4d o%-3d rc%d %s  mem >= %6.2f GiB, step >= %.4g s: %s (%.2f s)\n", sname, x->R, x->chunks, x->set, \
                            x->rec, wp_dtype_name(x->prec), x->mem_lb / (1 << 30), x->time_lb, prune_names[reason], progress_now() - tc); \
         goto next; \
     } while (0)
@@ -264,11 +250,11 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
         tc = progress_now();
         const char *sname = names[x->si];
         int npipe = P / x->R;
-        int C = bound_chunk_count(sname, model, npipe, x->chunks);
-        if (C > L || (!strcmp(sname, "1f1b") && npipe > L)) { DROP(PRUNE_IMPOSSIBLE); }
+        int C = bound_chunk_count(&x->tr, model, npipe, x->chunks);
+        if (C > L || (x->tr.stages_need_layers && npipe > L)) { DROP(PRUNE_IMPOSSIBLE); }
         if (x->prec == WP_FP32 && try_fp32) { DROP(PRUNE_PRECISION); }
         if (x->mem_lb > mem) { DROP(PRUNE_MEMORY); }
-        if (x->rec && !a->recompute && search_rule_holds(sname, PRUNE_DOMINATED)) {
+        if (x->rec && !base.recompute && rule_holds(&x->tr, PRUNE_DOMINATED)) {
             int tw = find_twin(c, n, x);
             if (tw >= 0 && c[tw].built_fits == 1) { DROP(PRUNE_DOMINATED); }
         }
@@ -276,12 +262,7 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
         int have_ref = ref && ref->c.rc == 0;
         if (have_ref && x->time_lb >= ref->c.step * (1 - 1e-9)) { DROP(PRUNE_SLOWER); }
         if (x->refine) {
-            StrategyOpts o = base;
-            o.replicas = x->R; o.chunks = x->chunks; o.recompute = x->rec; o.precision = x->prec;
-            search_set_round(sname, &o, x->k);
-            if (x->var) o.fsdp_variant = "full-shard";
-            if (x->prec == WP_FP32 && !a->grad_precision) o.grad_precision = WP_FP32;
-            double lb = bound_time(sname, topo, model, &o, a->calib, RING_CELLS_MAX);
+            double lb = bound_time(&x->tr, topo, model, &x->o, sp->calib, RING_CELLS_MAX);
             if (lb > x->time_lb) x->time_lb = lb;
             x->refine = 0;
             if (have_ref && x->time_lb >= ref->c.step * (1 - 1e-9)) { DROP(PRUNE_SLOWER); }
@@ -298,19 +279,16 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
          * win). It starts once any plan fits, compare's too: a strategy of which nothing fits
          * by then is shown as not tried, rather than searched on past the limit */
         int any_fits = out->winner >= 0 && out->best[out->winner].c.rc == 0;
-        if (a->search_seconds > 0 && any_fits && progress_now() - t0 > a->search_seconds) { DROP(PRUNE_TIME); }
+        if (sp->search_seconds > 0 && any_fits && progress_now() - t0 > sp->search_seconds) { DROP(PRUNE_TIME); }
         progress("search: candidate %d of %d: %s, %d replica%s, %s chunks%s (%d simulated, best %.4g s)", i + 1, n, sname, x->R,
                  x->R > 1 ? "s" : "", x->chunks ? "twice the default" : "default", x->rec ? ", recomputation" : "", st->simulated,
                  out->winner >= 0 ? out->best[out->winner].c.step : 0.0);
-        Cand cd = { .o = base };
-        cd.o.replicas = x->R; cd.o.chunks = x->chunks; cd.o.recompute = x->rec; cd.o.precision = x->prec;
-        search_set_round(sname, &cd.o, x->k);
-        if (x->var) cd.o.fsdp_variant = "full-shard";
+        Cand cd = { .o = x->o };
         snprintf(cd.strategy, sizeof cd.strategy, "%.63s", sname);
-        if (x->R > 1 && search_rule_holds(sname, RULE_ONE_REPLICA)) {
+        if (x->R > 1 && rule_holds(&x->tr, RULE_ONE_REPLICA)) {
             int f1;
             double lb1;
-            if (search_one_replica_bound(&cd, topo, model, name, have_ref ? ref->c.step : 0, a->calib, &f1, &lb1)) { DROP(PRUNE_REFUSED); }
+            if (search_one_replica_bound(&cd, topo, model, name, have_ref ? ref->c.step : 0, sp->calib, &f1, &lb1)) { DROP(PRUNE_REFUSED); }
             if (!f1) { st->one_replica++; x->built_fits = 0; DROP(PRUNE_NO_FIT); }
             if (have_ref && (lb1 == 0 || lb1 >= ref->c.step * (1 - 1e-9))) { st->one_replica++; DROP(PRUNE_SLOWER); }
         }
@@ -321,15 +299,15 @@ int search_run(const Args *a, const Topology *topo, const WpConfig *model, const
         cd.fits = plan_fits(p);
         x->built_fits = cd.fits;
         if (!cd.fits) { plan_free(p); DROP(PRUNE_NO_FIT); }
-        SimOptions so = { .stop_after = have_ref ? ref->c.step : 0, .calib = a->calib };
+        SimOptions so = { .stop_after = have_ref ? ref->c.step : 0, .calib = sp->calib };
         SimResult s;
         int src = sim_run(p, &so, &s, err, sizeof err);
         if (src == SIM_STOPPED) { st->stopped++; plan_free(p); DROP(PRUNE_SLOWER); }
         if (src) { plan_free(p); DROP(PRUNE_REFUSED); }
         st->simulated++;
         st->fits++;
-        if (trace) fprintf(stderr, "search: %-20s r%-4d c%-4d k%-3d rc%d %s  mem >= %6.2f GiB, step >= %.4g s: simulated, %.4g s (%.2f s)\n", sname, x->R,
-                           x->chunks, x->k, x->rec, wp_dtype_name(x->prec), x->mem_lb / (1 << 30), x->time_lb, s.step_time, progress_now() - tc);
+        if (trace) fprintf(stderr, "search: %-20s r%-4d c%-4d o%-3d rc%d %s  mem >= %6.2f GiB, step >= %.4g s: simulated, %.4g s (%.2f s)\n", sname, x->R,
+                           x->chunks, x->set, x->rec, wp_dtype_name(x->prec), x->mem_lb / (1 << 30), x->time_lb, s.step_time, progress_now() - tc);
         cd.step = s.step_time; cd.tps = s.tokens_per_s_per_device; cd.bubble = s.bubble_ratio;
         SearchBest *b = &out->best[x->si];
         if (b->c.rc != 0 || cand_better(&cd, &b->c)) {

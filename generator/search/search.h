@@ -4,7 +4,45 @@
 #ifndef WP_SEARCH_H
 #define WP_SEARCH_H
 
-#include "cli/cli.h"
+#include "ir/plan.h"
+#include "lua/bridge.h"
+#include "lua/declare.h"
+#include "sim/sim.h"
+#include "calib/calib.h"
+
+/* A candidate: a strategy with its options, and what it came to. */
+typedef struct Cand {
+    char strategy[64];
+    StrategyOpts o;
+    int rc, fits;
+    double step, tps, bubble;
+    char why[768];
+} Cand;
+
+/* What the search may vary: the options the flags give (base, with the strategies' own options
+ * given on the command line, which stay fixed for the strategies that declare them) and which of
+ * the rest they fix. */
+typedef struct SearchSpec {
+    StrategyOpts base;
+    int fixed_replicas, fixed_chunks;   /* --replicas, --chunks given: not searched */
+    int fixed_precision, fixed_grad_precision;
+    int search_seconds;                 /* no new candidate after this long once one fits; 0: no limit */
+    const Calibration *calib;
+    const char *strategies;             /* -s auto: "a,b,..." (names or paths) to search; NULL: the shipped ones */
+} SearchSpec;
+
+/* The strategies of a list "a,b,path/c.lua" (NULL: the shipped ones), at most max; -1 on a name
+ * too long or empty. */
+int search_strategy_list(const char *list, char names[][64], int max);
+
+enum { EXIT_REJECTED_PLAN = 1, EXIT_BAD_PLAN_INPUT = 2 };
+
+/* build.c: runs a strategy and verifies its plan. 0; 2 (a strategy's error) or 1 (the
+ * verifier's) with the message in err. */
+int make_plan(const char *strategy, const Topology *topo, const WpConfig *model, const char *name,
+              const StrategyOpts *o, Plan **out, char *err, size_t errlen);
+int plan_fits(const Plan *p);   /* every rank's peak memory within its device's */
+int cand_better(const Cand *x, const Cand *y);       /* x fits and is strictly faster than y */
 
 /* Why a candidate was not simulated to the end. */
 typedef enum {
@@ -25,8 +63,9 @@ extern const char *const prune_names[PRUNE__COUNT];
 enum { RULE_ONE_REPLICA = PRUNE__COUNT };
 /* Whether a rule that compares plans of one strategy holds for it: PRUNE_DOMINATED (recomputation
  * no faster than none) or RULE_ONE_REPLICA (one pipeline on its own no slower than the replicas,
- * and fitting when they fit). Shipped strategies only. */
-int search_rule_holds(const char *strategy, int rule);
+ * and fitting when they fit), as the strategy's declared traits say (recompute_never_faster,
+ * one_replica_bound). */
+int search_rule_holds(const char *strategy, const StrategyOpts *o, int rule);
 
 typedef struct SearchStats {
     int considered, simulated, fits;
@@ -60,7 +99,7 @@ typedef struct SearchResult {
  * dropped as slower only against its own strategy's best; else against the best of all. Progress
  * on stderr when it takes more than a couple of seconds. Returns 0 (even when nothing fits:
  * winner -1); the plans are the caller's to free with search_free. */
-int search_run(const Args *a, const Topology *topo, const WpConfig *model, const char *name,
+int search_run(const SearchSpec *sp, const Topology *topo, const WpConfig *model, const char *name,
                char names[][64], int ns, int per_strategy, SearchResult *out);
 void search_free(SearchResult *r);
 
@@ -78,15 +117,17 @@ void search_describe(const SearchStats *s, char *out, size_t len);
  * take long. */
 void search_describe_strategy(const SearchBest *b, char *out, size_t len);
 
-/* The rounds the search tries for a strategy with N micro-batches per rank (0: the strategy's
- * default): weipipe-interleave's micro-batches per weight pass (StrategyOpts.pass_mbs) 0 (K = 1),
- * 2, 4, ... below N (K = N is weipipe-naive); tawpipe's rounds (StrategyOpts.rounds) 0 (its
- * solver's choice), 1, 2, 4, ... up to N; others 0. --pass-micro-batches (given_pass) or --rounds
- * (given_rounds) fixes it where taken. Returns how many, at most max. search_set_round puts one
- * into the options (the other field 0 for tawpipe, which takes no K). */
-enum { SEARCH_MAX_ROUND_VALUES = 16 };
-int search_round_values(const char *strategy, int micro_batches, int given_pass, int given_rounds, int *out, int max);
-void search_set_round(const char *strategy, StrategyOpts *o, int v);
+/* The option sets the search tries for strategy s from base: every combination of the values
+ * its declared options' `search` gives (ctx: the pipeline's ranks, the candidate's chunks), the
+ * earlier option varying slowest; an option base gives (the command line) stays as given.
+ * Returns how many, at most max (the first is base itself where nothing is searched). */
+enum { SEARCH_MAX_VALUES = 16, SEARCH_MAX_SETS = 64 };
+int search_option_sets(const char *s, const StrategyOpts *base, const DeclSearchCtx *ctx, StrategyOpts *out, int max);
+
+/* -s auto (auto.c): the pruned search over every shipped strategy (or sp->strategies); the fastest plan that fits
+ * wins. Fills *best (and *plan with its verified plan, when plan is not NULL) and returns 0, or
+ * returns 1 when nothing fits (said on stderr). */
+int auto_search(const SearchSpec *sp, const Topology *topo, const WpConfig *model, const char *name, Cand *best, Plan **plan);
 
 /* The analytic bounds of one candidate (exported for the tests): a lower bound on the largest
  * peak memory of a rank, in bytes, and on the step time, in seconds. Strategies wpgen does not
