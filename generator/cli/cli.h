@@ -29,7 +29,7 @@ typedef struct Args {
     OptVal given[STRATEGY_MAX_OPTS];
     const char *precision, *grad_precision;   /* "fp32" or "bf16" as given; NULL: the default (inputs.c) */
     const char *weight_wire;   /* --weight-wire "fp32" or "bf16"; NULL: the precision */
-    int lua_max_mib, lua_max_minstr;   /* the strategy sandbox's limits; 0: its defaults */
+    int lua_max_mib, lua_max_minstr, lua_max_seconds;   /* the strategy sandbox's limits; 0: its defaults */
     int search_seconds;     /* compare, -s auto: no new candidate after this long (once one fits); 0: no limit */
     int set_micro_batches, set_replicas, set_chunks;   /* given on the command line (auto keeps them) */
     const char *calib_path;    /* --calibration FILE (plan, emit, sim, compare) */

@@ -20,8 +20,9 @@ static void usage(FILE *f) {
         "                  [--precision fp32|bf16] [--grad-precision fp32|bf16] [--weight-wire fp32|bf16]\n"
         "                  [--OPTION [VALUE] ...]   (the strategy's own options, as its file declares them:\n"
         "                  wpgen plan --help -s NAME prints them, wpgen list all of them)\n"
-        "                  [--lua-max-mib N] [--lua-max-instructions M]   (the strategy's limits: MiB of\n"
-        "                  Lua memory, default %d; millions of Lua instructions, default %d)\n"
+        "                  [--lua-max-mib N] [--lua-max-instructions M] [--lua-max-seconds S]   (the strategy's\n"
+        "                  limits: MiB of memory, its Lua objects and the plan it builds, default %d; millions\n"
+        "                  of Lua instructions, default %d; seconds of wall clock, default %d)\n"
         "       wpgen emit -t TOPO.json -m MODEL [-s STRATEGY] [...] -o DIR [--backend cpu|cuda] [--comm mpi|nccl] [--force]\n"
         "       wpgen sim -t TOPO.json -m MODEL [-s STRATEGY|auto] [...] [--trace FILE.json] [--svg FILE.svg] [--json]\n"
         "       wpgen compare -t TOPO.json -m MODEL [--strategies a,b,...] [...] [--json]\n"
@@ -42,7 +43,8 @@ static void usage(FILE *f) {
         "--weight-wire: working weights on the wire (fp32 with bf16 compute: PyTorch's fully sharded flat parameters\n"
         "without a MixedPrecision policy), rounded to the precision on arrival; default: the --precision.\n"
         "emit writes nothing for a plan that does not fit the devices' memory, unless --force.\n"
-        "Exit status: 0 done, 1 plan rejected or does not fit, 2 bad input.\n", SANDBOX_DEFAULT_MIB, SANDBOX_DEFAULT_MINSTR);
+        "Exit status: 0 done, 1 plan rejected or does not fit, 2 bad input.\n", SANDBOX_DEFAULT_MIB, SANDBOX_DEFAULT_MINSTR,
+        SANDBOX_DEFAULT_SECONDS);
 }
 
 /* Limits no real run reaches: past them a plan would take minutes or all memory to build
@@ -125,6 +127,7 @@ static int parse_args(int argc, char **argv, Args *a) {
         else if (!strcmp(f, "--recompute")) { a->recompute = 1; takes = 0; }
         else if (!strcmp(f, "--lua-max-mib")) { if (parse_int(f, v, 1, 1 << 20, &a->lua_max_mib)) return -1; }
         else if (!strcmp(f, "--lua-max-instructions")) { if (parse_int(f, v, 1, 1 << 20, &a->lua_max_minstr)) return -1; }
+        else if (!strcmp(f, "--lua-max-seconds")) { if (parse_int(f, v, 1, 86400, &a->lua_max_seconds)) return -1; }
         else if (!strcmp(f, "--search-seconds")) { if (parse_int(f, v, 1, 1 << 20, &a->search_seconds)) return -1; }
         else if (!strcmp(f, "--precision") || !strcmp(f, "--grad-precision") || !strcmp(f, "--weight-wire")) {
             WpDtype d;

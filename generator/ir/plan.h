@@ -136,6 +136,7 @@ typedef struct Plan {
     int ngroups, capgroups; PlanGroup *groups;
     int32_t **op_turn;  /* [rank][op] turn while building */
     char *notes;        /* the strategy's words on what it chose, for the summary */
+    size_t notes_len, notes_cap;   /* its length and room (plan:note appends) */
     int nsources; char **sources;   /* the Lua files ops were added from (Op.srcloc), as the bridge names them */
     int finished, verified;
     size_t peak_mem;    /* largest over ranks */

@@ -89,6 +89,7 @@ static uint32_t srcloc(lua_State *L, PlanUd *ud) {
 static void add_op(lua_State *L, Plan *p, int rank, int turn, Op *op) {
     char err[256];
     op->srcloc = srcloc(L, lua_touserdata(L, 1));
+    sandbox_charge(L, sizeof *op);   /* the plan holds it for the script: its memory limit counts it */
     if (plan_add_op(p, rank, turn, op, err, sizeof err)) luaL_error(L, "%s", err);
 }
 
@@ -255,6 +256,7 @@ static int l_buffer(lua_State *L) {
         lua_getfield(L, 5, "nshards"); nshards = opt_int(L, -1, 1); lua_pop(L, 1);
     }
     char err[256];
+    sandbox_charge(L, 64 + strlen(name));   /* a buffer's description and name */
     if (plan_add_buf(p, r, name, kind[0] == 'W' ? BUF_W : BUF_D, chunk, master, shard, nshards, err, sizeof err) < 0)
         return luaL_error(L, "%s", err);
     return 0;
@@ -265,6 +267,8 @@ static int l_group(lua_State *L) {
     Plan *p = check_plan(L);
     luaL_checktype(L, 2, LUA_TTABLE);
     int n = (int)luaL_len(L, 2);
+    if (n < 0 || n > p->nranks) return luaL_error(L, "plan:group: expected at most the plan's %d ranks, got %d", p->nranks, n);
+    sandbox_charge(L, (size_t)n * sizeof(int));
     int *ranks = xmalloc((size_t)n * sizeof *ranks);
     for (int i = 0; i < n; i++) {
         lua_geti(L, 2, i + 1);
@@ -303,12 +307,20 @@ static int l_place(lua_State *L) {
 /* plan:note(text): the strategy's words for the summary */
 static int l_note(lua_State *L) {
     Plan *p = check_plan(L);
-    const char *s = luaL_checkstring(L, 2);
-    size_t old = p->notes ? strlen(p->notes) : 0, n = strlen(s);
-    p->notes = xrealloc(p->notes, old + n + 2);
+    size_t n;
+    const char *s = luaL_checklstring(L, 2, &n);
+    n = strlen(s);   /* up to a NUL, as the summary prints it */
+    sandbox_charge(L, n + 1);
+    /* appended at the known end, the room doubled: a script's many notes cost linear time */
+    size_t old = p->notes_len;
+    if (old + n + 2 > p->notes_cap) {
+        p->notes_cap = old + n + 2 > 2 * p->notes_cap ? old + n + 2 : 2 * p->notes_cap;
+        p->notes = xrealloc(p->notes, p->notes_cap);
+    }
     memcpy(p->notes + old, s, n);
     p->notes[old + n] = '\n';
     p->notes[old + n + 1] = 0;
+    p->notes_len = old + n + 1;
     return 0;
 }
 
@@ -589,6 +601,7 @@ int strategy_run(const char *name, const Topology *t, const WpConfig *m, const c
     Sandbox sb;
     lua_State *L = sandbox_new(&sb, o->lua_max_mib, o->lua_max_minstr);
     if (!L) return snprintf(err, errlen, "strategy %s: cannot create its Lua state", sname), STRATEGY_BAD_INPUT;
+    sandbox_set_time(&sb, o->lua_max_seconds, sname);
     Plan *p = plan_new(t, m, sname, t->ndevices);
     p->replicas = o->replicas;
     p->micro_batches = o->micro_batches;
@@ -607,7 +620,7 @@ int strategy_run(const char *name, const Topology *t, const WpConfig *m, const c
     lua_pushcfunction(L, run_strategy);
     lua_pushlightuserdata(L, &run);
     int rc = sandbox_pcall(L, &sb, 1, 0, sname, err, errlen) ? STRATEGY_BAD_INPUT : 0;
-    lua_close(L);
+    sandbox_close(L, &sb);
     if (rc == 0 && plan_finish(p, err, errlen)) rc = STRATEGY_BAD_INPUT;
     if (rc) { plan_free(p); return rc; }
     *out = p;

@@ -33,6 +33,7 @@ typedef struct StrategyOpts {
     OptVal x[STRATEGY_MAX_OPTS];
     int lua_max_mib;        /* the sandbox's limits: MiB of Lua memory, millions of instructions; */
     int lua_max_minstr;     /* 0: the defaults (sandbox.h) */
+    int lua_max_seconds;    /* the sandbox's wall-clock limit; 0: the default */
     WpDtype precision;      /* the plan's formats (ir/plan.h, PlanBuf); zero: fp32 */
     WpDtype grad_precision;
     const char *weight_wire;    /* working weights on the wire, "fp32" or "bf16" (--weight-wire); NULL:

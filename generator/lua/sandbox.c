@@ -19,14 +19,20 @@
  * a signal handler into every program that builds plans; counted instructions stop it at the
  * same point everywhere.
  *
- * Not covered: time spent inside one call of a C library function (a pathological string
- * pattern can run long without executing a Lua instruction), and memory the plan itself takes
- * in C (each operation added is memory the plan needs; the instruction limit bounds how many). */
+ * What the script makes wpgen hold (its plan's operations, buffers, groups, notes) counts against
+ * the same memory limit (sandbox_charge). And a wall-clock limit (default 600 s, --lua-max-seconds)
+ * backs the instruction count where it cannot see: time inside one call of a C library function
+ * (a pathological string pattern, string.rep("a", 300000):find(".-b"), runs for minutes without
+ * executing a Lua instruction). The count hook checks the clock, and a timer thread ends wpgen
+ * (exit 2, the script named) if a call outlives the deadline by SANDBOX_GRACE_SECONDS: such a
+ * call cannot be interrupted, and nothing has been written while a strategy runs. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 #include <lua.h>
 #include <lauxlib.h>
@@ -52,7 +58,8 @@ static void *sandbox_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
         sb->used -= old;
         return NULL;
     }
-    if (nsize > old && nsize - old > sb->max_bytes - sb->used) {
+    size_t taken = sb->used + sb->held;
+    if (nsize > old && (taken > sb->max_bytes || nsize - old > sb->max_bytes - taken)) {
         if (sb->refused) sb->out_of_memory = 1;
         sb->refused = 1;
         return NULL;
@@ -65,6 +72,8 @@ static void *sandbox_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     return q;
 }
 
+static double now_s(void);
+
 /* The count hook. Past a limit it raises an error and from then on fires at every instruction,
  * so a script that catches the error with pcall cannot go on running. */
 static void count_hook(lua_State *L, lua_Debug *ar) {
@@ -74,9 +83,60 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
     Sandbox *sb = ud;
     sb->steps += HOOK_EVERY;
     if (sb->steps > sb->max_steps) sb->out_of_steps = 1;
-    if (sb->out_of_steps || sb->out_of_memory) {
+    if (sb->deadline > 0 && now_s() > sb->deadline) sb->out_of_time = 1;
+    if (sb->out_of_steps || sb->out_of_memory || sb->out_of_time) {
         lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
-        luaL_error(L, "strategy stopped: over its %s limit", sb->out_of_steps ? "instruction" : "memory");
+        luaL_error(L, "strategy stopped: over its %s limit",
+                   sb->out_of_steps ? "instruction" : sb->out_of_memory ? "memory" : "wall-clock");
+    }
+}
+
+/* ---- the wall clock ---- */
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The timer's thread: the script is still running SANDBOX_GRACE_SECONDS past its deadline, inside
+ * a C call the hook cannot interrupt. */
+static void watchdog_fired(union sigval v) {
+    const Sandbox *sb = v.sival_ptr;
+    fprintf(stderr, "wpgen: strategy %s ran past its wall-clock limit of %d s inside one call of a library function "
+            "(a string pattern that backtracks?); stopped (--lua-max-seconds raises the limit)\n", sb->name, sb->max_seconds);
+    _exit(2);
+}
+
+void sandbox_set_time(Sandbox *sb, int max_seconds, const char *name) {
+    sb->max_seconds = max_seconds > 0 ? max_seconds : SANDBOX_DEFAULT_SECONDS;
+    snprintf(sb->name, sizeof sb->name, "%s", name);
+    sb->deadline = now_s() + sb->max_seconds;
+    timer_t *t = malloc(sizeof *t);
+    struct sigevent ev = { .sigev_notify = SIGEV_THREAD, .sigev_notify_function = watchdog_fired };
+    ev.sigev_value.sival_ptr = sb;
+    struct itimerspec when = { .it_value = { .tv_sec = sb->max_seconds + SANDBOX_GRACE_SECONDS } };
+    if (t && timer_create(CLOCK_MONOTONIC, &ev, t) == 0 && timer_settime(*t, 0, &when, NULL) == 0) sb->watchdog = t;
+    else free(t);   /* no timer: the hook's check of the clock alone */
+}
+
+void sandbox_close(lua_State *L, Sandbox *sb) {
+    if (sb->watchdog) {
+        timer_delete(*(timer_t *)sb->watchdog);
+        free(sb->watchdog);
+        sb->watchdog = NULL;
+    }
+    if (L) lua_close(L);
+}
+
+void sandbox_charge(lua_State *L, size_t bytes) {
+    void *ud;
+    if (lua_getallocf(L, &ud) != sandbox_alloc) return;   /* not a sandbox: nothing to count */
+    Sandbox *sb = ud;
+    sb->held += bytes;
+    if (sb->used + sb->held > sb->max_bytes) {
+        sb->out_of_memory = 1;
+        luaL_error(L, "strategy stopped: over its memory limit");
     }
 }
 
@@ -109,6 +169,12 @@ int sandbox_load(lua_State *L, const char *path) {
     Reader r = { .f = f };
     /* "t": source only; a precompiled chunk could be made to crash the interpreter */
     int rc = lua_load(L, read_chunk, &r, lua_tostring(L, -1), "t");
+    if (rc == LUA_ERRSYNTAX && lua_isstring(L, -1) && strncmp(lua_tostring(L, -1), name, strlen(name))) {
+        /* Lua's refusal of a binary chunk does not say which file it was */
+        const char *why = lua_pushfstring(L, "%s: %s (a strategy is Lua source)", name, lua_tostring(L, -1));
+        (void)why;
+        lua_remove(L, -2);
+    }
     int bad_read = ferror(f);
     fclose(f);
     lua_remove(L, -2);
@@ -254,8 +320,16 @@ static int message_handler(lua_State *L) {
     if (is_refusal(L, 1)) return 1;
     const char *msg = lua_tostring(L, 1);
     if (!msg) {
-        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) msg = lua_tostring(L, -1);
-        else msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+        /* error(nil), error({}): no message, so the place it was raised, as Lua's own errors give */
+        lua_Debug ar;
+        char where[256] = "";
+        for (int level = 1; lua_getstack(L, level, &ar); level++)
+            if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
+                snprintf(where, sizeof where, "%s:%d: ", ar.short_src, ar.currentline);
+                break;
+            }
+        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) msg = lua_pushfstring(L, "%s%s", where, lua_tostring(L, -1));
+        else msg = lua_pushfstring(L, "%s(error object is a %s value)", where, luaL_typename(L, 1));
     }
     luaL_traceback(L, L, msg, 1);
     return 1;
@@ -269,11 +343,15 @@ int sandbox_pcall(lua_State *L, Sandbox *sb, int nargs, int nres, const char *st
     lua_remove(L, base);
     /* a memory error raised at a first refusal (Lua tries no collection in some states) */
     if (rc == LUA_ERRMEM && sb->refused) sb->out_of_memory = 1;
-    if (sb->out_of_steps)
+    if (sb->out_of_time)
+        snprintf(err, errlen, "strategy %s ran past its wall-clock limit of %d s (--lua-max-seconds raises the limit)",
+                 strategy, sb->max_seconds);
+    else if (sb->out_of_steps)
         snprintf(err, errlen, "strategy %s ran more than %d million Lua instructions (an endless loop? --lua-max-instructions raises the limit)",
                  strategy, sb->max_minstr);
     else if (sb->out_of_memory)
-        snprintf(err, errlen, "strategy %s used more than %d MiB of Lua memory (--lua-max-mib raises the limit)", strategy, sb->max_mib);
+        snprintf(err, errlen, "strategy %s used more than %d MiB of memory (%.1f MiB of Lua objects, %.1f MiB of the plan it "
+                 "built; --lua-max-mib raises the limit)", strategy, sb->max_mib, sb->used / 1048576.0, sb->held / 1048576.0);
     else if (rc == LUA_OK)
         return 0;
     else if (is_refusal(L, -1)) {

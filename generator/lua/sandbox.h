@@ -9,16 +9,22 @@ typedef struct lua_State lua_State;
 
 /* Defaults of the limits, generous: the largest shipped plans stay far below (the 1,024-rank
  * bench plan: see sandbox.c). --lua-max-mib and --lua-max-instructions (in millions) change them. */
-enum { SANDBOX_DEFAULT_MIB = 4096, SANDBOX_DEFAULT_MINSTR = 2000 };
+enum { SANDBOX_DEFAULT_MIB = 4096, SANDBOX_DEFAULT_MINSTR = 2000, SANDBOX_DEFAULT_SECONDS = 600 };
 
 /* What a strategy may use and what it has used. The allocator counts `used` against `max_bytes`,
  * the count hook `steps` against `max_steps`; either limit, once hit, stays hit. */
 typedef struct Sandbox {
     size_t used, peak, max_bytes;
+    size_t held;               /* bytes wpgen holds for the script (its plan's operations, notes, ...),
+                                * counted against max_bytes with the Lua state's own */
     long long steps, max_steps;
-    int out_of_memory, out_of_steps;
+    int out_of_memory, out_of_steps, out_of_time;
     int refused;               /* the last growth asked for was refused */
     int max_mib, max_minstr;   /* the limits as given, for the messages */
+    int max_seconds;           /* the wall-clock limit */
+    double deadline;           /* CLOCK_MONOTONIC seconds the script must end by */
+    void *watchdog;            /* the timer that ends wpgen when a C call outlives the deadline */
+    char name[128];            /* the script, for the watchdog's message */
 } Sandbox;
 
 /* A Lua state for a strategy, its allocator and hook working on *sb (which must outlive it):
@@ -26,6 +32,19 @@ typedef struct Sandbox {
  * table, math (random with a fixed seed), utf8; `require` of schedules/lib modules only; no io,
  * os, package, debug or coroutine. max_mib / max_minstr 0: the defaults. NULL if it cannot be made. */
 lua_State *sandbox_new(Sandbox *sb, int max_mib, int max_minstr);
+
+/* The wall-clock limit (0: the default), from now; name is the script's, for the messages. The
+ * count hook stops a script past it; a C call that outlives it by SANDBOX_GRACE_SECONDS (a
+ * pathological string pattern runs inside one) ends wpgen with the bad-input status. */
+enum { SANDBOX_GRACE_SECONDS = 5 };
+void sandbox_set_time(Sandbox *sb, int max_seconds, const char *name);
+
+/* Closes L and stops sb's watchdog. */
+void sandbox_close(lua_State *L, Sandbox *sb);
+
+/* Counts bytes wpgen takes on the script's behalf (an operation added to its plan, a note)
+ * against its memory limit: raises the memory error past it. L must be a sandbox's. */
+void sandbox_charge(lua_State *L, size_t bytes);
 
 /* The name a script's errors and tracebacks carry: its path relative to the wpgen home when it
  * lies there (schedules/NAME.lua), else the path as given. */

@@ -37,7 +37,7 @@ expect 2 "cannot set finalizers" -- "${plan[@]}" -s $data/finalizer-loop.lua
 t0=$SECONDS
 expect 2 "wpgen: strategy endless-loop ran more than 100 million Lua instructions" -- "${plan[@]}" -s $data/endless-loop.lua --lua-max-instructions 100
 [ "$(wc -l <"$tmp/err")" = 1 ] && ok || bad "the instruction limit's message is not one line: $(cat "$tmp/err")"
-expect 2 "wpgen: strategy memory-bomb used more than 64 MiB of Lua memory" -- "${plan[@]}" -s $data/memory-bomb.lua --lua-max-mib 64
+expect 2 "wpgen: strategy memory-bomb used more than 64 MiB of memory" -- "${plan[@]}" -s $data/memory-bomb.lua --lua-max-mib 64
 [ "$(wc -l <"$tmp/err")" = 1 ] && ok || bad "the memory limit's message is not one line: $(cat "$tmp/err")"
 [ $((SECONDS - t0)) -lt 100 ] && ok || bad "the limits took $((SECONDS - t0)) s to stop two strategies"
 # garbage far past the limit, never much of it alive: not a memory error
@@ -91,6 +91,20 @@ grep -q "^  weipipe-interleave  *one backward + one forward per turn" "$tmp/list
     grep -q "	schedules/lib/wp.lua:[0-9]*: in field 'split_layers'" "$tmp/err" && grep -q "	schedules/buggy.lua:3: in function" "$tmp/err" && ok ||
     bad "plan -s buggy: $(cat "$tmp/err")"
 grep -q "$tmp\|$PWD" "$tmp/err" && bad "the traceback names absolute paths: $(cat "$tmp/err")" || ok
+
+# limits that hold where the instruction count cannot see: one call of a library function (a
+# backtracking pattern), stopped by the wall clock; memory wpgen holds for the script (notes)
+t0=$SECONDS
+expect 2 "ran past its wall-clock limit of 2 s" -- "${plan[@]}" -s $data/pattern-bomb.lua --lua-max-seconds 2 --lua-max-instructions 1
+[ $((SECONDS - t0)) -lt 30 ] && ok || bad "the pattern bomb ran $((SECONDS - t0)) s under a 2 s limit"
+t0=$SECONDS
+expect 2 "used more than 16 MiB of memory" -- "${plan[@]}" -s $data/note-bomb.lua --lua-max-mib 16
+[ $((SECONDS - t0)) -lt 10 ] && ok || bad "the note bomb ran $((SECONDS - t0)) s"
+expect 2 "--lua-max-seconds: expected an integer in [1, 86400]" -- "${plan[@]}" --lua-max-seconds 0
+# errors without a message, and a precompiled chunk, still name the file
+expect 2 "error-nil.lua:4: (error object is a nil value)" -- "${plan[@]}" -s $data/error-nil.lua
+luac5.4 -o "$tmp/compiled.lua" $data/endless-loop.lua 2>/dev/null || printf '\033Lua\124' >"$tmp/compiled.lua"
+expect 2 "compiled.lua: attempt to load a binary chunk" -- "${plan[@]}" -s "$tmp/compiled.lua"
 
 echo "sandbox: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
