@@ -7,15 +7,6 @@ build=${1:-build}
 cd "$(dirname "$0")/../.."
 . tests/check.sh
 
-# expect STATUS 'stderr substring' -- args...
-expect() {
-    local want=$1 msg=$2; shift 3
-    "$wpgen" "$@" >"$tmp/out" 2>"$tmp/err"
-    local got=$?
-    if [ "$got" != "$want" ]; then bad "wpgen $*: exit $got, want $want: $(head -3 "$tmp/err")"; return; fi
-    if [ -n "$msg" ] && ! grep -qF -- "$msg" "$tmp/err"; then bad "wpgen $*: stderr lacks '$msg': $(head -3 "$tmp/err")"; return; fi
-    ok
-}
 
 # list names every preset, strategy and topology
 "$wpgen" list >"$tmp/list" 2>&1 && ok || bad "wpgen list failed"

@@ -16,15 +16,6 @@ S=tests/data/strategies/buckets.lua
 cpu=(-t topologies/cpu-2x2.json -m tiny --replicas 4)
 net=(-t topologies/weipipe-2x8-a800-nvlink-10gbe.json -m llama-h1024 --replicas 16 --chunks 0)
 
-# expect STATUS 'stderr substring' -- args...
-expect() {
-    local want=$1 msg=$2; shift 3
-    "$wpgen" "$@" >"$tmp/out" 2>"$tmp/err"
-    local got=$?
-    if [ "$got" != "$want" ]; then bad "wpgen $*: exit $got, want $want: $(head -3 "$tmp/err")"; return; fi
-    if [ -n "$msg" ] && ! grep -qF -- "$msg" "$tmp/err"; then bad "wpgen $*: stderr lacks '$msg': $(head -3 "$tmp/err")"; return; fi
-    ok
-}
 jget() { python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(eval("j" + sys.argv[2]))' "$1" "$2"; }
 layers() { grep '^chunks' "$1" | grep -o '\[[0-9]* layer' | grep -o '[0-9]*' | tr '\n' ' '; }
 
