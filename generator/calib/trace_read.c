@@ -38,7 +38,7 @@ int trace_read(const char *path, TraceRun *run, char *err, size_t errlen) {
         if (!cat || !name) { rc = errmsg(err, errlen, "%s: traceEvents[%zu]: expected a name and a cat", path, i); break; }
         TraceSpan s = { 0 };
         if (!strcmp(cat, "forward") || !strcmp(cat, "backward")) {
-            /* "F<chunk> mb<m>", "B<chunk> mb<m>", or a split backward's halves (runtime/cpu/step_ops.c)
+            /* "F<chunk> mb<m>", "B<chunk> mb<m>", or a split backward's halves (runtime/train/step_ops.c)
              * "Bb<chunk> mb<m>" and "Bw<chunk> mb<m>" */
             int split = name[0] == 'B' && (name[1] == 'b' || name[1] == 'w');
             s.kind = name[0] == 'F' ? TR_FWD : !split ? TR_BWD : name[1] == 'b' ? TR_BWD_B : TR_BWD_W;

@@ -20,7 +20,7 @@ void emit_push_rank(lua_State *L, const Plan *p, int r);
 
 /* The most activations (chunk inputs and their gradients, each [mbs * seq, hidden]), stashes and
  * B-to-W keeps (the split backward's) rank r holds at one time during a step, counted in the order its runtime allocates and releases
- * them (runtime/cpu/step_ops.c, runtime/cuda/step_ops_cuda.c): a received activation from when
+ * them (runtime/train/step_ops.c): a received activation from when
  * its receive is posted, a sent one until the turn's wait; a forward holds its input, its output
  * and its stash together, a backward its stash, its output gradient and its input gradient, a
  * BWD_B its keep beside them. A device backend reserves this many at start-up
