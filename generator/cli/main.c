@@ -94,6 +94,31 @@ static int j_strategy_given(int argc, char **argv) {
     return 0;
 }
 
+/* Flags that take one value: given twice, which one was meant is a guess, so neither is taken. */
+static int check_repeats(int argc, char **argv) {
+    static const char *const once[][2] = {
+        { "-t", "--topology" }, { "-m", "--model" }, { "-s", "--strategy" }, { "-o", "--out" }, { "--backend", NULL },
+        { "--comm", NULL }, { "--seq", NULL }, { "--micro-batch-size", NULL }, { "--micro-batches", NULL },
+        { "--replicas", NULL }, { "--chunks", NULL }, { "--precision", NULL }, { "--grad-precision", NULL },
+        { "--weight-wire", NULL }, { "--calibration", NULL }, { "--strategies", NULL }, { "--trace", NULL }, { "--svg", NULL },
+    };
+    enum { N = sizeof once / sizeof once[0] };
+    int first[N];
+    for (int k = 0; k < N; k++) first[k] = -1;
+    for (int i = 2; i + 1 < argc; i++)
+        for (int k = 0; k < N; k++) {
+            if (strcmp(argv[i], once[k][0]) && (!once[k][1] || strcmp(argv[i], once[k][1]))) continue;
+            if (first[k] >= 0) {
+                fprintf(stderr, "wpgen: %s given twice (\"%s\", then \"%s\"): give it once\n", once[k][0], argv[first[k] + 1], argv[i + 1]);
+                return -1;
+            }
+            first[k] = i;
+            i++;   /* its value is not a flag */
+            break;
+        }
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, Args *a) {
     memset(a, 0, sizeof *a);
     a->strategy = strategy_default();   /* schedules/default-strategy */
@@ -102,6 +127,7 @@ static int parse_args(int argc, char **argv, Args *a) {
     a->micro_batches = 4;
     a->replicas = 1;
     a->cmd = argv[1];
+    if (check_repeats(argc, argv)) return -1;
     /* the strategies named, before the loop: their declarations say which other flags exist */
     for (int i = 2; i + 1 < argc; i++) {
         if (!strcmp(argv[i], "-s") || !strcmp(argv[i], "--strategy")) a->strategy = argv[i + 1];
@@ -161,6 +187,20 @@ static int parse_args(int argc, char **argv, Args *a) {
     if (!a->topo) { fprintf(stderr, "wpgen %s: -t TOPO.json is required\n", a->cmd); return -1; }
     if (!a->model) { fprintf(stderr, "wpgen %s: -m MODEL is required\n", a->cmd); return -1; }
     if (check_outputs(a)) return -1;
+    if (a->out && strcmp(a->cmd, "emit")) {
+        fprintf(stderr, "wpgen %s: -o is emit's (%s prints to standard output; --json for one object)\n", a->cmd, a->cmd);
+        return -1;
+    }
+    if (a->strategies) {
+        /* a list of names: none of them empty */
+        const char *p = a->strategies;
+        int empty = !*p || *p == ',';
+        for (; *p && !empty; p++) empty = *p == ',' && (p[1] == ',' || p[1] == 0);
+        if (empty) {
+            fprintf(stderr, "wpgen: --strategies: expected a list of strategies, a,b,... (wpgen list), got \"%s\"\n", a->strategies);
+            return -1;
+        }
+    }
     if (a->strategies && strcmp(a->cmd, "compare") && strcmp(a->strategy, "auto")) {
         fprintf(stderr, "wpgen: --strategies: for compare, or -s auto (the strategies it searches)\n");
         return -1;

@@ -96,6 +96,13 @@ expect 2 "re/runtime/common/mine.c was not written by wpgen" -- emit -t topologi
 diff -r "$tmp/re" "$tmp/re.before" >/dev/null && ok || bad "a refused emit changed the output directory"
 
 # bad input: exit 2 with one clear line naming what is wrong
+# (a flag of one value given twice; -o where nothing is written; an empty list of strategies)
+expect 2 '-m given twice ("tiny", then "small"): give it once' -- plan -t topologies/cpu-2x2.json -m tiny -m small
+expect 2 '-t given twice' -- plan -t topologies/cpu-2x2.json --topology topologies/cpu-1x4.json -m tiny
+expect 2 "wpgen plan: -o is emit's" -- plan -t topologies/cpu-2x2.json -m tiny -o "$tmp/p.json"
+[ ! -e "$tmp/p.json" ] && ok || bad "plan -o wrote $tmp/p.json"
+expect 2 '--strategies: expected a list of strategies, a,b,... (wpgen list), got ""' -- compare -t topologies/cpu-2x2.json -m tiny --strategies ''
+expect 2 '--strategies: expected a list of strategies' -- compare -t topologies/cpu-2x2.json -m tiny --strategies 1f1b,
 expect 2 "-t TOPO.json is required" -- plan -m tiny
 expect 2 "unknown flag" -- plan -t topologies/cpu-2x2.json -m tiny --bogus
 expect 2 "--micro-batches: expected an integer" -- plan -t topologies/cpu-2x2.json -m tiny --micro-batches x
