@@ -27,4 +27,8 @@ int manifest_write(const char *tmp, Names *files, char *err, size_t errlen);
  * writes: 0, or -1 with err set and nothing changed. */
 int manifest_claim(const char *dir, const Names *fresh, Names *keep, char *err, size_t errlen);
 
+/* Does the regular file at path carry wpgen's generated header (an emitted source's first line,
+ * or plan.json's "generated_by")? */
+int manifest_generated(const char *path);
+
 #endif

@@ -32,10 +32,7 @@ static float *block_get(WpRank *R, size_t n) {
 
 static void block_put(WpRank *R, float *p, size_t n) {
     WpCompute *D = R->dev;
-    if (D->nfree == D->capfree) {
-        D->capfree = D->capfree ? 2 * D->capfree : 16;
-        D->free = rank_realloc(R, D->free, (size_t)D->capfree * sizeof *D->free, "activation blocks");
-    }
+    D->free = rank_grow(R, D->free, D->nfree, &D->capfree, 16, sizeof *D->free, "activation blocks");
     D->free[D->nfree++] = (Block){ p, n };
 }
 
@@ -98,10 +95,7 @@ static const float *working_weights(WpRank *R, int w, size_t n) {
 
 static void pending_add(WpRank *R, Pending p) {
     WpCompute *D = R->dev;
-    if (D->npend == D->cappend) {
-        D->cappend = D->cappend ? 2 * D->cappend : 16;
-        D->pend = rank_realloc(R, D->pend, (size_t)D->cappend * sizeof *D->pend, "transfer bookkeeping");
-    }
+    D->pend = rank_grow(R, D->pend, D->npend, &D->cappend, 16, sizeof *D->pend, "transfer bookkeeping");
     D->pend[D->npend++] = p;
 }
 

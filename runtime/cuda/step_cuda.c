@@ -63,10 +63,7 @@ void step_slot_give(WpRank *R, int kind, void *p, size_t tag) {
 
 static void after_add(WpRank *R, After a) {
     WpCompute *D = R->dev;
-    if (D->nafter == D->capafter) {
-        D->capafter = D->capafter ? 2 * D->capafter : 16;
-        D->after = rank_realloc(R, D->after, (size_t)D->capafter * sizeof *D->after, "transfer bookkeeping");
-    }
+    D->after = rank_grow(R, D->after, D->nafter, &D->capafter, 16, sizeof *D->after, "transfer bookkeeping");
     D->after[D->nafter++] = a;
 }
 

@@ -309,14 +309,22 @@ static int config_is_other_model(const char *cfgpath, const WpConfig *c, char *w
     return 1;
 }
 
-int ckpt_claim(const char *path, const WpConfig *c, char *err, size_t errlen) {
-    CkptNames n;
-    char cfgpath[4200], other[256];
-    if (names_of(path, &n, err, errlen)) return -1;
-    join(cfgpath, sizeof cfgpath, n.dir, "config.json");
+/* One folder, one model: transformers loads DIR with DIR/config.json, and a second model's
+ * checkpoint beside the first would make the first one unloadable. 0, or -1 with err set. */
+static int check_same_model(const char *path, const char *cfgpath, const WpConfig *c, char *err, size_t errlen) {
+    char other[256];
     if (config_is_other_model(cfgpath, c, other, sizeof other))
         return errmsg(err, errlen, "%s: %s describes another model (%s), whose checkpoint is in that folder; save this one "
                       "into a folder of its own", path, cfgpath, other);
+    return 0;
+}
+
+int ckpt_claim(const char *path, const WpConfig *c, char *err, size_t errlen) {
+    CkptNames n;
+    char cfgpath[4200];
+    if (names_of(path, &n, err, errlen)) return -1;
+    join(cfgpath, sizeof cfgpath, n.dir, "config.json");
+    if (check_same_model(path, cfgpath, c, err, errlen)) return -1;
     return ckpt_lock(path, err, errlen);
 }
 
@@ -326,12 +334,7 @@ int ckpt_write_config(const char *path, const WpConfig *c, char *err, size_t err
     if (names_of(path, &n, err, errlen)) return -1;
     join(cfgpath, sizeof cfgpath, n.dir, "config.json");
     if (check_config(cfgpath, path, err, errlen)) return -1;
-    /* one folder, one model: transformers loads DIR with DIR/config.json, and a second model's
-     * checkpoint there would make the first one's unloadable */
-    char other[256];
-    if (config_is_other_model(cfgpath, c, other, sizeof other))
-        return errmsg(err, errlen, "%s: %s describes another model (%s), whose checkpoint is in that folder; save this one "
-                      "into a folder of its own", path, cfgpath, other);
+    if (check_same_model(path, cfgpath, c, err, errlen)) return -1;
     char *text = config_text(c);
     if (!text) return errmsg(err, errlen, "%s: out of memory", cfgpath);
     /* Unchanged (the usual case: the same model saved again): not rewritten. */

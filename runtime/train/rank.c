@@ -21,10 +21,13 @@ size_t chunk_floats(const WpRank *R, int chunk, int shard, int nshards) {
     return nshards > 1 ? comm_shard_len(n, nshards, shard) : n;
 }
 
+void *rank_grow(WpRank *R, void *p, int n, int *cap, int first, size_t elem, const char *what) {
+    if (n < *cap) return p;
+    *cap = *cap ? 2 * *cap : first;
+    return rank_realloc(R, p, (size_t)*cap * elem, what);
+}
+
 void wp_opt(WpRank *R, int chunk, int master, int grad) {
-    if (R->nopts == R->capopts) {
-        R->capopts = R->capopts ? 2 * R->capopts : 8;
-        R->opts = rank_realloc(R, R->opts, (size_t)R->capopts * sizeof *R->opts, "updates");
-    }
+    R->opts = rank_grow(R, R->opts, R->nopts, &R->capopts, 8, sizeof *R->opts, "updates");
     R->opts[R->nopts++] = (PendingOpt){ chunk, master, grad };
 }

@@ -48,6 +48,9 @@ struct WpRank {
 /* rank.c */
 /* Allocation that cannot fail quietly: out of memory ends the job with what was being allocated. */
 void *rank_realloc(WpRank *R, void *p, size_t bytes, const char *what);
+/* The array p of *cap elements of elem bytes, with room for one more after n: doubled (first
+ * to first elements) when full. Aborts like rank_realloc. */
+void *rank_grow(WpRank *R, void *p, int n, int *cap, int first, size_t elem, const char *what);
 void *rank_calloc(WpRank *R, size_t n, size_t size, const char *what);
 /* Floats of chunk's parameters in shard `shard` of `nshards` (the whole chunk when nshards <= 1). */
 size_t chunk_floats(const WpRank *R, int chunk, int shard, int nshards);

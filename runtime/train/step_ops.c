@@ -24,10 +24,7 @@ const char *const step_slot_names[SLOT_KINDS] = { "activation", "activation grad
 /* ---- slots ---- */
 
 static void *slot_new(WpRank *R, int kind, int chunk, int mb) {
-    if (R->nslots == R->capslots) {
-        R->capslots = R->capslots ? 2 * R->capslots : 32;
-        R->slots = rank_realloc(R, R->slots, (size_t)R->capslots * sizeof *R->slots, "activation slots");
-    }
+    R->slots = rank_grow(R, R->slots, R->nslots, &R->capslots, 32, sizeof *R->slots, "activation slots");
     size_t tag = 0;
     void *p = step_slot_take(R, kind, chunk, mb, &tag);
     R->slots[R->nslots++] = (StepSlot){ kind, chunk, mb, p, tag };
@@ -227,10 +224,7 @@ void wp_send_act(WpRank *R, int what, int chunk, int mb, int peer) {
     WpDtype dt = (WpDtype)R->plan->precision;
     const void *a = step_act_send(R, slot_get(R, kind, chunk, mb), n, dt);
     comm_send(R->comm, a, n, dt, peer, &ci);
-    if (R->nsent == R->capsent) {
-        R->capsent = R->capsent ? 2 * R->capsent : 8;
-        R->sent = rank_realloc(R, R->sent, (size_t)R->capsent * sizeof *R->sent, "transfer bookkeeping");
-    }
+    R->sent = rank_grow(R, R->sent, R->nsent, &R->capsent, 8, sizeof *R->sent, "transfer bookkeeping");
     R->sent[R->nsent++] = (StepSlot){ kind, chunk, mb, NULL, 0 };   /* released after the wait */
 }
 
