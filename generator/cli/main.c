@@ -22,7 +22,7 @@ static void usage(FILE *f) {
         "                  wpgen plan --help -s NAME prints them, wpgen list all of them)\n"
         "                  [--lua-max-mib N] [--lua-max-instructions M] [--lua-max-seconds S]   (the strategy's\n"
         "                  limits: MiB of memory, its Lua objects and the plan it builds, default %d; millions\n"
-        "                  of Lua instructions, default %d; seconds of wall clock, default %d)\n"
+        "                  of Lua instructions, default %d; seconds of wall clock, default %d; more for a large plan)\n"
         "       wpgen emit -t TOPO.json -m MODEL [-s STRATEGY] [...] -o DIR [--backend cpu|cuda] [--comm mpi|nccl] [--force]\n"
         "       wpgen sim -t TOPO.json -m MODEL [-s STRATEGY|auto] [...] [--trace FILE.json] [--svg FILE.svg] [--json]\n"
         "       wpgen compare -t TOPO.json -m MODEL [--strategies a,b,...] [...] [--json]\n"
@@ -232,6 +232,10 @@ int main(int argc, char **argv) {
         usage(stderr);
         return EXIT_BAD_INPUT;
     }
+    /* the declarations parse_args reads (a strategy's own flags) run under --lua-max-seconds too,
+     * wherever it stands on the line; parse_args checks its value */
+    for (int i = 2; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--lua-max-seconds")) strategy_decl_set_seconds(atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : 0);
     Args a;
     if (parse_args(argc, argv, &a)) return EXIT_BAD_INPUT;
     Calibration calib;

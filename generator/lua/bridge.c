@@ -601,7 +601,11 @@ int strategy_run(const char *name, const Topology *t, const WpConfig *m, const c
     Sandbox sb;
     lua_State *L = sandbox_new(&sb, o->lua_max_mib, o->lua_max_minstr);
     if (!L) return snprintf(err, errlen, "strategy %s: cannot create its Lua state", sname), STRATEGY_BAD_INPUT;
-    sandbox_set_time(&sb, o->lua_max_seconds, sname);
+    /* the limits grow with the plan asked for: a shipped strategy plans whatever the search offers */
+    char size[160];
+    snprintf(size, sizeof size, "%d ranks x %d micro-batches x %d layers", t->ndevices, o->micro_batches, m->layers);
+    double units = (double)t->ndevices * o->micro_batches * m->layers;
+    sandbox_set_time(&sb, sandbox_plan_limits(&sb, units, size, o->lua_max_mib, o->lua_max_minstr, o->lua_max_seconds), sname);
     Plan *p = plan_new(t, m, sname, t->ndevices);
     p->replicas = o->replicas;
     p->micro_batches = o->micro_batches;

@@ -15,6 +15,9 @@
 enum { DECL_CACHE_MAX = 64 };
 static StrategyDecl *cache[DECL_CACHE_MAX];
 static int ncache;
+static int decl_seconds;   /* the wall-clock limit of each call, 0: the sandbox's default */
+
+void strategy_decl_set_seconds(int max_seconds) { decl_seconds = max_seconds; }
 
 static int load_table(lua_State *L) {
     const char *path = lua_touserdata(L, 1);
@@ -102,7 +105,10 @@ static void read_decl(StrategyDecl *d) {
     lua_pushcfunction(L, load_table);
     lua_pushlightuserdata(L, d->path);
     char err[1024];
-    if (sandbox_pcall(L, sb, 1, 1, d->name, err, sizeof err)) {
+    sandbox_set_time(sb, decl_seconds, d->name);
+    int rc = sandbox_pcall(L, sb, 1, 1, d->name, err, sizeof err);
+    sandbox_stop_time(sb);
+    if (rc) {
         char *nl = strchr(err, '\n');
         if (nl) *nl = 0;
         snprintf(d->err, sizeof d->err, "%s", err);
@@ -228,7 +234,13 @@ static void push_entry(const StrategyDecl *d, const char *key) {
 /* Calls the function below its nargs arguments on d's state in the sandbox, one result. */
 static int call(const StrategyDecl *d, int nargs) {
     char err[1024];
-    if (sandbox_pcall(d->L, d->sb, nargs, 1, d->name, err, sizeof err)) {
+    /* the state lives as long as wpgen: each call has the limits of its own, a fresh instruction
+     * count and the default wall clock */
+    ((Sandbox *)d->sb)->steps = 0;
+    sandbox_set_time(d->sb, decl_seconds, d->name);
+    int rc = sandbox_pcall(d->L, d->sb, nargs, 1, d->name, err, sizeof err);
+    sandbox_stop_time(d->sb);
+    if (rc) {
         fprintf(stderr, "wpgen: strategy %s: %s\n", d->name, err);
         return -1;
     }

@@ -43,6 +43,11 @@ typedef struct StrategyDecl {
     int ref;
 } StrategyDecl;
 
+/* The wall-clock limit of each call into a declaration (reading it, its traits, label and
+ * search): --lua-max-seconds, which the command line may give after the flags that read one.
+ * 0: the sandbox's default. */
+void strategy_decl_set_seconds(int max_seconds);
+
 /* The declaration of strategy name (schedules/NAME.lua or a path), read once and cached; never
  * NULL: ->ok == 0 with ->err where the file is missing or its table is malformed. */
 const StrategyDecl *strategy_decl(const char *name);

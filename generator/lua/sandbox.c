@@ -4,7 +4,8 @@
  * other than the modules of schedules/lib; and it cannot take the machine: the allocator counts
  * its bytes against a limit and a count hook its instructions.
  *
- * The defaults (sandbox.h: 2,000 million instructions, 4 GiB) are far above what plans use.
+ * The defaults (sandbox.h: 2,000 million instructions, 4 GiB) are far above what plans use, and
+ * grow with the plan asked for past that (sandbox_plan_limits: per layer, micro-batch and rank).
  * Measured (instructions counted by the hook, the allocator's peak): scripts/bench_gen.sh's plans,
  * the ring of 4 x 8 ranks with 64 micro-batches per rank 48 million and 131 MiB, and on
  * 1,024 ranks (32 replicas of a 32-rank ring, 4 per rank) 40 million and 15 MiB; larger than any
@@ -108,7 +109,27 @@ static void watchdog_fired(union sigval v) {
     _exit(2);
 }
 
+/* a default of per_unit x units, never below base nor above the flag's range */
+static int scaled_limit(int base, double units, double per_unit, int *grew) {
+    double x = units * per_unit;
+    if (x <= base) return base;
+    *grew = 1;
+    return x >= (1 << 20) ? 1 << 20 : (int)x + 1;
+}
+
+int sandbox_plan_limits(Sandbox *sb, double units, const char *what, int given_mib, int given_minstr, int given_seconds) {
+    int grew = 0;
+    sb->max_mib = given_mib > 0 ? given_mib : scaled_limit(SANDBOX_DEFAULT_MIB, units, SANDBOX_BYTES_PER_UNIT / 1048576.0, &grew);
+    sb->max_minstr = given_minstr > 0 ? given_minstr : scaled_limit(SANDBOX_DEFAULT_MINSTR, units, SANDBOX_INSTR_PER_UNIT / 1e6, &grew);
+    int seconds = given_seconds > 0 ? given_seconds : scaled_limit(SANDBOX_DEFAULT_SECONDS, units, SANDBOX_SECONDS_PER_UNIT, &grew);
+    sb->max_bytes = (size_t)sb->max_mib << 20;
+    sb->max_steps = (long long)sb->max_minstr * 1000000;
+    if (grew) snprintf(sb->scaled, sizeof sb->scaled, "the default for %s", what);
+    return seconds;
+}
+
 void sandbox_set_time(Sandbox *sb, int max_seconds, const char *name) {
+    sandbox_stop_time(sb);
     sb->max_seconds = max_seconds > 0 ? max_seconds : SANDBOX_DEFAULT_SECONDS;
     snprintf(sb->name, sizeof sb->name, "%s", name);
     sb->deadline = now_s() + sb->max_seconds;
@@ -120,12 +141,17 @@ void sandbox_set_time(Sandbox *sb, int max_seconds, const char *name) {
     else free(t);   /* no timer: the hook's check of the clock alone */
 }
 
-void sandbox_close(lua_State *L, Sandbox *sb) {
+void sandbox_stop_time(Sandbox *sb) {
     if (sb->watchdog) {
         timer_delete(*(timer_t *)sb->watchdog);
         free(sb->watchdog);
         sb->watchdog = NULL;
     }
+    sb->deadline = 0;
+}
+
+void sandbox_close(lua_State *L, Sandbox *sb) {
+    sandbox_stop_time(sb);
     if (L) lua_close(L);
 }
 
@@ -344,14 +370,15 @@ int sandbox_pcall(lua_State *L, Sandbox *sb, int nargs, int nres, const char *st
     /* a memory error raised at a first refusal (Lua tries no collection in some states) */
     if (rc == LUA_ERRMEM && sb->refused) sb->out_of_memory = 1;
     if (sb->out_of_time)
-        snprintf(err, errlen, "strategy %s ran past its wall-clock limit of %d s (--lua-max-seconds raises the limit)",
-                 strategy, sb->max_seconds);
+        snprintf(err, errlen, "strategy %s ran past its wall-clock limit of %d s (%s%s--lua-max-seconds raises the limit)",
+                 strategy, sb->max_seconds, sb->scaled, *sb->scaled ? "; " : "");
     else if (sb->out_of_steps)
-        snprintf(err, errlen, "strategy %s ran more than %d million Lua instructions (an endless loop? --lua-max-instructions raises the limit)",
-                 strategy, sb->max_minstr);
+        snprintf(err, errlen, "strategy %s ran more than %d million Lua instructions (%s%san endless loop? --lua-max-instructions raises the limit)",
+                 strategy, sb->max_minstr, sb->scaled, *sb->scaled ? "; " : "");
     else if (sb->out_of_memory)
         snprintf(err, errlen, "strategy %s used more than %d MiB of memory (%.1f MiB of Lua objects, %.1f MiB of the plan it "
-                 "built; --lua-max-mib raises the limit)", strategy, sb->max_mib, sb->used / 1048576.0, sb->held / 1048576.0);
+                 "built; %s%s--lua-max-mib raises the limit)", strategy, sb->max_mib, sb->used / 1048576.0, sb->held / 1048576.0,
+                 sb->scaled, *sb->scaled ? "; " : "");
     else if (rc == LUA_OK)
         return 0;
     else if (is_refusal(L, -1)) {

@@ -40,6 +40,12 @@ expect 2 "wpgen: strategy endless-loop ran more than 100 million Lua instruction
 expect 2 "wpgen: strategy memory-bomb used more than 64 MiB of memory" -- "${plan[@]}" -s $data/memory-bomb.lua --lua-max-mib 64
 [ "$(wc -l <"$tmp/err")" = 1 ] && ok || bad "the memory limit's message is not one line: $(cat "$tmp/err")"
 [ $((SECONDS - t0)) -lt 100 ] && ok || bad "the limits took $((SECONDS - t0)) s to stop two strategies"
+# the defaults grow with the plan asked for: 1024 ranks x 160 micro-batches x 4 layers is 655,360
+# units of 4,000 instructions (sandbox.h), so the endless loop runs to 2,622 million, and says why
+t0=$SECONDS
+expect 2 "ran more than 2622 million Lua instructions (the default for 1024 ranks x 160 micro-batches x 4 layers; an endless loop?" -- \
+    plan -t tests/data/scale/h100-128x8-ib400.json -m tiny --micro-batches 160 -s $data/endless-loop.lua
+echo "scaled instruction limit reached in $((SECONDS - t0)) s"
 # garbage far past the limit, never much of it alive: not a memory error
 expect 2 "wpgen: garbage: made 300 MiB" -- "${plan[@]}" -s $data/garbage.lua --lua-max-mib 16
 expect 2 "--lua-max-mib: expected an integer" -- "${plan[@]}" --lua-max-mib lots
@@ -96,6 +102,11 @@ grep -q "$tmp\|$PWD" "$tmp/err" && bad "the traceback names absolute paths: $(ca
 # backtracking pattern), stopped by the wall clock; memory wpgen holds for the script (notes)
 t0=$SECONDS
 expect 2 "ran past its wall-clock limit of 2 s" -- "${plan[@]}" -s $data/pattern-bomb.lua --lua-max-seconds 2 --lua-max-instructions 1
+# ... and while a declaration is read (for its options), before any plan is built
+t0=$SECONDS
+expect 2 "ran past its wall-clock limit of 2 s" -- compare -t topologies/cpu-2x2.json -m tiny --strategies $data/declaration-bomb.lua --lua-max-seconds 2
+[ $((SECONDS - t0)) -lt 30 ] && ok || bad "the declaration's wall clock took $((SECONDS - t0)) s"
+
 [ $((SECONDS - t0)) -lt 30 ] && ok || bad "the pattern bomb ran $((SECONDS - t0)) s under a 2 s limit"
 t0=$SECONDS
 expect 2 "used more than 16 MiB of memory" -- "${plan[@]}" -s $data/note-bomb.lua --lua-max-mib 16
