@@ -90,7 +90,7 @@ comma     := ,
 CUDA_SMS  := $(patsubst code=%,%,$(filter code=%,$(subst $(comma), ,$(CUDA_ARCH))))
 NVCCFLAGS := -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -Wall
 CUDA_INC  := -I$(CUDA_DIR)/include $(if $(NCCL_H),-I$(dir $(NCCL_H)))
-CUDA_LIBS := -L$(CUDA_DIR)/lib64 -lcublasLt -lcudart -lstdc++ -lpthread
+CUDA_LIBS := -L$(CUDA_DIR)/lib64 -lcublasLt -lcudart -lstdc++ -lpthread -ldl
 LIBCUDA   := $(BUILD)/libwprt-cuda.a
 LIBNCCL   := $(BUILD)/libwprt-nccl.a
 CUDA_OBJ  := $(call obj,$(wildcard runtime/cuda/*.c)) $(patsubst %.cu,$(BUILD)/obj/%.o,$(wildcard runtime/cuda/*.cu))
@@ -107,6 +107,15 @@ endif
 $(BUILD)/obj/runtime/cuda/%.o: runtime/cuda/%.cu | $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -Iruntime -c $< -o $@
+# cuDNN's fused attention, when scripts/deps.sh found the cudnn-frontend headers and cudnn.h
+# (build/config.mk: CUDNN_FE_INC, CUDNN_INC, CUDNN_LIBDIR); else the same file builds without it
+# and the backend says so at start-up. libcudnn.so.9 is loaded at run time, never linked.
+CUDNN_FLAGS := $(if $(and $(CUDNN_FE_INC),$(CUDNN_INC)),-DWP_HAVE_CUDNN -DNV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING \
+               -DCUDNN_FRONTEND_SKIP_JSON_LIB -I$(CUDNN_FE_INC) -I$(CUDNN_INC) \
+               $(if $(CUDNN_LIBDIR),-DWP_CUDNN_LIBDIR='"$(CUDNN_LIBDIR)"'))
+$(BUILD)/obj/runtime/cuda/attention_cudnn.o: runtime/cuda/attention_cudnn.cu | $(BUILD)/config.mk
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) $(CUDNN_FLAGS) -Iruntime -c $< -o $@
 $(BUILD)/obj/runtime/cuda/%.o: runtime/cuda/%.c | $(BUILD)/config.mk
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(CUDA_INC) -Iruntime -c $< -o $@

@@ -75,6 +75,44 @@ fi
 # The Makefile builds the CUDA and NCCL backends when both are found (it probes again itself and
 # says what it built in one line, "cuda: ...").
 if [ "$cuda" = yes ]; then echo "deps: CUDA toolkit and NCCL found: the CUDA and NCCL backends are built too"; fi
+
+# cuDNN's fused attention (runtime/cuda/attention_cudnn.cu), optional: the cudnn-frontend headers
+# (header-only, Apache-2.0; the include/ of the PyPI wheel nvidia-cudnn-frontend, pinned), kept in
+# ~/.cache/wpgen (the emitted programs' Makefiles look there too) and copied into build/deps; and
+# cudnn.h from the toolkit, /usr/include or the nvidia-cudnn wheel PyTorch uses, whose lib/ is
+# also where the program looks for libcudnn.so.9 at run time besides the loader's own search.
+CUDNN_FE_VERSION=1.23.0
+CUDNN_FE_INC="" CUDNN_INC="" CUDNN_LIBDIR=""
+if [ "$cuda" = yes ]; then
+    fe_cache=${XDG_CACHE_HOME:-$HOME/.cache}/wpgen/cudnn-frontend-$CUDNN_FE_VERSION
+    fe_here=$(dirname "$out")/deps/cudnn-frontend-$CUDNN_FE_VERSION
+    # a machine without the network (a GPU node) may have the copy in build/deps alone
+    [ -f "$fe_cache/include/cudnn_frontend.h" ] || [ ! -f "$fe_here/include/cudnn_frontend.h" ] || fe_cache=$fe_here
+    if [ ! -f "$fe_cache/include/cudnn_frontend.h" ] && command -v python3 >/dev/null 2>&1; then
+        echo "deps: fetching the cudnn-frontend $CUDNN_FE_VERSION headers from PyPI into $fe_cache"
+        fe_tmp=$(mktemp -d)
+        if timeout 300 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+               --platform manylinux_2_28_x86_64 -d "$fe_tmp" "nvidia-cudnn-frontend==$CUDNN_FE_VERSION" >/dev/null 2>&1 &&
+           mkdir -p "$fe_tmp/x" && (cd "$fe_tmp/x" && python3 -m zipfile -e "$fe_tmp"/*.whl . >/dev/null 2>&1) &&
+           [ -f "$fe_tmp/x/include/cudnn_frontend.h" ]; then
+            mkdir -p "$(dirname "$fe_cache")" && rm -rf "$fe_cache.tmp" && mkdir "$fe_cache.tmp" &&
+                cp -r "$fe_tmp/x/include" "$fe_cache.tmp/" && rm -rf "$fe_cache" && mv "$fe_cache.tmp" "$fe_cache"
+        fi
+        rm -rf "$fe_tmp"
+    fi
+    wheel=$(python3 -c 'import nvidia.cudnn, os; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null || true)
+    for d in "$CUDA_HOME/include" /usr/include /usr/include/x86_64-linux-gnu ${wheel:+"$wheel/include"}; do
+        [ -f "$d/cudnn.h" ] && { CUDNN_INC=$d; break; }
+    done
+    [ -n "$wheel" ] && [ -e "$wheel/lib/libcudnn.so.9" ] && CUDNN_LIBDIR=$wheel/lib
+    if [ -f "$fe_cache/include/cudnn_frontend.h" ] && [ -n "$CUDNN_INC" ]; then
+        [ -f "$fe_here/include/cudnn_frontend.h" ] || { mkdir -p "$fe_here" && cp -r "$fe_cache/include" "$fe_here/"; }
+        CUDNN_FE_INC=$(cd "$fe_here/include" && pwd)
+        echo "  ✓ cuDNN fused attention: cudnn-frontend $CUDNN_FE_VERSION, cudnn.h in $CUDNN_INC, libcudnn.so.9 loaded at run time${CUDNN_LIBDIR:+ (also from $CUDNN_LIBDIR)}"
+    else
+        echo "  ✗ cuDNN fused attention (optional: ${CUDNN_INC:+no cudnn-frontend headers}${CUDNN_INC:-no cudnn.h}; the CUDA backend uses its own attention kernels)"
+    fi
+fi
 BLAS_CFLAGS="" BLAS_LIBS=""
 blas_probe
 {
@@ -83,5 +121,8 @@ blas_probe
     echo "BLAS_LIBS := $BLAS_LIBS"
     echo "HAVE_CUDA := $cuda"
     echo "CUDA_HOME := $CUDA_HOME"
+    echo "CUDNN_FE_INC := $CUDNN_FE_INC"
+    echo "CUDNN_INC := $CUDNN_INC"
+    echo "CUDNN_LIBDIR := $CUDNN_LIBDIR"
 } > "$out.tmp" && mv "$out.tmp" "$out"
 exit $fail

@@ -19,7 +19,9 @@ LDLIBS  = -ljansson -lm
 SRC     = $(sort $(wildcard rank_*.c)) plan_desc.c main.c $(wildcard runtime/*/*.c)
 OBJ     =
 
-# Each backend's part adds to CC, CFLAGS, LDLIBS and OBJ (and may add rules for its own files).
+# Each backend's part adds to CC, CFLAGS, LDLIBS and OBJ (and may add rules for its own files,
+# which must not become the default goal).
+.DEFAULT_GOAL := train
 include runtime/backend/${P.backend}.mk runtime/backend/${P.comm}.mk
 
 OBJ    += $(SRC:%.c=obj/%.o)

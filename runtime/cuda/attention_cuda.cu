@@ -21,10 +21,10 @@
  * never stored. Query head h reads kv head h / (heads / kv_heads), as Hugging Face's repeat_kv.
  *
  * These are the reference GPU kernels and the fallback: wc_attention_forward/backward, at the end
- * of this file, are the one place that chooses, and run attention_tc_cuda.cu's tensor-core kernels
- * instead when hd is 64 or 128 and the tensors are 16-byte aligned, unless the environment says
- * WP_ATTENTION=reference (read once, by the first wc_attention_setup; "auto" or unset: the
- * tensor-core kernels where they apply; anything else: wc_attention_setup fails, naming it). */
+ * of this file, are the one place that chooses, and run cuDNN's fused attention
+ * (attention_cudnn.cu) for the shape wc_attention_plan planned with it, else attention_tc_cuda.cu's
+ * tensor-core kernels when hd is 64 or 128 and the tensors are 16-byte aligned, else these; the
+ * environment's WP_ATTENTION (cudnn, own, reference or auto; kernels_cuda.cuh) narrows the choice. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -411,21 +411,52 @@ static int setup_cc(int hd, char *err, size_t errlen) {
     }
 }
 
-/* WP_ATTENTION, read once at the first wc_attention_setup: -1 not read yet, 0 the tensor-core
- * kernels where they support the shape, 1 the CUDA-core kernels always ("reference"). */
-static int force_reference = -1;
+/* WP_ATTENTION, read once at the first wc_attention_setup. */
+enum { ATT_UNREAD = -1, ATT_AUTO, ATT_CUDNN, ATT_OWN, ATT_REFERENCE };
+static int att_mode = ATT_UNREAD;
 
 int wc_attention_setup(int hd, char *err, size_t errlen) {
-    if (force_reference < 0) {
+    if (att_mode == ATT_UNREAD) {
+        static const char *const names[] = { "auto", "cudnn", "own", "reference" };
         const char *v = getenv("WP_ATTENTION");
-        if (v && *v && strcmp(v, "reference") && strcmp(v, "auto")) {
-            snprintf(err, errlen, "WP_ATTENTION=%s: expected 'reference' (the CUDA-core kernels) or 'auto'", v);
-            return -1;
+        att_mode = ATT_AUTO;
+        if (v && *v) {
+            att_mode = ATT_UNREAD;
+            for (int i = 0; i < 4; i++)
+                if (!strcmp(v, names[i])) att_mode = i;
+            if (att_mode == ATT_UNREAD) {
+                snprintf(err, errlen, "WP_ATTENTION=%s: expected cudnn (cuDNN's fused attention), own (our tensor-core "
+                         "kernels), reference (our CUDA-core kernels) or auto (the first of those that applies)", v);
+                return -1;
+            }
         }
-        force_reference = v && !strcmp(v, "reference");
     }
     if (setup_cc(hd, err, errlen)) return -1;
     wc_attention_tc_setup(hd);   /* both kinds are set up: the tests run one against the other */
+    return 0;
+}
+
+int wc_attention_plan(int G, int S, int heads, int kv_heads, int hd, char *about, size_t aboutlen, char *err,
+                      size_t errlen) {
+    const char *own = att_mode == ATT_REFERENCE || !wc_attention_tc_supported(hd) ? "CUDA-core" : "tensor-core";
+    char why[600];
+    if (att_mode == ATT_OWN || att_mode == ATT_REFERENCE) {
+        snprintf(about, aboutlen, "attention: our %s kernels (WP_ATTENTION=%s)", own,
+                 att_mode == ATT_OWN ? "own" : "reference");
+        return 0;
+    }
+    if (wc_cudnn_attention_plan(G, S, heads, kv_heads, hd, why, sizeof why) == 0) {
+        char version[200];
+        wc_cudnn_load(version, sizeof version);
+        snprintf(about, aboutlen, "attention: %s fused flash attention, %s backward", version,
+                 wc_cudnn_attention_deterministic() ? "deterministic" : "non-deterministic");
+        return 0;
+    }
+    if (att_mode == ATT_CUDNN) {
+        snprintf(err, errlen, "WP_ATTENTION=cudnn: %s", why);
+        return -1;
+    }
+    snprintf(about, aboutlen, "attention: our %s kernels (cuDNN: %s)", own, why);
     return 0;
 }
 
@@ -492,7 +523,12 @@ void wc_attention_cc_backward(uint16_t *dqkv, const uint16_t *dout, const uint16
  * cp.async loads need it; the model's buffers are), else the CUDA-core kernels above. */
 static int use_tc(int hd, const void *a, const void *b, const void *c) {
     uintptr_t bits = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c;
-    return force_reference != 1 && wc_attention_tc_supported(hd) && (bits & 15) == 0;
+    return att_mode != ATT_REFERENCE && wc_attention_tc_supported(hd) && (bits & 15) == 0;
+}
+
+/* cuDNN's for a shape planned with it (never under own or reference: wc_attention_plan planned none) */
+static int use_cudnn(int G, int S, int heads, int kv_heads, int hd) {
+    return (att_mode == ATT_AUTO || att_mode == ATT_CUDNN) && wc_cudnn_attention_planned(G, S, heads, kv_heads, hd);
 }
 
 static const char *last_kernel = "none";   /* what the last wc_attention_forward ran */
@@ -501,7 +537,10 @@ const char *wc_attention_last_kernel(void) { return last_kernel; }
 
 void wc_attention_forward(uint16_t *out, float *lse, const uint16_t *qkv, int G, int S, int heads,
                           int kv_heads, int hd, cudaStream_t s) {
-    if (use_tc(hd, out, qkv, qkv)) {
+    if (use_cudnn(G, S, heads, kv_heads, hd)) {
+        last_kernel = "cudnn";
+        wc_cudnn_attention_forward(out, lse, qkv, G, S, heads, kv_heads, hd, s);
+    } else if (use_tc(hd, out, qkv, qkv)) {
         last_kernel = "tensor-core";
         wc_attention_tc_forward(out, lse, qkv, G, S, heads, kv_heads, hd, s);
     } else {
@@ -513,7 +552,9 @@ void wc_attention_forward(uint16_t *out, float *lse, const uint16_t *qkv, int G,
 void wc_attention_backward(uint16_t *dqkv, const uint16_t *dout, const uint16_t *out, const float *lse,
                            const uint16_t *qkv, int G, int S, int heads, int kv_heads, int hd,
                            cudaStream_t s) {
-    if (use_tc(hd, dqkv, dout, qkv) && ((uintptr_t)out & 15) == 0)
+    if (use_cudnn(G, S, heads, kv_heads, hd))
+        wc_cudnn_attention_backward(dqkv, dout, out, lse, qkv, G, S, heads, kv_heads, hd, s);
+    else if (use_tc(hd, dqkv, dout, qkv) && ((uintptr_t)out & 15) == 0)
         wc_attention_tc_backward(dqkv, dout, out, lse, qkv, G, S, heads, kv_heads, hd, s);
     else wc_attention_cc_backward(dqkv, dout, out, lse, qkv, G, S, heads, kv_heads, hd, s);
 }

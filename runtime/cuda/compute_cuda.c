@@ -132,6 +132,7 @@ void compute_setup(WpRank *R) {
            (double)m->act_bytes / 1048576.0, m->nstashes, (double)m->stash_bytes / 1048576.0, m->nkeeps, (double)m->keep_bytes / 1048576.0, gib(m->b_acts),
            gib(m->b_staging), gib(ws), D->staged ? " (+ pinned host staging: transfers through MPI)" : "",
            gib(free_b), gib(total_b));
+    if (R->rank == 0 && *wc_model_attention(D->model)) printf("train: %s\n", wc_model_attention(D->model));
     if (D->staged && R->rank == 0)
         printf("train: the CUDA backend on the MPI layer copies every transfer through host memory: for tests of "
                "several ranks on one GPU, not for speed (emit with --comm nccl for that)\n");

@@ -6,6 +6,7 @@
  *   BWD_DW  dW^T [K, N] += x^T [K, T] (dy^T [N, T])^T           m = K, n = N, k = T
  * Compute type fp32 (CUBLAS_COMPUTE_32F), scale type fp32: bf16 products are exact in fp32 and
  * summed in fp32; a bf16 result is rounded once, after beta * C is added. */
+#include <stdlib.h>
 #include <string.h>
 #include "cuda/common_cuda.cuh"
 #include "cuda/gemm_cublaslt.cuh"
@@ -34,9 +35,86 @@ void wc_lt_free(WcLt *lt) {
     memset(lt, 0, sizeof *lt);
 }
 
-/* The heuristic's first choice for operands aligned to align_ab bytes (A, B) and align_cd bytes
- * (C, D); 0 if none. */
-static int pick_algo(const WcLt *lt, WcGemm *g, uint32_t align_ab, uint32_t align_cd, cublasLtMatmulAlgo_t *algo) {
+/* How many of the heuristic's candidates are timed, and by how much one must beat the heuristic's
+ * first choice to replace it: a near tie keeps the first, so that the choice, and with it the
+ * summation order and the result's bits, does not flip between runs on the load of the moment. */
+enum { TUNE_CANDIDATES = 8, TUNE_RUNS = 5 };
+#define TUNE_MARGIN 0.97f
+
+/* WP_GEMM_AUTOTUNE=0: the heuristic's first choice, as cuBLASLt ranks them (reproducible across
+ * runs bit for bit); else the fastest of its first TUNE_CANDIDATES, timed once at start-up. */
+static int autotune_on(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("WP_GEMM_AUTOTUNE");
+        on = !(v && !strcmp(v, "0"));
+    }
+    return on;
+}
+
+static size_t mat_bytes(const WcMat &x, size_t elem) { return ((size_t)x.ld * (x.cols - 1) + x.rows) * elem; }
+
+/* Times candidate algo on scratch operands: the mean of TUNE_RUNS launches after one
+ * warm-up, in ms; a negative value if it fails to run. */
+static float time_algo(const WcLt *lt, const WcGemm *g, const cublasLtMatmulAlgo_t *algo, void *A, void *B, void *C,
+                       cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1) {
+    const float alpha = 1.0f, beta = g->desc.beta;
+    for (int i = 0; i <= TUNE_RUNS; i++) {
+        if (i == 1) CUDA_CHECK(cudaEventRecord(e0, s));
+        if (cublasLtMatmul(lt->handle, g->op, &alpha, A, g->a, B, g->b, &beta, C, g->c, C, g->d, algo, lt->work,
+                           lt->work_bytes, s) != CUBLAS_STATUS_SUCCESS)
+            return -1.0f;
+    }
+    CUDA_CHECK(cudaEventRecord(e1, s));
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    return ms / TUNE_RUNS;
+}
+
+/* Of n candidates (n >= 1, the heuristic's order), the one to run: the fastest when it beats the
+ * first by the margin, timed on scratch operands of the product's sizes; the first when there is
+ * one candidate, autotuning is off, or the scratch does not fit on the device. */
+static int fastest(const WcLt *lt, WcGemm *g, const cublasLtMatmulHeuristicResult_t *res, int n) {
+    if (n < 2 || !autotune_on()) return 0;
+    const WcGemmDesc *d = &g->desc;
+    size_t out_elem = d->out_f32 ? 4 : 2;
+    void *A = NULL, *B = NULL, *C = NULL;
+    if (cudaMalloc(&A, mat_bytes(d->a, 2)) != cudaSuccess || cudaMalloc(&B, mat_bytes(d->b, 2)) != cudaSuccess ||
+        cudaMalloc(&C, mat_bytes(d->c, out_elem)) != cudaSuccess) {
+        cudaGetLastError();   /* no room for the scratch: the heuristic's choice */
+        cudaFree(A); cudaFree(B); cudaFree(C);
+        cudaGetLastError();
+        return 0;
+    }
+    /* zeros: the same work as any operands, and no NaN or overflow to slow a kernel down */
+    CUDA_CHECK(cudaMemset(A, 0, mat_bytes(d->a, 2)));
+    CUDA_CHECK(cudaMemset(B, 0, mat_bytes(d->b, 2)));
+    CUDA_CHECK(cudaMemset(C, 0, mat_bytes(d->c, out_elem)));
+    cudaStream_t s;
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    int best = 0;
+    float first = time_algo(lt, g, &res[0].algo, A, B, C, s, e0, e1), best_ms = first;
+    for (int i = 1; i < n && first > 0; i++) {
+        float ms = time_algo(lt, g, &res[i].algo, A, B, C, s, e0, e1);
+        if (ms > 0 && ms < best_ms && ms < TUNE_MARGIN * first) { best = i; best_ms = ms; }
+    }
+    g->tuned_ms = best_ms;
+    g->heuristic_ms = first;
+    CUDA_CHECK(cudaEventDestroy(e0));
+    CUDA_CHECK(cudaEventDestroy(e1));
+    CUDA_CHECK(cudaStreamDestroy(s));
+    CUDA_CHECK(cudaFree(A)); CUDA_CHECK(cudaFree(B)); CUDA_CHECK(cudaFree(C));
+    return first > 0 ? best : 0;
+}
+
+/* The algorithm for operands aligned to align_ab bytes (A, B) and align_cd bytes (C, D): of the
+ * heuristic's first candidates the fastest (tune, for the aligned operands the step uses), else
+ * its first; 0 if it has none. */
+static int pick_algo(const WcLt *lt, WcGemm *g, uint32_t align_ab, uint32_t align_cd, int tune, cublasLtMatmulAlgo_t *algo) {
     cublasLtMatmulPreference_t pref;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = lt->work_bytes;
@@ -48,13 +126,16 @@ static int pick_algo(const WcLt *lt, WcGemm *g, uint32_t align_ab, uint32_t alig
         uint32_t a = i < 2 ? align_ab : align_cd;
         CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, al[i], &a, sizeof a));
     }
-    cublasLtMatmulHeuristicResult_t res;
+    cublasLtMatmulHeuristicResult_t res[TUNE_CANDIDATES];
     int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt->handle, g->op, g->a, g->b, g->c, g->d, pref, 1, &res,
-                                                       &found);
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt->handle, g->op, g->a, g->b, g->c, g->d, pref,
+                                                       tune ? TUNE_CANDIDATES : 1, res, &found);
     CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
     if (st != CUBLAS_STATUS_SUCCESS || found < 1) return 0;
-    *algo = res.algo;
+    int k = tune ? fastest(lt, g, res, found) : 0;
+    g->candidates = found;
+    g->chosen = k;
+    *algo = res[k].algo;
     return 1;
 }
 
@@ -83,7 +164,7 @@ int wc_gemm_plan(WcLt *lt, WcGemm *g, WcMmKind kind, int T, int K, int N, int ld
     layout(&g->d, out, d->c);
     /* the fast algorithm for 16-byte operands, and one that needs only each element's own
      * alignment: 2 bytes for the bf16 A and B, 4 or 2 for C and D */
-    if (!pick_algo(lt, g, 16, 16, &g->algo_aligned) || !pick_algo(lt, g, 2, d->out_f32 ? 4 : 2, &g->algo_any)) {
+    if (!pick_algo(lt, g, 16, 16, 1, &g->algo_aligned) || !pick_algo(lt, g, 2, d->out_f32 ? 4 : 2, 0, &g->algo_any)) {
         snprintf(err, errlen, "gemm: cuBLASLt has no algorithm for kind %d, T %d, K %d, N %d", (int)kind, T, K, N);
         wc_gemm_free(g);
         return -1;

@@ -4,8 +4,9 @@
  *   WC_MM_BWD_DX  dx[T, K] = dy[T, N] W
  *   WC_MM_BWD_DW  dW[N, K] += dy[T, N]^T x[T, K]   (fp32, accumulated in place)
  * The handle and work area are created once (wc_lt_new), and each product the model runs is
- * planned once at start (wc_gemm_plan: descriptors, layouts and the algorithm cuBLASLt's heuristic
- * chose), so a step only launches. cuBLASLt is column-major: a row-major [r, c] matrix is its
+ * planned once at start (wc_gemm_plan: descriptors, layouts and the algorithm: the fastest of
+ * cuBLASLt's heuristic's first 8 candidates, timed once on scratch operands, when it beats the
+ * first by 3%; WP_GEMM_AUTOTUNE=0 keeps the heuristic's first), so a step only launches. cuBLASLt is column-major: a row-major [r, c] matrix is its
  * column-major transpose, so each product is computed as its transpose (wc_gemm_desc in
  * layout_cuda.h, unit-tested on the host). */
 #ifndef WP_GEMM_CUBLASLT_CUH
@@ -32,6 +33,10 @@ typedef struct WcGemm {
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, c, d;
     cublasLtMatmulAlgo_t algo_aligned, algo_any;
+    /* the aligned algorithm's choice (WP_GEMM_AUTOTUNE): of how many candidates, which one
+     * (0: the heuristic's first), and the timings behind it in ms (0 when not timed) */
+    int candidates, chosen;
+    float heuristic_ms, tuned_ms;
 } WcGemm;
 
 int wc_lt_new(WcLt *lt, size_t work_bytes, char *err, size_t errlen);

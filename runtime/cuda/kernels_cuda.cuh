@@ -73,11 +73,13 @@ void wc_ce_backward(float *logits, const float *lse, const int *targets, int n, 
  * matrix. bf16 inputs, fp32 sums, P rounded to bf16 before P V (and P, dS before their products in
  * backward), as the CPU reference does. Two implementations: on tensor cores (mma.sync, head
  * dimensions 64 and 128, 16-byte aligned tensors) and on CUDA cores (any even hd <= 128);
- * wc_attention_forward/backward run the tensor-core one where it applies, unless the environment
- * has WP_ATTENTION=reference, read once by the first wc_attention_setup, which forces the CUDA-core
- * one. wc_attention_setup once per head dimension before any launch (it raises the kernels'
- * shared-memory limits, of both kinds); -1 with the reason in err if hd is not supported (hd <=
- * 128, even) or WP_ATTENTION is neither unset, "auto" nor "reference". */
+ * wc_attention_forward/backward run cuDNN's (attention_cudnn.cu) for a shape wc_attention_plan
+ * planned with it, else the tensor-core one where it applies, else the CUDA-core one. The
+ * environment's WP_ATTENTION, read once by the first wc_attention_setup, chooses: unset or "auto"
+ * as just said, "cudnn" cuDNN or an error, "own" our kernels (tensor-core where they apply),
+ * "reference" the CUDA-core ones. wc_attention_setup once per head dimension before any launch (it
+ * raises the kernels' shared-memory limits, of both kinds); -1 with the reason in err if hd is not
+ * supported (hd <= 128, even) or WP_ATTENTION is none of those. */
 int wc_attention_setup(int hd, char *err, size_t errlen);
 void wc_attention_forward(uint16_t *out, float *lse, const uint16_t *qkv, int G, int S, int heads,
                           int kv_heads, int hd, cudaStream_t s);
@@ -85,7 +87,7 @@ void wc_attention_forward(uint16_t *out, float *lse, const uint16_t *qkv, int G,
 void wc_attention_backward(uint16_t *dqkv, const uint16_t *dout, const uint16_t *out, const float *lse,
                            const uint16_t *qkv, int G, int S, int heads, int kv_heads, int hd,
                            cudaStream_t s);
-/* "tensor-core" or "cuda-core": what the last wc_attention_forward ran ("none" before any). */
+/* "cudnn", "tensor-core" or "cuda-core": what the last wc_attention_forward ran ("none" before any). */
 const char *wc_attention_last_kernel(void);
 /* Each implementation on its own, for the tests (same arguments and results as above). The
  * tensor-core one: hd 64 or 128 (wc_attention_tc_supported), tensors 16-byte aligned; its
@@ -102,6 +104,30 @@ void wc_attention_cc_forward(uint16_t *out, float *lse, const uint16_t *qkv, int
 void wc_attention_cc_backward(uint16_t *dqkv, const uint16_t *dout, const uint16_t *out, const float *lse,
                               const uint16_t *qkv, int G, int S, int heads, int kv_heads, int hd,
                               cudaStream_t s);
+
+/* attention_cudnn.cu: the same attention through cuDNN's fused flash attention (cudnn-frontend
+ * graphs, libcudnn.so.9 loaded at run time). wc_cudnn_load: 1 when cuDNN is usable, else 0, with
+ * why (its version, or why not) in why. wc_cudnn_attention_plan builds and caches one shape's
+ * forward and backward graphs and grows the shared workspace: 0, or -1 with why (not loaded, the
+ * shape refused). forward/backward: as wc_attention_forward/backward, for a planned shape only. */
+int wc_cudnn_load(char *why, size_t whylen);
+int wc_cudnn_attention_plan(int G, int S, int heads, int kv_heads, int hd, char *why, size_t whylen);
+int wc_cudnn_attention_planned(int G, int S, int heads, int kv_heads, int hd);
+size_t wc_cudnn_attention_workspace_bytes(void);
+int wc_cudnn_attention_deterministic(void);   /* the backward's algorithm (WP_CUDNN_DETERMINISTIC) */
+void wc_cudnn_attention_forward(uint16_t *out, float *lse, const uint16_t *qkv, int G, int S, int heads,
+                                int kv_heads, int hd, cudaStream_t s);
+void wc_cudnn_attention_backward(uint16_t *dqkv, const uint16_t *dout, const uint16_t *out, const float *lse,
+                                 const uint16_t *qkv, int G, int S, int heads, int kv_heads, int hd,
+                                 cudaStream_t s);
+
+/* The dispatch's plan for the model's one shape (after wc_attention_setup): with cuDNN chosen
+ * (WP_ATTENTION=cudnn, or unset/auto when it loads and takes the shape) its graphs are built
+ * here; about receives one phrase for the start-up line ("cuDNN 9.19.0 fused attention,
+ * deterministic backward", or "tensor-core kernels (cuDNN: why not)"). -1 with err only when
+ * WP_ATTENTION=cudnn and cuDNN cannot run it. */
+int wc_attention_plan(int G, int S, int heads, int kv_heads, int hd, char *about, size_t aboutlen, char *err,
+                      size_t errlen);
 
 /* adamw_cuda.cu: cpu/adamw.c's update, element-wise; c1, c2 the bias corrections 1 / (1 - b^t)
  * computed by the caller in double; w16, if not NULL, receives the updated weights in bf16. */

@@ -40,6 +40,7 @@ struct WcModel {
     WcLt lt;
     WcGemm layer_mm[WC_MM_LAYER_N];   /* layout_cuda.h's wc_layer_products */
     WcGemm head_mm[2][WC_HEAD_N];    /* [0] a block of ce_block tokens, [1] the last, shorter one */
+    char attention[640];          /* which attention runs, for the start-up line (wc_attention_plan) */
     char *block;                  /* the one allocation below point into */
     size_t block_bytes;
     uint16_t *xn, *h, *dh, *dgu, *dxn, *dres, *datt, *dqkv;   /* workspace, bf16 */
@@ -136,6 +137,12 @@ WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recom
     m->recompute = recompute;
     m->ce_block = wp_ce_block_tokens(c);
     m->stream = (cudaStream_t)stream;
+    /* cuDNN's graphs for the one attention shape, built now (their workspace is reserved here too) */
+    if (max_layers > 0 && wc_attention_plan(c->mbs, c->seq, c->heads, c->kv_heads, c->head_dim, m->attention,
+                                            sizeof m->attention, err, errlen)) {
+        free(m);
+        return NULL;
+    }
     if (wc_lt_new(&m->lt, WC_LT_WORK_BYTES, err, errlen)) { free(m); return NULL; }
     WcWorkspace ws = wc_workspace(c, max_layers, has_head, recompute);
     size_t total = ws.off[WC_WS_NPARTS];
@@ -182,7 +189,11 @@ void wc_model_free(WcModel *m) {
     free(m);
 }
 
-size_t wc_model_workspace_bytes(const WcModel *m) { return m->block_bytes + m->lt.work_bytes; }
+size_t wc_model_workspace_bytes(const WcModel *m) {
+    return m->block_bytes + m->lt.work_bytes + (m->max_layers > 0 ? wc_cudnn_attention_workspace_bytes() : 0);
+}
+
+const char *wc_model_attention(const WcModel *m) { return m->attention; }
 
 int wc_model_set_ce_block(WcModel *m, int tokens, char *err, size_t errlen) {
     int most = wp_ce_block_tokens(&m->cfg);   /* the logits block and the losses are this large */

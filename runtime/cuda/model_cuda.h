@@ -39,8 +39,10 @@ typedef struct WcModel WcModel;
 WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recompute, void *stream,
                       char *err, size_t errlen);
 void wc_model_free(WcModel *m);
-/* Device bytes wc_model_new reserved (for the start-up line). */
+/* Device bytes wc_model_new reserved (for the start-up line), cuDNN's attention workspace included. */
 size_t wc_model_workspace_bytes(const WcModel *m);
+/* Which attention the model runs, one phrase for the start-up line ("" without layers). */
+const char *wc_model_attention(const WcModel *m);
 /* For tests: run the LM head in blocks of this many tokens (at most wp_ce_block_tokens, the
  * default; 0 restores it), as cpu/model.h's wp_scratch_set_ce_block. Plans the head's products
  * again: call it between steps, never inside one. Returns 0, or -1 with the reason in err. */

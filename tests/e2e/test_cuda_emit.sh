@@ -59,7 +59,14 @@ for build_of in nccl mpi ends; do
     # the model's kernels compiled once: the same sources and flags in both directories
     [ $build_of != nccl ] && [ -d "$tmp/weipipe-interleave/obj/runtime/cuda" ] && mkdir -p "$d/obj/runtime" &&
         cp -r "$tmp/weipipe-interleave/obj/runtime/cuda" "$d/obj/runtime/" && touch "$d"/obj/runtime/cuda/*.o
-    make -s -j2 -C "$d" "$arch" >"$tmp/make.log" 2>&1 && [ -x "$d/train" ] && ok || { bad "make the $build_of plan: $(grep -m3 -i error "$tmp/make.log")"; continue; }
+    # cuDNN's attention: the emitted Makefile compiles it in where scripts/deps.sh fetched the
+    # cudnn-frontend headers (shown by make -n: the top Makefile compiled the file itself with
+    # the same flags), and without it on CUDNN=no, as here (its headers take minutes to compile)
+    if [ $build_of = nccl ] && [ -f "${XDG_CACHE_HOME:-$HOME/.cache}/wpgen/cudnn-frontend-1.23.0/include/cudnn_frontend.h" ]; then
+        make -n -C "$d" "$arch" obj/runtime/cuda/attention_cudnn.o 2>&1 | grep -q -- "-DWP_HAVE_CUDNN .*-I.*cudnn-frontend-1.23.0/include" && ok ||
+            bad "the emitted Makefile does not build cuDNN's attention in (runtime/backend/cuda.mk): $(make -n -C "$d" "$arch" obj/runtime/cuda/attention_cudnn.o 2>&1 | tail -1)"
+    fi
+    make -s -j2 -C "$d" "$arch" CUDNN=no >"$tmp/make.log" 2>&1 && [ -x "$d/train" ] && ok || { bad "make the $build_of plan: $(grep -m3 -i error "$tmp/make.log")"; continue; }
     [ $gpu = 1 ] && { echo "note: a GPU is present: the no-device run is skipped (tests/gpu/run.sh trains there)"; continue; }
     timeout 120 "${mpirun[@]}" -np 4 "$d/train" --synthetic --steps 1 >"$tmp/run.log" 2>&1
     rc=$?

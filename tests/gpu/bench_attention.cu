@@ -106,9 +106,14 @@ int main(int argc, char **argv) {
         struct { const char *name; Fwd f; Bwd b; } impl[] = {
             { "tensor-core", wc_attention_tc_forward, wc_attention_tc_backward },
             { "cuda-core", wc_attention_cc_forward, wc_attention_cc_backward },
+            { "cudnn", wc_cudnn_attention_forward, wc_cudnn_attention_backward },
         };
-        for (int j = 0; j < 2; j++) {
+        char why[600];
+        const int cudnn = wc_cudnn_attention_plan(1, S, heads, heads, hd, why, sizeof why) == 0;
+        if (!cudnn) printf("bench attention cudnn seq %d: not run: %s\n", S, why);
+        for (int j = 0; j < 3; j++) {
             if (j == 0 && !wc_attention_tc_supported(hd)) continue;
+            if (j == 2 && !cudnn) continue;
             int it = j == 1 && S > 4096 ? 1 : iters;   /* the reference is slow: one launch at long sequences */
             float f = time_ms(impl[j].f, NULL, qkv, out, lse, dout, dqkv, S, heads, hd, it, j == 1 ? 0 : warmup, s);
             float b = time_ms(impl[j].f, impl[j].b, qkv, out, lse, dout, dqkv, S, heads, hd, it, j == 1 ? 0 : warmup, s);

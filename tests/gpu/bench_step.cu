@@ -19,10 +19,10 @@
  *        runtime/cuda/{model_cuda,gemm_cublaslt,attention_cuda,attention_tc_cuda,crossentropy_cuda,embedding_cuda,rmsnorm_cuda,rope_cuda,swiglu_cuda,adamw_cuda,convert_cuda}.cu \
  *        build/libwprt-common.a -o build/gpu/bench_step -lcublasLt -lcublas -lcudart -lm
  *   build/gpu/bench_step [--seq N]... [--layers N] [--steps N] [--warmup N] [--peak-tflops X]
- *                        [--attention auto|reference]
- * --attention reference runs the CUDA-core attention kernels (it sets WP_ATTENTION=reference,
- * which the first wc_attention_setup reads); auto, the default, the tensor-core ones where they
- * apply. The line printed names the attention kernel that ran. */
+ *                        [--attention auto|cudnn|own|reference]
+ * --attention sets WP_ATTENTION, which the first wc_attention_setup reads: cudnn cuDNN's fused
+ * attention, own our tensor-core kernels, reference our CUDA-core ones; auto, the default, cuDNN
+ * where it loads and takes the shape, else ours. The line printed names the kernel that ran. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +45,7 @@ static const struct { const char *name; double tflops; } PEAKS[] = {
 
 static void usage(void) {
     fprintf(stderr, "usage: bench_step [--seq N]... [--layers N] [--steps N] [--warmup N] [--peak-tflops X] "
-                    "[--attention auto|reference]\n");
+                    "[--attention auto|cudnn|own|reference]\n");
     exit(2);
 }
 
@@ -192,8 +192,8 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--attention")) {
             if (i + 1 >= argc) usage();
             const char *a = argv[++i];
-            if (strcmp(a, "auto") && strcmp(a, "reference")) {
-                fprintf(stderr, "bench_step: --attention %s: expected auto or reference\n", a);
+            if (strcmp(a, "auto") && strcmp(a, "reference") && strcmp(a, "own") && strcmp(a, "cudnn")) {
+                fprintf(stderr, "bench_step: --attention %s: expected auto, cudnn, own or reference\n", a);
                 return 2;
             }
             setenv("WP_ATTENTION", a, 1);   /* read by the first wc_attention_setup, in wc_model_new */

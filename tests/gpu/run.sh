@@ -28,6 +28,9 @@
 #       libpsm-infinipath1 libpsm2-2 librdmacm1 libibverbs1 libnl-3-200 libnl-route-3-200 libnuma1 libmunge2)
 # and carry the folder): they are unpacked under /tmp/wp-debs, never over /, and found from there.
 # NCCL: nccl.h in CUDA's include folder or /usr/include, else pip's nvidia-nccl wheel.
+# cuDNN's fused attention: the cudnn-frontend headers scripts/deps.sh fetched into build/deps
+# (carry build/deps: the device has no network), cudnn.h and libcudnn.so.9 from the toolkit or
+# PyTorch's nvidia-cudnn wheel; without them the kernels' own attention runs, and the lines say so.
 set -u
 out=$(realpath -m "${1:-gpu-results.txt}")   # relative to where it was run from
 cd "$(dirname "$0")/../.."
@@ -141,6 +144,7 @@ losses() { grep -o '"loss": *[-0-9.eE+naif]*' "$1" | sed 's/.*: *//'; }
 printf '{"version":1,"name":"gpu-1x%d","device_types":{"gpu":{"peak_tflops_bf16":100,"mem_gb":80,"hbm_GBps":3000}},"nodes":[{"name":"n0","devices":%d,"type":"gpu","intra":{"type":"NVL","bw_GBps":100,"lat_us":2}}]}\n' 1 1 >"$tmp/g1.json"
 printf '{"version":1,"name":"gpu-1x%d","device_types":{"gpu":{"peak_tflops_bf16":100,"mem_gb":80,"hbm_GBps":3000}},"nodes":[{"name":"n0","devices":%d,"type":"gpu","intra":{"type":"NVL","bw_GBps":100,"lat_us":2}}]}\n' 2 2 >"$tmp/g2.json"
 first_obj=""
+fe_inc=$PWD/build/deps/cudnn-frontend-1.23.0/include
 case_() {   # label ranks topology strategy micro-batches/rank comm [more wpgen flags]
     local label=$1 n=$2 topo=$3 s=$4 mb=$5 comm=$6 d=$tmp/$1
     local extra=("${@:7}")
@@ -150,6 +154,8 @@ case_() {   # label ranks topology strategy micro-batches/rank comm [more wpgen 
     # the model's kernels compiled once: the same sources and flags in every emitted directory
     [ -n "$first_obj" ] && mkdir -p "$d/obj/runtime" && cp -r "$first_obj" "$d/obj/runtime/" && touch "$d"/obj/runtime/cuda/*.o
     local mk=(make -s -j"$jobs" -C "$d" CUDA_ARCH="-gencode arch=compute_$cap,code=sm_$cap")
+    # cuDNN's attention from the headers scripts/deps.sh keeps in build/deps (no network here)
+    [ -d "$fe_inc" ] && mk+=(CUDNN_FRONTEND_INCLUDE="$fe_inc")
     [ "$comm" = nccl ] && [ ${#nccl_make[@]} -gt 0 ] && mk+=("${nccl_make[1]}")
     if ! "${mk[@]}" >"$tmp/$label.make.out" 2>&1; then fail "$label: make: $(grep -m3 -i error "$tmp/$label.make.out")"; return; fi
     [ -z "$first_obj" ] && first_obj=$d/obj/runtime/cuda
@@ -191,6 +197,8 @@ fi
 # ---- 4. speed: our step and PyTorch's, side by side ----
 if [ -x build/gpu/bench_step ]; then
     timeout 75 build/gpu/bench_step >"$tmp/bench.out" 2>&1 || fail "bench_step failed: $(tail -3 "$tmp/bench.out")"
+    # our own attention kernels beside cuDNN's (the default where it loads)
+    timeout 75 build/gpu/bench_step --attention own >>"$tmp/bench.out" 2>&1 || fail "bench_step --attention own failed: $(tail -3 "$tmp/bench.out")"
     if [ -f tests/gpu/bench_torch.py ] && python3 -c 'import torch' 2>/dev/null; then
         timeout 75 python3 tests/gpu/bench_torch.py >"$tmp/torch.out" 2>&1 || fail "bench_torch.py failed: $(tail -3 "$tmp/torch.out")"
     else

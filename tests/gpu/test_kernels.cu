@@ -341,6 +341,30 @@ static void test_attention(int G, int S, int heads, int kv, int hd) {
         check(name, runs[k].dqkv, dqkv, 8, BF16, RMS,
               "P and dS rounded to bf16 from values summed in another order (dP - D cancels), then summed");
     }
+    /* cuDNN's fused attention where it loads and takes the shape; the tolerances are first
+     * estimates for a kernel that keeps P in bf16 as ours do but sums in its own tiles (exp2 of
+     * prescaled scores, another lse rounding), to be tightened on the GPU */
+    char why[600];
+    AttnRun cd;
+    const int cudnn = wc_cudnn_attention_plan(G, S, heads, kv, hd, why, sizeof why) == 0;
+    if (cudnn) {
+        cd = run_attention(wc_cudnn_attention_forward, wc_cudnn_attention_backward, qkv, dO, out, lse, G, S, heads, kv, hd);
+        snprintf(name, sizeof name, "attention cudnn forward G%d S%d h%d kv%d hd%d: out", G, S, heads, kv, hd);
+        check(name, cd.out, out, 8, BF16, RMS, "cuDNN's tiles and exp2 of prescaled scores, P in bf16");
+        snprintf(name, sizeof name, "attention cudnn forward G%d S%d h%d kv%d hd%d: lse", G, S, heads, kv, hd);
+        check(name, cd.lse, lse, 1024, FP32, OWN, "cuDNN's Stats: max + log(sum) from exp2, another order");
+        snprintf(name, sizeof name, "attention cudnn backward G%d S%d h%d kv%d hd%d: dqkv", G, S, heads, kv, hd);
+        check(name, cd.dqkv, dqkv, 16, BF16, RMS, "cuDNN's tiles, dS in bf16, dK and dV summed over the query group");
+        if (wc_cudnn_attention_deterministic()) {
+            AttnRun again = run_attention(wc_cudnn_attention_forward, wc_cudnn_attention_backward, qkv, dO, out, lse, G, S,
+                                          heads, kv, hd);
+            snprintf(name, sizeof name, "attention cudnn deterministic G%d S%d h%d kv%d hd%d", G, S, heads, kv, hd);
+            check_true(name, !memcmp(again.dqkv.data(), cd.dqkv.data(), dqkv.size() * sizeof(float)),
+                       "the deterministic backward: a second run gives the same bits");
+        }
+    } else {
+        printf("note: attention G%d S%d h%d kv%d hd%d: cuDNN not checked: %s\n", G, S, heads, kv, hd, why);
+    }
     if (!tc) return;
     snprintf(name, sizeof name, "attention tc vs cc G%d S%d h%d kv%d hd%d: out", G, S, heads, kv, hd);
     check(name, runs[1].out, runs[0].out, 4, BF16, RMS, "two GPU kernels, sums in other orders");
@@ -355,16 +379,21 @@ static void test_attention(int G, int S, int heads, int kv, int hd) {
                      !memcmp(again.lse.data(), runs[1].lse.data(), lse.size() * sizeof(float)) &&
                      !memcmp(again.dqkv.data(), runs[1].dqkv.data(), dqkv.size() * sizeof(float)),
                "a second run gives the same bits (fixed order, no atomics)");
-    /* the dispatch: the tensor-core kernels for these (aligned) tensors unless WP_ATTENTION=reference */
+    /* the dispatch: cuDNN for a shape planned with it (planned just above), else the tensor-core
+     * kernels for these (aligned) tensors; WP_ATTENTION=own the tensor-core ones, reference the CUDA-core ones */
     const char *env = getenv("WP_ATTENTION");
-    const int reference = env && !strcmp(env, "reference");
+    const int reference = env && !strcmp(env, "reference"), own = env && !strcmp(env, "own");
+    const char *kernel = reference ? "cuda-core" : own || !cudnn ? "tensor-core" : "cudnn";
     AttnRun d = run_attention(wc_attention_forward, wc_attention_backward, qkv, dO, out, lse, G, S, heads, kv, hd);
-    const AttnRun &want = runs[reference ? 0 : 1];
+    const AttnRun &want = !strcmp(kernel, "cudnn") ? cd : runs[reference ? 0 : 1];
     snprintf(name, sizeof name, "attention dispatch G%d S%d h%d kv%d hd%d", G, S, heads, kv, hd);
-    check_true(name, !strcmp(wc_attention_last_kernel(), reference ? "cuda-core" : "tensor-core") &&
+    char said[96];
+    snprintf(said, sizeof said, "the %s kernels ran (WP_ATTENTION=%s)", kernel, env && *env ? env : "auto");
+    check_true(name, !strcmp(wc_attention_last_kernel(), kernel) &&
                      !memcmp(d.out.data(), want.out.data(), out.size() * sizeof(float)) &&
-                     !memcmp(d.dqkv.data(), want.dqkv.data(), dqkv.size() * sizeof(float)),
-               reference ? "WP_ATTENTION=reference: the CUDA-core kernels ran" : "the tensor-core kernels ran");
+                     (!strcmp(kernel, "cudnn") && !wc_cudnn_attention_deterministic() ||
+                      !memcmp(d.dqkv.data(), want.dqkv.data(), dqkv.size() * sizeof(float))),
+               said);
 }
 
 /* Each kind of product at one shape, against cpu/matmul.c with the same bf16 flags. */
