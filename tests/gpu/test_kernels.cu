@@ -208,7 +208,7 @@ static void test_rmsnorm(void) {
 static void test_rope(void) {
     const int G = 2, S = 37, heads = 4, kv = 2, hd = 16, T = G * S, width = (heads + 2 * kv) * hd;
     std::vector<float> cos_t((size_t)S * hd / 2), sin_t(cos_t.size());
-    wp_rope_tables(cos_t.data(), sin_t.data(), S, hd, 10000.0f);
+    wp_rope_tables(cos_t.data(), sin_t.data(), S, hd, 10000.0f, NULL);
     std::vector<float> qkv = rand_bf16((size_t)T * width, 1.0), ref = qkv;
     rope_forward(ref.data(), cos_t.data(), sin_t.data(), T, S, heads, kv, hd);
     wp_bf16_round_array(ref.data(), ref.size());
