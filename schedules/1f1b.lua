@@ -66,9 +66,7 @@ return {
       wp.bad_option(string.format("--chunks %d", C), string.format("1f1b expects a multiple of the %d pipeline stages " ..
         "(%d for plain 1F1B, v*%d for interleaved 1F1B with v chunks per stage)", P, P, P))
     end
-    if C > 1 and ctx.model.tied ~= 0 then
-      wp.bad_option(nil, "1f1b: a model with tied embeddings runs as one chunk, so only on one stage (use --replicas to make the pipeline 1 rank)")
-    end
+    wp.untied_or_one_chunk(ctx, C, "1f1b")
     local v = C // P
     local M = P * N
     local orders = {}

@@ -65,9 +65,7 @@ return {
     if C ~= P then
       wp.bad_option(string.format("--chunks %d", C), string.format("zb1 runs one chunk per stage (%d)", P))
     end
-    if C > 1 and ctx.model.tied ~= 0 then
-      wp.bad_option(nil, "zb1: a model with tied embeddings runs as one chunk, so only on one stage (use --replicas to make the pipeline 1 rank)")
-    end
+    wp.untied_or_one_chunk(ctx, C, "zb1")
     local M = P * N
     local orders = {}
     for s = 0, P - 1 do orders[s] = order_zbh1(s, P, M) end

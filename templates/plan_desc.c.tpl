@@ -69,7 +69,13 @@ const WpPlanDesc WP_PLAN = {
     .topo_name = ${c_string(P.topo_name)},
     .model = { .hidden = ${P.model.hidden}, .layers = ${P.model.layers}, .heads = ${P.model.heads}, .kv_heads = ${P.model.kv_heads},
                .head_dim = ${P.model.head_dim}, .ffn = ${P.model.ffn}, .vocab = ${P.model.vocab}, .eps = ${c_float(P.model.eps)},
-               .rope_theta = ${c_float(P.model.rope_theta)}, .tied = ${P.model.tied}, .seq = ${P.model.seq}, .mbs = ${P.model.mbs} },
+               .rope_theta = ${c_float(P.model.rope_theta)}, .tied = ${P.model.tied}, .seq = ${P.model.seq}, .mbs = ${P.model.mbs},
+@ local r = P.model.rope_scaling
+@ if r then
+               .rope_scaling = { .factor = ${c_float(r.factor)}, .low_freq_factor = ${c_float(r.low_freq_factor)},
+                                 .high_freq_factor = ${c_float(r.high_freq_factor)}, .original_max_position_embeddings = ${r.original_max_position_embeddings} },
+@ end
+             },
     .nranks = ${P.nranks}, .nnodes = ${P.nnodes}, .nchunks = ${#P.chunks}, .ngroups = ${#P.groups}, .nturns = ${P.nturns},
     .micro_batches = ${P.micro_batches}, .total_mbs = ${P.total_mbs}, .recompute = ${P.recompute},
     .precision = ${P.precision == "bf16" and "WP_BF16" or "WP_FP32"}, .grad_precision = ${P.grad_precision == "bf16" and "WP_BF16" or "WP_FP32"},

@@ -36,6 +36,13 @@ uint64_t plan_hash(const Plan *p) {
     for (size_t i = 0; i < sizeof shape / sizeof *shape; i++) fnv_int(&f, shape[i]);
     fnv_float(&f, m->eps);
     fnv_float(&f, m->rope_theta);
+    /* only where set: the hashes of unscaled plans stay as they were */
+    if (m->rope_scaling.factor != 0) {
+        const WpRopeScaling *r = &m->rope_scaling;
+        fnv_str(&f, "rope_scaling llama3");
+        fnv_float(&f, r->factor); fnv_float(&f, r->low_freq_factor); fnv_float(&f, r->high_freq_factor);
+        fnv_int(&f, r->original_max_position_embeddings);
+    }
     fnv_str(&f, p->strategy);
     fnv_str(&f, p->topo ? p->topo->name : "");
     /* the formats too: a bf16 plan and an fp32 plan of the same operations are different programs */
@@ -133,6 +140,14 @@ void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const cha
     lua_set_int(L, "kv_heads", m->kv_heads); lua_set_int(L, "head_dim", m->head_dim); lua_set_int(L, "ffn", m->ffn);
     lua_set_int(L, "vocab", m->vocab); lua_set_num(L, "eps", m->eps); lua_set_num(L, "rope_theta", m->rope_theta);
     lua_set_int(L, "tied", m->tied); lua_set_int(L, "seq", m->seq); lua_set_int(L, "mbs", m->mbs);
+    if (m->rope_scaling.factor != 0) {   /* absent (nil) when unscaled */
+        const WpRopeScaling *r = &m->rope_scaling;
+        lua_createtable(L, 0, 4);
+        lua_set_num(L, "factor", r->factor); lua_set_num(L, "low_freq_factor", r->low_freq_factor);
+        lua_set_num(L, "high_freq_factor", r->high_freq_factor);
+        lua_set_int(L, "original_max_position_embeddings", r->original_max_position_embeddings);
+        lua_setfield(L, -2, "rope_scaling");
+    }
     lua_setfield(L, -2, "model");
 
     lua_createtable(L, p->nchunks, 0);
@@ -304,6 +319,14 @@ int emit_json_head(FILE *f, const Plan *p, const EmitInfo *info, const char *has
                               "num_key_value_heads", m->kv_heads, "intermediate_size", m->ffn, "vocab_size", m->vocab,
                               "rms_norm_eps", (double)m->eps, "rope_theta", (double)m->rope_theta,
                               "tie_word_embeddings", m->tied, "seq_len", m->seq, "micro_batch_size", m->mbs);
+    /* head_dim: it may differ from hidden / heads; rope_scaling only where set, as in config.json */
+    if (model && json_object_set_new(model, "head_dim", json_integer(m->head_dim))) { json_decref(model); model = NULL; }
+    const WpRopeScaling *r = &m->rope_scaling;
+    json_t *rs = r->factor != 0 ? json_pack("{s:f, s:f, s:f, s:i, s:s}", "factor", (double)r->factor, "low_freq_factor",
+                                            (double)r->low_freq_factor, "high_freq_factor", (double)r->high_freq_factor,
+                                            "original_max_position_embeddings", r->original_max_position_embeddings,
+                                            "rope_type", "llama3") : NULL;
+    if (model && rs && json_object_set_new(model, "rope_scaling", rs)) { json_decref(model); model = NULL; }
     json_t *nodes = json_array();
     for (int n = 0; n < p->topo->nnodes; n++) json_array_append_new(nodes, json_string(p->topo->nodes[n].name));
     json_t *chunks = json_array();
@@ -326,7 +349,11 @@ int emit_json_head(FILE *f, const Plan *p, const EmitInfo *info, const char *has
     if (!rc && p->notes) rc = put_value(f, "notes", json_string(p->notes), 0);
     if (!rc) rc = put_value(f, "backend", json_string(info->backend ? info->backend : backend_default(BACKEND_COMPUTE)), 0);
     if (!rc) rc = put_value(f, "comm", json_string(info->comm ? info->comm : backend_default_comm(info->backend)), 0);
-    int digits = float_digits(m->eps) > float_digits(m->rope_theta) ? float_digits(m->eps) : float_digits(m->rope_theta);
+    /* enough digits for every float of the model */
+    float reals[] = { m->eps, m->rope_theta, r->factor, r->low_freq_factor, r->high_freq_factor };
+    int digits = 1;
+    for (size_t i = 0; i < sizeof reals / sizeof *reals; i++)
+        if (float_digits(reals[i]) > digits) digits = float_digits(reals[i]);
     if (!rc) rc = put_value_prec(f, "model", json_incref(model), 0, digits);
     if (!rc) rc = put_value(f, "topology", json_string(info->topo_name ? info->topo_name : p->topo->name), 0);
     if (!rc) rc = put_value(f, "nodes", json_incref(nodes), 0);

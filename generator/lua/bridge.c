@@ -385,8 +385,9 @@ static void push_model(lua_State *L, const WpConfig *m, const char *name) {
     lua_createtable(L, 0, 12);
     lua_set_str(L, "name", name);
     lua_set_int(L, "hidden", m->hidden); lua_set_int(L, "layers", m->layers); lua_set_int(L, "heads", m->heads);
-    lua_set_int(L, "kv_heads", m->kv_heads); lua_set_int(L, "ffn", m->ffn); lua_set_int(L, "vocab", m->vocab);
-    lua_set_int(L, "seq", m->seq); lua_set_int(L, "mbs", m->mbs); lua_set_int(L, "tied", m->tied);
+    lua_set_int(L, "kv_heads", m->kv_heads); lua_set_int(L, "head_dim", m->head_dim); lua_set_int(L, "ffn", m->ffn);
+    lua_set_int(L, "vocab", m->vocab); lua_set_int(L, "seq", m->seq); lua_set_int(L, "mbs", m->mbs);
+    lua_set_int(L, "tied", m->tied);
     lua_set_num(L, "layer_params", (double)wp_layer_nparams(m));
 }
 

@@ -6,16 +6,34 @@
 #include <stddef.h>
 #include "common/precision.h"
 
+/* Llama 3.1's scaling of RoPE's frequencies (config.json's rope_scaling with rope_type "llama3";
+ * rope_table.c applies it): wavelengths longer than original_max_position_embeddings /
+ * low_freq_factor are stretched by factor, those shorter than original / high_freq_factor kept,
+ * and those between interpolated. factor 0: unscaled RoPE. */
+typedef struct WpRopeScaling {
+    float factor;
+    float low_freq_factor, high_freq_factor;
+    int original_max_position_embeddings;
+} WpRopeScaling;
+
+static inline int wp_rope_scaling_equal(const WpRopeScaling *a, const WpRopeScaling *b) {
+    return a->factor == b->factor && a->low_freq_factor == b->low_freq_factor &&
+           a->high_freq_factor == b->high_freq_factor &&
+           a->original_max_position_embeddings == b->original_max_position_embeddings;
+}
+
 typedef struct WpConfig {
     int hidden;        /* H */
     int layers;        /* L */
     int heads;         /* query heads */
     int kv_heads;      /* key/value heads (grouped-query attention); divides heads */
-    int head_dim;      /* hidden / heads */
+    int head_dim;      /* per head; hidden / heads unless config.json gives it (heads * head_dim may
+                          differ from hidden: q and o are [heads*head_dim, H] and [H, heads*head_dim]) */
     int ffn;           /* intermediate_size */
     int vocab;
     float eps;         /* rms_norm_eps */
     float rope_theta;
+    WpRopeScaling rope_scaling;
     int tied;          /* tie_word_embeddings */
     int seq;           /* S: tokens per sequence */
     int mbs;           /* G: sequences per micro-batch */

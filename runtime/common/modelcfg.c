@@ -1,7 +1,8 @@
 /* Model shapes: the built-in presets (a tiny model for tests, the shapes of the WeiPipe and
  * TawPipe papers, LLaMA-2 7B) and Hugging Face config.json files, read with Jansson into a
- * WpConfig and checked. Only the fields that fix the architecture's sizes are read; a real
- * config.json has many more (architectures, torch_dtype, ...), which are ignored. */
+ * WpConfig and checked, and the config.json wpgen writes for a WpConfig (the same keys, so that
+ * what it writes reads back as the same model). Every key of a config.json is in one table
+ * (hf_keys): read, pinned to the value wpgen implements, or known not to change the model. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -75,7 +76,7 @@ static int expected(const char *file, const char *key, const char *what, const j
  * trained model (generation settings, token ids, metadata). A key that is none of these is
  * refused with its name: a key that would change the model is never ignored, and wpgen cannot
  * tell one it does not know from one that does. */
-enum { KEY_INT, KEY_REAL, KEY_BOOL, KEY_PINNED, KEY_HARMLESS };
+enum { KEY_INT, KEY_REAL, KEY_BOOL, KEY_PINNED, KEY_HARMLESS, KEY_OBJECT };
 typedef struct HfKey {
     const char *key;
     int kind;
@@ -83,11 +84,19 @@ typedef struct HfKey {
     const char *pinned;          /* KEY_PINNED: the value (JSON) the runtime implements */
     const char *why;             /* KEY_PINNED: what it is, for the message */
 } HfKey;
+/* A table of keys: the top level of config.json, or an object in it (KEY_OBJECT, read by its
+ * own reader), whose keys messages name as "prefix.key". */
+typedef struct KeyTable {
+    const char *prefix;          /* "" at the top level */
+    const HfKey *keys;
+    size_t n;
+} KeyTable;
 #define INT(k, lo, hi) { k, KEY_INT, lo, hi, NULL, NULL }
 #define REAL(k, lo, hi) { k, KEY_REAL, lo, hi, NULL, NULL }
 #define BOOL(k) { k, KEY_BOOL, 0, 0, NULL, NULL }
 #define PIN(k, value, why) { k, KEY_PINNED, 0, 0, value, why }
 #define SAME(k) { k, KEY_HARMLESS, 0, 0, NULL, NULL }
+#define OBJECT(k) { k, KEY_OBJECT, 0, 0, NULL, NULL }
 static const HfKey hf_keys[] = {
     INT("hidden_size", 1, 1 << 20),
     INT("num_hidden_layers", 1, 1 << 16),
@@ -106,7 +115,7 @@ static const HfKey hf_keys[] = {
     PIN("attention_bias", "false", "projections without bias"),
     PIN("mlp_bias", "false", "projections without bias"),
     PIN("attention_dropout", "0", "no dropout"),
-    PIN("rope_scaling", "null", "unscaled RoPE"),
+    OBJECT("rope_scaling"),   /* null (unscaled) or Llama 3.1's: rope_keys */
     PIN("sliding_window", "null", "full causal attention"),
     PIN("use_sliding_window", "false", "full causal attention"),
     PIN("quantization_config", "null", "unquantized weights"),
@@ -126,16 +135,37 @@ static const HfKey hf_keys[] = {
     SAME("repetition_penalty"), SAME("use_bfloat16"), PIN("is_encoder_decoder", "false", "a decoder-only model"),
     SAME("written_by"),
 };
+/* rope_scaling's keys: transformers' rope_type "llama3", all required (as transformers requires
+ * them); "type" is the older configs' name of rope_type. A factor below 1 would shrink the
+ * wavelengths, which no published model does; high_freq_factor must exceed low_freq_factor
+ * (model_check), the interpolation divides by their difference. */
+static const HfKey rope_keys[] = {
+    PIN("rope_type", "\"llama3\"", "Llama 3.1's RoPE scaling"),
+    PIN("type", "\"llama3\"", "Llama 3.1's RoPE scaling"),
+    REAL("factor", 1, 1e6),
+    REAL("low_freq_factor", 1e-6, 1e6),
+    REAL("high_freq_factor", 1e-6, 1e6),
+    INT("original_max_position_embeddings", 1, 1 << 24),
+};
+static const KeyTable top_table = { "", hf_keys, sizeof hf_keys / sizeof hf_keys[0] };
+static const KeyTable rope_table = { "rope_scaling.", rope_keys, sizeof rope_keys / sizeof rope_keys[0] };
 #undef INT
 #undef REAL
 #undef BOOL
 #undef PIN
 #undef SAME
+#undef OBJECT
 
-static const HfKey *hf_key(const char *key) {
-    for (size_t i = 0; i < sizeof hf_keys / sizeof hf_keys[0]; i++)
-        if (!strcmp(hf_keys[i].key, key)) return &hf_keys[i];
+static const HfKey *hf_key(const KeyTable *t, const char *key) {
+    for (size_t i = 0; i < t->n; i++)
+        if (!strcmp(t->keys[i].key, key)) return &t->keys[i];
     return NULL;
+}
+
+/* "prefix.key", as messages name a key. */
+static const char *key_path(const KeyTable *t, const char *key, char *buf, size_t n) {
+    snprintf(buf, n, "%s%s", t->prefix, key);
+    return buf;
 }
 
 /* A pinned key's value v is the one implemented: equal as JSON, numbers by value (0 and 0.0). */
@@ -147,19 +177,24 @@ static int pinned_ok(const HfKey *k, const json_t *v) {
     return ok;
 }
 
-/* Every key of root known, every pinned one at its value. */
-static int check_keys(const char *file, const json_t *root, char *err, size_t errlen) {
+/* Every key of root in table t, every pinned one at its value. */
+static int check_keys(const char *file, const KeyTable *t, const json_t *root, char *err, size_t errlen) {
     const char *key;
     json_t *v;
+    char name[160];
     json_object_foreach((json_t *)root, key, v) {
-        const HfKey *k = hf_key(key);
-        if (!k)
+        const HfKey *k = hf_key(t, key);
+        if (!k && t == &top_table)
             return errmsg(err, errlen, "%s: %s: not a key wpgen knows (it trains LLaMA models: the keys of transformers' "
                           "LlamaConfig); a key that could change the model is not ignored: remove it if it does not", file, key);
+        if (!k)
+            return errmsg(err, errlen, "%s: %s: not a key wpgen knows (it implements rope_type \"llama3\": rope_type, "
+                          "factor, low_freq_factor, high_freq_factor, original_max_position_embeddings)", file,
+                          key_path(t, key, name, sizeof name));
         if (k->kind == KEY_PINNED && !json_is_null(v) && !pinned_ok(k, v)) {
             char what[160];
             snprintf(what, sizeof what, "%s (wpgen trains %s)", k->pinned, k->why);
-            return expected(file, key, what, v, err, errlen);
+            return expected(file, key_path(t, key, name, sizeof name), what, v, err, errlen);
         }
     }
     return 0;
@@ -168,30 +203,52 @@ static int check_keys(const char *file, const json_t *root, char *err, size_t er
 /* Readers for one field of a config.json, in its table's range. A field that is absent or null
  * (configs write "num_key_value_heads": null for "same as heads") keeps *out, the caller's
  * default, unless required. */
-static int read_int(const char *file, const json_t *root, const char *key, int required, int *out,
+static int read_int(const char *file, const KeyTable *t, const json_t *root, const char *key, int required, int *out,
                     char *err, size_t errlen) {
-    const HfKey *k = hf_key(key);
+    const HfKey *k = hf_key(t, key);
     json_t *v = json_object_get(root, key);
     if ((!v || json_is_null(v)) && !required) return 0;
     if (!json_is_integer(v) || (double)json_integer_value(v) < k->lo || (double)json_integer_value(v) > k->hi) {
-        char what[96];
+        char what[96], name[160];
         snprintf(what, sizeof what, "an integer in [%.0f, %.0f]", k->lo, k->hi);
-        return expected(file, key, what, v, err, errlen);
+        return expected(file, key_path(t, key, name, sizeof name), what, v, err, errlen);
     }
     *out = (int)json_integer_value(v);
     return 0;
 }
 
-static int read_real(const char *file, const json_t *root, const char *key, float *out, char *err, size_t errlen) {
-    const HfKey *k = hf_key(key);
+static int read_real(const char *file, const KeyTable *t, const json_t *root, const char *key, int required, float *out,
+                     char *err, size_t errlen) {
+    const HfKey *k = hf_key(t, key);
     json_t *v = json_object_get(root, key);
-    if (!v || json_is_null(v)) return 0;
+    if ((!v || json_is_null(v)) && !required) return 0;
     if (!json_is_number(v) || !(json_number_value(v) >= k->lo && json_number_value(v) <= k->hi)) {
-        char what[96];
+        char what[96], name[160];
         snprintf(what, sizeof what, "a number in [%g, %g]", k->lo, k->hi);
-        return expected(file, key, what, v, err, errlen);
+        return expected(file, key_path(t, key, name, sizeof name), what, v, err, errlen);
     }
     *out = (float)json_number_value(v);
+    return 0;
+}
+
+/* rope_scaling, an object (null is unscaled RoPE and never gets here): its type, one of
+ * rope_type and type (the same when both), and its four numbers. */
+static int read_rope_scaling(const char *file, const json_t *rs, WpRopeScaling *out, char *err, size_t errlen) {
+    if (!json_is_object(rs)) return expected(file, "rope_scaling", "an object or null", rs, err, errlen);
+    if (check_keys(file, &rope_table, rs, err, errlen)) return -1;
+    json_t *type = json_object_get(rs, "rope_type");
+    if (!type || json_is_null(type)) type = json_object_get(rs, "type");
+    if (!type || json_is_null(type))
+        return expected(file, "rope_scaling.rope_type", "\"llama3\" (the only scaling wpgen implements)", type, err,
+                        errlen);
+    WpRopeScaling r = { 0 };
+    if (read_real(file, &rope_table, rs, "factor", 1, &r.factor, err, errlen) ||
+        read_real(file, &rope_table, rs, "low_freq_factor", 1, &r.low_freq_factor, err, errlen) ||
+        read_real(file, &rope_table, rs, "high_freq_factor", 1, &r.high_freq_factor, err, errlen) ||
+        read_int(file, &rope_table, rs, "original_max_position_embeddings", 1, &r.original_max_position_embeddings, err,
+                 errlen))
+        return -1;
+    *out = r;
     return 0;
 }
 
@@ -214,33 +271,29 @@ static int read_hf_config(const char *path, json_t *root, const json_error_t *je
         expected(path, "top level", "an object", root, err, errlen);
         goto done;
     }
-    if (check_keys(path, root, err, errlen)) goto done;
+    if (check_keys(path, &top_table, root, err, errlen)) goto done;
     /* Hugging Face's defaults for LlamaConfig where a field is optional. */
     *c = (WpConfig){ .eps = 1e-6f, .rope_theta = 10000.0f, .tied = 0, .seq = 1024, .mbs = 1 };
     int max_pos = 0, head_dim = 0;
-    if (read_int(path, root, "hidden_size", 1, &c->hidden, err, errlen)) goto done;
-    if (read_int(path, root, "num_hidden_layers", 1, &c->layers, err, errlen)) goto done;
-    if (read_int(path, root, "num_attention_heads", 1, &c->heads, err, errlen)) goto done;
+    if (read_int(path, &top_table, root, "hidden_size", 1, &c->hidden, err, errlen)) goto done;
+    if (read_int(path, &top_table, root, "num_hidden_layers", 1, &c->layers, err, errlen)) goto done;
+    if (read_int(path, &top_table, root, "num_attention_heads", 1, &c->heads, err, errlen)) goto done;
     c->kv_heads = c->heads;
-    if (read_int(path, root, "num_key_value_heads", 0, &c->kv_heads, err, errlen)) goto done;
-    if (read_int(path, root, "intermediate_size", 1, &c->ffn, err, errlen)) goto done;
-    if (read_int(path, root, "vocab_size", 1, &c->vocab, err, errlen)) goto done;
-    if (read_real(path, root, "rms_norm_eps", &c->eps, err, errlen)) goto done;
-    if (read_real(path, root, "rope_theta", &c->rope_theta, err, errlen)) goto done;
+    if (read_int(path, &top_table, root, "num_key_value_heads", 0, &c->kv_heads, err, errlen)) goto done;
+    if (read_int(path, &top_table, root, "intermediate_size", 1, &c->ffn, err, errlen)) goto done;
+    if (read_int(path, &top_table, root, "vocab_size", 1, &c->vocab, err, errlen)) goto done;
+    if (read_real(path, &top_table, root, "rms_norm_eps", 0, &c->eps, err, errlen)) goto done;
+    if (read_real(path, &top_table, root, "rope_theta", 0, &c->rope_theta, err, errlen)) goto done;
     if (read_bool(path, root, "tie_word_embeddings", &c->tied, err, errlen)) goto done;
-    if (read_int(path, root, "head_dim", 0, &head_dim, err, errlen)) goto done;
-    if (read_int(path, root, "max_position_embeddings", 0, &max_pos, err, errlen)) goto done;
+    if (read_int(path, &top_table, root, "head_dim", 0, &head_dim, err, errlen)) goto done;
+    if (read_int(path, &top_table, root, "max_position_embeddings", 0, &max_pos, err, errlen)) goto done;
+    json_t *rs = json_object_get(root, "rope_scaling");
+    if (rs && !json_is_null(rs) && read_rope_scaling(path, rs, &c->rope_scaling, err, errlen)) goto done;
     /* Train at the model's context length, but not beyond 4096: longer is a choice (--seq). */
     if (max_pos) c->seq = max_pos < 4096 ? max_pos : 4096;
-    c->head_dim = c->hidden % c->heads == 0 ? c->hidden / c->heads : 0;
-    /* The runtime's layout assumes heads * head_dim == hidden (q and o projections are H x H). */
-    /* in 64 bits: both are read as any positive int, and their product may not fit in one */
-    if (head_dim && (int64_t)head_dim * c->heads != c->hidden) {
-        char what[96];
-        snprintf(what, sizeof what, "hidden_size / num_attention_heads (%d / %d)", c->hidden, c->heads);
-        expected(path, "head_dim", what, json_object_get(root, "head_dim"), err, errlen);
-        goto done;
-    }
+    /* Given (Qwen 3, Gemma: heads * head_dim may differ from hidden_size), or hidden / heads as
+     * transformers defaults it; 0 when heads do not divide hidden_size (model_check says so). */
+    c->head_dim = head_dim ? head_dim : c->hidden % c->heads == 0 ? c->hidden / c->heads : 0;
     rc = 0;
 done:
     json_decref(root);
@@ -265,6 +318,62 @@ int model_config_parse(const char *name, const char *text, size_t len, WpConfig 
     if (model_check(&tmp, why, sizeof why)) return errmsg(err, errlen, "%s: %s", name, why);
     *c = tmp;
     return 0;
+}
+
+/* ---- config.json, written ---- */
+
+/* The shortest decimal that reads back as f, as a double: config.json shows 1e-05, not
+ * 9.99999974737875e-06. */
+static double float_decimal(float f) {
+    char buf[32];
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
+        double d = strtod(buf, NULL);
+        if ((float)d == f) return d;
+    }
+    return (double)f;
+}
+
+/* rope_scaling as transformers writes it for Llama 3.1, or null when unscaled. */
+static json_t *rope_scaling_json(const WpRopeScaling *r) {
+    if (r->factor == 0) return json_null();
+    return json_pack("{s:f, s:f, s:f, s:i, s:s}", "factor", float_decimal(r->factor), "low_freq_factor",
+                     float_decimal(r->low_freq_factor), "high_freq_factor", float_decimal(r->high_freq_factor),
+                     "original_max_position_embeddings", r->original_max_position_embeddings, "rope_type", "llama3");
+}
+
+char *model_config_text(const WpConfig *c, const char *written_by) {
+    /* every key that changes the model, so that the file reads back as c (model_same) */
+    json_t *o = json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:i, s:f, s:f, s:o, s:b, s:i, s:b, s:b, s:s}",
+                          "architectures", "LlamaForCausalLM", "model_type", "llama", "hidden_size", c->hidden,
+                          "intermediate_size", c->ffn, "num_hidden_layers", c->layers, "num_attention_heads", c->heads,
+                          "num_key_value_heads", c->kv_heads, "head_dim", c->head_dim, "hidden_act", "silu",
+                          "max_position_embeddings", c->seq, "rms_norm_eps", float_decimal(c->eps), "rope_theta",
+                          float_decimal(c->rope_theta), "rope_scaling", rope_scaling_json(&c->rope_scaling),
+                          "tie_word_embeddings", c->tied, "vocab_size", c->vocab, "attention_bias", 0, "mlp_bias", 0,
+                          "torch_dtype", "float32");
+    /* transformers keeps unknown keys as attributes: harmless, and it tells the writer's file
+     * from a config.json someone else wrote */
+    if (o && written_by && json_object_set_new(o, "written_by", json_string(written_by))) {
+        json_decref(o);
+        o = NULL;
+    }
+    char *text = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9)) : NULL;
+    json_decref(o);
+    if (!text) return NULL;
+    size_t n = strlen(text);
+    char *withnl = realloc(text, n + 2);
+    if (!withnl) { free(text); return NULL; }
+    withnl[n] = '\n';
+    withnl[n + 1] = 0;
+    return withnl;
+}
+
+int model_same(const WpConfig *a, const WpConfig *b) {
+    return a->hidden == b->hidden && a->layers == b->layers && a->heads == b->heads && a->kv_heads == b->kv_heads &&
+           a->head_dim == b->head_dim && a->ffn == b->ffn && a->vocab == b->vocab && a->tied == b->tied &&
+           a->eps == b->eps && a->rope_theta == b->rope_theta &&
+           wp_rope_scaling_equal(&a->rope_scaling, &b->rope_scaling);
 }
 
 /* The name a plan calls the model by: the file's base name without ".json", or for the usual
@@ -361,22 +470,35 @@ int model_check(const WpConfig *c, char *err, size_t errlen) {
             return errmsg(err, errlen, "%s: expected at most %d (2^%d, beyond any real model), got %d", sizes[i].name,
                           sizes[i].max, sizes[i].log2, sizes[i].value);
     }
-    if (c->hidden % c->heads != 0)
-        return errmsg(err, errlen, "num_attention_heads (%d) does not divide hidden_size (%d)", c->heads, c->hidden);
-    if (c->head_dim != c->hidden / c->heads)
-        return errmsg(err, errlen, "head_dim: expected hidden_size / num_attention_heads (%d), got %d",
-                    c->hidden / c->heads, c->head_dim);
+    if (c->head_dim == 0)
+        return errmsg(err, errlen, "num_attention_heads (%d) does not divide hidden_size (%d), and no head_dim is given",
+                      c->heads, c->hidden);
+    if (c->head_dim < 2 || c->head_dim > 1 << 20)
+        return errmsg(err, errlen, "head_dim: expected an integer in [2, 1048576], got %d", c->head_dim);
     if (c->heads % c->kv_heads != 0)
         return errmsg(err, errlen, "num_key_value_heads (%d) does not divide num_attention_heads (%d)",
                     c->kv_heads, c->heads);
     /* RoPE rotates pairs of dimensions. */
     if (c->head_dim % 2 != 0)
-        return errmsg(err, errlen, "head_dim (hidden_size / num_attention_heads = %d) must be even for RoPE",
-                    c->head_dim);
+        return errmsg(err, errlen, "head_dim (%d) must be even for RoPE", c->head_dim);
     if (!(c->eps > 0) || !isfinite(c->eps))
         return errmsg(err, errlen, "rms_norm_eps: expected a positive number, got %g", (double)c->eps);
     if (!(c->rope_theta > 0) || !isfinite(c->rope_theta))
         return errmsg(err, errlen, "rope_theta: expected a positive number, got %g", (double)c->rope_theta);
+    const WpRopeScaling *r = &c->rope_scaling;
+    if (r->factor != 0) {
+        if (!(r->factor >= 1) || !isfinite(r->factor))
+            return errmsg(err, errlen, "rope_scaling.factor: expected a number of at least 1, got %g", (double)r->factor);
+        if (!(r->low_freq_factor > 0) || !isfinite(r->low_freq_factor))
+            return errmsg(err, errlen, "rope_scaling.low_freq_factor: expected a positive number, got %g",
+                          (double)r->low_freq_factor);
+        if (!(r->high_freq_factor > r->low_freq_factor) || !isfinite(r->high_freq_factor))
+            return errmsg(err, errlen, "rope_scaling.high_freq_factor: expected more than low_freq_factor (%g), got %g",
+                          (double)r->low_freq_factor, (double)r->high_freq_factor);
+        if (r->original_max_position_embeddings <= 0)
+            return errmsg(err, errlen, "rope_scaling.original_max_position_embeddings: expected a positive integer, got %d",
+                          r->original_max_position_embeddings);
+    }
     if (c->tied != 0 && c->tied != 1)
         return errmsg(err, errlen, "tie_word_embeddings: expected 0 or 1, got %d", c->tied);
     /* The tokens of a micro-batch are counted in an int. */
@@ -386,19 +508,21 @@ int model_check(const WpConfig *c, char *err, size_t errlen) {
      * still absurd. Parameters: a layer's 2H + 2qH + 2kvH + 3FH (config.c), L of them, and the
      * embedding and head. */
     unsigned long long H = (unsigned)c->hidden, F = (unsigned)c->ffn, V = (unsigned)c->vocab,
+                       q = (unsigned long long)(unsigned)c->heads * (unsigned)c->head_dim,
                        kv = (unsigned long long)(unsigned)c->kv_heads * (unsigned)c->head_dim, a, b, layer, params;
     const unsigned long long P = MAX_PARAMS;
-    int bad = mul_le(3 * F + 2 * kv + 2 * H + 2, H, P, &layer) || mul_le(layer, (unsigned)c->layers, P, &a) ||
+    int bad = mul_le(3 * F + 2 * kv + 2 * q + 2, H, P, &layer) || mul_le(layer, (unsigned)c->layers, P, &a) ||
               mul_le(2 * V + 1, H, P, &b) || add_le(a, b, P, &params);
     if (bad)
         return errmsg(err, errlen, "the model has more than 2^44 parameters (hidden_size %d, intermediate_size %d, "
                       "num_hidden_layers %d, vocab_size %d): beyond any real model", c->hidden, c->ffn, c->layers, c->vocab);
     /* Activations of one micro-batch, bounded from above: per layer and token at most
-     * 8H + 4F + 4 heads + 4 floats (config.c's stash keeps 2H + 2q + 2kv + 2F + heads + 2, with
-     * q = H and kv <= H), the logits T x V on top. */
+     * 4H + 4q + 4kv + 4F + 4 heads + 4 floats (config.c's stash keeps 2H + 2q + 2kv + 2F + heads
+     * + 2; the workspace as much again), the logits T x V on top. q and kv are at most 2^40 here
+     * (2^20 heads of 2^20), so the sum cannot wrap. */
     unsigned long long T = (unsigned long long)c->seq * (unsigned)c->mbs, per_tok, acts, logits;
     const unsigned long long A = MAX_ACT_FLOATS;
-    bad = mul_le(8 * H + 4 * F + 4 * (unsigned)c->heads + 4, (unsigned)c->layers + 1ULL, A, &per_tok) ||
+    bad = mul_le(4 * H + 4 * q + 4 * kv + 4 * F + 4 * (unsigned)c->heads + 4, (unsigned)c->layers + 1ULL, A, &per_tok) ||
           mul_le(per_tok, T, A, &acts) || mul_le(T, V, A, &logits) || add_le(acts, logits, A, &acts);
     if (bad)
         return errmsg(err, errlen, "one micro-batch's activations pass 2^50 floats (sequence length %d x micro-batch "

@@ -23,6 +23,14 @@ int model_load(const char *name_or_path, WpConfig *c, char *name, size_t namelen
  * the file in messages. */
 int model_config_parse(const char *name, const char *text, size_t len, WpConfig *c, char *err, size_t errlen);
 
+/* The config.json of c, as transformers reads it (LlamaConfig's keys: every one that changes the
+ * model, so that model_config_parse reads back a model model_same calls c; rope_scaling null when
+ * unscaled) with a written_by key when it is not NULL; malloc'd, ending in a newline; NULL when
+ * out of memory. */
+char *model_config_text(const WpConfig *c, const char *written_by);
+/* 1 when a and b are the same model (every field but the training shape, seq and mbs). */
+int model_same(const WpConfig *a, const WpConfig *b);
+
 /* Checks the shape's internal consistency (heads divide hidden, kv_heads divide heads, ...). */
 int model_check(const WpConfig *c, char *err, size_t errlen);
 /* It also refuses sizes no real model reaches, so that no count downstream can overflow:

@@ -3,13 +3,17 @@
 #ifndef WP_ROPE_TABLE_H
 #define WP_ROPE_TABLE_H
 
+#include "common/config.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* cos_t, sin_t [S, hd/2]: cos and sin of s * inv_freq[i], inv_freq[i] = theta^(-2i/hd) computed
- * in fp32 as Hugging Face does (cpu/rope.c has the rotation). */
-void wp_rope_tables(float *cos_t, float *sin_t, int S, int hd, float theta);
+ * in fp32 as Hugging Face does, then, when scaling is not NULL and its factor not 0, scaled as
+ * transformers' rope_type "llama3" scales it (config.h, WpRopeScaling). cpu/rope.c has the
+ * rotation. */
+void wp_rope_tables(float *cos_t, float *sin_t, int S, int hd, float theta, const WpRopeScaling *scaling);
 
 #ifdef __cplusplus
 }

@@ -173,7 +173,7 @@ WpScratch *wp_scratch_new(const WpConfig *c, int max_layers) {
     s->attn_work = s->block + off;
     if (max_layers > 0) {
         s->sin_t = s->cos_t + (size_t)c->seq * (c->head_dim / 2);
-        wp_rope_tables(s->cos_t, s->sin_t, c->seq, c->head_dim, c->rope_theta);
+        wp_rope_tables(s->cos_t, s->sin_t, c->seq, c->head_dim, c->rope_theta, &c->rope_scaling);
     }
     return s;
 }
@@ -236,7 +236,7 @@ static void check_call(const WpConfig *c, const WpChunk *k, const WpScratch *s) 
     if (k->nlayers > s->max_layers || s->cfg.seq != c->seq || s->cfg.mbs != c->mbs ||
         s->cfg.hidden != c->hidden || s->cfg.ffn != c->ffn || s->cfg.vocab != c->vocab ||
         s->cfg.heads != c->heads || s->cfg.kv_heads != c->kv_heads || s->cfg.head_dim != c->head_dim ||
-        s->cfg.rope_theta != c->rope_theta) {
+        s->cfg.rope_theta != c->rope_theta || !wp_rope_scaling_equal(&s->cfg.rope_scaling, &c->rope_scaling)) {
         fprintf(stderr, "wp_chunk: chunk %d (%d layers) does not fit the scratch (%d layers) or its shape\n",
                 k->index, k->nlayers, s->max_layers);
         abort();

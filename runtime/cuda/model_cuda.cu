@@ -168,7 +168,7 @@ WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recom
         m->sin_t = m->cos_t + n;
         float *host = (float *)malloc(2 * n * sizeof(float) + 1);
         if (!host) { snprintf(err, errlen, "CUDA model: out of host memory"); wc_model_free(m); return NULL; }
-        wp_rope_tables(host, host + n, c->seq, c->head_dim, c->rope_theta);
+        wp_rope_tables(host, host + n, c->seq, c->head_dim, c->rope_theta, &c->rope_scaling);
         /* on the model's stream, and waited for: a plain cudaMemcpy from pageable memory may return
          * before its DMA is done, and a non-blocking stream does not wait for the legacy stream */
         CUDA_CHECK(cudaMemcpyAsync(m->cos_t, host, 2 * n * sizeof(float), cudaMemcpyHostToDevice, m->stream));

@@ -181,18 +181,6 @@ static void remove_leftovers(const CkptNames *n, const char *keep) {
 }
 
 /* ---- config.json ---------------------------------------------------------------------------- */
-/* The shortest decimal that reads back as f, as a double: config.json shows 1e-05, not
- * 9.99999974737875e-06. */
-static double float_decimal(float f) {
-    char buf[32];
-    for (int prec = 1; prec <= 9; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
-        double d = strtod(buf, NULL);
-        if ((float)d == f) return d;
-    }
-    return (double)f;
-}
-
 /* The keys of the config.json wpgen writes (before it marked its files). */
 static const char *const config_keys[] = {
     "architectures", "model_type", "hidden_size", "intermediate_size", "num_hidden_layers",
@@ -200,45 +188,6 @@ static const char *const config_keys[] = {
     "rms_norm_eps", "rope_theta", "tie_word_embeddings", "vocab_size", "attention_bias", "mlp_bias",
     "torch_dtype", NULL,
 };
-
-/* config.json's text for c, malloc'd with a final newline; NULL when out of memory. */
-static char *config_text(const WpConfig *c) {
-    json_t *o = json_object();
-    int bad = !o;
-    if (!bad) {
-        json_t *arch = json_array();
-        bad |= json_array_append_new(arch, json_string("LlamaForCausalLM"));
-        bad |= json_object_set_new(o, "architectures", arch);
-        bad |= json_object_set_new(o, "model_type", json_string("llama"));
-        bad |= json_object_set_new(o, "hidden_size", json_integer(c->hidden));
-        bad |= json_object_set_new(o, "intermediate_size", json_integer(c->ffn));
-        bad |= json_object_set_new(o, "num_hidden_layers", json_integer(c->layers));
-        bad |= json_object_set_new(o, "num_attention_heads", json_integer(c->heads));
-        bad |= json_object_set_new(o, "num_key_value_heads", json_integer(c->kv_heads));
-        bad |= json_object_set_new(o, "head_dim", json_integer(c->head_dim));
-        bad |= json_object_set_new(o, "hidden_act", json_string("silu"));
-        bad |= json_object_set_new(o, "max_position_embeddings", json_integer(c->seq));
-        bad |= json_object_set_new(o, "rms_norm_eps", json_real(float_decimal(c->eps)));
-        bad |= json_object_set_new(o, "rope_theta", json_real(float_decimal(c->rope_theta)));
-        bad |= json_object_set_new(o, "tie_word_embeddings", json_boolean(c->tied));
-        bad |= json_object_set_new(o, "vocab_size", json_integer(c->vocab));
-        bad |= json_object_set_new(o, "attention_bias", json_false());
-        bad |= json_object_set_new(o, "mlp_bias", json_false());
-        bad |= json_object_set_new(o, "torch_dtype", json_string("float32"));
-        /* transformers keeps unknown keys as attributes: harmless, and it tells our file from a
-         * config.json someone else wrote (which a save must not overwrite) */
-        bad |= json_object_set_new(o, "written_by", json_string(WRITTEN_BY));
-    }
-    char *text = bad ? NULL : json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
-    json_decref(o);
-    if (!text) return NULL;
-    size_t n = strlen(text);
-    char *withnl = realloc(text, n + 2);
-    if (!withnl) { free(text); return NULL; }
-    withnl[n] = '\n';
-    withnl[n + 1] = 0;
-    return withnl;
-}
 
 /* Did wpgen write this config.json? Marked so, or exactly the keys earlier versions wrote. */
 static int config_is_ours(const json_t *o) {
@@ -301,9 +250,7 @@ static int config_is_other_model(const char *cfgpath, const WpConfig *c, char *w
     WpConfig o;
     char err[512];
     if (model_config_parse(cfgpath, text, k, &o, err, sizeof err)) return 0;
-    if (o.hidden == c->hidden && o.layers == c->layers && o.heads == c->heads && o.kv_heads == c->kv_heads &&
-        o.ffn == c->ffn && o.vocab == c->vocab && o.tied == c->tied && o.eps == c->eps && o.rope_theta == c->rope_theta)
-        return 0;
+    if (model_same(&o, c)) return 0;
     snprintf(what, whatlen, "hidden_size %d, %d layers, %d heads (%d kv), intermediate_size %d, vocab_size %d", o.hidden,
              o.layers, o.heads, o.kv_heads, o.ffn, o.vocab);
     return 1;
@@ -335,7 +282,7 @@ int ckpt_write_config(const char *path, const WpConfig *c, char *err, size_t err
     join(cfgpath, sizeof cfgpath, n.dir, "config.json");
     if (check_config(cfgpath, path, err, errlen)) return -1;
     if (check_same_model(path, cfgpath, c, err, errlen)) return -1;
-    char *text = config_text(c);
+    char *text = model_config_text(c, WRITTEN_BY);
     if (!text) return errmsg(err, errlen, "%s: out of memory", cfgpath);
     /* Unchanged (the usual case: the same model saved again): not rewritten. */
     size_t len = strlen(text);

@@ -359,6 +359,7 @@ end
 function M.build(plan, ctx)
   local P, R = wp.pipeline(ctx)
   local C = wp.chunk_count(ctx, P)
+  wp.untied_or_one_chunk(ctx, C, "tawpipe")
   plan:chunks(wp.split_layers(ctx.model.layers, C))
   local b = {
     P = P, R = R, C = C, N = ctx.opts.micro_batches, mode = ctx.opts.grouping or "auto", sols = {},

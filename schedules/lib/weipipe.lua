@@ -378,6 +378,7 @@ end
 function M.build(plan, ctx, cfg)
   local P, R = wp.pipeline(ctx)
   local C = wp.chunk_count(ctx, P)
+  wp.untied_or_one_chunk(ctx, C, "weipipe")
   local layers = wp.split_layers(ctx.model.layers, C)
   local rep = ctx.opts.replicate_ends
   if rep then

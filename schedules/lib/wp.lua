@@ -53,6 +53,16 @@ function wp.stages(ctx, name)
   return P, R
 end
 
+-- A model with tied embeddings (tie_word_embeddings) has its LM head in the embedding's chunk
+-- (runtime/common/config.c, wp_chunk_tensors), so it runs as one chunk: refused, in one line, for
+-- C > 1. name: the strategy, for the message.
+function wp.untied_or_one_chunk(ctx, C, name)
+  if C > 1 and ctx.model.tied ~= 0 then
+    wp.bad_option(nil, string.format("%s: a model with tied embeddings (tie_word_embeddings) runs as one chunk, so only " ..
+      "on one stage (use --replicas to make the pipeline 1 rank, or fsdp)", name))
+  end
+end
+
 -- The chunks: --chunks, or the default (no more than the layers).
 function wp.chunk_count(ctx, default)
   local C, L = ctx.opts.chunks, ctx.model.layers

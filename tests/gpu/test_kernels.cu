@@ -3,7 +3,8 @@
  * of its implementations, CUDA cores and tensor cores, each against the CPU, the tensor-core one
  * against the CUDA-core one and against itself run again, and the dispatch between them), the
  * cuBLASLt products (aligned operands and not), and whole chunks (first, middle, last, several
- * layers in one chunk, tied embeddings, chunks without layers; with and without recompute), one line per
+ * layers in one chunk, tied embeddings, chunks without layers, Llama 3.1's RoPE scaling with an explicit
+ * head_dim; with and without recompute), one line per
  * check with the largest absolute and relative error and the tolerance. Exit 1 if any check
  * fails, 0 otherwise; without a CUDA device it says so and exits 0.
  *
@@ -208,7 +209,7 @@ static void test_rmsnorm(void) {
 static void test_rope(void) {
     const int G = 2, S = 37, heads = 4, kv = 2, hd = 16, T = G * S, width = (heads + 2 * kv) * hd;
     std::vector<float> cos_t((size_t)S * hd / 2), sin_t(cos_t.size());
-    wp_rope_tables(cos_t.data(), sin_t.data(), S, hd, 10000.0f);
+    wp_rope_tables(cos_t.data(), sin_t.data(), S, hd, 10000.0f, NULL);
     std::vector<float> qkv = rand_bf16((size_t)T * width, 1.0), ref = qkv;
     rope_forward(ref.data(), cos_t.data(), sin_t.data(), T, S, heads, kv, hd);
     wp_bf16_round_array(ref.data(), ref.size());
@@ -676,12 +677,19 @@ static const char *CHAIN = "roundings one ulp apart (sums in another order) carr
 
 /* The model as the chunks ks (chunk i of layers[i] layers) on the CPU and the GPU, with and without
  * recompute: each chunk's output and input gradient, the mean loss, every tensor's gradient; and
- * the GPU's recomputed run the same bits as its plain one. */
-static void test_chunks(const char *label, int tied, const std::vector<int> &layers) {
+ * the GPU's recomputed run the same bits as its plain one. llama3: as Llama 3.1 and Qwen 3 have
+ * it, RoPE scaled (an original context of 32, so that the frequencies fall in all three of the
+ * rule's bands) and an explicit head_dim of 64 (q 256 wide against a hidden size of 128). */
+static void test_chunks(const char *label, int tied, const std::vector<int> &layers, int llama3 = 0) {
     WpConfig c;
     memset(&c, 0, sizeof c);
     c.hidden = 128; c.layers = 3; c.heads = 4; c.kv_heads = 2; c.head_dim = 32; c.ffn = 352; c.vocab = 512;
     c.eps = 1e-5f; c.rope_theta = 10000.0f; c.tied = tied; c.seq = 100; c.mbs = 2;
+    if (llama3) {
+        c.head_dim = 64;
+        c.rope_scaling.factor = 8; c.rope_scaling.low_freq_factor = 1; c.rope_scaling.high_freq_factor = 4;
+        c.rope_scaling.original_max_position_embeddings = 32;
+    }
     const int ce_block = 64;   /* 200 tokens: blocks of 64, 64, 64 and 8 */
     const int n = (int)layers.size();
     std::vector<WpChunk> ks;
@@ -776,6 +784,7 @@ int main(void) {
     test_chunks("1 chunk of 3 layers, tied", 1, std::vector<int>{ 3 });     /* layers' stash parts in sequence;
                                                                              * the head's dW into the embedding's */
     test_chunks("no-layer chunks", 0, std::vector<int>{ 0, 2, 0 });         /* the embedding alone, the head alone */
+    test_chunks("3 chunks, RoPE scaled, head_dim 64", 0, std::vector<int>{ 1, 1, 1 }, 1);
     CUDA_CHECK(cudaStreamDestroy(stream));
     printf("test_kernels: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;

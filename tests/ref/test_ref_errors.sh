@@ -50,7 +50,11 @@ expect 2 "num_key_value_heads (3) does not divide num_attention_heads (4)" -- -m
 base='"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 256'
 for kv in '"model_type": "gpt2"|model_type: expected "llama"' '"hidden_act": "gelu"|hidden_act: expected "silu"' \
           '"attention_bias": true|attention_bias: expected false' '"mlp_bias": true|mlp_bias: expected false' \
-          '"rope_scaling": {"rope_type": "yarn", "factor": 4.0}|rope_scaling: expected null (wpgen trains unscaled RoPE)' \
+          '"rope_scaling": {"rope_type": "yarn", "factor": 4.0}|rope_scaling.rope_type: expected "llama3"' \
+          '"rope_scaling": {"type": "linear", "factor": 2.0}|rope_scaling.type: expected "llama3"' \
+          '"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192, "beta_fast": 32}|rope_scaling.beta_fast: not a key wpgen knows' \
+          '"sliding_window": 4096|sliding_window: expected null' '"use_sliding_window": true|use_sliding_window: expected false' \
+          '"num_local_experts": 8|num_local_experts: not a key wpgen knows' \
           '"attention_dropout": 0.1|attention_dropout: expected 0' '"architectures": ["GPT2LMHeadModel"]|architectures: expected' \
           '"partial_rotary_factor": 0.5|partial_rotary_factor: not a key wpgen knows' \
           '"rms_norm_eps": 1e-50|rms_norm_eps: expected a number in [1e-12, 1], got 1e-50' \

@@ -1,9 +1,11 @@
 /* The C side of the PyTorch parity test: builds a small model (several layers, grouped-query
- * attention, untied head, byte vocabulary; or a tied, multi-query one with S = 100), runs one forward and backward of a
- * micro-batch, and writes everything PyTorch needs to redo it into one safetensors file: the
- * weights under their Hugging Face names, tokens, targets, the shape (metadata), and the results:
- * loss, each token's log-sum-exp of the logits, and the gradient of every tensor ("grad." + name).
- * usage: dump OUT.safetensors [tied] */
+ * attention, untied head, byte vocabulary; or a tied, multi-query one with S = 100; or the first
+ * with Llama 3.1's RoPE scaling; or with an explicit head_dim, heads x head_dim != hidden), runs
+ * one forward and backward of a micro-batch, and writes everything PyTorch needs to redo it into
+ * one safetensors file: the weights under their Hugging Face names, tokens, targets, the shape
+ * (metadata), and the results: loss, each token's log-sum-exp of the logits, and the gradient of
+ * every tensor ("grad." + name).
+ * usage: dump OUT.safetensors [untied|tied|llama3|head_dim] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,13 +14,24 @@
 #include "train/safetensors.h"
 
 int main(int argc, char **argv) {
-    if (argc < 2) { fprintf(stderr, "usage: %s OUT.safetensors [tied]\n", argv[0]); return 2; }
-    int tied = argc > 2 && !strcmp(argv[2], "tied");
+    const char *variant = argc > 2 ? argv[2] : "untied";
+    int tied = !strcmp(variant, "tied");
+    if (argc < 2 || (!tied && strcmp(variant, "untied") && strcmp(variant, "llama3") && strcmp(variant, "head_dim"))) {
+        fprintf(stderr, "usage: %s OUT.safetensors [untied|tied|llama3|head_dim]\n", argv[0]);
+        return 2;
+    }
     WpConfig c = { .hidden = 64, .layers = 3, .heads = 4, .kv_heads = 2, .head_dim = 16, .ffn = 176,
                    .vocab = 256, .eps = 1e-5f, .rope_theta = 10000.0f, .tied = 0, .seq = 33, .mbs = 2 };
     /* tied: also multi-query, another theta and eps, and S over two attention tiles */
     if (tied) { c.layers = 2; c.tied = 1; c.kv_heads = 1; c.rope_theta = 500000.0f; c.eps = 1e-6f;
                 c.seq = 100; c.mbs = 1; }
+    /* llama3: an original context of 256 puts head_dim 16's wavelengths (2 pi 10000^(i/8): 6.3 to
+     * 19869) in all three of the rule's bands: 3 kept (below 256 / 4), 1 interpolated, 4 divided */
+    if (!strcmp(variant, "llama3"))
+        c.rope_scaling = (WpRopeScaling){ .factor = 8, .low_freq_factor = 1, .high_freq_factor = 4,
+                                          .original_max_position_embeddings = 256 };
+    /* head_dim: q is 4 x 24 = 96 wide against a hidden size of 64, k and v 2 x 24 */
+    if (!strcmp(variant, "head_dim")) c.head_dim = 24;
     int T = c.mbs * c.seq;
     WpChunk k = wp_chunk_make(&c, 0, 0, c.layers, 1, 1);
     int nt = wp_chunk_tensors(&c, &k, NULL);
@@ -59,6 +72,11 @@ int main(int argc, char **argv) {
     META("vocab_size", "%d", c.vocab);
     META("rms_norm_eps", "%.9g", c.eps);
     META("rope_theta", "%.9g", c.rope_theta);
+    META("head_dim", "%d", c.head_dim);
+    META("rope_factor", "%.9g", c.rope_scaling.factor);
+    META("rope_low_freq_factor", "%.9g", c.rope_scaling.low_freq_factor);
+    META("rope_high_freq_factor", "%.9g", c.rope_scaling.high_freq_factor);
+    META("rope_original_max_position_embeddings", "%d", c.rope_scaling.original_max_position_embeddings);
     META("tie_word_embeddings", "%d", c.tied);
     META("seq", "%d", c.seq);
     META("mbs", "%d", c.mbs);
@@ -82,7 +100,7 @@ int main(int argc, char **argv) {
     wp_st_add(w, "lse", "F32", lshape, 2, stash + nstash - (size_t)T, (size_t)T * sizeof(float));
     char err[256];
     if (wp_st_commit(w, argv[1], err, sizeof err)) { fprintf(stderr, "dump: %s\n", err); return 1; }
-    printf("dump: %s: %s model, %d tensors, loss %.6f\n", argv[1], tied ? "tied" : "untied", nt, loss);
+    printf("dump: %s: %s model, %d tensors, loss %.6f\n", argv[1], variant, nt, loss);
     free(ts); free(params); free(grad); free(stash); free(tokens); free(targets);
     return 0;
 }

@@ -33,7 +33,18 @@ def config_from_meta(meta):
     c = {k: int(meta[k]) for k in ints}
     c["rms_norm_eps"] = float(meta["rms_norm_eps"])
     c["rope_theta"] = float(meta["rope_theta"])
+    c["head_dim"] = int(meta.get("head_dim", c["hidden_size"] // c["num_attention_heads"]))
+    if float(meta.get("rope_factor", 0)) != 0:
+        c["rope_scaling"] = {"rope_type": "llama3", "factor": float(meta["rope_factor"]),
+                             "low_freq_factor": float(meta["rope_low_freq_factor"]),
+                             "high_freq_factor": float(meta["rope_high_freq_factor"]),
+                             "original_max_position_embeddings": int(meta["rope_original_max_position_embeddings"])}
     return c
+
+
+def head_dim(c):
+    # LlamaConfig: head_dim when given (heads * head_dim may differ from hidden_size)
+    return c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
 
 
 def tensor_names(c):
@@ -54,7 +65,7 @@ def init_params(c, dtype=torch.float32, seed=0):
     """N(0, 0.02) matrices, norms at 1 (for the benchmark; the values do not matter there)."""
     g = torch.Generator().manual_seed(seed)
     H, Fd, V = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
-    hd = H // c["num_attention_heads"]
+    hd = head_dim(c)
     q, kv = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
     shapes = {"input_layernorm": (H,), "q_proj": (q, H), "k_proj": (kv, H), "v_proj": (kv, H),
               "o_proj": (H, q), "post_attention_layernorm": (H,), "gate_proj": (Fd, H),
@@ -76,9 +87,25 @@ def rmsnorm(x, w, eps):
     return w * (x * torch.rsqrt(var + eps))
 
 
-def rope_cos_sin(S, hd, theta, dtype):
+def llama3_inv_freq(inv_freq, r):
+    # Llama 3.1's rule (Meta's reference code; transformers' rope_type "llama3"), in fp32: a
+    # wavelength 2 pi / f longer than original / low_freq_factor is stretched by factor, one
+    # shorter than original / high_freq_factor kept, and one between the two gets a blend of
+    # both, by how far original / wavelength lies from low_freq_factor towards high_freq_factor
+    orig, low, high, factor = (r["original_max_position_embeddings"], r["low_freq_factor"],
+                               r["high_freq_factor"], r["factor"])
+    wavelen = 2 * math.pi / inv_freq
+    t = (orig / wavelen - low) / (high - low)
+    blend = (1 - t) * inv_freq / factor + t * inv_freq
+    out = torch.where(wavelen > orig / low, inv_freq / factor, blend)
+    return torch.where(wavelen < orig / high, inv_freq, out)
+
+
+def rope_cos_sin(S, hd, theta, dtype, scaling=None):
     # LlamaRotaryEmbedding: inv_freq in fp32, then cos/sin of pos * inv_freq over both halves
     inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+    if scaling:
+        inv_freq = llama3_inv_freq(inv_freq, scaling)
     freqs = torch.outer(torch.arange(S, dtype=torch.float32), inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos().to(dtype), emb.sin().to(dtype)
@@ -93,9 +120,9 @@ def forward(P, c, tokens, targets):
     """Mean cross-entropy and the logits. tokens, targets: int64 [G, S]."""
     G, S = tokens.shape
     H, nh, nkv = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
-    hd, eps = H // nh, c["rms_norm_eps"]
+    hd, eps = head_dim(c), c["rms_norm_eps"]
     emb = P["model.embed_tokens.weight"]
-    cos, sin = rope_cos_sin(S, hd, c["rope_theta"], emb.dtype)
+    cos, sin = rope_cos_sin(S, hd, c["rope_theta"], emb.dtype, c.get("rope_scaling"))
     mask = torch.full((S, S), float("-inf"), dtype=emb.dtype).triu(1)
     x = emb[tokens]
     for l in range(c["num_hidden_layers"]):

@@ -54,7 +54,10 @@ def main():
         e_t = np.abs(ref - truth).max() / np.abs(truth).max()
         check(ratio <= 1, f"grad {n}: max|diff| {np.abs(got - ref).max():.2e} (scale {scale:.2e}, "
                           f"error/tolerance {ratio:.3f}; vs float64: C {e_c:.1e}, torch {e_t:.1e})")
-    print(f"parity: {'tied' if c['tie_word_embeddings'] else 'untied'} model, "
+    kind = ("tied" if c["tie_word_embeddings"] else "untied") + (", llama3 RoPE scaling" if c.get("rope_scaling") else "")
+    if c["head_dim"] * c["num_attention_heads"] != c["hidden_size"]:
+        kind += f", head_dim {c['head_dim']}"
+    print(f"parity: {kind} model, "
           f"{len(tensor_names(c))} gradients, worst error/tolerance {worst:.3f}, {failures} failed")
     return 1 if failures else 0
 

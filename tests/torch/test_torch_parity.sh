@@ -22,9 +22,9 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 gcc -O2 -std=c11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -fopenmp -Iruntime \
     tests/torch/dump.c "$build/libwprt.a" -lopenblas -ljansson -lm -o "$tmp/dump"
 status=0
-for variant in untied tied; do
+for variant in untied tied llama3 head_dim; do
     "$tmp/dump" "$tmp/$variant.safetensors" $variant
     (cd tests/torch && $py parity.py "$tmp/$variant.safetensors") || status=1
 done
-[ $status = 0 ] && echo "torch parity: loss, log-sum-exp and every gradient match (untied GQA and tied MQA models)"
+[ $status = 0 ] && echo "torch parity: loss, log-sum-exp and every gradient match (untied GQA, tied MQA, Llama 3.1 RoPE scaling, explicit head_dim)"
 exit $status

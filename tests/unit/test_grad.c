@@ -216,7 +216,7 @@ static void test_rope(void) {
     float *qkv = malloc(n * 4), *R = malloc(n * 4), *d = malloc(n * 4);
     float cs[9 * 4], sn[9 * 4];
     fill(qkv, n, 1.0); fill(R, n, 1.0);
-    wp_rope_tables(cs, sn, S, hd, theta);
+    wp_rope_tables(cs, sn, S, hd, theta, NULL);
     double *qd = to_double(qkv, n), *ref = malloc(n * sizeof *ref), *g = malloc(n * sizeof *g);
     rope_forward(qkv, cs, sn, T, S, heads, kv, hd);
     memcpy(ref, qd, n * sizeof *ref);

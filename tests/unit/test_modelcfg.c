@@ -123,13 +123,36 @@ static const struct { const char *name, *json, *message; } bad[] = {
     { "tie-string", "{'hidden_size': 64, 'intermediate_size': 176, 'num_hidden_layers': 2, 'num_attention_heads': 4, 'vocab_size': 256, 'tie_word_embeddings': 'no'}",
       "tie_word_embeddings: expected true or false, got \"no\"" },
     { "heads-not-dividing", "{'hidden_size': 64, 'intermediate_size': 176, 'num_hidden_layers': 2, 'num_attention_heads': 6, 'vocab_size': 256}",
-      "num_attention_heads (6) does not divide hidden_size (64)" },
+      "num_attention_heads (6) does not divide hidden_size (64), and no head_dim is given" },
     { "kv-not-dividing", "{'hidden_size': 64, 'intermediate_size': 176, 'num_hidden_layers': 2, 'num_attention_heads': 4, 'num_key_value_heads': 3, 'vocab_size': 256}",
       "num_key_value_heads (3) does not divide num_attention_heads (4)" },
-    { "head-dim", "{'hidden_size': 64, 'intermediate_size': 176, 'num_hidden_layers': 2, 'num_attention_heads': 4, 'head_dim': 32, 'vocab_size': 256}",
-      "head_dim: expected hidden_size / num_attention_heads (64 / 4), got 32" },
+    { "head-dim-1", "{'hidden_size': 64, 'intermediate_size': 176, 'num_hidden_layers': 2, 'num_attention_heads': 4, 'head_dim': 1, 'vocab_size': 256}",
+      "head_dim: expected an integer in [2, 1048576], got 1" },
     { "odd-head-dim", "{'hidden_size': 36, 'intermediate_size': 96, 'num_hidden_layers': 2, 'num_attention_heads': 4, 'vocab_size': 256}",
-      "head_dim (hidden_size / num_attention_heads = 9) must be even for RoPE" },
+      "head_dim (9) must be even for RoPE" },
+    { "odd-head-dim-given", "{'hidden_size': 64, 'intermediate_size': 96, 'num_hidden_layers': 2, 'num_attention_heads': 4, 'head_dim': 9, 'vocab_size': 256}",
+      "head_dim (9) must be even for RoPE" },
+    /* rope_scaling: Llama 3.1's, complete and in range, or refused with the key named */
+#define SIZES "'hidden_size': 64, 'intermediate_size': 176, 'num_hidden_layers': 2, 'num_attention_heads': 4, 'vocab_size': 256, "
+    { "rope-string", "{" SIZES "'rope_scaling': 'llama3'}", "rope_scaling: expected an object or null, got \"llama3\"" },
+    { "rope-yarn", "{" SIZES "'rope_scaling': {'rope_type': 'yarn', 'factor': 4.0, 'original_max_position_embeddings': 4096}}",
+      "rope_scaling.rope_type: expected \"llama3\" (wpgen trains Llama 3.1's RoPE scaling), got \"yarn\"" },
+    { "rope-linear", "{" SIZES "'rope_scaling': {'type': 'linear', 'factor': 2.0}}",
+      "rope_scaling.type: expected \"llama3\" (wpgen trains Llama 3.1's RoPE scaling), got \"linear\"" },
+    { "rope-no-type", "{" SIZES "'rope_scaling': {'factor': 8.0, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 8192}}",
+      "rope_scaling.rope_type: expected \"llama3\" (the only scaling wpgen implements), got nothing" },
+    { "rope-no-factor", "{" SIZES "'rope_scaling': {'rope_type': 'llama3', 'low_freq_factor': 1.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 8192}}",
+      "rope_scaling.factor: expected a number in [1, 1e+06], got nothing" },
+    { "rope-factor-small", "{" SIZES "'rope_scaling': {'rope_type': 'llama3', 'factor': 0.5, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 8192}}",
+      "rope_scaling.factor: expected a number in [1, 1e+06], got 0.5" },
+    { "rope-orig-zero", "{" SIZES "'rope_scaling': {'rope_type': 'llama3', 'factor': 8, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 0}}",
+      "rope_scaling.original_max_position_embeddings: expected an integer in [1, 16777216], got 0" },
+    { "rope-high-low", "{" SIZES "'rope_scaling': {'rope_type': 'llama3', 'factor': 8, 'low_freq_factor': 4.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 8192}}",
+      "rope_scaling.high_freq_factor: expected more than low_freq_factor (4), got 4" },
+    { "rope-extra", "{" SIZES "'rope_scaling': {'rope_type': 'llama3', 'factor': 8, 'low_freq_factor': 1.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 8192, 'mscale': 1}}",
+      "rope_scaling.mscale: not a key wpgen knows (it implements rope_type \"llama3\": rope_type, factor, low_freq_factor, "
+      "high_freq_factor, original_max_position_embeddings)" },
+#undef SIZES
     /* Sizes no real model has: each field has a limit, then the products (parameters, one
      * micro-batch's activations) are counted in checked 64-bit arithmetic. A hidden size of 2^30
      * used to wrap the plan's byte counts to "0 B" and "fits". */
@@ -188,9 +211,11 @@ static void test_bad_configs(void) {
           "length 16777216 x micro-batch size 64, hidden_size 16384, intermediate_size 53248, 126 layers, vocab_size 128256): "
           "beyond any real run") == 0, "%s", err);
     c = tiny->cfg;
-    c.head_dim = 8;
-    CHECK(model_check(&c, err, sizeof err) == -1
-          && strcmp(err, "head_dim: expected hidden_size / num_attention_heads (16), got 8") == 0, "%s", err);
+    c.head_dim = 8;   /* heads x head_dim (32) need not be hidden_size (64) */
+    CHECK(model_check(&c, err, sizeof err) == 0, "head_dim 8: %s", err);
+    c.head_dim = 0;
+    CHECK(model_check(&c, err, sizeof err) == -1 && strcmp(err, "num_attention_heads (4) does not divide hidden_size (64), "
+          "and no head_dim is given") == 0, "%s", err);
 }
 
 static void test_names(void) {
