@@ -44,7 +44,8 @@ static const char usage_head[] =
     "  --micro-batch-size G    sequences per micro-batch (default: the model's)\n"
     "  --micro-batches M       micro-batches per step, in all (default 1)\n"
     "  --precision P           fp32 (default) or bf16: working weights, activations and their gradients\n"
-    "  --grad-precision P      fp32 or bf16 (default: --precision's): the weight gradient, rounded once per micro-batch\n";
+    "  --grad-precision P      fp32 or bf16 (default: --precision's): the weight gradient, rounded once per micro-batch\n"
+    "  --peak-tflops X         this machine's peak TFLOP/s, in (0, 1e6]: MFU beside tokens/s (default: no MFU)\n";
 
 static void die(int status, const char *fmt, ...) {
     va_list ap;
@@ -157,12 +158,21 @@ int main(int argc, char **argv) {
     TrainFlags o;
     Run run = {0}, *r = &run;
     char err[1024], name[256];
-    /* --precision and --grad-precision are wp-ref's own: taken out before the shared flags */
+    /* --precision, --grad-precision and --peak-tflops are wp-ref's own: taken out before the shared flags */
     char **args = malloc(((size_t)argc + 1) * sizeof *args);
     if (!args) die(1, "out of memory");
     int nargs = 0, grad_given = 0;
+    double peak_tflops = 0;
     for (int i = 0; i < argc; i++) {
         int p = !strcmp(argv[i], "--precision"), g = !strcmp(argv[i], "--grad-precision");
+        if (!strcmp(argv[i], "--peak-tflops")) {
+            char *end = NULL;
+            if (i + 1 < argc) peak_tflops = strtod(argv[i + 1], &end);
+            if (i + 1 >= argc || end == argv[i + 1] || *end || !(peak_tflops > 0 && peak_tflops <= 1e6))
+                die(2, "--peak-tflops: expected a number in (0, 1e6], got \"%s\"", i + 1 < argc ? argv[i + 1] : "");
+            i++;
+            continue;
+        }
         if (!p && !g) { args[nargs++] = argv[i]; continue; }
         WpDtype d;
         if (i + 1 >= argc || wp_dtype_parse(argv[i + 1], &d))
@@ -176,6 +186,8 @@ int main(int argc, char **argv) {
     argv = args;
     if (train_flags_parse(argc, argv, 1, usage_head, &o, err, sizeof err)) die(2, "%s\n(wp-ref --help lists the flags)", err);
     if (!o.micro_batches) o.micro_batches = 1;
+    /* --resume: the run's own seed, and its optimizer's settings checked, before anything is set up */
+    if (train_flags_resume(&o, "wp-ref", 1, err, sizeof err)) die(2, "%s", err);
     WpConfig *c = &r->c;
     if (model_load(o.model, c, name, sizeof name, err, sizeof err)) die(2, "%s", err);
     if (o.seq) c->seq = o.seq;
@@ -213,14 +225,6 @@ int main(int argc, char **argv) {
         WpTrainState st;
         if (ckpt_load(o.resume, c, &r->k, 1, &r->params, &r->m, &r->v, &st, err, sizeof err) != 0) die(2, "%s", err);
         start = st.step;
-        if (o.seed_given && o.seed != st.seed)
-            fprintf(stderr, "wp-ref: warning: --seed %llu ignored: the run being resumed has seed %llu\n",
-                    (unsigned long long)o.seed, (unsigned long long)st.seed);
-        if (o.synthetic && st.seed != o.seed) {
-            data_close(r->data);
-            if (!(r->data = data_synthetic(st.seed, c->vocab))) die(1, "out of memory");
-        }
-        o.seed = st.seed;
         if (st.micro_batches != M || st.micro_batch_size != G || st.seq != S)
             fprintf(stderr, "wp-ref: warning: the checkpoint was trained with M=%d G=%d S=%d, now M=%d G=%d S=%d: "
                     "the data order differs from an uninterrupted run\n", st.micro_batches, st.micro_batch_size,
@@ -251,7 +255,8 @@ int main(int argc, char **argv) {
     r->o = &o;
     r->trace.origin = now_s();
     loop_catch_signals();
-    WpLoop loop = { .prog = "wp-ref", .flags = &o, .start = start, .micro_batches = M, .mbs = G, .seq = S, .printer = 1,
+    WpLoop loop = { .prog = "wp-ref", .flags = &o, .start = start, .micro_batches = M, .mbs = G, .seq = S, .model = c,
+                    .peak_flops = peak_tflops * 1e12, .printer = 1,
                     .log = log, .ud = r, .step = ref_step, .update = ref_update, .save = ref_save,
                     .span = o.trace ? ref_span : NULL, .now = ref_now };
     int status = loop_run(&loop);

@@ -92,6 +92,26 @@ assert {"forward", "backward", "transfer", "optimizer"} <= cats, cats
 assert all(e["dur"] >= 0 for e in spans)
 PY
 
+# MFU from the plan: the topology's 4 devices of 0.05 TFLOP/s fp32, the model FLOPs per token
+# counted as common/flops.h says (6 per matrix parameter and LM head's, 6 * L * S * heads * head_dim
+# for attention), from the plan's model
+"${train[@]}" --synthetic --steps 2 --log "$tmp/mfu.log" >"$tmp/out" 2>&1 || bad "train --log"
+python3 - "$tmp/mfu.log" "$d/plan.json" <<'PY' && grep -q '| MFU ' "$tmp/out" && ok || bad "mfu: $(head -1 "$tmp/mfu.log")"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+plan = json.load(open(sys.argv[2]))
+m = plan["model"]
+H, L, F, V, S = m["hidden_size"], m["num_hidden_layers"], m["intermediate_size"], m["vocab_size"], m["seq_len"]
+hd = m.get("head_dim", H // m["num_attention_heads"])
+qd, kvd = m["num_attention_heads"] * hd, m["num_key_value_heads"] * hd
+per_token = 6 * (L * (H * (qd + 2 * kvd) + qd * H + 3 * F * H) + V * H) + 6 * L * S * qd
+tokens = plan["micro_batches"] * m["micro_batch_size"] * S
+for r in rows:
+    assert abs(r["tokens_per_s"] * r["ms"] * 1e-3 - tokens) <= 1e-3 * tokens, (r, tokens)
+    want = per_token * tokens / (r["ms"] * 1e-3) / (4 * 0.05e12)
+    assert abs(r["mfu"] - want) <= 1e-3 * want + 1e-6, (r, want)
+PY
+
 # Stopping. A signal makes every rank stop after the step under way (it travels in the step's
 # allreduce), write the checkpoint of that step (--save) and exit 4; the checkpoint resumes to the
 # weights of an uninterrupted run. The ranks are signalled as a batch system does (all of them,
