@@ -166,6 +166,7 @@ static void run_step(void *ud, long s, double *loss_sum, double *sumsq) {
     R->nopts = 0;
     R->me->step(R);
     compute_step_end(R);
+    trace_flush(R);   /* the step's events, timed: the trace holds one step at a time */
     *loss_sum = R->loss_sum;
     /* every replica holds the same gradients, and every rank a replicated chunk's: counted once */
     *sumsq = 0;

@@ -2,7 +2,8 @@
 # An emitted training program as a user meets it: it refuses a world size other than its plan's
 # and a checkpoint of another model shape (exit 2); its checkpoints and the reference trainer's
 # are the same files, so either resumes the other and lands on the same weights; --trace writes
-# a Chrome trace with every rank's compute and transfers; a signal stops it at a step boundary
+# a Chrome trace with every rank's compute and transfers, in memory bounded by one step's events;
+# MFU from the topology's peaks; a signal stops it at a step boundary
 # with a checkpoint that resumes (exit 4).
 set -u
 build=${1:-build}
@@ -90,6 +91,26 @@ cats = {e["cat"] for e in spans}
 assert pids == {0, 1, 2, 3}, pids
 assert {"forward", "backward", "transfer", "optimizer"} <= cats, cats
 assert all(e["dur"] >= 0 for e in spans)
+PY
+# ... written as it goes: 3 steps and 60 (each rank's part, some 400 KB, then takes several of the
+# merge's rounds of 256 KiB a rank) hold as many events per step, every one in the trace, while
+# no rank ever buffered more than it did over 3 steps: one step's events (trace.c's trace_buffer)
+"${train[@]}" --synthetic --steps 3 --trace "$tmp/trace3.json" >"$tmp/out" 2>&1 || bad "train --trace, 3 steps"
+"${train[@]}" --synthetic --steps 60 --trace "$tmp/trace60.json" >"$tmp/out" 2>&1 || bad "train --trace, 60 steps"
+python3 - "$tmp/trace3.json" "$tmp/trace60.json" <<'PY' && ok || bad "the trace's buffer is not bounded by a step"
+import json, sys
+def load(path):
+    ev = json.load(open(path))["traceEvents"]
+    buf = {e["pid"]: e["args"] for e in ev if e.get("name") == "trace_buffer"}
+    spans = {}
+    for e in ev:
+        if e.get("ph") == "X": spans[e["pid"]] = spans.get(e["pid"], 0) + 1
+    assert sorted(buf) == [0, 1, 2, 3] and all(spans[p] == buf[p]["events"] for p in buf), (buf, spans)
+    return buf
+short, long = load(sys.argv[1]), load(sys.argv[2])
+for p in short:
+    assert long[p]["events"] == 20 * short[p]["events"], (p, short[p], long[p])
+    assert long[p]["most_buffered"] == short[p]["most_buffered"] <= short[p]["events"] / 3, (p, short[p], long[p])
 PY
 
 # MFU from the plan: the topology's 4 devices of 0.05 TFLOP/s fp32, the model FLOPs per token
