@@ -65,27 +65,34 @@ static double now_s(void) {
 
 /* ---- trace ----------------------------------------------------------------------------- */
 
-typedef struct Span { const char *name; double t0, t1; long step; int mb; } Span;
-typedef struct Trace { Span *spans; size_t n, cap; double origin; } Trace;
+/* Written as it goes: each span a JSON line appended to a part file (tmpfile(): removed when the
+ * process exits, however it ends), so that a long run holds none of them in memory; at the end
+ * the part is copied into the trace, which is renamed into place whole. */
+typedef struct Trace { FILE *part; size_t n; double origin; int failed; } Trace;
 
 static void trace_span(Trace *t, const char *name, double t0, double t1, long step, int mb) {
-    if (t->n < t->cap) t->spans[t->n++] = (Span){name, t0, t1, step, mb};
+    if (!t->part || t->failed) return;
+    fprintf(t->part, ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":0,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,"
+                     "\"args\":{\"step\":%ld", name, (t0 - t->origin) * 1e6, (t1 - t0) * 1e6, step);
+    if (mb >= 0) fprintf(t->part, ",\"micro_batch\":%d", mb);
+    fprintf(t->part, "}}");
+    t->n++;
+    t->failed |= ferror(t->part) != 0;   /* the disk full, say: the trace is refused at the end */
 }
 
-static int trace_write(const Trace *t, const char *path) {
+static int trace_write(Trace *t, const char *path) {
     WpOutFile out;
-    if (wp_out_open(&out, path)) return -1;
+    if (t->failed || fflush(t->part) || fseek(t->part, 0, SEEK_SET) || wp_out_open(&out, path)) return -1;
     FILE *f = out.f;
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n"
                "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"wp-ref\"}}");
-    for (size_t i = 0; i < t->n; i++) {
-        const Span *s = &t->spans[i];
-        fprintf(f, ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":0,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,"
-                   "\"args\":{\"step\":%ld", s->name, (s->t0 - t->origin) * 1e6, (s->t1 - s->t0) * 1e6, s->step);
-        if (s->mb >= 0) fprintf(f, ",\"micro_batch\":%d", s->mb);
-        fprintf(f, "}}");
-    }
-    fprintf(f, "\n]}\n");
+    char buf[1 << 16];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, t->part)) > 0) fwrite(buf, 1, got, f);
+    if (ferror(t->part)) { wp_out_abort(&out); return -1; }
+    /* as train's trace says it: the events written, none held in memory */
+    fprintf(f, ",\n{\"name\":\"trace_buffer\",\"ph\":\"M\",\"pid\":0,\"args\":{\"events\":%zu,\"most_buffered\":0}}"
+               "\n]}\n", t->n);
     return wp_out_commit(&out);
 }
 
@@ -238,11 +245,7 @@ int main(int argc, char **argv) {
     FILE *log = NULL;
     if (o.log && !(log = fopen(o.log, o.resume ? "a" : "w"))) die(2, "%s: %s", o.log, strerror(errno));
     long nsteps = loop_end(&o) > start ? loop_end(&o) - start : 0;
-    if (o.trace) {
-        r->trace.cap = (size_t)nsteps * (2 * (size_t)M + 2) + 4;
-        if (r->trace.cap > (1u << 22)) r->trace.cap = 1u << 22;   /* the first 4M spans of a long run */
-        if (!(r->trace.spans = malloc(r->trace.cap * sizeof *r->trace.spans))) die(1, "out of memory for the trace");
-    }
+    if (o.trace && !(r->trace.part = tmpfile())) die(2, "--trace %s: cannot create its temporary part file: %s", o.trace, strerror(errno));
 
     printf("wp-ref: model %s: hidden %d, %d layers, %d heads (%d kv), ffn %d, vocab %d%s; %.2fM parameters\n",
            o.model, c->hidden, c->layers, c->heads, c->kv_heads, c->ffn, c->vocab, c->tied ? ", tied" : "", np / 1e6);
@@ -264,7 +267,7 @@ int main(int argc, char **argv) {
     if (nsteps > 0 && o.trace && trace_write(&r->trace, o.trace) != 0) die(1, "%s: cannot write the trace", o.trace);
     if (log && fclose(log) != 0) die(1, "%s: cannot write the log", o.log);
 
-    free(r->trace.spans);
+    if (r->trace.part) fclose(r->trace.part);
     wp_scratch_free(r->scratch);
     if (r->work != r->params) free(r->work);
     free(r->params); free(r->grads); free(r->m); free(r->v); free(r->stash);
