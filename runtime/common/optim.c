@@ -111,8 +111,9 @@ int adamw_setting_parse(WpAdamW *o, const WpAdamWSetting *s, const char *text) {
 
 void adamw_setting_range(const WpAdamWSetting *s, char *buf, size_t len) {
     if (s->kind == WP_SETTING_SCHEDULE) {
-        snprintf(buf, len, "one of %s, %s, %s, %s", wp_schedule_names[0], wp_schedule_names[1], wp_schedule_names[2],
-                 wp_schedule_names[3]);
+        size_t n = (size_t)snprintf(buf, len, "one of");
+        for (int k = 0; k < WP_SCHED_COUNT && n < len; k++)
+            n += (size_t)snprintf(buf + n, len - n, "%s %s", k ? "," : "", wp_schedule_names[k]);
         return;
     }
     snprintf(buf, len, "%s in %c%.10g, %.10g%c", s->kind == WP_SETTING_INT ? "an integer" : "a number",
