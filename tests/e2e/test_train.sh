@@ -59,6 +59,16 @@ rc=$?
 "${ref[@]}" "${common[@]}" --stop-at 2 --save "$tmp/r2.safetensors" >/dev/null 2>&1 || bad "wp-ref 2 steps"
 "${train[@]}" "${common[@]}" --resume "$tmp/r2.safetensors" --save "$tmp/p4.safetensors" >"$tmp/out" 2>&1 || bad "train --resume: $(tail -3 "$tmp/out")"
 "$build/tools/ckpt_compare" "$tmp/p4.safetensors" "$tmp/straight.safetensors" 1e-4 >"$tmp/cmp" 2>&1 && ok || bad "pipelined resume of a reference checkpoint: $(cat "$tmp/cmp")"
+# the optimizer's settings against the checkpoint's, on every rank, said once: another --beta2
+# refused (exit 2), another --lr warned of
+"${train[@]}" "${common[@]}" --beta2 0.99 --resume "$tmp/r2.safetensors" >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 2 ] && [ "$(grep -c -- '--beta2 0.99: the run being resumed was trained with --beta2 0.95' "$tmp/out")" = 1 ] && ok ||
+    bad "train --resume with another --beta2: exit $rc: $(head -3 "$tmp/out")"
+"${train[@]}" "${common[@]}" --lr 1e-3 --resume "$tmp/r2.safetensors" >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 0 ] && [ "$(grep -c -- 'train: warning: --lr changes on resume: 0.002 in the checkpoint, 0.001 now' "$tmp/out")" = 1 ] && ok ||
+    bad "train --resume with another --lr: exit $rc: $(head -3 "$tmp/out")"
 # pipelined 2 steps, reference resumes to 4
 "${train[@]}" "${common[@]}" --stop-at 2 --save "$tmp/p2.safetensors" >"$tmp/out" 2>&1 || bad "train 2 steps: $(tail -3 "$tmp/out")"
 "${ref[@]}" "${common[@]}" --resume "$tmp/p2.safetensors" --save "$tmp/r4.safetensors" >/dev/null 2>&1 || bad "wp-ref --resume"
