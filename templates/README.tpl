@@ -21,8 +21,9 @@ On one machine, without the rankfile's host names:
 
     mpirun -np ${P.nranks} --oversubscribe ./train --synthetic --steps 10
 
-Other flags: --data FILE, --lr, --warmup, --weight-decay, --clip, --seed, --init FILE.safetensors,
---save FILE.safetensors, --save-every N, --resume FILE, --log FILE, --trace FILE.json.
+Other flags: --data FILE, --lr, --min-lr, --schedule, --decay-fraction, --warmup, --beta1, --beta2,
+--eps, --weight-decay, --clip, --seed, --init FILE.safetensors, --save FILE.safetensors,
+--save-every N, --resume FILE, --log FILE, --trace FILE.json (./train --help says what they do).
 ./train refuses to run with a world size other than ${P.nranks}.
 @ if P.backend == "cuda" then
 

@@ -40,7 +40,8 @@ static const WpGroupDesc groups[${#P.groups}] = {
 @ end
 
 /* ---- ranks: buffers (name, kind, master, chunk, shard, nshards, elements, format, copy's format), steps,
- * and the most activations (inputs and their gradients) and stashes each holds at once ---- */
+ * the most activations (inputs and their gradients) and stashes each holds at once, its transfer
+ * area and its device's peak FLOP/s ---- */
 @ for _, d in ipairs(ranks) do
 @   if #d.bufs > 0 then
 static const WpBufDesc bufs_${d.id}[] = {
@@ -53,7 +54,7 @@ static const WpBufDesc bufs_${d.id}[] = {
 
 static const WpRankDesc ranks[${#ranks}] = {
 @ for _, d in ipairs(ranks) do
-    { ${d.node}, ${d.replica}, ${d.stage}, ${#d.bufs}, ${#d.bufs > 0 and "bufs_" .. d.id or "NULL"}, step_rank_${d.id}, ${d.max_acts}, ${d.max_stashes}, ${d.max_keeps}, ${d.xfer_bytes} },
+    { ${d.node}, ${d.replica}, ${d.stage}, ${#d.bufs}, ${#d.bufs > 0 and "bufs_" .. d.id or "NULL"}, step_rank_${d.id}, ${d.max_acts}, ${d.max_stashes}, ${d.max_keeps}, ${d.xfer_bytes}, ${c_double(d.peak_flops)} },
 @ end
 };
 

@@ -241,6 +241,8 @@ void emit_push_rank(lua_State *L, const Plan *p, int r) {
     lua_set_int(L, "max_stashes", max_stashes);
     lua_set_int(L, "max_keeps", max_keeps);
     lua_set_int(L, "xfer_bytes", (lua_Integer)plan_rank_xfer_bytes(p, r, WP_XFER_ALIGN));
+    /* its device's peak at the plan's precision: the trainer's MFU divides by the ranks' sum */
+    lua_set_num(L, "peak_flops", topology_peak_flops(&t->types[t->nodes[rk->node].type], p->precision == WP_FP32));
 
     lua_createtable(L, rk->nbufs, 0);
     for (int b = 0; b < rk->nbufs; b++) {

@@ -489,3 +489,7 @@ Link topology_link(const Topology *t, int a, int b) {
     }
     return na == nb ? t->nodes[na].intra : t->net;
 }
+
+double topology_peak_flops(const DeviceType *d, int fp32) {
+    return d->rated_bf16 && fp32 ? d->peak_flops * TOPOLOGY_GPU_FP32_OF_BF16 : d->peak_flops;
+}

@@ -53,6 +53,15 @@ int topology_load(const char *path, Topology *t, char *err, size_t errlen);
 int topology_load_buffer(const char *name, const char *text, size_t len, Topology *t, char *err, size_t errlen);
 void topology_free(Topology *t);
 
+/* What a GPU's fp32 compute reaches of its bf16 rating: the matrix products of an fp32 run go to
+ * TF32 tensor cores, half the bf16 rate on A100/A800 (156 of 312 TFLOP/s) and H100 (495 of 989). */
+#define TOPOLOGY_GPU_FP32_OF_BF16 0.5
+
+/* A device type's peak FLOP/s for a plan in fp32 (fp32 = 1) or bf16: its rating, of which a GPU
+ * reaches TOPOLOGY_GPU_FP32_OF_BF16 in fp32; a CPU's rating is its fp32 rate either way. The
+ * simulator's rates and the trainers' MFU start from it. */
+double topology_peak_flops(const DeviceType *d, int fp32);
+
 /* Node of a global device index. */
 int topology_node_of(const Topology *t, int device);
 /* The link a transfer between two devices uses (LOC for a device with itself). */

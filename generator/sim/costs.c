@@ -12,10 +12,6 @@ const char *const cost_feature_names[COST__COUNT] = {
     [COST_BYTES] = "bytes through memory", [COST_OPS] = "calls", [COST_RECV] = "bytes received",
 };
 
-/* What a GPU's fp32 compute reaches of its bf16 rating: the matrix products of an fp32 run go to
- * TF32 tensor cores, half the bf16 rate on A100/A800 (156 of 312 TFLOP/s) and H100 (495 of 989). */
-#define GPU_FP32_OF_BF16 0.5
-
 /* The defaults, one row per device type; the first row whose match starts the type's name (and
  * whose kind, GPU or CPU, is the type's) applies. docs/calibration.md has this table and why.
  *   mm_eff         share of peak large products (m, n, k in the thousands) reach in cuBLAS / BLAS
@@ -51,7 +47,7 @@ const CostDefaults *cost_defaults_for(const DeviceType *d) {
 
 CostRates cost_rates_default(const DeviceType *d, WpDtype precision) {
     const CostDefaults *row = cost_defaults_for(d);
-    double peak = d->rated_bf16 && precision == WP_FP32 ? d->peak_flops * GPU_FP32_OF_BF16 : d->peak_flops;
+    double peak = topology_peak_flops(d, precision == WP_FP32);
     /* a topology's "efficiency" is the share products reach: attention keeps its ratio to it */
     double scale = d->efficiency_set ? d->efficiency / row->mm_eff : 1;
     CostRates r = {
@@ -65,7 +61,7 @@ CostRates cost_rates_default(const DeviceType *d, WpDtype precision) {
 CostRates cost_rates_convert(const CostRates *r, int gpu, WpDtype from, WpDtype to) {
     CostRates x = *r;
     if (!gpu || from == to) return x;
-    double f = to == WP_FP32 ? GPU_FP32_OF_BF16 : 1 / GPU_FP32_OF_BF16;
+    double f = to == WP_FP32 ? TOPOLOGY_GPU_FP32_OF_BF16 : 1 / TOPOLOGY_GPU_FP32_OF_BF16;
     x.mm_flops *= f; x.attn_fwd_flops *= f; x.attn_bwd_flops *= f;
     return x;
 }

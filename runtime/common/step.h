@@ -40,6 +40,8 @@ typedef struct WpRankDesc {
     size_t xfer_bytes;          /* room for its W and D transfers in another format than their
                                  * buffers' own, each piece rounded up to WP_XFER_ALIGN bytes
                                  * (plan_rank_xfer_bytes): a device backend converts them there */
+    double peak_flops;          /* its device's peak FLOP/s at the plan's precision (the topology's
+                                 * rating; cost_peak_flops): the step line's MFU divides by the sum */
 } WpRankDesc;
 
 /* The granule of WpRankDesc.xfer_bytes: the CUDA backend's allocation alignment. */

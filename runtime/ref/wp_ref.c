@@ -44,7 +44,8 @@ static const char usage_head[] =
     "  --micro-batch-size G    sequences per micro-batch (default: the model's)\n"
     "  --micro-batches M       micro-batches per step, in all (default 1)\n"
     "  --precision P           fp32 (default) or bf16: working weights, activations and their gradients\n"
-    "  --grad-precision P      fp32 or bf16 (default: --precision's): the weight gradient, rounded once per micro-batch\n";
+    "  --grad-precision P      fp32 or bf16 (default: --precision's): the weight gradient, rounded once per micro-batch\n"
+    "  --peak-tflops X         this machine's peak TFLOP/s, in (0, 1e6]: MFU beside tokens/s (default: no MFU)\n";
 
 static void die(int status, const char *fmt, ...) {
     va_list ap;
@@ -64,27 +65,34 @@ static double now_s(void) {
 
 /* ---- trace ----------------------------------------------------------------------------- */
 
-typedef struct Span { const char *name; double t0, t1; long step; int mb; } Span;
-typedef struct Trace { Span *spans; size_t n, cap; double origin; } Trace;
+/* Written as it goes: each span a JSON line appended to a part file (tmpfile(): removed when the
+ * process exits, however it ends), so that a long run holds none of them in memory; at the end
+ * the part is copied into the trace, which is renamed into place whole. */
+typedef struct Trace { FILE *part; size_t n; double origin; int failed; } Trace;
 
 static void trace_span(Trace *t, const char *name, double t0, double t1, long step, int mb) {
-    if (t->n < t->cap) t->spans[t->n++] = (Span){name, t0, t1, step, mb};
+    if (!t->part || t->failed) return;
+    fprintf(t->part, ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":0,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,"
+                     "\"args\":{\"step\":%ld", name, (t0 - t->origin) * 1e6, (t1 - t0) * 1e6, step);
+    if (mb >= 0) fprintf(t->part, ",\"micro_batch\":%d", mb);
+    fprintf(t->part, "}}");
+    t->n++;
+    t->failed |= ferror(t->part) != 0;   /* the disk full, say: the trace is refused at the end */
 }
 
-static int trace_write(const Trace *t, const char *path) {
+static int trace_write(Trace *t, const char *path) {
     WpOutFile out;
-    if (wp_out_open(&out, path)) return -1;
+    if (t->failed || fflush(t->part) || fseek(t->part, 0, SEEK_SET) || wp_out_open(&out, path)) return -1;
     FILE *f = out.f;
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n"
                "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"wp-ref\"}}");
-    for (size_t i = 0; i < t->n; i++) {
-        const Span *s = &t->spans[i];
-        fprintf(f, ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":0,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,"
-                   "\"args\":{\"step\":%ld", s->name, (s->t0 - t->origin) * 1e6, (s->t1 - s->t0) * 1e6, s->step);
-        if (s->mb >= 0) fprintf(f, ",\"micro_batch\":%d", s->mb);
-        fprintf(f, "}}");
-    }
-    fprintf(f, "\n]}\n");
+    char buf[1 << 16];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, t->part)) > 0) fwrite(buf, 1, got, f);
+    if (ferror(t->part)) { wp_out_abort(&out); return -1; }
+    /* as train's trace says it: the events written, none held in memory */
+    fprintf(f, ",\n{\"name\":\"trace_buffer\",\"ph\":\"M\",\"pid\":0,\"args\":{\"events\":%zu,\"most_buffered\":0}}"
+               "\n]}\n", t->n);
     return wp_out_commit(&out);
 }
 
@@ -157,12 +165,21 @@ int main(int argc, char **argv) {
     TrainFlags o;
     Run run = {0}, *r = &run;
     char err[1024], name[256];
-    /* --precision and --grad-precision are wp-ref's own: taken out before the shared flags */
+    /* --precision, --grad-precision and --peak-tflops are wp-ref's own: taken out before the shared flags */
     char **args = malloc(((size_t)argc + 1) * sizeof *args);
     if (!args) die(1, "out of memory");
     int nargs = 0, grad_given = 0;
+    double peak_tflops = 0;
     for (int i = 0; i < argc; i++) {
         int p = !strcmp(argv[i], "--precision"), g = !strcmp(argv[i], "--grad-precision");
+        if (!strcmp(argv[i], "--peak-tflops")) {
+            char *end = NULL;
+            if (i + 1 < argc) peak_tflops = strtod(argv[i + 1], &end);
+            if (i + 1 >= argc || end == argv[i + 1] || *end || !(peak_tflops > 0 && peak_tflops <= 1e6))
+                die(2, "--peak-tflops: expected a number in (0, 1e6], got \"%s\"", i + 1 < argc ? argv[i + 1] : "");
+            i++;
+            continue;
+        }
         if (!p && !g) { args[nargs++] = argv[i]; continue; }
         WpDtype d;
         if (i + 1 >= argc || wp_dtype_parse(argv[i + 1], &d))
@@ -176,6 +193,8 @@ int main(int argc, char **argv) {
     argv = args;
     if (train_flags_parse(argc, argv, 1, usage_head, &o, err, sizeof err)) die(2, "%s\n(wp-ref --help lists the flags)", err);
     if (!o.micro_batches) o.micro_batches = 1;
+    /* --resume: the run's own seed, and its optimizer's settings checked, before anything is set up */
+    if (train_flags_resume(&o, "wp-ref", 1, err, sizeof err)) die(2, "%s", err);
     WpConfig *c = &r->c;
     if (model_load(o.model, c, name, sizeof name, err, sizeof err)) die(2, "%s", err);
     if (o.seq) c->seq = o.seq;
@@ -213,14 +232,6 @@ int main(int argc, char **argv) {
         WpTrainState st;
         if (ckpt_load(o.resume, c, &r->k, 1, &r->params, &r->m, &r->v, &st, err, sizeof err) != 0) die(2, "%s", err);
         start = st.step;
-        if (o.seed_given && o.seed != st.seed)
-            fprintf(stderr, "wp-ref: warning: --seed %llu ignored: the run being resumed has seed %llu\n",
-                    (unsigned long long)o.seed, (unsigned long long)st.seed);
-        if (o.synthetic && st.seed != o.seed) {
-            data_close(r->data);
-            if (!(r->data = data_synthetic(st.seed, c->vocab))) die(1, "out of memory");
-        }
-        o.seed = st.seed;
         if (st.micro_batches != M || st.micro_batch_size != G || st.seq != S)
             fprintf(stderr, "wp-ref: warning: the checkpoint was trained with M=%d G=%d S=%d, now M=%d G=%d S=%d: "
                     "the data order differs from an uninterrupted run\n", st.micro_batches, st.micro_batch_size,
@@ -234,11 +245,7 @@ int main(int argc, char **argv) {
     FILE *log = NULL;
     if (o.log && !(log = fopen(o.log, o.resume ? "a" : "w"))) die(2, "%s: %s", o.log, strerror(errno));
     long nsteps = loop_end(&o) > start ? loop_end(&o) - start : 0;
-    if (o.trace) {
-        r->trace.cap = (size_t)nsteps * (2 * (size_t)M + 2) + 4;
-        if (r->trace.cap > (1u << 22)) r->trace.cap = 1u << 22;   /* the first 4M spans of a long run */
-        if (!(r->trace.spans = malloc(r->trace.cap * sizeof *r->trace.spans))) die(1, "out of memory for the trace");
-    }
+    if (o.trace && !(r->trace.part = tmpfile())) die(2, "--trace %s: cannot create its temporary part file: %s", o.trace, strerror(errno));
 
     printf("wp-ref: model %s: hidden %d, %d layers, %d heads (%d kv), ffn %d, vocab %d%s; %.2fM parameters\n",
            o.model, c->hidden, c->layers, c->heads, c->kv_heads, c->ffn, c->vocab, c->tied ? ", tied" : "", np / 1e6);
@@ -251,7 +258,8 @@ int main(int argc, char **argv) {
     r->o = &o;
     r->trace.origin = now_s();
     loop_catch_signals();
-    WpLoop loop = { .prog = "wp-ref", .flags = &o, .start = start, .micro_batches = M, .mbs = G, .seq = S, .printer = 1,
+    WpLoop loop = { .prog = "wp-ref", .flags = &o, .start = start, .micro_batches = M, .mbs = G, .seq = S, .model = c,
+                    .peak_flops = peak_tflops * 1e12, .printer = 1,
                     .log = log, .ud = r, .step = ref_step, .update = ref_update, .save = ref_save,
                     .span = o.trace ? ref_span : NULL, .now = ref_now };
     int status = loop_run(&loop);
@@ -259,7 +267,7 @@ int main(int argc, char **argv) {
     if (nsteps > 0 && o.trace && trace_write(&r->trace, o.trace) != 0) die(1, "%s: cannot write the trace", o.trace);
     if (log && fclose(log) != 0) die(1, "%s: cannot write the log", o.log);
 
-    free(r->trace.spans);
+    if (r->trace.part) fclose(r->trace.part);
     wp_scratch_free(r->scratch);
     if (r->work != r->params) free(r->work);
     free(r->params); free(r->grads); free(r->m); free(r->v); free(r->stash);

@@ -416,6 +416,13 @@ int ckpt_save(const char *path, const WpConfig *c, const WpChunk *chunks, int nc
             wp_st_set_metadata(w, keys[i], num);
             h = hash_bytes(h, num, strlen(num) + 1);
         }
+        for (int i = 0; i < wp_adamw_nsettings; i++) {
+            if (!(st->adamw_known & (1u << i))) continue;
+            char val[64];
+            adamw_setting_format(&st->adamw, &wp_adamw_settings[i], 1, val, sizeof val);
+            wp_st_set_metadata(w, wp_adamw_settings[i].key, val);
+            h = hash_bytes(h, val, strlen(val) + 1);
+        }
         snprintf(optname, sizeof optname, "%s.opt.%ld.%016" PRIx64 ".safetensors", n.stem, st->step, h);
         join(optpath, sizeof optpath, n.dir, optname);
         opt_existed = access(optpath, F_OK) == 0;   /* the same state saved before: same bytes */
@@ -619,7 +626,25 @@ static int read_opt_meta(const WpStFile *f, const char *opt, const char *path, i
         return errmsg(err, errlen, "%s: optimizer state of step %" PRIu64 " but %s is of step %s (an interrupted save?)",
                       opt, step, path, ms);
     }
+    /* The optimizer's settings; a checkpoint of an earlier version records none of them. */
+    WpAdamW adamw;
+    adamw_init(&adamw, 0, 0, 0);
+    unsigned known = 0;
+    for (int i = 0; i < wp_adamw_nsettings; i++) {
+        const WpAdamWSetting *set = &wp_adamw_settings[i];
+        const char *val = wp_st_metadata(f, set->key);
+        if (!val) val = set->before;
+        if (!val) continue;
+        if (adamw_setting_parse(&adamw, set, val)) {
+            char range[96];
+            adamw_setting_range(set, range, sizeof range);
+            return errmsg(err, errlen, "%s: its __metadata__ \"%s\" is \"%s\", expected %s", opt, set->key, val, range);
+        }
+        known |= 1u << i;
+    }
     if (st) {
+        st->adamw = adamw;
+        st->adamw_known = known;
         st->step = (long)step;
         st->seed = seed;
         st->data_seq = seq;

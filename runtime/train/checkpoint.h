@@ -33,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "common/config.h"
+#include "common/optim.h"
 
 /* What is needed, besides the tensors, to continue a run exactly. */
 typedef struct WpTrainState {
@@ -42,6 +43,12 @@ typedef struct WpTrainState {
     int micro_batches;      /* M, G and S of the run, to warn when a resume changes them */
     int micro_batch_size;
     int seq;
+    /* The optimizer's settings the run was trained with (common/optim.h's wp_adamw_settings),
+     * checked on resume: bit i of adamw_known says that setting i is known (a save records only
+     * those; a load sets the bits of those recorded, and of those whose value was fixed before
+     * checkpoints recorded them). */
+    WpAdamW adamw;
+    unsigned adamw_known;
 } WpTrainState;
 
 /* The optimizer file's path of an earlier version's checkpoint: PATH with ".safetensors" replaced

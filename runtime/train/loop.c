@@ -9,6 +9,7 @@
 #include <string.h>
 #include "train/loop.h"
 #include "train/data.h"
+#include "common/flops.h"
 
 /* ---- stopping on a signal ---- */
 
@@ -60,7 +61,8 @@ static int cmp_double(const void *a, const void *b) {
 static WpTrainState state_at(const WpLoop *L, long step) {
     return (WpTrainState){ .step = step, .seed = L->flags->seed,
                            .data_seq = data_seq_index(step, 0, L->micro_batches, L->mbs, 0),
-                           .micro_batches = L->micro_batches, .micro_batch_size = L->mbs, .seq = L->seq };
+                           .micro_batches = L->micro_batches, .micro_batch_size = L->mbs, .seq = L->seq,
+                           .adamw = L->flags->opt, .adamw_known = (1u << wp_adamw_nsettings) - 1 };
 }
 
 /* Saves the checkpoint of `step`. 0, or -1 having said why (printer). */
@@ -80,6 +82,8 @@ int loop_run(const WpLoop *L) {
     const TrainFlags *o = L->flags;
     const long start = L->start, end = loop_end(o);
     const double tokens_per_step = (double)L->micro_batches * L->mbs * L->seq;
+    /* the model FLOPs of a step over what the devices could do in its time: MFU = flops / ms / peak */
+    const double flops_per_step = L->model ? wp_model_flops_per_token(L->model, L->seq) * tokens_per_step : 0;
     if (start >= end) {
         if (L->printer) printf("%s: no step to run: the model is at step %ld, this run ends at step %ld\n", L->prog, start, end);
         /* --steps 0 --save FILE writes the initial model (for --init elsewhere) */
@@ -92,10 +96,7 @@ int loop_run(const WpLoop *L) {
     if (start > 0 && o->resume && L->printer) printf("%s: resuming from %s at step %ld\n", L->prog, o->resume, start);
     fflush(stdout);
 
-    WpAdamW opt;
-    adamw_init(&opt, o->lr, o->warmup, (int)(o->steps < INT32_MAX ? o->steps : INT32_MAX));
-    opt.weight_decay = o->weight_decay;
-    opt.clip = o->clip;
+    const WpAdamW opt = o->opt;
     /* step times, for the median of the summary (the first million steps of a long run) */
     size_t ncap = (size_t)(end - start < (1 << 20) ? end - start : (1 << 20)), ntimes = 0;
     double *step_ms = malloc(ncap * sizeof *step_ms);   /* NULL: a summary without the median */
@@ -144,13 +145,19 @@ int loop_run(const WpLoop *L) {
             saved_at = s + 1;
         }
         if (L->printer) {
+            char mfu_log[48] = "", mfu_line[32] = "";
+            if (L->peak_flops > 0 && flops_per_step > 0) {
+                double mfu = flops_per_step / (ms * 1e-3) / L->peak_flops;
+                snprintf(mfu_log, sizeof mfu_log, ",\"mfu\":%.6g", mfu);
+                snprintf(mfu_line, sizeof mfu_line, " | MFU %5.1f%%", 100 * mfu);
+            }
             if (L->log) {
-                fprintf(L->log, "{\"step\":%ld,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"ms\":%.3f,\"tokens_per_s\":%.1f}\n",
-                        s + 1, loss, lr, norm, ms, tokens_per_step / (ms * 1e-3));
+                fprintf(L->log, "{\"step\":%ld,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"ms\":%.3f,\"tokens_per_s\":%.1f%s}\n",
+                        s + 1, loss, lr, norm, ms, tokens_per_step / (ms * 1e-3), mfu_log);
                 fflush(L->log);
             }
-            printf("step %5ld/%ld | loss %.6f | lr %.3e | grad norm %.4f | %8.1f ms | %9.0f tok/s\n", s + 1, o->steps,
-                   loss, lr, norm, ms, tokens_per_step / (ms * 1e-3));
+            printf("step %5ld/%ld | loss %.6f | lr %.3e | grad norm %.4f | %8.1f ms | %9.0f tok/s%s\n", s + 1, o->steps,
+                   loss, lr, norm, ms, tokens_per_step / (ms * 1e-3), mfu_line);
             fflush(stdout);
         }
         if (stop && s + 1 < end) {
@@ -174,9 +181,12 @@ int loop_run(const WpLoop *L) {
             qsort(step_ms, ntimes, sizeof *step_ms, cmp_double);
             median = step_ms[ntimes / 2];
         }
-        printf("%s: %ld steps (%ld to %ld) in %.2f s | loss %.4f -> %.4f (min %.4f) | median step %.1f ms, %.0f tok/s\n",
+        char mfu[32] = "";
+        if (L->peak_flops > 0 && flops_per_step > 0)
+            snprintf(mfu, sizeof mfu, ", MFU %.1f%%", 100 * flops_per_step / (median * 1e-3) / L->peak_flops);
+        printf("%s: %ld steps (%ld to %ld) in %.2f s | loss %.4f -> %.4f (min %.4f) | median step %.1f ms, %.0f tok/s%s\n",
                L->prog, done, start + 1, start + done, L->now(L->ud) - t_begin, first_loss, last_loss, min_loss, median,
-               tokens_per_step / (median * 1e-3));
+               tokens_per_step / (median * 1e-3), mfu);
         if (saved_at >= 0) printf("%s: checkpoint of step %ld in %s\n", L->prog, saved_at, o->save);
         fflush(stdout);
     }

@@ -1,7 +1,7 @@
 /* The training loop every trainer runs: the emitted DIR/train (train.c, any number of ranks) and
  * the reference trainer wp-ref (one process). One place for what a step means around the model:
  * the loss and gradient norm of the step, the checks on them, AdamW's schedule and clipping, the
- * console line, the JSON log line, when to save, and stopping on a signal. A trainer is a
+ * console line and the JSON log line (tokens/s and, with a peak, MFU), when to save, and stopping on a signal. A trainer is a
  * set of callbacks: run one step, sum over the processes, apply the update, save.
  *
  * A step: step() -> (loss sum, gradient sum of squares, stop flag) summed over the processes in
@@ -32,7 +32,10 @@ typedef struct WpLoop {
     const TrainFlags *flags;       /* --steps, --stop-at, --lr ..., --save, --save-every, --resume */
     long start;                    /* steps already done: this run does start+1 .. loop_end() */
     int micro_batches, mbs, seq;   /* M, G, S of a step: its tokens, and the checkpoint's state */
+    const WpConfig *model;         /* its shape, for the model FLOPs of MFU (NULL: no MFU) */
     int printer;                   /* this process prints the step lines and writes the log */
+    double peak_flops;             /* FLOP/s of every process's device together, for MFU beside
+                                    * tokens/s (common/flops.h's model FLOPs); 0: not known, no MFU */
     FILE *log;                     /* --log, open on the printer; NULL: none */
     void *ud;
     /* Runs step s (0-based): this process's sum of token losses and the sum of squares of the

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "common/step.h"
 #include "common/comm.h"
 #include "common/compute.h"
@@ -41,8 +42,11 @@ struct WpRank {
     int turn;
     StepSlot *slots; int nslots, capslots;   /* held now (train/step_ops.c) */
     StepSlot *sent; int nsent, capsent;      /* sent this turn: released after its wait */
-    TraceEvent *events; size_t nevents, capevents;
+    TraceEvent *events; size_t nevents, capevents;   /* the trace's events not yet in its part file */
     int tracing;
+    FILE *trace_part;             /* this rank's events written so far (trace.c) */
+    size_t trace_written, trace_most;   /* events written there; the most buffered at once */
+    int trace_failed;             /* the part could not be written: the trace is incomplete */
 };
 
 /* rank.c */
@@ -58,6 +62,9 @@ size_t chunk_floats(const WpRank *R, int chunk, int shard, int nshards);
 /* trace.c */
 void trace_event(WpRank *R, const char *cat, const char *name, double t0, double t1);
 void trace_comm_event(void *ud, const CommEvent *e);
-int trace_write_all(WpRank *R, const char *path);    /* collective: rank 0 writes */
+/* The buffered events into the rank's part file: after a step, once a device backend has timed
+ * its spans (compute_step_end), so that the buffer holds one step's events at most. */
+void trace_flush(WpRank *R);
+int trace_write_all(WpRank *R, const char *path);    /* collective: rank 0 writes, from every part */
 
 #endif

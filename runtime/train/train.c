@@ -166,6 +166,7 @@ static void run_step(void *ud, long s, double *loss_sum, double *sumsq) {
     R->nopts = 0;
     R->me->step(R);
     compute_step_end(R);
+    trace_flush(R);   /* the step's events, timed: the trace holds one step at a time */
     *loss_sum = R->loss_sum;
     /* every replica holds the same gradients, and every rank a replicated chunk's: counted once */
     *sumsq = 0;
@@ -241,16 +242,11 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
         return WP_EXIT_BAD_INPUT;
     }
     /* --resume: the run goes on with its own seed (its synthetic data), not the default or --seed's */
-    uint64_t ignored_seed;
-    int seeded = train_flags_resume(&o, &ignored_seed, err, sizeof err);
-    if (seeded < 0) {
+    if (train_flags_resume(&o, "train", R->rank == 0, err, sizeof err)) {
         if (R->rank == 0) fprintf(stderr, "train: %s\n", err);
         comm_finalize(comm);
         return WP_EXIT_BAD_INPUT;
     }
-    if (seeded > 0 && R->rank == 0)
-        fprintf(stderr, "train: warning: --seed %llu ignored: the run being resumed has seed %llu\n",
-                (unsigned long long)ignored_seed, (unsigned long long)o.seed);
     /* the host threads, before anything computes: the node's cores are shared by its ranks */
     char threads[160];
     compute_process_init(comm_local_size(comm), threads, sizeof threads);
@@ -307,8 +303,11 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
                P->strategy, P->nranks, P->topo_name, P->plan_hash, P->model_name, P->total_mbs, R->cfg.mbs, R->cfg.seq,
                data_describe(R->data), threads);
     loop_catch_signals();
+    /* MFU against the devices the plan was made for (the topology's ratings, in wpgen's plan) */
+    double peak = 0;
+    for (int q = 0; q < P->nranks; q++) peak += P->ranks[q].peak_flops;
     WpLoop loop = { .prog = "train", .flags = &o, .start = start, .micro_batches = P->total_mbs, .mbs = R->cfg.mbs,
-                    .seq = R->cfg.seq, .printer = R->rank == 0, .log = log, .ud = R, .step = run_step,
+                    .seq = R->cfg.seq, .model = &R->cfg, .peak_flops = peak, .printer = R->rank == 0, .log = log, .ud = R, .step = run_step,
                     .allreduce = allreduce, .update = update, .save = save, .span = o.trace ? span : NULL, .now = now };
     int status = loop_run(&loop);
     /* written after a failed or stopped run too: it is what one looks at to see why */

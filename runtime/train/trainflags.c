@@ -16,10 +16,19 @@ const char train_flags_usage[] =
     "  --steps N               train until step N, counted from the start of training (default 10)\n"
     "  --stop-at N             stop after step N as an interrupted job would (saving with --save);\n"
     "                          the schedule still runs to --steps: resume with the same flags\n"
-    "  --lr X                  peak learning rate (default 1e-3); cosine decay to 0.1*X at step N\n"
+    "  --lr X                  peak learning rate (default 1e-3), reached at the end of the warm-up\n"
+    "  --min-lr X              the learning rate at step N, in [0, --lr] (default 0.1 * --lr)\n"
+    "  --schedule S            after the warm-up, from --lr to --min-lr at step N: cosine (default),\n"
+    "                          linear, constant (--lr throughout), wsd (warmup-stable-decay: --lr,\n"
+    "                          then linear over the last --decay-fraction of the steps after the warm-up)\n"
+    "  --decay-fraction F      wsd only: in (0, 1] (default 0.2)\n"
     "  --warmup N              linear warm-up steps (default 0)\n"
+    "  --beta1 X, --beta2 X    AdamW's moment decays, in [0, 1) (default 0.9, 0.95)\n"
+    "  --eps X                 AdamW's epsilon, in (0, 1] (default 1e-8)\n"
     "  --weight-decay X        AdamW decoupled weight decay, not on norms (default 0.1)\n"
     "  --clip X                global gradient-norm limit, 0 = none (default 1.0)\n"
+    "                          A resume with another --beta1, --beta2 or --eps is refused; another rate,\n"
+    "                          schedule, warm-up, --steps, decay or clip is allowed, with a warning\n"
     "  --seed N                initialisation and synthetic data (default 1)\n"
     "  --init FILE             start from these weights (safetensors)\n"
     "  --resume FILE           continue a run from its checkpoint (FILE and the optimizer file it names;\n"
@@ -43,16 +52,11 @@ static int parse_long(const char *flag, const char *s, long lo, long hi, long *o
     return 0;
 }
 
-static int parse_float(const char *flag, const char *s, double lo, double hi, float *out, char *err, size_t errlen) {
-    char *end;
-    errno = 0;
-    double x = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(x) || x < lo || x > hi) {
-        snprintf(err, errlen, "%s: expected a number in [%g, %g], got \"%s\"", flag, lo, hi, s);
-        return -1;
-    }
-    *out = (float)x;
-    return 0;
+/* The optimizer's setting of the table (common/optim.h) that is this flag, or NULL. */
+static const WpAdamWSetting *setting_of(const char *flag) {
+    for (int i = 0; i < wp_adamw_nsettings; i++)
+        if (!strcmp(flag, wp_adamw_settings[i].flag)) return &wp_adamw_settings[i];
+    return NULL;
 }
 
 /* No output may name an input or another output (common/outpaths.h). A save may replace the
@@ -85,10 +89,9 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
                       char *err, size_t errlen) {
     memset(o, 0, sizeof *o);
     o->steps = 10;
-    o->lr = 1e-3f;
-    o->weight_decay = 0.1f;
-    o->clip = 1.0f;
+    adamw_init(&o->opt, 1e-3f, 0, 10);
     o->seed = 1;
+    int min_lr_given = 0, decay_given = 0;
     for (int i = 1; i < argc; i++) {
         char flag[64];
         const char *a = argv[i], *val = NULL, *eq = strchr(a, '=');
@@ -106,9 +109,10 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
             continue;
         }
         static const char *const model_flags[] = { "-m", "--model", "--seq", "--micro-batch-size", "--micro-batches" };
-        static const char *const valued[] = { "--data", "--steps", "--stop-at", "--lr", "--warmup", "--weight-decay",
-            "--clip", "--seed", "--init", "--resume", "--save", "--save-every", "--log", "--trace" };
-        int known = 0, is_model = 0;
+        static const char *const valued[] = { "--data", "--stop-at", "--seed", "--init", "--resume", "--save",
+            "--save-every", "--log", "--trace" };
+        const WpAdamWSetting *set = setting_of(flag);
+        int known = set != NULL, is_model = 0;
         for (size_t j = 0; j < sizeof valued / sizeof valued[0]; j++) known |= !strcmp(flag, valued[j]);
         for (size_t j = 0; j < sizeof model_flags / sizeof model_flags[0]; j++) is_model |= !strcmp(flag, model_flags[j]);
         if (is_model && !with_model) {
@@ -126,14 +130,19 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
         else if (!strcmp(flag, "--seq")) { rc = parse_long(flag, val, 1, 1 << 24, &x, err, errlen); o->seq = (int)x; }
         else if (!strcmp(flag, "--micro-batch-size")) { rc = parse_long(flag, val, 1, 1 << 20, &x, err, errlen); o->mbs = (int)x; }
         else if (!strcmp(flag, "--micro-batches")) { rc = parse_long(flag, val, 1, 1 << 20, &x, err, errlen); o->micro_batches = (int)x; }
+        else if (set) {
+            /* --steps among them: the schedule counts steps in an int, so a larger --steps would wrap */
+            if (adamw_setting_parse(&o->opt, set, val)) {
+                char range[96];
+                adamw_setting_range(set, range, sizeof range);
+                snprintf(err, errlen, "%s: expected %s, got \"%s\"", flag, range, val);
+                return -1;
+            }
+            min_lr_given |= !strcmp(flag, "--min-lr");
+            decay_given |= !strcmp(flag, "--decay-fraction");
+        }
         else if (!strcmp(flag, "--data")) o->data = val;
-        /* Steps are counted in an int by the optimizer's schedule: a larger --steps would wrap. */
-        else if (!strcmp(flag, "--steps")) rc = parse_long(flag, val, 0, INT32_MAX, &o->steps, err, errlen);
         else if (!strcmp(flag, "--stop-at")) rc = parse_long(flag, val, 1, INT32_MAX, &o->stop_at, err, errlen);
-        else if (!strcmp(flag, "--lr")) rc = parse_float(flag, val, 0, 10, &o->lr, err, errlen);
-        else if (!strcmp(flag, "--warmup")) { rc = parse_long(flag, val, 0, 1 << 30, &x, err, errlen); o->warmup = (int)x; }
-        else if (!strcmp(flag, "--weight-decay")) rc = parse_float(flag, val, 0, 10, &o->weight_decay, err, errlen);
-        else if (!strcmp(flag, "--clip")) rc = parse_float(flag, val, 0, 1e30, &o->clip, err, errlen);
         else if (!strcmp(flag, "--seed")) { rc = parse_long(flag, val, 0, INT64_MAX, &x, err, errlen); o->seed = (uint64_t)x; o->seed_given = 1; }
         else if (!strcmp(flag, "--init")) o->init = val;
         else if (!strcmp(flag, "--resume")) o->resume = val;
@@ -142,6 +151,22 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
         else if (!strcmp(flag, "--log")) o->log = val;
         else if (!strcmp(flag, "--trace")) o->trace = val;
         if (rc) return -1;
+    }
+    WpAdamW *opt = &o->opt;
+    o->steps = opt->steps;
+    if (!min_lr_given) opt->min_lr = 0.1f * opt->lr;
+    if (opt->min_lr > opt->lr) {
+        snprintf(err, errlen, "--min-lr: expected a number in [0, --lr %g], got %g", (double)opt->lr, (double)opt->min_lr);
+        return -1;
+    }
+    if (min_lr_given && opt->schedule == WP_SCHED_CONSTANT) {
+        snprintf(err, errlen, "--min-lr: the constant schedule keeps --lr throughout (cosine, linear and wsd end at --min-lr)");
+        return -1;
+    }
+    if (decay_given && opt->schedule != WP_SCHED_WSD) {
+        snprintf(err, errlen, "--decay-fraction: only --schedule wsd decays over a fraction of the steps (this is %s)",
+                 wp_schedule_names[opt->schedule]);
+        return -1;
     }
     if (with_model && !o->model) { snprintf(err, errlen, "no model: -m MODEL (a preset name or a config.json path) is required"); return -1; }
     if (!o->data == !o->synthetic) { snprintf(err, errlen, "exactly one of --data FILE and --synthetic is needed"); return -1; }
@@ -157,13 +182,40 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
     return 0;
 }
 
-int train_flags_resume(TrainFlags *o, uint64_t *ignored_seed, char *err, size_t errlen) {
+int train_flags_check_resume(const TrainFlags *o, const WpTrainState *st, const char *prog, int print,
+                             char *err, size_t errlen) {
+    for (int i = 0; i < wp_adamw_nsettings; i++) {
+        const WpAdamWSetting *set = &wp_adamw_settings[i];
+        char was[64], now[64];
+        if (!(st->adamw_known & (1u << i))) continue;   /* an earlier version's checkpoint: not recorded */
+        if (set->wsd_only && o->opt.schedule != WP_SCHED_WSD) continue;
+        /* the same value is the same exact text: the checkpoint records floats so that they read back */
+        adamw_setting_format(&st->adamw, set, 1, was, sizeof was);
+        adamw_setting_format(&o->opt, set, 1, now, sizeof now);
+        if (!strcmp(was, now)) continue;
+        adamw_setting_format(&st->adamw, set, 0, was, sizeof was);
+        adamw_setting_format(&o->opt, set, 0, now, sizeof now);
+        if (set->on_resume == WP_RESUME_REFUSE) {
+            snprintf(err, errlen, "%s %s: the run being resumed was trained with %s %s, and AdamW's moments in its "
+                     "checkpoint are averages under it: resume with %s %s (or start a new run)", set->flag, now,
+                     set->flag, was, set->flag, was);
+            return -1;
+        }
+        if (print)
+            fprintf(stderr, "%s: warning: %s changes on resume: %s in the checkpoint, %s now: the new value "
+                    "applies from here on\n", prog, set->flag, was, now);
+    }
+    return 0;
+}
+
+int train_flags_resume(TrainFlags *o, const char *prog, int print, char *err, size_t errlen) {
     if (!o->resume) return 0;
     WpTrainState st;
     if (ckpt_read_state(o->resume, &st, err, errlen)) return -1;
-    int ignored = o->seed_given && o->seed != st.seed;
-    if (ignored && ignored_seed) *ignored_seed = o->seed;
+    if (o->seed_given && o->seed != st.seed && print)
+        fprintf(stderr, "%s: warning: --seed %llu ignored: the run being resumed has seed %llu\n", prog,
+                (unsigned long long)o->seed, (unsigned long long)st.seed);
     /* The synthetic data continue where the run was, whatever --seed says. */
     o->seed = st.seed;
-    return ignored;
+    return train_flags_check_resume(o, &st, prog, print, err, errlen);
 }

@@ -3,7 +3,10 @@
 #ifndef WP_TRAINFLAGS_H
 #define WP_TRAINFLAGS_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include "common/optim.h"
+#include "train/checkpoint.h"
 
 typedef struct TrainFlags {
     const char *model;                /* -m (wp-ref only) */
@@ -11,8 +14,7 @@ typedef struct TrainFlags {
     const char *data;
     int synthetic;
     long steps, stop_at;
-    float lr, weight_decay, clip;
-    int warmup;
+    WpAdamW opt;                      /* --lr, --min-lr, --schedule, --beta1 ...; opt.steps = steps */
     uint64_t seed;
     int seed_given;                   /* --seed was given (else seed is the default, 1) */
     const char *init, *resume, *save, *log, *trace;
@@ -31,9 +33,18 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
 
 /* --resume: takes the seed of the run being resumed into o->seed (initialisation is the
  * checkpoint's; the synthetic data must continue where they were), reading only the
- * checkpoint's headers, so that a trainer can call it before it sets up its data. A --seed that
- * differs is ignored: returns 1 and its value in *ignored_seed, for the caller's warning. Without
- * --resume does nothing. 0 or 1, or -1 with err set (the checkpoint cannot be read: exit 2). */
-int train_flags_resume(TrainFlags *o, uint64_t *ignored_seed, char *err, size_t errlen);
+ * checkpoint's headers, so that a trainer can call it before it sets up its data, and checks the
+ * optimizer's settings against the checkpoint's (train_flags_check_resume). A --seed that differs
+ * is ignored. With print, says so on stderr, prefixed "prog: warning: ". Without --resume does
+ * nothing. 0, or -1 with err set (the checkpoint cannot be read, or a setting's change is refused:
+ * exit 2). */
+int train_flags_resume(TrainFlags *o, const char *prog, int print, char *err, size_t errlen);
+
+/* Compares the optimizer's settings of the flags with those st records (common/optim.h's table
+ * says, per setting, whether another value is refused or allowed with a warning). With print,
+ * each allowed change is one line on stderr naming the flag, the checkpoint's value and the new
+ * one. 0, or -1 with the first refused change in err. */
+int train_flags_check_resume(const TrainFlags *o, const WpTrainState *st, const char *prog, int print,
+                             char *err, size_t errlen);
 
 #endif

@@ -28,7 +28,7 @@ for s in weipipe-naive weipipe-interleave 1f1b fsdp tawpipe zb1 weipipe-zb1 weip
            python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert (p["backend"], p["comm"], p["precision"]) == ("cuda", sys.argv[2], "bf16"), (p["backend"], p["comm"], p["precision"])' \
                "$d/plan.json" "${comm:-nccl}" &&
            [ -f "$d/runtime/backend/cuda.mk" ] && [ -f "$d/runtime/backend/${comm:-nccl}.mk" ] && [ -f "$d/runtime/cuda/step_cuda.c" ] && [ -f "$d/runtime/train/step_ops.c" ] &&
-           [ ! -e "$d/runtime/cpu" ] && grep -q "step_rank_000, [0-9]*, [1-9][0-9]*, $keeps, [0-9]* }" "$d/plan_desc.c"; then ok
+           [ ! -e "$d/runtime/cpu" ] && grep -q "step_rank_000, [0-9]*, [1-9][0-9]*, $keeps, [0-9]*, [0-9.e+]* }" "$d/plan_desc.c"; then ok
         else bad "emit $s --backend cuda ${comm:+--comm $comm}: $(tail -3 "$tmp/out")"; fi
     done
 done

@@ -2,7 +2,8 @@
 # An emitted training program as a user meets it: it refuses a world size other than its plan's
 # and a checkpoint of another model shape (exit 2); its checkpoints and the reference trainer's
 # are the same files, so either resumes the other and lands on the same weights; --trace writes
-# a Chrome trace with every rank's compute and transfers; a signal stops it at a step boundary
+# a Chrome trace with every rank's compute and transfers, in memory bounded by one step's events;
+# MFU from the topology's peaks; a signal stops it at a step boundary
 # with a checkpoint that resumes (exit 4).
 set -u
 build=${1:-build}
@@ -58,6 +59,16 @@ rc=$?
 "${ref[@]}" "${common[@]}" --stop-at 2 --save "$tmp/r2.safetensors" >/dev/null 2>&1 || bad "wp-ref 2 steps"
 "${train[@]}" "${common[@]}" --resume "$tmp/r2.safetensors" --save "$tmp/p4.safetensors" >"$tmp/out" 2>&1 || bad "train --resume: $(tail -3 "$tmp/out")"
 "$build/tools/ckpt_compare" "$tmp/p4.safetensors" "$tmp/straight.safetensors" 1e-4 >"$tmp/cmp" 2>&1 && ok || bad "pipelined resume of a reference checkpoint: $(cat "$tmp/cmp")"
+# the optimizer's settings against the checkpoint's, on every rank, said once: another --beta2
+# refused (exit 2), another --lr warned of
+"${train[@]}" "${common[@]}" --beta2 0.99 --resume "$tmp/r2.safetensors" >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 2 ] && [ "$(grep -c -- '--beta2 0.99: the run being resumed was trained with --beta2 0.95' "$tmp/out")" = 1 ] && ok ||
+    bad "train --resume with another --beta2: exit $rc: $(head -3 "$tmp/out")"
+"${train[@]}" "${common[@]}" --lr 1e-3 --resume "$tmp/r2.safetensors" >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 0 ] && [ "$(grep -c -- 'train: warning: --lr changes on resume: 0.002 in the checkpoint, 0.001 now' "$tmp/out")" = 1 ] && ok ||
+    bad "train --resume with another --lr: exit $rc: $(head -3 "$tmp/out")"
 # pipelined 2 steps, reference resumes to 4
 "${train[@]}" "${common[@]}" --stop-at 2 --save "$tmp/p2.safetensors" >"$tmp/out" 2>&1 || bad "train 2 steps: $(tail -3 "$tmp/out")"
 "${ref[@]}" "${common[@]}" --resume "$tmp/p2.safetensors" --save "$tmp/r4.safetensors" >/dev/null 2>&1 || bad "wp-ref --resume"
@@ -90,6 +101,46 @@ cats = {e["cat"] for e in spans}
 assert pids == {0, 1, 2, 3}, pids
 assert {"forward", "backward", "transfer", "optimizer"} <= cats, cats
 assert all(e["dur"] >= 0 for e in spans)
+PY
+# ... written as it goes: 3 steps and 60 (each rank's part, some 400 KB, then takes several of the
+# merge's rounds of 256 KiB a rank) hold as many events per step, every one in the trace, while
+# no rank ever buffered more than it did over 3 steps: one step's events (trace.c's trace_buffer)
+"${train[@]}" --synthetic --steps 3 --trace "$tmp/trace3.json" >"$tmp/out" 2>&1 || bad "train --trace, 3 steps"
+"${train[@]}" --synthetic --steps 60 --trace "$tmp/trace60.json" >"$tmp/out" 2>&1 || bad "train --trace, 60 steps"
+python3 - "$tmp/trace3.json" "$tmp/trace60.json" <<'PY' && ok || bad "the trace's buffer is not bounded by a step"
+import json, sys
+def load(path):
+    ev = json.load(open(path))["traceEvents"]
+    buf = {e["pid"]: e["args"] for e in ev if e.get("name") == "trace_buffer"}
+    spans = {}
+    for e in ev:
+        if e.get("ph") == "X": spans[e["pid"]] = spans.get(e["pid"], 0) + 1
+    assert sorted(buf) == [0, 1, 2, 3] and all(spans[p] == buf[p]["events"] for p in buf), (buf, spans)
+    return buf
+short, long = load(sys.argv[1]), load(sys.argv[2])
+for p in short:
+    assert long[p]["events"] == 20 * short[p]["events"], (p, short[p], long[p])
+    assert long[p]["most_buffered"] == short[p]["most_buffered"] <= short[p]["events"] / 3, (p, short[p], long[p])
+PY
+
+# MFU from the plan: the topology's 4 devices of 0.05 TFLOP/s fp32, the model FLOPs per token
+# counted as common/flops.h says (6 per matrix parameter and LM head's, 6 * L * S * heads * head_dim
+# for attention), from the plan's model
+"${train[@]}" --synthetic --steps 2 --log "$tmp/mfu.log" >"$tmp/out" 2>&1 || bad "train --log"
+python3 - "$tmp/mfu.log" "$d/plan.json" <<'PY' && grep -q '| MFU ' "$tmp/out" && ok || bad "mfu: $(head -1 "$tmp/mfu.log")"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+plan = json.load(open(sys.argv[2]))
+m = plan["model"]
+H, L, F, V, S = m["hidden_size"], m["num_hidden_layers"], m["intermediate_size"], m["vocab_size"], m["seq_len"]
+hd = m.get("head_dim", H // m["num_attention_heads"])
+qd, kvd = m["num_attention_heads"] * hd, m["num_key_value_heads"] * hd
+per_token = 6 * (L * (H * (qd + 2 * kvd) + qd * H + 3 * F * H) + V * H) + 6 * L * S * qd
+tokens = plan["micro_batches"] * m["micro_batch_size"] * S
+for r in rows:
+    assert abs(r["tokens_per_s"] * r["ms"] * 1e-3 - tokens) <= 1e-3 * tokens, (r, tokens)
+    want = per_token * tokens / (r["ms"] * 1e-3) / (4 * 0.05e12)
+    assert abs(r["mfu"] - want) <= 1e-3 * want + 1e-6, (r, want)
 PY
 
 # Stopping. A signal makes every rank stop after the step under way (it travels in the step's

@@ -6,12 +6,9 @@
  * after warm-up steps; prints tokens/s and MFU in the format of bench_torch.py, so that
  * tests/gpu/run.sh can print them side by side.
  *
- * Model FLOPs of a step (the usual MFU convention: what the model needs, not what recomputation
- * adds): 6 * N * tokens for the matrix products, N = the parameters of the layers' matrices and
- * the LM head (not the embedding table, a lookup, nor the norms), plus causal attention's
- * 12 * L * S^2 * H / 2 per sequence (QK^T and PV, 2 * S^2 * H FLOPs each in full, half of it
- * causal, times 3 for forward and backward). MFU = model FLOPs / step time / the device's peak
- * dense bf16 rate (the table below by device name; --peak-tflops overrides).
+ * Model FLOPs of a step: common/flops.h's per token (the trainers' MFU counts the same) times the
+ * step's tokens. MFU = model FLOPs / step time / the device's peak dense bf16 rate (the table
+ * below by device name; --peak-tflops overrides).
  *
  * Build and run (from the repository root, after `make`):
  *   nvcc -O3 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
@@ -29,6 +26,7 @@
 #include <string.h>
 extern "C" {
 #include "common/config.h"
+#include "common/flops.h"
 #include "common/optim.h"
 }
 #include "cuda/common_cuda.cuh"
@@ -153,10 +151,8 @@ static int bench(int seq, int layers, int steps, int warmup, double peak, const 
     CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
     double loss_h = 0;
     CUDA_CHECK(cudaMemcpy(&loss_h, loss, sizeof loss_h, cudaMemcpyDeviceToHost));
-    double step_s = ms / 1000.0 / steps, H = c.hidden, V = c.vocab, F = c.ffn;
-    double qd = (double)c.heads * c.head_dim, width = (double)(c.heads + 2 * c.kv_heads) * c.head_dim;
-    double n_mm = layers * (H * width + qd * H + 3 * F * H) + V * H;   /* layers' matrices + LM head */
-    double flops = 6.0 * n_mm * T + 12.0 * layers * (double)seq * seq * qd / 2.0 * c.mbs;
+    double step_s = ms / 1000.0 / steps;
+    double flops = wp_model_flops_per_token(&c, seq) * T;
     double tps = T / step_s;
     printf("bench wpgen-cuda seq %d: step %.4f s, %.0f tokens/s, MFU %s%.1f%% (model %.3g FLOP/step, peak %.0f "
            "TFLOP/s bf16, %s; attention %s; loss %.4f; reserved %.2f GiB workspace)\n",

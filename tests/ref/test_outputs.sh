@@ -59,6 +59,17 @@ expect_refused "--log $tmp/c: is a directory" "$tmp/d.bin" -- "${ref[@]}" --synt
 echo mine >"$tmp/t.json.tmp"
 "${ref[@]}" --synthetic --trace "$tmp/t.json" >"$tmp/out" 2>&1 && [ "$(cat "$tmp/t.json.tmp")" = mine ] &&
     python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$tmp/t.json" && ok || bad "trace beside a user's t.json.tmp"
+# the trace is written as it goes: 200 steps hold every span (2 per micro-batch and the
+# optimizer's, per step), none of them buffered in memory (its trace_buffer event)
+"$build/wp-ref" -m tiny --seq 16 --micro-batch-size 1 --micro-batches 2 --steps 200 --synthetic --trace "$tmp/long.json" >"$tmp/out" 2>&1 &&
+    python3 - "$tmp/long.json" <<'PY' && ok || bad "wp-ref's long trace"
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+spans = [e for e in ev if e["ph"] == "X"]
+buf = [e["args"] for e in ev if e["name"] == "trace_buffer"]
+assert len(spans) == 200 * 5 and buf == [{"events": 1000, "most_buffered": 0}], (len(spans), buf)
+assert [e["args"]["step"] for e in spans if e["name"] == "optimizer"] == list(range(1, 201))
+PY
 
 # one checkpoint, one saving run: a second run saving it is refused at its start, the first
 # goes on; one folder, one model: another model's checkpoint is not saved beside it

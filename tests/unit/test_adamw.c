@@ -1,5 +1,6 @@
 /* AdamW: one and two steps against hand-computed values, decoupled weight decay skipping norms,
- * gradient clipping, a sum of squares independent of the thread count, and the schedule. */
+ * gradient clipping, a sum of squares independent of the thread count, each schedule's rates at
+ * chosen steps, and the table of settings (ranges, the exact text a checkpoint records). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,90 @@ static void test_schedule(void) {
     CHECK(isfinite(adamw_lr(&o, 5)), "no division by zero");
 }
 
+/* lr 1e-3, min_lr 1e-4, 10 steps of warm-up, 110 in all: 100 steps after the warm-up, in which
+ * the rate goes from 1e-3 (step 10) to 1e-4 (step 110); 9e-4 between them. */
+static void test_schedules(void) {
+    WpAdamW o;
+    adamw_init(&o, 1e-3f, 10, 110);
+    o.schedule = WP_SCHED_LINEAR;
+    CHECK_CLOSE(adamw_lr(&o, 4), 5e-4, 1e-6, 0, "linear: warm-up as cosine's, 1e-3 * 5/10");
+    CHECK_CLOSE(adamw_lr(&o, 10), 1e-3, 1e-6, 0, "linear: start");
+    /* step 35: 25 of 100 steps done, 1e-4 + 0.75 * 9e-4 = 7.75e-4 */
+    CHECK_CLOSE(adamw_lr(&o, 35), 7.75e-4, 1e-6, 0, "linear: a quarter down");
+    /* step 60: half way, 1e-4 + 0.5 * 9e-4 = 5.5e-4 (cosine's too: both are symmetric there) */
+    CHECK_CLOSE(adamw_lr(&o, 60), 5.5e-4, 1e-6, 0, "linear: half way");
+    CHECK_CLOSE(adamw_lr(&o, 109), 1.09e-4, 1e-5, 0, "linear: last step, 1e-4 + 0.01 * 9e-4");
+    CHECK_CLOSE(adamw_lr(&o, 500), 1e-4, 1e-6, 0, "linear: after the end");
+
+    o.schedule = WP_SCHED_CONSTANT;
+    CHECK_CLOSE(adamw_lr(&o, 5), 6e-4, 1e-6, 0, "constant: warm-up, 1e-3 * 6/10");
+    CHECK(adamw_lr(&o, 10) == 1e-3f && adamw_lr(&o, 109) == 1e-3f && adamw_lr(&o, 500) == 1e-3f,
+          "constant: lr after the warm-up, at the end and after it");
+
+    /* wsd, decay fraction 0.2: 20 of the 100 steps decay, from step 90 to 110 */
+    o.schedule = WP_SCHED_WSD;
+    CHECK(adamw_lr(&o, 10) == 1e-3f && adamw_lr(&o, 89) == 1e-3f && adamw_lr(&o, 90) == 1e-3f,
+          "wsd: stable until the decay's first step");
+    /* step 95: 5 of 20 decay steps done, 1e-4 + 0.75 * 9e-4 = 7.75e-4 */
+    CHECK_CLOSE(adamw_lr(&o, 95), 7.75e-4, 1e-6, 0, "wsd: a quarter of the decay");
+    CHECK_CLOSE(adamw_lr(&o, 100), 5.5e-4, 1e-6, 0, "wsd: half the decay");
+    CHECK_CLOSE(adamw_lr(&o, 110), 1e-4, 1e-6, 0, "wsd: end");
+    /* decay fraction 0.25: 25 steps, from step 85; step 97 is 12/25 = 0.48 down: 1e-4 + 0.52 * 9e-4 */
+    o.decay_fraction = 0.25f;
+    CHECK(adamw_lr(&o, 84) == 1e-3f, "wsd 0.25: stable at step 84");
+    CHECK_CLOSE(adamw_lr(&o, 97), 5.68e-4, 1e-6, 0, "wsd 0.25: step 97");
+    /* decay fraction 1: wsd is the linear schedule */
+    o.decay_fraction = 1.0f;
+    CHECK_CLOSE(adamw_lr(&o, 35), 7.75e-4, 1e-6, 0, "wsd 1.0 = linear");
+    /* a decay of less than half a step still decays over one step: the last (step 109) at lr, min_lr at 110 */
+    o.decay_fraction = 0.001f;
+    CHECK(adamw_lr(&o, 109) == 1e-3f && adamw_lr(&o, 110) == o.min_lr, "wsd: a decay rounded to one step");
+
+    int mono = 1;
+    for (int k = 0; k < WP_SCHED_COUNT; k++) {
+        adamw_init(&o, 1e-3f, 10, 110);
+        o.schedule = k;
+        for (long s = 11; s <= 120; s++) mono &= adamw_lr(&o, s) <= adamw_lr(&o, s - 1);
+        CHECK(mono, "%s: the rate rises after the warm-up", wp_schedule_names[k]);
+    }
+}
+
+static const WpAdamWSetting *setting(const char *flag) {
+    for (int i = 0; i < wp_adamw_nsettings; i++)
+        if (!strcmp(wp_adamw_settings[i].flag, flag)) return &wp_adamw_settings[i];
+    return NULL;
+}
+
+static void test_settings(void) {
+    WpAdamW o;
+    adamw_init(&o, 1e-3f, 0, 10);
+    const WpAdamWSetting *b2 = setting("--beta2"), *eps = setting("--eps"), *sch = setting("--schedule");
+    CHECK(b2 && eps && sch && setting("--min-lr") && setting("--beta1") && setting("--decay-fraction"), "the flags");
+    CHECK(adamw_setting_parse(&o, b2, "0.999") == 0 && o.beta2 == 0.999f, "beta2 0.999");
+    CHECK(adamw_setting_parse(&o, b2, "1") == -1 && adamw_setting_parse(&o, b2, "-0.1") == -1, "beta2 outside [0, 1)");
+    /* rounds to 1.0f: the open end, refused */
+    CHECK(adamw_setting_parse(&o, b2, "0.999999999") == -1 && o.beta2 == 0.999f, "beta2 rounding to 1 refused, kept");
+    CHECK(adamw_setting_parse(&o, eps, "0") == -1 && adamw_setting_parse(&o, eps, "1e-6x") == -1 &&
+          adamw_setting_parse(&o, eps, "nan") == -1, "eps 0, junk, NaN");
+    CHECK(adamw_setting_parse(&o, sch, "wsd") == 0 && o.schedule == WP_SCHED_WSD, "schedule wsd");
+    CHECK(adamw_setting_parse(&o, sch, "cosin") == -1, "schedule misspelt");
+    char buf[96];
+    adamw_setting_range(b2, buf, sizeof buf);
+    CHECK(!strcmp(buf, "a number in [0, 1)"), "range text: %s", buf);
+    /* what a checkpoint records reads back to the same float, for every float setting */
+    adamw_init(&o, 3.3e-4f, 7, 1234);
+    o.eps = 1e-7f;
+    o.beta1 = 0.8f;
+    for (int i = 0; i < wp_adamw_nsettings; i++) {
+        WpAdamW back;
+        adamw_init(&back, 0, 0, 0);
+        adamw_setting_format(&o, &wp_adamw_settings[i], 1, buf, sizeof buf);
+        CHECK(adamw_setting_parse(&back, &wp_adamw_settings[i], buf) == 0, "%s: %s parses", wp_adamw_settings[i].key, buf);
+        size_t at = wp_adamw_settings[i].offset;
+        CHECK(memcmp((char *)&back + at, (char *)&o + at, 4) == 0, "%s: %s reads back exactly", wp_adamw_settings[i].key, buf);
+    }
+}
+
 int main(void) {
     test_hand_step();
     test_against_double();
@@ -150,5 +235,7 @@ int main(void) {
     test_clip();
     test_sumsq_threads();
     test_schedule();
+    test_schedules();
+    test_settings();
     return check_summary("test_adamw");
 }

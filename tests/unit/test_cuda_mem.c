@@ -42,7 +42,7 @@ static void desc_make(Desc *d, const Plan *p) {
         int acts, stashes, keeps;
         emit_rank_holds(p, r, &acts, &stashes, &keeps);
         d->ranks[r] = (WpRankDesc){ rk->node, rk->replica, rk->stage, rk->nbufs, d->bufs[r], noop_step, acts, stashes, keeps,
-                                    plan_rank_xfer_bytes(p, r, WP_XFER_ALIGN) };
+                                    plan_rank_xfer_bytes(p, r, WP_XFER_ALIGN), 0 };   /* no peak: the memory plan does not use it */
     }
     d->P = (WpPlanDesc){ .model = p->model, .nranks = p->nranks, .nchunks = p->nchunks, .total_mbs = p->total_mbs,
                          .micro_batches = p->micro_batches, .recompute = p->recompute, .precision = p->precision,
