@@ -20,8 +20,9 @@ void *cuda_working(WpRank *R, int b) {
 
 static double gib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024.0); }
 
-/* The GPU of this rank: the one the communication layer chose (NCCL), else its rank on the node
- * (as Open MPI or MPICH numbers it) modulo the GPUs there. A machine without one ends the job. */
+/* The GPU of this rank: the one the communication layer chose (NCCL: its rank in the node's MPI
+ * communicator), else its rank on the node as the launcher numbers it (Open MPI's mpirun, Slurm's
+ * srun, MPICH) modulo the GPUs it sees (srun --gpus-per-task=1 shows each task one). A machine without one ends the job. */
 static int pick_device(WpRank *R) {
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
@@ -33,8 +34,9 @@ static int pick_device(WpRank *R) {
         CUDA_CHECK(R, cudaGetDevice(&dev));
         return dev;
     }
-    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    if (!local) local = getenv("MPI_LOCALRANKID");
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");   /* mpirun (Open MPI) */
+    if (!local) local = getenv("SLURM_LOCALID");                 /* srun */
+    if (!local) local = getenv("MPI_LOCALRANKID");               /* MPICH's Hydra */
     dev = (local ? atoi(local) : R->rank) % ndev;
     CUDA_CHECK(R, cudaSetDevice(dev));
     return dev;
