@@ -13,7 +13,7 @@ LUA_INC  := -I/usr/include/lua5.4
 .DEFAULT_GOAL := all
 # keep objects make considers intermediate (test objects): no rebuild on the next make test
 .SECONDARY:
-.PHONY: all deps test demo bench-gen bench-cpu bench-sim bench-scale clean
+.PHONY: all deps test test-slurm demo bench-gen bench-cpu bench-sim bench-scale clean
 
 # The probe runs once; delete build/config.mk to run it again. It sets BLAS_CFLAGS and BLAS_LIBS.
 $(BUILD)/config.mk: scripts/deps.sh
@@ -208,6 +208,10 @@ test: all $(UNIT_BINS) $(MPI_BINS) $(TOOL_BINS) $(EMU_TC)
 
 demo: all
 	@bash scripts/demo.sh $(BUILD)
+
+# The emitted job.sbatch under a real Slurm set up on this machine (root; about three minutes)
+test-slurm: all $(TOOL_BINS)
+	@bash tests/slurm/slurm_job.sh $(BUILD)
 
 bench-gen: all
 	@bash scripts/bench_gen.sh $(BUILD)

@@ -12,6 +12,7 @@ local fmt, concat = string.format, table.concat
 local M = {}
 local P           -- the plan (M.begin)
 local tpl = {}    -- compiled templates, by file name
+local sbatch_body   -- job.sbatch's shell part (templates/job.sbatch.body)
 
 -- ---- text helpers ----
 
@@ -354,7 +355,8 @@ function M.begin(plan)
     P.header_c = "/* The plan at a glance (strategy, cluster, model, chunks, traffic, prediction): README */"
     P.header_hash = "# The plan at a glance (strategy, cluster, model, chunks, traffic, prediction): README"
     P.width = math.max(3, #tostring(P.nranks - 1))
-    for _, name in ipairs({ "rank.c", "plan.h", "plan_desc.c", "main.c", "Makefile", "README", "rankfile", "schedule.txt" }) do
+    for _, name in ipairs({ "rank.c", "plan.h", "plan_desc.c", "main.c", "Makefile", "README", "rankfile", "job.sbatch",
+                            "schedule.txt" }) do
         local path = P.templates .. "/" .. name .. ".tpl"
         local f = assert(io.open(path, "rb"))
         local text = f:read("a")
@@ -364,6 +366,11 @@ function M.begin(plan)
         if not ct then error(name .. ".tpl: " .. tostring(err), 0) end
         tpl[name] = ct
     end
+    -- job.sbatch's plan-free part, a shell script as it is (its ${...} are the shell's, not the
+    -- template's): appended to the rendered head
+    local f = assert(io.open(P.templates .. "/job.sbatch.body", "rb"))
+    sbatch_body = f:read("a")
+    f:close()
 end
 
 local function render(name, env)
@@ -450,8 +457,10 @@ function M.files(ranks)
         d.id = fmt("%0" .. P.width .. "d", d.rank)
     end
     local files = {}
-    for _, name in ipairs({ "plan.h", "plan_desc.c", "main.c", "Makefile", "README", "rankfile" }) do
-        files[#files + 1] = { name, render(name, { ranks = ranks, plural = plural }) }
+    for _, name in ipairs({ "plan.h", "plan_desc.c", "main.c", "Makefile", "README", "rankfile", "job.sbatch" }) do
+        local text = render(name, { ranks = ranks, plural = plural })
+        if name == "job.sbatch" then text = text .. sbatch_body end
+        files[#files + 1] = { name, text }
     end
     return files
 end
