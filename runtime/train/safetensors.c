@@ -195,12 +195,19 @@ static char *writer_header(WpStWriter *w, size_t *len) {
     return out;
 }
 
+/* Writes all n bytes: write() takes at most about 2 GiB a call on Linux and may write fewer than
+ * asked, so it goes in calls of at most 1 GiB until every byte is written (offsets and sizes are
+ * 64-bit throughout: a tensor or file past 4 GiB is written whole). */
 static int write_all(int fd, const void *buf, size_t n) {
     const char *p = buf;
     while (n > 0) {
         ssize_t k = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
         if (k < 0) {
             if (errno == EINTR) continue;
+            return -1;
+        }
+        if (k == 0) {   /* nothing written and no error: never retry forever */
+            errno = EIO;
             return -1;
         }
         p += k;
