@@ -3,22 +3,36 @@
  * micro-batch, and writes everything PyTorch needs to redo it into one safetensors file: the
  * weights under their Hugging Face names, tokens, targets, the shape (metadata), and the results:
  * loss, each token's log-sum-exp of the logits, and the gradient of every tensor ("grad." + name).
- * usage: dump OUT.safetensors [tied] */
+ * `dump OUT CHECKPOINT` runs the same batch (2 sequences of 33) on the weights of a checkpoint
+ * instead, the model's shape from the config.json beside it: what tests/export/test_export.sh
+ * compares transformers' logits of an export with.
+ * usage: dump OUT.safetensors [untied | tied | CHECKPOINT] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "common/config.h"
+#include "common/modelcfg.h"
+#include "train/checkpoint.h"
 #include "cpu/model.h"
 #include "train/safetensors.h"
 
 int main(int argc, char **argv) {
-    if (argc < 2) { fprintf(stderr, "usage: %s OUT.safetensors [tied]\n", argv[0]); return 2; }
+    if (argc < 2) { fprintf(stderr, "usage: %s OUT.safetensors [untied | tied | CHECKPOINT]\n", argv[0]); return 2; }
     int tied = argc > 2 && !strcmp(argv[2], "tied");
+    const char *ckpt = argc > 2 && !tied && strcmp(argv[2], "untied") ? argv[2] : NULL;
     WpConfig c = { .hidden = 64, .layers = 3, .heads = 4, .kv_heads = 2, .head_dim = 16, .ffn = 176,
                    .vocab = 256, .eps = 1e-5f, .rope_theta = 10000.0f, .tied = 0, .seq = 33, .mbs = 2 };
     /* tied: also multi-query, another theta and eps, and S over two attention tiles */
     if (tied) { c.layers = 2; c.tied = 1; c.kv_heads = 1; c.rope_theta = 500000.0f; c.eps = 1e-6f;
                 c.seq = 100; c.mbs = 1; }
+    char err[1024], name[256], cfgpath[4200];
+    if (ckpt) {
+        const char *slash = strrchr(ckpt, '/');
+        snprintf(cfgpath, sizeof cfgpath, "%.*sconfig.json", slash ? (int)(slash - ckpt + 1) : 0, ckpt);
+        if (model_load(cfgpath, &c, name, sizeof name, err, sizeof err)) { fprintf(stderr, "dump: %s\n", err); return 2; }
+        c.seq = 33; c.mbs = 2;
+        tied = c.tied;
+    }
     int T = c.mbs * c.seq;
     WpChunk k = wp_chunk_make(&c, 0, 0, c.layers, 1, 1);
     int nt = wp_chunk_tensors(&c, &k, NULL);
@@ -28,10 +42,11 @@ int main(int argc, char **argv) {
     size_t nstash = wp_stash_floats(&c, &k, 0);
     float *stash = malloc(nstash * sizeof(float));
     wp_chunk_init(&c, &k, params, 2024);
+    if (ckpt && ckpt_load(ckpt, &c, &k, 1, &params, NULL, NULL, NULL, err, sizeof err)) { fprintf(stderr, "dump: %s\n", err); return 2; }
     /* Weights 5x the init (std 0.1) and norm weights around 1, so that attention is far from
      * uniform and no gradient is negligible: a wrong scale or rotation cannot hide. */
     uint64_t r = 99;
-    for (int i = 0; i < nt; i++)
+    for (int i = 0; i < nt && !ckpt; i++)
         for (size_t j = 0; j < ts[i].rows * ts[i].cols; j++) {
             float *v = params + ts[i].offset + j;
             r = r * 6364136223846793005ull + 1442695040888963407ull;
@@ -80,7 +95,6 @@ int main(int argc, char **argv) {
      * layout"): with the loss and the head's gradient it checks every logit. */
     size_t lshape[2] = { (size_t)c.mbs, (size_t)c.seq };
     wp_st_add(w, "lse", "F32", lshape, 2, stash + nstash - (size_t)T, (size_t)T * sizeof(float));
-    char err[256];
     if (wp_st_commit(w, argv[1], err, sizeof err)) { fprintf(stderr, "dump: %s\n", err); return 1; }
     printf("dump: %s: %s model, %d tensors, loss %.6f\n", argv[1], tied ? "tied" : "untied", nt, loss);
     free(ts); free(params); free(grad); free(stash); free(tokens); free(targets);
