@@ -14,7 +14,8 @@
  * .wpgen-export lists every file with a hash of its content, FNV-1a as emit's manifest; a file
  * changed since, or one more, is refused by name). The export is built in DIR.tmp-PID and renamed
  * into place (exchanged with the earlier export, which is removed after), so DIR is the old
- * export or the new one, whole. */
+ * export or the new one, whole; Ctrl-C (SIGTERM, SIGHUP) stops it at its next tensor and removes
+ * DIR.tmp-PID (ir/interrupt.h). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE   /* renameat2 */
 #endif
@@ -31,6 +32,7 @@
 #include <jansson.h>
 #include "export/export.h"
 #include "emit/manifest.h"
+#include "ir/interrupt.h"
 #include "common/config.h"
 #include "common/errmsg.h"
 #include "common/modelcfg.h"
@@ -107,6 +109,7 @@ static const void *source(void *ud, const char *name, size_t bytes, char *err, s
         errmsg(err, errlen, "export: %s asked for out of order", name);
         return NULL;
     }
+    if (interrupt_pending()) { errmsg(err, errlen, "interrupted"); return NULL; }   /* Ctrl-C: stop, removed */
     const Entry *e = &r->e[r->next++];
     if (e->chunk != r->cur) {
         const WpChunk *k = &r->chunks[e->chunk];
@@ -496,10 +499,12 @@ int export_checkpoint(const ExportOptions *opt, ExportReport *rep, char *err, si
     char tmp[PATHLEN];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-%ld", opt->out, (long)getpid()) >= sizeof tmp)
         return errmsg(err, errlen, "-o %s: path too long", opt->out), EXPORT_BAD_INPUT;
-    if (mkdir(tmp, 0755)) return errmsg(err, errlen, "%s: %s", tmp, strerror(errno)), EXPORT_FAILED;
+    interrupt_begin();   /* a signal from here stops the build, which is removed (ir/interrupt.h) */
+    if (mkdir(tmp, 0755)) { interrupt_end(); return errmsg(err, errlen, "%s: %s", tmp, strerror(errno)), EXPORT_FAILED; }
     Owned o = { 0 };
     int read_failed = 0;
     int rc = build(opt, model, ckdir, &c, tmp, &o, rep, &read_failed, err, errlen);
+    if (rc == 0 && interrupt_pending()) rc = errmsg(err, errlen, "interrupted");
     if (rc == 0) {
         int fd = open(tmp, O_RDONLY | O_DIRECTORY);
         if (fd >= 0) { fsync(fd); close(fd); }
@@ -518,6 +523,7 @@ int export_checkpoint(const ExportOptions *opt, ExportReport *rep, char *err, si
     /* a failed build (a checkpoint of another shape is found by its first read): its files are its own */
     if (rc) remove_export(tmp, &o);
     owned_free(&o);
+    interrupt_end();   /* a signal that came ends wpgen now, as it would have */
     if (rc) return read_failed ? EXPORT_BAD_INPUT : EXPORT_FAILED;
     return EXPORT_OK;
 }

@@ -4,7 +4,7 @@
 # transformers' LlamaForCausalLM.from_pretrained on the CPU, their logits on a fixed batch
 # compared with our C forward of the checkpoint (tests/torch/dump.c; tolerances in
 # check_export.py); the tokenizer's files beside the checkpoint copied; exporting again over an
-# export replaces it; the test hook WP_EXPORT_READ_LAYERS reads a layer or two at a time; what is not wpgen's is refused (exit 2, nothing changed, nothing left).
+# export replaces it, and a signal leaves the old export or the new one; the test hook WP_EXPORT_READ_LAYERS reads a layer or two at a time; what is not wpgen's is refused (exit 2, nothing changed, nothing left).
 # transformers 4.44.2 (the last that runs on Debian's torch 1.13) goes into a venv cached at
 # BUILD/pyexport on first use (about a minute).
 # usage: tests/export/test_export.sh BUILD_DIR
@@ -82,5 +82,18 @@ mkdir -p "$tmp/other" && cp "$ck/model.safetensors" "$tmp/other/" &&
     sed 's/"num_hidden_layers": 4/"num_hidden_layers": 3/' "$ck/config.json" >"$tmp/other/config.json"
 expect2 "a checkpoint of another shape" "is not part of this model" "$build/wpgen" export "$tmp/other" -o "$tmp/x"
 [ ! -e "$tmp/x" ] && ok || bad "a refused export left $tmp/x"
+# SIGTERM (as Ctrl-C) during an export over an earlier one: DIR is the old export or the new one,
+# whole, and no DIR.tmp-PID is left, whenever the signal comes (57 shards of a small model)
+mkdir -p "$tmp/cks"
+"$build/wp-ref" -m small --synthetic --steps 0 --save "$tmp/cks/model.safetensors" >/dev/null || bad "wp-ref -m small"
+"$build/wpgen" export "$tmp/cks" -o "$tmp/sig" >/dev/null || bad "export of the small model"
+for delay in 0.05 0.15 0.3; do
+    WP_EXPORT_READ_LAYERS=1 "$build/wpgen" export "$tmp/cks" -o "$tmp/sig" --max-shard-size 1KB >/dev/null 2>&1 &
+    pid=$!; sleep $delay; kill -TERM $pid 2>/dev/null; wait $pid; rc=$?
+    n=$(ls "$tmp/sig" | wc -l)
+    if [ -z "$(ls -d "$tmp"/sig.tmp-* 2>/dev/null)" ] && { { [ $rc = 143 ] && [ "$n" = 2 ]; } || { [ $rc = 0 ] && [ "$n" = 59 ]; }; }; then ok
+    else bad "SIGTERM after ${delay}s: exit $rc, $n files in DIR: $(ls "$tmp" | grep sig)"; fi
+    "$build/wpgen" export "$tmp/cks" -o "$tmp/sig" >/dev/null || bad "export again after the signal"   # back to one file
+done
 echo "export: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
