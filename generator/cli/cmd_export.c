@@ -52,6 +52,12 @@ int cmd_export(int argc, char **argv) {
         export_usage(stderr);
         return 2;
     }
+    char out[4096];   /* "DIR/" is DIR: DIR.tmp-PID is built beside it */
+    size_t n = strlen(o.out);
+    if (n >= sizeof out) { fprintf(stderr, "wpgen export: -o %s: path too long\n", o.out); return 2; }
+    memcpy(out, o.out, n + 1);
+    while (n > 1 && out[n - 1] == '/') out[--n] = 0;
+    o.out = out;
     ExportReport r;
     char err[1024];
     int rc = export_checkpoint(&o, &r, err, sizeof err);

@@ -53,7 +53,9 @@
  * elements (WP_COMM_MAX_ELEMS, a test hook, sets fewer) is several MPI calls of a piece each
  * (common/comm_book.h), posted in order: the k-th piece of a send matches the k-th of its receive,
  * the members of a group post the same pieces in the same order. Each piece is a pending entry
- * of its own, its receive's size checked; the operation is counted once and traced when its last
+ * of its own, its receive's size checked (a send and a receive of different sizes fail at the
+ * first piece that differs; sizes that differ by whole pieces would pair the extra pieces with
+ * later transfers, which the verifier's proof of equal sizes rules out); the operation is counted once and traced when its last
  * piece completes. An all-gather or reduce-scatter longer than a piece, whose v-collective takes
  * int displacements into the whole buffer, becomes one broadcast (reduce) of each member's shard
  * from (to) that member, in pieces, as the NCCL layer does for unequal shards.
