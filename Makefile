@@ -22,7 +22,7 @@ $(BUILD)/config.mk: scripts/deps.sh
 -include $(BUILD)/config.mk
 deps: $(BUILD)/config.mk
 
-# generator/<stage>/*.c: cli, input, lua, place, ir, verify, sim, emit (docs/architecture.md)
+# generator/<stage>/*.c: cli, input, lua, place, ir, verify, sim, emit, export (docs/architecture.md)
 GEN_SRC    := $(wildcard generator/*/*.c)
 GEN_LIBSRC := $(filter-out generator/cli/main.c,$(GEN_SRC))
 # What the generator shares with the runtime: the model's shape and presets.
@@ -174,8 +174,9 @@ $(LIBWPGEN): $(call obj,$(GEN_LIBSRC) $(SHARED_SRC))
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-$(WPGEN): $(BUILD)/obj/generator/cli/main.o $(LIBWPGEN)
-	$(CC) $^ -o $@ $(GEN_LIBS)
+# export (generator/export) reads checkpoints through the runtime's own code (runtime/train)
+$(WPGEN): $(BUILD)/obj/generator/cli/main.o $(LIBWPGEN) $(BUILD)/libwprt-train.a $(BUILD)/libwprt-common.a
+	$(CC) $^ -o $@ $(GEN_LIBS) $(OPENMP)
 
 # The reference trainer: runtime/ref on the neutral runtime and the CPU backend, no MPI; it knows
 # the same model presets as wpgen (runtime/common/modelcfg.c).

@@ -1,7 +1,7 @@
 /* What wpgen's command-line files share: the parsed flags (main.c), the steps every command
  * takes (inputs.c), the plan's report (plan_report.c), the strategies' own options on the
  * command line and in help (options.c) and the commands main.c dispatches to (cmd_list.c,
- * cmd_plan.c, cmd_sim.c, cmd_calibrate.c, cmd_probe.c). The calls go one way: main.c -> cmd_*.c
+ * cmd_plan.c, cmd_sim.c, cmd_calibrate.c, cmd_probe.c, cmd_export.c). The calls go one way: main.c -> cmd_*.c
  * -> search/ (the search of -s auto and compare), inputs.c, plan_report.c. */
 #ifndef WP_CLI_H
 #define WP_CLI_H
@@ -71,5 +71,6 @@ int cmd_sim(const Args *a);
 int cmd_compare(const Args *a);
 int cmd_calibrate(int argc, char **argv);   /* its own flags (cmd_calibrate.c) */
 int cmd_probe(int argc, char **argv);       /* its own flags (cmd_probe.c) */
+int cmd_export(int argc, char **argv);      /* its own flags (cmd_export.c) */
 
 #endif

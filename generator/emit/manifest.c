@@ -105,8 +105,7 @@ static int list_tree(const char *root, const char *rel, Names *out, char *err, s
 
 /* ---- what a file is ---- */
 
-/* FNV-1a over the file's bytes: 0 and *h, or -1 (unreadable, or not a regular file). */
-static int hash_file(const char *path, uint64_t *h) {
+int manifest_hash_file(const char *path, uint64_t *h) {
     struct stat st;
     if (lstat(path, &st) || !S_ISREG(st.st_mode)) return -1;
     FILE *f = fopen(path, "rb");
@@ -159,7 +158,7 @@ int manifest_write(const char *tmp, Names *files, char *err, size_t errlen) {
     for (size_t i = 0; i < files->n && !bad; i++) {
         uint64_t h;
         if (join_path(full, tmp, files->v[i], err, errlen)) { fclose(f); return -1; }
-        if (hash_file(full, &h)) { fclose(f); return errmsg(err, errlen, "%s: cannot read it back: %s", full, strerror(errno)); }
+        if (manifest_hash_file(full, &h)) { fclose(f); return errmsg(err, errlen, "%s: cannot read it back: %s", full, strerror(errno)); }
         bad = fprintf(f, "%016llx %s\n", (unsigned long long)h, files->v[i]) < 0;
     }
     if (fclose(f) || bad) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
@@ -236,7 +235,7 @@ static int proven(const char *dir, const char *rel, const Listed *L) {
     long i = names_find(&L->names, rel, 0);
     if (L->version == 2) {
         uint64_t h;
-        return i >= 0 && L->hashes[i] != 0 && hash_file(full, &h) == 0 && h == L->hashes[i];
+        return i >= 0 && L->hashes[i] != 0 && manifest_hash_file(full, &h) == 0 && h == L->hashes[i];
     }
     if (L->version == 1 && i >= 0 && !strncmp(rel, "runtime/", 8)) return 1;
     return (L->version == 0 || i >= 0) && manifest_generated(full);

@@ -5,6 +5,7 @@
 #define WP_EMIT_MANIFEST_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define MANIFEST ".wpgen-files"
 
@@ -26,6 +27,10 @@ int manifest_write(const char *tmp, Names *files, char *err, size_t errlen);
  * wpgen cannot prove it wrote that the new emission would replace or that lies where wpgen
  * writes: 0, or -1 with err set and nothing changed. */
 int manifest_claim(const char *dir, const Names *fresh, Names *keep, char *err, size_t errlen);
+
+/* The hash a manifest lists for a file: FNV-1a over its bytes, 64 bits. 0 and *h, or -1 (unreadable,
+ * or not a regular file). wpgen export proves its files with it too (generator/export). */
+int manifest_hash_file(const char *path, uint64_t *h);
 
 /* Does the regular file at path carry wpgen's generated header (an emitted source's first line,
  * or plan.json's "generated_by")? */

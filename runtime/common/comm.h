@@ -38,6 +38,10 @@
  * collectives in the same order, and emitted code posts exactly the plan's operations in the
  * plan's order.
  *
+ * Sizes. n is a size_t everywhere: an operation longer than the library's int counts goes as
+ * several calls of a piece each (common/comm_book.h; WP_COMM_MAX_ELEMS=N sets the piece, a test
+ * hook; a bad value ends the job as bad input, COMM_BAD_INPUT_STATUS), counted and traced as one.
+ *
  * Failure. Every wait has a timeout (default 300 s; environment variable WP_COMM_TIMEOUT in
  * seconds, or comm_set_timeout), except comm_bcast_bytes_save's, which waits for rank 0 to write
  * a checkpoint and has its own (WP_SAVE_TIMEOUT; default none). When it passes, the rank prints one line to stderr naming
@@ -79,7 +83,8 @@ extern const char *const comm_kind_names[COMM__NKINDS];   /* "SEND", "RECV", ...
 
 /* --- Setup ------------------------------------------------------------------------------- */
 
-/* Initializes MPI (unless already initialized) and the layer; reads WP_COMM_TIMEOUT. */
+/* Initializes MPI (unless already initialized) and the layer; reads WP_COMM_TIMEOUT, WP_SAVE_TIMEOUT and
+ * WP_COMM_MAX_ELEMS. */
 Comm *comm_init(int *argc, char ***argv);
 /* Waits for anything still pending, frees the groups, finalizes MPI if comm_init started it. */
 void comm_finalize(Comm *c);

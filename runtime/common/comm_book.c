@@ -1,6 +1,7 @@
 /* The communication layers' shared bookkeeping (comm_book.h): groups, the names of operations,
  * argument checks, timeouts, the clock, counters. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,6 +186,29 @@ int cb_env_seconds(const char *name, double dflt, double *out, char *err, size_t
     }
     *out = t;
     return 0;
+}
+
+int cb_env_max_elems(size_t *out, char *err, size_t errlen) {
+    const char *env = getenv(COMM_MAX_ELEMS_VAR);
+    *out = (size_t)INT_MAX;
+    if (!env || !*env) return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(env, &end, 10);
+    if (errno || *end || end == env || v < 1 || v > INT_MAX) {
+        snprintf(err, errlen, "%s=%s: expected a number of elements from 1 to %d", COMM_MAX_ELEMS_VAR, env, INT_MAX);
+        return -1;
+    }
+    *out = (size_t)v;
+    return 0;
+}
+
+size_t cb_pieces(size_t n, size_t max) { return n ? (n - 1) / max + 1 : 1; }
+
+size_t cb_piece(size_t n, size_t max, size_t k, size_t *len) {
+    size_t off = k * max;
+    *len = off >= n ? 0 : n - off < max ? n - off : max;
+    return off;
 }
 
 double cb_since(const struct timespec *t0) {

@@ -72,6 +72,20 @@ int cb_check_reduce_scatter(const CommGroup *gr, const void *full, const void *s
 const char *cb_label(const CommInfo *info);
 int cb_turn(const CommInfo *info);
 
+/* ---- pieces: operations longer than a library's int counts ----
+ * MPI counts elements (and displacements) in ints, so an operation of more than INT_MAX elements
+ * is cut into pieces of at most `max` elements each, one library call a piece, posted in order;
+ * the k-th piece at one end matches the k-th at the other, as whole operations do (comm.h). */
+
+#define COMM_MAX_ELEMS_VAR "WP_COMM_MAX_ELEMS"
+/* The most elements a piece holds: INT_MAX, or WP_COMM_MAX_ELEMS=N (1 to INT_MAX), a test hook
+ * that makes small operations take the piecewise path. 0, or -1 with err for another value. */
+int cb_env_max_elems(size_t *out, char *err, size_t errlen);
+/* How many pieces n elements take: at least one, so that an empty operation still matches. */
+size_t cb_pieces(size_t n, size_t max);
+/* Piece k of n elements: its first element (returned) and its length (*len). */
+size_t cb_piece(size_t n, size_t max, size_t k, size_t *len);
+
 /* ---- the environment and the clock ---- */
 
 /* Seconds from environment variable name (unset or empty: dflt); -1 with err unless a number >= 0. */

@@ -49,6 +49,17 @@
  *    took 46 ms in a turn the simulator gives 65 (bench-sim, fsdp on 2 emulated nodes, 0.05
  *    GB/s: the step 7.6% over its measured time).
  *
+ * Pieces. MPI counts elements and displacements in ints, so an operation of more than INT_MAX
+ * elements (WP_COMM_MAX_ELEMS, a test hook, sets fewer) is several MPI calls of a piece each
+ * (common/comm_book.h), posted in order: the k-th piece of a send matches the k-th of its receive,
+ * the members of a group post the same pieces in the same order. Each piece is a pending entry
+ * of its own, its receive's size checked (a send and a receive of different sizes fail at the
+ * first piece that differs; sizes that differ by whole pieces would pair the extra pieces with
+ * later transfers, which the verifier's proof of equal sizes rules out); the operation is counted once and traced when its last
+ * piece completes. An all-gather or reduce-scatter longer than a piece, whose v-collective takes
+ * int displacements into the whole buffer, becomes one broadcast (reduce) of each member's shard
+ * from (to) that member, in pieces, as the NCCL layer does for unequal shards.
+ *
  * Formats: fp32 elements are MPI_FLOAT summed by MPI_SUM; bf16 elements are MPI_UINT16_T summed by
  * an operation of our own (bf16_sum: each partial sum in fp32, rounded to bf16 where stored), so a
  * bf16 transfer moves 2 bytes an element, as the plan counts it. */
@@ -153,6 +164,12 @@ typedef struct Pending {
     double t_call;      /* collectives: this rank's first MPI call after posting it (0: none yet) */
     double *agree;      /* agreeing: this rank's release and the members' latest, absolute times */
     long expect;        /* receives: bytes expected, checked on completion; -1: no check */
+    int esize;          /* ... in elements of esize bytes, MPI type etype */
+    MPI_Datatype etype;
+    int lead;           /* a piece after an operation's first: the first's index, else -1 */
+    int left;           /* the first piece: pieces of the operation not yet complete */
+    int piece, npieces; /* this piece's number and the operation's pieces (1: whole) */
+    size_t whole;       /* the first piece: the operation's bytes, for the trace */
     int companion;      /* an emulated receive: the pending index of its companion, else -1 */
     int data;           /* a companion (kind UTIL): the index of its receive, else -1 */
     double *arrival;    /* a companion's 8 bytes: when the link delivers (absolute); apart from
@@ -169,6 +186,7 @@ struct Comm {
     int started_mpi;    /* comm_init called MPI_Init, so comm_finalize calls MPI_Finalize */
     double timeout;
     double save_timeout;   /* comm_bcast_bytes_save's; 0: none */
+    size_t max_elems;      /* elements of one MPI call at most: INT_MAX, or WP_COMM_MAX_ELEMS */
     struct timespec t0;
 
     CommGroups groups;  /* the plan's groups: their members (common/comm_book.h) */
@@ -293,6 +311,8 @@ Comm *comm_init(int *argc, char ***argv) {
 
     c->timeout = env_seconds("WP_COMM_TIMEOUT", COMM_DEFAULT_TIMEOUT);
     c->save_timeout = env_seconds("WP_SAVE_TIMEOUT", COMM_DEFAULT_SAVE_TIMEOUT);
+    char err[256];
+    if (cb_env_max_elems(&c->max_elems, err, sizeof err)) fail_status(COMM_BAD_INPUT_STATUS, "%s", err);   /* bad input */
     return c;
 }
 
@@ -466,8 +486,9 @@ static double emulated_collective_s(const Comm *c, const Pending *p, OwnEdge *ow
 /* --- The pending list -------------------------------------------------------------------- */
 
 static void __attribute__((noreturn)) op_fail(const Comm *c, const Pending *p, const char *what) {
-    char d[320];
-    comm_fail("%s: %s", cb_op_desc(&c->groups, &p->op, d, sizeof d), what);
+    char d[320], piece[64] = "";
+    if (p->npieces > 1) snprintf(piece, sizeof piece, ", piece %d of %d", p->piece + 1, p->npieces);
+    comm_fail("%s%s: %s", cb_op_desc(&c->groups, &p->op, d, sizeof d), piece, what);
 }
 
 /* Adds an operation; the caller starts it into c->reqs[returned index]. */
@@ -493,6 +514,13 @@ static int post(Comm *c, CommKind kind, const char *name, const CommInfo *info, 
     p->release_at = 0;
     p->t_call = 0;
     p->expect = -1;
+    p->esize = 1;
+    p->etype = MPI_BYTE;
+    p->lead = -1;
+    p->left = 1;
+    p->piece = 0;
+    p->npieces = 1;
+    p->whole = bytes;
     p->companion = p->data = -1;
     p->arrival = NULL;
     c->reqs[i] = MPI_REQUEST_NULL;
@@ -500,17 +528,46 @@ static int post(Comm *c, CommKind kind, const char *name, const CommInfo *info, 
     return i;
 }
 
+/* Piece k (of `bytes`) of an operation of np pieces and `whole` bytes: k == 0 posts the operation,
+ * counted (*lead gets its index); k > 0 joins it, with its description. Returns the piece's index;
+ * the caller starts it into c->reqs[index]. */
+static int post_piece(Comm *c, CommKind kind, const char *name, const CommInfo *info, int peer, int group, size_t whole,
+                      size_t bytes, size_t k, size_t np, int *lead) {
+    int i;
+    if (k == 0) {
+        i = *lead = post(c, kind, name, info, peer, group, whole);
+    } else {
+        i = post(c, COMM_UTIL, NULL, NULL, -1, -1, 0);
+        c->pend[i].op = c->pend[*lead].op;
+        c->pend[i].lead = *lead;
+        c->pend[*lead].left++;
+    }
+    Pending *p = &c->pend[i];
+    p->op.bytes = bytes;
+    p->piece = (int)k;
+    p->npieces = (int)np;
+    return i;
+}
+
 /* A receive's size against what it expected (its status from MPI). */
 static void check_size(Comm *c, int i, MPI_Status *st) {
     Pending *p = &c->pend[i];
     if (p->expect < 0 || !st) return;
-    int got = 0;
-    MPI_CHECK(MPI_Get_count(st, MPI_BYTE, &got));
-    if (got != p->expect) {
+    int got = 0;   /* in elements: a piece's bytes may pass INT_MAX */
+    MPI_CHECK(MPI_Get_count(st, p->etype, &got));
+    if (got == MPI_UNDEFINED || (long)got * p->esize != p->expect) {
         char what[128];
-        snprintf(what, sizeof what, "expected %ld bytes, the matching send had %d", p->expect, got);
+        if (got == MPI_UNDEFINED) snprintf(what, sizeof what, "expected %ld bytes, the matching send had a part of an element", p->expect);
+        else snprintf(what, sizeof what, "expected %ld bytes, the matching send had %ld", p->expect, (long)got * p->esize);
         op_fail(c, p, what);
     }
+}
+
+/* Receive i checks that it gets `bytes` in elements of MPI type t, esize bytes each. */
+static void expect_size(Comm *c, int i, size_t bytes, MPI_Datatype t, size_t esize) {
+    c->pend[i].expect = (long)bytes;
+    c->pend[i].etype = t;
+    c->pend[i].esize = (int)esize;
 }
 
 static void complete(Comm *c, int i, MPI_Status *st) {
@@ -520,8 +577,10 @@ static void complete(Comm *c, int i, MPI_Status *st) {
     p->arrival = NULL;
     p->done = 1;
     c->ndone++;
-    if (c->trace && p->op.kind != COMM_UTIL) {
-        CommEvent e = cb_op_event(&p->op, comm_now(c));
+    Pending *op = p->lead >= 0 ? &c->pend[p->lead] : p;   /* an operation ends with its last piece */
+    if (--op->left == 0 && c->trace && op->op.kind != COMM_UTIL) {
+        CommEvent e = cb_op_event(&op->op, comm_now(c));
+        e.bytes = op->whole;
         c->trace(c->trace_ud, &e);
     }
 }
@@ -679,16 +738,6 @@ void comm_progress(Comm *c) {
 
 /* --- The step's operations ----------------------------------------------------------------- */
 
-/* MPI counts are ints: 2^31 - 1 elements per operation (and receives check bytes, so 2^31 - 1
- * bytes for them). */
-static int count_of(const Comm *c, CommKind kind, size_t n, const CommInfo *info) {
-    if (n > (size_t)INT_MAX)
-        comm_fail("%s \"%s\" in turn %d: %zu elements, more than MPI's limit of %d per operation",
-                  comm_kind_names[kind], cb_label(info), cb_turn(info), n, INT_MAX);
-    (void)c;
-    return (int)n;
-}
-
 static void check_peer(const Comm *c, CommKind kind, int peer, const CommInfo *info) {
     if (peer < 0 || peer >= c->size)
         comm_fail("%s \"%s\" in turn %d: peer %d outside the world of %d ranks", comm_kind_names[kind],
@@ -737,37 +786,40 @@ static double link_delivers(Comm *c, int peer, size_t bytes, double posted) {
 
 void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const CommInfo *info) {
     check_peer(c, COMM_SEND, peer, info);
-    int count = count_of(c, COMM_SEND, n, info);
-    size_t bytes = n * wp_dtype_bytes(dt);
-    int i = post(c, COMM_SEND, NULL, info, peer, -1, bytes);
-    if (emulated_link(c, peer)) send_emulated(c, i, link_delivers(c, peer, bytes, c->pend[i].op.t_post), buf, count, dt);
-    else MPI_CHECK(MPI_Isend(buf, count, mpi_type(dt), peer, TAG_STEP, c->world, &c->reqs[i]));
+    size_t es = wp_dtype_bytes(dt), np = cb_pieces(n, c->max_elems), len;
+    int lead = -1;
+    for (size_t k = 0; k < np; k++) {
+        const char *at = (const char *)buf + cb_piece(n, c->max_elems, k, &len) * es;
+        int i = post_piece(c, COMM_SEND, NULL, info, peer, -1, n * es, len * es, k, np, &lead);
+        if (emulated_link(c, peer)) send_emulated(c, i, link_delivers(c, peer, len * es, c->pend[i].op.t_post), at, (int)len, dt);
+        else MPI_CHECK(MPI_Isend(at, (int)len, mpi_type(dt), peer, TAG_STEP, c->world, &c->reqs[i]));
+    }
 }
 
 void comm_recv(Comm *c, void *buf, size_t n, WpDtype dt, int peer, const CommInfo *info) {
     check_peer(c, COMM_RECV, peer, info);
-    int count = count_of(c, COMM_RECV, n, info);
-    size_t bytes = n * wp_dtype_bytes(dt);
-    if (bytes > (size_t)INT_MAX)   /* the size check counts bytes */
-        comm_fail("RECV \"%s\" in turn %d: %zu bytes, more than MPI's limit of %d per receive",
-                  cb_label(info), cb_turn(info), bytes, INT_MAX);
-    int i = post(c, COMM_RECV, NULL, info, peer, -1, bytes);
-    c->pend[i].expect = (long)bytes;
-    if (!emulated_link(c, peer)) {
-        MPI_CHECK(MPI_Irecv(buf, count, mpi_type(dt), peer, TAG_STEP, c->world, &c->reqs[i]));
-        return;
+    size_t es = wp_dtype_bytes(dt), np = cb_pieces(n, c->max_elems), len;
+    int lead = -1;
+    for (size_t k = 0; k < np; k++) {
+        char *at = (char *)buf + cb_piece(n, c->max_elems, k, &len) * es;
+        int i = post_piece(c, COMM_RECV, NULL, info, peer, -1, n * es, len * es, k, np, &lead);
+        expect_size(c, i, len * es, mpi_type(dt), es);
+        if (!emulated_link(c, peer)) {
+            MPI_CHECK(MPI_Irecv(at, (int)len, mpi_type(dt), peer, TAG_STEP, c->world, &c->reqs[i]));
+            continue;
+        }
+        /* over an emulated link: posted once it delivers, which its companion says (send_emulated) */
+        Pending *p = &c->pend[i];
+        p->unposted = 1;
+        p->rbuf = at; p->rcount = (int)len; p->rtype = mpi_type(dt);
+        c->nunposted++;
+        int j = post(c, COMM_UTIL, "emulated arrival", NULL, peer, -1, sizeof(double));
+        Pending *q = &c->pend[j];
+        q->arrival = xrealloc(NULL, sizeof(double));
+        q->data = i;
+        c->pend[i].companion = j;
+        MPI_CHECK(MPI_Irecv(q->arrival, 1, MPI_DOUBLE, peer, TAG_ARRIVAL, c->world, &c->reqs[j]));
     }
-    /* over an emulated link: posted once it delivers, which its companion says (send_emulated) */
-    Pending *p = &c->pend[i];
-    p->unposted = 1;
-    p->rbuf = buf; p->rcount = count; p->rtype = mpi_type(dt);
-    c->nunposted++;
-    int j = post(c, COMM_UTIL, "emulated arrival", NULL, peer, -1, sizeof(double));
-    Pending *q = &c->pend[j];
-    q->arrival = xrealloc(NULL, sizeof(double));
-    q->data = i;
-    c->pend[i].companion = j;
-    MPI_CHECK(MPI_Irecv(q->arrival, 1, MPI_DOUBLE, peer, TAG_ARRIVAL, c->world, &c->reqs[j]));
 }
 
 /* The checks every layer makes (common/comm_book.c), failing as this layer fails. */
@@ -785,33 +837,65 @@ static int root_index(Comm *c, CommKind kind, int g, int root, const CommInfo *i
     return r;
 }
 
+/* The MPI call of one piece of a collective: `at`, `len` elements at the piece's place in the
+ * operation's buffer (and `to` in a reduce's result, NULL where it is in place). */
+typedef void (*PieceFn)(Comm *c, int g, char *at, char *to, int len, WpDtype dt, int root, MPI_Request *req);
+
+/* Posts a collective of n elements at buf (and its result at `to` when not in place) in pieces,
+ * each by fn; an operation started earlier as *lead (>= 0) takes these as its further pieces, *lead
+ * -1 starts one (k0: the pieces posted before, of np in all). */
+static void post_pieces(Comm *c, CommKind kind, int g, char *buf, char *to, size_t n, WpDtype dt, int root, int peer,
+                        const CommInfo *info, size_t whole, size_t k0, size_t np, int *lead, PieceFn fn) {
+    size_t es = wp_dtype_bytes(dt), len;
+    for (size_t k = 0; k < cb_pieces(n, c->max_elems); k++) {
+        size_t off = cb_piece(n, c->max_elems, k, &len) * es;
+        int i = post_piece(c, kind, NULL, info, peer, g, whole, len * es, k0 + k, np, lead);
+        fn(c, g, buf + off, to ? to + off : NULL, (int)len, dt, root, &c->reqs[i]);
+    }
+}
+
+static void bcast_piece(Comm *c, int g, char *at, char *to, int len, WpDtype dt, int root, MPI_Request *req) {
+    (void)to;
+    MPI_CHECK(MPI_Ibcast(at, len, mpi_type(dt), root, c->comms[g].comm, req));
+}
+
+/* In place at the root (to NULL), or into `to` there; the other members' buffers are left as they were. */
+static void reduce_piece(Comm *c, int g, char *at, char *to, int len, WpDtype dt, int root, MPI_Request *req) {
+    MPI_Datatype t = mpi_type(dt);
+    MPI_Comm comm = c->comms[g].comm;
+    if (root != c->groups.g[g].me) MPI_CHECK(MPI_Ireduce(at, NULL, len, t, mpi_sum(c, dt), root, comm, req));
+    else if (to) MPI_CHECK(MPI_Ireduce(at, to, len, t, mpi_sum(c, dt), root, comm, req));
+    else MPI_CHECK(MPI_Ireduce(MPI_IN_PLACE, at, len, t, mpi_sum(c, dt), root, comm, req));
+}
+
+static void allreduce_piece(Comm *c, int g, char *at, char *to, int len, WpDtype dt, int root, MPI_Request *req) {
+    (void)to; (void)root;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, at, len, mpi_type(dt), mpi_sum(c, dt), c->comms[g].comm, req));
+}
+
 void comm_bcast(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, const CommInfo *info) {
     member_group(c, COMM_BCAST, g, info);
-    int r = root_index(c, COMM_BCAST, g, root, info);
-    int count = count_of(c, COMM_BCAST, n, info);
-    int i = post(c, COMM_BCAST, NULL, info, root, g, n * wp_dtype_bytes(dt));
-    MPI_CHECK(MPI_Ibcast(buf, count, mpi_type(dt), r, c->comms[g].comm, &c->reqs[i]));
+    int r = root_index(c, COMM_BCAST, g, root, info), lead = -1;
+    post_pieces(c, COMM_BCAST, g, buf, NULL, n, dt, r, root, info, n * wp_dtype_bytes(dt), 0, cb_pieces(n, c->max_elems),
+                &lead, bcast_piece);
 }
 
 void comm_reduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, const CommInfo *info) {
-    const CommGroup *gr = member_group(c, COMM_REDUCE, g, info);
-    int r = root_index(c, COMM_REDUCE, g, root, info);
-    int count = count_of(c, COMM_REDUCE, n, info);
-    int i = post(c, COMM_REDUCE, NULL, info, root, g, n * wp_dtype_bytes(dt));
-    MPI_Datatype t = mpi_type(dt);
-    MPI_Comm comm = c->comms[g].comm;
-    if (r == gr->me) MPI_CHECK(MPI_Ireduce(MPI_IN_PLACE, buf, count, t, mpi_sum(c, dt), r, comm, &c->reqs[i]));
-    else             MPI_CHECK(MPI_Ireduce(buf, NULL, count, t, mpi_sum(c, dt), r, comm, &c->reqs[i]));
+    member_group(c, COMM_REDUCE, g, info);
+    int r = root_index(c, COMM_REDUCE, g, root, info), lead = -1;
+    post_pieces(c, COMM_REDUCE, g, buf, NULL, n, dt, r, root, info, n * wp_dtype_bytes(dt), 0, cb_pieces(n, c->max_elems),
+                &lead, reduce_piece);
 }
 
 void comm_allreduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, const CommInfo *info) {
     member_group(c, COMM_ALLREDUCE, g, info);
-    int count = count_of(c, COMM_ALLREDUCE, n, info);
-    int i = post(c, COMM_ALLREDUCE, NULL, info, -1, g, n * wp_dtype_bytes(dt));
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count, mpi_type(dt), mpi_sum(c, dt), c->comms[g].comm, &c->reqs[i]));
+    int lead = -1;
+    post_pieces(c, COMM_ALLREDUCE, g, buf, NULL, n, dt, -1, -1, info, n * wp_dtype_bytes(dt), 0, cb_pieces(n, c->max_elems),
+                &lead, allreduce_piece);
 }
 
-/* MPI's counts and displacements of a group's shards of n elements over its k members. */
+/* MPI's counts and displacements of a group's shards of n elements over its k members (n at most
+ * a piece: they are ints). */
 static const Layout *layout(Group *gr, int k, size_t n) {
     for (Layout *l = gr->layouts; l; l = l->next)
         if (l->n == n) return l;
@@ -828,14 +912,36 @@ static const Layout *layout(Group *gr, int k, size_t n) {
     return l;
 }
 
+/* The pieces of an all-gather or reduce-scatter longer than a piece: one broadcast (reduce) of
+ * each member's shard from (to) it, in pieces (see the top of this file). `to`: the reduce's
+ * result at its root. */
+static void per_member(Comm *c, CommKind kind, int g, char *full, char *to, size_t n, WpDtype dt, const CommInfo *info,
+                       PieceFn fn) {
+    const CommGroup *gr = &c->groups.g[g];
+    size_t es = wp_dtype_bytes(dt), np = 0, k0 = 0;
+    for (int m = 0; m < gr->n; m++) np += cb_pieces(comm_shard_len(n, gr->n, m), c->max_elems);
+    int lead = -1;
+    for (int m = 0; m < gr->n; m++) {
+        size_t len = comm_shard_len(n, gr->n, m);
+        post_pieces(c, kind, g, full + comm_shard_offset(n, gr->n, m) * es, m == gr->me ? to : NULL, len, dt, m, -1, info,
+                    n * es, k0, np, &lead, fn);
+        k0 += cb_pieces(len, c->max_elems);
+    }
+}
+
 void comm_allgather(Comm *c, int g, const void *shard, void *full, size_t n, WpDtype dt, const CommInfo *info) {
     const CommGroup *gr = member_group(c, COMM_ALLGATHER, g, info);
-    count_of(c, COMM_ALLGATHER, n, info);
-    const Layout *l = layout(&c->comms[g], gr->n, n);
     int me = gr->me, in_place;
     size_t es = wp_dtype_bytes(dt);
     char err[320];
     if (cb_check_allgather(gr, shard, full, n, es, info, &in_place, err, sizeof err)) comm_fail("%s", err);
+    if (n > c->max_elems) {   /* each member broadcasts its shard from its place in full */
+        char *own = (char *)full + comm_shard_offset(n, gr->n, me) * es;
+        if (!in_place) memcpy(own, shard, comm_shard_len(n, gr->n, me) * es);
+        per_member(c, COMM_ALLGATHER, g, full, NULL, n, dt, info, bcast_piece);
+        return;
+    }
+    const Layout *l = layout(&c->comms[g], gr->n, n);
     int i = post(c, COMM_ALLGATHER, NULL, info, -1, g, n * es);
     MPI_CHECK(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : shard, l->counts[me], mpi_type(dt),
                               full, l->counts, l->displs, mpi_type(dt), c->comms[g].comm, &c->reqs[i]));
@@ -843,11 +949,14 @@ void comm_allgather(Comm *c, int g, const void *shard, void *full, size_t n, WpD
 
 void comm_reduce_scatter(Comm *c, int g, const void *full, void *shard, size_t n, WpDtype dt, const CommInfo *info) {
     const CommGroup *gr = member_group(c, COMM_REDUCE_SCATTER, g, info);
-    count_of(c, COMM_REDUCE_SCATTER, n, info);
-    const Layout *l = layout(&c->comms[g], gr->n, n);
     size_t es = wp_dtype_bytes(dt);
     char err[320];
     if (cb_check_reduce_scatter(gr, full, shard, n, es, info, err, sizeof err)) comm_fail("%s", err);
+    if (n > c->max_elems) {   /* each member's shard of the sum reduced to it */
+        per_member(c, COMM_REDUCE_SCATTER, g, (char *)full, shard, n, dt, info, reduce_piece);
+        return;
+    }
+    const Layout *l = layout(&c->comms[g], gr->n, n);
     int i = post(c, COMM_REDUCE_SCATTER, NULL, info, -1, g, n * es);
     MPI_CHECK(MPI_Ireduce_scatter(full, shard, l->counts, mpi_type(dt), mpi_sum(c, dt), c->comms[g].comm, &c->reqs[i]));
 }
@@ -883,11 +992,15 @@ void comm_allreduce_double(Comm *c, double *x, int n) {
 static void bcast_bytes(Comm *c, void *buf, size_t nbytes, int root, double timeout, const char *var) {
     CommInfo info = { -1, "bytes" };
     check_peer(c, COMM_UTIL, root, &info);
-    if (nbytes > (size_t)INT_MAX) comm_fail("comm_bcast_bytes: %zu bytes, more than MPI's limit of %d", nbytes, INT_MAX);
     wait_all(c);
     util_count(c, nbytes);
-    int i = post(c, COMM_UTIL, "BCAST_BYTES", NULL, root, -1, nbytes);
-    MPI_CHECK(MPI_Ibcast(buf, (int)nbytes, MPI_BYTE, root, c->world, &c->reqs[i]));
+    size_t np = cb_pieces(nbytes, c->max_elems), len;
+    int lead = -1;
+    for (size_t k = 0; k < np; k++) {
+        size_t off = cb_piece(nbytes, c->max_elems, k, &len);
+        int i = post_piece(c, COMM_UTIL, "BCAST_BYTES", NULL, root, -1, nbytes, len, k, np, &lead);
+        MPI_CHECK(MPI_Ibcast((char *)buf + off, (int)len, MPI_BYTE, root, c->world, &c->reqs[i]));
+    }
     wait_within(c, timeout, var);
 }
 
@@ -908,13 +1021,36 @@ static void gather_counts(Comm *c, const char *name, size_t n, uint64_t *counts)
     wait_all(c);
 }
 
-/* Gather and scatter move each rank's part as one message between it and rank 0 (not MPI_Gatherv,
- * whose int displacements would limit a checkpoint to 8 GiB in all). Elements of esize bytes, MPI
- * type `type`; received floats are counted against what the sender announced. */
+/* Gather and scatter move each rank's part between it and rank 0 as messages of a piece each, in
+ * order on their own tag (not MPI_Gatherv, whose int displacements would limit a checkpoint to
+ * 8 GiB in all). Elements of esize bytes, MPI type `type`; received sizes are checked against what
+ * the sender announced. part_send / part_recv post one rank's part: n elements at buf, to or
+ * from `peer`. */
+static void part_send(Comm *c, const char *name, const void *buf, size_t n, size_t esize, MPI_Datatype type, int peer) {
+    CommInfo info = { -1, "part" };
+    size_t np = cb_pieces(n, c->max_elems), len;
+    int lead = -1;
+    for (size_t k = 0; k < np; k++) {
+        size_t off = cb_piece(n, c->max_elems, k, &len);
+        int i = post_piece(c, COMM_UTIL, name, &info, peer, -1, n * esize, len * esize, k, np, &lead);
+        MPI_CHECK(MPI_Isend((const char *)buf + off * esize, (int)len, type, peer, TAG_UTIL, c->world, &c->reqs[i]));
+    }
+}
+
+static void part_recv(Comm *c, const char *name, void *buf, size_t n, size_t esize, MPI_Datatype type, int peer) {
+    CommInfo info = { -1, "part" };
+    size_t np = cb_pieces(n, c->max_elems), len;
+    int lead = -1;
+    for (size_t k = 0; k < np; k++) {
+        size_t off = cb_piece(n, c->max_elems, k, &len);
+        int i = post_piece(c, COMM_UTIL, name, &info, peer, -1, n * esize, len * esize, k, np, &lead);
+        expect_size(c, i, len * esize, type, esize);
+        MPI_CHECK(MPI_Irecv((char *)buf + off * esize, (int)len, type, peer, TAG_UTIL, c->world, &c->reqs[i]));
+    }
+}
+
 static size_t gather(Comm *c, const char *name, const void *mine, size_t n, size_t esize, MPI_Datatype type, void *all,
                      size_t cap, size_t *counts) {
-    CommInfo info = { -1, "part" };
-    int count = count_of(c, COMM_UTIL, n, &info);
     wait_all(c);
     util_count(c, n * esize);
     uint64_t *cnt = c->rank == 0 ? xrealloc(NULL, (size_t)c->size * sizeof *cnt) : NULL;
@@ -928,15 +1064,12 @@ static size_t gather(Comm *c, const char *name, const void *mine, size_t n, size
         for (int r = 1; r < c->size; r++) {
             if (counts) counts[r] = (size_t)cnt[r];
             if (!cnt[r]) continue;
-            int k = post(c, COMM_UTIL, name, &info, r, -1, (size_t)cnt[r] * esize);
-            if (type == MPI_FLOAT) c->pend[k].expect = (long)(cnt[r] * sizeof(float));
-            MPI_CHECK(MPI_Irecv((char *)all + off * esize, (int)cnt[r], type, r, TAG_UTIL, c->world, &c->reqs[k]));
+            part_recv(c, name, (char *)all + off * esize, (size_t)cnt[r], esize, type, r);
             off += (size_t)cnt[r];
         }
         if (counts) counts[0] = n;
     } else if (n) {
-        int k = post(c, COMM_UTIL, name, &info, 0, -1, n * esize);
-        MPI_CHECK(MPI_Isend(mine, count, type, 0, TAG_UTIL, c->world, &c->reqs[k]));
+        part_send(c, name, mine, n, esize, type, 0);
     }
     wait_all(c);
     free(cnt);
@@ -952,8 +1085,6 @@ size_t comm_gather_bytes(Comm *c, const void *mine, size_t n, void *all, size_t 
 }
 
 void comm_scatter(Comm *c, const float *all, size_t total, float *mine, size_t n) {
-    CommInfo info = { -1, "part" };
-    int count = count_of(c, COMM_UTIL, n, &info);
     wait_all(c);
     util_count(c, n * sizeof(float));
     uint64_t *cnt = c->rank == 0 ? xrealloc(NULL, (size_t)c->size * sizeof *cnt) : NULL;
@@ -966,14 +1097,11 @@ void comm_scatter(Comm *c, const float *all, size_t total, float *mine, size_t n
         size_t off = n;
         for (int r = 1; r < c->size; r++) {
             if (!cnt[r]) continue;
-            int k = post(c, COMM_UTIL, "SCATTER", &info, r, -1, (size_t)cnt[r] * sizeof(float));
-            MPI_CHECK(MPI_Isend(all + off, (int)cnt[r], MPI_FLOAT, r, TAG_UTIL, c->world, &c->reqs[k]));
+            part_send(c, "SCATTER", all + off, (size_t)cnt[r], sizeof(float), MPI_FLOAT, r);
             off += (size_t)cnt[r];
         }
     } else if (n) {
-        int k = post(c, COMM_UTIL, "SCATTER", &info, 0, -1, n * sizeof(float));
-        c->pend[k].expect = (long)count * (long)sizeof(float);
-        MPI_CHECK(MPI_Irecv(mine, count, MPI_FLOAT, 0, TAG_UTIL, c->world, &c->reqs[k]));
+        part_recv(c, "SCATTER", mine, n, sizeof(float), MPI_FLOAT, 0);
     }
     wait_all(c);
     free(cnt);

@@ -13,7 +13,13 @@
  * per plan group by ncclCommSplit) and carries the blocking calls outside the step on host memory.
  * Each rank uses GPU (its rank among the ranks of its node) mod (GPUs on the node): NCCL refuses
  * two ranks on one GPU, so run as many ranks per node as it has GPUs (the CUDA backend over the MPI
- * layer runs several ranks on one GPU, for tests). */
+ * layer runs several ranks on one GPU, for tests).
+ *
+ * Pieces. NCCL counts in size_t, but MPI (the blocking calls) in ints; both layers cut an operation
+ * longer than a piece (INT_MAX elements, or WP_COMM_MAX_ELEMS, a test hook) into calls of a piece
+ * each, in order (common/comm_book.h), inside the turn's NCCL group, so that a test runs the same
+ * path on small models here and there. An all-gather or reduce-scatter longer than a piece takes
+ * the path of unequal shards: one broadcast (reduce) of each member's shard, in pieces. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -88,6 +94,7 @@ struct Comm {
     int rank, size, local_rank, local_size, device;
     int started_mpi;
     double timeout, save_timeout;
+    size_t max_elems;             /* elements of one NCCL or MPI call at most (common/comm_book.h) */
     struct timespec t0;
 
     ncclComm_t nccl_world;
@@ -242,6 +249,8 @@ Comm *comm_init(int *argc, char ***argv) {
     MPI_CHECK(MPI_Comm_free(&node));
     c->timeout = env_seconds("WP_COMM_TIMEOUT", COMM_DEFAULT_TIMEOUT);
     c->save_timeout = env_seconds("WP_SAVE_TIMEOUT", COMM_DEFAULT_SAVE_TIMEOUT);
+    char err[256];
+    if (cb_env_max_elems(&c->max_elems, err, sizeof err)) fail_status(COMM_BAD_INPUT_STATUS, "%s", err);   /* bad input */
     nb_init(&c->book, c->rank, c->size, c->timeout);
     pthread_mutex_init(&c->lock, NULL);
 
@@ -404,11 +413,49 @@ static void check_peer(const Comm *c, CommKind kind, int peer, const CommInfo *i
                   cb_label(info), cb_turn(info), peer, c->size);
 }
 
+/* One NCCL call of a piece: len elements at `at` (and `to`: a reduce's result at its root, the
+ * group's member root; a send's or receive's peer). */
+typedef void (*PieceFn)(Comm *c, int g, char *at, char *to, size_t len, WpDtype dt, int root);
+
+/* Issues n elements at buf (and to) as pieces of fn, in order. Call with the lock held. */
+static void pieces(Comm *c, int g, char *buf, char *to, size_t n, WpDtype dt, int root, PieceFn fn) {
+    size_t es = wp_dtype_bytes(dt), len;
+    for (size_t k = 0; k < cb_pieces(n, c->max_elems); k++) {
+        size_t off = cb_piece(n, c->max_elems, k, &len) * es;
+        fn(c, g, buf + off, to ? to + off : NULL, len, dt, root);
+    }
+}
+
+static void send_piece(Comm *c, int g, char *at, char *to, size_t len, WpDtype dt, int peer) {
+    (void)g; (void)to;
+    NCCL_CHECK(ncclSend(at, len, nccl_type(dt), peer, c->nccl_world, c->stream));
+}
+
+static void recv_piece(Comm *c, int g, char *at, char *to, size_t len, WpDtype dt, int peer) {
+    (void)g; (void)to;
+    NCCL_CHECK(ncclRecv(at, len, nccl_type(dt), peer, c->nccl_world, c->stream));
+}
+
+static void bcast_piece(Comm *c, int g, char *at, char *to, size_t len, WpDtype dt, int root) {
+    (void)to;
+    NCCL_CHECK(ncclBroadcast(at, at, len, nccl_type(dt), root, c->nccl_groups[g], c->stream));
+}
+
+/* in place without `to`: the root's buffer gets the sum; NCCL leaves the others' as they were */
+static void reduce_piece(Comm *c, int g, char *at, char *to, size_t len, WpDtype dt, int root) {
+    NCCL_CHECK(ncclReduce(at, to ? to : at, len, nccl_type(dt), ncclSum, root, c->nccl_groups[g], c->stream));
+}
+
+static void allreduce_piece(Comm *c, int g, char *at, char *to, size_t len, WpDtype dt, int root) {
+    (void)to; (void)root;
+    NCCL_CHECK(ncclAllReduce(at, at, len, nccl_type(dt), ncclSum, c->nccl_groups[g], c->stream));
+}
+
 void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const CommInfo *info) {
     check_peer(c, COMM_SEND, peer, info);
     pthread_mutex_lock(&c->lock);
     post(c, COMM_SEND, info, peer, -1, n * wp_dtype_bytes(dt));
-    NCCL_CHECK(ncclSend(buf, n, nccl_type(dt), peer, c->nccl_world, c->stream));
+    pieces(c, -1, (char *)buf, NULL, n, dt, peer, send_piece);
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -416,7 +463,7 @@ void comm_recv(Comm *c, void *buf, size_t n, WpDtype dt, int peer, const CommInf
     check_peer(c, COMM_RECV, peer, info);
     pthread_mutex_lock(&c->lock);
     post(c, COMM_RECV, info, peer, -1, n * wp_dtype_bytes(dt));
-    NCCL_CHECK(ncclRecv(buf, n, nccl_type(dt), peer, c->nccl_world, c->stream));
+    pieces(c, -1, buf, NULL, n, dt, peer, recv_piece);
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -425,7 +472,7 @@ void comm_bcast(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, const
     int r = root_index(c, COMM_BCAST, g, root, info);
     pthread_mutex_lock(&c->lock);
     post(c, COMM_BCAST, info, root, g, n * wp_dtype_bytes(dt));
-    NCCL_CHECK(ncclBroadcast(buf, buf, n, nccl_type(dt), r, c->nccl_groups[g], c->stream));
+    pieces(c, g, buf, NULL, n, dt, r, bcast_piece);
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -434,8 +481,7 @@ void comm_reduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, cons
     int r = root_index(c, COMM_REDUCE, g, root, info);
     pthread_mutex_lock(&c->lock);
     post(c, COMM_REDUCE, info, root, g, n * wp_dtype_bytes(dt));
-    /* in place: the root's buf gets the sum; NCCL leaves the others' as they were */
-    NCCL_CHECK(ncclReduce(buf, buf, n, nccl_type(dt), ncclSum, r, c->nccl_groups[g], c->stream));
+    pieces(c, g, buf, NULL, n, dt, r, reduce_piece);
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -443,7 +489,7 @@ void comm_allreduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, const CommI
     member_group(c, COMM_ALLREDUCE, g, info);
     pthread_mutex_lock(&c->lock);
     post(c, COMM_ALLREDUCE, info, -1, g, n * wp_dtype_bytes(dt));
-    NCCL_CHECK(ncclAllReduce(buf, buf, n, nccl_type(dt), ncclSum, c->nccl_groups[g], c->stream));
+    pieces(c, g, buf, NULL, n, dt, -1, allreduce_piece);
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -457,17 +503,17 @@ void comm_allgather(Comm *c, int g, const void *shard, void *full, size_t n, WpD
     if (cb_check_allgather(gr, shard, full, n, es, info, &in_place, err, sizeof err)) comm_fail("%s", err);
     pthread_mutex_lock(&c->lock);
     post(c, COMM_ALLGATHER, info, -1, g, n * es);
-    if (n % k == 0) {
+    if (n % k == 0 && n <= c->max_elems) {
         NCCL_CHECK(ncclAllGather(shard, full, n / k, nccl_type(dt), c->nccl_groups[g], c->stream));
     } else {
-        /* shards of unequal sizes: NCCL's all-gather wants equal ones; member i broadcasts its
-         * shard into its place of everyone's full buffer, all in this turn's group */
+        /* shards of unequal sizes (NCCL's all-gather wants equal ones), or longer than a piece:
+         * member i broadcasts its shard into its place of everyone's full buffer, in pieces, all
+         * in this turn's group */
         /* (on the compute stream, which the group waits for when it ends) */
         if (!in_place) CUDA_CHECK(cudaMemcpyAsync((void *)own, shard, mine * es, cudaMemcpyDeviceToDevice, c->compute));
         for (int i = 0; i < gr->n; i++) {
-            char *p = fullb + comm_shard_offset(n, gr->n, i) * es;
             size_t len = comm_shard_len(n, gr->n, i);
-            if (len) NCCL_CHECK(ncclBroadcast(p, p, len, nccl_type(dt), i, c->nccl_groups[g], c->stream));
+            if (len) pieces(c, g, fullb + comm_shard_offset(n, gr->n, i) * es, NULL, len, dt, i, bcast_piece);
         }
     }
     pthread_mutex_unlock(&c->lock);
@@ -480,14 +526,15 @@ void comm_reduce_scatter(Comm *c, int g, const void *full, void *shard, size_t n
     if (cb_check_reduce_scatter(gr, full, shard, n, es, info, err, sizeof err)) comm_fail("%s", err);
     pthread_mutex_lock(&c->lock);
     post(c, COMM_REDUCE_SCATTER, info, -1, g, n * es);
-    if (n % k == 0) {
+    if (n % k == 0 && n <= c->max_elems) {
         NCCL_CHECK(ncclReduceScatter(full, shard, n / k, nccl_type(dt), ncclSum, c->nccl_groups[g], c->stream));
     } else {
-        /* unequal shards: one reduce per member, to it, of its part of full */
+        /* unequal shards, or longer than a piece: one reduce per member, to it, of its part of
+         * full, in pieces */
         for (int i = 0; i < gr->n; i++) {
             size_t len = comm_shard_len(n, gr->n, i);
-            const char *p = (const char *)full + comm_shard_offset(n, gr->n, i) * es;
-            if (len) NCCL_CHECK(ncclReduce(p, i == gr->me ? shard : (void *)p, len, nccl_type(dt), ncclSum, i, c->nccl_groups[g], c->stream));
+            char *p = (char *)full + comm_shard_offset(n, gr->n, i) * es;
+            if (len) pieces(c, g, p, i == gr->me ? shard : NULL, len, dt, i, reduce_piece);
         }
     }
     pthread_mutex_unlock(&c->lock);
@@ -556,12 +603,15 @@ void comm_allreduce_double(Comm *c, double *x, int n) {
 
 static void bcast_bytes(Comm *c, void *buf, size_t nbytes, int root, double timeout, const char *var) {
     if (root < 0 || root >= c->size) comm_fail("comm_bcast_bytes: root %d outside the world of %d", root, c->size);
-    if (nbytes > (size_t)INT_MAX) comm_fail("comm_bcast_bytes: %zu bytes, more than MPI's limit of %d", nbytes, INT_MAX);
     drain(c);
     util_count(c, nbytes);
-    MPI_Request r;
-    MPI_CHECK(MPI_Ibcast(buf, (int)nbytes, MPI_BYTE, root, c->world, &r));
-    mpi_wait(c, &r, "BCAST_BYTES", timeout, var);
+    size_t len;
+    for (size_t k = 0; k < cb_pieces(nbytes, c->max_elems); k++) {   /* MPI's int counts: in pieces */
+        size_t off = cb_piece(nbytes, c->max_elems, k, &len);
+        MPI_Request r;
+        MPI_CHECK(MPI_Ibcast((char *)buf + off, (int)len, MPI_BYTE, root, c->world, &r));
+        mpi_wait(c, &r, "BCAST_BYTES", timeout, var);
+    }
 }
 
 void comm_bcast_bytes(Comm *c, void *buf, size_t nbytes, int root) {
@@ -572,11 +622,23 @@ void comm_bcast_bytes_save(Comm *c, void *buf, size_t nbytes, int root) {
     bcast_bytes(c, buf, nbytes, root, c->save_timeout, "WP_SAVE_TIMEOUT");
 }
 
-/* Each rank's part as one message between it and rank 0, as the MPI layer does (no 8 GiB limit of
- * int displacements in all). */
+/* One rank's part, n elements of esize bytes (MPI type `type`) at buf, sent to or received from
+ * `peer` (on TAG_UTIL) as messages of a piece each, in order (MPI counts in ints). */
+static void part(Comm *c, const char *name, void *buf, size_t n, size_t esize, MPI_Datatype type, int peer, int send) {
+    size_t len;
+    for (size_t k = 0; k < cb_pieces(n, c->max_elems); k++) {
+        char *at = (char *)buf + cb_piece(n, c->max_elems, k, &len) * esize;
+        MPI_Request r;
+        if (send) MPI_CHECK(MPI_Isend(at, (int)len, type, peer, TAG_UTIL, c->world, &r));
+        else MPI_CHECK(MPI_Irecv(at, (int)len, type, peer, TAG_UTIL, c->world, &r));
+        mpi_wait(c, &r, name, c->timeout, "WP_COMM_TIMEOUT");
+    }
+}
+
+/* Each rank's part between it and rank 0, as the MPI layer does (no 8 GiB limit of int
+ * displacements in all). */
 static size_t gather(Comm *c, const char *name, const void *mine, size_t n, size_t esize, MPI_Datatype type, void *all,
                      size_t cap, size_t *counts) {
-    if (n > (size_t)INT_MAX) comm_fail("%s: %zu elements, more than MPI's limit of %d", name, n, INT_MAX);
     drain(c);
     util_count(c, n * esize);
     uint64_t me = n, *cnt = c->rank == 0 ? xcalloc((size_t)c->size, sizeof *cnt) : NULL;
@@ -592,14 +654,12 @@ static size_t gather(Comm *c, const char *name, const void *mine, size_t n, size
         for (int q = 1; q < c->size; q++) {
             if (counts) counts[q] = (size_t)cnt[q];
             if (!cnt[q]) continue;
-            MPI_CHECK(MPI_Irecv((char *)all + off * esize, (int)cnt[q], type, q, TAG_UTIL, c->world, &r));
-            mpi_wait(c, &r, name, c->timeout, "WP_COMM_TIMEOUT");
+            part(c, name, (char *)all + off * esize, (size_t)cnt[q], esize, type, q, 0);
             off += (size_t)cnt[q];
         }
         if (counts) counts[0] = n;
     } else if (n) {
-        MPI_CHECK(MPI_Isend(mine, (int)n, type, 0, TAG_UTIL, c->world, &r));
-        mpi_wait(c, &r, name, c->timeout, "WP_COMM_TIMEOUT");
+        part(c, name, (void *)mine, n, esize, type, 0, 1);
     }
     free(cnt);
     return total;
@@ -614,7 +674,6 @@ size_t comm_gather_bytes(Comm *c, const void *mine, size_t n, void *all, size_t 
 }
 
 void comm_scatter(Comm *c, const float *all, size_t total, float *mine, size_t n) {
-    if (n > (size_t)INT_MAX) comm_fail("SCATTER: %zu floats, more than MPI's limit of %d", n, INT_MAX);
     drain(c);
     util_count(c, n * sizeof(float));
     uint64_t me = n, *cnt = c->rank == 0 ? xcalloc((size_t)c->size, sizeof *cnt) : NULL;
@@ -629,13 +688,11 @@ void comm_scatter(Comm *c, const float *all, size_t total, float *mine, size_t n
         size_t off = n;
         for (int q = 1; q < c->size; q++) {
             if (!cnt[q]) continue;
-            MPI_CHECK(MPI_Isend(all + off, (int)cnt[q], MPI_FLOAT, q, TAG_UTIL, c->world, &r));
-            mpi_wait(c, &r, "SCATTER", c->timeout, "WP_COMM_TIMEOUT");
+            part(c, "SCATTER", (void *)(all + off), (size_t)cnt[q], sizeof(float), MPI_FLOAT, q, 1);
             off += (size_t)cnt[q];
         }
     } else if (n) {
-        MPI_CHECK(MPI_Irecv(mine, (int)n, MPI_FLOAT, 0, TAG_UTIL, c->world, &r));
-        mpi_wait(c, &r, "SCATTER", c->timeout, "WP_COMM_TIMEOUT");
+        part(c, "SCATTER", mine, n, sizeof(float), MPI_FLOAT, 0, 0);
     }
     free(cnt);
 }

@@ -62,7 +62,9 @@ typedef struct StEntry {
     char dtype[12];
     size_t shape[ST_MAX_DIMS];
     int ndim;
-    void *data;
+    void *data;           /* a copy of the tensor's bytes, or NULL: */
+    WpStSource src;       /* ... asked for at commit */
+    void *ud;
     size_t bytes;
 } StEntry;
 
@@ -97,8 +99,9 @@ static void writer_fail(WpStWriter *w, const char *fmt, ...) {
     va_end(ap);
 }
 
-int wp_st_add(WpStWriter *w, const char *name, const char *dtype, const size_t *shape, int ndim,
-              const void *data, size_t bytes) {
+/* wp_st_add, and with src (data NULL) wp_st_add_source. */
+static int add_entry(WpStWriter *w, const char *name, const char *dtype, const size_t *shape, int ndim,
+                     const void *data, size_t bytes, WpStSource src, void *ud) {
     if (!w) return -1;
     size_t esize = dtype ? dtype_size(dtype) : 0;
     if (!name || !name[0] || strcmp(name, "__metadata__") == 0) {
@@ -115,7 +118,7 @@ int wp_st_add(WpStWriter *w, const char *name, const char *dtype, const size_t *
         writer_fail(w, "%s: %zu bytes do not match the shape and dtype %s", name, bytes, dtype);
         return -1;
     }
-    if (bytes > 0 && !data) { writer_fail(w, "%s: no data", name); return -1; }
+    if (bytes > 0 && !data && !src) { writer_fail(w, "%s: no data", name); return -1; }
     for (int i = 0; i < w->n; i++)
         if (strcmp(w->tensors[i].name, name) == 0) {
             writer_fail(w, "%s: tensor added twice", name);
@@ -131,19 +134,32 @@ int wp_st_add(WpStWriter *w, const char *name, const char *dtype, const size_t *
     StEntry *e = &w->tensors[w->n];
     memset(e, 0, sizeof *e);
     e->name = strdup(name);
-    e->data = malloc(bytes ? bytes : 1);
-    if (!e->name || !e->data) {
+    e->data = src ? NULL : malloc(bytes ? bytes : 1);
+    if (!e->name || (!src && !e->data)) {
         free(e->name); free(e->data);
         writer_fail(w, "%s: out of memory (%zu bytes)", name, bytes);
         return -1;
     }
-    if (bytes) memcpy(e->data, data, bytes);
+    if (bytes && !src) memcpy(e->data, data, bytes);
+    e->src = src;
+    e->ud = ud;
     snprintf(e->dtype, sizeof e->dtype, "%s", dtype);
     for (int i = 0; i < ndim; i++) e->shape[i] = shape[i];
     e->ndim = ndim;
     e->bytes = bytes;
     w->n++;
     return 0;
+}
+
+int wp_st_add(WpStWriter *w, const char *name, const char *dtype, const size_t *shape, int ndim,
+              const void *data, size_t bytes) {
+    return add_entry(w, name, dtype, shape, ndim, data, bytes, NULL, NULL);
+}
+
+int wp_st_add_source(WpStWriter *w, const char *name, const char *dtype, const size_t *shape, int ndim,
+                     size_t bytes, WpStSource src, void *ud) {
+    if (!src) { writer_fail(w, "%s: no source", name ? name : "(null)"); return -1; }
+    return add_entry(w, name, dtype, shape, ndim, NULL, bytes, src, ud);
 }
 
 void wp_st_set_metadata(WpStWriter *w, const char *key, const char *value) {
@@ -195,12 +211,19 @@ static char *writer_header(WpStWriter *w, size_t *len) {
     return out;
 }
 
+/* Writes all n bytes: write() takes at most about 2 GiB a call on Linux and may write fewer than
+ * asked, so it goes in calls of at most 1 GiB until every byte is written (offsets and sizes are
+ * 64-bit throughout: a tensor or file past 4 GiB is written whole). */
 static int write_all(int fd, const void *buf, size_t n) {
     const char *p = buf;
     while (n > 0) {
         ssize_t k = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
         if (k < 0) {
             if (errno == EINTR) continue;
+            return -1;
+        }
+        if (k == 0) {   /* nothing written and no error: never retry forever */
+            errno = EIO;
             return -1;
         }
         p += k;
@@ -258,14 +281,21 @@ int wp_st_commit(WpStWriter *w, const char *path, char *err, size_t errlen) {
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
     int rc = write_all(fd, len8, 8);
     if (rc == 0) rc = write_all(fd, header, hlen);
-    for (int i = 0; i < w->n && rc == 0; i++) rc = write_all(fd, w->tensors[i].data, w->tensors[i].bytes);
+    char srcerr[256] = "";
+    for (int i = 0; i < w->n && rc == 0; i++) {
+        StEntry *e = &w->tensors[i];
+        const void *data = e->src ? e->src(e->ud, e->name, e->bytes, srcerr, sizeof srcerr) : e->data;
+        if (!data && e->bytes) { step = "read"; rc = -1; break; }
+        rc = write_all(fd, data, e->bytes);
+    }
     if (rc == 0) { step = "fsync"; rc = fsync(fd); }
     int saved = errno;
     if (close(fd) != 0 && rc == 0) { step = "close"; rc = -1; saved = errno; }
     if (rc == 0) { step = "rename"; rc = rename(tmp, path); saved = errno; }
     if (rc != 0) {
         unlink(tmp);
-        errmsg(err, errlen, "%s: %s failed: %s", path, step, strerror(saved));
+        if (srcerr[0]) errmsg(err, errlen, "%s", srcerr);   /* a source failed: its own line */
+        else errmsg(err, errlen, "%s: %s failed: %s", path, step, strerror(saved));
     } else if (fsync_dir_of(path) != 0) {
         /* The file is in place and complete; only the durability of the rename is unsure. */
         errmsg(err, errlen, "%s: fsync of the directory failed: %s", path, strerror(errno));

@@ -13,6 +13,12 @@ typedef struct WpStFile WpStFile;
 WpStWriter *wp_st_writer_new(void);
 int wp_st_add(WpStWriter *w, const char *name, const char *dtype, const size_t *shape, int ndim,
               const void *data, size_t bytes);   /* data is copied; 0 or -1 */
+/* A tensor whose bytes are asked for only while commit writes them, in the order added: src
+ * returns them (exactly `bytes`, valid until its next call) or NULL with one line in err. So a
+ * file larger than memory is written one tensor at a time (wpgen export's shards). */
+typedef const void *(*WpStSource)(void *ud, const char *name, size_t bytes, char *err, size_t errlen);
+int wp_st_add_source(WpStWriter *w, const char *name, const char *dtype, const size_t *shape, int ndim,
+                     size_t bytes, WpStSource src, void *ud);   /* 0 or -1 */
 void wp_st_set_metadata(WpStWriter *w, const char *key, const char *value);   /* __metadata__ */
 int wp_st_commit(WpStWriter *w, const char *path, char *err, size_t errlen);  /* 0 or -1; frees w */
 void wp_st_writer_free(WpStWriter *w);

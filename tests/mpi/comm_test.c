@@ -3,7 +3,10 @@
  * on sub-groups (reversed, strided, singleton) with uneven shards, post-compute-wait overlap, the
  * emulated link delay, the blocking calls, counters and trace events, and the same operations on
  * bf16 elements. Values are small integers, so every sum is exact and checked with ==, except
- * where a test of bf16 rounding says otherwise.
+ * where a test of bf16 rounding says otherwise. Under WP_COMM_MAX_ELEMS=N (test_comm.sh runs it
+ * so) every operation longer than N elements goes in pieces: the same checks hold, and an
+ * operation is counted and traced once, whole (test_whole); the emulated link is left out there
+ * (a piece per few elements would post tens of thousands of delayed sends).
  *
  * `comm_test MODE` with MODE timeout-send, timeout-allreduce, mismatch or truncate runs one
  * failure on 2 ranks instead; tests/mpi/test_comm.sh checks that it aborts with a clear line. */
@@ -398,6 +401,38 @@ static void test_link_delay(Comm *c) {
     free(o1); free(o2); free(i1); free(i2); free(want);
 }
 
+/* An operation is counted once and traced once, with its whole bytes, however many pieces it
+ * takes (WP_COMM_MAX_ELEMS). */
+static void test_whole(Comm *c) {
+    const size_t n = 2500;
+    float *o = alloc(n), *in = alloc(n), *sum = alloc(n), *want = alloc(n);
+    fill(o, n, R, 70);
+    fill(sum, n, R, 71);
+    Seen seen = { 0 };
+    CommStats before = *comm_stats(c);
+    comm_set_trace(c, on_event, &seen);
+    comm_recv(c, in, n, WP_FP32, (R + P - 1) % P, &(CommInfo){ 400, "whole" });
+    comm_send(c, o, n, WP_FP32, (R + 1) % P, &(CommInfo){ 400, "whole" });
+    comm_allreduce(c, gid[0], sum, n, WP_FP32, &(CommInfo){ 400, "whole" });
+    comm_wait_turn(c);
+    comm_set_trace(c, NULL, NULL);
+    const CommStats *st = comm_stats(c);
+    CHECK(st->calls[COMM_SEND] == before.calls[COMM_SEND] + 1 && st->bytes[COMM_SEND] == before.bytes[COMM_SEND] + n * 4 &&
+          st->calls[COMM_ALLREDUCE] == before.calls[COMM_ALLREDUCE] + 1,
+          "rank %d: one send of %zu bytes and one all-reduce counted: %llu sends more, %llu bytes more", R, n * 4,
+          (unsigned long long)(st->calls[COMM_SEND] - before.calls[COMM_SEND]),
+          (unsigned long long)(st->bytes[COMM_SEND] - before.bytes[COMM_SEND]));
+    CHECK(seen.n == 3, "rank %d: %d trace events for a send, a receive and an all-reduce, expected 3", R, seen.n);
+    for (int k = 0; k < seen.n; k++)
+        CHECK(seen.ev[k].bytes == n * 4 && seen.ev[k].turn == 400, "rank %d: event %d: %zu bytes in turn %d, expected %zu in 400",
+              R, k, seen.ev[k].bytes, seen.ev[k].turn, n * 4);
+    fill(want, n, (R + P - 1) % P, 70);
+    check_buf(in, want, n, "the received pieces");
+    for (size_t i = 0; i < n; i++) { want[i] = 0; for (int m = 0; m < P; m++) want[i] += val(m, 71, i); }
+    check_buf(sum, want, n, "the all-reduced pieces");
+    free(o); free(in); free(sum); free(want);
+}
+
 /* --- Blocking calls ------------------------------------------------------------------------ */
 
 static size_t part_len(int r) { return r % 3 == 1 ? 0 : (size_t)(r + 2) * 1000; }
@@ -491,7 +526,8 @@ int main(int argc, char **argv) {
     test_collectives(c);
     test_overlap(c);
     test_bf16(c);
-    test_link_delay(c);
+    if (!getenv("WP_COMM_MAX_ELEMS")) test_link_delay(c);
+    test_whole(c);
     test_blocking(c);
 
     /* One tally for the whole job, printed by rank 0. */

@@ -5,21 +5,24 @@
  * one safetensors file: the weights under their Hugging Face names, tokens, targets, the shape
  * (metadata), and the results: loss, each token's log-sum-exp of the logits, and the gradient of
  * every tensor ("grad." + name).
- * usage: dump OUT.safetensors [untied|tied|llama3|head_dim] */
+ * `dump OUT CHECKPOINT` runs the same batch (2 sequences of 33) on the weights of a checkpoint
+ * instead, the model's shape from the config.json beside it: what tests/export/test_export.sh
+ * compares transformers' logits of an export with.
+ * usage: dump OUT.safetensors [untied | tied | llama3 | head_dim | CHECKPOINT] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "common/config.h"
+#include "common/modelcfg.h"
+#include "train/checkpoint.h"
 #include "cpu/model.h"
 #include "train/safetensors.h"
 
 int main(int argc, char **argv) {
+    if (argc < 2) { fprintf(stderr, "usage: %s OUT.safetensors [untied | tied | llama3 | head_dim | CHECKPOINT]\n", argv[0]); return 2; }
     const char *variant = argc > 2 ? argv[2] : "untied";
     int tied = !strcmp(variant, "tied");
-    if (argc < 2 || (!tied && strcmp(variant, "untied") && strcmp(variant, "llama3") && strcmp(variant, "head_dim"))) {
-        fprintf(stderr, "usage: %s OUT.safetensors [untied|tied|llama3|head_dim]\n", argv[0]);
-        return 2;
-    }
+    const char *ckpt = !tied && strcmp(variant, "untied") && strcmp(variant, "llama3") && strcmp(variant, "head_dim") ? variant : NULL;
     WpConfig c = { .hidden = 64, .layers = 3, .heads = 4, .kv_heads = 2, .head_dim = 16, .ffn = 176,
                    .vocab = 256, .eps = 1e-5f, .rope_theta = 10000.0f, .tied = 0, .seq = 33, .mbs = 2 };
     /* tied: also multi-query, another theta and eps, and S over two attention tiles */
@@ -32,6 +35,14 @@ int main(int argc, char **argv) {
                                           .original_max_position_embeddings = 256 };
     /* head_dim: q is 4 x 24 = 96 wide against a hidden size of 64, k and v 2 x 24 */
     if (!strcmp(variant, "head_dim")) c.head_dim = 24;
+    char err[1024], name[256], cfgpath[4200];
+    if (ckpt) {
+        const char *slash = strrchr(ckpt, '/');
+        snprintf(cfgpath, sizeof cfgpath, "%.*sconfig.json", slash ? (int)(slash - ckpt + 1) : 0, ckpt);
+        if (model_load(cfgpath, &c, name, sizeof name, err, sizeof err)) { fprintf(stderr, "dump: %s\n", err); return 2; }
+        c.seq = 33; c.mbs = 2;
+        tied = c.tied;
+    }
     int T = c.mbs * c.seq;
     WpChunk k = wp_chunk_make(&c, 0, 0, c.layers, 1, 1);
     int nt = wp_chunk_tensors(&c, &k, NULL);
@@ -41,10 +52,11 @@ int main(int argc, char **argv) {
     size_t nstash = wp_stash_floats(&c, &k, 0);
     float *stash = malloc(nstash * sizeof(float));
     wp_chunk_init(&c, &k, params, 2024);
+    if (ckpt && ckpt_load(ckpt, &c, &k, 1, &params, NULL, NULL, NULL, err, sizeof err)) { fprintf(stderr, "dump: %s\n", err); return 2; }
     /* Weights 5x the init (std 0.1) and norm weights around 1, so that attention is far from
      * uniform and no gradient is negligible: a wrong scale or rotation cannot hide. */
     uint64_t r = 99;
-    for (int i = 0; i < nt; i++)
+    for (int i = 0; i < nt && !ckpt; i++)
         for (size_t j = 0; j < ts[i].rows * ts[i].cols; j++) {
             float *v = params + ts[i].offset + j;
             r = r * 6364136223846793005ull + 1442695040888963407ull;
@@ -98,7 +110,6 @@ int main(int argc, char **argv) {
      * layout"): with the loss and the head's gradient it checks every logit. */
     size_t lshape[2] = { (size_t)c.mbs, (size_t)c.seq };
     wp_st_add(w, "lse", "F32", lshape, 2, stash + nstash - (size_t)T, (size_t)T * sizeof(float));
-    char err[256];
     if (wp_st_commit(w, argv[1], err, sizeof err)) { fprintf(stderr, "dump: %s\n", err); return 1; }
     printf("dump: %s: %s model, %d tensors, loss %.6f\n", argv[1], variant, nt, loss);
     free(ts); free(params); free(grad); free(stash); free(tokens); free(targets);

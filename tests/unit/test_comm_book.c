@@ -2,8 +2,10 @@
  * and the NCCL layer fail through: groups are validated, indexed and described; operations are
  * named with kind, label, peer or group, turn and bytes, and recorded for the trace as posted;
  * a collective's group, root and buffers are checked with the messages both layers print; the
- * timeouts from the environment are read or refused. */
+ * timeouts from the environment are read or refused; operations past a piece are cut in order
+ * (WP_COMM_MAX_ELEMS read or refused). */
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 #include "check.h"
 #include "common/comm_book.h"
@@ -107,9 +109,42 @@ static void test_env(void) {
     CHECK(a >= 0 && b >= a && b < 10, "the clock runs from t0: %g %g", a, b);
 }
 
+/* Pieces: how an operation longer than the limit is cut, and the test hook that sets the limit. */
+static void test_pieces(void) {
+    char err[256];
+    size_t max = 0, len = 0;
+    unsetenv(COMM_MAX_ELEMS_VAR);
+    CHECK(cb_env_max_elems(&max, err, sizeof err) == 0 && max == (size_t)INT_MAX, "unset: INT_MAX, got %zu", max);
+    setenv(COMM_MAX_ELEMS_VAR, "7", 1);
+    CHECK(cb_env_max_elems(&max, err, sizeof err) == 0 && max == 7, "read: %zu", max);
+    const char *bad[] = { "0", "-3", "7x", "2147483648", "abc" };
+    for (int i = 0; i < 5; i++) {
+        setenv(COMM_MAX_ELEMS_VAR, bad[i], 1);
+        char want[128];
+        snprintf(want, sizeof want, "WP_COMM_MAX_ELEMS=%s: expected a number of elements from 1 to 2147483647", bad[i]);
+        CHECK(cb_env_max_elems(&max, err, sizeof err) == -1 && !strcmp(err, want), "%s: %s", bad[i], err);
+    }
+    unsetenv(COMM_MAX_ELEMS_VAR);
+    CHECK(cb_pieces(0, 7) == 1 && cb_pieces(1, 7) == 1 && cb_pieces(7, 7) == 1 && cb_pieces(8, 7) == 2 && cb_pieces(15, 7) == 3,
+          "pieces of 0, 1, 7, 8, 15 by 7");
+    /* 2^33 floats (a 32 GiB transfer) by INT_MAX: 5 pieces, covering it exactly */
+    size_t n = (size_t)1 << 33, np = cb_pieces(n, INT_MAX), sum = 0, next = 0;
+    CHECK(np == 5, "2^33 by INT_MAX: %zu pieces", np);
+    for (size_t k = 0; k < np; k++) {
+        size_t off = cb_piece(n, INT_MAX, k, &len);
+        CHECK(off == next && len >= 1 && len <= (size_t)INT_MAX, "piece %zu at %zu, %zu long", k, off, len);
+        next = off + len;
+        sum += len;
+    }
+    CHECK(sum == n, "the pieces cover it: %zu of %zu", sum, n);
+    CHECK(cb_piece(15, 7, 2, &len) == 14 && len == 1, "the last piece of 15 by 7");
+    CHECK(cb_piece(0, 7, 0, &len) == 0 && len == 0, "the one piece of nothing");
+}
+
 int main(void) {
     test_groups();
     test_checks();
     test_env();
+    test_pieces();
     return check_summary("test_comm_book");
 }

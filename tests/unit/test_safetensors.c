@@ -192,8 +192,43 @@ static void test_reject(void) {
     wp_st_close(f);
 }
 
+/* Tensors from a source (wp_st_add_source): asked for in order while the file is written, the
+ * file as if their bytes had been added; a source that fails fails the commit with its own line
+ * and leaves no file. */
+typedef struct Src { int calls; const char *fail_at; float buf[4]; } Src;
+static const void *src_fn(void *ud, const char *name, size_t bytes, char *err, size_t errlen) {
+    Src *s = ud;
+    s->calls++;
+    if (s->fail_at && !strcmp(name, s->fail_at)) { snprintf(err, errlen, "source: %s unreadable", name); return NULL; }
+    for (int i = 0; i < 4; i++) s->buf[i] = (float)(s->calls * 10 + i);
+    return bytes == sizeof s->buf ? s->buf : NULL;
+}
+
+static void test_source(void) {
+    Src src = { 0 };
+    size_t sh[1] = {4};
+    char err[512] = "";
+    WpStWriter *w = wp_st_writer_new();
+    CHECK(wp_st_add_source(w, "one", "F32", sh, 1, 16, src_fn, &src) == 0 && wp_st_add_source(w, "two", "F32", sh, 1, 16, src_fn, &src) == 0,
+          "add sources");
+    CHECK(src.calls == 0, "asked for before the commit");
+    CHECK(wp_st_commit(w, tmp_path("src.safetensors"), err, sizeof err) == 0 && src.calls == 2, "commit: %s", err);
+    WpStFile *f = wp_st_open(tmp_path("src.safetensors"), err, sizeof err);
+    const float *one = f ? wp_st_get(f, "one", NULL, NULL, NULL, NULL) : NULL, *two = f ? wp_st_get(f, "two", NULL, NULL, NULL, NULL) : NULL;
+    CHECK(one && two && one[0] == 10 && one[3] == 13 && two[0] == 20 && two[3] == 23, "the sources' bytes in order");
+    wp_st_close(f);
+    Src bad = { .fail_at = "two" };
+    w = wp_st_writer_new();
+    wp_st_add_source(w, "one", "F32", sh, 1, 16, src_fn, &bad);
+    wp_st_add_source(w, "two", "F32", sh, 1, 16, src_fn, &bad);
+    CHECK(wp_st_commit(w, tmp_path("bad.safetensors"), err, sizeof err) == -1 && !strcmp(err, "source: two unreadable"),
+          "a failing source: %s", err);
+    CHECK(access(tmp_path("bad.safetensors"), F_OK) != 0 && tmp_count(".tmp.") == 0, "nothing left of a failed commit");
+}
+
 int main(void) {
     tmp_dir_make("safetensors");
+    test_source();
     test_round_trip();
     test_add_errors();
     test_atomic();
