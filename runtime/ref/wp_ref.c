@@ -190,7 +190,7 @@ int main(int argc, char **argv) {
     if (!r->tensors) die(1, "out of memory");
     wp_chunk_tensors(c, &r->k, r->tensors);
 
-    r->data = o.synthetic ? data_synthetic(o.seed, c->vocab) : data_open(o.data, c->vocab, S, err, sizeof err);
+    r->data = o.synthetic ? data_synthetic(o.seed, c->vocab) : data_open(o.data, c->vocab, S, !o.no_shuffle, o.seed, err, sizeof err);
     if (!r->data) die(2, "%s", o.synthetic ? "out of memory" : err);
 
     /* Everything the steps need, allocated now: a step itself allocates nothing. */
@@ -252,7 +252,7 @@ int main(int argc, char **argv) {
     r->trace.origin = now_s();
     loop_catch_signals();
     WpLoop loop = { .prog = "wp-ref", .flags = &o, .start = start, .micro_batches = M, .mbs = G, .seq = S, .printer = 1,
-                    .log = log, .ud = r, .step = ref_step, .update = ref_update, .save = ref_save,
+                    .epoch_seqs = data_nseq(r->data), .shuffled = !o.no_shuffle, .log = log, .ud = r, .step = ref_step, .update = ref_update, .save = ref_save,
                     .span = o.trace ? ref_span : NULL, .now = ref_now };
     int status = loop_run(&loop);
     /* Written after a failed run too: they are what one looks at to see why. */

@@ -151,6 +151,15 @@ int loop_run(const WpLoop *L) {
             }
             printf("step %5ld/%ld | loss %.6f | lr %.3e | grad norm %.4f | %8.1f ms | %9.0f tok/s\n", s + 1, o->steps,
                    loss, lr, norm, ms, tokens_per_step / (ms * 1e-3));
+            /* the data's end is said, not wrapped over in silence */
+            if (L->epoch_seqs) {
+                uint64_t before = data_seq_index(s, 0, L->micro_batches, L->mbs, 0) / L->epoch_seqs;
+                uint64_t after = data_seq_index(s + 1, 0, L->micro_batches, L->mbs, 0) / L->epoch_seqs;
+                for (uint64_t e = before; e < after; e++)
+                    printf("%s: epoch %llu of the data (%llu sequences) ended in step %ld; epoch %llu reads them %s\n", L->prog,
+                           (unsigned long long)e + 1, (unsigned long long)L->epoch_seqs, s + 1, (unsigned long long)e + 2,
+                           L->shuffled ? "in a new order" : "again in order");
+            }
             fflush(stdout);
         }
         if (stop && s + 1 < end) {

@@ -33,6 +33,8 @@ typedef struct WpLoop {
     long start;                    /* steps already done: this run does start+1 .. loop_end() */
     int micro_batches, mbs, seq;   /* M, G, S of a step: its tokens, and the checkpoint's state */
     int printer;                   /* this process prints the step lines and writes the log */
+    uint64_t epoch_seqs;           /* sequences in an epoch of the data (data_nseq); 0: no epochs */
+    int shuffled;                  /* each epoch in another order (for the epoch's line) */
     FILE *log;                     /* --log, open on the printer; NULL: none */
     void *ud;
     /* Runs step s (0-based): this process's sum of token losses and the sum of squares of the

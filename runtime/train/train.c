@@ -268,7 +268,7 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
         comm_emulate(comm, P->rank_node, P->inter_lat, P->inter_bw > 0 ? 1.0 / P->inter_bw : 0, P->intra_lat,
                      P->intra_bw > 0 ? 1.0 / P->intra_bw : 0);
     }
-    R->data = o.synthetic ? data_synthetic(o.seed, R->cfg.vocab) : data_open(o.data, R->cfg.vocab, R->cfg.seq, err, sizeof err);
+    R->data = o.synthetic ? data_synthetic(o.seed, R->cfg.vocab) : data_open(o.data, R->cfg.vocab, R->cfg.seq, !o.no_shuffle, o.seed, err, sizeof err);
     if (!R->data) {
         if (R->rank == 0) fprintf(stderr, "train: %s\n", o.synthetic ? "out of memory" : err);
         comm_finalize(comm);
@@ -308,7 +308,8 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
                data_describe(R->data), threads);
     loop_catch_signals();
     WpLoop loop = { .prog = "train", .flags = &o, .start = start, .micro_batches = P->total_mbs, .mbs = R->cfg.mbs,
-                    .seq = R->cfg.seq, .printer = R->rank == 0, .log = log, .ud = R, .step = run_step,
+                    .seq = R->cfg.seq, .printer = R->rank == 0,
+                    .epoch_seqs = data_nseq(R->data), .shuffled = !o.no_shuffle, .log = log, .ud = R, .step = run_step,
                     .allreduce = allreduce, .update = update, .save = save, .span = o.trace ? span : NULL, .now = now };
     int status = loop_run(&loop);
     /* written after a failed or stopped run too: it is what one looks at to see why */

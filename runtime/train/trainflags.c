@@ -11,7 +11,10 @@
 #include "common/outpaths.h"
 
 const char train_flags_usage[] =
-    "  --data FILE             llm.c token shard (*.bin) or any file read as bytes\n"
+    "  --data SPEC             token shards (*.bin: llm.c's uint16 or uint32, or wpgen data's) or a file\n"
+    "                          read as bytes; SPEC a file, a comma list, a quoted glob or a directory\n"
+    "                          (its train-*.bin)\n"
+    "  --no-shuffle            read the sequences in file order (default: a seeded order each epoch)\n"
     "  --synthetic             pseudo-random tokens from the seed\n"
     "  --steps N               train until step N, counted from the start of training (default 10)\n"
     "  --stop-at N             stop after step N as an interrupted job would (saving with --save);\n"
@@ -99,9 +102,10 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
             snprintf(flag, sizeof flag, "%s", a);
         }
         if (!strcmp(flag, "-h") || !strcmp(flag, "--help")) { fputs(usage_head, stdout); fputs(train_flags_usage, stdout); exit(0); }
-        if (!strcmp(flag, "--synthetic") || !strcmp(flag, "--recompute")) {
+        if (!strcmp(flag, "--synthetic") || !strcmp(flag, "--recompute") || !strcmp(flag, "--no-shuffle")) {
             if (val) { snprintf(err, errlen, "%s takes no value", flag); return -1; }
             if (!strcmp(flag, "--synthetic")) o->synthetic = 1;
+            else if (!strcmp(flag, "--no-shuffle")) o->no_shuffle = 1;
             else o->recompute = 1;
             continue;
         }
@@ -144,7 +148,7 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
         if (rc) return -1;
     }
     if (with_model && !o->model) { snprintf(err, errlen, "no model: -m MODEL (a preset name or a config.json path) is required"); return -1; }
-    if (!o->data == !o->synthetic) { snprintf(err, errlen, "exactly one of --data FILE and --synthetic is needed"); return -1; }
+    if (!o->data == !o->synthetic) { snprintf(err, errlen, "exactly one of --data SPEC and --synthetic is needed"); return -1; }
     if (o->init && o->resume) { snprintf(err, errlen, "--init and --resume exclude each other (--resume restores the weights)"); return -1; }
     if (o->save_every && !o->save) { snprintf(err, errlen, "--save-every needs --save FILE"); return -1; }
     if (o->save) {

@@ -10,6 +10,7 @@ typedef struct TrainFlags {
     int seq, mbs, micro_batches;      /* wp-ref only; 0: the model's default */
     const char *data;
     int synthetic;
+    int no_shuffle;                   /* --no-shuffle: the data's sequences in file order */
     long steps, stop_at;
     float lr, weight_decay, clip;
     int warmup;
