@@ -340,7 +340,7 @@ static void describe(WpData *d, const Tokenizer *tok, const char *spec) {
     }
     char what[300], tk[400] = "";
     if (d->nfiles == 1) snprintf(what, sizeof what, "%s %.200s", shards ? "token shard" : "bytes of", d->files[0].path);
-    else snprintf(what, sizeof what, "%d files of %.200s", d->nfiles, spec);
+    else snprintf(what, sizeof what, "%d %s of %.200s", d->nfiles, shards == d->nfiles ? "shards" : "files", spec);
     if (tok->have) snprintf(tk, sizeof tk, ", tokenizer %.200s %s", tok->name, tok->hex);
     snprintf(d->about, sizeof d->about, "%s (%llu tokens%s%s, %llu sequences an epoch, %s)", what,
              (unsigned long long)d->ntokens, shards ? (tsize == 4 ? ", uint32" : ", uint16") : "", tk,
@@ -371,10 +371,7 @@ WpData *data_open(const char *spec, int vocab, int seq, int shuffle, uint64_t se
     for (int i = 0; i < d->nfiles; i++) {
         DataFile *f = &d->files[i];
         if (open_file(f, vocab, &tok, err, errlen)) return fail(d, NULL, 0, NULL);
-        if (f->ntokens < (uint64_t)seq + 1)
-            return fail(d, err, errlen, "%s: %llu tokens, shorter than one sequence of %d+1 tokens", f->path,
-                        (unsigned long long)f->ntokens, seq);
-        f->nseq = (f->ntokens - 1) / (uint64_t)seq;
+        f->nseq = f->ntokens ? (f->ntokens - 1) / (uint64_t)seq : 0;
         f->first_seq = d->nseq;
         f->first_token = d->ntokens;
         d->nseq += f->nseq;
@@ -392,6 +389,12 @@ WpData *data_open(const char *spec, int vocab, int seq, int shuffle, uint64_t se
         /* In order, the sequences are read one after another: let the kernel read ahead then. */
         posix_fadvise(f->fd, 0, 0, shuffle ? POSIX_FADV_RANDOM : POSIX_FADV_SEQUENTIAL);
     }
+    /* A shard shorter than a sequence (a corpus's last) adds none; the data needs one. */
+    if (d->nseq == 0)
+        return d->nfiles == 1
+            ? fail(d, err, errlen, "%s: %llu tokens, shorter than one sequence of %d+1 tokens", d->files[0].path,
+                   (unsigned long long)d->ntokens, seq)
+            : fail(d, err, errlen, "%s: %d files, none of them as long as one sequence of %d+1 tokens", spec, d->nfiles, seq);
     describe(d, &tok, spec);
     return d;
 }

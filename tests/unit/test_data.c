@@ -212,7 +212,7 @@ static void test_lists(void) {
     if (!d) return;
     CHECK(data_ntokens(d) == A + B && data_nseq(d) == 30, "two shards: %zu tokens, %llu sequences", data_ntokens(d),
           (unsigned long long)data_nseq(d));
-    CHECK(strstr(data_describe(d), "2 files") && strstr(data_describe(d), "uint32") && strstr(data_describe(d), "test-bpe"),
+    CHECK(strstr(data_describe(d), "2 shards") && strstr(data_describe(d), "uint32") && strstr(data_describe(d), "test-bpe"),
           "describe: %s", data_describe(d));
     int in[S], tg[S];
     data_read_batch(d, 9, 0, 1, 1, S, in, tg);    /* the last sequence of the first shard */
@@ -258,6 +258,15 @@ static void test_lists(void) {
     snprintf(spec, sizeof spec, "%s", tmp_path("empty-dir"));
     CHECK(mkdir(spec, 0755) == 0, "mkdir");
     expect_spec_error(spec, "empty-dir: a directory without token shards (train-*.bin)");
+    /* a shard shorter than a sequence (a corpus's last) adds none; only shards that short are refused */
+    char ps[400];
+    snprintf(ps, sizeof ps, "%s/train-00002.bin", dir);
+    write_wp_shard(ps, 4, 4, 70100, 0xabc, a, 5);
+    WpData *t = data_open(dir, 70100, S, 1, 1, err, sizeof err);
+    CHECK(t && data_nseq(t) == 30 && data_ntokens(t) == A + B + 5, "a short last shard: %s", t ? data_describe(t) : err);
+    data_close(t);
+    snprintf(spec, sizeof spec, "%s,%s", ps, ps);
+    expect_spec_error(spec, "2 files, none of them as long as one sequence of 8+1 tokens");
     /* shards of two tokenizers in one run */
     write_wp_shard(pv, 4, 4, 70100, 0xdef, a, A);
     snprintf(spec, sizeof spec, "%s,%s", pa, pv);
