@@ -11,6 +11,8 @@ typedef struct TrainFlags {
     const char *data;
     int synthetic;
     int no_shuffle;                   /* --no-shuffle: the data's sequences in file order */
+    const char *val_data;             /* --val-data SPEC: held-out sequences, read in file order */
+    long val_every, val_steps;        /* --val-every N (0: at the end only), --val-steps K (0: loop_val_steps) */
     long steps, stop_at;
     float lr, weight_decay, clip;
     int warmup;

@@ -66,9 +66,11 @@ d=$tmp/plan
 mkdir -p "$tmp/a" "$tmp/b"
 emit_tiny8 "$d" || { bad "emit or build"; echo "$pass passed, $fail failed"; exit 1; }
 train=("${mpirun[@]}" -np 4 "$d/train")
-"${train[@]}" "${common[@]}" --log "$tmp/train.jsonl" >"$tmp/train.out" 2>&1 ||
+val=(--val-data "$data/val-*.bin" --val-every 10)
+mkdir -p "$tmp/vm"
+"${train[@]}" "${common[@]}" "${val[@]}" --log "$tmp/train.jsonl" --save "$tmp/vm/model.safetensors" >"$tmp/train.out" 2>&1 ||
     bad "train on the shards: $(tail -3 "$tmp/train.out")"
-"${ref[@]}" "${common[@]}" --log "$tmp/ref.jsonl" >"$tmp/ref.out" 2>&1 || bad "wp-ref on the shards: $(tail -3 "$tmp/ref.out")"
+"${ref[@]}" "${common[@]}" "${val[@]}" --log "$tmp/ref.jsonl" >"$tmp/ref.out" 2>&1 || bad "wp-ref on the shards: $(tail -3 "$tmp/ref.out")"
 grep -q "4 shards of $data (.* tokens, uint32, tokenizer tmp.* sequences an epoch, shuffled each epoch by the seed)" \
     "$tmp/train.out" && ok || bad "start-up line: $(grep -m1 shards "$tmp/train.out")"
 grep -q "train: epoch 1 of the data (2[0-9][0-9] sequences) ended in step 1[0-9]; epoch 2 reads them in a new order" \
@@ -82,7 +84,15 @@ assert all(abs(x - y) <= 1e-5 * abs(y) for x, y in zip(a, b)), [(x, y) for x, y 
 first, last = sum(a[:5]) / 5, sum(a[-5:]) / 5
 print(f"data: loss {first:.3f} -> {last:.3f} over 40 steps")
 assert first > 5.0 and last < first - 0.5, (first, last)
+# the held-out loss at steps 10, 20, 30, 40: the same in both, going down
+va = [(json.loads(l)["step"], json.loads(l)["val_loss"]) for l in open(sys.argv[1]) if "val_loss" in l]
+vb = [(json.loads(l)["step"], json.loads(l)["val_loss"]) for l in open(sys.argv[2]) if "val_loss" in l]
+assert [s for s, _ in va] == [10, 20, 30, 40] and [s for s, _ in vb] == [10, 20, 30, 40], (va, vb)
+assert all(abs(x[1] - y[1]) <= 1e-5 * y[1] for x, y in zip(va, vb)), (va, vb)
+print("data: val loss " + " ".join(f"{s}:{v:.3f}" for s, v in va))
+assert va[-1][1] < va[0][1] - 0.2, va
 PY
+grep -q "val      40/40 | val loss .* | 16 sequences of --val-data" "$tmp/train.out" && ok || bad "no val line: $(grep -m1 val "$tmp/train.out")"
 # stopped at step 20 and resumed: under the same plan, the uninterrupted run's weights bit for bit;
 # under 1f1b on 1 rank, the same up to the order of the sums (1e-7 here, where any other order
 # of the data moves the weights by more than 1e-3: --no-shuffle below)
@@ -94,6 +104,18 @@ cp -r "$tmp/b/." "$tmp/e/"
     bad "resume: $(tail -2 "$tmp/out")"
 "$build/tools/ckpt_compare" "$tmp/b/model.safetensors" "$tmp/a/model.safetensors" 0 >"$tmp/cmp" 2>&1 && ok ||
     bad "resumed: not the uninterrupted run's weights: $(tail -1 "$tmp/cmp")"
+# validating (whole steps of the plan on the held-out data, their updates dropped) changed nothing
+cmp -s "$tmp/vm/model.safetensors" "$tmp/a/model.safetensors" && ok || bad "a run with --val-data trained other weights"
+# wp-ref resumes a shuffled run where it was: the order is the checkpoint's seed's, whatever --seed says
+mkdir -p "$tmp/r" "$tmp/r2"
+"${ref[@]}" "${common[@]}" --save "$tmp/r/model.safetensors" >/dev/null 2>&1 &&
+"${ref[@]}" "${common[@]}" --stop-at 20 --save "$tmp/r2/model.safetensors" >/dev/null 2>&1 &&
+"${ref[@]}" "${common[@]}" --seed 9 --resume "$tmp/r2/model.safetensors" --save "$tmp/r2/model.safetensors" >"$tmp/out" 2>&1 &&
+    grep -q "seed 9 ignored" "$tmp/out" && cmp -s "$tmp/r/model.safetensors" "$tmp/r2/model.safetensors" && ok ||
+    bad "wp-ref resumed: not the uninterrupted run's weights ($(head -1 "$tmp/out"))"
+# a checkpoint evaluated: --steps at its step, the held-out loss of its weights
+"${ref[@]}" "${common[@]}" --resume "$tmp/r/model.safetensors" "${val[@]}" >"$tmp/out" 2>&1 &&
+    grep -q "val      40/40 | val loss" "$tmp/out" && ok || bad "evaluating a checkpoint: $(tail -1 "$tmp/out")"
 "$build/wpgen" emit -t topologies/cpu-1x1.json -m "$model" --micro-batch-size 2 -s 1f1b --micro-batches 8 -o "$tmp/f" \
     >"$tmp/out" 2>&1 && make -s -j2 -C "$tmp/f" >/dev/null 2>&1 || bad "emit 1f1b: $(tail -2 "$tmp/out")"
 "${mpirun[@]}" -np 1 "$tmp/f/train" "${common[@]}" --resume "$tmp/e/model.safetensors" --save "$tmp/e/model.safetensors" \
