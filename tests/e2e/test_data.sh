@@ -3,10 +3,12 @@
 # the tokenizers package on the GPL text (its paragraphs the documents of a JSONL corpus),
 # `wpgen data` writing it into several uint32 shards and a validation split (headers as llm.c
 # reads them, with the tokenizer's name, hash, vocabulary and width), the emitted tiny8 plan on 4
-# ranks and wp-ref training on the shards with the same losses and the loss going down, an epoch
-# line, a run stopped and resumed under another strategy on another rank count ending
-# bit-identical to the uninterrupted one (the shuffled order is a function of (seed, q) alone),
-# and `wpgen data` replacing only what it wrote.
+# ranks and wp-ref training on the shards with the same losses and held-out losses (--val-data),
+# both going down, validation leaving the trained weights as they were, an epoch line, a run
+# stopped and resumed ending bit-identical to the uninterrupted one (under the same plan; under
+# 1f1b on 1 rank up to the order of the sums: the shuffled order is a function of (seed, q)
+# alone), and `wpgen data` replacing only what it wrote, refusing bad input, and saying what to do
+# where the tokenizers package cannot be installed.
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
@@ -155,6 +157,16 @@ rc=$?
 "$build/wpgen" data --tokenizer "$tmp/tokenizer.json" -o "$tmp/v" --eot "<s>" --text-field body "$tmp/corpus.jsonl" >"$tmp/out" 2>&1
 rc=$?
 [ $rc = 2 ] && grep -q -- "--eot <s>: not a token of" "$tmp/out" && ok || bad "--eot not a token: exit $rc: $(tail -1 "$tmp/out")"
+# no tokenizers package and no way to install it (a Python without its site packages, no index):
+# one line saying where it tried and what to do, exit 1, nothing written
+printf '#!/bin/sh\nexec python3 -S "$@"\n' >"$tmp/python-bare"
+chmod +x "$tmp/python-bare"
+WPGEN_PYTHON="$tmp/python-bare" XDG_CACHE_HOME="$tmp/cache" PIP_NO_INDEX=1 PIP_FIND_LINKS="$tmp/none" \
+    "$build/wpgen" data --tokenizer "$tmp/tokenizer.json" -o "$tmp/v" --text-field body "$tmp/corpus.jsonl" >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "installing it from PyPI into $tmp/cache/wpgen/python" "$tmp/out" &&
+    grep -q "could not install tokenizers from PyPI into $tmp/cache/wpgen/python (.*): install it with" "$tmp/out" &&
+    [ ! -e "$tmp/v" ] && ok || bad "tokenizers not to be had: exit $rc: $(tail -1 "$tmp/out")"
 ls -d "$tmp"/*.tmp-* >/dev/null 2>&1 && bad "a temporary folder left: $(ls -d "$tmp"/*.tmp-*)" || ok
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
