@@ -21,8 +21,10 @@ On one machine, without the rankfile's host names:
 
     mpirun -np ${P.nranks} --oversubscribe ./train --synthetic --steps 10
 
-Other flags: --data FILE, --lr, --warmup, --weight-decay, --clip, --seed, --init FILE.safetensors,
---save FILE.safetensors, --save-every N, --resume FILE, --log FILE, --trace FILE.json.
+Other flags: --data SPEC (token shards from `wpgen data`, llm.c's, a list, a glob or their
+directory; or a file read as bytes), --no-shuffle, --val-data SPEC, --val-every N, --lr, --warmup,
+--weight-decay, --clip, --seed, --init FILE.safetensors, --save FILE.safetensors, --save-every N,
+--resume FILE, --log FILE, --trace FILE.json (./train --help says them all).
 ./train refuses to run with a world size other than ${P.nranks}.
 @ if P.backend == "cuda" then
 
