@@ -357,7 +357,11 @@ WpData *data_open(const char *spec, int vocab, int seq, int shuffle, uint64_t se
     d->shuffle = shuffle;
     d->seed = seed;
     Names names = { 0 };
-    if (expand_spec(spec, &names, err, errlen)) { names_free(&names); return fail(d, NULL, 0, NULL); }
+    if (expand_spec(spec, &names, err, errlen)) {   /* err says why */
+        names_free(&names);
+        data_close(d);
+        return NULL;
+    }
     d->files = calloc((size_t)names.n, sizeof *d->files);
     if (!d->files) { names_free(&names); return fail(d, err, errlen, "%s: out of memory", spec); }
     for (int i = 0; i < names.n; i++) {
@@ -370,7 +374,10 @@ WpData *data_open(const char *spec, int vocab, int seq, int shuffle, uint64_t se
     Tokenizer tok = { 0 };
     for (int i = 0; i < d->nfiles; i++) {
         DataFile *f = &d->files[i];
-        if (open_file(f, vocab, &tok, err, errlen)) return fail(d, NULL, 0, NULL);
+        if (open_file(f, vocab, &tok, err, errlen)) {   /* err says why */
+            data_close(d);
+            return NULL;
+        }
         f->nseq = f->ntokens ? (f->ntokens - 1) / (uint64_t)seq : 0;
         f->first_seq = d->nseq;
         f->first_token = d->ntokens;
