@@ -21,9 +21,11 @@ On one machine, without the rankfile's host names:
 
     mpirun -np ${P.nranks} --oversubscribe ./train --synthetic --steps 10
 
-Other flags: --data FILE, --lr, --min-lr, --schedule, --decay-fraction, --warmup, --beta1, --beta2,
---eps, --weight-decay, --clip, --seed, --init FILE.safetensors, --save FILE.safetensors,
---save-every N, --resume FILE, --log FILE, --trace FILE.json (./train --help says what they do).
+Other flags: --data SPEC (token shards from `wpgen data`, llm.c's, a list, a glob or their
+directory; or a file read as bytes), --no-shuffle, --val-data SPEC, --val-every N, --lr, --min-lr,
+--schedule, --decay-fraction, --warmup, --beta1, --beta2, --eps, --weight-decay, --clip, --seed,
+--init FILE.safetensors, --save FILE.safetensors, --save-every N, --resume FILE, --log FILE,
+--trace FILE.json (./train --help says them all).
 ./train refuses to run with a world size other than ${P.nranks}.
 @ if P.backend == "cuda" then
 

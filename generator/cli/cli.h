@@ -15,7 +15,7 @@
 #include "calib/calib.h"
 #include "search/search.h"
 
-enum { EXIT_REJECTED = 1, EXIT_BAD_INPUT = 2 };
+enum { EXIT_REJECTED = 1, EXIT_FAILED = 1, EXIT_BAD_INPUT = 2 };   /* EXIT_FAILED: data could not be written */
 
 typedef struct Args {
     const char *cmd, *topo, *model, *strategy, *out, *backend, *comm;
@@ -72,5 +72,6 @@ int cmd_compare(const Args *a);
 int cmd_calibrate(int argc, char **argv);   /* its own flags (cmd_calibrate.c) */
 int cmd_probe(int argc, char **argv);       /* its own flags (cmd_probe.c) */
 int cmd_export(int argc, char **argv);      /* its own flags (cmd_export.c) */
+int cmd_data(int argc, char **argv);        /* runs scripts/tokenize_data.py (cmd_data.c) */
 
 #endif

@@ -1,6 +1,6 @@
 /* wpgen's command line: parses the flags and hands them to the command, one file each: list
- * (cmd_list.c), plan and emit (cmd_plan.c), sim and compare (cmd_sim.c), calibrate and probe
- * (cmd_calibrate.c, cmd_probe.c: their own flags), export (cmd_export.c, its own flags); what commands share is
+ * (cmd_list.c), plan and emit (cmd_plan.c), sim and compare (cmd_sim.c), calibrate, probe, export
+ * and data (cmd_calibrate.c, cmd_probe.c, cmd_export.c, cmd_data.c: their own flags); what commands share is
  * declared in cli.h. Exit status: 0 done; 1 the plan was rejected or does not fit; 2 bad input. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +29,9 @@ static void usage(FILE *f) {
         "       wpgen calibrate -t TOPO.json --trace RUN/trace.json [...] [--held-out ...] [--links L.json] -o CALIB.json\n"
         "       wpgen probe [-o OUT.json] [--sysroot DIR] | --merge HOST1.json HOST2.json ... [-o OUT.json]\n"
         "       wpgen export CHECKPOINT -o DIR [--dtype bf16|fp32] [--max-shard-size SIZE]   (for transformers)\n"
+        "       wpgen data --tokenizer tokenizer.json -o DIR [--val-fraction F] [--text-field NAME] [--eot TOKEN]\n"
+        "                  [--shard-tokens N] [--width auto|uint16|uint32] INPUT...   (text or JSONL into token\n"
+        "                  shards DIR/train-NNNNN.bin, DIR/val-NNNNN.bin for train --data; wpgen data --help)\n"
         "       (plan, emit, sim, compare: [--calibration CALIB.json], measured compute rates and links\n"
         "       from wpgen calibrate in place of the defaults; docs/calibration.md)\n"
         "--chunks 0: each strategy's default chunks (compare and -s auto then do not search the chunks).\n"
@@ -229,6 +232,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "calibrate")) return cmd_calibrate(argc, argv);
     if (!strcmp(cmd, "probe")) return cmd_probe(argc, argv);
     if (!strcmp(cmd, "export")) return cmd_export(argc, argv);
+    if (!strcmp(cmd, "data")) return cmd_data(argc, argv);
     if (strcmp(cmd, "plan") && strcmp(cmd, "emit") && strcmp(cmd, "sim") && strcmp(cmd, "compare")) {
         fprintf(stderr, "wpgen: unknown command \"%s\"\n", cmd);
         usage(stderr);

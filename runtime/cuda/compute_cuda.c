@@ -109,6 +109,7 @@ void compute_setup(WpRank *R) {
     D->tok_copied = rank_calloc(R, (size_t)m->ntok, sizeof *D->tok_copied, "the token ring");
     D->tok_step = rank_calloc(R, (size_t)m->ntok, sizeof *D->tok_step, "the token ring");
     D->tok_mb = rank_calloc(R, (size_t)m->ntok, sizeof *D->tok_mb, "the token ring");
+    D->tok_src = rank_calloc(R, (size_t)m->ntok, sizeof *D->tok_src, "the token ring");
     for (int i = 0; i < m->ntok; i++) {
         CUDA_CHECK(R, cudaEventCreateWithFlags(&D->tok_copied[i], cudaEventDisableTiming));
         D->tok_step[i] = -1;
@@ -156,7 +157,7 @@ void compute_teardown(WpRank *R) {
     for (int i = 0; D->tok_copied && i < D->mem.ntok; i++) cudaEventDestroy(D->tok_copied[i]);
     for (int i = 0; i < D->host.nblocks; i++) cudaFreeHost(D->host.block[i]);
     free(D->host.block); free(D->host.size);
-    free(D->tok_copied); free(D->tok_step); free(D->tok_mb);
+    free(D->tok_copied); free(D->tok_step); free(D->tok_mb); free(D->tok_src);
     free(D->buf); free(D->copy); free(D->adam_m); free(D->adam_v);
     for (int i = 0; i < SLOT_PARTS; i++) free(D->used[i]);
     free(D->after);

@@ -47,6 +47,7 @@ struct WpCompute {
     int *h_tokens, *h_targets;    /* pinned, the same rings */
     cudaEvent_t *tok_copied;      /* per ring slot: its upload is done, the pinned slot is free */
     long *tok_step; int *tok_mb; int tok_next;
+    const WpData **tok_src;       /* per ring slot: the data it was read from (training or --val-data) */
     double *loss, *sumsq;         /* device */
     double *h_loss, *h_sumsq;     /* pinned */
     char *used[SLOT_PARTS];       /* [mem.nacts], [mem.nstashes], [mem.nkeeps]: slot taken */

@@ -172,13 +172,14 @@ void step_turn_done(WpRank *R) {
 /* ---- compute ---- */
 
 /* The device tokens and targets of micro-batch mb of this step: from the ring if a recent
- * operation read them, else read into a pinned slot and copied up on the stream. */
+ * operation read them (from the same data: a validation's steps are numbered from 0 too), else
+ * read into a pinned slot and copied up on the stream. */
 void step_batch(WpRank *R, int mb, const int **tokens, const int **targets) {
     WpCompute *D = R->dev;
     size_t T = (size_t)R->cfg.mbs * R->cfg.seq;
     int i;
     for (i = 0; i < D->mem.ntok; i++)
-        if (D->tok_step[i] == R->step && D->tok_mb[i] == mb) break;
+        if (D->tok_step[i] == R->step && D->tok_mb[i] == mb && D->tok_src[i] == R->data) break;
     if (i == D->mem.ntok) {
         i = D->tok_next;
         D->tok_next = (D->tok_next + 1) % D->mem.ntok;
@@ -191,6 +192,7 @@ void step_batch(WpRank *R, int mb, const int **tokens, const int **targets) {
         CUDA_CHECK(R, cudaEventRecord(D->tok_copied[i], D->stream));
         D->tok_step[i] = R->step;
         D->tok_mb[i] = mb;
+        D->tok_src[i] = R->data;
     }
     *tokens = D->tokens + i * T;
     *targets = D->targets + i * T;

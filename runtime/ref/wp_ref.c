@@ -106,6 +106,7 @@ typedef struct Run {
     WpTensor *tensors;            /* its tensors, for the per-tensor weight decay */
     int ntensors;
     WpData *data;
+    WpData *val;                  /* --val-data, read in file order; NULL: none */
     float *params, *grads, *m, *v, *stash;
     float *work;                  /* bf16: the working copy of params (rounded each step); else params */
     WpDtype precision, grad_precision;
@@ -139,6 +140,25 @@ static void ref_step(void *ud, long s, double *loss_sum, double *sumsq) {
         trace_span(&r->trace, "backward", b, e, s + 1, g);
     }
     *sumsq = adamw_sumsq(r->grads, r->k.nparams);
+}
+
+/* The held-out set's token losses: its steps 0 .. steps-1 forward only, with the weights as they
+ * are now (rounded as a step rounds them in bf16). */
+static double ref_validate(void *ud, long steps) {
+    Run *r = ud;
+    const WpConfig *c = &r->c;
+    const int S = c->seq, G = c->mbs, M = r->o->micro_batches;
+    if (r->precision == WP_BF16) {
+        memcpy(r->work, r->params, r->k.nparams * sizeof *r->work);
+        wp_bf16_round_array(r->work, r->k.nparams);
+    }
+    double sum = 0;
+    for (long s = 0; s < steps; s++)
+        for (int g = 0; g < M; g++) {
+            data_read_batch(r->val, s, g, M, G, S, r->tokens, r->targets);
+            wp_chunk_forward(c, &r->k, r->work, r->tokens, r->targets, NULL, NULL, r->stash, r->o->recompute, r->scratch, &sum);
+        }
+    return sum;
 }
 
 static void ref_update(void *ud, const WpAdamW *opt, float lr, float grad_scale, long t) {
@@ -193,7 +213,8 @@ int main(int argc, char **argv) {
     argv = args;
     if (train_flags_parse(argc, argv, 1, usage_head, &o, err, sizeof err)) die(2, "%s\n(wp-ref --help lists the flags)", err);
     if (!o.micro_batches) o.micro_batches = 1;
-    /* --resume: the run's own seed, and its optimizer's settings checked, before anything is set up */
+    /* --resume: the run's own seed (the data's order depends on it), and its optimizer's settings
+     * checked, before anything is set up */
     if (train_flags_resume(&o, "wp-ref", 1, err, sizeof err)) die(2, "%s", err);
     WpConfig *c = &r->c;
     if (model_load(o.model, c, name, sizeof name, err, sizeof err)) die(2, "%s", err);
@@ -209,8 +230,9 @@ int main(int argc, char **argv) {
     if (!r->tensors) die(1, "out of memory");
     wp_chunk_tensors(c, &r->k, r->tensors);
 
-    r->data = o.synthetic ? data_synthetic(o.seed, c->vocab) : data_open(o.data, c->vocab, S, err, sizeof err);
+    r->data = o.synthetic ? data_synthetic(o.seed, c->vocab) : data_open(o.data, c->vocab, S, !o.no_shuffle, o.seed, err, sizeof err);
     if (!r->data) die(2, "%s", o.synthetic ? "out of memory" : err);
+    if (o.val_data && !(r->val = data_open(o.val_data, c->vocab, S, 0, 0, err, sizeof err))) die(2, "--val-data %s", err);
 
     /* Everything the steps need, allocated now: a step itself allocates nothing. */
     size_t np = r->k.nparams, nstash = wp_stash_floats(c, &r->k, o.recompute);
@@ -232,6 +254,7 @@ int main(int argc, char **argv) {
         WpTrainState st;
         if (ckpt_load(o.resume, c, &r->k, 1, &r->params, &r->m, &r->v, &st, err, sizeof err) != 0) die(2, "%s", err);
         start = st.step;
+        o.seed = st.seed;   /* train_flags_resume read it already */
         if (st.micro_batches != M || st.micro_batch_size != G || st.seq != S)
             fprintf(stderr, "wp-ref: warning: the checkpoint was trained with M=%d G=%d S=%d, now M=%d G=%d S=%d: "
                     "the data order differs from an uninterrupted run\n", st.micro_batches, st.micro_batch_size,
@@ -260,7 +283,9 @@ int main(int argc, char **argv) {
     loop_catch_signals();
     WpLoop loop = { .prog = "wp-ref", .flags = &o, .start = start, .micro_batches = M, .mbs = G, .seq = S, .model = c,
                     .peak_flops = peak_tflops * 1e12, .printer = 1,
-                    .log = log, .ud = r, .step = ref_step, .update = ref_update, .save = ref_save,
+                    .epoch_seqs = data_nseq(r->data), .shuffled = !o.no_shuffle, .log = log,
+                    .validate = r->val ? ref_validate : NULL, .val_seqs = r->val ? data_nseq(r->val) : 0, .ud = r,
+                    .step = ref_step, .update = ref_update, .save = ref_save,
                     .span = o.trace ? ref_span : NULL, .now = ref_now };
     int status = loop_run(&loop);
     /* Written after a failed run too: they are what one looks at to see why. */
@@ -273,5 +298,6 @@ int main(int argc, char **argv) {
     free(r->params); free(r->grads); free(r->m); free(r->v); free(r->stash);
     free(r->tokens); free(r->targets); free(r->tensors); free(args);
     data_close(r->data);
+    data_close(r->val);
     return status;
 }

@@ -1,47 +1,79 @@
 /* Training data: token sequences read from a fixed place that depends only on the step, the
- * global micro-batch and the sequence within it, so any rank can read any micro-batch on its own
- * and every strategy trains on exactly the reference trainer's batches (DESIGN.md, "Numerical
- * contract").
+ * global micro-batch and the sequence within it (and the seed), so any rank can read any
+ * micro-batch on its own and every strategy trains on exactly the reference trainer's batches
+ * (DESIGN.md, "Numerical contract").
  *
- * Sources: an llm.c token shard (a file named *.bin: 256 int32 header, magic 20240520, version 1,
- * header[2] = number of tokens, then uint16 tokens); any other file, read as bytes (one token per
- * byte, vocabulary 256); or synthetic tokens, a hash of (seed, position). */
+ * Sources (--data): one file, a comma list, a quoted glob, or a directory (its train-*.bin).
+ * A file named *.bin is a token shard: a 256 × int32 header, then the tokens. llm.c's two kinds
+ * are read as they are: magic 20240520 version 1, uint16 tokens; magic 20240801 version 7, uint32
+ * tokens; header[2] = the number of tokens. `wpgen data` writes the same headers and records in
+ * unused words (llm.c's readers ignore them) the tokenizer's name and hash, its vocabulary and the
+ * token width (WP_SHARD_EXT_* below). Any other file is read as bytes (one token per byte). Or
+ * synthetic tokens, a hash of (seed, position).
+ *
+ * Each file holds (tokens - 1) / S sequences of S+1 tokens, at every S-th token (consecutive ones
+ * share a token: each target is the next input). The run's sequence q is sequence
+ * perm_e(q mod N) of the files taken one after another, N their count and e = q / N the epoch;
+ * perm_e is a keyed permutation of [0, N) (a Feistel network, cycle-walked) keyed by (seed, e),
+ * or the identity with shuffling off. So q's tokens are a function of (seed, q) alone: no loader
+ * state, and resume under any plan reads what the uninterrupted run read. */
 #ifndef WP_DATA_H
 #define WP_DATA_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define WP_SHARD_MAGIC 20240520
+#define WP_SHARD_MAGIC 20240520       /* llm.c: uint16 tokens, version 1 */
+#define WP_SHARD_MAGIC_U32 20240801   /* llm.c: uint32 tokens, version 7 */
+
+/* wpgen's words in the header (all zero in llm.c's own shards). */
+enum {
+    WP_SHARD_EXT_TAG = 3,             /* WP_SHARD_EXT_MAGIC: the words below are set */
+    WP_SHARD_EXT_VERSION = 4,         /* 1 */
+    WP_SHARD_EXT_VOCAB = 5,           /* the tokenizer's vocabulary size */
+    WP_SHARD_EXT_WIDTH = 6,           /* bytes per token: 2 or 4, as the magic says */
+    WP_SHARD_EXT_HASH = 7,            /* words 7, 8: the first 8 bytes of tokenizer.json's SHA-256, little-endian */
+    WP_SHARD_EXT_EOT = 9,             /* the end-of-text token between documents */
+    WP_SHARD_EXT_NAME = 16,           /* words 16..79: the tokenizer's name, NUL-terminated UTF-8 */
+    WP_SHARD_EXT_NAME_BYTES = 256,
+};
+#define WP_SHARD_EXT_MAGIC 0x4e504757 /* "WGPN" read as little-endian int32 */
 
 typedef struct WpData WpData;
 
-/* Opens path for sequences of seq+1 tokens and checks every token against vocab. path must be a
- * regular file (a named pipe, a device or a directory is refused, not waited on). The file stays
- * open and is read with pread (not mapped: see data.c). On error returns NULL and writes one line
- * naming the file to err. */
-WpData *data_open(const char *path, int vocab, int seq, char *err, size_t errlen);
+/* Opens the data spec for sequences of seq+1 tokens and checks every token against vocab (one
+ * pass over the data). Files must be regular (a named pipe, a device is refused, not waited on);
+ * they stay open and are read with pread (not mapped: see data.c). shuffle: the sequences in a
+ * seeded order per epoch (else in file order). On error returns NULL and writes one line naming
+ * the file (or the pattern, or the directory) to err. */
+WpData *data_open(const char *spec, int vocab, int seq, int shuffle, uint64_t seed, char *err, size_t errlen);
 /* Unbounded synthetic data: token at position p is a hash of (seed, p) modulo vocab. */
 WpData *data_synthetic(uint64_t seed, int vocab);
 void data_close(WpData *d);
 
-/* Tokens in the file (0 for synthetic data). */
+/* Tokens in the files (0 for synthetic data). */
 size_t data_ntokens(const WpData *d);
-/* A short description for logs: "bytes of FILE (N tokens)", "llm.c shard FILE (N tokens)", ... */
+/* Sequences in an epoch (0 for synthetic data: no epochs). */
+uint64_t data_nseq(const WpData *d);
+/* A short description for logs: the files, their tokens and width, the tokenizer, the order. */
 const char *data_describe(const WpData *d);
 
 /* Index of sequence i of global micro-batch g of step s, with M micro-batches of G sequences
  * per step: q = (s*M + g)*G + i. Sequences are consumed in this order, one after another. */
 uint64_t data_seq_index(long step, int g, int M, int G, int i);
 
-/* Where sequence q starts: q*S modulo the number of possible starts (ntokens - S), so that
- * consecutive sequences tile the data (sharing one token, as each target is the next input)
- * and wrap around at the end; q*S for synthetic data. */
+/* Where the run's sequence q starts, counting the files' tokens one after another: file order's
+ * sequence perm(q mod N) times S within its file; q*S for synthetic data. S must be the seq of
+ * data_open. */
 uint64_t data_seq_start(const WpData *d, uint64_t q, int S);
+
+/* The keyed permutation of [0, n) (exposed for its test): a bijection, a pure function of its
+ * arguments. */
+uint64_t data_permute(uint64_t x, uint64_t n, uint64_t key);
 
 /* Fills inputs[G*S] and targets[G*S] with micro-batch g of step s: sequence i is the S+1 tokens
  * at data_seq_start(q), inputs the first S, targets the last S. Every token read is checked again:
- * if the file shrank or changed since data_open, it prints one line naming the file and what
+ * if a file shrank or changed since data_open, it prints one line naming the file and what
  * changed, and ends the process with exit status 2 (under mpirun that ends the job). */
 void data_read_batch(const WpData *d, long step, int g, int M, int G, int S, int *inputs, int *targets);
 

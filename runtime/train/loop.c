@@ -65,6 +65,29 @@ static WpTrainState state_at(const WpLoop *L, long step) {
                            .adamw = L->flags->opt, .adamw_known = (1u << wp_adamw_nsettings) - 1 };
 }
 
+long loop_val_steps(const TrainFlags *o, uint64_t val_seqs, int micro_batches, int mbs) {
+    if (o->val_steps) return o->val_steps;
+    uint64_t per = (uint64_t)micro_batches * (uint64_t)mbs, most = val_seqs < 1024 ? val_seqs : 1024;
+    return most / per > 0 ? (long)(most / per) : 1;
+}
+
+/* The mean loss over the held-out set with the weights of `step` (a span in the trace). */
+static double validate(const WpLoop *L, long step, double *ms) {
+    long k = loop_val_steps(L->flags, L->val_seqs, L->micro_batches, L->mbs);
+    double t0 = L->now(L->ud);
+    double loss = L->validate(L->ud, k) / ((double)k * L->micro_batches * L->mbs * L->seq);
+    double t1 = L->now(L->ud);
+    if (L->span) L->span(L->ud, "validation", t0, t1, step);
+    *ms = (t1 - t0) * 1e3;
+    return loss;
+}
+
+static void print_val(const WpLoop *L, long step, double loss, double ms) {
+    long k = loop_val_steps(L->flags, L->val_seqs, L->micro_batches, L->mbs);
+    printf("val   %5ld/%ld | val loss %.6f | %ld sequences of --val-data | %8.1f ms\n", step, L->flags->steps, loss,
+           k * L->micro_batches * L->mbs, ms);
+}
+
 /* Saves the checkpoint of `step`. 0, or -1 having said why (printer). */
 static int save(const WpLoop *L, long step) {
     char err[1024] = "";
@@ -86,6 +109,11 @@ int loop_run(const WpLoop *L) {
     const double flops_per_step = L->model ? wp_model_flops_per_token(L->model, L->seq) * tokens_per_step : 0;
     if (start >= end) {
         if (L->printer) printf("%s: no step to run: the model is at step %ld, this run ends at step %ld\n", L->prog, start, end);
+        /* --val-data: the held-out loss of the model as it is (a checkpoint evaluated) */
+        if (L->validate) {
+            double ms, loss = validate(L, start, &ms);
+            if (L->printer) print_val(L, start, loss, ms);
+        }
         /* --steps 0 --save FILE writes the initial model (for --init elsewhere) */
         if (o->save) {
             if (save(L, start)) return WP_EXIT_FAILED;
@@ -144,6 +172,9 @@ int loop_run(const WpLoop *L) {
             if (save(L, s + 1)) { status = WP_EXIT_FAILED; break; }
             saved_at = s + 1;
         }
+        /* the held-out loss with the weights of this step: every --val-every steps and at the end */
+        double val_loss = NAN, val_ms = 0;
+        if (L->validate && ((o->val_every && (s + 1) % o->val_every == 0) || s + 1 == end)) val_loss = validate(L, s + 1, &val_ms);
         if (L->printer) {
             char mfu_log[48] = "", mfu_line[32] = "";
             if (L->peak_flops > 0 && flops_per_step > 0) {
@@ -152,12 +183,24 @@ int loop_run(const WpLoop *L) {
                 snprintf(mfu_line, sizeof mfu_line, " | MFU %5.1f%%", 100 * mfu);
             }
             if (L->log) {
-                fprintf(L->log, "{\"step\":%ld,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"ms\":%.3f,\"tokens_per_s\":%.1f%s}\n",
+                fprintf(L->log, "{\"step\":%ld,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"ms\":%.3f,\"tokens_per_s\":%.1f%s",
                         s + 1, loss, lr, norm, ms, tokens_per_step / (ms * 1e-3), mfu_log);
+                if (!isnan(val_loss)) fprintf(L->log, ",\"val_loss\":%.9g", val_loss);
+                fprintf(L->log, "}\n");
                 fflush(L->log);
             }
             printf("step %5ld/%ld | loss %.6f | lr %.3e | grad norm %.4f | %8.1f ms | %9.0f tok/s%s\n", s + 1, o->steps,
                    loss, lr, norm, ms, tokens_per_step / (ms * 1e-3), mfu_line);
+            if (!isnan(val_loss)) print_val(L, s + 1, val_loss, val_ms);
+            /* the data's end is said, not wrapped over in silence */
+            if (L->epoch_seqs) {
+                uint64_t before = data_seq_index(s, 0, L->micro_batches, L->mbs, 0) / L->epoch_seqs;
+                uint64_t after = data_seq_index(s + 1, 0, L->micro_batches, L->mbs, 0) / L->epoch_seqs;
+                for (uint64_t e = before; e < after; e++)
+                    printf("%s: epoch %llu of the data (%llu sequences) ended in step %ld; epoch %llu reads them %s\n", L->prog,
+                           (unsigned long long)e + 1, (unsigned long long)L->epoch_seqs, s + 1, (unsigned long long)e + 2,
+                           L->shuffled ? "in a new order" : "again in order");
+            }
             fflush(stdout);
         }
         if (stop && s + 1 < end) {

@@ -12,6 +12,7 @@
 #define WP_LOOP_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include "common/optim.h"
 #include "train/checkpoint.h"
@@ -36,6 +37,8 @@ typedef struct WpLoop {
     int printer;                   /* this process prints the step lines and writes the log */
     double peak_flops;             /* FLOP/s of every process's device together, for MFU beside
                                     * tokens/s (common/flops.h's model FLOPs); 0: not known, no MFU */
+    uint64_t epoch_seqs;           /* sequences in an epoch of the data (data_nseq); 0: no epochs */
+    int shuffled;                  /* each epoch in another order (for the epoch's line) */
     FILE *log;                     /* --log, open on the printer; NULL: none */
     void *ud;
     /* Runs step s (0-based): this process's sum of token losses and the sum of squares of the
@@ -50,6 +53,11 @@ typedef struct WpLoop {
     /* A span of the trace, what = "optimizer" or "save" (NULL: no trace). */
     void (*span)(void *ud, const char *what, double t0, double t1, long step);
     double (*now)(void *ud);       /* seconds, any origin */
+    /* Collective, NULL: no --val-data. The sum of the token losses of `steps` steps' worth of the
+     * held-out data (its steps 0 .. steps-1, in file order) with the current weights, no update;
+     * val_seqs: the sequences the held-out data holds (data_nseq). */
+    double (*validate)(void *ud, long steps);
+    uint64_t val_seqs;
 } WpLoop;
 
 /* The step this run ends at: --stop-at if it comes before --steps. */
@@ -59,6 +67,10 @@ long loop_end(const TrainFlags *o);
  * second one ends the process at once, as usual). Call it on every process, after the
  * communication layer has started (MPI may install handlers of its own). */
 void loop_catch_signals(void);
+
+/* The steps' worth of held-out data a validation reads (--val-steps, else the whole steps the
+ * data holds, at most 1024 sequences, at least one step). */
+long loop_val_steps(const TrainFlags *o, uint64_t val_seqs, int micro_batches, int mbs);
 
 /* Runs the steps start+1 .. loop_end(), saving as the flags say, and prints the summary.
  * Collective. Returns the exit status: WP_EXIT_OK, WP_EXIT_FAILED or WP_EXIT_STOPPED. */

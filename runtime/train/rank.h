@@ -34,6 +34,7 @@ struct WpRank {
     WpTensor **tensors; int *ntensors;   /* per chunk, for the update */
     WpCompute *dev;               /* the compute backend's part: buffers, activations, workspace */
     WpData *data;
+    WpData *val;                  /* --val-data, read in file order; NULL: none */
     int recompute;
     long step;                    /* the step being run (0-based) */
     double loss_sum;              /* this step's token losses, on ranks running the last chunk */

@@ -177,6 +177,35 @@ static void run_step(void *ud, long s, double *loss_sum, double *sumsq) {
     }
 }
 
+/* Validation. The plan has no forward-only pass: a pipelined step's backward is interleaved
+ * with its forwards, and the weights it moves round the ring serve both. So the held-out loss is
+ * taken by running whole steps of the plan on the held-out data and dropping their updates: each
+ * step's gradients are its own (the step writes them afresh and the OPTs it records are applied
+ * only by update(), which is not called), so nothing carries into training. It costs a step
+ * without its optimizer per M*G held-out sequences: about three forward passes' compute where a
+ * forward-only pass would take one; for a few hundred sequences every few hundred steps, a small
+ * share of a run. Not traced (the trace is of training steps). */
+static double validate(void *ud, long steps) {
+    WpRank *R = ud;
+    WpData *train_data = R->data;
+    long train_step = R->step;
+    int tracing = R->tracing;
+    double sum = 0, sumsq;
+    R->data = R->val;
+    R->tracing = 0;
+    for (long s = 0; s < steps; s++) {
+        double loss;
+        run_step(R, s, &loss, &sumsq);
+        sum += loss;
+    }
+    R->nopts = 0;
+    R->data = train_data;
+    R->step = train_step;
+    R->tracing = tracing;
+    comm_allreduce_double(R->comm, &sum, 1);
+    return sum;
+}
+
 static void allreduce(void *ud, double *x, int n) {
     comm_allreduce_double(((WpRank *)ud)->comm, x, n);
 }
@@ -264,11 +293,17 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
         comm_emulate(comm, P->rank_node, P->inter_lat, P->inter_bw > 0 ? 1.0 / P->inter_bw : 0, P->intra_lat,
                      P->intra_bw > 0 ? 1.0 / P->intra_bw : 0);
     }
-    R->data = o.synthetic ? data_synthetic(o.seed, R->cfg.vocab) : data_open(o.data, R->cfg.vocab, R->cfg.seq, err, sizeof err);
+    R->data = o.synthetic ? data_synthetic(o.seed, R->cfg.vocab) : data_open(o.data, R->cfg.vocab, R->cfg.seq, !o.no_shuffle, o.seed, err, sizeof err);
     if (!R->data) {
         if (R->rank == 0) fprintf(stderr, "train: %s\n", o.synthetic ? "out of memory" : err);
         comm_finalize(comm);
         return o.synthetic ? WP_EXIT_FAILED : WP_EXIT_BAD_INPUT;
+    }
+    if (o.val_data && !(R->val = data_open(o.val_data, R->cfg.vocab, R->cfg.seq, 0, 0, err, sizeof err))) {
+        if (R->rank == 0) fprintf(stderr, "train: --val-data %s\n", err);
+        data_close(R->data);
+        comm_finalize(comm);
+        return WP_EXIT_BAD_INPUT;
     }
     WpTrainState st = { 0 };
     init_masters(R, &o, &st);
@@ -307,7 +342,9 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
     double peak = 0;
     for (int q = 0; q < P->nranks; q++) peak += P->ranks[q].peak_flops;
     WpLoop loop = { .prog = "train", .flags = &o, .start = start, .micro_batches = P->total_mbs, .mbs = R->cfg.mbs,
-                    .seq = R->cfg.seq, .model = &R->cfg, .peak_flops = peak, .printer = R->rank == 0, .log = log, .ud = R, .step = run_step,
+                    .seq = R->cfg.seq, .model = &R->cfg, .peak_flops = peak, .printer = R->rank == 0,
+                    .epoch_seqs = data_nseq(R->data), .shuffled = !o.no_shuffle, .log = log, .ud = R, .step = run_step,
+                    .validate = R->val ? validate : NULL, .val_seqs = R->val ? data_nseq(R->val) : 0,
                     .allreduce = allreduce, .update = update, .save = save, .span = o.trace ? span : NULL, .now = now };
     int status = loop_run(&loop);
     /* written after a failed or stopped run too: it is what one looks at to see why */
@@ -319,6 +356,7 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
     step_ops_free(R);   /* the slots still held back to the backend, which frees them */
     compute_teardown(R);
     data_close(R->data);
+    data_close(R->val);
     comm_finalize(comm);
     return status;
 }

@@ -11,7 +11,15 @@
 #include "common/outpaths.h"
 
 const char train_flags_usage[] =
-    "  --data FILE             llm.c token shard (*.bin) or any file read as bytes\n"
+    "  --data SPEC             token shards (*.bin: llm.c's uint16 or uint32, or wpgen data's) or a file\n"
+    "                          read as bytes; SPEC a file, a comma list, a quoted glob or a directory\n"
+    "                          (its train-*.bin)\n"
+    "  --no-shuffle            read the sequences in file order (default: a seeded order each epoch)\n"
+    "  --val-data SPEC         held-out data (as --data): the mean loss over a fixed set of its sequences,\n"
+    "                          val_loss in the step line and the log, at the end and with --val-every\n"
+    "  --val-every N           and every N steps\n"
+    "  --val-steps K           the set: the first K steps' worth of its sequences in file order (default:\n"
+    "                          the whole steps it holds, at most 1024 sequences, at least one step)\n"
     "  --synthetic             pseudo-random tokens from the seed\n"
     "  --steps N               train until step N, counted from the start of training (default 10)\n"
     "  --stop-at N             stop after step N as an interrupted job would (saving with --save);\n"
@@ -74,15 +82,15 @@ static int check_paths(const TrainFlags *o, char *err, size_t errlen) {
     }
     const char *model = o->model && (strchr(o->model, '/') || strstr(o->model, ".json")) ? o->model : NULL;
     const WpPathArg read[] = {
-        { "--data", o->data }, { "--init", o->init }, { "--resume", o->resume },
+        { "--data", o->data }, { "--val-data", o->val_data }, { "--init", o->init }, { "--resume", o->resume },
         { "--resume's optimizer file", opt[0] ? opt : NULL }, { "-m", model }, { "the program", exe[0] ? exe : NULL },
     };
     const WpPathArg notes[] = { { "--log", o->log }, { "--trace", o->trace } };
-    if (wp_check_outputs(read, 6, notes, 2, err, errlen)) return -1;
-    const WpPathArg kept[] = { { "--data", o->data }, { "the program", exe[0] ? exe : NULL } };
+    if (wp_check_outputs(read, 7, notes, 2, err, errlen)) return -1;
+    const WpPathArg kept[] = { { "--data", o->data }, { "--val-data", o->val_data }, { "the program", exe[0] ? exe : NULL } };
     const WpPathArg all[] = { { "--save", o->save }, { "--save's config.json", o->save ? save_cfg : NULL },
                               { "--log", o->log }, { "--trace", o->trace } };
-    return wp_check_outputs(kept, 2, all, 4, err, errlen);
+    return wp_check_outputs(kept, 3, all, 4, err, errlen);
 }
 
 int train_flags_parse(int argc, char **argv, int with_model, const char *usage_head, TrainFlags *o,
@@ -102,15 +110,16 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
             snprintf(flag, sizeof flag, "%s", a);
         }
         if (!strcmp(flag, "-h") || !strcmp(flag, "--help")) { fputs(usage_head, stdout); fputs(train_flags_usage, stdout); exit(0); }
-        if (!strcmp(flag, "--synthetic") || !strcmp(flag, "--recompute")) {
+        if (!strcmp(flag, "--synthetic") || !strcmp(flag, "--recompute") || !strcmp(flag, "--no-shuffle")) {
             if (val) { snprintf(err, errlen, "%s takes no value", flag); return -1; }
             if (!strcmp(flag, "--synthetic")) o->synthetic = 1;
+            else if (!strcmp(flag, "--no-shuffle")) o->no_shuffle = 1;
             else o->recompute = 1;
             continue;
         }
         static const char *const model_flags[] = { "-m", "--model", "--seq", "--micro-batch-size", "--micro-batches" };
-        static const char *const valued[] = { "--data", "--stop-at", "--seed", "--init", "--resume", "--save",
-            "--save-every", "--log", "--trace" };
+        static const char *const valued[] = { "--data", "--val-data", "--val-every", "--val-steps", "--stop-at", "--seed",
+            "--init", "--resume", "--save", "--save-every", "--log", "--trace" };
         const WpAdamWSetting *set = setting_of(flag);
         int known = set != NULL, is_model = 0;
         for (size_t j = 0; j < sizeof valued / sizeof valued[0]; j++) known |= !strcmp(flag, valued[j]);
@@ -142,6 +151,9 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
             decay_given |= !strcmp(flag, "--decay-fraction");
         }
         else if (!strcmp(flag, "--data")) o->data = val;
+        else if (!strcmp(flag, "--val-data")) o->val_data = val;
+        else if (!strcmp(flag, "--val-every")) rc = parse_long(flag, val, 1, INT32_MAX, &o->val_every, err, errlen);
+        else if (!strcmp(flag, "--val-steps")) rc = parse_long(flag, val, 1, 1 << 20, &o->val_steps, err, errlen);
         else if (!strcmp(flag, "--stop-at")) rc = parse_long(flag, val, 1, INT32_MAX, &o->stop_at, err, errlen);
         else if (!strcmp(flag, "--seed")) { rc = parse_long(flag, val, 0, INT64_MAX, &x, err, errlen); o->seed = (uint64_t)x; o->seed_given = 1; }
         else if (!strcmp(flag, "--init")) o->init = val;
@@ -169,9 +181,13 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
         return -1;
     }
     if (with_model && !o->model) { snprintf(err, errlen, "no model: -m MODEL (a preset name or a config.json path) is required"); return -1; }
-    if (!o->data == !o->synthetic) { snprintf(err, errlen, "exactly one of --data FILE and --synthetic is needed"); return -1; }
+    if (!o->data == !o->synthetic) { snprintf(err, errlen, "exactly one of --data SPEC and --synthetic is needed"); return -1; }
     if (o->init && o->resume) { snprintf(err, errlen, "--init and --resume exclude each other (--resume restores the weights)"); return -1; }
     if (o->save_every && !o->save) { snprintf(err, errlen, "--save-every needs --save FILE"); return -1; }
+    if ((o->val_every || o->val_steps) && !o->val_data) {
+        snprintf(err, errlen, "%s needs --val-data SPEC", o->val_every ? "--val-every" : "--val-steps");
+        return -1;
+    }
     if (o->save) {
         /* Find out now, not after hours of training, that the checkpoint cannot be written (or
          * would replace a file that is not a checkpoint). */

@@ -13,6 +13,9 @@ typedef struct TrainFlags {
     int seq, mbs, micro_batches;      /* wp-ref only; 0: the model's default */
     const char *data;
     int synthetic;
+    int no_shuffle;                   /* --no-shuffle: the data's sequences in file order */
+    const char *val_data;             /* --val-data SPEC: held-out sequences, read in file order */
+    long val_every, val_steps;        /* --val-every N (0: at the end only), --val-steps K (0: loop_val_steps) */
     long steps, stop_at;
     WpAdamW opt;                      /* --lr, --min-lr, --schedule, --beta1 ...; opt.steps = steps */
     uint64_t seed;

@@ -32,8 +32,8 @@ expect 2 "--lr: expected a number" -- "${ok[@]}" --synthetic --lr nan
 expect 2 "--micro-batches: expected an integer" -- "${ok[@]}" --synthetic --micro-batches 0
 expect 2 "--seq: missing value" -- --synthetic -m tiny --seq
 expect 2 "--synthetic takes no value" -- "${ok[@]}" --synthetic=1
-expect 2 "exactly one of --data FILE and --synthetic" -- "${ok[@]}"
-expect 2 "exactly one of --data FILE and --synthetic" -- "${ok[@]}" --synthetic --data /etc/hostname
+expect 2 "exactly one of --data SPEC and --synthetic" -- "${ok[@]}"
+expect 2 "exactly one of --data SPEC and --synthetic" -- "${ok[@]}" --synthetic --data /etc/hostname
 expect 2 "--init and --resume exclude each other" -- "${ok[@]}" --synthetic --init a --resume b
 expect 2 "--save-every needs --save" -- "${ok[@]}" --synthetic --save-every 2
 expect 2 "directory $tmp/nodir" -- "${ok[@]}" --synthetic --save "$tmp/nodir/x.safetensors"
@@ -89,9 +89,31 @@ def shard(name, magic, tokens):
         f.write(struct.pack(f"<{len(tokens)}H", *tokens))
 shard("vocab.bin", 20240520, [1] * 50 + [300] + [2] * 50)
 shard("magic.bin", 1234, [1] * 100)
+# hostile shards: a count past the file's end, a version llm.c never wrote, uint32 tokens under
+# a uint16 header, wpgen's fields saying another width or a vocabulary larger than the model's
+def raw(name, header, body):
+    with open(f"{d}/{name}", "wb") as f:
+        f.write(struct.pack("<256i", *(header + [0] * (256 - len(header)))))
+        f.write(body)
+raw("lying.bin", [20240801, 7, 1000], struct.pack("<100I", *([1] * 100)))
+raw("version.bin", [20240801, 1, 100], struct.pack("<100I", *([1] * 100)))
+raw("wide.bin", [20240520, 1, 100], struct.pack("<100I", *([1] * 100)))
+ext = [0x4e504757, 1]   # data.h: WP_SHARD_EXT_MAGIC, version 1, then vocabulary and width
+raw("extwidth.bin", [20240801, 7, 100] + ext + [256, 2], struct.pack("<100I", *([1] * 100)))
+raw("bigvocab.bin", [20240801, 7, 100] + ext + [50257, 4], struct.pack("<100I", *([1] * 100)))
 PY
 expect 2 "vocab.bin: token 300 at position 50 is not below the vocabulary size 256" -- "${ok[@]}" --data "$tmp/vocab.bin"
-expect 2 "magic.bin: not an llm.c token shard: bad magic 1234" -- "${ok[@]}" --data "$tmp/magic.bin"
+expect 2 "magic.bin: not a token shard: bad magic 1234" -- "${ok[@]}" --data "$tmp/magic.bin"
+expect 2 "lying.bin: the header says 1000 tokens but the file holds 100 (400 bytes of 4-byte tokens: truncated?)" -- "${ok[@]}" --data "$tmp/lying.bin"
+expect 2 "version.bin: token shard version 1 is not supported (magic 20240801 is version 7: uint32 tokens)" -- "${ok[@]}" --data "$tmp/version.bin"
+expect 2 "wide.bin: the header says 100 tokens but the file holds 200 (400 bytes of 2-byte tokens: the size is that of other-width tokens" -- "${ok[@]}" --data "$tmp/wide.bin"
+expect 2 "extwidth.bin: the header says 2-byte tokens but its magic 20240801 is uint32 tokens" -- "${ok[@]}" --data "$tmp/extwidth.bin"
+expect 2 "bigvocab.bin: the tokenizer's vocabulary (50257) exceeds the model's (vocab_size 256)" -- "${ok[@]}" --data "$tmp/bigvocab.bin"
+# lists, globs and directories: each refused naming what was given
+expect 2 "an empty name in the list" -- "${ok[@]}" --data "$tmp/vocab.bin,,$tmp/magic.bin"
+expect 2 "--data: expected a file, a comma list, a glob or a directory, got an empty name" -- "${ok[@]}" --data ""
+expect 2 "$tmp/none-*.bin: the pattern matches no file" -- "${ok[@]}" --data "$tmp/none-*.bin"
+expect 2 "magic.bin: not a token shard" -- "${ok[@]}" --data "$tmp/m*.bin"
 
 # Checkpoints: missing, another shape, a weights-only file for --resume.
 expect 2 "$tmp/none.safetensors: No such file" -- "${ok[@]}" --synthetic --resume "$tmp/none.safetensors"
@@ -140,7 +162,7 @@ rc=$?
 if [ $rc -ne 2 ] || ! grep -q "fifo: not a regular file (a named pipe)" "$tmp/err"; then
     echo "FAIL: --data FIFO: exit $rc (want 2): $(head -n 1 "$tmp/err")"; fails=$((fails + 1))
 fi
-expect 2 "$tmp: not a regular file (a directory)" -- "${ok[@]}" --data "$tmp"
+expect 2 "$tmp: a directory without token shards (train-*.bin)" -- "${ok[@]}" --data "$tmp"
 # --save replaces only what wpgen wrote: not a device, a directory, a file of the user's, or the
 # config.json of the model being trained (-m DIR/config.json --save DIR/model.safetensors).
 # (a FIFO stands for a device: a build with this bug must not replace a real /dev/null)

@@ -101,9 +101,9 @@ for i in $(seq 400); do
     restarts=$(scontrol show job "$jid" 2>/dev/null | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
     # Slurm holds a requeued job back two minutes: start it now, once the node has cleaned up
     # after its first run (a step launched before that fails)
-    if [ "$state" = PENDING ] && [ "${restarts:-0}" -ge 1 ] && [ $requeued = 0 ] && sinfo -h -o %t | grep -qx idle; then
+    if [ "$state" = PENDING ] && [ "${restarts:-0}" -gt $requeued ] && sinfo -h -o %t | grep -qx idle; then
         sleep 5
-        scontrol update jobid="$jid" StartTime=now >/dev/null 2>&1 && requeued=1
+        scontrol update jobid="$jid" StartTime=now >/dev/null 2>&1 && requeued=$restarts
     fi
     [ -z "$state" ] || [ "$state" = COMPLETED ] || [ "$state" = FAILED ] && break
 done
@@ -112,7 +112,7 @@ echo "the job ran $((SECONDS - t0)) s; its output:"; grep -E "^job.sbatch|^train
 grep -q "time-limit warning: stopping after this step" "$out" && ok || bad "the job never got Slurm's warning signal: $(tail -3 "$out")"
 grep -q "stopped and saved: requeueing" "$out" && ok || bad "the job did not save and requeue on the signal"
 grep -q "^train: resuming from .* at step [1-9]" "$out" && ok || bad "the requeued job did not resume: $(tail -3 "$out")"
-grep -q "restart 1: done" "$out" && ok || bad "the requeued job did not finish: $(tail -3 "$out")"
+grep -q "restart [1-9][0-9]*: done" "$out" && ok || bad "the requeued job did not finish: $(tail -3 "$out")"
 "$build/tools/ckpt_compare" "$d/checkpoint/model.safetensors" "$tmp/u/model.safetensors" 0 >"$tmp/cmp.out" 2>&1 && ok ||
     bad "the requeued job's weights differ from the uninterrupted run's: $(tail -2 "$tmp/cmp.out")"
 # every step once, in order, across the two runs of the job

@@ -1,6 +1,9 @@
-/* Data: bytes and llm.c shards, the fixed position of every sequence (the numerical contract),
- * synthetic tokens, and the errors a user meets (short file, bad magic, token >= vocab, a named
- * pipe or a directory given as data, a file that shrinks or changes during the run). */
+/* Data: bytes and token shards (llm.c's uint16 and uint32, wpgen's header fields), lists, globs
+ * and directories of shards, the fixed position of every sequence in order and shuffled (the
+ * numerical contract: a function of (seed, q) alone), synthetic tokens, and the errors a user
+ * meets (short file, bad magic or version, a lying count, a width the header does not say,
+ * token >= vocab, a tokenizer larger than the model, an empty list, a glob that matches nothing,
+ * a directory without shards, a named pipe, a file that shrinks or changes during the run). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,14 +22,36 @@ static void spit(const char *path, const void *data, size_t n) {
     if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) { perror(path); exit(1); }
 }
 
-static void write_shard(const char *path, int magic, int version, int count, const uint16_t *tok, int ntok) {
-    int32_t h[256] = {0};
-    h[0] = magic; h[1] = version; h[2] = count;
+static void write_header_and(const char *path, const int32_t *h, const void *tok, size_t width, int ntok) {
     FILE *f = fopen(path, "wb");
-    if (!f || fwrite(h, sizeof h, 1, f) != 1 || fwrite(tok, 2, (size_t)ntok, f) != (size_t)ntok || fclose(f) != 0) {
+    if (!f || fwrite(h, 4, 256, f) != 256 || fwrite(tok, width, (size_t)ntok, f) != (size_t)ntok || fclose(f) != 0) {
         perror(path);
         exit(1);
     }
+}
+
+static void write_shard(const char *path, int magic, int version, int count, const uint16_t *tok, int ntok) {
+    int32_t h[256] = {0};
+    h[0] = magic; h[1] = version; h[2] = count;
+    write_header_and(path, h, tok, 2, ntok);
+}
+
+/* A shard as `wpgen data` writes it: llm.c's header and wpgen's fields (data.h). */
+static void write_wp_shard(const char *path, int width, int header_width, int vocab, uint32_t hash, const uint32_t *tok, int ntok) {
+    int32_t h[256] = {0};
+    h[0] = width == 2 ? WP_SHARD_MAGIC : WP_SHARD_MAGIC_U32;
+    h[1] = width == 2 ? 1 : 7;
+    h[2] = ntok;
+    h[WP_SHARD_EXT_TAG] = WP_SHARD_EXT_MAGIC;
+    h[WP_SHARD_EXT_VERSION] = 1;
+    h[WP_SHARD_EXT_VOCAB] = vocab;
+    h[WP_SHARD_EXT_WIDTH] = header_width;
+    h[WP_SHARD_EXT_HASH] = (int32_t)hash;
+    snprintf((char *)&h[WP_SHARD_EXT_NAME], WP_SHARD_EXT_NAME_BYTES, "test-bpe");
+    static uint16_t narrow[4096];
+    if (width == 2)
+        for (int i = 0; i < ntok; i++) narrow[i] = (uint16_t)tok[i];
+    write_header_and(path, h, width == 2 ? (const void *)narrow : (const void *)tok, (size_t)width, ntok);
 }
 
 static void test_bytes(void) {
@@ -35,10 +60,11 @@ static void test_bytes(void) {
     for (int i = 0; i < N; i++) text[i] = (unsigned char)(i * 7 % 251);
     spit(tmp_path("text.txt"), text, N);
     char err[512] = "";
-    WpData *d = data_open(tmp_path("text.txt"), 256, S, err, sizeof err);
+    WpData *d = data_open(tmp_path("text.txt"), 256, S, 0, 1, err, sizeof err);
     CHECK(d != NULL, "open: %s", err);
     if (!d) return;
     CHECK(data_ntokens(d) == N, "ntokens %zu", data_ntokens(d));
+    CHECK(data_nseq(d) == (N - 1) / S, "sequences an epoch %llu", (unsigned long long)data_nseq(d));
     CHECK(strstr(data_describe(d), "text.txt") != NULL, "describe: %s", data_describe(d));
     int in[G * S], tg[G * S];
     int bad = 0, wrapped = 0;
@@ -47,8 +73,8 @@ static void test_bytes(void) {
             data_read_batch(d, s, g, M, G, S, in, tg);
             for (int i = 0; i < G; i++) {
                 uint64_t q = ((uint64_t)s * M + g) * G + i;
-                uint64_t start = (q * S) % (N - S);
-                wrapped |= q * S >= N - S;
+                uint64_t start = (q % ((N - 1) / S)) * S;   /* in order: the epoch starts again at 0 */
+                wrapped |= q >= (N - 1) / S;
                 bad += start + S >= N;
                 for (int j = 0; j < S; j++) {
                     bad += in[i * S + j] != text[start + j];
@@ -77,7 +103,7 @@ static void test_bytes(void) {
 
     /* Exactly one sequence: every read is that sequence. */
     spit(tmp_path("one.txt"), text, S + 1);
-    d = data_open(tmp_path("one.txt"), 256, S, err, sizeof err);
+    d = data_open(tmp_path("one.txt"), 256, S, 1, 5, err, sizeof err);
     CHECK(d != NULL, "file of exactly S+1 tokens: %s", err);
     if (d) {
         data_read_batch(d, 3, 2, M, G, S, in, tg);
@@ -94,7 +120,7 @@ static void test_shard(void) {
     for (int i = 0; i < N; i++) tok[i] = (uint16_t)(50000 + i);
     write_shard(tmp_path("train.bin"), WP_SHARD_MAGIC, 1, N, tok, N);
     char err[512] = "";
-    WpData *d = data_open(tmp_path("train.bin"), 50304, S, err, sizeof err);
+    WpData *d = data_open(tmp_path("train.bin"), 50304, S, 0, 1, err, sizeof err);
     CHECK(d != NULL, "open shard: %s", err);
     if (!d) return;
     CHECK(data_ntokens(d) == N, "shard tokens");
@@ -108,7 +134,7 @@ static void test_shard(void) {
 
 static void expect_error(const char *file, int vocab, int seq, const char *needle) {
     char err[512] = "";
-    WpData *d = data_open(tmp_path(file), vocab, seq, err, sizeof err);
+    WpData *d = data_open(tmp_path(file), vocab, seq, 1, 1, err, sizeof err);
     CHECK(d == NULL, "%s: accepted", file);
     CHECK(strstr(err, file) && strstr(err, needle) && !strchr(err, '\n'), "%s: message: %s", file, err);
     data_close(d);
@@ -124,19 +150,146 @@ static void test_errors(void) {
     expect_error("empty.txt", 256, 1, "shorter than one sequence");
     expect_error("short.txt", 40, 4, "not below the vocabulary size 40");   /* '0' = 48 */
     write_shard(tmp_path("magic.bin"), 12345, 1, 100, tok, 100);
-    expect_error("magic.bin", 256, 8, "bad magic 12345");
+    expect_error("magic.bin", 256, 8, "bad magic 12345 (expected 20240520 for uint16 tokens or 20240801 for uint32)");
     write_shard(tmp_path("version.bin"), WP_SHARD_MAGIC, 2, 100, tok, 100);
-    expect_error("version.bin", 256, 8, "version 2");
+    expect_error("version.bin", 256, 8, "token shard version 2 is not supported (magic 20240520 is version 1: uint16");
+    write_shard(tmp_path("version32.bin"), WP_SHARD_MAGIC_U32, 1, 50, tok, 100);
+    expect_error("version32.bin", 256, 8, "version 1 is not supported (magic 20240801 is version 7: uint32");
     write_shard(tmp_path("trunc.bin"), WP_SHARD_MAGIC, 1, 200, tok, 100);
     expect_error("trunc.bin", 256, 8, "the header says 200 tokens but the file holds 100 (200 bytes of 2-byte tokens: truncated?)");
-    write_shard(tmp_path("under.bin"), WP_SHARD_MAGIC, 1, 50, tok, 100);   /* tokens, not bytes, on both sides */
-    expect_error("under.bin", 256, 8, "the header says 50 tokens but the file holds 100 (200 bytes of 2-byte tokens)");
+    write_shard(tmp_path("under.bin"), WP_SHARD_MAGIC, 1, 40, tok, 100);   /* tokens, not bytes, on both sides */
+    expect_error("under.bin", 256, 8, "the header says 40 tokens but the file holds 100 (200 bytes of 2-byte tokens)");
     write_shard(tmp_path("vocab.bin"), WP_SHARD_MAGIC, 1, 100, tok, 100);
     expect_error("vocab.bin", 64, 8, "token 64 at position 64 is not below the vocabulary size 64");
     write_shard(tmp_path("shortshard.bin"), WP_SHARD_MAGIC, 1, 8, tok, 8);
     expect_error("shortshard.bin", 256, 8, "shorter than one sequence");
     spit(tmp_path("tiny.bin"), "abc", 3);
-    expect_error("tiny.bin", 256, 1, "not an llm.c token shard");
+    expect_error("tiny.bin", 256, 1, "not a token shard");
+    write_shard(tmp_path("negative.bin"), WP_SHARD_MAGIC, 1, -5, tok, 100);
+    expect_error("negative.bin", 256, 8, "the header says -5 tokens");
+
+    /* wpgen's fields: a width the header does not say, a tokenizer larger than the model */
+    uint32_t wide[100];
+    for (int i = 0; i < 100; i++) wide[i] = (uint32_t)(70000 + i);
+    write_shard(tmp_path("width.bin"), WP_SHARD_MAGIC, 1, 50, tok, 100);   /* 50 uint32 in fact */
+    expect_error("width.bin", 256, 8, "the size is that of other-width tokens, a width the header does not say");
+    write_wp_shard(tmp_path("extwidth.bin"), 4, 2, 70100, 1, wide, 100);
+    expect_error("extwidth.bin", 70100, 8, "the header says 2-byte tokens but its magic 20240801 is uint32 tokens");
+    write_wp_shard(tmp_path("bigvocab.bin"), 4, 4, 70100, 1, wide, 100);
+    expect_error("bigvocab.bin", 70050, 8, "the tokenizer's vocabulary (70100) exceeds the model's (vocab_size 70050)");
+    write_wp_shard(tmp_path("id32.bin"), 4, 4, 70000, 1, wide, 100);        /* a lying vocabulary: ids past it */
+    expect_error("id32.bin", 70050, 8, "token 70050 at position 50 is not below the vocabulary size 70050");
+}
+
+/* Lists, globs and directories, and what is refused of them, each naming what it was given. */
+static void expect_spec_error(const char *spec, const char *needle) {
+    char err[1024] = "";
+    WpData *d = data_open(spec, 70100, 8, 1, 1, err, sizeof err);
+    CHECK(d == NULL, "%s: accepted", spec);
+    CHECK(strstr(err, needle) && !strchr(err, '\n'), "%s: message: %s", spec, err);
+    data_close(d);
+}
+
+static void test_lists(void) {
+    enum { S = 8, A = 81, B = 161 };   /* 10 and 20 sequences */
+    uint32_t a[A], b[B];
+    for (int i = 0; i < A; i++) a[i] = (uint32_t)(70000 + i);
+    for (int i = 0; i < B; i++) b[i] = (uint32_t)(i);
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s", tmp_path("shards"));
+    CHECK(mkdir(dir, 0755) == 0, "mkdir");
+    char pa[400], pb[400], pv[400];
+    snprintf(pa, sizeof pa, "%s/train-00000.bin", dir);
+    snprintf(pb, sizeof pb, "%s/train-00001.bin", dir);
+    snprintf(pv, sizeof pv, "%s/val-00000.bin", dir);
+    write_wp_shard(pa, 4, 4, 70100, 0xabc, a, A);
+    write_wp_shard(pb, 4, 4, 70100, 0xabc, b, B);
+    write_wp_shard(pv, 4, 4, 70100, 0xabc, a, A);
+    char err[1024] = "", spec[900];
+    /* the directory: its train-*.bin in name order, not val-*.bin */
+    WpData *d = data_open(dir, 70100, S, 0, 1, err, sizeof err);
+    CHECK(d != NULL, "directory: %s", err);
+    if (!d) return;
+    CHECK(data_ntokens(d) == A + B && data_nseq(d) == 30, "two shards: %zu tokens, %llu sequences", data_ntokens(d),
+          (unsigned long long)data_nseq(d));
+    CHECK(strstr(data_describe(d), "2 shards") && strstr(data_describe(d), "uint32") && strstr(data_describe(d), "test-bpe"),
+          "describe: %s", data_describe(d));
+    int in[S], tg[S];
+    data_read_batch(d, 9, 0, 1, 1, S, in, tg);    /* the last sequence of the first shard */
+    CHECK(in[0] == 70072 && tg[S - 1] == 70080, "sequence 9: %d %d", in[0], tg[S - 1]);
+    data_read_batch(d, 10, 0, 1, 1, S, in, tg);   /* the first of the second: never across the files */
+    CHECK(in[0] == 0 && tg[S - 1] == 8, "sequence 10: %d %d", in[0], tg[S - 1]);
+    data_read_batch(d, 30 + 12, 0, 1, 1, S, in, tg);   /* epoch 2 in order: sequence 12 again */
+    CHECK(in[0] == 16 && data_seq_start(d, 42, S) == A + 16, "epoch 2: %d", in[0]);
+    data_close(d);
+
+    /* the same files as a list and as a glob: the same data */
+    snprintf(spec, sizeof spec, "%s,%s", pa, pb);
+    WpData *l = data_open(spec, 70100, S, 1, 9, err, sizeof err);
+    CHECK(l != NULL, "list: %s", err);
+    snprintf(spec, sizeof spec, "%s/train-*.bin", dir);
+    WpData *g = data_open(spec, 70100, S, 1, 9, err, sizeof err);
+    CHECK(g != NULL, "glob: %s", err);
+    if (!l || !g) { data_close(l); data_close(g); return; }
+    /* shuffled: every epoch a permutation of the 30 sequences, each epoch another one */
+    int seen[2][30] = { { 0 } }, same_order = 1, differs = 0;
+    for (uint64_t q = 0; q < 60; q++) {
+        uint64_t st = data_seq_start(l, q, S);
+        CHECK(st == data_seq_start(g, q, S), "list and glob agree");
+        uint64_t k = st < A ? st / S : 10 + (st - A) / S;
+        CHECK((st < A ? st : st - A) % S == 0 && k < 30, "a sequence's start: %llu", (unsigned long long)st);
+        if (k < 30) seen[q / 30][k]++;
+        same_order &= q < 30 ? 1 : st == data_seq_start(l, q - 30, S);
+        differs += q < 30 && k != q;
+    }
+    int perm = 1;
+    for (int e = 0; e < 2; e++)
+        for (int k = 0; k < 30; k++) perm &= seen[e][k] == 1;
+    CHECK(perm, "each epoch reads every sequence once");
+    CHECK(!same_order && differs > 10, "shuffled, and in another order each epoch");
+    data_close(l);
+    data_close(g);
+
+    snprintf(spec, sizeof spec, "%s/train-00000.bin,,%s", dir, pb);
+    expect_spec_error(spec, "an empty name in the list");
+    expect_spec_error("", "got an empty name");
+    snprintf(spec, sizeof spec, "%s/nothing-*.bin", dir);
+    expect_spec_error(spec, "nothing-*.bin: the pattern matches no file");
+    snprintf(spec, sizeof spec, "%s", tmp_path("empty-dir"));
+    CHECK(mkdir(spec, 0755) == 0, "mkdir");
+    expect_spec_error(spec, "empty-dir: a directory without token shards (train-*.bin)");
+    /* a shard shorter than a sequence (a corpus's last) adds none; only shards that short are refused */
+    char ps[400];
+    snprintf(ps, sizeof ps, "%s/train-00002.bin", dir);
+    write_wp_shard(ps, 4, 4, 70100, 0xabc, a, 5);
+    WpData *t = data_open(dir, 70100, S, 1, 1, err, sizeof err);
+    CHECK(t && data_nseq(t) == 30 && data_ntokens(t) == A + B + 5, "a short last shard: %s", t ? data_describe(t) : err);
+    data_close(t);
+    snprintf(spec, sizeof spec, "%s,%s", ps, ps);
+    expect_spec_error(spec, "2 files, none of them as long as one sequence of 8+1 tokens");
+    /* shards of two tokenizers in one run */
+    write_wp_shard(pv, 4, 4, 70100, 0xdef, a, A);
+    snprintf(spec, sizeof spec, "%s,%s", pa, pv);
+    expect_spec_error(spec, "val-00000.bin: tokenized by another tokenizer");
+}
+
+/* The permutation is a bijection for every n (cycle-walking), and depends on the key. */
+static void test_permute(void) {
+    static unsigned char hit[5000];
+    int ok = 1;
+    for (uint64_t n = 1; n <= 5000; n = n * 3 + 1) {
+        memset(hit, 0, sizeof hit);
+        for (uint64_t x = 0; x < n; x++) {
+            uint64_t y = data_permute(x, n, 77);
+            ok &= y < n && !hit[y];
+            if (y < n) hit[y] = 1;
+        }
+    }
+    CHECK(ok, "a permutation of [0, n)");
+    int moved = 0;
+    for (uint64_t x = 0; x < 1000; x++) moved += data_permute(x, 1000, 1) != data_permute(x, 1000, 2);
+    CHECK(moved > 900, "another key, another order (%d of 1000 moved)", moved);
+    CHECK(data_permute(123456789, 1ULL << 40, 3) < (1ULL << 40), "large n");
 }
 
 /* A named pipe used to block data_open forever (open waits for a writer): the alarm turns a
@@ -147,8 +300,8 @@ static void test_not_regular(void) {
     expect_error("pipe.bin", 256, 8, "not a regular file (a named pipe)");
     alarm(0);
     char err[512] = "";
-    WpData *d = data_open(tmp_dir, 256, 8, err, sizeof err);
-    CHECK(d == NULL && strstr(err, "not a regular file (a directory)"), "a directory: %s", err);
+    WpData *d = data_open(tmp_dir, 256, 8, 1, 1, err, sizeof err);
+    CHECK(d == NULL && strstr(err, "a directory without token shards"), "a directory: %s", err);
     data_close(d);
 }
 
@@ -193,7 +346,7 @@ static void test_changed_under_run(void) {
     for (int i = 0; i < N; i++) text[i] = (unsigned char)(i % 200);
     spit(tmp_path("grow.txt"), text, N);
     char err[512] = "", msg[1024];
-    WpData *d = data_open(tmp_path("grow.txt"), 256, S, err, sizeof err);
+    WpData *d = data_open(tmp_path("grow.txt"), 256, S, 0, 1, err, sizeof err);
     CHECK(d != NULL, "%s", err);
     if (!d) return;
     /* sequences 800-803, at byte 12800: a page wholly past the new end (a mapping faults there) */
@@ -207,7 +360,7 @@ static void test_changed_under_run(void) {
     uint16_t tok[200];
     for (int i = 0; i < 200; i++) tok[i] = (uint16_t)(i % 64);
     write_shard(tmp_path("live.bin"), WP_SHARD_MAGIC, 1, 200, tok, 200);
-    d = data_open(tmp_path("live.bin"), 64, S, err, sizeof err);
+    d = data_open(tmp_path("live.bin"), 64, S, 0, 1, err, sizeof err);
     CHECK(d != NULL, "%s", err);
     if (!d) return;
     st = read_in_child(d, 0, S, corrupt, msg, sizeof msg);
@@ -243,6 +396,8 @@ int main(void) {
     test_bytes();
     test_shard();
     test_errors();
+    test_lists();
+    test_permute();
     test_not_regular();
     test_changed_under_run();
     test_synthetic();
