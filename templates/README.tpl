@@ -51,6 +51,7 @@ Files
     schedule.txt        every rank's turns, one line each (the notation is at its top)
     plan.json           the whole plan: model, chunks, owners, groups, buffers, operations
     rankfile            Open MPI rankfile: which node and slot runs which rank
+    job.sbatch          the Slurm batch script: sbatch job.sbatch TRAIN-FLAGS... (its top says what it does)
     runtime/            the wpgen runtime: model, communication, optimizer, data, checkpoints
 
 Generated files start with the line above; regenerate with wpgen rather than editing them.
