@@ -34,6 +34,8 @@ typedef struct Args {
     int set_micro_batches, set_replicas, set_chunks;   /* given on the command line (auto keeps them) */
     const char *calib_path;    /* --calibration FILE (plan, emit, sim, compare) */
     const Calibration *calib;  /* loaded by main.c; NULL: the cost table's defaults */
+    int argc;               /* the command line, for plan.json's "command" (wpgen replan reads it) */
+    char **argv;
 } Args;
 
 /* inputs.c */
@@ -73,5 +75,8 @@ int cmd_calibrate(int argc, char **argv);   /* its own flags (cmd_calibrate.c) *
 int cmd_probe(int argc, char **argv);       /* its own flags (cmd_probe.c) */
 int cmd_export(int argc, char **argv);      /* its own flags (cmd_export.c) */
 int cmd_data(int argc, char **argv);        /* runs scripts/tokenize_data.py (cmd_data.c) */
+int cmd_replan(int argc, char **argv);      /* the old plan's command again, for another topology (cmd_replan.c) */
+/* wpgen's commands, as main runs them (replan runs emit through it) */
+int wpgen_main(int argc, char **argv);
 
 #endif

@@ -125,6 +125,8 @@ static int check_repeats(int argc, char **argv) {
 
 static int parse_args(int argc, char **argv, Args *a) {
     memset(a, 0, sizeof *a);
+    a->argc = argc;
+    a->argv = argv;
     a->strategy = strategy_default();   /* schedules/default-strategy */
     a->backend = backend_default(BACKEND_COMPUTE);
     a->comm = NULL;   /* the compute backend's default, once it is known */
@@ -223,7 +225,7 @@ static int parse_args(int argc, char **argv, Args *a) {
     return 0;
 }
 
-int main(int argc, char **argv) {
+int wpgen_main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return EXIT_BAD_INPUT; }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
@@ -233,6 +235,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "probe")) return cmd_probe(argc, argv);
     if (!strcmp(cmd, "export")) return cmd_export(argc, argv);
     if (!strcmp(cmd, "data")) return cmd_data(argc, argv);
+    if (!strcmp(cmd, "replan")) return cmd_replan(argc, argv);
     if (strcmp(cmd, "plan") && strcmp(cmd, "emit") && strcmp(cmd, "sim") && strcmp(cmd, "compare")) {
         fprintf(stderr, "wpgen: unknown command \"%s\"\n", cmd);
         usage(stderr);
@@ -254,3 +257,5 @@ int main(int argc, char **argv) {
     if (a.calib) calib_free(&calib);
     return rc;
 }
+
+int main(int argc, char **argv) { return wpgen_main(argc, argv); }

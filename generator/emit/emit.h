@@ -18,6 +18,8 @@ typedef struct EmitInfo {
     const char *comm;           /* communication backend; NULL: the compute backend's default (backend_default_comm) */
     double bytes_intra, bytes_inter;
     double step_time_s, bubble_ratio;   /* the simulator's prediction; step_time_s 0: none */
+    int argc;                   /* the command that made the plan (argv[1] on: "emit", flags), into */
+    char *const *argv;          /* plan.json's "command" for wpgen replan; argc 0: none */
 } EmitInfo;
 
 /* 64-bit FNV-1a over everything that defines the plan (model, chunks, owners, buffers, ops). */

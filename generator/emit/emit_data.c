@@ -348,6 +348,11 @@ int emit_json_head(FILE *f, const Plan *p, const EmitInfo *info, const char *has
     if (!rc) rc = put_value(f, "generated_by", json_string(gen), 0);
     if (!rc) rc = put_value(f, "plan_hash", json_string(hash), 0);
     if (!rc) rc = put_value(f, "strategy", json_string(p->strategy), 0);
+    if (!rc && info->argc > 0) {   /* what wpgen replan runs again, for another topology */
+        json_t *cmd = json_array();
+        for (int i = 0; i < info->argc; i++) json_array_append_new(cmd, json_string(info->argv[i]));
+        rc = put_value(f, "command", cmd, 0);
+    }
     if (!rc && p->notes) rc = put_value(f, "notes", json_string(p->notes), 0);
     if (!rc) rc = put_value(f, "backend", json_string(info->backend ? info->backend : backend_default(BACKEND_COMPUTE)), 0);
     if (!rc) rc = put_value(f, "comm", json_string(info->comm ? info->comm : backend_default_comm(info->backend)), 0);
