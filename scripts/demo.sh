@@ -24,7 +24,7 @@ echo
 echo "== 3. train on $text for $steps steps, 4 MPI ranks"
 mkdir -p "$out/ckpt"
 "${mpirun[@]}" "$out/train" --data "$text" --steps "$steps" --lr 3e-3 --warmup 10 \
-    --save "$out/ckpt/model.safetensors" --log "$out/train.log" --trace "$out/trace.json" |
+    --save "$out/ckpt/checkpoint.json" --log "$out/train.log" --trace "$out/trace.json" |
     awk '/^step/ { n++; if (n <= 3 || n % 40 == 0) print; next } { print }'
 echo
 echo "== where to look"

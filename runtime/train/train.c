@@ -1,5 +1,5 @@
 /* The program around an emitted step (wp_main), backend-neutral: flags, the world-size check,
- * setup, master weights (initialised, loaded or resumed), checkpoints gathered to rank 0, and the
+ * setup, master weights (initialised, loaded or resumed), checkpoints written by every owner, and the
  * trace; the steps themselves run in the shared loop (loop.c), with the optimizer applied at the
  * end of each step once the global gradient norm is known. Rank r runs plan->ranks[r].step. The
  * buffers are the compute backend's (common/compute.h): this file moves weights in and out of
@@ -7,9 +7,11 @@
  * Exit status: loop.h's WP_EXIT_* (0 done; 1 training failed; 2 bad input; 3 communication
  * failure, from the communication layer; 4 stopped by SIGTERM, SIGINT or SIGUSR1). */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "common/init.h"
 #include "train/rank.h"
 #include "train/checkpoint.h"
@@ -85,58 +87,91 @@ static void init_masters(WpRank *R, const TrainFlags *o, WpTrainState *st) {
     free(whole); free(m); free(v);
 }
 
-/* Gathers replica 0's masters (and AdamW moments; a replicated chunk's from its first owner only:
- * counts_master) to rank 0 and writes the checkpoint there, in the reference trainer's format:
- * full tensors with Hugging Face names, whoever owned what. */
+/* Rank r's part of the checkpoint: the ranges of the masters it counts (counts_master), whose
+ * shard it writes. Fills out (room for the rank's buffers) and returns how many. */
+static int rank_ranges(const WpRank *R, int r, WpCkptRange *out) {
+    const WpPlanDesc *P = R->plan;
+    int n = 0;
+    for (int b = 0; b < P->ranks[r].nbufs; b++) {
+        const WpBufDesc *d = &P->ranks[r].bufs[b];
+        if (!counts_master(P, r, b)) continue;
+        size_t whole = R->chunks[d->chunk].nparams;
+        out[n++] = (WpCkptRange){ d->chunk, d->nshards > 1 ? comm_shard_offset(whole, d->nshards, d->shard) : 0,
+                                  chunk_floats(R, d->chunk, d->shard, d->nshards) };
+    }
+    return n;
+}
+
+/* What a rank tells the others once its shard is written (or not). */
+typedef struct ShardReport {
+    int ok;
+    uint64_t hash;
+    char err[480];
+} ShardReport;
+
+/* Every owner writes its shard of the checkpoint from its own masters (no gather; the host copy
+ * is the backend's compute_master_get), durably; each rank's report reaches every rank (one small
+ * broadcast per rank, waiting as long as a save may take: the save timeout); once all are
+ * written, rank 0 commits the manifest and says so. A failed save removes the shards it wrote. */
 static int save_checkpoint(WpRank *R, const char *path, const WpTrainState *st, char *err, size_t errlen) {
     const WpPlanDesc *P = R->plan;
-    size_t total = 0, mine_n = 0;
-    for (int c = 0; c < P->nchunks; c++) total += R->chunks[c].nparams;
-    for (int b = 0; b < R->me->nbufs; b++)
-        if (counts_master(P, R->rank, b)) mine_n += 3 * chunk_floats(R, R->me->bufs[b].chunk, R->me->bufs[b].shard, R->me->bufs[b].nshards);
-    float *mine = rank_realloc(R, NULL, (mine_n + 1) * sizeof(float), "the checkpoint"), *p = mine;
-    for (int b = 0; b < R->me->nbufs; b++) {
-        const WpBufDesc *d = &R->me->bufs[b];
-        if (!counts_master(P, R->rank, b)) continue;
-        size_t n = chunk_floats(R, d->chunk, d->shard, d->nshards);
-        compute_master_get(R, b, WP_MASTER_W, p, n); p += n;
-        compute_master_get(R, b, WP_MASTER_M, p, n); p += n;
-        compute_master_get(R, b, WP_MASTER_V, p, n); p += n;
+    WpCkptRange *mine = rank_realloc(R, NULL, (size_t)(R->me->nbufs + 1) * sizeof *mine, "the checkpoint");
+    int nmine = rank_ranges(R, R->rank, mine);
+    ShardReport *rep = rank_calloc(R, (size_t)P->nranks, sizeof *rep, "the checkpoint");
+    ShardReport *me = &rep[R->rank];
+    int created = 0;
+    me->ok = 1;
+    if (nmine > 0) {
+        float **w = rank_calloc(R, (size_t)nmine, sizeof *w, "the checkpoint"), **m = rank_calloc(R, (size_t)nmine, sizeof *m, "the checkpoint"),
+              **v = rank_calloc(R, (size_t)nmine, sizeof *v, "the checkpoint");
+        for (int i = 0, b = 0; b < R->me->nbufs; b++) {
+            if (!counts_master(P, R->rank, b)) continue;
+            size_t n = mine[i].n;
+            w[i] = rank_realloc(R, NULL, (n + 1) * sizeof(float), "the checkpoint");
+            m[i] = rank_realloc(R, NULL, (n + 1) * sizeof(float), "the checkpoint");
+            v[i] = rank_realloc(R, NULL, (n + 1) * sizeof(float), "the checkpoint");
+            compute_master_get(R, b, WP_MASTER_W, w[i], n);
+            compute_master_get(R, b, WP_MASTER_M, m[i], n);
+            compute_master_get(R, b, WP_MASTER_V, v[i], n);
+            i++;
+        }
+        me->ok = ckpt_write_shard(path, &R->cfg, R->chunks, mine, nmine, w, m, v, st, R->rank, &me->hash, &created,
+                                  me->err, sizeof me->err) == 0;
+        for (int i = 0; i < nmine; i++) { free(w[i]); free(m[i]); free(v[i]); }
+        free(w); free(m); free(v);
     }
-    float *all = R->rank == 0 ? rank_realloc(R, NULL, (3 * total + 1) * sizeof(float), "the checkpoint") : NULL;
-    comm_gather(R->comm, mine, mine_n, all, R->rank == 0 ? 3 * total : 0, NULL);
-    free(mine);
-    int rc = 0;
+    for (int r = 0; r < P->nranks; r++) comm_bcast_bytes_save(R->comm, &rep[r], sizeof rep[r], r);
+    struct { int rc, committed; } out = { 0, 0 };
     if (R->rank == 0) {
-        float **par = rank_realloc(R, NULL, (size_t)P->nchunks * sizeof *par, "the checkpoint");
-        float **m = rank_realloc(R, NULL, (size_t)P->nchunks * sizeof *m, "the checkpoint");
-        float **v = rank_realloc(R, NULL, (size_t)P->nchunks * sizeof *v, "the checkpoint");
-        for (int c = 0; c < P->nchunks; c++) {
-            par[c] = rank_realloc(R, NULL, R->chunks[c].nparams * sizeof(float), "the checkpoint");
-            m[c] = rank_realloc(R, NULL, R->chunks[c].nparams * sizeof(float), "the checkpoint");
-            v[c] = rank_realloc(R, NULL, R->chunks[c].nparams * sizeof(float), "the checkpoint");
-        }
-        /* walk the ranks in order, as comm_gather concatenated them */
-        const float *q = all;
-        for (int r = 0; r < P->nranks; r++) {
-            const WpRankDesc *rd = &P->ranks[r];
-            for (int b = 0; b < rd->nbufs; b++) {
-                const WpBufDesc *d = &rd->bufs[b];
-                if (!counts_master(P, r, b)) continue;
-                size_t whole = R->chunks[d->chunk].nparams;
-                size_t off = d->nshards > 1 ? comm_shard_offset(whole, d->nshards, d->shard) : 0;
-                size_t n = chunk_floats(R, d->chunk, d->shard, d->nshards);
-                memcpy(par[d->chunk] + off, q, n * sizeof(float)); q += n;
-                memcpy(m[d->chunk] + off, q, n * sizeof(float)); q += n;
-                memcpy(v[d->chunk] + off, q, n * sizeof(float)); q += n;
+        int bad = -1;
+        for (int r = 0; r < P->nranks && bad < 0; r++) if (!rep[r].ok) bad = r;
+        if (bad >= 0) {
+            snprintf(err, errlen, "%s", rep[bad].err);
+            out.rc = -1;
+        } else {
+            WpCkptShard *shards = rank_calloc(R, (size_t)P->nranks, sizeof *shards, "the checkpoint");
+            WpCkptRange **of = rank_calloc(R, (size_t)P->nranks, sizeof *of, "the checkpoint");
+            int nshards = 0;
+            for (int r = 0; r < P->nranks; r++) {
+                of[r] = rank_realloc(R, NULL, (size_t)(P->ranks[r].nbufs + 1) * sizeof **of, "the checkpoint");
+                int n = rank_ranges(R, r, of[r]);
+                if (n > 0) shards[nshards++] = (WpCkptShard){ r, rep[r].hash, of[r], n };
             }
+            out.rc = ckpt_commit(path, &R->cfg, R->chunks, P->nchunks, shards, nshards, st, 1, &out.committed, err, errlen);
+            for (int r = 0; r < P->nranks; r++) free(of[r]);
+            free(of);
+            free(shards);
         }
-        if (ckpt_save(path, &R->cfg, R->chunks, P->nchunks, par, m, v, st, err, errlen)) rc = -1;
-        for (int c = 0; c < P->nchunks; c++) { free(par[c]); free(m[c]); free(v[c]); }
-        free(par); free(m); free(v); free(all);
     }
-    comm_bcast_bytes_save(R->comm, &rc, sizeof rc, 0);   /* rank 0's save may outlast the comm timeout */
-    return rc;
+    comm_bcast_bytes_save(R->comm, &out, sizeof out, 0);
+    if (out.rc && !out.committed && created) {
+        char file[5400];
+        ckpt_shard_path(path, st->step, R->rank, me->hash, file, sizeof file);
+        unlink(file);
+    }
+    free(rep);
+    free(mine);
+    return out.rc ? -1 : 0;
 }
 
 /* ---- the update ---- */

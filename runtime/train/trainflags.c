@@ -60,8 +60,10 @@ static int parse_float(const char *flag, const char *s, double lo, double hi, fl
  * the old one whole until the new one is), but nothing else a trainer reads: the data, the
  * program, the model's config.json. The log and the trace replace nothing that is read. */
 static int check_paths(const TrainFlags *o, char *err, size_t errlen) {
-    char opt[4096] = "", exe[4096] = "", save_cfg[4096] = "";
-    if (o->resume && ckpt_optimizer_file(o->resume, opt, sizeof opt)) opt[0] = 0;
+    char exe[4096] = "", save_cfg[4096] = "";
+    /* --resume's shards (or an earlier version's optimizer file) are inputs too */
+    char **files = NULL;
+    int nfiles = o->resume ? ckpt_input_files(o->resume, &files) : 0;
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = 0;
     if (o->save) {
@@ -69,12 +71,19 @@ static int check_paths(const TrainFlags *o, char *err, size_t errlen) {
         snprintf(save_cfg, sizeof save_cfg, "%.*sconfig.json", slash ? (int)(slash - o->save + 1) : 0, o->save);
     }
     const char *model = o->model && (strchr(o->model, '/') || strstr(o->model, ".json")) ? o->model : NULL;
-    const WpPathArg read[] = {
-        { "--data", o->data }, { "--init", o->init }, { "--resume", o->resume },
-        { "--resume's optimizer file", opt[0] ? opt : NULL }, { "-m", model }, { "the program", exe[0] ? exe : NULL },
-    };
+    WpPathArg *read = malloc((size_t)(5 + nfiles) * sizeof *read);
+    if (!read) { ckpt_files_free(files, nfiles); snprintf(err, errlen, "out of memory"); return -1; }
+    read[0] = (WpPathArg){ "--data", o->data };
+    read[1] = (WpPathArg){ "--init", o->init };
+    read[2] = (WpPathArg){ "--resume", o->resume };
+    read[3] = (WpPathArg){ "-m", model };
+    read[4] = (WpPathArg){ "the program", exe[0] ? exe : NULL };
+    for (int i = 0; i < nfiles; i++) read[5 + i] = (WpPathArg){ "a file of --resume", files[i] };
     const WpPathArg notes[] = { { "--log", o->log }, { "--trace", o->trace } };
-    if (wp_check_outputs(read, 6, notes, 2, err, errlen)) return -1;
+    int rc = wp_check_outputs(read, 5 + nfiles, notes, 2, err, errlen);
+    free(read);
+    ckpt_files_free(files, nfiles);
+    if (rc) return -1;
     const WpPathArg kept[] = { { "--data", o->data }, { "the program", exe[0] ? exe : NULL } };
     const WpPathArg all[] = { { "--save", o->save }, { "--save's config.json", o->save ? save_cfg : NULL },
                               { "--log", o->log }, { "--trace", o->trace } };

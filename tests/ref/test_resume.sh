@@ -11,12 +11,12 @@ mkdir -p "$tmp/one" "$tmp/two"
 common=(-m tiny --synthetic --seq 32 --micro-batch-size 2 --micro-batches 3 --steps 10 --seed 7
         --lr 3e-3 --warmup 3 --weight-decay 0.1 --clip 0.5)
 
-"$ref" "${common[@]}" --save "$tmp/one/model.safetensors" --log "$tmp/one.log" >"$tmp/one.out"
-"$ref" "${common[@]}" --stop-at 5 --save "$tmp/two/model.safetensors" --log "$tmp/two.log" >"$tmp/two-a.out"
+"$ref" "${common[@]}" --save "$tmp/one/checkpoint.json" --log "$tmp/one.log" >"$tmp/one.out"
+"$ref" "${common[@]}" --stop-at 5 --save "$tmp/two/checkpoint.json" --log "$tmp/two.log" >"$tmp/two-a.out"
 grep -q '"step":5,' "$tmp/two.log" || { echo "FAIL: the first half did not stop at step 5"; exit 1; }
 grep -q '"step":6,' "$tmp/two.log" && { echo "FAIL: the first half ran past step 5"; exit 1; }
-cp "$tmp/two/model.safetensors" "$tmp/step5.safetensors"
-"$ref" "${common[@]}" --resume "$tmp/two/model.safetensors" --save "$tmp/two/model.safetensors" \
+cp "$tmp/two/checkpoint.json" "$tmp/step5.json"
+"$ref" "${common[@]}" --resume "$tmp/two/checkpoint.json" --save "$tmp/two/checkpoint.json" \
     --log "$tmp/two.log" >"$tmp/two-b.out"
 grep -q 'resuming from .* at step 5' "$tmp/two-b.out" || { echo "FAIL: no resume message"; cat "$tmp/two-b.out"; exit 1; }
 
@@ -25,23 +25,23 @@ strip() { sed -E 's/,"ms":.*//' "$1"; }
 if ! diff <(strip "$tmp/one.log") <(strip "$tmp/two.log"); then
     echo "FAIL: the resumed run's steps differ from the uninterrupted run's"; exit 1
 fi
-# The same files (model, config.json, the one optimizer file the model names: its name holds
-# the step and a hash of its content), byte for byte.
+# The same files (manifest, config.json, the one shard the manifest names: its name holds the
+# step and a hash of its content), byte for byte.
 if ! diff <(ls "$tmp/one") <(ls "$tmp/two"); then echo "FAIL: the checkpoints' files differ"; exit 1; fi
-[ "$(ls "$tmp/one" | grep -c '^model\.opt\.10\.[0-9a-f]*\.safetensors$')" = 1 ] || { echo "FAIL: no optimizer file of step 10: $(ls "$tmp/one")"; exit 1; }
+[ "$(ls "$tmp/one" | grep -c '^checkpoint\.shard\.10\.0\.[0-9a-f]*\.safetensors$')" = 1 ] || { echo "FAIL: no shard of step 10: $(ls "$tmp/one")"; exit 1; }
 for f in $(ls "$tmp/one"); do
     cmp "$tmp/one/$f" "$tmp/two/$f" || { echo "FAIL: $f differs after resume"; exit 1; }
 done
 # The run did train: the checkpoint of step 5 is not that of step 10.
-if cmp -s "$tmp/step5.safetensors" "$tmp/one/model.safetensors"; then echo "FAIL: weights did not change"; exit 1; fi
+if cmp -s "$tmp/step5.json" "$tmp/one/checkpoint.json"; then echo "FAIL: weights did not change"; exit 1; fi
 
 # Resuming a finished run does nothing and succeeds.
-"$ref" "${common[@]}" --resume "$tmp/one/model.safetensors" >"$tmp/done.out"
+"$ref" "${common[@]}" --resume "$tmp/one/checkpoint.json" >"$tmp/done.out"
 grep -q 'no step to run' "$tmp/done.out" || { echo "FAIL: resume past --steps"; exit 1; }
 
 # --steps 0 --save writes the initial model; training from it with --init is the same run.
 mkdir -p "$tmp/three"
-"$ref" "${common[@]}" --steps 0 --save "$tmp/init.safetensors" >/dev/null
-"$ref" "${common[@]}" --init "$tmp/init.safetensors" --save "$tmp/three/model.safetensors" >/dev/null
-cmp "$tmp/one/model.safetensors" "$tmp/three/model.safetensors" || { echo "FAIL: --init of the initial model differs"; exit 1; }
+"$ref" "${common[@]}" --steps 0 --save "$tmp/init.json" >/dev/null
+"$ref" "${common[@]}" --init "$tmp/init.json" --save "$tmp/three/checkpoint.json" >/dev/null
+cmp "$tmp/one/checkpoint.json" "$tmp/three/checkpoint.json" || { echo "FAIL: --init of the initial model differs"; exit 1; }
 echo "resume: 10 steps == 5 + resume + 5, bit for bit ($(grep -c step "$tmp/one.log") steps, final loss $(tail -n 1 "$tmp/one.log" | sed -E 's/.*"loss":([^,]*).*/\1/'))"
