@@ -209,6 +209,7 @@ int main(int argc, char **argv) {
         die(1, "out of memory: %zu parameters and %zu floats of activations", np, nstash);
 
     long start = 0;
+    uint64_t data_seq0 = 0;
     if (o.resume) {
         WpTrainState st;
         if (ckpt_load(o.resume, c, &r->k, 1, &r->params, &r->m, &r->v, &st, err, sizeof err) != 0) die(2, "%s", err);
@@ -221,10 +222,8 @@ int main(int argc, char **argv) {
             if (!(r->data = data_synthetic(st.seed, c->vocab))) die(1, "out of memory");
         }
         o.seed = st.seed;
-        if (st.micro_batches != M || st.micro_batch_size != G || st.seq != S)
-            fprintf(stderr, "wp-ref: warning: the checkpoint was trained with M=%d G=%d S=%d, now M=%d G=%d S=%d: "
-                    "the data order differs from an uninterrupted run\n", st.micro_batches, st.micro_batch_size,
-                    st.seq, M, G, S);
+        if (train_flags_data_origin(&o, &st, M, G, S, &data_seq0, err, sizeof err)) die(2, "%s", err);
+        data_set_origin(r->data, start, data_seq0);
     } else if (o.init) {
         if (ckpt_load(o.init, c, &r->k, 1, &r->params, NULL, NULL, NULL, err, sizeof err) != 0) die(2, "%s", err);
     } else {
@@ -251,7 +250,7 @@ int main(int argc, char **argv) {
     r->o = &o;
     r->trace.origin = now_s();
     loop_catch_signals();
-    WpLoop loop = { .prog = "wp-ref", .flags = &o, .start = start, .micro_batches = M, .mbs = G, .seq = S, .printer = 1,
+    WpLoop loop = { .prog = "wp-ref", .flags = &o, .start = start, .data_seq0 = data_seq0, .micro_batches = M, .mbs = G, .seq = S, .printer = 1,
                     .log = log, .ud = r, .step = ref_step, .update = ref_update, .save = ref_save,
                     .span = o.trace ? ref_span : NULL, .now = ref_now };
     int status = loop_run(&loop);

@@ -29,6 +29,8 @@ struct WpData {
     size_t tsize;                 /* bytes per token: 1 (bytes) or 2 (shard) */
     size_t ntokens;
     uint64_t seed;                /* SRC_SYNTHETIC */
+    long origin_step;             /* data_set_origin: step origin_step reads sequence origin_seq on */
+    uint64_t origin_seq;
     char path[4096];
     char about[512];
 };
@@ -178,6 +180,11 @@ WpData *data_synthetic(uint64_t seed, int vocab) {
 size_t data_ntokens(const WpData *d) { return d->kind == SRC_SYNTHETIC ? 0 : d->ntokens; }
 const char *data_describe(const WpData *d) { return d->about; }
 
+void data_set_origin(WpData *d, long step, uint64_t seq) {
+    d->origin_step = step;
+    d->origin_seq = seq;
+}
+
 uint64_t data_seq_index(long step, int g, int M, int G, int i) {
     return ((uint64_t)step * (uint64_t)M + (uint64_t)g) * (uint64_t)G + (uint64_t)i;
 }
@@ -207,7 +214,7 @@ void data_read_batch(const WpData *d, long step, int g, int M, int G, int S, int
         abort();
     }
     for (int i = 0; i < G; i++) {
-        uint64_t start = data_seq_start(d, data_seq_index(step, g, M, G, i), S);
+        uint64_t start = data_seq_start(d, d->origin_seq + data_seq_index(step - d->origin_step, g, M, G, i), S);
         int *in = inputs + (size_t)i * S, *tg = targets + (size_t)i * S;
         if (d->kind == SRC_SYNTHETIC) {
             for (int j = 0; j < S; j++) in[j] = synthetic_token(d, start + (uint64_t)j);

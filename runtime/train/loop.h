@@ -31,6 +31,7 @@ typedef struct WpLoop {
     const char *prog;              /* "train", "wp-ref": the prefix of its messages */
     const TrainFlags *flags;       /* --steps, --stop-at, --lr ..., --save, --save-every, --resume */
     long start;                    /* steps already done: this run does start+1 .. loop_end() */
+    uint64_t data_seq0;            /* the data position at start (a resume's, train_flags_data_origin) */
     int micro_batches, mbs, seq;   /* M, G, S of a step: its tokens, and the checkpoint's state */
     int printer;                   /* this process prints the step lines and writes the log */
     FILE *log;                     /* --log, open on the printer; NULL: none */

@@ -277,7 +277,12 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
     }
     /* --resume: the run goes on with its own seed (its synthetic data), not the default or --seed's */
     uint64_t ignored_seed;
-    int seeded = train_flags_resume(&o, &ignored_seed, err, sizeof err);
+    WpTrainState resumed = { 0 };
+    uint64_t data_seq0 = 0;
+    int seeded = train_flags_resume(&o, &resumed, &ignored_seed, err, sizeof err);
+    if (seeded >= 0 && o.resume &&
+        train_flags_data_origin(&o, &resumed, P->total_mbs, P->model.mbs, P->model.seq, &data_seq0, err, sizeof err))
+        seeded = -1;
     if (seeded < 0) {
         if (R->rank == 0) fprintf(stderr, "train: %s\n", err);
         comm_finalize(comm);
@@ -311,13 +316,13 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
     }
     WpTrainState st = { 0 };
     init_masters(R, &o, &st);
-    long start = 0;
-    if (o.resume) {
-        /* only owners read the checkpoint: they agree on its step; tell everyone */
-        double x[2] = { owns_masters(R) ? (double)st.step : 0, owns_masters(R) };
-        comm_allreduce_double(comm, x, 2);
-        start = x[1] > 0 ? (long)(x[0] / x[1] + 0.5) : 0;
-    }
+    /* every rank read the checkpoint's state (train_flags_resume); the owners loaded its tensors:
+     * a checkpoint replaced in between is a mix, refused */
+    long start = o.resume ? resumed.step : 0;
+    if (o.resume && owns_masters(R) && (st.step != resumed.step || st.data_seq != resumed.data_seq))
+        comm_abort(comm, WP_EXIT_BAD_INPUT, "--resume %s: replaced while it was read (step %ld, then %ld)", o.resume,
+                   resumed.step, st.step);
+    data_set_origin(R->data, start, data_seq0);
     if (o.trace) {
         R->tracing = 1;
         comm_set_trace(comm, trace_comm_event, R);
@@ -342,7 +347,7 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
                P->strategy, P->nranks, P->topo_name, P->plan_hash, P->model_name, P->total_mbs, R->cfg.mbs, R->cfg.seq,
                data_describe(R->data), threads);
     loop_catch_signals();
-    WpLoop loop = { .prog = "train", .flags = &o, .start = start, .micro_batches = P->total_mbs, .mbs = R->cfg.mbs,
+    WpLoop loop = { .prog = "train", .flags = &o, .start = start, .data_seq0 = data_seq0, .micro_batches = P->total_mbs, .mbs = R->cfg.mbs,
                     .seq = R->cfg.seq, .printer = R->rank == 0, .log = log, .ud = R, .step = run_step,
                     .allreduce = allreduce, .update = update, .save = save, .span = o.trace ? span : NULL, .now = now };
     int status = loop_run(&loop);

@@ -21,11 +21,13 @@ const char train_flags_usage[] =
     "  --weight-decay X        AdamW decoupled weight decay, not on norms (default 0.1)\n"
     "  --clip X                global gradient-norm limit, 0 = none (default 1.0)\n"
     "  --seed N                initialisation and synthetic data (default 1)\n"
-    "  --init FILE             start from these weights (safetensors)\n"
-    "  --resume FILE           continue a run from its checkpoint (FILE and the optimizer file it names;\n"
-    "                          the run's seed comes from the checkpoint)\n"
-    "  --save FILE             write a checkpoint at the end: FILE (the model, safetensors), config.json\n"
-    "                          and FILE's optimizer file beside it, committed as one (see README)\n"
+    "  --init FILE             start from these weights (a checkpoint, or a Hugging Face safetensors file)\n"
+    "  --resume FILE           continue a run from its checkpoint (the manifest FILE and the shards it\n"
+    "                          names; the run's seed and data position come from the checkpoint)\n"
+    "  --allow-batch-change    with --resume: accept another global batch (micro-batches x sequences, or\n"
+    "                          --seq) than the checkpoint's, going on from its data position\n"
+    "  --save FILE             write a checkpoint at the end: the manifest FILE (say DIR/checkpoint.json),\n"
+    "                          each process's shard and config.json beside it, committed as one (README)\n"
     "  --save-every N          and every N steps\n"
     "  --log FILE              one JSON object per step\n"
     "  --trace FILE            Chrome trace (chrome://tracing, Perfetto) of the steps\n"
@@ -108,10 +110,11 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
             snprintf(flag, sizeof flag, "%s", a);
         }
         if (!strcmp(flag, "-h") || !strcmp(flag, "--help")) { fputs(usage_head, stdout); fputs(train_flags_usage, stdout); exit(0); }
-        if (!strcmp(flag, "--synthetic") || !strcmp(flag, "--recompute")) {
+        if (!strcmp(flag, "--synthetic") || !strcmp(flag, "--recompute") || !strcmp(flag, "--allow-batch-change")) {
             if (val) { snprintf(err, errlen, "%s takes no value", flag); return -1; }
             if (!strcmp(flag, "--synthetic")) o->synthetic = 1;
-            else o->recompute = 1;
+            else if (!strcmp(flag, "--recompute")) o->recompute = 1;
+            else o->allow_batch_change = 1;
             continue;
         }
         static const char *const model_flags[] = { "-m", "--model", "--seq", "--micro-batch-size", "--micro-batches" };
@@ -156,6 +159,7 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
     if (!o->data == !o->synthetic) { snprintf(err, errlen, "exactly one of --data FILE and --synthetic is needed"); return -1; }
     if (o->init && o->resume) { snprintf(err, errlen, "--init and --resume exclude each other (--resume restores the weights)"); return -1; }
     if (o->save_every && !o->save) { snprintf(err, errlen, "--save-every needs --save FILE"); return -1; }
+    if (o->allow_batch_change && !o->resume) { snprintf(err, errlen, "--allow-batch-change needs --resume CHECKPOINT"); return -1; }
     if (o->save) {
         /* Find out now, not after hours of training, that the checkpoint cannot be written (or
          * would replace a file that is not a checkpoint). */
@@ -166,13 +170,31 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
     return 0;
 }
 
-int train_flags_resume(TrainFlags *o, uint64_t *ignored_seed, char *err, size_t errlen) {
+int train_flags_resume(TrainFlags *o, WpTrainState *state, uint64_t *ignored_seed, char *err, size_t errlen) {
     if (!o->resume) return 0;
     WpTrainState st;
     if (ckpt_read_state(o->resume, &st, err, errlen)) return -1;
+    if (state) *state = st;
     int ignored = o->seed_given && o->seed != st.seed;
     if (ignored && ignored_seed) *ignored_seed = o->seed;
     /* The synthetic data continue where the run was, whatever --seed says. */
     o->seed = st.seed;
     return ignored;
+}
+
+int train_flags_data_origin(const TrainFlags *o, const WpTrainState *st, int M, int G, int S, uint64_t *seq,
+                            char *err, size_t errlen) {
+    *seq = st->data_seq;
+    if ((uint64_t)st->micro_batches * (uint64_t)st->micro_batch_size == (uint64_t)M * (uint64_t)G && st->seq == S)
+        return 0;   /* the same sequences per step (M and G may trade): the data go on as they were */
+    if (!o->allow_batch_change) {
+        snprintf(err, errlen, "--resume %s: the checkpoint's run read %d x %d sequences of %d tokens per step (micro-batches "
+                 "x micro-batch size), this run %d x %d of %d: its data would not go on as they were "
+                 "(--allow-batch-change goes on from the checkpoint's data position with the new batch)", o->resume,
+                 st->micro_batches, st->micro_batch_size, st->seq, M, G, S);
+        return -1;
+    }
+    /* the first sequence of S tokens that starts past the tokens read so far (data_seq of the old S) */
+    *seq = (st->data_seq * (uint64_t)st->seq + (uint64_t)S - 1) / (uint64_t)S;
+    return 0;
 }

@@ -4,6 +4,7 @@
 #define WP_TRAINFLAGS_H
 
 #include <stdint.h>
+#include "train/checkpoint.h"
 
 typedef struct TrainFlags {
     const char *model;                /* -m (wp-ref only) */
@@ -18,6 +19,7 @@ typedef struct TrainFlags {
     const char *init, *resume, *save, *log, *trace;
     long save_every;
     int recompute;
+    int allow_batch_change;           /* --allow-batch-change: a resume may change M x G or S */
 } TrainFlags;
 
 /* The shared part of the usage text. */
@@ -30,10 +32,18 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
                       char *err, size_t errlen);
 
 /* --resume: takes the seed of the run being resumed into o->seed (initialisation is the
- * checkpoint's; the synthetic data must continue where they were), reading only the
- * checkpoint's headers, so that a trainer can call it before it sets up its data. A --seed that
- * differs is ignored: returns 1 and its value in *ignored_seed, for the caller's warning. Without
- * --resume does nothing. 0 or 1, or -1 with err set (the checkpoint cannot be read: exit 2). */
-int train_flags_resume(TrainFlags *o, uint64_t *ignored_seed, char *err, size_t errlen);
+ * checkpoint's; the synthetic data must continue where they were), and its state into *st (if
+ * not NULL), reading only the checkpoint's manifest, so that a trainer can call it before it sets
+ * up its data. A --seed that differs is ignored: returns 1 and its value in *ignored_seed, for
+ * the caller's warning. Without --resume does nothing. 0 or 1, or -1 with err set (the
+ * checkpoint cannot be read: exit 2). */
+int train_flags_resume(TrainFlags *o, WpTrainState *st, uint64_t *ignored_seed, char *err, size_t errlen);
+
+/* The sequence a resume of st, with M micro-batches of G sequences of S tokens per step, reads
+ * first (data_set_origin): the checkpoint's data position. A global batch other than the
+ * checkpoint's (M x G sequences, or S) is refused, -1 with one line in err (exit 2), unless
+ * --allow-batch-change: then the first sequence past the tokens the checkpoint's run read. */
+int train_flags_data_origin(const TrainFlags *o, const WpTrainState *st, int M, int G, int S, uint64_t *seq,
+                            char *err, size_t errlen);
 
 #endif

@@ -44,4 +44,31 @@ mkdir -p "$tmp/three"
 "$ref" "${common[@]}" --steps 0 --save "$tmp/init.json" >/dev/null
 "$ref" "${common[@]}" --init "$tmp/init.json" --save "$tmp/three/checkpoint.json" >/dev/null
 cmp "$tmp/one/checkpoint.json" "$tmp/three/checkpoint.json" || { echo "FAIL: --init of the initial model differs"; exit 1; }
+# The data position: a resume goes on from the checkpoint's data_seq. Another global batch is
+# refused (exit 2, nothing written) unless --allow-batch-change, which goes on from data_seq with
+# the new batch: the next checkpoint's data_seq is the old one plus what the new steps read.
+seq_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["state"]["data_seq"])' "$1"; }
+mkdir -p "$tmp/four"
+small=(-m tiny --synthetic --seq 16 --steps 8 --seed 7)
+"$ref" "${small[@]}" --micro-batch-size 1 --micro-batches 2 --stop-at 2 --save "$tmp/four/checkpoint.json" >/dev/null
+[ "$(seq_of "$tmp/four/checkpoint.json")" = 4 ] || { echo "FAIL: data_seq after 2 steps of 2 sequences: $(seq_of "$tmp/four/checkpoint.json")"; exit 1; }
+cp "$tmp/four/checkpoint.json" "$tmp/four.before"
+rc=0
+"$ref" "${small[@]}" --micro-batch-size 1 --micro-batches 3 --resume "$tmp/four/checkpoint.json" --save "$tmp/four/checkpoint.json" >"$tmp/batch.out" 2>&1 || rc=$?
+[ $rc = 2 ] && grep -q "the checkpoint's run read 2 x 1 sequences of 16 tokens per step (micro-batches x micro-batch size), this run 3 x 1 of 16" "$tmp/batch.out" &&
+    cmp -s "$tmp/four/checkpoint.json" "$tmp/four.before" || { echo "FAIL: another batch not refused: exit $rc: $(head -2 "$tmp/batch.out")"; exit 1; }
+rc=0
+"$ref" "${small[@]}" --seq 8 --micro-batch-size 1 --micro-batches 2 --resume "$tmp/four/checkpoint.json" >"$tmp/batch.out" 2>&1 || rc=$?
+[ $rc = 2 ] && grep -q "this run 2 x 1 of 8" "$tmp/batch.out" || { echo "FAIL: another --seq not refused: $(head -2 "$tmp/batch.out")"; exit 1; }
+# the same global batch cut otherwise (M and G traded) is the same data: accepted
+"$ref" "${small[@]}" --micro-batch-size 2 --micro-batches 1 --stop-at 3 --resume "$tmp/four/checkpoint.json" --save "$tmp/four/checkpoint.json" >"$tmp/batch.out" 2>&1 &&
+    [ "$(seq_of "$tmp/four/checkpoint.json")" = 6 ] || { echo "FAIL: M x G traded: $(tail -2 "$tmp/batch.out")"; exit 1; }
+"$ref" "${small[@]}" --micro-batch-size 1 --micro-batches 3 --stop-at 5 --allow-batch-change --resume "$tmp/four/checkpoint.json" \
+    --save "$tmp/four/checkpoint.json" >"$tmp/batch.out" 2>&1 || { echo "FAIL: --allow-batch-change: $(tail -2 "$tmp/batch.out")"; exit 1; }
+# 6 sequences read, then 2 steps of 3: 12 (counting from the step, 5 x 3 = 15, would replay or skip)
+[ "$(seq_of "$tmp/four/checkpoint.json")" = 12 ] || { echo "FAIL: data_seq after --allow-batch-change: $(seq_of "$tmp/four/checkpoint.json"), want 12"; exit 1; }
+# a new --seq: the first sequence past the 12 x 16 tokens read, 24 of 8 tokens, then 2 steps of 3
+"$ref" "${small[@]}" --seq 8 --micro-batch-size 1 --micro-batches 3 --stop-at 7 --allow-batch-change --resume "$tmp/four/checkpoint.json" \
+    --save "$tmp/four/checkpoint.json" >"$tmp/batch.out" 2>&1 && [ "$(seq_of "$tmp/four/checkpoint.json")" = 30 ] ||
+    { echo "FAIL: --allow-batch-change with --seq 8: $(seq_of "$tmp/four/checkpoint.json"), want 30: $(tail -2 "$tmp/batch.out")"; exit 1; }
 echo "resume: 10 steps == 5 + resume + 5, bit for bit ($(grep -c step "$tmp/one.log") steps, final loss $(tail -n 1 "$tmp/one.log" | sed -E 's/.*"loss":([^,]*).*/\1/'))"
