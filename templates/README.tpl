@@ -21,8 +21,9 @@ On one machine, without the rankfile's host names:
 
     mpirun -np ${P.nranks} --oversubscribe ./train --synthetic --steps 10
 
-Other flags: --data FILE, --lr, --warmup, --weight-decay, --clip, --seed, --init FILE.safetensors,
---save FILE.safetensors, --save-every N, --resume FILE, --log FILE, --trace FILE.json.
+Other flags: --data FILE, --lr, --warmup, --weight-decay, --clip, --seed, --init FILE,
+--save DIR/checkpoint.json (a shard per rank beside it: DIR must be shared by all ranks), --save-every N,
+--resume DIR/checkpoint.json [--allow-batch-change], --log FILE, --trace FILE.json.
 ./train refuses to run with a world size other than ${P.nranks}.
 @ if P.backend == "cuda" then
 
