@@ -138,9 +138,9 @@ static void ref_update(void *ud, const WpAdamW *opt, float lr, float grad_scale,
     adamw_update_chunk(opt, r->tensors, r->ntensors, r->params, r->grads, r->m, r->v, lr, grad_scale, t);
 }
 
-static int ref_save(void *ud, const char *path, const WpTrainState *st, char *err, size_t errlen) {
+static int ref_save(void *ud, const char *path, int keep, const WpTrainState *st, char *err, size_t errlen) {
     Run *r = ud;
-    return ckpt_save(path, &r->c, &r->k, 1, &r->params, &r->m, &r->v, st, err, errlen);
+    return ckpt_save(path, &r->c, &r->k, 1, &r->params, &r->m, &r->v, st, keep, err, errlen);
 }
 
 static void ref_span(void *ud, const char *what, double t0, double t1, long step) {

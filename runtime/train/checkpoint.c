@@ -97,7 +97,30 @@ static int is_shard_name(const char *name, const char *stem) {
     return q - p == 16 && strcmp(q, ".safetensors") == 0;
 }
 
-/* Is name a temporary of ours (BASE, config.json, a shard or an optimizer file, then ".tmp.PID") left by
+/* Is name STEM.STEP.json (STEP decimal), the manifest of a checkpoint --keep keeps? Its step in
+ * *step (if not NULL). */
+static int is_kept_name(const char *name, const char *stem, long *step) {
+    size_t k = strlen(stem);
+    if (strncmp(name, stem, k) != 0 || name[k] != '.') return 0;
+    const char *p = name + k + 1, *q = p;
+    while (*q >= '0' && *q <= '9') q++;
+    if (q == p || q - p > 18 || strcmp(q, ".json") != 0) return 0;
+    if (step) *step = strtol(p, NULL, 10);
+    return 1;
+}
+
+/* May a manifest named STEM (its file name without ".json") name shard file? One of STEM's, or,
+ * of a kept manifest STEM = S.STEP, one of S's: a plain name in its folder, never a path. */
+static int shard_of_stem(const char *file, const char *stem) {
+    if (is_shard_name(file, stem)) return 1;
+    const char *dot = strrchr(stem, '.');
+    if (!dot || !dot[1] || strspn(dot + 1, "0123456789") != strlen(dot + 1)) return 0;
+    char base[1024];
+    snprintf(base, sizeof base, "%.*s", (int)(dot - stem), stem);
+    return is_shard_name(file, base);
+}
+
+/* Is name a temporary of ours (BASE, config.json, a shard, a kept manifest or an optimizer file, then ".tmp.PID") left by
  * a save that is no longer running? A live process's own temporaries are left alone. */
 static int is_stale_tmp(const char *name, const CkptNames *n) {
     const char *t = strstr(name, ".tmp.");
@@ -110,7 +133,7 @@ static int is_stale_tmp(const char *name, const CkptNames *n) {
     char target[1100];
     snprintf(target, sizeof target, "%.*s", (int)(t - name), name);
     if (strcmp(target, n->base) != 0 && strcmp(target, "config.json") != 0 && !is_opt_name(target, n->stem) &&
-        !is_shard_name(target, n->stem))
+        !is_shard_name(target, n->stem) && !is_kept_name(target, n->stem, NULL))
         return 0;
     return pid == (long)getpid() || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
 }
@@ -705,8 +728,69 @@ static json_t *manifest_build(const char *path, const WpConfig *c, const WpChunk
     return root;
 }
 
+/* A kept manifest in DIR: its name and step. */
+typedef struct Kept { char name[1100]; long step; } Kept;
+
+static int cmp_kept_newest(const void *a, const void *b) {
+    long x = ((const Kept *)a)->step, y = ((const Kept *)b)->step;
+    return (x < y) - (x > y);
+}
+
+/* After a commit of step `step` at path: of the kept manifests (STEM.STEP.json, ours), the newest
+ * keep - 1 besides this step's stay (keep > 1; with keep 1 none is written and those there are
+ * left alone), and the shards of this checkpoint that no manifest left names go, with the
+ * temporaries of dead processes. Failures are ignored: the next save retries. */
+static void prune(const CkptNames *n, const char *path, int keep, long step) {
+    Kept *kept = NULL;
+    size_t nk = 0, cap = 0;
+    DIR *d = opendir(n->dir);
+    struct dirent *e;
+    char file[5400];
+    while (d && (e = readdir(d))) {
+        long s;
+        if (!is_kept_name(e->d_name, n->stem, &s)) continue;
+        join(file, sizeof file, n->dir, e->d_name);
+        if (!manifest_is_ours(file)) continue;
+        if (nk == cap) {
+            Kept *k2 = realloc(kept, (cap = cap ? 2 * cap : 16) * sizeof *kept);
+            if (!k2) { free(kept); closedir(d); return; }
+            kept = k2;
+        }
+        snprintf(kept[nk].name, sizeof kept[nk].name, "%s", e->d_name);
+        kept[nk++].step = s;
+    }
+    if (d) closedir(d);
+    qsort(kept, nk, sizeof *kept, cmp_kept_newest);
+    size_t left = 0, others = 0;
+    for (size_t i = 0; i < nk; i++) {
+        int stays = keep <= 1 || kept[i].step == step || ++others < (size_t)keep;
+        join(file, sizeof file, n->dir, kept[i].name);
+        if (stays) kept[left++] = kept[i];
+        else unlink(file);
+    }
+    /* the shards the manifests left name */
+    char **names = NULL;
+    int nnames = 0;
+    for (size_t i = 0; i <= left; i++) {
+        if (i < left) join(file, sizeof file, n->dir, kept[i].name);
+        char **files = NULL;
+        int nf = ckpt_input_files(i < left ? file : path, &files);
+        char **grown = nf > 0 ? realloc(names, (size_t)(nnames + nf) * sizeof *names) : names;
+        if (!grown) { ckpt_files_free(files, nf); ckpt_files_free(names, nnames); free(kept); return; }
+        names = grown;
+        for (int j = 0; j < nf; j++) {
+            names[nnames++] = files[j];
+            memmove(files[j], strrchr(files[j], '/') + 1, strlen(strrchr(files[j], '/') + 1) + 1);
+        }
+        free(files);   /* the strings moved into names */
+    }
+    remove_leftovers(n, (const char *const *)names, nnames);
+    ckpt_files_free(names, nnames);
+    free(kept);
+}
+
 int ckpt_commit(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
-                const WpCkptShard *shards, int nshards, const WpTrainState *st, int with_optimizer,
+                const WpCkptShard *shards, int nshards, const WpTrainState *st, int with_optimizer, int keep,
                 int *committed, char *err, size_t errlen) {
     (void)nchunks;
     *committed = 0;
@@ -720,6 +804,16 @@ int ckpt_commit(const char *path, const WpConfig *c, const WpChunk *chunks, int 
     /* config.json (rewritten only if the model's shape changed), then the manifest's rename:
      * the commit */
     int rc = ckpt_write_config(path, c, err, errlen);
+    if (rc == 0 && keep > 1) {
+        /* --keep: this checkpoint also as DIR/STEM.STEP.json, which stays when PATH moves on */
+        char kept[5400];
+        snprintf(kept, sizeof kept, "%s/%s.%ld.json", n.dir, n.stem, st->step);
+        if (access(kept, F_OK) == 0 && !manifest_is_ours(kept))
+            rc = errmsg(err, errlen, "%s exists and is not a checkpoint manifest written by wpgen: refusing to replace it "
+                        "(--keep names the checkpoint of step %ld so)", kept, st->step);
+        else
+            rc = write_text_atomic(kept, n.dir, text, err, errlen);
+    }
     if (rc == 0) rc = write_text_atomic(path, n.dir, text, err, errlen);
     if (rc == 0) {
         *committed = 1;
@@ -734,25 +828,13 @@ int ckpt_commit(const char *path, const WpConfig *c, const WpChunk *chunks, int 
     }
     free(text);
     if (rc) return -1;
-    /* Committed: the shards of this checkpoint the manifest does not name go. */
-    char (*names)[1200] = malloc((size_t)(nshards > 0 ? nshards : 1) * sizeof *names);
-    const char **keep = malloc((size_t)(nshards > 0 ? nshards : 1) * sizeof *keep);
-    if (names && keep) {
-        for (int s = 0; s < nshards; s++) {
-            char file[5400];
-            ckpt_shard_path(path, st->step, shards[s].rank, shards[s].hash, file, sizeof file);
-            snprintf(names[s], sizeof names[s], "%s", strrchr(file, '/') + 1);
-            keep[s] = names[s];
-        }
-        remove_leftovers(&n, keep, nshards);
-    }
-    free(names);
-    free(keep);
+    /* Committed: the shards no kept manifest names go. */
+    prune(&n, path, keep, st->step);
     return 0;
 }
 
 int ckpt_save(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
-              float *const *params, float *const *m, float *const *v, const WpTrainState *st,
+              float *const *params, float *const *m, float *const *v, const WpTrainState *st, int keep,
               char *err, size_t errlen) {
     WpTrainState none = { 0 };
     if (m && v && !st) return errmsg(err, errlen, "%s: saving the optimizer needs the training state", path);
@@ -766,7 +848,7 @@ int ckpt_save(const char *path, const WpConfig *c, const WpChunk *chunks, int nc
     int rc = ckpt_write_shard(path, c, chunks, ranges, nchunks, params, m && v ? m : NULL, m && v ? v : NULL, st, 0,
                               &hash, &created, err, errlen);
     WpCkptShard shard = { 0, hash, ranges, nchunks };
-    if (rc == 0) rc = ckpt_commit(path, c, chunks, nchunks, &shard, 1, st, m && v, &committed, err, errlen);
+    if (rc == 0) rc = ckpt_commit(path, c, chunks, nchunks, &shard, 1, st, m && v, keep, &committed, err, errlen);
     if (rc && created && !committed) {
         char file[5400];
         ckpt_shard_path(path, st->step, 0, hash, file, sizeof file);
@@ -831,7 +913,7 @@ static int manifest_shard_path(const json_t *root, size_t i, const char *path, c
     CkptNames n;
     if (names_of(path, &n, err, errlen)) return -1;
     const char *file = json_string_value(json_object_get(json_array_get(json_object_get(root, "shards"), i), "file"));
-    if (!file || !is_shard_name(file, n.stem))
+    if (!file || !shard_of_stem(file, n.stem))
         return errmsg(err, errlen, "%s: shards[%zu].file: expected a name %s.shard.STEP.RANK.HASH.safetensors in its "
                       "folder, got %s", path, i, n.stem, file ? file : "none");
     join(out, outlen, n.dir, file);

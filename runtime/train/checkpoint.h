@@ -103,17 +103,19 @@ void ckpt_shard_path(const char *path, long step, int rank, uint64_t hash, char 
 
 /* The commit, by one process once every shard is durable: checks that the shards cover every
  * tensor exactly once, writes config.json and the manifest, renames it over path, and removes
- * what the previous checkpoint named and this one does not. *committed: whether path now is the
+ * the shards of this checkpoint that no kept manifest names. keep (--keep N): with N > 1 the
+ * manifest is also written as DIR/STEM.STEP.json (resumable by that name), of which the newest
+ * N (this one among them) stay; with 1 none is written and those there are left alone. *committed: whether path now is the
  * new checkpoint (it can be while -1 reports a failed fsync of the directory). 0 or -1. */
 int ckpt_commit(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
-                const WpCkptShard *shards, int nshards, const WpTrainState *st, int with_optimizer,
+                const WpCkptShard *shards, int nshards, const WpTrainState *st, int with_optimizer, int keep,
                 int *committed, char *err, size_t errlen);
 
 /* Saves the checkpoint from one process (one shard holding every chunk, then the commit): with
  * m and v (not NULL) the optimizer state too, else the weights alone (which --init can start
  * from). 0 or -1 with err set; on failure the previous checkpoint at path is as it was. */
 int ckpt_save(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
-              float *const *params, float *const *m, float *const *v, const WpTrainState *st,
+              float *const *params, float *const *m, float *const *v, const WpTrainState *st, int keep,
               char *err, size_t errlen);
 
 /* Loads the chunks' tensors from path (any subset of the model's chunks, any layer ranges; F32,

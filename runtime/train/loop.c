@@ -68,7 +68,7 @@ static int save(const WpLoop *L, long step) {
     char err[1024] = "";
     WpTrainState st = state_at(L, step);
     double t0 = L->now(L->ud);
-    if (L->save(L->ud, L->flags->save, &st, err, sizeof err)) {
+    if (L->save(L->ud, L->flags->save, (int)L->flags->keep, &st, err, sizeof err)) {
         if (L->printer) fprintf(stderr, "%s: step %ld: cannot save the checkpoint: %s\n", L->prog, step, err);
         return -1;
     }

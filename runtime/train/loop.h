@@ -43,8 +43,9 @@ typedef struct WpLoop {
     void (*allreduce)(void *ud, double *x, int n);
     /* AdamW on what this process owns, the gradients scaled by grad_scale; t: 1-based update. */
     void (*update)(void *ud, const WpAdamW *opt, float lr, float grad_scale, long t);
-    /* Collective: writes the checkpoint. 0, or -1 with the reason in err on the printer. */
-    int (*save)(void *ud, const char *path, const WpTrainState *st, char *err, size_t errlen);
+    /* Collective: writes the checkpoint, keeping the last `keep` (--keep). 0, or -1 with the
+     * reason in err on the printer. */
+    int (*save)(void *ud, const char *path, int keep, const WpTrainState *st, char *err, size_t errlen);
     /* A span of the trace, what = "optimizer" or "save" (NULL: no trace). */
     void (*span)(void *ud, const char *what, double t0, double t1, long step);
     double (*now)(void *ud);       /* seconds, any origin */

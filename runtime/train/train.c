@@ -113,7 +113,7 @@ typedef struct ShardReport {
  * is the backend's compute_master_get), durably; each rank's report reaches every rank (one small
  * broadcast per rank, waiting as long as a save may take: the save timeout); once all are
  * written, rank 0 commits the manifest and says so. A failed save removes the shards it wrote. */
-static int save_checkpoint(WpRank *R, const char *path, const WpTrainState *st, char *err, size_t errlen) {
+static int save_checkpoint(WpRank *R, const char *path, int keep, const WpTrainState *st, char *err, size_t errlen) {
     const WpPlanDesc *P = R->plan;
     WpCkptRange *mine = rank_realloc(R, NULL, (size_t)(R->me->nbufs + 1) * sizeof *mine, "the checkpoint");
     int nmine = rank_ranges(R, R->rank, mine);
@@ -157,7 +157,7 @@ static int save_checkpoint(WpRank *R, const char *path, const WpTrainState *st, 
                 int n = rank_ranges(R, r, of[r]);
                 if (n > 0) shards[nshards++] = (WpCkptShard){ r, rep[r].hash, of[r], n };
             }
-            out.rc = ckpt_commit(path, &R->cfg, R->chunks, P->nchunks, shards, nshards, st, 1, &out.committed, err, errlen);
+            out.rc = ckpt_commit(path, &R->cfg, R->chunks, P->nchunks, shards, nshards, st, 1, keep, &out.committed, err, errlen);
             for (int r = 0; r < P->nranks; r++) free(of[r]);
             free(of);
             free(shards);
@@ -220,8 +220,8 @@ static void update(void *ud, const WpAdamW *opt, float lr, float scale, long t) 
     for (int i = 0; i < R->nopts; i++) update_master(R, opt, &R->opts[i], lr, scale, t);
 }
 
-static int save(void *ud, const char *path, const WpTrainState *st, char *err, size_t errlen) {
-    return save_checkpoint(ud, path, st, err, errlen);
+static int save(void *ud, const char *path, int keep, const WpTrainState *st, char *err, size_t errlen) {
+    return save_checkpoint(ud, path, keep, st, err, errlen);
 }
 
 static void span(void *ud, const char *what, double t0, double t1, long step) {

@@ -29,6 +29,8 @@ const char train_flags_usage[] =
     "  --save FILE             write a checkpoint at the end: the manifest FILE (say DIR/checkpoint.json),\n"
     "                          each process's shard and config.json beside it, committed as one (README)\n"
     "  --save-every N          and every N steps\n"
+    "  --keep N                keep the last N checkpoints (default 1): each also as DIR/STEM.STEP.json,\n"
+    "                          resumable by that name; FILE is the latest\n"
     "  --log FILE              one JSON object per step\n"
     "  --trace FILE            Chrome trace (chrome://tracing, Perfetto) of the steps\n"
     "  --recompute             keep only each chunk's input; recompute activations in backward\n";
@@ -100,6 +102,7 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
     o->weight_decay = 0.1f;
     o->clip = 1.0f;
     o->seed = 1;
+    o->keep = 1;
     for (int i = 1; i < argc; i++) {
         char flag[64];
         const char *a = argv[i], *val = NULL, *eq = strchr(a, '=');
@@ -119,7 +122,7 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
         }
         static const char *const model_flags[] = { "-m", "--model", "--seq", "--micro-batch-size", "--micro-batches" };
         static const char *const valued[] = { "--data", "--steps", "--stop-at", "--lr", "--warmup", "--weight-decay",
-            "--clip", "--seed", "--init", "--resume", "--save", "--save-every", "--log", "--trace" };
+            "--clip", "--seed", "--init", "--resume", "--save", "--save-every", "--keep", "--log", "--trace" };
         int known = 0, is_model = 0;
         for (size_t j = 0; j < sizeof valued / sizeof valued[0]; j++) known |= !strcmp(flag, valued[j]);
         for (size_t j = 0; j < sizeof model_flags / sizeof model_flags[0]; j++) is_model |= !strcmp(flag, model_flags[j]);
@@ -151,6 +154,7 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
         else if (!strcmp(flag, "--resume")) o->resume = val;
         else if (!strcmp(flag, "--save")) o->save = val;
         else if (!strcmp(flag, "--save-every")) rc = parse_long(flag, val, 1, INT32_MAX, &o->save_every, err, errlen);
+        else if (!strcmp(flag, "--keep")) rc = parse_long(flag, val, 1, INT32_MAX, &o->keep, err, errlen);
         else if (!strcmp(flag, "--log")) o->log = val;
         else if (!strcmp(flag, "--trace")) o->trace = val;
         if (rc) return -1;
@@ -159,6 +163,7 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
     if (!o->data == !o->synthetic) { snprintf(err, errlen, "exactly one of --data FILE and --synthetic is needed"); return -1; }
     if (o->init && o->resume) { snprintf(err, errlen, "--init and --resume exclude each other (--resume restores the weights)"); return -1; }
     if (o->save_every && !o->save) { snprintf(err, errlen, "--save-every needs --save FILE"); return -1; }
+    if (o->keep > 1 && !o->save) { snprintf(err, errlen, "--keep needs --save FILE"); return -1; }
     if (o->allow_batch_change && !o->resume) { snprintf(err, errlen, "--allow-batch-change needs --resume CHECKPOINT"); return -1; }
     if (o->save) {
         /* Find out now, not after hours of training, that the checkpoint cannot be written (or

@@ -18,6 +18,7 @@ typedef struct TrainFlags {
     int seed_given;                   /* --seed was given (else seed is the default, 1) */
     const char *init, *resume, *save, *log, *trace;
     long save_every;
+    long keep;                        /* --keep N: checkpoints kept (default 1: the latest) */
     int recompute;
     int allow_batch_change;           /* --allow-batch-change: a resume may change M x G or S */
 } TrainFlags;

@@ -71,4 +71,12 @@ rc=0
 "$ref" "${small[@]}" --seq 8 --micro-batch-size 1 --micro-batches 3 --stop-at 7 --allow-batch-change --resume "$tmp/four/checkpoint.json" \
     --save "$tmp/four/checkpoint.json" >"$tmp/batch.out" 2>&1 && [ "$(seq_of "$tmp/four/checkpoint.json")" = 30 ] ||
     { echo "FAIL: --allow-batch-change with --seq 8: $(seq_of "$tmp/four/checkpoint.json"), want 30: $(tail -2 "$tmp/batch.out")"; exit 1; }
-echo "resume: 10 steps == 5 + resume + 5, bit for bit ($(grep -c step "$tmp/one.log") steps, final loss $(tail -n 1 "$tmp/one.log" | sed -E 's/.*"loss":([^,]*).*/\1/'))"
+# --keep 2: the last two checkpoints stay, each resumable by its name; resuming the older one
+# lands on the newer, byte for byte
+mkdir -p "$tmp/keep" "$tmp/again"
+"$ref" "${small[@]}" --micro-batch-size 1 --steps 4 --save "$tmp/keep/checkpoint.json" --save-every 1 --keep 2 >/dev/null
+[ "$(ls "$tmp/keep" | grep -c '^checkpoint\.[0-9]*\.json$')" = 2 ] && [ -f "$tmp/keep/checkpoint.3.json" ] &&
+    [ "$(ls "$tmp/keep" | grep -c '\.shard\.')" = 2 ] || { echo "FAIL: --keep 2: $(ls "$tmp/keep" | tr '\n' ' ')"; exit 1; }
+"$ref" "${small[@]}" --micro-batch-size 1 --steps 4 --resume "$tmp/keep/checkpoint.3.json" --save "$tmp/again/checkpoint.json" >/dev/null
+cmp "$tmp/again/checkpoint.json" "$tmp/keep/checkpoint.4.json" || { echo "FAIL: resumed from the kept step 3: not step 4's checkpoint"; exit 1; }
+echo "resume: 10 steps == 5 + resume + 5, bit for bit; another batch refused, --allow-batch-change from data_seq, --keep 2 ($(grep -c step "$tmp/one.log") steps, final loss $(tail -n 1 "$tmp/one.log" | sed -E 's/.*"loss":([^,]*).*/\1/'))"

@@ -3,7 +3,7 @@
  * the config.json beside it, the optimizer state, shape mismatches, BF16 input; one commit (a
  * failed save leaves the previous checkpoint intact; what a crash at any point leaves loads as
  * the previous or the new checkpoint; leftovers of crashed saves go at the next save, and only
- * ours); the paths a save refuses to replace; checkpoints of the earlier formats. */
+ * ours); --keep; the paths a save refuses to replace; checkpoints of the earlier formats. */
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -57,7 +57,7 @@ static void test_round_trip(int tied) {
                        .micro_batch_size = 2, .seq = 16};
     char err[512] = "";
     const char *path = tmp_path(tied ? "tied.json" : "checkpoint.json");
-    CHECK(ckpt_save(path, &c, two, nk, p, m, v, &st, err, sizeof err) == 0, "save: %s", err);
+    CHECK(ckpt_save(path, &c, two, nk, p, m, v, &st, 1, err, sizeof err) == 0, "save: %s", err);
 
     /* Load it as one chunk covering everything: the reference trainer's view. */
     float *P = calloc(whole.nparams, 4), *Mo = calloc(whole.nparams, 4), *Vo = calloc(whole.nparams, 4);
@@ -166,9 +166,9 @@ static void test_sharded(void) {
     /* a commit that leaves part of a tensor out is refused, naming it and the range */
     WpCkptShard partial[2] = {{0, h[0], &r0, 1}, {2, h[2], &r2, 1}}, full[3] = {{0, h[0], &r0, 1}, {1, h[1], &r1, 1}, {2, h[2], &r2, 1}};
     int committed = 1;
-    CHECK(ckpt_commit(path, &c, two, 2, partial, 2, &st, 1, &committed, err, sizeof err) == -1 && !committed &&
+    CHECK(ckpt_commit(path, &c, two, 2, partial, 2, &st, 1, 1, &committed, err, sizeof err) == -1 && !committed &&
           strstr(err, "leave out elements") && access(path, F_OK) != 0, "a partial commit: %s", err);
-    CHECK(ckpt_commit(path, &c, two, 2, full, 3, &st, 1, &committed, err, sizeof err) == 0 && committed, "commit: %s", err);
+    CHECK(ckpt_commit(path, &c, two, 2, full, 3, &st, 1, 1, &committed, err, sizeof err) == 0 && committed, "commit: %s", err);
 
     float *P = calloc(whole.nparams, 4), *M = calloc(whole.nparams, 4), *V = calloc(whole.nparams, 4);
     WpTrainState s2;
@@ -198,7 +198,7 @@ static void test_shape_errors(void) {
     WpChunk k = wp_chunk_make(&c, 0, 0, 2, 1, 1);
     float *p = filled(k.nparams, 0);
     char err[512] = "";
-    CHECK(ckpt_save(tmp_path("s.json"), &c, &k, 1, &p, NULL, NULL, NULL, err, sizeof err) == 0, "%s", err);
+    CHECK(ckpt_save(tmp_path("s.json"), &c, &k, 1, &p, NULL, NULL, NULL, 1, err, sizeof err) == 0, "%s", err);
 
     WpChunk kw = wp_chunk_make(&wide, 0, 0, 2, 1, 1);
     float *q = calloc(kw.nparams, 4);
@@ -278,7 +278,7 @@ static void test_atomic(void) {
     WpTrainState st = {.step = 1, .seed = 7, .micro_batches = 1, .micro_batch_size = 1, .seq = 4};
     char err[512] = "", shard[600] = "";
     const char *path = tmp_path("a.json");
-    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == 0, "%s", err);
     CHECK(find_file("a.shard.1.0.", shard, sizeof shard) == 1, "one shard of step 1, a.shard.1.0.HASH.safetensors");
     size_t n0, n1, o0, o1;
     unsigned char *before = (unsigned char *)tmp_slurp(path, &n0), *obefore = (unsigned char *)tmp_slurp(shard, &o0);
@@ -292,7 +292,7 @@ static void test_atomic(void) {
     setrlimit(RLIMIT_FSIZE, &lim);
     for (size_t i = 0; i < k.nparams; i++) p[i] += 1;
     st.step = 2;
-    int rc = ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err);
+    int rc = ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err);
     setrlimit(RLIMIT_FSIZE, &old);
     CHECK(rc == -1, "save on a full disk succeeded");
     CHECK(strstr(err, "a.shard.2.0.") != NULL && strstr(err, "File too large") && !strchr(err, '\n'), "message: %s", err);
@@ -306,13 +306,13 @@ static void test_atomic(void) {
     CHECK(ckpt_load(path, &c, &k, 1, &q, &qm, &qv, &s2, err, sizeof err) == 0 && s2.step == 1, "old still loads: %s", err);
 
     /* A save that succeeds replaces the checkpoint and removes the shard of the old one. */
-    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == 0, "%s", err);
     CHECK(find_file("a.shard.", NULL, 0) == 1 && find_file("a.shard.2.0.", NULL, 0) == 1, "the old shard is left");
     CHECK(ckpt_load(path, &c, &k, 1, &q, &qm, &qv, &s2, err, sizeof err) == 0 && s2.step == 2, "step 2: %s", err);
     /* The same state saved again: the same bytes under the same names. */
     free(before);
     before = (unsigned char *)tmp_slurp(path, &n0);
-    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == 0, "%s", err);
     free(after);
     after = (unsigned char *)tmp_slurp(path, &n1);
     CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0, "the same save wrote other bytes");
@@ -330,7 +330,7 @@ static void test_crash_points(void) {
     WpTrainState st = {.step = 3, .seed = 9, .micro_batches = 1, .micro_batch_size = 1, .seq = 4}, s2;
     char err[512] = "", shard3[600], shard4[600], path[300];
     snprintf(path, sizeof path, "%s", tmp_path("c.json"));   /* tmp_path's buffers are reused */
-    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == 0, "%s", err);
     find_file("c.shard.3.", shard3, sizeof shard3);
     /* Killed after the shards of step 4 were written, before the manifest's rename: the new
      * shard is there, with the temporary of the manifest half written. */
@@ -359,7 +359,7 @@ static void test_crash_points(void) {
     CHECK(ckpt_read_state(path, &rs, err, sizeof err) == 0 && rs.step == 3 && rs.seed == 9, "read_state: %s", err);
     /* The next save, of step 5, commits and cleans: only our leftovers of dead processes. */
     st.step = 5;
-    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == 0, "%s", err);
     CHECK(access(tmp_path("c.json.tmp.999999999"), F_OK) != 0, "stale manifest temporary kept");
     CHECK(access(tmp_path("config.json.tmp.999999998"), F_OK) != 0, "stale config temporary kept");
     CHECK(access(shard_tmp, F_OK) != 0, "stale shard temporary kept");
@@ -383,6 +383,43 @@ static void test_crash_points(void) {
     free(p); free(m); free(v); free(q); free(qm); free(qv);
 }
 
+/* --keep N: the newest N checkpoints stay, each resumable as DIR/STEM.STEP.json; older ones go
+ * with their shards; a file of that name that wpgen did not write is never removed. */
+static void test_keep(void) {
+    WpConfig c = tiny(8, 1, 0);
+    WpChunk k = wp_chunk_make(&c, 0, 0, 1, 1, 1);
+    float *p = filled(k.nparams, 0), *m = filled(k.nparams, 1), *v = filled(k.nparams, 2);
+    float *q = calloc(k.nparams, 4), *qm = calloc(k.nparams, 4), *qv = calloc(k.nparams, 4);
+    WpTrainState st = {.step = 1, .seed = 1, .micro_batches = 1, .micro_batch_size = 1, .seq = 4}, s2;
+    char err[512] = "", path[300];
+    snprintf(path, sizeof path, "%s", tmp_path("k.json"));
+    spit(tmp_path("k.9.json"), "my notes, not a checkpoint");
+    for (long s = 1; s <= 5; s++) {
+        st.step = s;
+        p[0] = (float)s;
+        CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 3, err, sizeof err) == 0, "step %ld: %s", s, err);
+    }
+    CHECK(access(tmp_path("k.1.json"), F_OK) != 0 && access(tmp_path("k.2.json"), F_OK) != 0, "older checkpoints kept");
+    CHECK(find_file("k.shard.", NULL, 0) == 3, "shards: %d, want those of steps 3, 4, 5", find_file("k.shard.", NULL, 0));
+    for (long s = 3; s <= 5; s++) {
+        char name[32];
+        snprintf(name, sizeof name, "k.%ld.json", s);
+        CHECK(ckpt_load(tmp_path(name), &c, &k, 1, &q, &qm, &qv, &s2, err, sizeof err) == 0 && s2.step == s &&
+              q[0] == (float)s, "%s: %s", name, err);
+    }
+    CHECK(ckpt_load(path, &c, &k, 1, &q, &qm, &qv, &s2, err, sizeof err) == 0 && s2.step == 5, "the latest: %s", err);
+    char *kept = tmp_slurp(tmp_path("k.9.json"), NULL);
+    CHECK(kept && strstr(kept, "my notes"), "a file of the user's named like a kept checkpoint was touched");
+    free(kept);
+    /* keep 1 (the default) writes no copy and leaves the kept ones, and their shards, alone */
+    st.step = 6;
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == 0, "%s", err);
+    CHECK(access(tmp_path("k.6.json"), F_OK) != 0 && access(tmp_path("k.3.json"), F_OK) == 0 &&
+          find_file("k.shard.", NULL, 0) == 4, "keep 1 after keep 3: %d shards", find_file("k.shard.", NULL, 0));
+    unlink(tmp_path("k.9.json"));
+    free(p); free(m); free(v); free(q); free(qm); free(qv);
+}
+
 /* A save replaces only what wpgen wrote. */
 static void test_refusals(void) {
     WpConfig c = tiny(8, 1, 0);
@@ -392,16 +429,16 @@ static void test_refusals(void) {
     char err[1024] = "", path[400];
     snprintf(path, sizeof path, "%s/sub", tmp_dir);
     CHECK(mkdir(path, 0755) == 0, "mkdir");
-    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == -1 && strstr(err, "sub is a directory"),
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == -1 && strstr(err, "sub is a directory"),
           "a directory: %s", err);
     /* a named pipe stands for a device (a bug here must not replace a real /dev/null) */
     CHECK(mkfifo(tmp_path("pipe"), 0600) == 0, "mkfifo");
-    CHECK(ckpt_save(tmp_path("pipe"), &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == -1 &&
+    CHECK(ckpt_save(tmp_path("pipe"), &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == -1 &&
           strstr(err, "pipe exists and is not a regular file"), "a device: %s", err);
     struct stat sb;
     CHECK(stat(tmp_path("pipe"), &sb) == 0 && S_ISFIFO(sb.st_mode), "the pipe was replaced");
     spit(tmp_path("notes.json"), "my notes");
-    CHECK(ckpt_save(tmp_path("notes.json"), &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == -1 &&
+    CHECK(ckpt_save(tmp_path("notes.json"), &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == -1 &&
           strstr(err, "notes.json exists and is not a checkpoint manifest written by wpgen"), "a foreign file: %s", err);
     char *kept = tmp_slurp(tmp_path("notes.json"), NULL);
     CHECK(kept && strcmp(kept, "my notes") == 0, "the foreign file changed");
@@ -423,7 +460,7 @@ static void test_refusals(void) {
     const char *user_cfg = "{\"hidden_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
                            "\"intermediate_size\": 20, \"vocab_size\": 40, \"transformers_version\": \"4.40\"}\n";
     spit(tmp_path("hf/config.json"), user_cfg);
-    CHECK(ckpt_save(tmp_path("hf/checkpoint.json"), &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == -1 &&
+    CHECK(ckpt_save(tmp_path("hf/checkpoint.json"), &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == -1 &&
           strstr(err, "hf/config.json exists and was not written by wpgen"), "a foreign config.json: %s", err);
     kept = tmp_slurp(tmp_path("hf/config.json"), NULL);
     CHECK(kept && strcmp(kept, user_cfg) == 0, "the user's config.json changed");
@@ -435,7 +472,7 @@ static void test_refusals(void) {
          "\"head_dim\": 4, \"hidden_act\": \"silu\", \"max_position_embeddings\": 16, \"rms_norm_eps\": 1e-05, "
          "\"rope_theta\": 10000.0, \"tie_word_embeddings\": false, \"vocab_size\": 40, \"attention_bias\": false, "
          "\"mlp_bias\": false, \"torch_dtype\": \"float32\"}\n");
-    CHECK(ckpt_save(tmp_path("hf/checkpoint.json"), &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
+    CHECK(ckpt_save(tmp_path("hf/checkpoint.json"), &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == 0, "%s", err);
     kept = tmp_slurp(tmp_path("hf/config.json"), NULL);
     CHECK(kept && strstr(kept, "\"written_by\": \"wpgen\""), "config.json not rewritten: %s", kept ? kept : "");
     free(kept);
@@ -492,7 +529,7 @@ static void test_legacy(void) {
     ckpt_files_free(files, nfiles);
     /* A sharded save of the same stem beside it: the old files are not ours to remove. */
     WpTrainState s3 = {.step = 3, .seed = 4, .micro_batches = 2, .micro_batch_size = 1, .seq = 4};
-    CHECK(ckpt_save(tmp_path("l.json"), &c, &k, 1, &p, &m, &v, &s3, err, sizeof err) == 0, "%s", err);
+    CHECK(ckpt_save(tmp_path("l.json"), &c, &k, 1, &p, &m, &v, &s3, 1, err, sizeof err) == 0, "%s", err);
     CHECK(access(opt, F_OK) == 0 && access(tmp_path("l.safetensors"), F_OK) == 0 && find_file("l.shard.3.", NULL, 0) == 1,
           "the earlier checkpoint beside a new one");
     CHECK(ckpt_load(tmp_path("l.safetensors"), &c, &k, 1, &q, &qm, &qv, &st, err, sizeof err) == 0 && st.step == 2,
@@ -508,11 +545,11 @@ static void test_one_model_per_folder(void) {
     WpChunk ka = wp_chunk_make(&a, 0, 0, 3, 1, 1), kb = wp_chunk_make(&b, 0, 0, 3, 1, 1);
     float *pa = filled(ka.nparams, 0), *pb = filled(kb.nparams, 0);
     char err[512] = "";
-    CHECK(ckpt_save(tmp_path("a.json"), &a, &ka, 1, &pa, NULL, NULL, NULL, err, sizeof err) == 0, "save a: %s", err);
-    CHECK(ckpt_save(tmp_path("a2.json"), &a, &ka, 1, &pa, NULL, NULL, NULL, err, sizeof err) == 0, "the same model again: %s", err);
+    CHECK(ckpt_save(tmp_path("a.json"), &a, &ka, 1, &pa, NULL, NULL, NULL, 1, err, sizeof err) == 0, "save a: %s", err);
+    CHECK(ckpt_save(tmp_path("a2.json"), &a, &ka, 1, &pa, NULL, NULL, NULL, 1, err, sizeof err) == 0, "the same model again: %s", err);
     CHECK(ckpt_claim(tmp_path("b.json"), &b, err, sizeof err) == -1 && strstr(err, "describes another model (hidden_size 8"),
           "claim: %s", err);
-    CHECK(ckpt_save(tmp_path("b.json"), &b, &kb, 1, &pb, NULL, NULL, NULL, err, sizeof err) == -1 &&
+    CHECK(ckpt_save(tmp_path("b.json"), &b, &kb, 1, &pb, NULL, NULL, NULL, 1, err, sizeof err) == -1 &&
           strstr(err, "describes another model"), "save b beside a: %s", err);
     CHECK(access(tmp_path("b.json"), F_OK) != 0 && find_file("b.shard.", NULL, 0) == 0, "b was written beside a");
     CHECK(ckpt_claim(tmp_path("a.json"), &a, err, sizeof err) == 0, "claim a: %s", err);
@@ -546,6 +583,8 @@ int main(void) {
     test_atomic();
     unlink(tmp_path("config.json"));
     test_crash_points();
+    unlink(tmp_path("config.json"));
+    test_keep();
     unlink(tmp_path("config.json"));
     test_refusals();
     unlink(tmp_path("config.json"));
