@@ -554,7 +554,8 @@ int ckpt_write_shard(const char *path, const WpConfig *c, const WpChunk *chunks,
                 if (!src[q]) continue;
                 char name[160];
                 snprintf(name, sizeof name, "%s%s", ts[j].name, shard_suffix[q]);
-                if (wp_st_add(wr, name, "F32", &count, 1, src[q], count * sizeof(float)) != 0)
+                /* borrowed: the caller's arrays outlive the commit below */
+                if (wp_st_add_borrowed(wr, name, "F32", &count, 1, src[q], count * sizeof(float)) != 0)
                     rc = errmsg(err, errlen, "%s: %s: cannot add the tensor (out of memory?)", path, name);
                 h = hash_bytes(h, src[q], count * sizeof(float));
             }

@@ -9,7 +9,9 @@
  *                          F32 slice, a contiguous range of the tensor's row-major flattening; its
  *                          __metadata__ "slices" gives each slice's offset and the whole shape.
  *                          STEM is PATH's file name without ".json", HASH a hash of the content;
- *   DIR/config.json        the model's shape (Hugging Face's), which `wpgen export` reads.
+ *   DIR/config.json        the model's shape (Hugging Face's), which `wpgen export` reads;
+ *   DIR/STEM.STEP.json     with --keep N > 1, the manifests of the last N checkpoints, each one
+ *                          resumable by that name (PATH is the latest of them).
  * DIR must be one folder all processes see (a shared file system, as torch's distributed
  * checkpoint assumes).
  *

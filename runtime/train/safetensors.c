@@ -64,6 +64,7 @@ typedef struct StEntry {
     int ndim;
     void *data;
     size_t bytes;
+    int borrowed;         /* wp_st_add_borrowed: data is the caller's, not freed here */
 } StEntry;
 
 struct WpStWriter {
@@ -83,7 +84,10 @@ WpStWriter *wp_st_writer_new(void) {
 
 void wp_st_writer_free(WpStWriter *w) {
     if (!w) return;
-    for (int i = 0; i < w->n; i++) { free(w->tensors[i].name); free(w->tensors[i].data); }
+    for (int i = 0; i < w->n; i++) {
+        free(w->tensors[i].name);
+        if (!w->tensors[i].borrowed) free(w->tensors[i].data);
+    }
     free(w->tensors);
     json_decref(w->metadata);
     free(w);
@@ -97,8 +101,9 @@ static void writer_fail(WpStWriter *w, const char *fmt, ...) {
     va_end(ap);
 }
 
-int wp_st_add(WpStWriter *w, const char *name, const char *dtype, const size_t *shape, int ndim,
-              const void *data, size_t bytes) {
+/* wp_st_add and wp_st_add_borrowed: copy says which. */
+static int add_entry(WpStWriter *w, const char *name, const char *dtype, const size_t *shape, int ndim,
+                     const void *data, size_t bytes, int copy) {
     if (!w) return -1;
     size_t esize = dtype ? dtype_size(dtype) : 0;
     if (!name || !name[0] || strcmp(name, "__metadata__") == 0) {
@@ -131,19 +136,31 @@ int wp_st_add(WpStWriter *w, const char *name, const char *dtype, const size_t *
     StEntry *e = &w->tensors[w->n];
     memset(e, 0, sizeof *e);
     e->name = strdup(name);
-    e->data = malloc(bytes ? bytes : 1);
-    if (!e->name || !e->data) {
-        free(e->name); free(e->data);
+    e->borrowed = !copy;
+    e->data = copy ? malloc(bytes ? bytes : 1) : (void *)data;
+    if (!e->name || (copy && !e->data)) {
+        free(e->name);
+        if (copy) free(e->data);
         writer_fail(w, "%s: out of memory (%zu bytes)", name, bytes);
         return -1;
     }
-    if (bytes) memcpy(e->data, data, bytes);
+    if (copy && bytes) memcpy(e->data, data, bytes);
     snprintf(e->dtype, sizeof e->dtype, "%s", dtype);
     for (int i = 0; i < ndim; i++) e->shape[i] = shape[i];
     e->ndim = ndim;
     e->bytes = bytes;
     w->n++;
     return 0;
+}
+
+int wp_st_add(WpStWriter *w, const char *name, const char *dtype, const size_t *shape, int ndim,
+              const void *data, size_t bytes) {
+    return add_entry(w, name, dtype, shape, ndim, data, bytes, 1);
+}
+
+int wp_st_add_borrowed(WpStWriter *w, const char *name, const char *dtype, const size_t *shape, int ndim,
+                       const void *data, size_t bytes) {
+    return add_entry(w, name, dtype, shape, ndim, data, bytes, 0);
 }
 
 void wp_st_set_metadata(WpStWriter *w, const char *key, const char *value) {

@@ -13,6 +13,10 @@ typedef struct WpStFile WpStFile;
 WpStWriter *wp_st_writer_new(void);
 int wp_st_add(WpStWriter *w, const char *name, const char *dtype, const size_t *shape, int ndim,
               const void *data, size_t bytes);   /* data is copied; 0 or -1 */
+/* The same without the copy (a checkpoint's shard: its bytes once in memory, not twice): data
+ * must stay unchanged until wp_st_commit or wp_st_writer_free. */
+int wp_st_add_borrowed(WpStWriter *w, const char *name, const char *dtype, const size_t *shape, int ndim,
+                       const void *data, size_t bytes);
 void wp_st_set_metadata(WpStWriter *w, const char *key, const char *value);   /* __metadata__ */
 int wp_st_commit(WpStWriter *w, const char *path, char *err, size_t errlen);  /* 0 or -1; frees w */
 void wp_st_writer_free(WpStWriter *w);
