@@ -675,8 +675,9 @@ int ckpt_check_save(const char *path, char *err, size_t errlen) {
 
 /* The manifest of a save: the state, the model's tensors, each shard's file and slices. Checks
  * that the shards cover every tensor once. NULL with err set. */
-static json_t *manifest_build(const char *path, const WpConfig *c, const WpChunk *chunks, const WpCkptShard *shards,
-                              int nshards, const WpTrainState *st, int with_optimizer, char *err, size_t errlen) {
+static json_t *manifest_build(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
+                              const WpCkptShard *shards, int nshards, const WpTrainState *st, int with_optimizer,
+                              char *err, size_t errlen) {
     WpChunk whole = wp_chunk_make(c, 0, 0, c->layers, 1, 1);
     int nt;
     WpTensor *ts = chunk_tensors(c, &whole, &nt);
@@ -702,6 +703,13 @@ static json_t *manifest_build(const char *path, const WpConfig *c, const WpChunk
         bad |= !sl;
         for (int i = 0; i < shards[s].nranges && !bad; i++) {
             const WpCkptRange *r = &shards[s].ranges[i];
+            if (r->chunk < 0 || r->chunk >= nchunks || r->offset + r->n > chunks[r->chunk].nparams) {
+                json_decref(sl);
+                json_decref(root); json_decref(tensors); json_decref(arr); free(ts);
+                errmsg(err, errlen, "%s: shard of rank %d: range %d (chunk %d, floats %zu + %zu) outside the chunks", path,
+                       shards[s].rank, i, r->chunk, r->offset, r->n);
+                return NULL;
+            }
             int n;
             WpTensor *cts = chunk_tensors(c, &chunks[r->chunk], &n);
             bad |= !cts;
@@ -793,11 +801,10 @@ static void prune(const CkptNames *n, const char *path, int keep, long step) {
 int ckpt_commit(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
                 const WpCkptShard *shards, int nshards, const WpTrainState *st, int with_optimizer, int keep,
                 int *committed, char *err, size_t errlen) {
-    (void)nchunks;
     *committed = 0;
     CkptNames n;
     if (ckpt_check_save(path, err, errlen) || names_of(path, &n, err, errlen)) return -1;
-    json_t *root = manifest_build(path, c, chunks, shards, nshards, st, with_optimizer, err, errlen);
+    json_t *root = manifest_build(path, c, chunks, nchunks, shards, nshards, st, with_optimizer, err, errlen);
     if (!root) return -1;
     char *text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
     json_decref(root);

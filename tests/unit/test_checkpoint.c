@@ -168,6 +168,10 @@ static void test_sharded(void) {
     int committed = 1;
     CHECK(ckpt_commit(path, &c, two, 2, partial, 2, &st, 1, 1, &committed, err, sizeof err) == -1 && !committed &&
           strstr(err, "leave out elements") && access(path, F_OK) != 0, "a partial commit: %s", err);
+    WpCkptRange past = {1, 1, two[1].nparams};   /* one float past chunk 1's end */
+    WpCkptShard wrong[3] = {{0, h[0], &r0, 1}, {1, h[1], &r1, 1}, {2, h[2], &past, 1}};
+    CHECK(ckpt_commit(path, &c, two, 2, wrong, 3, &st, 1, 1, &committed, err, sizeof err) == -1 &&
+          strstr(err, "outside the chunks"), "a range past its chunk: %s", err);
     CHECK(ckpt_commit(path, &c, two, 2, full, 3, &st, 1, 1, &committed, err, sizeof err) == 0 && committed, "commit: %s", err);
 
     float *P = calloc(whole.nparams, 4), *M = calloc(whole.nparams, 4), *V = calloc(whole.nparams, 4);
