@@ -769,7 +769,7 @@ static void prune(const CkptNames *n, const char *path, int keep, long step) {
         kept[nk++].step = s;
     }
     if (d) closedir(d);
-    qsort(kept, nk, sizeof *kept, cmp_kept_newest);
+    if (nk > 1) qsort(kept, nk, sizeof *kept, cmp_kept_newest);
     size_t left = 0, others = 0;
     for (size_t i = 0; i < nk; i++) {
         int stays = keep <= 1 || kept[i].step == step || ++others < (size_t)keep;
