@@ -24,12 +24,12 @@ echo
 echo "== 3. train on $text for $steps steps, 4 MPI ranks"
 mkdir -p "$out/ckpt"
 "${mpirun[@]}" "$out/train" --data "$text" --steps "$steps" --lr 3e-3 --warmup 10 \
-    --save "$out/ckpt/model.safetensors" --log "$out/train.log" --trace "$out/trace.json" |
+    --save "$out/ckpt/checkpoint.json" --log "$out/train.log" --trace "$out/trace.json" |
     awk '/^step/ { n++; if (n <= 3 || n % 40 == 0) print; next } { print }'
 echo
 echo "== where to look"
 echo "  $out/rank_001.c        the unrolled step of rank 1, one commented call per operation"
 echo "  $out/schedule.txt      every rank's turns, one line each"
 echo "  $out/trace.json        what really happened: open in https://ui.perfetto.dev"
-echo "  $out/ckpt/             the trained model: safetensors + config.json (Hugging Face names)"
+echo "  $out/ckpt/             the trained model: checkpoint.json (manifest), one safetensors shard per rank (Hugging Face names), config.json"
 echo "  $out/train.log         loss per step (JSON lines)"

@@ -24,7 +24,8 @@ On one machine, without the rankfile's host names:
 Other flags: --data SPEC (token shards from `wpgen data`, llm.c's, a list, a glob or their
 directory; or a file read as bytes), --no-shuffle, --val-data SPEC, --val-every N, --lr, --min-lr,
 --schedule, --decay-fraction, --warmup, --beta1, --beta2, --eps, --weight-decay, --clip, --seed,
---init FILE.safetensors, --save FILE.safetensors, --save-every N, --resume FILE, --log FILE,
+--init FILE, --save DIR/checkpoint.json (a shard per rank beside it: DIR must be shared by all
+ranks), --save-every N, --keep N, --resume DIR/checkpoint.json [--allow-batch-change], --log FILE,
 --trace FILE.json (./train --help says them all).
 ./train refuses to run with a world size other than ${P.nranks}.
 @ if P.backend == "cuda" then

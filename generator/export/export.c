@@ -468,7 +468,9 @@ int export_checkpoint(const ExportOptions *opt, ExportReport *rep, char *err, si
     struct stat st;
     if (stat(opt->checkpoint, &st)) return errmsg(err, errlen, "%s: %s", opt->checkpoint, strerror(errno)), EXPORT_BAD_INPUT;
     if (S_ISDIR(st.st_mode)) {
-        if (join(model, opt->checkpoint, "model.safetensors", err, errlen)) return EXPORT_BAD_INPUT;
+        /* a folder: its checkpoint.json (the convention), else an earlier version's model file */
+        if (join(model, opt->checkpoint, "checkpoint.json", err, errlen)) return EXPORT_BAD_INPUT;
+        if (access(model, F_OK) && join(model, opt->checkpoint, "model.safetensors", err, errlen)) return EXPORT_BAD_INPUT;
     } else {
         snprintf(model, sizeof model, "%s", opt->checkpoint);
     }
@@ -476,7 +478,7 @@ int export_checkpoint(const ExportOptions *opt, ExportReport *rep, char *err, si
     *strrchr(ckdir, '/') = 0;
     if (!ckdir[0]) snprintf(ckdir, sizeof ckdir, "/");
     if (stat(model, &st) || !S_ISREG(st.st_mode))
-        return errmsg(err, errlen, "%s: no checkpoint there (expected the model file, DIR/model.safetensors, or its folder)",
+        return errmsg(err, errlen, "%s: no checkpoint there (expected its manifest, DIR/checkpoint.json, or its folder)",
                       model), EXPORT_BAD_INPUT;
     if (join(cfgpath, ckdir, "config.json", err, errlen)) return EXPORT_BAD_INPUT;
     WpConfig c;

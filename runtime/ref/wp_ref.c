@@ -166,9 +166,9 @@ static void ref_update(void *ud, const WpAdamW *opt, float lr, float grad_scale,
     adamw_update_chunk(opt, r->tensors, r->ntensors, r->params, r->grads, r->m, r->v, lr, grad_scale, t);
 }
 
-static int ref_save(void *ud, const char *path, const WpTrainState *st, char *err, size_t errlen) {
+static int ref_save(void *ud, const char *path, int keep, const WpTrainState *st, char *err, size_t errlen) {
     Run *r = ud;
-    return ckpt_save(path, &r->c, &r->k, 1, &r->params, &r->m, &r->v, st, err, errlen);
+    return ckpt_save(path, &r->c, &r->k, 1, &r->params, &r->m, &r->v, st, keep, err, errlen);
 }
 
 static void ref_span(void *ud, const char *what, double t0, double t1, long step) {
@@ -215,7 +215,7 @@ int main(int argc, char **argv) {
     if (!o.micro_batches) o.micro_batches = 1;
     /* --resume: the run's own seed (the data's order depends on it), and its optimizer's settings
      * checked, before anything is set up */
-    if (train_flags_resume(&o, "wp-ref", 1, err, sizeof err)) die(2, "%s", err);
+    if (train_flags_resume(&o, "wp-ref", 1, NULL, err, sizeof err)) die(2, "%s", err);
     WpConfig *c = &r->c;
     if (model_load(o.model, c, name, sizeof name, err, sizeof err)) die(2, "%s", err);
     if (o.seq) c->seq = o.seq;
@@ -250,15 +250,14 @@ int main(int argc, char **argv) {
         die(1, "out of memory: %zu parameters and %zu floats of activations", np, nstash);
 
     long start = 0;
+    uint64_t data_seq0 = 0;
     if (o.resume) {
         WpTrainState st;
         if (ckpt_load(o.resume, c, &r->k, 1, &r->params, &r->m, &r->v, &st, err, sizeof err) != 0) die(2, "%s", err);
         start = st.step;
         o.seed = st.seed;   /* train_flags_resume read it already */
-        if (st.micro_batches != M || st.micro_batch_size != G || st.seq != S)
-            fprintf(stderr, "wp-ref: warning: the checkpoint was trained with M=%d G=%d S=%d, now M=%d G=%d S=%d: "
-                    "the data order differs from an uninterrupted run\n", st.micro_batches, st.micro_batch_size,
-                    st.seq, M, G, S);
+        if (train_flags_data_origin(&o, &st, M, G, S, &data_seq0, err, sizeof err)) die(2, "%s", err);
+        data_set_origin(r->data, start, data_seq0);
     } else if (o.init) {
         if (ckpt_load(o.init, c, &r->k, 1, &r->params, NULL, NULL, NULL, err, sizeof err) != 0) die(2, "%s", err);
     } else {
@@ -281,7 +280,7 @@ int main(int argc, char **argv) {
     r->o = &o;
     r->trace.origin = now_s();
     loop_catch_signals();
-    WpLoop loop = { .prog = "wp-ref", .flags = &o, .start = start, .micro_batches = M, .mbs = G, .seq = S, .model = c,
+    WpLoop loop = { .prog = "wp-ref", .flags = &o, .start = start, .data_seq0 = data_seq0, .micro_batches = M, .mbs = G, .seq = S, .model = c,
                     .peak_flops = peak_tflops * 1e12, .printer = 1,
                     .epoch_seqs = data_nseq(r->data), .shuffled = !o.no_shuffle, .log = log,
                     .validate = r->val ? ref_validate : NULL, .val_seqs = r->val ? data_nseq(r->val) : 0, .ud = r,

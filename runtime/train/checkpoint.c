@@ -1,5 +1,7 @@
-/* Checkpoints in Hugging Face's format plus the optimizer state, committed as one unit by the
- * rename of the model file; see checkpoint.h for the layout and the guarantees. */
+/* Checkpoints sharded by owner: each process's shard of fp32 weights and AdamW state in
+ * safetensors with Hugging Face names, committed as one unit by the rename of the manifest; and
+ * the loading of those, of earlier versions' single-file checkpoints and of Hugging Face files.
+ * See checkpoint.h for the layout and the guarantees. */
 #include "train/checkpoint.h"
 #include "common/errmsg.h"
 
@@ -7,7 +9,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,7 +31,8 @@
 /* ---- names ------------------------------------------------------------------------------ */
 
 /* A checkpoint path taken apart: DIR ("." if none), BASE (the file name) and STEM (BASE without
- * ".safetensors"), the prefix of every name the checkpoint uses besides BASE and config.json. */
+ * ".json", or an earlier version's ".safetensors"), the prefix of every name the checkpoint uses
+ * besides BASE and config.json. */
 typedef struct CkptNames {
     char dir[4096], base[1024], stem[1024];
 } CkptNames;
@@ -41,8 +46,13 @@ static int names_of(const char *path, CkptNames *n, char *err, size_t errlen) {
     if (slash) snprintf(n->dir, sizeof n->dir, "%.*s", dl, path);
     else snprintf(n->dir, sizeof n->dir, ".");
     snprintf(n->base, sizeof n->base, "%s", base);
-    size_t len = strlen(base), k = strlen(".safetensors");
-    snprintf(n->stem, sizeof n->stem, "%.*s", (int)(len > k && strcmp(base + len - k, ".safetensors") == 0 ? len - k : len), base);
+    size_t len = strlen(base), cut = len;
+    static const char *const exts[] = { ".safetensors", ".json" };
+    for (int i = 0; i < 2; i++) {
+        size_t k = strlen(exts[i]);
+        if (len > k && strcmp(base + len - k, exts[i]) == 0) cut = len - k;
+    }
+    snprintf(n->stem, sizeof n->stem, "%.*s", (int)cut, base);
     return 0;
 }
 
@@ -71,7 +81,46 @@ static int is_opt_name(const char *name, const char *stem) {
     return q - p == 16 && strcmp(q, ".safetensors") == 0;
 }
 
-/* Is name a temporary of ours (BASE, config.json or an optimizer file, then ".tmp.PID") left by
+/* Is name STEM.shard.STEP.RANK.HASH.safetensors (STEP, RANK decimal, HASH 16 hex digits)? */
+static int is_shard_name(const char *name, const char *stem) {
+    size_t k = strlen(stem);
+    if (strncmp(name, stem, k) != 0 || strncmp(name + k, ".shard.", 7) != 0) return 0;
+    const char *q = name + k + 7;
+    for (int field = 0; field < 2; field++) {
+        const char *p = q;
+        while (*q >= '0' && *q <= '9') q++;
+        if (q == p || *q != '.') return 0;
+        q++;
+    }
+    const char *p = q;
+    while ((*q >= '0' && *q <= '9') || (*q >= 'a' && *q <= 'f')) q++;
+    return q - p == 16 && strcmp(q, ".safetensors") == 0;
+}
+
+/* Is name STEM.STEP.json (STEP decimal), the manifest of a checkpoint --keep keeps? Its step in
+ * *step (if not NULL). */
+static int is_kept_name(const char *name, const char *stem, long *step) {
+    size_t k = strlen(stem);
+    if (strncmp(name, stem, k) != 0 || name[k] != '.') return 0;
+    const char *p = name + k + 1, *q = p;
+    while (*q >= '0' && *q <= '9') q++;
+    if (q == p || q - p > 18 || strcmp(q, ".json") != 0) return 0;
+    if (step) *step = strtol(p, NULL, 10);
+    return 1;
+}
+
+/* May a manifest named STEM (its file name without ".json") name shard file? One of STEM's, or,
+ * of a kept manifest STEM = S.STEP, one of S's: a plain name in its folder, never a path. */
+static int shard_of_stem(const char *file, const char *stem) {
+    if (is_shard_name(file, stem)) return 1;
+    const char *dot = strrchr(stem, '.');
+    if (!dot || !dot[1] || strspn(dot + 1, "0123456789") != strlen(dot + 1)) return 0;
+    char base[1024];
+    snprintf(base, sizeof base, "%.*s", (int)(dot - stem), stem);
+    return is_shard_name(file, base);
+}
+
+/* Is name a temporary of ours (BASE, config.json, a shard, a kept manifest or an optimizer file, then ".tmp.PID") left by
  * a save that is no longer running? A live process's own temporaries are left alone. */
 static int is_stale_tmp(const char *name, const CkptNames *n) {
     const char *t = strstr(name, ".tmp.");
@@ -83,7 +132,9 @@ static int is_stale_tmp(const char *name, const CkptNames *n) {
     if (end == d || *end || errno || pid <= 0) return 0;
     char target[1100];
     snprintf(target, sizeof target, "%.*s", (int)(t - name), name);
-    if (strcmp(target, n->base) != 0 && strcmp(target, "config.json") != 0 && !is_opt_name(target, n->stem)) return 0;
+    if (strcmp(target, n->base) != 0 && strcmp(target, "config.json") != 0 && !is_opt_name(target, n->stem) &&
+        !is_shard_name(target, n->stem) && !is_kept_name(target, n->stem, NULL))
+        return 0;
     return pid == (long)getpid() || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
 }
 
@@ -150,28 +201,19 @@ static int write_text_atomic(const char *path, const char *dir, const char *text
     return 0;
 }
 
-/* Removes, in DIR, the temporaries of crashed saves and (once a commit names keep) the optimizer
- * files of this checkpoint that nothing names any more, including an earlier version's
- * STEM.opt.safetensors. keep NULL: temporaries only. Failures are ignored: what is left is
- * removed by the next save. */
-static void remove_leftovers(const CkptNames *n, const char *keep) {
+/* Removes, in DIR, the temporaries of crashed saves and, once a commit names the shards keep[0..
+ * nkeep), the shards of this checkpoint that it does not name. keep NULL: temporaries only.
+ * Failures are ignored: what is left is removed by the next save. */
+static void remove_leftovers(const CkptNames *n, const char *const *keep, int nkeep) {
     DIR *d = opendir(n->dir);
     if (!d) return;
     struct dirent *e;
-    char legacy[1100], path[5200];
-    snprintf(legacy, sizeof legacy, "%s.opt.safetensors", n->stem);
+    char path[5200];
     while ((e = readdir(d))) {
         int stale = is_stale_tmp(e->d_name, n);
-        if (keep && !stale) {
-            if (is_opt_name(e->d_name, n->stem)) stale = strcmp(e->d_name, keep) != 0;
-            else if (strcmp(e->d_name, legacy) == 0) {
-                /* ours only if it says so */
-                join(path, sizeof path, n->dir, e->d_name);
-                WpStFile *f = wp_st_open(path, NULL, 0);
-                const char *fmt = f ? wp_st_metadata(f, "format") : NULL;
-                stale = fmt && strcmp(fmt, "wpgen-adamw") == 0;
-                wp_st_close(f);
-            }
+        if (keep && !stale && is_shard_name(e->d_name, n->stem)) {
+            stale = 1;
+            for (int i = 0; i < nkeep && stale; i++) stale = strcmp(e->d_name, keep[i]) != 0;
         }
         if (!stale) continue;
         join(path, sizeof path, n->dir, e->d_name);
@@ -297,44 +339,122 @@ int ckpt_write_config(const char *path, const WpConfig *c, char *err, size_t err
     return rc;
 }
 
-/* ---- saving --------------------------------------------------------------------------------- */
+/* ---- the manifest: the training state -------------------------------------------------------- */
 
-/* A model file wpgen wrote: marked so, or (earlier versions) one with a step in its metadata. */
-static int model_is_ours(const WpStFile *f) {
-    const char *w = wp_st_metadata(f, "written_by"), *fmt = wp_st_metadata(f, "format");
-    if (w) return strcmp(w, WRITTEN_BY) == 0;
-    return fmt && strcmp(fmt, "pt") == 0 && wp_st_metadata(f, "step") != NULL;
-}
+#define MANIFEST_FORMAT "wpgen-checkpoint"
+#define MANIFEST_VERSION 1
+#define SHARD_FORMAT "wpgen-shard"
 
-int ckpt_check_save(const char *path, char *err, size_t errlen) {
-    CkptNames n;
-    if (names_of(path, &n, err, errlen)) return -1;
-    if (!n.base[0] || !strcmp(n.base, ".") || !strcmp(n.base, ".."))
-        return errmsg(err, errlen, "%s: expected the model file's path, such as %s/model.safetensors", path,
-                      n.base[0] ? path : n.dir);
-    struct stat st;
-    if (stat(n.dir, &st) != 0) return errmsg(err, errlen, "%s: directory %s: %s", path, n.dir, strerror(errno));
-    if (!S_ISDIR(st.st_mode)) return errmsg(err, errlen, "%s: directory %s: %s", path, n.dir, strerror(ENOTDIR));
-    if (access(n.dir, W_OK) != 0) return errmsg(err, errlen, "%s: directory %s: %s", path, n.dir, strerror(errno));
-    if (stat(path, &st) == 0) {
-        if (S_ISDIR(st.st_mode))
-            return errmsg(err, errlen, "%s is a directory, not a checkpoint file: give the model file's path, such as "
-                          "%s/model.safetensors", path, path);
-        if (!S_ISREG(st.st_mode))
-            return errmsg(err, errlen, "%s exists and is not a regular file (a device? a pipe?): refusing to replace it", path);
-        WpStFile *f = wp_st_open(path, NULL, 0);
-        int ours = f && model_is_ours(f);
-        wp_st_close(f);
-        if (!ours)
-            return errmsg(err, errlen, "%s exists and is not a checkpoint written by wpgen: refusing to replace it "
-                          "(remove it or save elsewhere)", path);
-    } else if (errno != ENOENT) {
-        return errmsg(err, errlen, "%s: %s", path, strerror(errno));
+/* WpTrainState's fields in the manifest's "state" object: the one place that says how the
+ * training state is written and read (a field added to WpTrainState is added here). Every value
+ * is a decimal string: a seed needs 64 bits, past what JSON's numbers (and Jansson's) hold. */
+typedef enum { FIELD_LONG, FIELD_U64, FIELD_INT } FieldKind;
+static const struct StateField { const char *key; size_t offset; FieldKind kind; } state_fields[] = {
+    { "step", offsetof(WpTrainState, step), FIELD_LONG },
+    { "seed", offsetof(WpTrainState, seed), FIELD_U64 },
+    { "data_seq", offsetof(WpTrainState, data_seq), FIELD_U64 },
+    { "micro_batches", offsetof(WpTrainState, micro_batches), FIELD_INT },
+    { "micro_batch_size", offsetof(WpTrainState, micro_batch_size), FIELD_INT },
+    { "seq", offsetof(WpTrainState, seq), FIELD_INT },
+};
+#define NSTATE_FIELDS (int)(sizeof state_fields / sizeof state_fields[0])
+
+/* The manifest's "state" object of st; NULL when out of memory. */
+static json_t *state_to_json(const WpTrainState *st) {
+    json_t *o = json_object();
+    for (int i = 0; o && i < NSTATE_FIELDS; i++) {
+        const char *p = (const char *)st + state_fields[i].offset;
+        char num[32];
+        switch (state_fields[i].kind) {
+        case FIELD_LONG: snprintf(num, sizeof num, "%ld", *(const long *)p); break;
+        case FIELD_U64: snprintf(num, sizeof num, "%" PRIu64, *(const uint64_t *)p); break;
+        case FIELD_INT: snprintf(num, sizeof num, "%d", *(const int *)p); break;
+        }
+        if (json_object_set_new(o, state_fields[i].key, json_string(num))) { json_decref(o); o = NULL; }
     }
-    char cfgpath[4200];
-    join(cfgpath, sizeof cfgpath, n.dir, "config.json");
-    return check_config(cfgpath, path, err, errlen);
+    /* the optimizer's settings the run was trained with, those known, under the table's keys
+     * (common/optim.c's wp_adamw_settings), exactly (the value reads back to the same bits) */
+    for (int i = 0; o && i < wp_adamw_nsettings; i++) {
+        if (!(st->adamw_known & (1u << i))) continue;
+        char val[64];
+        adamw_setting_format(&st->adamw, &wp_adamw_settings[i], 1, val, sizeof val);
+        if (json_object_set_new(o, wp_adamw_settings[i].key, json_string(val))) { json_decref(o); o = NULL; }
+    }
+    return o;
 }
+
+/* st from the manifest's "state" object: every field, a decimal in its range. 0, or -1 with
+ * err naming the field. */
+static int state_from_json(const json_t *o, const char *path, WpTrainState *st, char *err, size_t errlen) {
+    memset(st, 0, sizeof *st);
+    for (int i = 0; i < NSTATE_FIELDS; i++) {
+        const struct StateField *f = &state_fields[i];
+        const char *s = json_string_value(json_object_get(o, f->key));
+        uint64_t max = f->kind == FIELD_U64 ? UINT64_MAX : f->kind == FIELD_LONG ? (uint64_t)LONG_MAX : (uint64_t)INT32_MAX;
+        char *end = NULL;
+        errno = 0;
+        unsigned long long x = s && *s >= '0' && *s <= '9' ? strtoull(s, &end, 10) : 0;
+        if (!end || *end || errno || x > max)
+            return errmsg(err, errlen, "%s: state.%s: expected a decimal string in [0, %" PRIu64 "], got %s", path, f->key,
+                          max, s ? s : "none");
+        char *p = (char *)st + f->offset;
+        switch (f->kind) {
+        case FIELD_LONG: *(long *)p = (long)x; break;
+        case FIELD_U64: *(uint64_t *)p = x; break;
+        case FIELD_INT: *(int *)p = (int)x; break;
+        }
+    }
+    /* the optimizer's settings: those recorded, else the value fixed before they were */
+    adamw_init(&st->adamw, 0, 0, 0);
+    for (int i = 0; i < wp_adamw_nsettings; i++) {
+        const WpAdamWSetting *set = &wp_adamw_settings[i];
+        const char *val = json_string_value(json_object_get(o, set->key));
+        if (!val) val = set->before;
+        if (!val) continue;
+        if (adamw_setting_parse(&st->adamw, set, val)) {
+            char range[96];
+            adamw_setting_range(set, range, sizeof range);
+            return errmsg(err, errlen, "%s: state.%s: \"%s\", expected %s", path, set->key, val, range);
+        }
+        st->adamw_known |= 1u << i;
+    }
+    return 0;
+}
+
+/* The manifest at path, parsed and checked to be ours (format, version); NULL with err set. */
+static json_t *manifest_open(const char *path, char *err, size_t errlen) {
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) {
+        errmsg(err, errlen, "%s: not a checkpoint manifest: %s (line %d)", path, je.text, je.line);
+        return NULL;
+    }
+    const char *fmt = json_string_value(json_object_get(root, "format"));
+    json_t *ver = json_object_get(root, "version");
+    if (!fmt || strcmp(fmt, MANIFEST_FORMAT) != 0) {
+        errmsg(err, errlen, "%s: format: expected \"%s\" (a checkpoint manifest written by wpgen)", path, MANIFEST_FORMAT);
+        json_decref(root);
+        return NULL;
+    }
+    if (!json_is_integer(ver) || json_integer_value(ver) != MANIFEST_VERSION) {
+        errmsg(err, errlen, "%s: version: expected %d (written by another wpgen version?)", path, MANIFEST_VERSION);
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* Does path hold a manifest (a JSON object) rather than a safetensors file? Its first byte says. */
+static int is_manifest(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    int ch;
+    while ((ch = fgetc(f)) == ' ' || ch == '\n' || ch == '\t' || ch == '\r') {}
+    fclose(f);
+    return ch == '{';
+}
+
+/* ---- shards ---------------------------------------------------------------------------------- */
 
 /* The chunk's tensors, malloc'd; NULL on failure. */
 static WpTensor *chunk_tensors(const WpConfig *c, const WpChunk *k, int *n) {
@@ -350,113 +470,369 @@ static int tensor_shape(const WpTensor *t, size_t *shape) {
     return t->cols == 1 ? 1 : 2;
 }
 
-/* Adds every tensor of every chunk, from arrays[k], named NAME+suffix. */
-static int add_chunks(WpStWriter *w, const WpConfig *c, const WpChunk *chunks, int nchunks,
-                      float *const *arrays, const char *suffix, char *err, size_t errlen) {
-    for (int k = 0; k < nchunks; k++) {
-        int n;
-        WpTensor *ts = chunk_tensors(c, &chunks[k], &n);
-        if (!ts) { errmsg(err, errlen, "out of memory"); return -1; }
-        for (int i = 0; i < n; i++) {
-            char name[128];
-            size_t shape[2];
-            int nd = tensor_shape(&ts[i], shape);
-            snprintf(name, sizeof name, "%s%s", ts[i].name, suffix);
-            if (wp_st_add(w, name, "F32", shape, nd, arrays[k] + ts[i].offset,
-                          ts[i].rows * ts[i].cols * sizeof(float)) != 0) {
-                errmsg(err, errlen, "%s: cannot add the tensor (out of memory?)", name);
-                free(ts);
-                return -1;
+/* The part of tensor t (of a chunk) inside the chunk's floats [off, off + n): 1, its first
+ * element in the tensor's flattening, its length, and where it starts in the range; 0 if none. */
+static int slice_of(const WpTensor *t, size_t off, size_t n, size_t *start, size_t *count, size_t *at) {
+    size_t a = t->offset, b = t->offset + t->rows * t->cols;
+    if (a < off) a = off;
+    if (b > off + n) b = off + n;
+    if (a >= b) return 0;
+    *start = a - t->offset;
+    *count = b - a;
+    *at = a - off;
+    return 1;
+}
+
+/* The three arrays a shard holds of each tensor: the weights, AdamW's two moments. */
+static const char *const shard_suffix[3] = { "", ".exp_avg", ".exp_avg_sq" };
+
+void ckpt_shard_path(const char *path, long step, int rank, uint64_t hash, char *out, size_t outlen) {
+    CkptNames n;
+    char err[256];
+    if (names_of(path, &n, err, sizeof err)) { snprintf(out, outlen, "%s", path); return; }
+    snprintf(out, outlen, "%s/%s.shard.%ld.%d.%016" PRIx64 ".safetensors", n.dir, n.stem, step, rank, hash);
+}
+
+int ckpt_write_shard(const char *path, const WpConfig *c, const WpChunk *chunks, const WpCkptRange *ranges,
+                     int nranges, float *const *w, float *const *m, float *const *v, const WpTrainState *st,
+                     int rank, uint64_t *hash, int *created, char *err, size_t errlen) {
+    char file[5400];
+    *created = 0;
+    WpStWriter *wr = wp_st_writer_new();
+    json_t *slices = json_object(), *state = state_to_json(st);
+    char *state_text = state ? json_dumps(state, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    int rc = wr && slices && state_text ? 0 : errmsg(err, errlen, "%s: out of memory for its shard", path);
+    /* the name's hash covers everything the file holds: the same name, the same bytes */
+    uint64_t h = state_text ? hash_bytes((uint64_t)rank, state_text, strlen(state_text)) : 0;
+    for (int i = 0; i < nranges && rc == 0; i++) {
+        const WpCkptRange *r = &ranges[i];
+        int nt;
+        WpTensor *ts = chunk_tensors(c, &chunks[r->chunk], &nt);
+        if (!ts) { rc = errmsg(err, errlen, "%s: out of memory for its shard", path); break; }
+        for (int j = 0; j < nt && rc == 0; j++) {
+            size_t start, count, at, shape[2];
+            if (!slice_of(&ts[j], r->offset, r->n, &start, &count, &at)) continue;
+            int nd = tensor_shape(&ts[j], shape);
+            json_t *sl = nd == 2 ? json_pack("{sIs[II]}", "offset", (json_int_t)start, "shape", (json_int_t)shape[0], (json_int_t)shape[1])
+                                 : json_pack("{sIs[I]}", "offset", (json_int_t)start, "shape", (json_int_t)shape[0]);
+            if (!sl || json_object_set_new(slices, ts[j].name, sl)) { rc = errmsg(err, errlen, "%s: out of memory", path); break; }
+            h = hash_bytes(h, ts[j].name, strlen(ts[j].name) + 1);
+            h = hash_bytes(h, &start, sizeof start);
+            float *const src[3] = { w[i] + at, m ? m[i] + at : NULL, v ? v[i] + at : NULL };
+            for (int q = 0; q < 3 && rc == 0; q++) {
+                if (!src[q]) continue;
+                char name[160];
+                snprintf(name, sizeof name, "%s%s", ts[j].name, shard_suffix[q]);
+                /* borrowed: the caller's arrays outlive the commit below */
+                if (wp_st_add_borrowed(wr, name, "F32", &count, 1, src[q], count * sizeof(float)) != 0)
+                    rc = errmsg(err, errlen, "%s: %s: cannot add the tensor (out of memory?)", path, name);
+                h = hash_bytes(h, src[q], count * sizeof(float));
             }
         }
         free(ts);
     }
-    return 0;
+    char *slices_text = rc == 0 ? json_dumps(slices, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    if (rc == 0 && !slices_text) rc = errmsg(err, errlen, "%s: out of memory", path);
+    if (rc == 0) {
+        char num[32];
+        snprintf(num, sizeof num, "%d", rank);
+        wp_st_set_metadata(wr, "format", SHARD_FORMAT);
+        wp_st_set_metadata(wr, "written_by", WRITTEN_BY);
+        wp_st_set_metadata(wr, "rank", num);
+        wp_st_set_metadata(wr, "state", state_text);
+        wp_st_set_metadata(wr, "slices", slices_text);
+        *hash = h;
+        ckpt_shard_path(path, st->step, rank, h, file, sizeof file);
+        *created = access(file, F_OK) != 0;   /* there already: the same state saved before, the same bytes */
+        rc = wp_st_commit(wr, file, err, errlen);
+        wr = NULL;   /* freed by the commit */
+        if (rc) *created = 0;
+    }
+    wp_st_writer_free(wr);
+    free(slices_text);
+    free(state_text);
+    json_decref(state);
+    json_decref(slices);
+    return rc ? errmsg_one_line(err) : 0;
 }
 
-/* Does the model file at path name opt as its optimizer state (i.e. was that save committed)? */
-static int names_opt(const char *path, const char *opt) {
-    WpStFile *f = wp_st_open(path, NULL, 0);
-    const char *o = f ? wp_st_metadata(f, "optimizer") : NULL;
-    int yes = o && strcmp(o, opt) == 0;
-    wp_st_close(f);
-    return yes;
+/* ---- which shard holds which slice --------------------------------------------------------- */
+
+typedef struct Piece { int shard; size_t offset, count; } Piece;
+
+static int cmp_piece(const void *a, const void *b) {
+    size_t x = ((const Piece *)a)->offset, y = ((const Piece *)b)->offset;
+    return (x > y) - (x < y);
+}
+
+/* The slices of tensor `name` (numel elements) in the manifest's shards, sorted by offset into
+ * out (room for one per shard): they must cover the tensor exactly once. How many, or -1 with err
+ * set. The commit checks a new manifest with it and loading an old one. */
+static int tensor_pieces(const json_t *shards, const char *name, size_t numel, Piece *out, const char *path,
+                         char *err, size_t errlen) {
+    int n = 0;
+    for (size_t i = 0; i < json_array_size(shards); i++) {
+        json_t *sl = json_object_get(json_object_get(json_array_get(shards, i), "slices"), name);
+        if (!sl) continue;
+        json_t *o = json_array_get(sl, 0), *k = json_array_get(sl, 1);
+        if (json_array_size(sl) != 2 || !json_is_integer(o) || !json_is_integer(k) || json_integer_value(o) < 0 ||
+            json_integer_value(k) <= 0)
+            return errmsg(err, errlen, "%s: shards[%zu].slices.%s: expected [offset, count], count > 0", path, i, name);
+        out[n++] = (Piece){ (int)i, (size_t)json_integer_value(o), (size_t)json_integer_value(k) };
+    }
+    qsort(out, (size_t)n, sizeof *out, cmp_piece);
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        if (out[i].offset != at)
+            return errmsg(err, errlen, "%s: tensor %s: its shards %s elements [%zu, %zu) (of %zu)", path, name,
+                          out[i].offset > at ? "leave out" : "hold twice", out[i].offset > at ? at : out[i].offset,
+                          out[i].offset > at ? out[i].offset : at, numel);
+        at += out[i].count;
+    }
+    if (at != numel)
+        return errmsg(err, errlen, "%s: tensor %s: its shards %s elements [%zu, %zu) (of %zu)", path, name,
+                      at < numel ? "leave out" : "hold more than its", at < numel ? at : numel, at < numel ? numel : at, numel);
+    return n;
+}
+
+/* ---- saving --------------------------------------------------------------------------------- */
+
+/* A manifest wpgen wrote, at path? */
+static int manifest_is_ours(const char *path) {
+    if (!is_manifest(path)) return 0;
+    json_t *root = manifest_open(path, NULL, 0);
+    const char *w = json_string_value(json_object_get(root, "written_by"));
+    int ours = w && strcmp(w, WRITTEN_BY) == 0;
+    json_decref(root);
+    return ours;
+}
+
+int ckpt_check_save(const char *path, char *err, size_t errlen) {
+    CkptNames n;
+    if (names_of(path, &n, err, errlen)) return -1;
+    if (!n.base[0] || !strcmp(n.base, ".") || !strcmp(n.base, ".."))
+        return errmsg(err, errlen, "%s: expected the manifest's path, such as %s/checkpoint.json", path,
+                      n.base[0] ? path : n.dir);
+    size_t len = strlen(n.base), k = strlen(".safetensors");
+    if (len >= k && strcmp(n.base + len - k, ".safetensors") == 0)
+        return errmsg(err, errlen, "%s: a checkpoint is a manifest with its shards beside it, not a safetensors file: "
+                      "expected a path such as %s/checkpoint.json (one of an earlier version still loads with --resume)",
+                      path, n.dir);
+    if (strcmp(n.base, "config.json") == 0)
+        return errmsg(err, errlen, "%s: config.json is the model's shape beside the checkpoint: name the manifest "
+                      "otherwise, such as %s/checkpoint.json", path, n.dir);
+    struct stat st;
+    if (stat(n.dir, &st) != 0) return errmsg(err, errlen, "%s: directory %s: %s", path, n.dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return errmsg(err, errlen, "%s: directory %s: %s", path, n.dir, strerror(ENOTDIR));
+    if (access(n.dir, W_OK) != 0) return errmsg(err, errlen, "%s: directory %s: %s", path, n.dir, strerror(errno));
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return errmsg(err, errlen, "%s is a directory, not a checkpoint file: give the manifest's path, such as "
+                          "%s/checkpoint.json", path, path);
+        if (!S_ISREG(st.st_mode))
+            return errmsg(err, errlen, "%s exists and is not a regular file (a device? a pipe?): refusing to replace it", path);
+        if (!manifest_is_ours(path))
+            return errmsg(err, errlen, "%s exists and is not a checkpoint manifest written by wpgen: refusing to replace "
+                          "it (remove it or save elsewhere)", path);
+    } else if (errno != ENOENT) {
+        return errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    }
+    char cfgpath[4200];
+    join(cfgpath, sizeof cfgpath, n.dir, "config.json");
+    return check_config(cfgpath, path, err, errlen);
+}
+
+/* The manifest of a save: the state, the model's tensors, each shard's file and slices. Checks
+ * that the shards cover every tensor once. NULL with err set. */
+static json_t *manifest_build(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
+                              const WpCkptShard *shards, int nshards, const WpTrainState *st, int with_optimizer,
+                              char *err, size_t errlen) {
+    WpChunk whole = wp_chunk_make(c, 0, 0, c->layers, 1, 1);
+    int nt;
+    WpTensor *ts = chunk_tensors(c, &whole, &nt);
+    json_t *root = json_object(), *tensors = json_object(), *arr = json_array();
+    int bad = !ts || !root || !tensors || !arr;
+    if (!bad) {
+        bad |= json_object_set_new(root, "format", json_string(MANIFEST_FORMAT));
+        bad |= json_object_set_new(root, "version", json_integer(MANIFEST_VERSION));
+        bad |= json_object_set_new(root, "written_by", json_string(WRITTEN_BY));
+        bad |= json_object_set_new(root, "state", state_to_json(st));
+        if (with_optimizer) bad |= json_object_set_new(root, "optimizer", json_string("adamw"));
+        for (int i = 0; i < nt && !bad; i++) {
+            size_t shape[2];
+            int nd = tensor_shape(&ts[i], shape);
+            bad |= json_object_set_new(tensors, ts[i].name, nd == 2 ? json_pack("[II]", (json_int_t)shape[0], (json_int_t)shape[1])
+                                                                  : json_pack("[I]", (json_int_t)shape[0]));
+        }
+    }
+    for (int s = 0; s < nshards && !bad; s++) {
+        char file[5400];
+        ckpt_shard_path(path, st->step, shards[s].rank, shards[s].hash, file, sizeof file);
+        json_t *sl = json_object();
+        bad |= !sl;
+        for (int i = 0; i < shards[s].nranges && !bad; i++) {
+            const WpCkptRange *r = &shards[s].ranges[i];
+            if (r->chunk < 0 || r->chunk >= nchunks || r->offset + r->n > chunks[r->chunk].nparams) {
+                json_decref(sl);
+                json_decref(root); json_decref(tensors); json_decref(arr); free(ts);
+                errmsg(err, errlen, "%s: shard of rank %d: range %d (chunk %d, floats %zu + %zu) outside the chunks", path,
+                       shards[s].rank, i, r->chunk, r->offset, r->n);
+                return NULL;
+            }
+            int n;
+            WpTensor *cts = chunk_tensors(c, &chunks[r->chunk], &n);
+            bad |= !cts;
+            for (int j = 0; j < n && !bad; j++) {
+                size_t start, count, at;
+                if (slice_of(&cts[j], r->offset, r->n, &start, &count, &at))
+                    bad |= json_object_set_new(sl, cts[j].name, json_pack("[II]", (json_int_t)start, (json_int_t)count));
+            }
+            free(cts);
+        }
+        bad |= json_array_append_new(arr, json_pack("{sssisO}", "file", strrchr(file, '/') + 1, "rank", shards[s].rank,
+                                                     "slices", sl));
+        json_decref(sl);
+    }
+    bad |= json_object_set(root, "tensors", tensors) || json_object_set(root, "shards", arr);
+    Piece *pieces = malloc((size_t)(nshards > 0 ? nshards : 1) * sizeof *pieces);
+    int rc = bad || !pieces ? errmsg(err, errlen, "%s: out of memory for the manifest", path) : 0;
+    for (int i = 0; i < nt && rc == 0; i++)
+        if (tensor_pieces(arr, ts[i].name, ts[i].rows * ts[i].cols, pieces, path, err, errlen) < 0) rc = -1;
+    free(pieces);
+    free(ts);
+    json_decref(tensors);
+    json_decref(arr);
+    if (rc) { json_decref(root); return NULL; }
+    return root;
+}
+
+/* A kept manifest in DIR: its name and step. */
+typedef struct Kept { char name[1100]; long step; } Kept;
+
+static int cmp_kept_newest(const void *a, const void *b) {
+    long x = ((const Kept *)a)->step, y = ((const Kept *)b)->step;
+    return (x < y) - (x > y);
+}
+
+/* After a commit of step `step` at path: of the kept manifests (STEM.STEP.json, ours), the newest
+ * keep - 1 besides this step's stay (keep > 1; with keep 1 none is written and those there are
+ * left alone), and the shards of this checkpoint that no manifest left names go, with the
+ * temporaries of dead processes. Failures are ignored: the next save retries. */
+static void prune(const CkptNames *n, const char *path, int keep, long step) {
+    Kept *kept = NULL;
+    size_t nk = 0, cap = 0;
+    DIR *d = opendir(n->dir);
+    struct dirent *e;
+    char file[5400];
+    while (d && (e = readdir(d))) {
+        long s;
+        if (!is_kept_name(e->d_name, n->stem, &s)) continue;
+        join(file, sizeof file, n->dir, e->d_name);
+        if (!manifest_is_ours(file)) continue;
+        if (nk == cap) {
+            Kept *k2 = realloc(kept, (cap = cap ? 2 * cap : 16) * sizeof *kept);
+            if (!k2) { free(kept); closedir(d); return; }
+            kept = k2;
+        }
+        snprintf(kept[nk].name, sizeof kept[nk].name, "%s", e->d_name);
+        kept[nk++].step = s;
+    }
+    if (d) closedir(d);
+    if (nk > 1) qsort(kept, nk, sizeof *kept, cmp_kept_newest);
+    size_t left = 0, others = 0;
+    for (size_t i = 0; i < nk; i++) {
+        int stays = keep <= 1 || kept[i].step == step || ++others < (size_t)keep;
+        join(file, sizeof file, n->dir, kept[i].name);
+        if (stays) kept[left++] = kept[i];
+        else unlink(file);
+    }
+    /* the shards the manifests left name */
+    char **names = NULL;
+    int nnames = 0;
+    for (size_t i = 0; i <= left; i++) {
+        if (i < left) join(file, sizeof file, n->dir, kept[i].name);
+        char **files = NULL;
+        int nf = ckpt_input_files(i < left ? file : path, &files);
+        char **grown = nf > 0 ? realloc(names, (size_t)(nnames + nf) * sizeof *names) : names;
+        if (!grown) { ckpt_files_free(files, nf); ckpt_files_free(names, nnames); free(kept); return; }
+        names = grown;
+        for (int j = 0; j < nf; j++) {
+            names[nnames++] = files[j];
+            memmove(files[j], strrchr(files[j], '/') + 1, strlen(strrchr(files[j], '/') + 1) + 1);
+        }
+        free(files);   /* the strings moved into names */
+    }
+    remove_leftovers(n, (const char *const *)names, nnames);
+    ckpt_files_free(names, nnames);
+    free(kept);
+}
+
+int ckpt_commit(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
+                const WpCkptShard *shards, int nshards, const WpTrainState *st, int with_optimizer, int keep,
+                int *committed, char *err, size_t errlen) {
+    *committed = 0;
+    CkptNames n;
+    if (ckpt_check_save(path, err, errlen) || names_of(path, &n, err, errlen)) return -1;
+    json_t *root = manifest_build(path, c, chunks, nchunks, shards, nshards, st, with_optimizer, err, errlen);
+    if (!root) return -1;
+    char *text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (!text) return errmsg(err, errlen, "%s: out of memory for the manifest", path);
+    /* config.json (rewritten only if the model's shape changed), then the manifest's rename:
+     * the commit */
+    int rc = ckpt_write_config(path, c, err, errlen);
+    if (rc == 0 && keep > 1) {
+        /* --keep: this checkpoint also as DIR/STEM.STEP.json, which stays when PATH moves on */
+        char kept[5400];
+        snprintf(kept, sizeof kept, "%s/%s.%ld.json", n.dir, n.stem, st->step);
+        if (access(kept, F_OK) == 0 && !manifest_is_ours(kept))
+            rc = errmsg(err, errlen, "%s exists and is not a checkpoint manifest written by wpgen: refusing to replace it "
+                        "(--keep names the checkpoint of step %ld so)", kept, st->step);
+        else
+            rc = write_text_atomic(kept, n.dir, text, err, errlen);
+    }
+    if (rc == 0) rc = write_text_atomic(path, n.dir, text, err, errlen);
+    if (rc == 0) {
+        *committed = 1;
+    } else {
+        /* committed all the same when only the directory's fsync failed */
+        FILE *f = fopen(path, "rb");
+        size_t len = strlen(text);
+        char *back = f ? malloc(len + 2) : NULL;
+        *committed = back && fread(back, 1, len + 1, f) == len && memcmp(back, text, len) == 0;
+        free(back);
+        if (f) fclose(f);
+    }
+    free(text);
+    if (rc) return -1;
+    /* Committed: the shards no kept manifest names go. */
+    prune(&n, path, keep, st->step);
+    return 0;
 }
 
 int ckpt_save(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
-              float *const *params, float *const *m, float *const *v, const WpTrainState *st,
+              float *const *params, float *const *m, float *const *v, const WpTrainState *st, int keep,
               char *err, size_t errlen) {
-    char num[32], e2[512], optname[1200] = "", optpath[5300] = "";
-    CkptNames n;
+    WpTrainState none = { 0 };
     if (m && v && !st) return errmsg(err, errlen, "%s: saving the optimizer needs the training state", path);
-    if (ckpt_check_save(path, err, errlen) || names_of(path, &n, err, errlen)) return -1;
-    remove_leftovers(&n, NULL);
-    int opt_existed = 0;
-    if (m && v) {
-        /* 1. The optimizer state, under a new name of its own: nothing of the previous
-         *    checkpoint is touched. */
-        WpStWriter *w = wp_st_writer_new();
-        if (!w) return errmsg(err, errlen, "%s: out of memory", path);
-        if (add_chunks(w, c, chunks, nchunks, m, ".exp_avg", e2, sizeof e2) != 0 ||
-            add_chunks(w, c, chunks, nchunks, v, ".exp_avg_sq", e2, sizeof e2) != 0) {
-            wp_st_writer_free(w);
-            return errmsg(err, errlen, "%s: %s", path, e2);
-        }
-        uint64_t h = 0;
-        for (int k = 0; k < nchunks; k++) {
-            h = hash_bytes(h, m[k], chunks[k].nparams * sizeof(float));
-            h = hash_bytes(h, v[k], chunks[k].nparams * sizeof(float));
-        }
-        const char *keys[] = { "step", "seed", "data_seq", "micro_batches", "micro_batch_size", "seq" };
-        uint64_t vals[] = { (uint64_t)st->step, st->seed, st->data_seq, (uint64_t)st->micro_batches,
-                            (uint64_t)st->micro_batch_size, (uint64_t)st->seq };
-        wp_st_set_metadata(w, "format", "wpgen-adamw");
-        for (int i = 0; i < 6; i++) {
-            snprintf(num, sizeof num, "%" PRIu64, vals[i]);
-            wp_st_set_metadata(w, keys[i], num);
-            h = hash_bytes(h, num, strlen(num) + 1);
-        }
-        for (int i = 0; i < wp_adamw_nsettings; i++) {
-            if (!(st->adamw_known & (1u << i))) continue;
-            char val[64];
-            adamw_setting_format(&st->adamw, &wp_adamw_settings[i], 1, val, sizeof val);
-            wp_st_set_metadata(w, wp_adamw_settings[i].key, val);
-            h = hash_bytes(h, val, strlen(val) + 1);
-        }
-        snprintf(optname, sizeof optname, "%s.opt.%ld.%016" PRIx64 ".safetensors", n.stem, st->step, h);
-        join(optpath, sizeof optpath, n.dir, optname);
-        opt_existed = access(optpath, F_OK) == 0;   /* the same state saved before: same bytes */
-        if (wp_st_commit(w, optpath, err, errlen) != 0) return -1;
+    if (!st) st = &none;
+    if (ckpt_check_save(path, err, errlen)) return -1;
+    WpCkptRange *ranges = malloc((size_t)(nchunks > 0 ? nchunks : 1) * sizeof *ranges);
+    if (!ranges) return errmsg(err, errlen, "%s: out of memory", path);
+    for (int k = 0; k < nchunks; k++) ranges[k] = (WpCkptRange){ k, 0, chunks[k].nparams };
+    uint64_t hash = 0;
+    int created = 0, committed = 0;
+    int rc = ckpt_write_shard(path, c, chunks, ranges, nchunks, params, m && v ? m : NULL, m && v ? v : NULL, st, 0,
+                              &hash, &created, err, errlen);
+    WpCkptShard shard = { 0, hash, ranges, nchunks };
+    if (rc == 0) rc = ckpt_commit(path, c, chunks, nchunks, &shard, 1, st, m && v, keep, &committed, err, errlen);
+    if (rc && created && !committed) {
+        char file[5400];
+        ckpt_shard_path(path, st->step, 0, hash, file, sizeof file);
+        unlink(file);
     }
-    /* 2. config.json, rewritten only if the model's shape changed. */
-    if (ckpt_write_config(path, c, err, errlen) != 0) goto undo;
-    /* 3. The model file, naming the optimizer file; its rename over path is the commit. */
-    WpStWriter *w = wp_st_writer_new();
-    if (!w) { errmsg(err, errlen, "%s: out of memory", path); goto undo; }
-    if (add_chunks(w, c, chunks, nchunks, params, "", e2, sizeof e2) != 0) {
-        errmsg(err, errlen, "%s: %s", path, e2);
-        wp_st_writer_free(w);
-        goto undo;
-    }
-    /* transformers refuses safetensors files whose format is not one it knows. */
-    wp_st_set_metadata(w, "format", "pt");
-    wp_st_set_metadata(w, "written_by", WRITTEN_BY);
-    if (st) {
-        snprintf(num, sizeof num, "%ld", st->step);
-        wp_st_set_metadata(w, "step", num);
-    }
-    if (optname[0]) wp_st_set_metadata(w, "optimizer", optname);
-    if (wp_st_commit(w, path, err, errlen) != 0) {
-        /* Committed all the same (only the directory's fsync failed)? Then keep everything. */
-        if (optname[0] && names_opt(path, optname)) return -1;
-        goto undo;
-    }
-    /* 4. Committed: what the previous checkpoint had and this one does not name goes. */
-    remove_leftovers(&n, optname[0] ? optname : "");
-    return 0;
-undo:
-    if (optname[0] && !opt_existed) unlink(optpath);
-    return -1;
+    free(ranges);
+    return rc;
 }
 
 static void shape_str(const size_t *shape, int nd, char *out, size_t outlen) {
@@ -465,6 +841,126 @@ static void shape_str(const size_t *shape, int nd, char *out, size_t outlen) {
         pos += (size_t)snprintf(out + pos, outlen - pos, "%s%zu", d ? ", " : "", shape[d]);
     if (pos < outlen) snprintf(out + pos, outlen - pos, "]");
 }
+
+/* ---- loading a manifest ---------------------------------------------------------------------- */
+
+/* The manifest's tensors are the model's, of the same shapes: else the first difference, named. */
+static int manifest_check_tensors(const json_t *root, const char *path, const WpConfig *c, char *err, size_t errlen) {
+    const json_t *tensors = json_object_get(root, "tensors");
+    WpChunk whole = wp_chunk_make(c, 0, 0, c->layers, 1, 1);
+    int nt;
+    WpTensor *ts = chunk_tensors(c, &whole, &nt);
+    if (!ts) return errmsg(err, errlen, "%s: out of memory", path);
+    int rc = json_is_object(tensors) ? 0 : errmsg(err, errlen, "%s: tensors: expected an object of shapes", path);
+    for (int i = 0; i < nt && rc == 0; i++) {
+        const json_t *sh = json_object_get(tensors, ts[i].name);
+        size_t want[2], got[2] = { 0, 0 };
+        int wnd = tensor_shape(&ts[i], want), nd = (int)json_array_size(sh);
+        if (!sh) { rc = errmsg(err, errlen, "%s: tensor %s is missing", path, ts[i].name); break; }
+        for (int d = 0; d < nd && d < 2; d++) got[d] = (size_t)json_integer_value(json_array_get(sh, (size_t)d));
+        if (nd != wnd || got[0] != want[0] || (nd == 2 && got[1] != want[1])) {
+            char a[96], b[96];
+            shape_str(got, nd < 2 ? nd : 2, a, sizeof a);
+            shape_str(want, wnd, b, sizeof b);
+            rc = errmsg(err, errlen, "%s: %s: shape %s in the checkpoint, %s in the model (a checkpoint of another model "
+                        "shape?)", path, ts[i].name, a, b);
+        }
+    }
+    if (rc == 0 && json_object_size(tensors) != (size_t)nt) {
+        const char *key;
+        const json_t *val;
+        json_object_foreach((json_t *)tensors, key, val) {
+            int found = 0;
+            for (int i = 0; i < nt && !found; i++) found = strcmp(key, ts[i].name) == 0;
+            if (!found) {
+                rc = errmsg(err, errlen, "%s: tensor %s is not part of this model (%d layers%s): a checkpoint of another "
+                            "model shape?", path, key, c->layers, c->tied ? ", tied embeddings" : "");
+                break;
+            }
+        }
+    }
+    free(ts);
+    return rc;
+}
+
+/* The path of shard i of the manifest: a plain file name of this checkpoint's shards in its
+ * directory, never a path (the manifest is not trusted further). -1 with err set. */
+static int manifest_shard_path(const json_t *root, size_t i, const char *path, char *out, size_t outlen, char *err,
+                               size_t errlen) {
+    CkptNames n;
+    if (names_of(path, &n, err, errlen)) return -1;
+    const char *file = json_string_value(json_object_get(json_array_get(json_object_get(root, "shards"), i), "file"));
+    if (!file || !shard_of_stem(file, n.stem))
+        return errmsg(err, errlen, "%s: shards[%zu].file: expected a name %s.shard.STEP.RANK.HASH.safetensors in its "
+                      "folder, got %s", path, i, n.stem, file ? file : "none");
+    join(out, outlen, n.dir, file);
+    return 0;
+}
+
+static int check_moments(const char *opt, const WpChunk *chunks, int nchunks, float *const *m, float *const *v,
+                         char *err, size_t errlen);
+
+/* ckpt_load of a manifest: each tensor of each chunk asked for from the slices that hold it,
+ * opening each shard once, and only those that hold some. */
+static int load_manifest(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
+                         float *const *params, float *const *m, float *const *v, WpTrainState *st, char *err,
+                         size_t errlen) {
+    json_t *root = manifest_open(path, err, errlen);
+    if (!root) return -1;
+    WpTrainState state;
+    const json_t *shards = json_object_get(root, "shards");
+    size_t nsh = json_array_size(shards);
+    int rc = state_from_json(json_object_get(root, "state"), path, &state, err, errlen);
+    if (rc == 0) rc = manifest_check_tensors(root, path, c, err, errlen);
+    if (rc == 0 && (!json_is_array(shards) || nsh == 0)) rc = errmsg(err, errlen, "%s: shards: expected a list of files", path);
+    const char *opt = json_string_value(json_object_get(root, "optimizer"));
+    int moments = m && v;
+    if (rc == 0 && moments && !(opt && strcmp(opt, "adamw") == 0))
+        rc = errmsg(err, errlen, "%s holds only the weights (saved without the optimizer state): --init %s starts from "
+                    "them, --resume needs a checkpoint written by training", path, path);
+    WpStFile **open = calloc(nsh ? nsh : 1, sizeof *open);
+    Piece *pieces = malloc((nsh ? nsh : 1) * sizeof *pieces);
+    if (rc == 0 && (!open || !pieces)) rc = errmsg(err, errlen, "%s: out of memory", path);
+    float *const *dst[3] = { params, m, v };
+    for (int k = 0; k < nchunks && rc == 0; k++) {
+        int nt;
+        WpTensor *ts = chunk_tensors(c, &chunks[k], &nt);
+        if (!ts) { rc = errmsg(err, errlen, "%s: out of memory", path); break; }
+        for (int i = 0; i < nt && rc == 0; i++) {
+            int np = tensor_pieces(shards, ts[i].name, ts[i].rows * ts[i].cols, pieces, path, err, errlen);
+            if (np < 0) { rc = -1; break; }
+            for (int p = 0; p < np && rc == 0; p++) {
+                char file[5400];
+                size_t s = (size_t)pieces[p].shard;
+                if (manifest_shard_path(root, s, path, file, sizeof file, err, errlen)) { rc = -1; break; }
+                if (!open[s] && !(open[s] = wp_st_open(file, err, errlen))) { rc = -1; break; }
+                for (int q = 0; q < (moments ? 3 : 1) && rc == 0; q++) {
+                    char name[160];
+                    const char *dtype;
+                    size_t shape[8], bytes;
+                    int nd;
+                    snprintf(name, sizeof name, "%s%s", ts[i].name, shard_suffix[q]);
+                    const void *data = wp_st_get(open[s], name, &dtype, shape, &nd, &bytes);
+                    if (!data || strcmp(dtype, "F32") || nd != 1 || shape[0] != pieces[p].count)
+                        rc = errmsg(err, errlen, "%s: tensor %s: expected %zu F32 values (the slice the manifest %s names "
+                                    "there)%s", file, name, pieces[p].count, path, data ? "" : ", found none");
+                    else   /* memcpy: the data may be unaligned */
+                        memcpy(dst[q][k] + ts[i].offset + pieces[p].offset, data, bytes);
+                }
+            }
+        }
+        free(ts);
+    }
+    if (rc == 0 && moments) rc = check_moments(path, chunks, nchunks, m, v, err, errlen);
+    if (rc == 0 && st) *st = state;
+    for (size_t s = 0; open && s < nsh; s++) wp_st_close(open[s]);
+    free(open);
+    free(pieces);
+    json_decref(root);
+    return rc ? errmsg_one_line(err) : 0;
+}
+
+/* ---- loading -------------------------------------------------------------------------------- */
 
 static float bf16_to_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
@@ -655,16 +1151,42 @@ static int read_opt_meta(const WpStFile *f, const char *opt, const char *path, i
     return 0;
 }
 
-int ckpt_optimizer_file(const char *path, char *out, size_t outlen) {
+int ckpt_input_files(const char *path, char ***files) {
     char err[512];
+    *files = NULL;
+    if (is_manifest(path)) {
+        json_t *root = manifest_open(path, err, sizeof err);
+        size_t nsh = json_array_size(json_object_get(root, "shards")), n = 0;
+        char **out = root ? calloc(nsh ? nsh : 1, sizeof *out) : NULL;
+        for (size_t i = 0; out && i < nsh; i++) {
+            char file[5400];
+            if (manifest_shard_path(root, i, path, file, sizeof file, err, sizeof err) == 0 && (out[n] = strdup(file))) n++;
+        }
+        json_decref(root);
+        *files = out;
+        return (int)n;
+    }
+    char opt[5300];
     WpStFile *f = wp_st_open(path, err, sizeof err);
-    if (!f) return -1;
-    int rc = opt_path_of(f, path, out, outlen, err, sizeof err);
+    int rc = f ? opt_path_of(f, path, opt, sizeof opt, err, sizeof err) : -1;
     wp_st_close(f);
-    return rc;
+    if (rc || !(*files = malloc(sizeof **files))) return 0;
+    if (!((*files)[0] = strdup(opt))) { free(*files); *files = NULL; return 0; }
+    return 1;
+}
+
+void ckpt_files_free(char **files, int n) {
+    for (int i = 0; files && i < n; i++) free(files[i]);
+    free(files);
 }
 
 int ckpt_read_state(const char *path, WpTrainState *st, char *err, size_t errlen) {
+    if (is_manifest(path)) {
+        json_t *root = manifest_open(path, err, errlen);
+        int rc = root ? state_from_json(json_object_get(root, "state"), path, st, err, errlen) : -1;
+        json_decref(root);
+        return rc ? errmsg_one_line(err) : 0;
+    }
     char opt[5300];
     WpStFile *f = wp_st_open(path, err, errlen);
     if (!f) return errmsg_one_line(err);
@@ -699,6 +1221,7 @@ static int check_moments(const char *opt, const WpChunk *chunks, int nchunks, fl
 int ckpt_load(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
               float *const *params, float *const *m, float *const *v, WpTrainState *st,
               char *err, size_t errlen) {
+    if (is_manifest(path)) return load_manifest(path, c, chunks, nchunks, params, m, v, st, err, errlen);
     WpStFile *f = wp_st_open(path, err, errlen);
     if (!f) return -1;
     static const char *const plain[] = {""}, *const moments[] = {".exp_avg", ".exp_avg_sq"};

@@ -1,32 +1,42 @@
-/* Checkpoints. A checkpoint is named by the path of its model file, PATH (--save PATH, --resume
- * PATH, --init PATH; conventionally DIR/model.safetensors), and consists of:
- *   PATH                         the model: a Hugging Face safetensors file (LlamaForCausalLM
- *                                tensor names, full tensors), so that `transformers` loads DIR;
- *   DIR/config.json              its shape, for transformers;
- *   DIR/STEM.opt.STEP.HASH.safetensors   the optimizer state (AdamW's m and v per tensor, the
- *                                step, the data position, the seed), which PATH names in its
- *                                metadata; STEM is PATH's file name without ".safetensors", HASH a
- *                                hash of the file's content.
+/* Checkpoints, sharded by owner. A checkpoint is named by the path of its manifest, PATH
+ * (--save PATH, --resume PATH; conventionally DIR/checkpoint.json), and consists of:
+ *   PATH                   the manifest (JSON): the training state (step, seed, data position,
+ *                          batch shape: state_to_json/state_from_json), every tensor's shape, and
+ *                          for each shard its file and the slices it holds;
+ *   DIR/STEM.shard.STEP.RANK.HASH.safetensors   one per process that owns masters: a safetensors
+ *                          file with the Hugging Face names of the tensors it holds slices of (the
+ *                          weights NAME, AdamW's NAME.exp_avg and NAME.exp_avg_sq), each a 1-D
+ *                          F32 slice, a contiguous range of the tensor's row-major flattening; its
+ *                          __metadata__ "slices" gives each slice's offset and the whole shape.
+ *                          STEM is PATH's file name without ".json", HASH a hash of the content;
+ *   DIR/config.json        the model's shape (Hugging Face's), which `wpgen export` reads;
+ *   DIR/STEM.STEP.json     with --keep N > 1, the manifests of the last N checkpoints, each one
+ *                          resumable by that name (PATH is the latest of them).
+ * DIR must be one folder all processes see (a shared file system, as torch's distributed
+ * checkpoint assumes).
  *
- * One commit. A save writes the optimizer file first, under its own new name, then config.json
- * (only if it changed), then the model file beside PATH and renames it over PATH (fsync before
- * and after each rename). That last rename is the commit: until it, PATH is the previous
- * checkpoint and names its own optimizer file, which the save has not touched; after it, PATH is
- * the new one. A crash or kill -9 at any moment therefore leaves one whole checkpoint, the
- * previous or the new. Once committed, the save removes the optimizer files of this STEM that PATH
- * no longer names, and every save first removes the temporaries (NAME.tmp.PID) that crashed saves
- * left: only names of this checkpoint, only of processes no longer running.
+ * One commit. Every process writes its shard under a new name (temporary, fsync, rename, fsync
+ * of DIR) straight from its own masters: no gather. Once every shard is durable (the processes
+ * say so to the first one, which waits for all), the first process writes config.json (only if
+ * it changed) and the manifest, renamed over PATH: that rename is the commit. Until it, PATH is
+ * the previous checkpoint and names only its own shards, which no save touches (a name holds
+ * its content's hash: a re-save of the same state writes the same bytes); after it, PATH is the
+ * new one. A crash or kill -9 of any process at any moment therefore leaves one whole
+ * checkpoint, the previous or the new. Once committed, the save removes the shards of this STEM
+ * that PATH does not name and the temporaries (NAME.tmp.PID) of processes no longer running.
  *
  * wpgen replaces only its own files: a save refuses (before writing anything) a PATH that is a
- * directory, a device or any file that is not a checkpoint written by wpgen, and a DIR/config.json
+ * directory, a device or any file that is not a manifest written by wpgen, a PATH ending in
+ * ".safetensors" (a manifest is not a tensor file) or named config.json, and a DIR/config.json
  * it did not write (the model's own config.json given with -m, say).
  *
  * Everything works on arrays of chunks: params[k] (and m[k], v[k]) are the parameters of
- * chunks[k], laid out as wp_chunk_tensors() says. A pipelined runtime that gathers its chunks
- * passes them all; the reference trainer passes one chunk holding the whole model.
+ * chunks[k], laid out as wp_chunk_tensors() says.
  *
- * Checkpoints of earlier versions (PATH and PATH's ".opt.safetensors", written one after the
- * other) still load, when the step both record agrees. */
+ * Loading reads a checkpoint whatever plan wrote it: a manifest (any number of shards, read only
+ * where they overlap the chunks asked for), a checkpoint of an earlier version (a Hugging Face
+ * model file PATH naming its optimizer file DIR/STEM.opt.STEP.HASH.safetensors, or PATH and
+ * PATH's ".opt.safetensors"), or a plain Hugging Face safetensors file (weights only: --init). */
 #ifndef WP_CHECKPOINT_H
 #define WP_CHECKPOINT_H
 
@@ -40,7 +50,7 @@ typedef struct WpTrainState {
     long step;              /* steps done: the next step to run */
     uint64_t seed;          /* the run's seed (synthetic data and initialisation) */
     uint64_t data_seq;      /* index of the next sequence to read (data.h's q) */
-    int micro_batches;      /* M, G and S of the run, to warn when a resume changes them */
+    int micro_batches;      /* M, G and S of the run: a resume with another global batch is refused */
     int micro_batch_size;
     int seq;
     /* The optimizer's settings the run was trained with (common/optim.h's wp_adamw_settings),
@@ -50,6 +60,21 @@ typedef struct WpTrainState {
     WpAdamW adamw;
     unsigned adamw_known;
 } WpTrainState;
+
+/* A range of a chunk's parameters that one process saves: floats [offset, offset + n) of chunk
+ * `chunk` (the whole chunk, or an FSDP shard of it, which may cut tensors anywhere). */
+typedef struct WpCkptRange {
+    int chunk;
+    size_t offset, n;
+} WpCkptRange;
+
+/* One process's shard as the manifest names it: the process, its content hash, its ranges. */
+typedef struct WpCkptShard {
+    int rank;
+    uint64_t hash;
+    const WpCkptRange *ranges;
+    int nranges;
+} WpCkptShard;
 
 /* The optimizer file's path of an earlier version's checkpoint: PATH with ".safetensors" replaced
  * by ".opt.safetensors" (or that appended). */
@@ -74,24 +99,50 @@ int ckpt_claim(const char *path, const WpConfig *c, char *err, size_t errlen);
  * refuses a config.json wpgen did not write, and one that describes another model. */
 int ckpt_write_config(const char *path, const WpConfig *c, char *err, size_t errlen);
 
-/* Saves the checkpoint (see above): with m and v (not NULL) the optimizer state too, else the
- * weights alone (which --init can start from). st may be NULL when m is. 0 or -1 with err set;
- * on failure the previous checkpoint at path is as it was. */
+/* Writes this process's shard of the checkpoint at path, durably: ranges[i]'s floats are w[i]
+ * (and m[i], v[i]: NULL for the weights alone). Sets *hash (what the name holds) and *created
+ * (1 if the file is new: a failed commit then removes it; 0 if the same content was there).
+ * Touches nothing else. 0, or -1 with one line naming the file in err. */
+int ckpt_write_shard(const char *path, const WpConfig *c, const WpChunk *chunks, const WpCkptRange *ranges,
+                     int nranges, float *const *w, float *const *m, float *const *v, const WpTrainState *st,
+                     int rank, uint64_t *hash, int *created, char *err, size_t errlen);
+
+/* The shard file of process rank of the checkpoint at path, of step and content hash, into out. */
+void ckpt_shard_path(const char *path, long step, int rank, uint64_t hash, char *out, size_t outlen);
+
+/* The commit, by one process once every shard is durable: checks that the shards cover every
+ * tensor exactly once, writes config.json and the manifest, renames it over path, and removes
+ * the shards of this checkpoint that no kept manifest names. keep (--keep N): with N > 1 the
+ * manifest is also written as DIR/STEM.STEP.json (resumable by that name), of which the newest
+ * N (this one among them) stay; with 1 none is written and those there are left alone. *committed: whether path now is the
+ * new checkpoint (it can be while -1 reports a failed fsync of the directory). 0 or -1. */
+int ckpt_commit(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
+                const WpCkptShard *shards, int nshards, const WpTrainState *st, int with_optimizer, int keep,
+                int *committed, char *err, size_t errlen);
+
+/* Saves the checkpoint from one process (one shard holding every chunk, then the commit): with
+ * m and v (not NULL) the optimizer state too, else the weights alone (which --init can start
+ * from). 0 or -1 with err set; on failure the previous checkpoint at path is as it was. */
 int ckpt_save(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
-              float *const *params, float *const *m, float *const *v, const WpTrainState *st,
+              float *const *params, float *const *m, float *const *v, const WpTrainState *st, int keep,
               char *err, size_t errlen);
 
-/* Loads the chunks' tensors from path (F32; BF16 and F16 are converted). Every tensor must be
- * present with the shape the model expects, and the file must hold no tensor the model does not
- * have (a checkpoint of another shape is an error naming the tensor and both shapes). With m and
- * v (not NULL) also loads the optimizer file and fills st. */
+/* Loads the chunks' tensors from path (any subset of the model's chunks, any layer ranges; F32,
+ * and from a Hugging Face file BF16 and F16 converted). Every tensor must be present with the
+ * shape the model expects, and the checkpoint must hold no tensor the model does not have (a
+ * checkpoint of another shape is an error naming the tensor and both shapes). With m and v (not
+ * NULL) also loads AdamW's state and fills st. Of a manifest, opens only the shards that hold
+ * slices of the chunks asked for. */
 int ckpt_load(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
               float *const *params, float *const *m, float *const *v, WpTrainState *st,
               char *err, size_t errlen);
 
-/* The optimizer file the checkpoint at path names, into out: 0, or -1 when path is not a
- * checkpoint that has one (what the trainers' output check counts among a resume's inputs). */
-int ckpt_optimizer_file(const char *path, char *out, size_t outlen);
+/* The files besides path that the checkpoint at path reads (its shards; an earlier version's
+ * optimizer file), as a malloc'd array of malloc'd paths in *files (free with ckpt_files_free):
+ * what the trainers' output check counts among a resume's inputs. Returns how many (0 when path
+ * is none of ours). */
+int ckpt_input_files(const char *path, char ***files);
+void ckpt_files_free(char **files, int n);
 
 /* The training state of the checkpoint at path (step, seed, data position, shape) from the
  * files' headers alone, without reading a tensor: what a trainer needs before it sets up

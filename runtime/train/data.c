@@ -43,6 +43,8 @@ struct WpData {
     int nfiles;
     uint64_t ntokens, nseq;
     char about[768];
+    long origin_step;             /* data_set_origin: step origin_step reads sequence origin_seq on */
+    uint64_t origin_seq;
 };
 
 /* Bytes per token, and the header's name of it, for llm.c's two magics. */
@@ -421,6 +423,11 @@ size_t data_ntokens(const WpData *d) { return d->kind == SRC_SYNTHETIC ? 0 : (si
 uint64_t data_nseq(const WpData *d) { return d->kind == SRC_SYNTHETIC ? 0 : d->nseq; }
 const char *data_describe(const WpData *d) { return d->about; }
 
+void data_set_origin(WpData *d, long step, uint64_t seq) {
+    d->origin_step = step;
+    d->origin_seq = seq;
+}
+
 uint64_t data_seq_index(long step, int g, int M, int G, int i) {
     return ((uint64_t)step * (uint64_t)M + (uint64_t)g) * (uint64_t)G + (uint64_t)i;
 }
@@ -448,7 +455,7 @@ static int synthetic_token(const WpData *d, uint64_t p) {
 void data_read_batch(const WpData *d, long step, int g, int M, int G, int S, int *inputs, int *targets) {
     check_seq(d, S);
     for (int i = 0; i < G; i++) {
-        uint64_t q = data_seq_index(step, g, M, G, i);
+        uint64_t q = d->origin_seq + data_seq_index(step - d->origin_step, g, M, G, i);
         int *in = inputs + (size_t)i * S, *tg = targets + (size_t)i * S;
         if (d->kind == SRC_SYNTHETIC) {
             uint64_t start = q * (uint64_t)S;

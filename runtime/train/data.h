@@ -62,6 +62,11 @@ const char *data_describe(const WpData *d);
  * per step: q = (s*M + g)*G + i. Sequences are consumed in this order, one after another. */
 uint64_t data_seq_index(long step, int g, int M, int G, int i);
 
+/* Where a resumed run's data go on: step `step` reads sequences from seq on (the checkpoint's data
+ * position), the steps after it follow in data_seq_index's order. Until called: step 0, sequence
+ * 0, so step s reads from data_seq_index(s, 0, ...). */
+void data_set_origin(WpData *d, long step, uint64_t seq);
+
 /* Where the run's sequence q starts, counting the files' tokens one after another: file order's
  * sequence perm(q mod N) times S within its file; q*S for synthetic data. S must be the seq of
  * data_open. */
@@ -72,7 +77,8 @@ uint64_t data_seq_start(const WpData *d, uint64_t q, int S);
 uint64_t data_permute(uint64_t x, uint64_t n, uint64_t key);
 
 /* Fills inputs[G*S] and targets[G*S] with micro-batch g of step s: sequence i is the S+1 tokens
- * at data_seq_start(q), inputs the first S, targets the last S. Every token read is checked again:
+ * at data_seq_start(q) (q counted from the origin, data_set_origin), inputs the first S, targets
+ * the last S. Every token read is checked again:
  * if a file shrank or changed since data_open, it prints one line naming the file and what
  * changed, and ends the process with exit status 2 (under mpirun that ends the job). */
 void data_read_batch(const WpData *d, long step, int g, int M, int G, int S, int *inputs, int *targets);

@@ -60,7 +60,7 @@ static int cmp_double(const void *a, const void *b) {
 
 static WpTrainState state_at(const WpLoop *L, long step) {
     return (WpTrainState){ .step = step, .seed = L->flags->seed,
-                           .data_seq = data_seq_index(step, 0, L->micro_batches, L->mbs, 0),
+                           .data_seq = L->data_seq0 + data_seq_index(step - L->start, 0, L->micro_batches, L->mbs, 0),
                            .micro_batches = L->micro_batches, .micro_batch_size = L->mbs, .seq = L->seq,
                            .adamw = L->flags->opt, .adamw_known = (1u << wp_adamw_nsettings) - 1 };
 }
@@ -93,7 +93,7 @@ static int save(const WpLoop *L, long step) {
     char err[1024] = "";
     WpTrainState st = state_at(L, step);
     double t0 = L->now(L->ud);
-    if (L->save(L->ud, L->flags->save, &st, err, sizeof err)) {
+    if (L->save(L->ud, L->flags->save, (int)L->flags->keep, &st, err, sizeof err)) {
         if (L->printer) fprintf(stderr, "%s: step %ld: cannot save the checkpoint: %s\n", L->prog, step, err);
         return -1;
     }

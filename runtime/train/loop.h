@@ -32,6 +32,7 @@ typedef struct WpLoop {
     const char *prog;              /* "train", "wp-ref": the prefix of its messages */
     const TrainFlags *flags;       /* --steps, --stop-at, --lr ..., --save, --save-every, --resume */
     long start;                    /* steps already done: this run does start+1 .. loop_end() */
+    uint64_t data_seq0;            /* the data position at start (a resume's, train_flags_data_origin) */
     int micro_batches, mbs, seq;   /* M, G, S of a step: its tokens, and the checkpoint's state */
     const WpConfig *model;         /* its shape, for the model FLOPs of MFU (NULL: no MFU) */
     int printer;                   /* this process prints the step lines and writes the log */
@@ -48,8 +49,9 @@ typedef struct WpLoop {
     void (*allreduce)(void *ud, double *x, int n);
     /* AdamW on what this process owns, the gradients scaled by grad_scale; t: 1-based update. */
     void (*update)(void *ud, const WpAdamW *opt, float lr, float grad_scale, long t);
-    /* Collective: writes the checkpoint. 0, or -1 with the reason in err on the printer. */
-    int (*save)(void *ud, const char *path, const WpTrainState *st, char *err, size_t errlen);
+    /* Collective: writes the checkpoint, keeping the last `keep` (--keep). 0, or -1 with the
+     * reason in err on the printer. */
+    int (*save)(void *ud, const char *path, int keep, const WpTrainState *st, char *err, size_t errlen);
     /* A span of the trace, what = "optimizer" or "save" (NULL: no trace). */
     void (*span)(void *ud, const char *what, double t0, double t1, long step);
     double (*now)(void *ud);       /* seconds, any origin */

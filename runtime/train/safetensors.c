@@ -66,6 +66,7 @@ typedef struct StEntry {
     WpStSource src;       /* ... asked for at commit */
     void *ud;
     size_t bytes;
+    int borrowed;         /* wp_st_add_borrowed: data is the caller's, not freed here */
 } StEntry;
 
 struct WpStWriter {
@@ -85,7 +86,10 @@ WpStWriter *wp_st_writer_new(void) {
 
 void wp_st_writer_free(WpStWriter *w) {
     if (!w) return;
-    for (int i = 0; i < w->n; i++) { free(w->tensors[i].name); free(w->tensors[i].data); }
+    for (int i = 0; i < w->n; i++) {
+        free(w->tensors[i].name);
+        if (!w->tensors[i].borrowed) free(w->tensors[i].data);
+    }
     free(w->tensors);
     json_decref(w->metadata);
     free(w);
@@ -99,9 +103,10 @@ static void writer_fail(WpStWriter *w, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* wp_st_add, and with src (data NULL) wp_st_add_source. */
+/* wp_st_add, wp_st_add_borrowed (copy 0: data is the caller's) and, with src (data NULL),
+ * wp_st_add_source. */
 static int add_entry(WpStWriter *w, const char *name, const char *dtype, const size_t *shape, int ndim,
-                     const void *data, size_t bytes, WpStSource src, void *ud) {
+                     const void *data, size_t bytes, int copy, WpStSource src, void *ud) {
     if (!w) return -1;
     size_t esize = dtype ? dtype_size(dtype) : 0;
     if (!name || !name[0] || strcmp(name, "__metadata__") == 0) {
@@ -134,13 +139,16 @@ static int add_entry(WpStWriter *w, const char *name, const char *dtype, const s
     StEntry *e = &w->tensors[w->n];
     memset(e, 0, sizeof *e);
     e->name = strdup(name);
-    e->data = src ? NULL : malloc(bytes ? bytes : 1);
-    if (!e->name || (!src && !e->data)) {
-        free(e->name); free(e->data);
+    copy = copy && !src;
+    e->borrowed = !copy;
+    e->data = src ? NULL : copy ? malloc(bytes ? bytes : 1) : (void *)data;
+    if (!e->name || (copy && !e->data)) {
+        free(e->name);
+        if (copy) free(e->data);
         writer_fail(w, "%s: out of memory (%zu bytes)", name, bytes);
         return -1;
     }
-    if (bytes && !src) memcpy(e->data, data, bytes);
+    if (copy && bytes) memcpy(e->data, data, bytes);
     e->src = src;
     e->ud = ud;
     snprintf(e->dtype, sizeof e->dtype, "%s", dtype);
@@ -153,13 +161,18 @@ static int add_entry(WpStWriter *w, const char *name, const char *dtype, const s
 
 int wp_st_add(WpStWriter *w, const char *name, const char *dtype, const size_t *shape, int ndim,
               const void *data, size_t bytes) {
-    return add_entry(w, name, dtype, shape, ndim, data, bytes, NULL, NULL);
+    return add_entry(w, name, dtype, shape, ndim, data, bytes, 1, NULL, NULL);
+}
+
+int wp_st_add_borrowed(WpStWriter *w, const char *name, const char *dtype, const size_t *shape, int ndim,
+                       const void *data, size_t bytes) {
+    return add_entry(w, name, dtype, shape, ndim, data, bytes, 0, NULL, NULL);
 }
 
 int wp_st_add_source(WpStWriter *w, const char *name, const char *dtype, const size_t *shape, int ndim,
                      size_t bytes, WpStSource src, void *ud) {
     if (!src) { writer_fail(w, "%s: no source", name ? name : "(null)"); return -1; }
-    return add_entry(w, name, dtype, shape, ndim, NULL, bytes, src, ud);
+    return add_entry(w, name, dtype, shape, ndim, NULL, bytes, 0, src, ud);
 }
 
 void wp_st_set_metadata(WpStWriter *w, const char *key, const char *value) {

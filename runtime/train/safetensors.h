@@ -19,6 +19,10 @@ int wp_st_add(WpStWriter *w, const char *name, const char *dtype, const size_t *
 typedef const void *(*WpStSource)(void *ud, const char *name, size_t bytes, char *err, size_t errlen);
 int wp_st_add_source(WpStWriter *w, const char *name, const char *dtype, const size_t *shape, int ndim,
                      size_t bytes, WpStSource src, void *ud);   /* 0 or -1 */
+/* The same without the copy (a checkpoint's shard: its bytes once in memory, not twice): data
+ * must stay unchanged until wp_st_commit or wp_st_writer_free. */
+int wp_st_add_borrowed(WpStWriter *w, const char *name, const char *dtype, const size_t *shape, int ndim,
+                       const void *data, size_t bytes);
 void wp_st_set_metadata(WpStWriter *w, const char *key, const char *value);   /* __metadata__ */
 int wp_st_commit(WpStWriter *w, const char *path, char *err, size_t errlen);  /* 0 or -1; frees w */
 void wp_st_writer_free(WpStWriter *w);

@@ -1,5 +1,5 @@
 /* The program around an emitted step (wp_main), backend-neutral: flags, the world-size check,
- * setup, master weights (initialised, loaded or resumed), checkpoints gathered to rank 0, and the
+ * setup, master weights (initialised, loaded or resumed), checkpoints written by every owner, and the
  * trace; the steps themselves run in the shared loop (loop.c), with the optimizer applied at the
  * end of each step once the global gradient norm is known. Rank r runs plan->ranks[r].step. The
  * buffers are the compute backend's (common/compute.h): this file moves weights in and out of
@@ -7,9 +7,11 @@
  * Exit status: loop.h's WP_EXIT_* (0 done; 1 training failed; 2 bad input; 3 communication
  * failure, from the communication layer; 4 stopped by SIGTERM, SIGINT or SIGUSR1). */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "common/init.h"
 #include "train/rank.h"
 #include "train/checkpoint.h"
@@ -85,58 +87,91 @@ static void init_masters(WpRank *R, const TrainFlags *o, WpTrainState *st) {
     free(whole); free(m); free(v);
 }
 
-/* Gathers replica 0's masters (and AdamW moments; a replicated chunk's from its first owner only:
- * counts_master) to rank 0 and writes the checkpoint there, in the reference trainer's format:
- * full tensors with Hugging Face names, whoever owned what. */
-static int save_checkpoint(WpRank *R, const char *path, const WpTrainState *st, char *err, size_t errlen) {
+/* Rank r's part of the checkpoint: the ranges of the masters it counts (counts_master), whose
+ * shard it writes. Fills out (room for the rank's buffers) and returns how many. */
+static int rank_ranges(const WpRank *R, int r, WpCkptRange *out) {
     const WpPlanDesc *P = R->plan;
-    size_t total = 0, mine_n = 0;
-    for (int c = 0; c < P->nchunks; c++) total += R->chunks[c].nparams;
-    for (int b = 0; b < R->me->nbufs; b++)
-        if (counts_master(P, R->rank, b)) mine_n += 3 * chunk_floats(R, R->me->bufs[b].chunk, R->me->bufs[b].shard, R->me->bufs[b].nshards);
-    float *mine = rank_realloc(R, NULL, (mine_n + 1) * sizeof(float), "the checkpoint"), *p = mine;
-    for (int b = 0; b < R->me->nbufs; b++) {
-        const WpBufDesc *d = &R->me->bufs[b];
-        if (!counts_master(P, R->rank, b)) continue;
-        size_t n = chunk_floats(R, d->chunk, d->shard, d->nshards);
-        compute_master_get(R, b, WP_MASTER_W, p, n); p += n;
-        compute_master_get(R, b, WP_MASTER_M, p, n); p += n;
-        compute_master_get(R, b, WP_MASTER_V, p, n); p += n;
+    int n = 0;
+    for (int b = 0; b < P->ranks[r].nbufs; b++) {
+        const WpBufDesc *d = &P->ranks[r].bufs[b];
+        if (!counts_master(P, r, b)) continue;
+        size_t whole = R->chunks[d->chunk].nparams;
+        out[n++] = (WpCkptRange){ d->chunk, d->nshards > 1 ? comm_shard_offset(whole, d->nshards, d->shard) : 0,
+                                  chunk_floats(R, d->chunk, d->shard, d->nshards) };
     }
-    float *all = R->rank == 0 ? rank_realloc(R, NULL, (3 * total + 1) * sizeof(float), "the checkpoint") : NULL;
-    comm_gather(R->comm, mine, mine_n, all, R->rank == 0 ? 3 * total : 0, NULL);
-    free(mine);
-    int rc = 0;
+    return n;
+}
+
+/* What a rank tells the others once its shard is written (or not). */
+typedef struct ShardReport {
+    int ok;
+    uint64_t hash;
+    char err[480];
+} ShardReport;
+
+/* Every owner writes its shard of the checkpoint from its own masters (no gather; the host copy
+ * is the backend's compute_master_get), durably; each rank's report reaches every rank (one small
+ * broadcast per rank, waiting as long as a save may take: the save timeout); once all are
+ * written, rank 0 commits the manifest and says so. A failed save removes the shards it wrote. */
+static int save_checkpoint(WpRank *R, const char *path, int keep, const WpTrainState *st, char *err, size_t errlen) {
+    const WpPlanDesc *P = R->plan;
+    WpCkptRange *mine = rank_realloc(R, NULL, (size_t)(R->me->nbufs + 1) * sizeof *mine, "the checkpoint");
+    int nmine = rank_ranges(R, R->rank, mine);
+    ShardReport *rep = rank_calloc(R, (size_t)P->nranks, sizeof *rep, "the checkpoint");
+    ShardReport *me = &rep[R->rank];
+    int created = 0;
+    me->ok = 1;
+    if (nmine > 0) {
+        float **w = rank_calloc(R, (size_t)nmine, sizeof *w, "the checkpoint"), **m = rank_calloc(R, (size_t)nmine, sizeof *m, "the checkpoint"),
+              **v = rank_calloc(R, (size_t)nmine, sizeof *v, "the checkpoint");
+        for (int i = 0, b = 0; b < R->me->nbufs; b++) {
+            if (!counts_master(P, R->rank, b)) continue;
+            size_t n = mine[i].n;
+            w[i] = rank_realloc(R, NULL, (n + 1) * sizeof(float), "the checkpoint");
+            m[i] = rank_realloc(R, NULL, (n + 1) * sizeof(float), "the checkpoint");
+            v[i] = rank_realloc(R, NULL, (n + 1) * sizeof(float), "the checkpoint");
+            compute_master_get(R, b, WP_MASTER_W, w[i], n);
+            compute_master_get(R, b, WP_MASTER_M, m[i], n);
+            compute_master_get(R, b, WP_MASTER_V, v[i], n);
+            i++;
+        }
+        me->ok = ckpt_write_shard(path, &R->cfg, R->chunks, mine, nmine, w, m, v, st, R->rank, &me->hash, &created,
+                                  me->err, sizeof me->err) == 0;
+        for (int i = 0; i < nmine; i++) { free(w[i]); free(m[i]); free(v[i]); }
+        free(w); free(m); free(v);
+    }
+    for (int r = 0; r < P->nranks; r++) comm_bcast_bytes_save(R->comm, &rep[r], sizeof rep[r], r);
+    struct { int rc, committed; } out = { 0, 0 };
     if (R->rank == 0) {
-        float **par = rank_realloc(R, NULL, (size_t)P->nchunks * sizeof *par, "the checkpoint");
-        float **m = rank_realloc(R, NULL, (size_t)P->nchunks * sizeof *m, "the checkpoint");
-        float **v = rank_realloc(R, NULL, (size_t)P->nchunks * sizeof *v, "the checkpoint");
-        for (int c = 0; c < P->nchunks; c++) {
-            par[c] = rank_realloc(R, NULL, R->chunks[c].nparams * sizeof(float), "the checkpoint");
-            m[c] = rank_realloc(R, NULL, R->chunks[c].nparams * sizeof(float), "the checkpoint");
-            v[c] = rank_realloc(R, NULL, R->chunks[c].nparams * sizeof(float), "the checkpoint");
-        }
-        /* walk the ranks in order, as comm_gather concatenated them */
-        const float *q = all;
-        for (int r = 0; r < P->nranks; r++) {
-            const WpRankDesc *rd = &P->ranks[r];
-            for (int b = 0; b < rd->nbufs; b++) {
-                const WpBufDesc *d = &rd->bufs[b];
-                if (!counts_master(P, r, b)) continue;
-                size_t whole = R->chunks[d->chunk].nparams;
-                size_t off = d->nshards > 1 ? comm_shard_offset(whole, d->nshards, d->shard) : 0;
-                size_t n = chunk_floats(R, d->chunk, d->shard, d->nshards);
-                memcpy(par[d->chunk] + off, q, n * sizeof(float)); q += n;
-                memcpy(m[d->chunk] + off, q, n * sizeof(float)); q += n;
-                memcpy(v[d->chunk] + off, q, n * sizeof(float)); q += n;
+        int bad = -1;
+        for (int r = 0; r < P->nranks && bad < 0; r++) if (!rep[r].ok) bad = r;
+        if (bad >= 0) {
+            snprintf(err, errlen, "%s", rep[bad].err);
+            out.rc = -1;
+        } else {
+            WpCkptShard *shards = rank_calloc(R, (size_t)P->nranks, sizeof *shards, "the checkpoint");
+            WpCkptRange **of = rank_calloc(R, (size_t)P->nranks, sizeof *of, "the checkpoint");
+            int nshards = 0;
+            for (int r = 0; r < P->nranks; r++) {
+                of[r] = rank_realloc(R, NULL, (size_t)(P->ranks[r].nbufs + 1) * sizeof **of, "the checkpoint");
+                int n = rank_ranges(R, r, of[r]);
+                if (n > 0) shards[nshards++] = (WpCkptShard){ r, rep[r].hash, of[r], n };
             }
+            out.rc = ckpt_commit(path, &R->cfg, R->chunks, P->nchunks, shards, nshards, st, 1, keep, &out.committed, err, errlen);
+            for (int r = 0; r < P->nranks; r++) free(of[r]);
+            free(of);
+            free(shards);
         }
-        if (ckpt_save(path, &R->cfg, R->chunks, P->nchunks, par, m, v, st, err, errlen)) rc = -1;
-        for (int c = 0; c < P->nchunks; c++) { free(par[c]); free(m[c]); free(v[c]); }
-        free(par); free(m); free(v); free(all);
     }
-    comm_bcast_bytes_save(R->comm, &rc, sizeof rc, 0);   /* rank 0's save may outlast the comm timeout */
-    return rc;
+    comm_bcast_bytes_save(R->comm, &out, sizeof out, 0);
+    if (out.rc && !out.committed && created) {
+        char file[5400];
+        ckpt_shard_path(path, st->step, R->rank, me->hash, file, sizeof file);
+        unlink(file);
+    }
+    free(rep);
+    free(mine);
+    return out.rc ? -1 : 0;
 }
 
 /* ---- the update ---- */
@@ -215,8 +250,8 @@ static void update(void *ud, const WpAdamW *opt, float lr, float scale, long t) 
     for (int i = 0; i < R->nopts; i++) update_master(R, opt, &R->opts[i], lr, scale, t);
 }
 
-static int save(void *ud, const char *path, const WpTrainState *st, char *err, size_t errlen) {
-    return save_checkpoint(ud, path, st, err, errlen);
+static int save(void *ud, const char *path, int keep, const WpTrainState *st, char *err, size_t errlen) {
+    return save_checkpoint(ud, path, keep, st, err, errlen);
 }
 
 static void span(void *ud, const char *what, double t0, double t1, long step) {
@@ -271,7 +306,13 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
         return WP_EXIT_BAD_INPUT;
     }
     /* --resume: the run goes on with its own seed (its synthetic data), not the default or --seed's */
-    if (train_flags_resume(&o, "train", R->rank == 0, err, sizeof err)) {
+    WpTrainState resumed = { 0 };
+    uint64_t data_seq0 = 0;
+    int bad = train_flags_resume(&o, "train", R->rank == 0, &resumed, err, sizeof err);
+    if (!bad && o.resume &&
+        train_flags_data_origin(&o, &resumed, P->total_mbs, P->model.mbs, P->model.seq, &data_seq0, err, sizeof err))
+        bad = -1;
+    if (bad) {
         if (R->rank == 0) fprintf(stderr, "train: %s\n", err);
         comm_finalize(comm);
         return WP_EXIT_BAD_INPUT;
@@ -307,13 +348,13 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
     }
     WpTrainState st = { 0 };
     init_masters(R, &o, &st);
-    long start = 0;
-    if (o.resume) {
-        /* only owners read the checkpoint: they agree on its step; tell everyone */
-        double x[2] = { owns_masters(R) ? (double)st.step : 0, owns_masters(R) };
-        comm_allreduce_double(comm, x, 2);
-        start = x[1] > 0 ? (long)(x[0] / x[1] + 0.5) : 0;
-    }
+    /* every rank read the checkpoint's state (train_flags_resume); the owners loaded its tensors:
+     * a checkpoint replaced in between is a mix, refused */
+    long start = o.resume ? resumed.step : 0;
+    if (o.resume && owns_masters(R) && (st.step != resumed.step || st.data_seq != resumed.data_seq))
+        comm_abort(comm, WP_EXIT_BAD_INPUT, "--resume %s: replaced while it was read (step %ld, then %ld)", o.resume,
+                   resumed.step, st.step);
+    data_set_origin(R->data, start, data_seq0);
     if (o.trace) {
         R->tracing = 1;
         comm_set_trace(comm, trace_comm_event, R);
@@ -341,7 +382,8 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
     /* MFU against the devices the plan was made for (the topology's ratings, in wpgen's plan) */
     double peak = 0;
     for (int q = 0; q < P->nranks; q++) peak += P->ranks[q].peak_flops;
-    WpLoop loop = { .prog = "train", .flags = &o, .start = start, .micro_batches = P->total_mbs, .mbs = R->cfg.mbs,
+    WpLoop loop = { .prog = "train", .flags = &o, .start = start, .data_seq0 = data_seq0,
+                    .micro_batches = P->total_mbs, .mbs = R->cfg.mbs,
                     .seq = R->cfg.seq, .model = &R->cfg, .peak_flops = peak, .printer = R->rank == 0,
                     .epoch_seqs = data_nseq(R->data), .shuffled = !o.no_shuffle, .log = log, .ud = R, .step = run_step,
                     .validate = R->val ? validate : NULL, .val_seqs = R->val ? data_nseq(R->val) : 0,

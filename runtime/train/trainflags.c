@@ -38,12 +38,16 @@ const char train_flags_usage[] =
     "                          A resume with another --beta1, --beta2 or --eps is refused; another rate,\n"
     "                          schedule, warm-up, --steps, decay or clip is allowed, with a warning\n"
     "  --seed N                initialisation and synthetic data (default 1)\n"
-    "  --init FILE             start from these weights (safetensors)\n"
-    "  --resume FILE           continue a run from its checkpoint (FILE and the optimizer file it names;\n"
-    "                          the run's seed comes from the checkpoint)\n"
-    "  --save FILE             write a checkpoint at the end: FILE (the model, safetensors), config.json\n"
-    "                          and FILE's optimizer file beside it, committed as one (see README)\n"
+    "  --init FILE             start from these weights (a checkpoint, or a Hugging Face safetensors file)\n"
+    "  --resume FILE           continue a run from its checkpoint (the manifest FILE and the shards it\n"
+    "                          names; the run's seed and data position come from the checkpoint)\n"
+    "  --allow-batch-change    with --resume: accept another global batch (micro-batches x sequences, or\n"
+    "                          --seq) than the checkpoint's, going on from its data position\n"
+    "  --save FILE             write a checkpoint at the end: the manifest FILE (say DIR/checkpoint.json),\n"
+    "                          each process's shard and config.json beside it, committed as one (README)\n"
     "  --save-every N          and every N steps\n"
+    "  --keep N                keep the last N checkpoints (default 1): each also as DIR/STEM.STEP.json,\n"
+    "                          resumable by that name; FILE is the latest\n"
     "  --log FILE              one JSON object per step\n"
     "  --trace FILE            Chrome trace (chrome://tracing, Perfetto) of the steps\n"
     "  --recompute             keep only each chunk's input; recompute activations in backward\n";
@@ -72,8 +76,10 @@ static const WpAdamWSetting *setting_of(const char *flag) {
  * the old one whole until the new one is), but nothing else a trainer reads: the data, the
  * program, the model's config.json. The log and the trace replace nothing that is read. */
 static int check_paths(const TrainFlags *o, char *err, size_t errlen) {
-    char opt[4096] = "", exe[4096] = "", save_cfg[4096] = "";
-    if (o->resume && ckpt_optimizer_file(o->resume, opt, sizeof opt)) opt[0] = 0;
+    char exe[4096] = "", save_cfg[4096] = "";
+    /* --resume's shards (or an earlier version's optimizer file) are inputs too */
+    char **files = NULL;
+    int nfiles = o->resume ? ckpt_input_files(o->resume, &files) : 0;
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = 0;
     if (o->save) {
@@ -81,12 +87,20 @@ static int check_paths(const TrainFlags *o, char *err, size_t errlen) {
         snprintf(save_cfg, sizeof save_cfg, "%.*sconfig.json", slash ? (int)(slash - o->save + 1) : 0, o->save);
     }
     const char *model = o->model && (strchr(o->model, '/') || strstr(o->model, ".json")) ? o->model : NULL;
-    const WpPathArg read[] = {
-        { "--data", o->data }, { "--val-data", o->val_data }, { "--init", o->init }, { "--resume", o->resume },
-        { "--resume's optimizer file", opt[0] ? opt : NULL }, { "-m", model }, { "the program", exe[0] ? exe : NULL },
-    };
+    WpPathArg *read = malloc((size_t)(6 + nfiles) * sizeof *read);
+    if (!read) { ckpt_files_free(files, nfiles); snprintf(err, errlen, "out of memory"); return -1; }
+    read[0] = (WpPathArg){ "--data", o->data };
+    read[1] = (WpPathArg){ "--init", o->init };
+    read[2] = (WpPathArg){ "--resume", o->resume };
+    read[3] = (WpPathArg){ "-m", model };
+    read[4] = (WpPathArg){ "the program", exe[0] ? exe : NULL };
+    read[5] = (WpPathArg){ "--val-data", o->val_data };
+    for (int i = 0; i < nfiles; i++) read[6 + i] = (WpPathArg){ "a file of --resume", files[i] };
     const WpPathArg notes[] = { { "--log", o->log }, { "--trace", o->trace } };
-    if (wp_check_outputs(read, 7, notes, 2, err, errlen)) return -1;
+    int rc = wp_check_outputs(read, 6 + nfiles, notes, 2, err, errlen);
+    free(read);
+    ckpt_files_free(files, nfiles);
+    if (rc) return -1;
     const WpPathArg kept[] = { { "--data", o->data }, { "--val-data", o->val_data }, { "the program", exe[0] ? exe : NULL } };
     const WpPathArg all[] = { { "--save", o->save }, { "--save's config.json", o->save ? save_cfg : NULL },
                               { "--log", o->log }, { "--trace", o->trace } };
@@ -100,6 +114,7 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
     adamw_init(&o->opt, 1e-3f, 0, 10);
     o->seed = 1;
     int min_lr_given = 0, decay_given = 0;
+    o->keep = 1;
     for (int i = 1; i < argc; i++) {
         char flag[64];
         const char *a = argv[i], *val = NULL, *eq = strchr(a, '=');
@@ -110,16 +125,18 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
             snprintf(flag, sizeof flag, "%s", a);
         }
         if (!strcmp(flag, "-h") || !strcmp(flag, "--help")) { fputs(usage_head, stdout); fputs(train_flags_usage, stdout); exit(0); }
-        if (!strcmp(flag, "--synthetic") || !strcmp(flag, "--recompute") || !strcmp(flag, "--no-shuffle")) {
+        if (!strcmp(flag, "--synthetic") || !strcmp(flag, "--recompute") || !strcmp(flag, "--no-shuffle") ||
+            !strcmp(flag, "--allow-batch-change")) {
             if (val) { snprintf(err, errlen, "%s takes no value", flag); return -1; }
             if (!strcmp(flag, "--synthetic")) o->synthetic = 1;
             else if (!strcmp(flag, "--no-shuffle")) o->no_shuffle = 1;
-            else o->recompute = 1;
+            else if (!strcmp(flag, "--recompute")) o->recompute = 1;
+            else o->allow_batch_change = 1;
             continue;
         }
         static const char *const model_flags[] = { "-m", "--model", "--seq", "--micro-batch-size", "--micro-batches" };
         static const char *const valued[] = { "--data", "--val-data", "--val-every", "--val-steps", "--stop-at", "--seed",
-            "--init", "--resume", "--save", "--save-every", "--log", "--trace" };
+            "--init", "--resume", "--save", "--save-every", "--keep", "--log", "--trace" };
         const WpAdamWSetting *set = setting_of(flag);
         int known = set != NULL, is_model = 0;
         for (size_t j = 0; j < sizeof valued / sizeof valued[0]; j++) known |= !strcmp(flag, valued[j]);
@@ -160,6 +177,7 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
         else if (!strcmp(flag, "--resume")) o->resume = val;
         else if (!strcmp(flag, "--save")) o->save = val;
         else if (!strcmp(flag, "--save-every")) rc = parse_long(flag, val, 1, INT32_MAX, &o->save_every, err, errlen);
+        else if (!strcmp(flag, "--keep")) rc = parse_long(flag, val, 1, INT32_MAX, &o->keep, err, errlen);
         else if (!strcmp(flag, "--log")) o->log = val;
         else if (!strcmp(flag, "--trace")) o->trace = val;
         if (rc) return -1;
@@ -188,6 +206,8 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
         snprintf(err, errlen, "%s needs --val-data SPEC", o->val_every ? "--val-every" : "--val-steps");
         return -1;
     }
+    if (o->keep > 1 && !o->save) { snprintf(err, errlen, "--keep needs --save FILE"); return -1; }
+    if (o->allow_batch_change && !o->resume) { snprintf(err, errlen, "--allow-batch-change needs --resume CHECKPOINT"); return -1; }
     if (o->save) {
         /* Find out now, not after hours of training, that the checkpoint cannot be written (or
          * would replace a file that is not a checkpoint). */
@@ -224,14 +244,32 @@ int train_flags_check_resume(const TrainFlags *o, const WpTrainState *st, const 
     return 0;
 }
 
-int train_flags_resume(TrainFlags *o, const char *prog, int print, char *err, size_t errlen) {
+int train_flags_resume(TrainFlags *o, const char *prog, int print, WpTrainState *state, char *err, size_t errlen) {
     if (!o->resume) return 0;
     WpTrainState st;
     if (ckpt_read_state(o->resume, &st, err, errlen)) return -1;
+    if (state) *state = st;
     if (o->seed_given && o->seed != st.seed && print)
         fprintf(stderr, "%s: warning: --seed %llu ignored: the run being resumed has seed %llu\n", prog,
                 (unsigned long long)o->seed, (unsigned long long)st.seed);
     /* The synthetic data continue where the run was, whatever --seed says. */
     o->seed = st.seed;
     return train_flags_check_resume(o, &st, prog, print, err, errlen);
+}
+
+int train_flags_data_origin(const TrainFlags *o, const WpTrainState *st, int M, int G, int S, uint64_t *seq,
+                            char *err, size_t errlen) {
+    *seq = st->data_seq;
+    if ((uint64_t)st->micro_batches * (uint64_t)st->micro_batch_size == (uint64_t)M * (uint64_t)G && st->seq == S)
+        return 0;   /* the same sequences per step (M and G may trade): the data go on as they were */
+    if (!o->allow_batch_change) {
+        snprintf(err, errlen, "--resume %s: the checkpoint's run read %d x %d sequences of %d tokens per step (micro-batches "
+                 "x micro-batch size), this run %d x %d of %d: its data would not go on as they were "
+                 "(--allow-batch-change goes on from the checkpoint's data position with the new batch)", o->resume,
+                 st->micro_batches, st->micro_batch_size, st->seq, M, G, S);
+        return -1;
+    }
+    /* the first sequence of S tokens that starts past the tokens read so far (data_seq of the old S) */
+    *seq = (st->data_seq * (uint64_t)st->seq + (uint64_t)S - 1) / (uint64_t)S;
+    return 0;
 }

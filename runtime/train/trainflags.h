@@ -22,7 +22,9 @@ typedef struct TrainFlags {
     int seed_given;                   /* --seed was given (else seed is the default, 1) */
     const char *init, *resume, *save, *log, *trace;
     long save_every;
+    long keep;                        /* --keep N: checkpoints kept (default 1: the latest) */
     int recompute;
+    int allow_batch_change;           /* --allow-batch-change: a resume may change M x G or S */
 } TrainFlags;
 
 /* The shared part of the usage text. */
@@ -35,13 +37,13 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
                       char *err, size_t errlen);
 
 /* --resume: takes the seed of the run being resumed into o->seed (initialisation is the
- * checkpoint's; the synthetic data must continue where they were), reading only the
- * checkpoint's headers, so that a trainer can call it before it sets up its data, and checks the
+ * checkpoint's; the synthetic data must continue where they were), and its state into *st (if
+ * not NULL), reading only the checkpoint's manifest, so that a trainer can call it before it sets up its data, and checks the
  * optimizer's settings against the checkpoint's (train_flags_check_resume). A --seed that differs
  * is ignored. With print, says so on stderr, prefixed "prog: warning: ". Without --resume does
  * nothing. 0, or -1 with err set (the checkpoint cannot be read, or a setting's change is refused:
  * exit 2). */
-int train_flags_resume(TrainFlags *o, const char *prog, int print, char *err, size_t errlen);
+int train_flags_resume(TrainFlags *o, const char *prog, int print, WpTrainState *st, char *err, size_t errlen);
 
 /* Compares the optimizer's settings of the flags with those st records (common/optim.h's table
  * says, per setting, whether another value is refused or allowed with a warning). With print,
@@ -49,5 +51,12 @@ int train_flags_resume(TrainFlags *o, const char *prog, int print, char *err, si
  * one. 0, or -1 with the first refused change in err. */
 int train_flags_check_resume(const TrainFlags *o, const WpTrainState *st, const char *prog, int print,
                              char *err, size_t errlen);
+
+/* The sequence a resume of st, with M micro-batches of G sequences of S tokens per step, reads
+ * first (data_set_origin): the checkpoint's data position. A global batch other than the
+ * checkpoint's (M x G sequences, or S) is refused, -1 with one line in err (exit 2), unless
+ * --allow-batch-change: then the first sequence past the tokens the checkpoint's run read. */
+int train_flags_data_origin(const TrainFlags *o, const WpTrainState *st, int M, int G, int S, uint64_t *seq,
+                            char *err, size_t errlen);
 
 #endif

@@ -31,9 +31,9 @@ prec_flags() {   # PREC -> the flags of both programs
 
 ref_for() {   # M -> checkpoint of the reference trainer over M micro-batches (at PREC)
     local M=$1 d="$tmp/ref-$1-$(prec_flags | tr -d ' -')"
-    if [ ! -f "$d/model.safetensors" ]; then
+    if [ ! -f "$d/checkpoint.json" ]; then
         mkdir -p "$d"
-        "$build/wp-ref" -m "$model" --micro-batch-size 2 --micro-batches "$M" $(prec_flags) "${common[@]}" --save "$d/model.safetensors" --log "$d/log" >"$d/out" 2>&1 ||
+        "$build/wp-ref" -m "$model" --micro-batch-size 2 --micro-batches "$M" $(prec_flags) "${common[@]}" --save "$d/checkpoint.json" --log "$d/log" >"$d/out" 2>&1 ||
             { echo "wp-ref failed:"; cat "$d/out"; return 1; }
     fi
     echo "$d"
@@ -56,7 +56,7 @@ case_() {   # strategy topology ranks micro-batches [extra wpgen flags...]
     if ! make -s -j2 -C "$d" >"$tmp/make.out" 2>&1; then
         echo "FAIL $label: make:"; tail -20 "$tmp/make.out"; fail=$((fail + 1)); return
     fi
-    if ! timeout 300 "${mpirun[@]}" -np "$n" "$d/train" "${common[@]}" --save "$d/model.safetensors" --log "$d/log" >"$tmp/run.out" 2>&1; then
+    if ! timeout 300 "${mpirun[@]}" -np "$n" "$d/train" "${common[@]}" --save "$d/checkpoint.json" --log "$d/log" >"$tmp/run.out" 2>&1; then
         echo "FAIL $label: train:"; tail -20 "$tmp/run.out"; fail=$((fail + 1)); return
     fi
     # losses of every step, relative ltol
@@ -73,7 +73,7 @@ case_() {   # strategy topology ranks micro-batches [extra wpgen flags...]
         END { exit bad }' >"$tmp/norm.out"; then
         echo "FAIL $label: gradient norms differ: $(cat "$tmp/norm.out")"; fail=$((fail + 1)); return
     fi
-    if ! "$build/tools/ckpt_compare" "$d/model.safetensors" "$ref/model.safetensors" "$wtol" >"$tmp/cmp.out" 2>&1; then
+    if ! "$build/tools/ckpt_compare" "$d/checkpoint.json" "$ref/checkpoint.json" "$wtol" >"$tmp/cmp.out" 2>&1; then
         echo "FAIL $label: weights differ:"; cat "$tmp/cmp.out"; fail=$((fail + 1)); return
     fi
     pass=$((pass + 1))

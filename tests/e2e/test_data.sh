@@ -70,7 +70,7 @@ emit_tiny8 "$d" || { bad "emit or build"; echo "$pass passed, $fail failed"; exi
 train=("${mpirun[@]}" -np 4 "$d/train")
 val=(--val-data "$data/val-*.bin" --val-every 10)
 mkdir -p "$tmp/vm"
-"${train[@]}" "${common[@]}" "${val[@]}" --log "$tmp/train.jsonl" --save "$tmp/vm/model.safetensors" >"$tmp/train.out" 2>&1 ||
+"${train[@]}" "${common[@]}" "${val[@]}" --log "$tmp/train.jsonl" --save "$tmp/vm/checkpoint.json" >"$tmp/train.out" 2>&1 ||
     bad "train on the shards: $(tail -3 "$tmp/train.out")"
 "${ref[@]}" "${common[@]}" "${val[@]}" --log "$tmp/ref.jsonl" >"$tmp/ref.out" 2>&1 || bad "wp-ref on the shards: $(tail -3 "$tmp/ref.out")"
 grep -q "4 shards of $data (.* tokens, uint32, tokenizer tmp.* sequences an epoch, shuffled each epoch by the seed)" \
@@ -99,34 +99,34 @@ grep -q "val      40/40 | val loss .* | 16 sequences of --val-data" "$tmp/train.
 # under 1f1b on 1 rank, the same up to the order of the sums (1e-7 here, where any other order
 # of the data moves the weights by more than 1e-3: --no-shuffle below)
 mkdir -p "$tmp/c" "$tmp/e"
-"${train[@]}" "${common[@]}" --save "$tmp/a/model.safetensors" >"$tmp/out" 2>&1 || bad "straight: $(tail -2 "$tmp/out")"
-"${train[@]}" "${common[@]}" --stop-at 20 --save "$tmp/b/model.safetensors" >"$tmp/out" 2>&1 || bad "train --stop-at 20: $(tail -2 "$tmp/out")"
+"${train[@]}" "${common[@]}" --save "$tmp/a/checkpoint.json" >"$tmp/out" 2>&1 || bad "straight: $(tail -2 "$tmp/out")"
+"${train[@]}" "${common[@]}" --stop-at 20 --save "$tmp/b/checkpoint.json" >"$tmp/out" 2>&1 || bad "train --stop-at 20: $(tail -2 "$tmp/out")"
 cp -r "$tmp/b/." "$tmp/e/"
-"${train[@]}" "${common[@]}" --resume "$tmp/b/model.safetensors" --save "$tmp/b/model.safetensors" >"$tmp/out" 2>&1 ||
+"${train[@]}" "${common[@]}" --resume "$tmp/b/checkpoint.json" --save "$tmp/b/checkpoint.json" >"$tmp/out" 2>&1 ||
     bad "resume: $(tail -2 "$tmp/out")"
-"$build/tools/ckpt_compare" "$tmp/b/model.safetensors" "$tmp/a/model.safetensors" 0 >"$tmp/cmp" 2>&1 && ok ||
+"$build/tools/ckpt_compare" "$tmp/b/checkpoint.json" "$tmp/a/checkpoint.json" 0 >"$tmp/cmp" 2>&1 && ok ||
     bad "resumed: not the uninterrupted run's weights: $(tail -1 "$tmp/cmp")"
 # validating (whole steps of the plan on the held-out data, their updates dropped) changed nothing
-cmp -s "$tmp/vm/model.safetensors" "$tmp/a/model.safetensors" && ok || bad "a run with --val-data trained other weights"
+cmp -s "$tmp/vm/checkpoint.json" "$tmp/a/checkpoint.json" && ok || bad "a run with --val-data trained other weights"
 # wp-ref resumes a shuffled run where it was: the order is the checkpoint's seed's, whatever --seed says
 mkdir -p "$tmp/r" "$tmp/r2"
-"${ref[@]}" "${common[@]}" --save "$tmp/r/model.safetensors" >/dev/null 2>&1 &&
-"${ref[@]}" "${common[@]}" --stop-at 20 --save "$tmp/r2/model.safetensors" >/dev/null 2>&1 &&
-"${ref[@]}" "${common[@]}" --seed 9 --resume "$tmp/r2/model.safetensors" --save "$tmp/r2/model.safetensors" >"$tmp/out" 2>&1 &&
-    grep -q "seed 9 ignored" "$tmp/out" && cmp -s "$tmp/r/model.safetensors" "$tmp/r2/model.safetensors" && ok ||
+"${ref[@]}" "${common[@]}" --save "$tmp/r/checkpoint.json" >/dev/null 2>&1 &&
+"${ref[@]}" "${common[@]}" --stop-at 20 --save "$tmp/r2/checkpoint.json" >/dev/null 2>&1 &&
+"${ref[@]}" "${common[@]}" --seed 9 --resume "$tmp/r2/checkpoint.json" --save "$tmp/r2/checkpoint.json" >"$tmp/out" 2>&1 &&
+    grep -q "seed 9 ignored" "$tmp/out" && cmp -s "$tmp/r/checkpoint.json" "$tmp/r2/checkpoint.json" && ok ||
     bad "wp-ref resumed: not the uninterrupted run's weights ($(head -1 "$tmp/out"))"
 # a checkpoint evaluated: --steps at its step, the held-out loss of its weights
-"${ref[@]}" "${common[@]}" --resume "$tmp/r/model.safetensors" "${val[@]}" >"$tmp/out" 2>&1 &&
+"${ref[@]}" "${common[@]}" --resume "$tmp/r/checkpoint.json" "${val[@]}" >"$tmp/out" 2>&1 &&
     grep -q "val      40/40 | val loss" "$tmp/out" && ok || bad "evaluating a checkpoint: $(tail -1 "$tmp/out")"
 "$build/wpgen" emit -t topologies/cpu-1x1.json -m "$model" --micro-batch-size 2 -s 1f1b --micro-batches 8 -o "$tmp/f" \
     >"$tmp/out" 2>&1 && make -s -j2 -C "$tmp/f" >/dev/null 2>&1 || bad "emit 1f1b: $(tail -2 "$tmp/out")"
-"${mpirun[@]}" -np 1 "$tmp/f/train" "${common[@]}" --resume "$tmp/e/model.safetensors" --save "$tmp/e/model.safetensors" \
+"${mpirun[@]}" -np 1 "$tmp/f/train" "${common[@]}" --resume "$tmp/e/checkpoint.json" --save "$tmp/e/checkpoint.json" \
     >"$tmp/out" 2>&1 || bad "resume under 1f1b: $(tail -2 "$tmp/out")"
-"$build/tools/ckpt_compare" "$tmp/e/model.safetensors" "$tmp/a/model.safetensors" 1e-6 >"$tmp/cmp" 2>&1 && ok ||
+"$build/tools/ckpt_compare" "$tmp/e/checkpoint.json" "$tmp/a/checkpoint.json" 1e-6 >"$tmp/cmp" 2>&1 && ok ||
     bad "resumed under another plan: not the uninterrupted run's weights: $(tail -1 "$tmp/cmp")"
 # --no-shuffle: the data in file order, another run
-"${train[@]}" "${common[@]}" --no-shuffle --save "$tmp/c/model.safetensors" >"$tmp/out" 2>&1 && grep -q "in order)" "$tmp/out" &&
-    ! "$build/tools/ckpt_compare" "$tmp/c/model.safetensors" "$tmp/a/model.safetensors" 1e-3 >/dev/null 2>&1 && ok ||
+"${train[@]}" "${common[@]}" --no-shuffle --save "$tmp/c/checkpoint.json" >"$tmp/out" 2>&1 && grep -q "in order)" "$tmp/out" &&
+    ! "$build/tools/ckpt_compare" "$tmp/c/checkpoint.json" "$tmp/a/checkpoint.json" 1e-3 >/dev/null 2>&1 && ok ||
     bad "--no-shuffle: not another run: $(grep -m1 shards "$tmp/out")"
 
 # wpgen data replaces only what it wrote

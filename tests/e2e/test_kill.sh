@@ -2,10 +2,11 @@
 # Hardware fails: a job that loses a rank ends by itself (no hang), and the last checkpoint it
 # committed resumes to the uninterrupted run's weights, bit for bit. Two ways to die:
 #  - one rank (not 0) killed with SIGKILL in the middle of training;
-#  - rank 0 killed with SIGKILL while it writes a checkpoint (a save every step, the kill sent as
-#    soon as a temporary of the save appears), three times.
+#  - a rank killed with SIGKILL while the ranks write a checkpoint (a save every step, the kill sent
+#    a few temporaries of the save in): rank 0 (which commits the manifest) twice, ranks 3 and 1
+#    (which write only their shards) once each.
 # Each resumed run saves under the same file name as the uninterrupted one, so that equal states
-# give byte-identical files (the model file names its optimizer file by content).
+# give byte-identical files (the manifest names its shards by content).
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
@@ -37,7 +38,7 @@ end_job() { wait $job; local rc=$?; kill $dog 2>/dev/null; wait $dog 2>/dev/null
 
 # the uninterrupted run
 mkdir -p "$tmp/u"
-"${train[@]}" "${long[@]}" --save "$tmp/u/ckpt.safetensors" >"$tmp/u.out" 2>&1 || { bad "uninterrupted run: $(tail -3 "$tmp/u.out")"; }
+"${train[@]}" "${long[@]}" --save "$tmp/u/ckpt.json" >"$tmp/u.out" 2>&1 || { bad "uninterrupted run: $(tail -3 "$tmp/u.out")"; }
 
 # resumes CKPT (a committed checkpoint) in DIR to the end and compares with the uninterrupted run
 resume_and_compare() {   # WHAT, CKPT, DIR
@@ -46,9 +47,9 @@ resume_and_compare() {   # WHAT, CKPT, DIR
     [ -n "$s" ] || { bad "$what: no committed checkpoint left ($(ls "$(dirname "$ck")" | tr '\n' ' '))"; return; }
     ls "$(dirname "$ck")" | grep -q '\.tmp\.' && { midsave=$((midsave + 1)); what="$what (mid-save: a temporary was left)"; }
     mkdir -p "$dir"
-    "${train[@]}" "${long[@]}" --resume "$ck" --save "$dir/ckpt.safetensors" >"$dir.out" 2>&1 ||
+    "${train[@]}" "${long[@]}" --resume "$ck" --save "$dir/ckpt.json" >"$dir.out" 2>&1 ||
         { bad "$what: resume from step $s: $(tail -3 "$dir.out")"; return; }
-    same_ckpt "$dir/ckpt.safetensors" "$tmp/u/ckpt.safetensors" && ok ||
+    same_ckpt "$dir/ckpt.json" "$tmp/u/ckpt.json" && ok ||
         bad "$what: resumed from step $s, not the uninterrupted run's weights at step $steps"
     echo "  $what: resumed from the checkpoint of step $s, landed on the uninterrupted weights"
 }
@@ -56,7 +57,7 @@ resume_and_compare() {   # WHAT, CKPT, DIR
 # 1. a rank other than 0 dies mid-training; the others must not wait forever for it
 mkdir -p "$tmp/k1"
 t0=$SECONDS
-WP_COMM_TIMEOUT=20 start_job "$tmp/k1.out" "${long[@]}" --save "$tmp/k1/ckpt.safetensors" --save-every 5 --log "$tmp/k1.log"
+WP_COMM_TIMEOUT=20 start_job "$tmp/k1.out" "${long[@]}" --save "$tmp/k1/ckpt.json" --save-every 5 --log "$tmp/k1.log"
 for i in $(seq 600); do [ -f "$tmp/k1.log" ] && [ "$(wc -l <"$tmp/k1.log")" -ge 12 ] && break; sleep 0.1; done
 victim=$(rank_pid $job 2)
 [ -n "$victim" ] && kill -9 "$victim"
@@ -64,24 +65,26 @@ end_job
 rc=$?
 [ -n "$victim" ] && [ $rc != 0 ] && [ $((SECONDS - t0)) -lt 110 ] && ok ||
     bad "rank 2 killed: exit $rc after $((SECONDS - t0)) s (victim ${victim:-not found}): $(tail -3 "$tmp/k1.out")"
-resume_and_compare "rank 2 killed at step $(tail -n 1 "$tmp/k1.log" | sed 's/^{"step":\([0-9]*\),.*/\1/')" "$tmp/k1/ckpt.safetensors" "$tmp/r1"
+resume_and_compare "rank 2 killed at step $(tail -n 1 "$tmp/k1.log" | sed 's/^{"step":\([0-9]*\),.*/\1/')" "$tmp/k1/ckpt.json" "$tmp/r1"
 
-# 2. rank 0 dies while it writes a checkpoint: the previous one must still be whole
-for k in 1 2 3; do
+# 2. a rank dies while the ranks write a checkpoint: the previous one must still be whole
+victims=(0 0 0 3 1)
+for k in 1 2 3 4; do
+    v=${victims[$k]}
     mkdir -p "$tmp/k2$k"
-    start_job "$tmp/k2$k.out" "${long[@]}" --save "$tmp/k2$k/ckpt.safetensors" --save-every 1
+    start_job "$tmp/k2$k.out" "${long[@]}" --save "$tmp/k2$k/ckpt.json" --save-every 1
     # wait for a committed checkpoint, then for $k more saves to begin, and kill at the next one
-    for i in $(seq 2000); do [ -f "$tmp/k2$k/ckpt.safetensors" ] && break; sleep 0.01; done
+    for i in $(seq 2000); do [ -f "$tmp/k2$k/ckpt.json" ] && break; sleep 0.01; done
     seen=0
     for i in $(seq 20000); do
         if ls "$tmp/k2$k" | grep -q '\.tmp\.'; then seen=$((seen + 1)); [ $seen -gt $((k * 3)) ] && break; fi
         kill -0 $job 2>/dev/null || break
     done
-    r0=$(rank_pid $job 0)
-    [ -n "$r0" ] && kill -9 "$r0"
+    rv=$(rank_pid $job "$v")
+    [ -n "$rv" ] && kill -9 "$rv"
     end_job
-    resume_and_compare "rank 0 killed during save $k" "$tmp/k2$k/ckpt.safetensors" "$tmp/r2$k"
+    resume_and_compare "rank $v killed during save $k" "$tmp/k2$k/ckpt.json" "$tmp/r2$k"
 done
 
-echo "kill: $pass passed, $fail failed ($midsave of the rank-0 kills landed while a temporary of the save existed)"
+echo "kill: $pass passed, $fail failed ($midsave of the kills during saves landed while a temporary of the save existed)"
 [ $fail = 0 ]

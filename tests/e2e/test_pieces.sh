@@ -20,11 +20,11 @@ same_run() {
     "$build/wpgen" emit -t "$topo" -m "$model" --micro-batch-size 2 -s "$s" --micro-batches 2 "$@" -o "$d" >/dev/null &&
         make -s -j2 -C "$d" >/dev/null 2>&1 || { bad "$name: emit or build"; return; }
     mkdir -p "$d/whole" "$d/pieces"
-    "${mpirun[@]}" -np "$np" "$d/train" "${run[@]}" --save "$d/whole/model.safetensors" >"$tmp/out" 2>&1 ||
+    "${mpirun[@]}" -np "$np" "$d/train" "${run[@]}" --save "$d/whole/checkpoint.json" >"$tmp/out" 2>&1 ||
         { bad "$name: the run without pieces: $(tail -3 "$tmp/out")"; return; }
     WP_COMM_MAX_ELEMS=61 "${mpirun[@]}" -x WP_COMM_MAX_ELEMS -np "$np" "$d/train" "${run[@]}" \
-        --save "$d/pieces/model.safetensors" >"$tmp/out" 2>&1 || { bad "$name: the run in pieces: $(tail -3 "$tmp/out")"; return; }
-    same_ckpt "$d/whole/model.safetensors" "$d/pieces/model.safetensors" && ok ||
+        --save "$d/pieces/checkpoint.json" >"$tmp/out" 2>&1 || { bad "$name: the run in pieces: $(tail -3 "$tmp/out")"; return; }
+    same_ckpt "$d/whole/checkpoint.json" "$d/pieces/checkpoint.json" && ok ||
         bad "$name: the checkpoint in pieces differs from the one without"
 }
 same_run weipipe 4 topologies/cpu-2x2.json weipipe-interleave

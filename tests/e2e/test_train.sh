@@ -38,54 +38,48 @@ rc=$?
 [ $rc = 2 ] && grep -q "OMP_NUM_THREADS=999999: expected a positive integer" "$tmp/out" && ok || bad "OMP_NUM_THREADS=999999: exit $rc: $(head -2 "$tmp/out")"
 # an output naming an input: refused at start (common/outpaths.c), the input as it was
 mkdir -p "$tmp/in"
-"$build/wp-ref" -m "$model" --micro-batch-size 2 --synthetic --steps 1 --save "$tmp/in/model.safetensors" >/dev/null 2>&1 || bad "wp-ref --save"
-cp "$tmp/in/model.safetensors" "$tmp/in.before"
-"${train[@]}" --synthetic --steps 2 --resume "$tmp/in/model.safetensors" --trace "$tmp/in/model.safetensors" >"$tmp/out" 2>&1
+"$build/wp-ref" -m "$model" --micro-batch-size 2 --synthetic --steps 1 --save "$tmp/in/checkpoint.json" >/dev/null 2>&1 || bad "wp-ref --save"
+cp "$tmp/in/checkpoint.json" "$tmp/in.before"
+"${train[@]}" --synthetic --steps 2 --resume "$tmp/in/checkpoint.json" --trace "$tmp/in/checkpoint.json" >"$tmp/out" 2>&1
 rc=$?
-[ $rc = 2 ] && grep -q -- "--trace $tmp/in/model.safetensors is --resume" "$tmp/out" && cmp -s "$tmp/in/model.safetensors" "$tmp/in.before" &&
+[ $rc = 2 ] && grep -q -- "--trace $tmp/in/checkpoint.json is --resume" "$tmp/out" && cmp -s "$tmp/in/checkpoint.json" "$tmp/in.before" &&
     ok || bad "train --trace naming --resume: exit $rc: $(head -2 "$tmp/out")"
 "${train[@]}" --synthetic -m tiny >"$tmp/out" 2>&1
 [ $? = 2 ] && grep -q "fixed by the plan" "$tmp/out" && ok || bad "-m accepted: $(head -3 "$tmp/out")"
 # a checkpoint of another shape
 mkdir -p "$tmp/other"   # a model of another shape: a folder of its own
-"$build/wp-ref" -m tiny --synthetic --steps 0 --save "$tmp/other/model.safetensors" >/dev/null 2>&1 || bad "wp-ref --steps 0"
-"${train[@]}" --synthetic --steps 1 --init "$tmp/other/model.safetensors" >"$tmp/out" 2>&1
+"$build/wp-ref" -m tiny --synthetic --steps 0 --save "$tmp/other/checkpoint.json" >/dev/null 2>&1 || bad "wp-ref --steps 0"
+"${train[@]}" --synthetic --steps 1 --init "$tmp/other/checkpoint.json" >"$tmp/out" 2>&1
 rc=$?
 [ $rc = 2 ] && grep -q "shape" "$tmp/out" && ok || bad "other shape: exit $rc: $(head -3 "$tmp/out")"
 
 # 4 steps straight, reference
-"${ref[@]}" "${common[@]}" --save "$tmp/straight.safetensors" >/dev/null 2>&1 || bad "wp-ref straight"
+"${ref[@]}" "${common[@]}" --save "$tmp/straight.json" >/dev/null 2>&1 || bad "wp-ref straight"
 # reference 2 steps, pipelined resumes to 4
-"${ref[@]}" "${common[@]}" --stop-at 2 --save "$tmp/r2.safetensors" >/dev/null 2>&1 || bad "wp-ref 2 steps"
-"${train[@]}" "${common[@]}" --resume "$tmp/r2.safetensors" --save "$tmp/p4.safetensors" >"$tmp/out" 2>&1 || bad "train --resume: $(tail -3 "$tmp/out")"
-"$build/tools/ckpt_compare" "$tmp/p4.safetensors" "$tmp/straight.safetensors" 1e-4 >"$tmp/cmp" 2>&1 && ok || bad "pipelined resume of a reference checkpoint: $(cat "$tmp/cmp")"
+"${ref[@]}" "${common[@]}" --stop-at 2 --save "$tmp/r2.json" >/dev/null 2>&1 || bad "wp-ref 2 steps"
+"${train[@]}" "${common[@]}" --resume "$tmp/r2.json" --save "$tmp/p4.json" >"$tmp/out" 2>&1 || bad "train --resume: $(tail -3 "$tmp/out")"
+"$build/tools/ckpt_compare" "$tmp/p4.json" "$tmp/straight.json" 1e-4 >"$tmp/cmp" 2>&1 && ok || bad "pipelined resume of a reference checkpoint: $(cat "$tmp/cmp")"
 # the optimizer's settings against the checkpoint's, on every rank, said once: another --beta2
 # refused (exit 2), another --lr warned of
-"${train[@]}" "${common[@]}" --beta2 0.99 --resume "$tmp/r2.safetensors" >"$tmp/out" 2>&1
+"${train[@]}" "${common[@]}" --beta2 0.99 --resume "$tmp/r2.json" >"$tmp/out" 2>&1
 rc=$?
 [ $rc = 2 ] && [ "$(grep -c -- '--beta2 0.99: the run being resumed was trained with --beta2 0.95' "$tmp/out")" = 1 ] && ok ||
     bad "train --resume with another --beta2: exit $rc: $(head -3 "$tmp/out")"
-"${train[@]}" "${common[@]}" --lr 1e-3 --resume "$tmp/r2.safetensors" >"$tmp/out" 2>&1
+"${train[@]}" "${common[@]}" --lr 1e-3 --resume "$tmp/r2.json" >"$tmp/out" 2>&1
 rc=$?
 [ $rc = 0 ] && [ "$(grep -c -- 'train: warning: --lr changes on resume: 0.002 in the checkpoint, 0.001 now' "$tmp/out")" = 1 ] && ok ||
     bad "train --resume with another --lr: exit $rc: $(head -3 "$tmp/out")"
 # pipelined 2 steps, reference resumes to 4
-"${train[@]}" "${common[@]}" --stop-at 2 --save "$tmp/p2.safetensors" >"$tmp/out" 2>&1 || bad "train 2 steps: $(tail -3 "$tmp/out")"
-"${ref[@]}" "${common[@]}" --resume "$tmp/p2.safetensors" --save "$tmp/r4.safetensors" >/dev/null 2>&1 || bad "wp-ref --resume"
-"$build/tools/ckpt_compare" "$tmp/r4.safetensors" "$tmp/straight.safetensors" 1e-4 >"$tmp/cmp" 2>&1 && ok || bad "reference resume of a pipelined checkpoint: $(cat "$tmp/cmp")"
+"${train[@]}" "${common[@]}" --stop-at 2 --save "$tmp/p2.json" >"$tmp/out" 2>&1 || bad "train 2 steps: $(tail -3 "$tmp/out")"
+"${ref[@]}" "${common[@]}" --resume "$tmp/p2.json" --save "$tmp/r4.json" >/dev/null 2>&1 || bad "wp-ref --resume"
+"$build/tools/ckpt_compare" "$tmp/r4.json" "$tmp/straight.json" 1e-4 >"$tmp/cmp" 2>&1 && ok || bad "reference resume of a pipelined checkpoint: $(cat "$tmp/cmp")"
 [ -f "$tmp/config.json" ] && grep -q '"num_hidden_layers": *8' "$tmp/config.json" && ok || bad "config.json beside the checkpoint"
 
 # a NaN in the weights: the shared loop's check stops before the update, exit 1, as wp-ref does
-cp "$tmp/p2.safetensors" "$tmp/nan.safetensors"
-python3 - "$tmp/nan.safetensors" <<'PY'
-import json, struct, sys
-b = bytearray(open(sys.argv[1], "rb").read())
-n = struct.unpack("<Q", b[:8])[0]
-at = 8 + n + json.loads(b[8:8 + n])["model.norm.weight"]["data_offsets"][0]
-b[at:at + 4] = struct.pack("<f", float("nan"))
-open(sys.argv[1], "wb").write(b)
-PY
-"${train[@]}" "${common[@]}" --init "$tmp/nan.safetensors" >"$tmp/out" 2>&1
+mkdir -p "$tmp/nan"
+cp "$tmp/p2.json" $(ckpt_shards "$tmp/p2.json") "$tmp/nan/"
+ckpt_poke "$tmp/nan/p2.json" model.norm.weight nan
+"${train[@]}" "${common[@]}" --init "$tmp/nan/p2.json" >"$tmp/out" 2>&1
 rc=$?
 [ $rc = 1 ] && grep -q "train: step 1: the loss is NaN: stopping (no checkpoint was written)" "$tmp/out" && ok ||
     bad "NaN weights: exit $rc: $(grep -v '^step' "$tmp/out" | head -3)"
@@ -152,7 +146,7 @@ PY
 long=(--synthetic --seed 3 --lr 2e-3 --warmup 1 --steps 400)
 stop_run() {   # NAME SIGNAL mpirun|rank [mpirun flags...]: train until the first step is logged, then signal
     local name=$1 sig=$2 target=$3 i; shift 3
-    "${mpirun[@]}" "$@" -np 4 "$d/train" "${long[@]}" --save "$tmp/$name.safetensors" --log "$tmp/$name.log" \
+    "${mpirun[@]}" "$@" -np 4 "$d/train" "${long[@]}" --save "$tmp/$name.json" --log "$tmp/$name.log" \
         >"$tmp/$name.out" 2>&1 &
     local pid=$!
     ( sleep 120; kill -9 $pid 2>/dev/null ) &
@@ -174,14 +168,14 @@ last_step() { tail -n 1 "$1" | sed 's/^{"step":\([0-9]*\),.*/\1/'; }
 stop_run term TERM ranks
 rc=$?
 n=$(last_step "$tmp/term.log")
-[ $rc = 4 ] && [ -n "$n" ] && [ "$n" -lt 400 ] && [ "$(ckpt_step "$tmp/term.safetensors")" = "$n" ] && ok ||
-    bad "SIGTERM to the ranks: exit $rc, last step logged ${n:-none}, checkpoint of step $(ckpt_step "$tmp/term.safetensors"): $(tail -3 "$tmp/term.out")"
+[ $rc = 4 ] && [ -n "$n" ] && [ "$n" -lt 400 ] && [ "$(ckpt_step "$tmp/term.json")" = "$n" ] && ok ||
+    bad "SIGTERM to the ranks: exit $rc, last step logged ${n:-none}, checkpoint of step $(ckpt_step "$tmp/term.json"): $(tail -3 "$tmp/term.out")"
 if [ -n "$n" ]; then   # one step more, resumed or straight: the same bytes (same file names, so
     mkdir -p "$tmp/r" "$tmp/s"   # that the model files name the same optimizer file)
-    "${train[@]}" "${long[@]}" --stop-at $((n + 1)) --resume "$tmp/term.safetensors" --save "$tmp/r/ckpt.safetensors" \
+    "${train[@]}" "${long[@]}" --stop-at $((n + 1)) --resume "$tmp/term.json" --save "$tmp/r/ckpt.json" \
         >"$tmp/out" 2>&1 || bad "resume after SIGTERM: $(tail -3 "$tmp/out")"
-    "${train[@]}" "${long[@]}" --stop-at $((n + 1)) --save "$tmp/s/ckpt.safetensors" >/dev/null 2>&1 || bad "train to step $((n + 1))"
-    same_ckpt "$tmp/r/ckpt.safetensors" "$tmp/s/ckpt.safetensors" &&
+    "${train[@]}" "${long[@]}" --stop-at $((n + 1)) --save "$tmp/s/ckpt.json" >/dev/null 2>&1 || bad "train to step $((n + 1))"
+    same_ckpt "$tmp/r/ckpt.json" "$tmp/s/ckpt.json" &&
         ok || bad "stopped at step $n by SIGTERM, resumed to step $((n + 1)): not the uninterrupted run's checkpoint"
 fi
 # SIGUSR1 to mpirun, forwarded: exit 4
@@ -189,13 +183,13 @@ stop_run usr1 USR1 mpirun
 rc=$?
 n=$(last_step "$tmp/usr1.log")
 [ $rc = 4 ] && grep -q "stopped by SIGUSR1 after step $n: the checkpoint of step $n is in" "$tmp/usr1.out" &&
-    [ "$(ckpt_step "$tmp/usr1.safetensors")" = "$n" ] && ok || bad "SIGUSR1 to mpirun: exit $rc: $(grep -v '^step' "$tmp/usr1.out" | head -3)"
+    [ "$(ckpt_step "$tmp/usr1.json")" = "$n" ] && ok || bad "SIGUSR1 to mpirun: exit $rc: $(grep -v '^step' "$tmp/usr1.out" | head -3)"
 # SIGTERM to one rank only: the others agree, exit 4
 stop_run rank TERM rank
 rc=$?
 n=$(last_step "$tmp/rank.log")
 [ $rc = 4 ] && grep -q "stopped by .* after step $n: the checkpoint of step $n is in" "$tmp/rank.out" &&
-    [ "$(ckpt_step "$tmp/rank.safetensors")" = "$n" ] && ok || bad "SIGTERM to one rank: exit $rc: $(grep -v '^step' "$tmp/rank.out" | head -3)"
+    [ "$(ckpt_step "$tmp/rank.json")" = "$n" ] && ok || bad "SIGTERM to one rank: exit $rc: $(grep -v '^step' "$tmp/rank.out" | head -3)"
 
 echo "train: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -17,11 +17,5 @@ emit_tiny8() {   # DIR
         -o "$1" >/dev/null && make -s -j2 -C "$1" >/dev/null 2>&1
 }
 
-# A committed checkpoint is its model file: its metadata has the step and names its optimizer
-# file (by content, so equal states saved under one file name are byte-identical).
-st_meta() {   # FILE KEY
-    python3 -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); print(json.loads(b[8:8+struct.unpack("<Q",b[:8])[0]])["__metadata__"][sys.argv[2]])' "$1" "$2" 2>/dev/null
-}
-ckpt_step() { st_meta "$1" step; }
-ckpt_opt() { local o; o=$(st_meta "$1" optimizer) && echo "$(dirname "$1")/$o"; }
-same_ckpt() { cmp -s "$1" "$2" && cmp -s "$(ckpt_opt "$1")" "$(ckpt_opt "$2")"; }
+# what a committed checkpoint says: ckpt_step, ckpt_shards, same_ckpt, ckpt_poke
+source tests/ckpt.sh

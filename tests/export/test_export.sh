@@ -29,13 +29,13 @@ gcc -O2 -std=c11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -fopenmp -Iru
 
 ck=$tmp/ck
 mkdir -p "$ck"
-"$build/wp-ref" -m tiny --synthetic --steps 3 --save "$ck/model.safetensors" >/dev/null || { echo "wp-ref --save failed"; exit 1; }
+"$build/wp-ref" -m tiny --synthetic --steps 3 --save "$ck/checkpoint.json" >/dev/null || { echo "wp-ref --save failed"; exit 1; }
 printf '{"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 64}\n' >"$ck/tokenizer_config.json"
-"$tmp/dump" "$tmp/ours.safetensors" "$ck/model.safetensors" >/dev/null || { echo "dump of the checkpoint failed"; exit 1; }
+"$tmp/dump" "$tmp/ours.safetensors" "$ck/checkpoint.json" >/dev/null || { echo "dump of the checkpoint failed"; exit 1; }
 
 # fp32, shards of at most 100 KB: ten files and the index naming every tensor
 # (read one layer at a time, WP_EXPORT_READ_LAYERS=1: the path of a large model on a small one)
-WP_EXPORT_READ_LAYERS=1 "$build/wpgen" export "$ck/model.safetensors" -o "$tmp/fp32" --dtype fp32 --max-shard-size 100KB >"$tmp/out" 2>&1 &&
+WP_EXPORT_READ_LAYERS=1 "$build/wpgen" export "$ck/checkpoint.json" -o "$tmp/fp32" --dtype fp32 --max-shard-size 100KB >"$tmp/out" 2>&1 &&
     grep -q "read 1 layer at a time" "$tmp/out" &&
     [ -f "$tmp/fp32/model-00001-of-00010.safetensors" ] && [ -f "$tmp/fp32/model-00010-of-00010.safetensors" ] &&
     [ ! -e "$tmp/fp32/model.safetensors" ] && cmp -s "$ck/tokenizer_config.json" "$tmp/fp32/tokenizer_config.json" &&
@@ -76,9 +76,9 @@ expect2 "-o above the checkpoint" "holds the checkpoint" "$build/wpgen" export "
 expect2 "a bad size" "--max-shard-size: expected a size" "$build/wpgen" export "$ck" -o "$tmp/x" --max-shard-size 5XB
 expect2 "a bad dtype" "--dtype: expected bf16 or fp32" "$build/wpgen" export "$ck" -o "$tmp/x" --dtype fp16
 expect2 "no checkpoint" "no checkpoint there" "$build/wpgen" export "$tmp/mine" -o "$tmp/x"
-mkdir -p "$tmp/nocfg" && cp "$ck/model.safetensors" "$tmp/nocfg/"
+mkdir -p "$tmp/nocfg" && cp "$ck/checkpoint.json" "$tmp/nocfg/"
 expect2 "no config.json" "no config.json beside the checkpoint" "$build/wpgen" export "$tmp/nocfg" -o "$tmp/x"
-mkdir -p "$tmp/other" && cp "$ck/model.safetensors" "$tmp/other/" &&
+mkdir -p "$tmp/other" && cp "$ck/checkpoint.json" "$tmp/other/" &&
     sed 's/"num_hidden_layers": 4/"num_hidden_layers": 3/' "$ck/config.json" >"$tmp/other/config.json"
 expect2 "a checkpoint of another shape" "is not part of this model" "$build/wpgen" export "$tmp/other" -o "$tmp/x"
 [ ! -e "$tmp/x" ] && ok || bad "a refused export left $tmp/x"

@@ -138,7 +138,7 @@ prec=(--precision bf16 --grad-precision bf16)
 common=(--synthetic --steps 3 --seed 5 --lr 2e-3 --warmup 1)
 ref=$tmp/ref
 mkdir -p "$ref"
-[ $have_mpi = 1 ] && build/wp-ref -m "$model" --micro-batch-size 2 --micro-batches 4 "${prec[@]}" "${common[@]}" --save "$ref/model.safetensors" \
+[ $have_mpi = 1 ] && build/wp-ref -m "$model" --micro-batch-size 2 --micro-batches 4 "${prec[@]}" "${common[@]}" --save "$ref/checkpoint.json" \
     --log "$ref/log" >"$ref/out" 2>&1 || fail "wp-ref: $(tail -3 "$ref/out")"
 losses() { grep -o '"loss": *[-0-9.eE+naif]*' "$1" | sed 's/.*: *//'; }
 printf '{"version":1,"name":"gpu-1x%d","device_types":{"gpu":{"peak_tflops_bf16":100,"mem_gb":80,"hbm_GBps":3000}},"nodes":[{"name":"n0","devices":%d,"type":"gpu","intra":{"type":"NVL","bw_GBps":100,"lat_us":2}}]}\n' 1 1 >"$tmp/g1.json"
@@ -163,7 +163,7 @@ case_() {   # label ranks topology strategy micro-batches/rank comm [more wpgen 
     [ ${#mpirun[@]} -gt 0 ] && run=("${mpirun[@]}" -np "$n" "$d/train")
     local t0=$SECONDS
     # 3 steps of tiny8 take seconds: a minute means a hang, and the device's minutes are few
-    timeout 60 "${run[@]}" "${common[@]}" --save "$d/model.safetensors" --log "$d/log" >"$tmp/$label.run.out" 2>&1
+    timeout 60 "${run[@]}" "${common[@]}" --save "$d/checkpoint.json" --log "$d/log" >"$tmp/$label.run.out" 2>&1
     local rc=$?
     if [ $rc != 0 ]; then fail "$label: train (exit $rc):"; tail -15 "$tmp/$label.run.out" | tee -a "$out"; return; fi
     grep "reserved" "$tmp/$label.run.out" | head -4 | sed "s/^/  $label: /" | tee -a "$out" >/dev/null
@@ -173,7 +173,7 @@ case_() {   # label ranks topology strategy micro-batches/rank comm [more wpgen 
               if (NF != 2 || d > tol * a) bad = 1 }
             END { if (NR != 3) bad = 1; exit bad }' >"$tmp/loss.out"; then
         fail "$label: losses beyond $LOSS_TOL"; sed 's/^/  /' "$tmp/loss.out" | tee -a "$out"; return; fi
-    if ! build/tools/ckpt_compare "$d/model.safetensors" "$ref/model.safetensors" "$WEIGHT_TOL" >"$tmp/cmp.out" 2>&1; then
+    if ! build/tools/ckpt_compare "$d/checkpoint.json" "$ref/checkpoint.json" "$WEIGHT_TOL" >"$tmp/cmp.out" 2>&1; then
         fail "$label: weights beyond $WEIGHT_TOL: $(tail -3 "$tmp/cmp.out")"; return; fi
     say "ok   $label: $(tail -1 "$tmp/loss.out"); $(tail -1 "$tmp/cmp.out" | sed 's/ckpt-compare: //') ($((SECONDS - t0)) s)"
 }

@@ -3,7 +3,7 @@
 # is spent inside a save) and is killed with SIGKILL 12 times at random moments, each run resuming
 # from the checkpoint the previous one left. After every kill the checkpoint must resume (one more
 # step, saved), be no older than the last one verified, and that save must leave no temporaries
-# and exactly one optimizer file. Before checkpoints were one commit, a third of the kills left
+# and exactly one shard (one process: one shard). Before checkpoints were one commit, a third of the kills left
 # "optimizer state of step N but ... of step N-1".
 set -uo pipefail
 build=${1:-build}
@@ -11,11 +11,10 @@ ref=$build/wp-ref
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=1
-ck=$tmp/ck/model.safetensors
+ck=$tmp/ck/checkpoint.json
 mkdir -p "$tmp/ck"
 base=(-m tiny --seq 16 --micro-batch-size 1 --synthetic --lr 1e-3 --steps 1000000)
-# The step the model file records in its header ("step":"N").
-step_of() { head -c 4096 "$1" | grep -ao '"step":"[0-9]*"' | grep -o '[0-9]*'; }
+source tests/ckpt.sh
 
 fails=0; last=0; resumed=0; empty=0
 for i in $(seq 1 12); do
@@ -27,7 +26,7 @@ for i in $(seq 1 12); do
     kill -9 $pid 2>/dev/null
     wait $pid 2>/dev/null
     if [ ! -f "$ck" ]; then empty=$((empty + 1)); continue; fi   # killed before its first save
-    now=$(step_of "$ck")
+    now=$(ckpt_step "$ck")
     if [ -z "$now" ] || [ "$now" -lt "$last" ]; then
         echo "FAIL: kill $i: the checkpoint is of step '${now}', an earlier one was of step $last"; fails=$((fails + 1)); continue
     fi
@@ -36,12 +35,12 @@ for i in $(seq 1 12); do
         echo "FAIL: kill $i: resume from step $now: $(grep -m1 'wp-ref:' "$tmp/resume.out")"; fails=$((fails + 1)); continue
     fi
     resumed=$((resumed + 1))
-    last=$(step_of "$ck")
+    last=$(ckpt_step "$ck")
     [ "$last" = $((now + 1)) ] || { echo "FAIL: kill $i: resumed to step $last, expected $((now + 1))"; fails=$((fails + 1)); }
     left=$(ls "$tmp/ck" | grep -c '\.tmp\.')
-    opts=$(ls "$tmp/ck" | grep -c '^model\.opt\..*\.safetensors$')
+    opts=$(ls "$tmp/ck" | grep -c '^checkpoint\.shard\..*\.safetensors$')
     if [ "$left" != 0 ] || [ "$opts" != 1 ]; then
-        echo "FAIL: kill $i: after the next save: $left temporaries, $opts optimizer files: $(ls "$tmp/ck" | tr '\n' ' ')"
+        echo "FAIL: kill $i: after the next save: $left temporaries, $opts shards: $(ls "$tmp/ck" | tr '\n' ' ')"
         fails=$((fails + 1))
     fi
 done

@@ -14,7 +14,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 t0=$SECONDS
 timeout 600 "$build/wp-ref" -m tiny --data "$text" --seq 128 --micro-batch-size 8 --micro-batches 2 \
-    --steps 400 --lr 3e-3 --warmup 20 --seed 1 --log "$tmp/log.jsonl" --save "$tmp/model.safetensors" \
+    --steps 400 --lr 3e-3 --warmup 20 --seed 1 --log "$tmp/log.jsonl" --save "$tmp/checkpoint.json" \
     >"$tmp/out"
 tail -n 2 "$tmp/out"
 t1=$SECONDS

@@ -13,7 +13,7 @@ common=(-m tiny --synthetic --seq 16 --steps 4 --lr 1e-2 --warmup 1)
 train() {   # NAME FLAGS...: trains into $tmp/NAME/ (model, log)
     local name=$1; shift
     mkdir -p "$tmp/$name"
-    "$ref" "${common[@]}" "$@" --save "$tmp/$name/model.safetensors" --log "$tmp/$name.log" >"$tmp/$name.out" 2>&1 ||
+    "$ref" "${common[@]}" "$@" --save "$tmp/$name/checkpoint.json" --log "$tmp/$name.log" >"$tmp/$name.out" 2>&1 ||
         bad "wp-ref $*: exit $?: $(tail -2 "$tmp/$name.out")"
 }
 lrs() { sed -E 's/.*"lr":([^,]*).*/\1/' "$tmp/$1.log" | tr '\n' ' '; }
@@ -24,7 +24,7 @@ for run in "beta1 --beta1 0.5" "beta2 --beta2 0.8" "eps --eps 1e-2" "minlr --min
     set -- $run
     name=$1; shift
     train "$name" "$@"
-    if cmp -s "$tmp/base/model.safetensors" "$tmp/$name/model.safetensors"; then bad "$*: the same weights as without"; else ok; fi
+    if cmp -s "$tmp/base/checkpoint.json" "$tmp/$name/checkpoint.json"; then bad "$*: the same weights as without"; else ok; fi
 done
 # warm-up 1 (step 0: 1e-2), then a cosine over 3 steps from 1e-2 to 1e-3 at step 4: at steps 1, 2, 3
 # 1e-3 + 9e-3 * (1 + cos(k pi / 3)) / 2 for k = 0, 1, 2: 1e-2, 7.75e-3, 3.25e-3; to --min-lr 0,
@@ -43,19 +43,19 @@ close minlr 1e-2 1e-2 7.5e-3 2.5e-3
 
 # Resume: another --beta2 refused, the checkpoint as it was; another --lr and schedule warned of.
 mkdir -p "$tmp/r"
-"$ref" "${common[@]}" --stop-at 2 --save "$tmp/r/model.safetensors" >/dev/null 2>&1 || bad "first half"
+"$ref" "${common[@]}" --stop-at 2 --save "$tmp/r/checkpoint.json" >/dev/null 2>&1 || bad "first half"
 sum=$(cat "$tmp"/r/* | cksum)
-"$ref" "${common[@]}" --beta2 0.99 --resume "$tmp/r/model.safetensors" --save "$tmp/r/model.safetensors" >"$tmp/out" 2>"$tmp/err"
+"$ref" "${common[@]}" --beta2 0.99 --resume "$tmp/r/checkpoint.json" --save "$tmp/r/checkpoint.json" >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [ $rc = 2 ] && grep -q -- '--beta2 0.99: the run being resumed was trained with --beta2 0.95' "$tmp/err" && ok ||
     bad "resume with another --beta2: exit $rc: $(cat "$tmp/err")"
 [ "$(cat "$tmp"/r/* | cksum)" = "$sum" ] && ok || bad "a refused resume changed the checkpoint"
-"$ref" "${common[@]}" --lr 5e-3 --schedule linear --resume "$tmp/r/model.safetensors" >"$tmp/out" 2>"$tmp/err"
+"$ref" "${common[@]}" --lr 5e-3 --schedule linear --resume "$tmp/r/checkpoint.json" >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [ $rc = 0 ] && grep -q -- 'warning: --lr changes on resume: 0.01 in the checkpoint, 0.005 now' "$tmp/err" &&
     grep -q -- 'warning: --schedule changes on resume: cosine in the checkpoint, linear now' "$tmp/err" && ok ||
     bad "resume with another --lr: exit $rc: $(cat "$tmp/err")"
-"$ref" "${common[@]}" --resume "$tmp/r/model.safetensors" >"$tmp/out" 2>"$tmp/err"
+"$ref" "${common[@]}" --resume "$tmp/r/checkpoint.json" >"$tmp/out" 2>"$tmp/err"
 [ $? = 0 ] && [ ! -s "$tmp/err" ] && ok || bad "resume with the same flags warned: $(cat "$tmp/err")"
 
 # MFU: with --peak-tflops, each log line's mfu is the model FLOPs of its step over its time and

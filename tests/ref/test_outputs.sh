@@ -28,13 +28,13 @@ expect_refused "--trace $tmp/d.bin is --data" "$tmp/d.bin" -- "${ref[@]}" --data
 ln "$tmp/d.bin" "$tmp/hard.bin"; ln -s d.bin "$tmp/soft.bin"
 expect_refused "is --data" "$tmp/d.bin" -- "${ref[@]}" --data "$tmp/d.bin" --log "$tmp/hard.bin"
 expect_refused "is --data" "$tmp/d.bin" -- "${ref[@]}" --data "$tmp/soft.bin" --trace "$tmp/./d.bin"
-# a checkpoint: the weights --init reads, the model and optimizer files --resume reads
+# a checkpoint: the manifest --init and --resume read, and its shards
 mkdir -p "$tmp/c"
-"${ref[@]}" --synthetic --save "$tmp/c/model.safetensors" >/dev/null 2>&1 || bad "save a checkpoint"
-opt=$(ls "$tmp"/c/model.opt.*.safetensors | head -1)
-expect_refused "--log $tmp/c/model.safetensors is --init" "$tmp/c/model.safetensors" -- "${ref[@]}" --synthetic --init "$tmp/c/model.safetensors" --log "$tmp/c/model.safetensors"
-expect_refused "is --resume " "$tmp/c/model.safetensors" -- "${ref[@]}" --synthetic --steps 3 --resume "$tmp/c/model.safetensors" --trace "$tmp/c/model.safetensors"
-expect_refused "is --resume's optimizer file" "$opt" -- "${ref[@]}" --synthetic --steps 3 --resume "$tmp/c/model.safetensors" --log "$opt"
+"${ref[@]}" --synthetic --save "$tmp/c/checkpoint.json" >/dev/null 2>&1 || bad "save a checkpoint"
+opt=$(ls "$tmp"/c/checkpoint.shard.*.safetensors | head -1)
+expect_refused "--log $tmp/c/checkpoint.json is --init" "$tmp/c/checkpoint.json" -- "${ref[@]}" --synthetic --init "$tmp/c/checkpoint.json" --log "$tmp/c/checkpoint.json"
+expect_refused "is --resume " "$tmp/c/checkpoint.json" -- "${ref[@]}" --synthetic --steps 3 --resume "$tmp/c/checkpoint.json" --trace "$tmp/c/checkpoint.json"
+expect_refused "is a file of --resume" "$opt" -- "${ref[@]}" --synthetic --steps 3 --resume "$tmp/c/checkpoint.json" --log "$opt"
 # the model's config.json and the program itself
 cp tests/data/tiny8/config.json "$tmp/cfg.json"
 expect_refused "is -m" "$tmp/cfg.json" -- "$build/wp-ref" -m "$tmp/cfg.json" --steps 1 --synthetic --log "$tmp/cfg.json"
@@ -44,14 +44,14 @@ expect_refused "is the program" "$tmp/wp-ref" -- "$tmp/wp-ref" -m tiny --steps 1
 expect_refused "each output needs a file of its own" "$tmp/d.bin" -- "${ref[@]}" --synthetic --log "$tmp/x.json" --trace "$tmp/x.json"
 [ ! -e "$tmp/x.json" ] && ok || bad "a refused run wrote $tmp/x.json"
 mkdir -p "$tmp/y"
-expect_refused "each output needs a file of its own" "$tmp/d.bin" -- "${ref[@]}" --synthetic --save "$tmp/y/model.safetensors" --log "$tmp/y/model.safetensors"
-expect_refused "each output needs a file of its own" "$tmp/d.bin" -- "${ref[@]}" --synthetic --save "$tmp/y/model.safetensors" --trace "$tmp/y/config.json"
+expect_refused "each output needs a file of its own" "$tmp/d.bin" -- "${ref[@]}" --synthetic --save "$tmp/y/checkpoint.json" --log "$tmp/y/checkpoint.json"
+expect_refused "each output needs a file of its own" "$tmp/d.bin" -- "${ref[@]}" --synthetic --save "$tmp/y/checkpoint.json" --trace "$tmp/y/config.json"
 [ -z "$(ls -A "$tmp/y")" ] && ok || bad "a refused save wrote into $tmp/y: $(ls "$tmp/y")"
 # an output where it cannot be written is found at start, not after training
 expect_refused "--trace $tmp/nodir/t.json: its directory" "$tmp/d.bin" -- "${ref[@]}" --synthetic --trace "$tmp/nodir/t.json"
 expect_refused "--log $tmp/c: is a directory" "$tmp/d.bin" -- "${ref[@]}" --synthetic --log "$tmp/c"
 # what may be shared: a resume saving over its own checkpoint, /dev/null for both notes
-"${ref[@]}" --synthetic --steps 3 --resume "$tmp/c/model.safetensors" --save "$tmp/c/model.safetensors" >"$tmp/out" 2>&1 &&
+"${ref[@]}" --synthetic --steps 3 --resume "$tmp/c/checkpoint.json" --save "$tmp/c/checkpoint.json" >"$tmp/out" 2>&1 &&
     ok || bad "resume saving over its own checkpoint: $(tail -2 "$tmp/out")"
 "${ref[@]}" --synthetic --log /dev/null --trace /dev/null >"$tmp/out" 2>&1 && ok || bad "/dev/null twice: $(tail -2 "$tmp/out")"
 [ -c /dev/null ] && ok || bad "the trace replaced /dev/null with a $(stat -c %F /dev/null)"
@@ -74,18 +74,18 @@ PY
 # one checkpoint, one saving run: a second run saving it is refused at its start, the first
 # goes on; one folder, one model: another model's checkpoint is not saved beside it
 mkdir -p "$tmp/l"
-"$build/wp-ref" -m tiny --synthetic --steps 100000 --save "$tmp/l/model.safetensors" >"$tmp/l1.out" 2>&1 &
+"$build/wp-ref" -m tiny --synthetic --steps 100000 --save "$tmp/l/checkpoint.json" >"$tmp/l1.out" 2>&1 &
 first=$!
 for _ in $(seq 100); do grep -q '^step' "$tmp/l1.out" 2>/dev/null && break; sleep 0.1; done
-"${ref[@]}" --synthetic --save "$tmp/l/model.safetensors" >"$tmp/out" 2>&1
+"${ref[@]}" --synthetic --save "$tmp/l/checkpoint.json" >"$tmp/out" 2>&1
 rc=$?
 [ $rc = 2 ] && grep -q "another run (pid $first) is saving this checkpoint" "$tmp/out" && kill -0 $first 2>/dev/null && ok ||
     bad "a second run saving one checkpoint: exit $rc: $(head -2 "$tmp/out")"
 kill -TERM $first; wait $first
-"${ref[@]}" --synthetic --save "$tmp/l/model.safetensors" >"$tmp/out" 2>&1 && ok || bad "saving once the first run ended: $(head -2 "$tmp/out")"
-"$build/wp-ref" -m tests/data/tiny8/config.json --seq 16 --steps 1 --synthetic --save "$tmp/l/other.safetensors" >"$tmp/out" 2>&1
+"${ref[@]}" --synthetic --save "$tmp/l/checkpoint.json" >"$tmp/out" 2>&1 && ok || bad "saving once the first run ended: $(head -2 "$tmp/out")"
+"$build/wp-ref" -m tests/data/tiny8/config.json --seq 16 --steps 1 --synthetic --save "$tmp/l/other.json" >"$tmp/out" 2>&1
 rc=$?
-[ $rc = 2 ] && grep -q "config.json describes another model (hidden_size 64, 4 layers" "$tmp/out" && [ ! -e "$tmp/l/other.safetensors" ] && ok ||
+[ $rc = 2 ] && grep -q "config.json describes another model (hidden_size 64, 4 layers" "$tmp/out" && [ ! -e "$tmp/l/other.json" ] && ok ||
     bad "another model saved into the folder of a checkpoint: exit $rc: $(head -2 "$tmp/out")"
 
 # OMP_NUM_THREADS is input: named, exit 2
@@ -100,7 +100,7 @@ OMP_NUM_THREADS=1,1 "${ref[@]}" --synthetic >"$tmp/out" 2>&1 && ok || bad "OMP_N
 # SIGHUP stops it at a step boundary with a checkpoint that resumes (exit 4)
 unset OMP_NUM_THREADS OMP_WAIT_POLICY
 mkdir -p "$tmp/h"
-"$build/wp-ref" -m tiny --synthetic --steps 100000 --save "$tmp/h/model.safetensors" >"$tmp/hup.out" 2>&1 &
+"$build/wp-ref" -m tiny --synthetic --steps 100000 --save "$tmp/h/checkpoint.json" >"$tmp/hup.out" 2>&1 &
 pid=$!
 for _ in $(seq 100); do grep -q '^step' "$tmp/hup.out" 2>/dev/null && break; sleep 0.1; done
 name=$(cat /proc/$pid/comm 2>/dev/null)
@@ -108,7 +108,7 @@ name=$(cat /proc/$pid/comm 2>/dev/null)
 kill -HUP $pid
 wait $pid
 rc=$?
-[ $rc = 4 ] && grep -q SIGHUP "$tmp/hup.out" && [ -f "$tmp/h/model.safetensors" ] && ok || bad "SIGHUP: exit $rc (want 4): $(tail -2 "$tmp/hup.out")"
+[ $rc = 4 ] && grep -q SIGHUP "$tmp/hup.out" && [ -f "$tmp/h/checkpoint.json" ] && ok || bad "SIGHUP: exit $rc (want 4): $(tail -2 "$tmp/hup.out")"
 
 echo "test_outputs: $pass checks passed, $fail failed"
 [ $fail = 0 ]

@@ -3,6 +3,7 @@
 # exit 1 and the last checkpoint kept when the loss turns NaN.
 set -uo pipefail
 build=${1:-build}
+source tests/ckpt.sh
 ref=$build/wp-ref
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -36,7 +37,7 @@ expect 2 "exactly one of --data SPEC and --synthetic" -- "${ok[@]}"
 expect 2 "exactly one of --data SPEC and --synthetic" -- "${ok[@]}" --synthetic --data /etc/hostname
 expect 2 "--init and --resume exclude each other" -- "${ok[@]}" --synthetic --init a --resume b
 expect 2 "--save-every needs --save" -- "${ok[@]}" --synthetic --save-every 2
-expect 2 "directory $tmp/nodir" -- "${ok[@]}" --synthetic --save "$tmp/nodir/x.safetensors"
+expect 2 "directory $tmp/nodir" -- "${ok[@]}" --synthetic --save "$tmp/nodir/x.json"
 expect 2 'unknown model huge' -- -m huge --synthetic
 
 # Model shapes from config.json.
@@ -118,37 +119,28 @@ expect 2 "magic.bin: not a token shard" -- "${ok[@]}" --data "$tmp/m*.bin"
 # Checkpoints: missing, another shape, a weights-only file for --resume.
 expect 2 "$tmp/none.safetensors: No such file" -- "${ok[@]}" --synthetic --resume "$tmp/none.safetensors"
 mkdir -p "$tmp/ck"
-"$ref" "${ok[@]}" --synthetic --save "$tmp/ck/m.safetensors" >/dev/null 2>&1 || { echo "FAIL: could not save"; fails=$((fails + 1)); }
+"$ref" "${ok[@]}" --synthetic --save "$tmp/ck/m.json" >/dev/null 2>&1 || { echo "FAIL: could not save"; fails=$((fails + 1)); }
 echo '{"hidden_size": 32, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 176, "vocab_size": 256}' >"$tmp/narrow.json"
-expect 2 "model.embed_tokens.weight: shape [256, 64] in the file, [256, 32] in the model" -- \
-    -m "$tmp/narrow.json" --seq 16 --synthetic --init "$tmp/ck/m.safetensors"
-rm -f "$tmp/ck/"m.opt.*.safetensors
-expect 2 "$tmp/ck/m.opt.2." -- "${ok[@]}" --synthetic --resume "$tmp/ck/m.safetensors"
+expect 2 "model.embed_tokens.weight: shape [256, 64] in the checkpoint, [256, 32] in the model" -- \
+    -m "$tmp/narrow.json" --seq 16 --synthetic --init "$tmp/ck/m.json"
+rm -f "$tmp/ck/"m.shard.*.safetensors
+expect 2 "$tmp/ck/m.shard.2.0." -- "${ok[@]}" --synthetic --resume "$tmp/ck/m.json"
 
 # NaN: a checkpoint whose final norm holds a NaN. The run stops at once with exit 1 and leaves
 # the checkpoint it resumed from (and would have overwritten) as it was.
-"$ref" "${ok[@]}" --synthetic --save "$tmp/ck/n.safetensors" >/dev/null 2>&1
-python3 - "$tmp/ck/n.safetensors" <<'PY'
-import json, struct, sys
-p = sys.argv[1]
-b = bytearray(open(p, "rb").read())
-n = struct.unpack("<Q", b[:8])[0]
-h = json.loads(b[8:8 + n])
-begin = h["model.norm.weight"]["data_offsets"][0]
-b[8 + n + begin:8 + n + begin + 4] = struct.pack("<f", float("nan"))
-open(p, "wb").write(b)
-PY
-cp "$tmp/ck/n.safetensors" "$tmp/n.before"
-expect 1 "step 3: the loss is NaN: stopping (the checkpoint $tmp/ck/n.safetensors is untouched)" -- \
-    -m tiny --seq 16 --micro-batch-size 1 --steps 6 --synthetic --resume "$tmp/ck/n.safetensors" \
-    --save "$tmp/ck/n.safetensors" --save-every 1
-cmp -s "$tmp/ck/n.safetensors" "$tmp/n.before" || { echo "FAIL: the checkpoint changed after NaN"; fails=$((fails + 1)); }
+"$ref" "${ok[@]}" --synthetic --save "$tmp/ck/n.json" >/dev/null 2>&1
+ckpt_poke "$tmp/ck/n.json" model.norm.weight nan
+cp "$tmp/ck/n.json" "$tmp/n.before"
+expect 1 "step 3: the loss is NaN: stopping (the checkpoint $tmp/ck/n.json is untouched)" -- \
+    -m tiny --seq 16 --micro-batch-size 1 --steps 6 --synthetic --resume "$tmp/ck/n.json" \
+    --save "$tmp/ck/n.json" --save-every 1
+cmp -s "$tmp/ck/n.json" "$tmp/n.before" || { echo "FAIL: the checkpoint changed after NaN"; fails=$((fails + 1)); }
 expect 1 "step 1: the loss is NaN: stopping (no checkpoint was written)" -- \
-    "${ok[@]}" --synthetic --init "$tmp/ck/n.safetensors"
+    "${ok[@]}" --synthetic --init "$tmp/ck/n.json"
 
 # Out of range: --steps is counted in an int (2^31 + 2 used to wrap and change the schedule).
 expect 2 "--steps: expected an integer in [0, 2147483647], got \"2147483650\"" -- "${ok[@]}" --synthetic --stop-at 1 --steps 2147483650
-expect 2 "--save-every: expected an integer in [1, 2147483647]" -- "${ok[@]}" --synthetic --save "$tmp/x.safetensors" --save-every 4294967296
+expect 2 "--save-every: expected an integer in [1, 2147483647]" -- "${ok[@]}" --synthetic --save "$tmp/x.json" --save-every 4294967296
 # Sizes no real model has: refused naming the field, not wrapped into "0 B" (exit 2).
 echo '{"hidden_size": 1073741824, "num_hidden_layers": 2, "num_attention_heads": 16, "intermediate_size": 64, "vocab_size": 256}' >"$tmp/huge.json"
 expect 2 "huge.json: hidden_size: expected an integer in [1, 1048576], got 1073741824" -- -m "$tmp/huge.json" --synthetic
@@ -164,41 +156,30 @@ if [ $rc -ne 2 ] || ! grep -q "fifo: not a regular file (a named pipe)" "$tmp/er
 fi
 expect 2 "$tmp: a directory without token shards (train-*.bin)" -- "${ok[@]}" --data "$tmp"
 # --save replaces only what wpgen wrote: not a device, a directory, a file of the user's, or the
-# config.json of the model being trained (-m DIR/config.json --save DIR/model.safetensors).
+# config.json of the model being trained (-m DIR/config.json --save DIR/checkpoint.json).
 # (a FIFO stands for a device: a build with this bug must not replace a real /dev/null)
 expect 2 "--save $tmp/fifo exists and is not a regular file" -- "${ok[@]}" --synthetic --save "$tmp/fifo"
 [ -p "$tmp/fifo" ] || { echo "FAIL: --save replaced a named pipe"; fails=$((fails + 1)); }
 expect 2 "--save $tmp/ck is a directory, not a checkpoint file" -- "${ok[@]}" --synthetic --save "$tmp/ck"
 echo "my notes" >"$tmp/notes.txt"
-expect 2 "--save $tmp/notes.txt exists and is not a checkpoint written by wpgen" -- "${ok[@]}" --synthetic --save "$tmp/notes.txt"
+expect 2 "--save $tmp/notes.txt exists and is not a checkpoint manifest written by wpgen" -- "${ok[@]}" --synthetic --save "$tmp/notes.txt"
 grep -qx "my notes" "$tmp/notes.txt" || { echo "FAIL: --save overwrote a file of the user's"; fails=$((fails + 1)); }
 mkdir -p "$tmp/hf"
 echo '{"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 176, "vocab_size": 256, "transformers_version": "4.40.0"}' >"$tmp/hf/config.json"
 cp "$tmp/hf/config.json" "$tmp/hf.before"
-expect 2 "--save $tmp/hf/model.safetensors: $tmp/hf/config.json exists and was not written by wpgen" -- \
-    -m "$tmp/hf/config.json" --seq 16 --steps 1 --synthetic --save "$tmp/hf/model.safetensors"
+expect 2 "--save $tmp/hf/checkpoint.json: $tmp/hf/config.json exists and was not written by wpgen" -- \
+    -m "$tmp/hf/config.json" --seq 16 --steps 1 --synthetic --save "$tmp/hf/checkpoint.json"
 cmp -s "$tmp/hf/config.json" "$tmp/hf.before" || { echo "FAIL: --save overwrote the model's config.json"; fails=$((fails + 1)); }
 
 # A checkpoint whose optimizer state AdamW cannot have left (a NaN first moment, a negative second
 # moment) is refused at --resume, not turned into NaN weights a step later.
 mkdir -p "$tmp/mom"
-"$ref" "${ok[@]}" --synthetic --save "$tmp/mom/model.safetensors" >/dev/null 2>&1
+"$ref" "${ok[@]}" --synthetic --save "$tmp/mom/checkpoint.json" >/dev/null 2>&1
 for case in "exp_avg nan" "exp_avg_sq -1"; do
     set -- $case
     rm -rf "$tmp/mom2"; cp -r "$tmp/mom" "$tmp/mom2"
-    python3 - "$tmp/mom2" "$1" "$2" <<'PY'
-import glob, json, struct, sys
-d, kind, value = sys.argv[1], sys.argv[2], float(sys.argv[3])
-path = glob.glob(d + '/model.opt.*.safetensors')[0]
-b = bytearray(open(path, 'rb').read())
-n = struct.unpack('<Q', b[:8])[0]
-h = json.loads(b[8:8 + n])
-name = next(k for k in sorted(h) if k.endswith('.' + kind))
-start = 8 + n + h[name]['data_offsets'][0]
-b[start + 4:start + 8] = struct.pack('<f', value)
-open(path, 'wb').write(b)
-PY
-    expect 2 "an $1 (AdamW's" -- "${ok[@]}" --synthetic --steps 3 --resume "$tmp/mom2/model.safetensors"
+    ckpt_poke "$tmp/mom2/checkpoint.json" "model.norm.weight.$1" "$2"
+    expect 2 "an $1 (AdamW's" -- "${ok[@]}" --synthetic --steps 3 --resume "$tmp/mom2/checkpoint.json"
 done
 
 # --help succeeds.

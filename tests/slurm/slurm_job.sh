@@ -87,7 +87,7 @@ bash -n "$d/job.sbatch" && ok || bad "job.sbatch is not valid bash"
 steps=1200
 make -s -C "$d" -j2 >"$tmp/make.out" 2>&1 || { bad "make: $(tail -3 "$tmp/make.out")"; exit 1; }
 mkdir -p "$tmp/u"
-mpirun --allow-run-as-root --oversubscribe -np 4 "$d/train" --synthetic --steps $steps --save "$tmp/u/model.safetensors" \
+mpirun --allow-run-as-root --oversubscribe -np 4 "$d/train" --synthetic --steps $steps --save "$tmp/u/checkpoint.json" \
     >"$tmp/u.out" 2>&1 || bad "the uninterrupted run: $(tail -3 "$tmp/u.out")"
 
 # ---- the job: signalled before its time limit, saved, requeued, resumed ----
@@ -113,7 +113,7 @@ grep -q "time-limit warning: stopping after this step" "$out" && ok || bad "the 
 grep -q "stopped and saved: requeueing" "$out" && ok || bad "the job did not save and requeue on the signal"
 grep -q "^train: resuming from .* at step [1-9]" "$out" && ok || bad "the requeued job did not resume: $(tail -3 "$out")"
 grep -q "restart [1-9][0-9]*: done" "$out" && ok || bad "the requeued job did not finish: $(tail -3 "$out")"
-"$build/tools/ckpt_compare" "$d/checkpoint/model.safetensors" "$tmp/u/model.safetensors" 0 >"$tmp/cmp.out" 2>&1 && ok ||
+"$build/tools/ckpt_compare" "$d/checkpoint/checkpoint.json" "$tmp/u/checkpoint.json" 0 >"$tmp/cmp.out" 2>&1 && ok ||
     bad "the requeued job's weights differ from the uninterrupted run's: $(tail -2 "$tmp/cmp.out")"
 # every step once, in order, across the two runs of the job
 python3 - "$d/train-log.jsonl" $steps <<'EOF' && ok || bad "the job's log does not have steps 1..$steps once each"

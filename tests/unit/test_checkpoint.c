@@ -1,8 +1,9 @@
-/* Checkpoints: round trip through chunks (saved as two chunks, loaded as one and back), the
- * config.json transformers reads, the optimizer state, shape mismatches, BF16 input; one commit
- * (a failed save leaves the previous checkpoint intact; what a crash at any point leaves loads as
+/* Checkpoints: round trip through chunks (saved as two chunks, loaded as one and back), shards
+ * that cut tensors (as FSDP's do) loaded under other chunkings, the manifest's coverage check,
+ * the config.json beside it, the optimizer state, shape mismatches, BF16 input; one commit (a
+ * failed save leaves the previous checkpoint intact; what a crash at any point leaves loads as
  * the previous or the new checkpoint; leftovers of crashed saves go at the next save, and only
- * ours); the paths a save refuses to replace; checkpoints of the earlier two-file format. */
+ * ours); --keep; the paths a save refuses to replace; checkpoints of the earlier formats. */
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,6 +35,8 @@ static float *filled(size_t n, float base) {
     return p;
 }
 
+static int find_file(const char *part, char *first, size_t len);
+
 static void test_round_trip(int tied) {
     WpConfig c = tiny(8, 3, tied);
     WpChunk whole = wp_chunk_make(&c, 0, 0, 3, 1, 1);
@@ -53,8 +56,8 @@ static void test_round_trip(int tied) {
     WpTrainState st = {.step = 5, .seed = 1234567890123ULL, .data_seq = 40, .micro_batches = 4,
                        .micro_batch_size = 2, .seq = 16};
     char err[512] = "";
-    const char *path = tmp_path(tied ? "tied.safetensors" : "model.safetensors");
-    CHECK(ckpt_save(path, &c, two, nk, p, m, v, &st, err, sizeof err) == 0, "save: %s", err);
+    const char *path = tmp_path(tied ? "tied.json" : "checkpoint.json");
+    CHECK(ckpt_save(path, &c, two, nk, p, m, v, &st, 1, err, sizeof err) == 0, "save: %s", err);
 
     /* Load it as one chunk covering everything: the reference trainer's view. */
     float *P = calloc(whole.nparams, 4), *Mo = calloc(whole.nparams, 4), *Vo = calloc(whole.nparams, 4);
@@ -84,21 +87,31 @@ static void test_round_trip(int tied) {
         free(q[0]); free(q[1]);
     }
 
-    /* Hugging Face names and shapes. */
-    WpStFile *f = wp_st_open(path, err, sizeof err);
+    /* The one shard: Hugging Face names, 1-D slices, each slice's offset and whole shape. */
+    char shard[600] = "";
+    CHECK(find_file(tied ? "tied.shard.5.0." : "checkpoint.shard.5.0.", shard, sizeof shard) == 1, "one shard of step 5");
+    WpStFile *f = wp_st_open(shard, err, sizeof err);
     size_t shape[8];
     int nd;
     const char *dt;
-    CHECK(f && wp_st_get(f, "model.embed_tokens.weight", &dt, shape, &nd, NULL) && nd == 2 && shape[0] == 40 &&
-          shape[1] == 8 && strcmp(dt, "F32") == 0, "embedding");
-    CHECK(f && wp_st_get(f, "model.layers.2.self_attn.k_proj.weight", NULL, shape, &nd, NULL) && nd == 2 &&
-          shape[0] == 4 && shape[1] == 8, "k_proj [kv_heads*head_dim, hidden]");
-    CHECK(f && wp_st_get(f, "model.layers.1.mlp.down_proj.weight", NULL, shape, &nd, NULL) && shape[0] == 8 &&
-          shape[1] == 20, "down_proj [hidden, ffn]");
-    CHECK(f && wp_st_get(f, "model.norm.weight", NULL, shape, &nd, NULL) && nd == 1 && shape[0] == 8, "norm [n]");
+    CHECK(f && wp_st_get(f, "model.embed_tokens.weight", &dt, shape, &nd, NULL) && nd == 1 && shape[0] == 40 * 8 &&
+          strcmp(dt, "F32") == 0, "embedding");
+    CHECK(f && wp_st_get(f, "model.layers.2.self_attn.k_proj.weight.exp_avg_sq", NULL, shape, &nd, NULL) && nd == 1 &&
+          shape[0] == 4 * 8, "k_proj's second moment [kv_heads*head_dim * hidden]");
     CHECK(f && (wp_st_get(f, "lm_head.weight", NULL, NULL, NULL, NULL) != NULL) == !tied, "lm_head iff untied");
-    CHECK(f && wp_st_metadata(f, "format") && strcmp(wp_st_metadata(f, "format"), "pt") == 0, "format pt");
+    CHECK(f && wp_st_metadata(f, "format") && strcmp(wp_st_metadata(f, "format"), "wpgen-shard") == 0, "format");
+    json_t *sl = f && wp_st_metadata(f, "slices") ? json_loads(wp_st_metadata(f, "slices"), 0, NULL) : NULL;
+    json_t *down = json_object_get(sl, "model.layers.1.mlp.down_proj.weight");
+    CHECK(json_integer_value(json_object_get(down, "offset")) == 0 &&
+          json_integer_value(json_array_get(json_object_get(down, "shape"), 0)) == 8 &&
+          json_integer_value(json_array_get(json_object_get(down, "shape"), 1)) == 20, "down_proj's slice [hidden, ffn]");
+    json_decref(sl);
     wp_st_close(f);
+    /* The files --resume reads besides the manifest: the shard. */
+    char **files = NULL;
+    int nfiles = ckpt_input_files(path, &files);
+    CHECK(nfiles == 1 && strcmp(files[0], shard) == 0, "input files: %d, %s", nfiles, nfiles ? files[0] : "");
+    ckpt_files_free(files, nfiles);
 
     /* config.json beside it. */
     json_error_t je;
@@ -126,37 +139,95 @@ static void test_round_trip(int tied) {
     free(P); free(Mo); free(Vo);
 }
 
+/* Shards as FSDP cuts them: chunk 0 of a two-chunk model split between two processes at a float
+ * that falls inside a tensor, chunk 1 whole on a third. Loaded as the whole model, as chunks of
+ * other layer ranges (a layer alone), and the manifest's coverage checked at the commit. */
+static void test_sharded(void) {
+    WpConfig c = tiny(8, 3, 0);
+    WpChunk whole = wp_chunk_make(&c, 0, 0, 3, 1, 1);
+    WpChunk two[2] = {wp_chunk_make(&c, 0, 0, 2, 1, 0), wp_chunk_make(&c, 1, 2, 1, 0, 1)};
+    size_t cut = two[0].nparams / 2 + 3;   /* inside some tensor: not at a tensor's start */
+    WpCkptRange r0 = {0, 0, cut}, r1 = {0, cut, two[0].nparams - cut}, r2 = {1, 0, two[1].nparams};
+    float *all = filled(whole.nparams, 0.5f), *mall = filled(whole.nparams, 3), *vall = filled(whole.nparams, 4);
+    /* the chunks' floats are the whole model's, in order */
+    float *w0 = all, *w1 = all + cut, *w2 = all + two[0].nparams;
+    float *m0 = mall, *m1 = mall + cut, *m2 = mall + two[0].nparams;
+    float *v0 = vall, *v1 = vall + cut, *v2 = vall + two[0].nparams;
+    WpTrainState st = {.step = 7, .seed = 3, .data_seq = 56, .micro_batches = 4, .micro_batch_size = 2, .seq = 16};
+    char err[512] = "", path[300];
+    snprintf(path, sizeof path, "%s", tmp_path("fsdp.json"));
+    uint64_t h[3];
+    int created[3];
+    CHECK(ckpt_write_shard(path, &c, two, &r0, 1, &w0, &m0, &v0, &st, 0, &h[0], &created[0], err, sizeof err) == 0 &&
+          ckpt_write_shard(path, &c, two, &r1, 1, &w1, &m1, &v1, &st, 1, &h[1], &created[1], err, sizeof err) == 0 &&
+          ckpt_write_shard(path, &c, two, &r2, 1, &w2, &m2, &v2, &st, 2, &h[2], &created[2], err, sizeof err) == 0,
+          "shards: %s", err);
+    CHECK(created[0] && created[1] && created[2], "new shards");
+    /* a commit that leaves part of a tensor out is refused, naming it and the range */
+    WpCkptShard partial[2] = {{0, h[0], &r0, 1}, {2, h[2], &r2, 1}}, full[3] = {{0, h[0], &r0, 1}, {1, h[1], &r1, 1}, {2, h[2], &r2, 1}};
+    int committed = 1;
+    CHECK(ckpt_commit(path, &c, two, 2, partial, 2, &st, 1, 1, &committed, err, sizeof err) == -1 && !committed &&
+          strstr(err, "leave out elements") && access(path, F_OK) != 0, "a partial commit: %s", err);
+    WpCkptRange past = {1, 1, two[1].nparams};   /* one float past chunk 1's end */
+    WpCkptShard wrong[3] = {{0, h[0], &r0, 1}, {1, h[1], &r1, 1}, {2, h[2], &past, 1}};
+    CHECK(ckpt_commit(path, &c, two, 2, wrong, 3, &st, 1, 1, &committed, err, sizeof err) == -1 &&
+          strstr(err, "outside the chunks"), "a range past its chunk: %s", err);
+    CHECK(ckpt_commit(path, &c, two, 2, full, 3, &st, 1, 1, &committed, err, sizeof err) == 0 && committed, "commit: %s", err);
+
+    float *P = calloc(whole.nparams, 4), *M = calloc(whole.nparams, 4), *V = calloc(whole.nparams, 4);
+    WpTrainState s2;
+    CHECK(ckpt_load(path, &c, &whole, 1, &P, &M, &V, &s2, err, sizeof err) == 0, "load whole: %s", err);
+    CHECK(memcmp(P, all, whole.nparams * 4) == 0 && memcmp(M, mall, whole.nparams * 4) == 0 &&
+          memcmp(V, vall, whole.nparams * 4) == 0, "the whole model from three shards");
+    CHECK(s2.step == 7 && s2.seed == 3 && s2.data_seq == 56 && s2.micro_batches == 4, "state");
+    /* layer 1 alone (a chunk the save had inside chunk 0, cut by its shards) */
+    WpChunk mid = wp_chunk_make(&c, 0, 1, 1, 0, 0);
+    float *q = calloc(mid.nparams, 4);
+    CHECK(ckpt_load(path, &c, &mid, 1, &q, NULL, NULL, NULL, err, sizeof err) == 0, "load layer 1: %s", err);
+    WpChunk first = wp_chunk_make(&c, 0, 0, 1, 1, 0);
+    CHECK(memcmp(q, all + first.nparams, mid.nparams * 4) == 0, "layer 1 alone");
+    /* a missing shard: named when a chunk needs it, not when none does */
+    char gone[600];
+    ckpt_shard_path(path, 7, 2, h[2], gone, sizeof gone);
+    CHECK(rename(gone, tmp_path("aside")) == 0, "rename");
+    CHECK(ckpt_load(path, &c, &mid, 1, &q, NULL, NULL, NULL, err, sizeof err) == 0, "layer 1 needs no shard 2: %s", err);
+    CHECK(ckpt_load(path, &c, &whole, 1, &P, NULL, NULL, NULL, err, sizeof err) == -1 && strstr(err, "fsdp.shard.7.2."),
+          "a missing shard: %s", err);
+    CHECK(rename(tmp_path("aside"), gone) == 0, "rename back");
+    free(P); free(M); free(V); free(q); free(all); free(mall); free(vall);
+}
+
 static void test_shape_errors(void) {
     WpConfig c = tiny(8, 2, 0), wide = tiny(16, 2, 0), deep = tiny(8, 3, 0), shallow = tiny(8, 1, 0);
     WpChunk k = wp_chunk_make(&c, 0, 0, 2, 1, 1);
     float *p = filled(k.nparams, 0);
     char err[512] = "";
-    CHECK(ckpt_save(tmp_path("s.safetensors"), &c, &k, 1, &p, NULL, NULL, NULL, err, sizeof err) == 0, "%s", err);
+    CHECK(ckpt_save(tmp_path("s.json"), &c, &k, 1, &p, NULL, NULL, NULL, 1, err, sizeof err) == 0, "%s", err);
 
     WpChunk kw = wp_chunk_make(&wide, 0, 0, 2, 1, 1);
     float *q = calloc(kw.nparams, 4);
-    CHECK(ckpt_load(tmp_path("s.safetensors"), &wide, &kw, 1, &q, NULL, NULL, NULL, err, sizeof err) == -1, "wider model");
-    CHECK(strstr(err, "s.safetensors") && strstr(err, "model.embed_tokens.weight") && strstr(err, "[40, 8]") &&
+    CHECK(ckpt_load(tmp_path("s.json"), &wide, &kw, 1, &q, NULL, NULL, NULL, err, sizeof err) == -1, "wider model");
+    CHECK(strstr(err, "s.json") && strstr(err, "model.embed_tokens.weight") && strstr(err, "[40, 8]") &&
           strstr(err, "[40, 16]"), "message: %s", err);
     free(q);
 
     WpChunk kd = wp_chunk_make(&deep, 0, 0, 3, 1, 1);
     q = calloc(kd.nparams, 4);
-    CHECK(ckpt_load(tmp_path("s.safetensors"), &deep, &kd, 1, &q, NULL, NULL, NULL, err, sizeof err) == -1, "deeper");
+    CHECK(ckpt_load(tmp_path("s.json"), &deep, &kd, 1, &q, NULL, NULL, NULL, err, sizeof err) == -1, "deeper");
     CHECK(strstr(err, "model.layers.2.") && strstr(err, "missing"), "message: %s", err);
     free(q);
 
     WpChunk ks = wp_chunk_make(&shallow, 0, 0, 1, 1, 1);
     q = calloc(ks.nparams, 4);
-    CHECK(ckpt_load(tmp_path("s.safetensors"), &shallow, &ks, 1, &q, NULL, NULL, NULL, err, sizeof err) == -1, "shallower");
+    CHECK(ckpt_load(tmp_path("s.json"), &shallow, &ks, 1, &q, NULL, NULL, NULL, err, sizeof err) == -1, "shallower");
     CHECK(strstr(err, "model.layers.1.") && strstr(err, "not part of this model"), "message: %s", err);
     free(q);
 
     /* Resuming from a weights-only checkpoint: the optimizer file is missing. */
     float *m = calloc(k.nparams, 4), *v = calloc(k.nparams, 4);
     WpTrainState st;
-    CHECK(ckpt_load(tmp_path("s.safetensors"), &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == -1, "no opt file");
-    CHECK(strstr(err, "s.safetensors holds only the weights") != NULL, "message: %s", err);
+    CHECK(ckpt_load(tmp_path("s.json"), &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == -1, "no opt file");
+    CHECK(strstr(err, "s.json holds only the weights") != NULL, "message: %s", err);
     free(p); free(m); free(v);
 }
 
@@ -209,12 +280,12 @@ static void test_atomic(void) {
     WpChunk k = wp_chunk_make(&c, 0, 0, 2, 1, 1);
     float *p = filled(k.nparams, 0), *m = filled(k.nparams, 1), *v = filled(k.nparams, 2);
     WpTrainState st = {.step = 1, .seed = 7, .micro_batches = 1, .micro_batch_size = 1, .seq = 4};
-    char err[512] = "", opt[600] = "";
-    const char *path = tmp_path("a.safetensors");
-    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
-    CHECK(find_file("a.opt.1.", opt, sizeof opt) == 1, "one optimizer file of step 1, a.opt.1.HASH.safetensors");
+    char err[512] = "", shard[600] = "";
+    const char *path = tmp_path("a.json");
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == 0, "%s", err);
+    CHECK(find_file("a.shard.1.0.", shard, sizeof shard) == 1, "one shard of step 1, a.shard.1.0.HASH.safetensors");
     size_t n0, n1, o0, o1;
-    unsigned char *before = (unsigned char *)tmp_slurp(path, &n0), *obefore = (unsigned char *)tmp_slurp(opt, &o0);
+    unsigned char *before = (unsigned char *)tmp_slurp(path, &n0), *obefore = (unsigned char *)tmp_slurp(shard, &o0);
 
     /* A full disk, simulated with a file-size limit: every write fails half-way. */
     struct rlimit old, lim;
@@ -225,31 +296,31 @@ static void test_atomic(void) {
     setrlimit(RLIMIT_FSIZE, &lim);
     for (size_t i = 0; i < k.nparams; i++) p[i] += 1;
     st.step = 2;
-    int rc = ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err);
+    int rc = ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err);
     setrlimit(RLIMIT_FSIZE, &old);
     CHECK(rc == -1, "save on a full disk succeeded");
-    CHECK(strstr(err, "a.opt.2.") != NULL && strstr(err, "File too large"), "message: %s", err);
+    CHECK(strstr(err, "a.shard.2.0.") != NULL && strstr(err, "File too large") && !strchr(err, '\n'), "message: %s", err);
     CHECK(tmp_count(".tmp.") == 0, "temporary files left behind");
-    CHECK(find_file("a.opt.", NULL, 0) == 1, "the failed save left an optimizer file");
-    unsigned char *after = (unsigned char *)tmp_slurp(path, &n1), *oafter = (unsigned char *)tmp_slurp(opt, &o1);
-    CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0, "model file changed by a failed save");
-    CHECK(obefore && oafter && o0 == o1 && memcmp(obefore, oafter, o0) == 0, "optimizer file changed");
+    CHECK(find_file("a.shard.", NULL, 0) == 1, "the failed save left a shard");
+    unsigned char *after = (unsigned char *)tmp_slurp(path, &n1), *oafter = (unsigned char *)tmp_slurp(shard, &o1);
+    CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0, "manifest changed by a failed save");
+    CHECK(obefore && oafter && o0 == o1 && memcmp(obefore, oafter, o0) == 0, "shard changed");
     float *q = calloc(k.nparams, 4), *qm = calloc(k.nparams, 4), *qv = calloc(k.nparams, 4);
     WpTrainState s2;
     CHECK(ckpt_load(path, &c, &k, 1, &q, &qm, &qv, &s2, err, sizeof err) == 0 && s2.step == 1, "old still loads: %s", err);
 
-    /* A save that succeeds replaces the checkpoint and removes the optimizer file of the old one. */
-    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
-    CHECK(find_file("a.opt.", NULL, 0) == 1 && find_file("a.opt.2.", NULL, 0) == 1, "the old optimizer file is left");
+    /* A save that succeeds replaces the checkpoint and removes the shard of the old one. */
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == 0, "%s", err);
+    CHECK(find_file("a.shard.", NULL, 0) == 1 && find_file("a.shard.2.0.", NULL, 0) == 1, "the old shard is left");
     CHECK(ckpt_load(path, &c, &k, 1, &q, &qm, &qv, &s2, err, sizeof err) == 0 && s2.step == 2, "step 2: %s", err);
     /* The same state saved again: the same bytes under the same names. */
     free(before);
     before = (unsigned char *)tmp_slurp(path, &n0);
-    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == 0, "%s", err);
     free(after);
     after = (unsigned char *)tmp_slurp(path, &n1);
     CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0, "the same save wrote other bytes");
-    CHECK(find_file("a.opt.", NULL, 0) == 1, "optimizer files after saving twice");
+    CHECK(find_file("a.shard.", NULL, 0) == 1, "shards after saving twice");
     free(before); free(after); free(obefore); free(oafter);
     free(p); free(m); free(v); free(q); free(qm); free(qv);
 }
@@ -261,32 +332,30 @@ static void test_crash_points(void) {
     float *p = filled(k.nparams, 0), *m = filled(k.nparams, 1), *v = filled(k.nparams, 2);
     float *q = calloc(k.nparams, 4), *qm = calloc(k.nparams, 4), *qv = calloc(k.nparams, 4);
     WpTrainState st = {.step = 3, .seed = 9, .micro_batches = 1, .micro_batch_size = 1, .seq = 4}, s2;
-    char err[512] = "", opt3[600], opt4[600], path[300];
-    snprintf(path, sizeof path, "%s", tmp_path("c.safetensors"));   /* tmp_path's buffers are reused */
-    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
-    find_file("c.opt.3.", opt3, sizeof opt3);
-    /* Killed after the optimizer file of step 4 was committed, before the model's rename: the
-     * new optimizer file is there, with the temporary of the model file half written. */
-    char ckpt4[300];
-    snprintf(ckpt4, sizeof ckpt4, "%s", tmp_path("c4.safetensors"));
+    char err[512] = "", shard3[600], shard4[600], path[300];
+    snprintf(path, sizeof path, "%s", tmp_path("c.json"));   /* tmp_path's buffers are reused */
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == 0, "%s", err);
+    find_file("c.shard.3.", shard3, sizeof shard3);
+    /* Killed after the shards of step 4 were written, before the manifest's rename: the new
+     * shard is there, with the temporary of the manifest half written. */
     st.step = 4;
     m[0] += 1;
-    CHECK(ckpt_save(ckpt4, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
-    find_file("c4.opt.4.", opt4, sizeof opt4);
-    char moved[700];
-    snprintf(moved, sizeof moved, "%s/c.opt.4.%s", tmp_dir, strstr(opt4, "c4.opt.4.") + strlen("c4.opt.4."));
-    CHECK(rename(opt4, moved) == 0, "rename %s", opt4);
-    spit(tmp_path("c.safetensors.tmp.999999999"), "half a model file");   /* no such process */
+    WpCkptRange all = {0, 0, k.nparams};
+    uint64_t h;
+    int created;
+    CHECK(ckpt_write_shard(path, &c, &k, &all, 1, &p, &m, &v, &st, 0, &h, &created, err, sizeof err) == 0 && created, "%s", err);
+    ckpt_shard_path(path, 4, 0, h, shard4, sizeof shard4);
+    spit(tmp_path("c.json.tmp.999999999"), "{\"half a manifest");   /* no such process */
     spit(tmp_path("config.json.tmp.999999998"), "{");
-    char opt_tmp[800];
-    snprintf(opt_tmp, sizeof opt_tmp, "%s.tmp.999999997", moved);
-    spit(opt_tmp, "half an optimizer file");
+    char shard_tmp[800];
+    snprintf(shard_tmp, sizeof shard_tmp, "%s.tmp.999999997", shard4);
+    spit(shard_tmp, "half a shard");
     /* Not ours, or of a process still running: never touched. */
-    char live[300], foreign[300], other_opt[300];
-    snprintf(live, sizeof live, "%s", tmp_path("c.safetensors.tmp.1"));   /* pid 1 runs */
+    char live[300], foreign[300], other[300];
+    snprintf(live, sizeof live, "%s", tmp_path("c.json.tmp.1"));   /* pid 1 runs */
     snprintf(foreign, sizeof foreign, "%s", tmp_path("notes.txt.tmp.999999999"));
-    snprintf(other_opt, sizeof other_opt, "%s", tmp_path("c.opt.7.notahash.safetensors"));
-    spit(live, "x"); spit(foreign, "x"); spit(other_opt, "x");
+    snprintf(other, sizeof other, "%s", tmp_path("c.shard.7.0.notahash.safetensors"));
+    spit(live, "x"); spit(foreign, "x"); spit(other, "x");
     /* The checkpoint is still step 3, whole. */
     CHECK(ckpt_load(path, &c, &k, 1, &q, &qm, &qv, &s2, err, sizeof err) == 0 && s2.step == 3 && qm[0] == 1.0f,
           "after a crash before the commit: %s", err);
@@ -294,29 +363,64 @@ static void test_crash_points(void) {
     CHECK(ckpt_read_state(path, &rs, err, sizeof err) == 0 && rs.step == 3 && rs.seed == 9, "read_state: %s", err);
     /* The next save, of step 5, commits and cleans: only our leftovers of dead processes. */
     st.step = 5;
-    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
-    CHECK(access(tmp_path("c.safetensors.tmp.999999999"), F_OK) != 0, "stale model temporary kept");
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == 0, "%s", err);
+    CHECK(access(tmp_path("c.json.tmp.999999999"), F_OK) != 0, "stale manifest temporary kept");
     CHECK(access(tmp_path("config.json.tmp.999999998"), F_OK) != 0, "stale config temporary kept");
-    CHECK(access(opt_tmp, F_OK) != 0, "stale optimizer temporary kept");
-    CHECK(access(moved, F_OK) != 0 && access(opt3, F_OK) != 0, "optimizer files nothing names kept");
-    CHECK(access(live, F_OK) == 0 && access(foreign, F_OK) == 0 && access(other_opt, F_OK) == 0,
+    CHECK(access(shard_tmp, F_OK) != 0, "stale shard temporary kept");
+    CHECK(access(shard4, F_OK) != 0 && access(shard3, F_OK) != 0, "shards nothing names kept");
+    CHECK(access(live, F_OK) == 0 && access(foreign, F_OK) == 0 && access(other, F_OK) == 0,
           "removed a file that is not ours or of a live process");
-    CHECK(find_file("c.opt.5.", NULL, 0) == 1, "the new optimizer file");
+    CHECK(find_file("c.shard.5.", NULL, 0) == 1, "the new shard");
     CHECK(ckpt_load(path, &c, &k, 1, &q, &qm, &qv, &s2, err, sizeof err) == 0 && s2.step == 5, "step 5: %s", err);
 
-    /* A model file that names an optimizer file elsewhere (edited by hand) is refused. */
-    WpStWriter *w = wp_st_writer_new();
-    size_t shape[1] = {1};
-    float one = 1;
-    wp_st_add(w, "x", "F32", shape, 1, &one, 4);
-    wp_st_set_metadata(w, "format", "pt");
-    wp_st_set_metadata(w, "written_by", "wpgen");
-    wp_st_set_metadata(w, "step", "5");
-    wp_st_set_metadata(w, "optimizer", "../../etc/passwd");
-    CHECK(wp_st_commit(w, tmp_path("evil.safetensors"), err, sizeof err) == 0, "%s", err);
-    CHECK(ckpt_read_state(tmp_path("evil.safetensors"), &rs, err, sizeof err) == -1 && strstr(err, "not a file name wpgen writes"),
-          "optimizer path outside the directory: %s", err);
-    unlink(live); unlink(foreign); unlink(other_opt);
+    /* A manifest that names a shard elsewhere (edited by hand) is refused. */
+    json_t *man = json_load_file(path, 0, NULL);
+    json_object_set_new(json_array_get(json_object_get(man, "shards"), 0), "file", json_string("../../etc/passwd"));
+    CHECK(man && json_dump_file(man, tmp_path("evil.json"), 0) == 0, "evil.json");
+    json_decref(man);
+    CHECK(ckpt_load(tmp_path("evil.json"), &c, &k, 1, &q, NULL, NULL, NULL, err, sizeof err) == -1 &&
+          strstr(err, "shards[0].file: expected a name evil.shard."), "a shard outside the directory: %s", err);
+    /* A manifest of another format version is refused, naming the field. */
+    spit(tmp_path("v2.json"), "{\"format\": \"wpgen-checkpoint\", \"version\": 2}");
+    CHECK(ckpt_read_state(tmp_path("v2.json"), &rs, err, sizeof err) == -1 && strstr(err, "version: expected 1"), "v2: %s", err);
+    unlink(live); unlink(foreign); unlink(other); unlink(tmp_path("evil.json")); unlink(tmp_path("v2.json"));
+    free(p); free(m); free(v); free(q); free(qm); free(qv);
+}
+
+/* --keep N: the newest N checkpoints stay, each resumable as DIR/STEM.STEP.json; older ones go
+ * with their shards; a file of that name that wpgen did not write is never removed. */
+static void test_keep(void) {
+    WpConfig c = tiny(8, 1, 0);
+    WpChunk k = wp_chunk_make(&c, 0, 0, 1, 1, 1);
+    float *p = filled(k.nparams, 0), *m = filled(k.nparams, 1), *v = filled(k.nparams, 2);
+    float *q = calloc(k.nparams, 4), *qm = calloc(k.nparams, 4), *qv = calloc(k.nparams, 4);
+    WpTrainState st = {.step = 1, .seed = 1, .micro_batches = 1, .micro_batch_size = 1, .seq = 4}, s2;
+    char err[512] = "", path[300];
+    snprintf(path, sizeof path, "%s", tmp_path("k.json"));
+    spit(tmp_path("k.9.json"), "my notes, not a checkpoint");
+    for (long s = 1; s <= 5; s++) {
+        st.step = s;
+        p[0] = (float)s;
+        CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 3, err, sizeof err) == 0, "step %ld: %s", s, err);
+    }
+    CHECK(access(tmp_path("k.1.json"), F_OK) != 0 && access(tmp_path("k.2.json"), F_OK) != 0, "older checkpoints kept");
+    CHECK(find_file("k.shard.", NULL, 0) == 3, "shards: %d, want those of steps 3, 4, 5", find_file("k.shard.", NULL, 0));
+    for (long s = 3; s <= 5; s++) {
+        char name[32];
+        snprintf(name, sizeof name, "k.%ld.json", s);
+        CHECK(ckpt_load(tmp_path(name), &c, &k, 1, &q, &qm, &qv, &s2, err, sizeof err) == 0 && s2.step == s &&
+              q[0] == (float)s, "%s: %s", name, err);
+    }
+    CHECK(ckpt_load(path, &c, &k, 1, &q, &qm, &qv, &s2, err, sizeof err) == 0 && s2.step == 5, "the latest: %s", err);
+    char *kept = tmp_slurp(tmp_path("k.9.json"), NULL);
+    CHECK(kept && strstr(kept, "my notes"), "a file of the user's named like a kept checkpoint was touched");
+    free(kept);
+    /* keep 1 (the default) writes no copy and leaves the kept ones, and their shards, alone */
+    st.step = 6;
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == 0, "%s", err);
+    CHECK(access(tmp_path("k.6.json"), F_OK) != 0 && access(tmp_path("k.3.json"), F_OK) == 0 &&
+          find_file("k.shard.", NULL, 0) == 4, "keep 1 after keep 3: %d shards", find_file("k.shard.", NULL, 0));
+    unlink(tmp_path("k.9.json"));
     free(p); free(m); free(v); free(q); free(qm); free(qv);
 }
 
@@ -329,22 +433,30 @@ static void test_refusals(void) {
     char err[1024] = "", path[400];
     snprintf(path, sizeof path, "%s/sub", tmp_dir);
     CHECK(mkdir(path, 0755) == 0, "mkdir");
-    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == -1 && strstr(err, "sub is a directory"),
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == -1 && strstr(err, "sub is a directory"),
           "a directory: %s", err);
     /* a named pipe stands for a device (a bug here must not replace a real /dev/null) */
     CHECK(mkfifo(tmp_path("pipe"), 0600) == 0, "mkfifo");
-    CHECK(ckpt_save(tmp_path("pipe"), &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == -1 &&
+    CHECK(ckpt_save(tmp_path("pipe"), &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == -1 &&
           strstr(err, "pipe exists and is not a regular file"), "a device: %s", err);
     struct stat sb;
     CHECK(stat(tmp_path("pipe"), &sb) == 0 && S_ISFIFO(sb.st_mode), "the pipe was replaced");
-    spit(tmp_path("notes.safetensors"), "my notes");
-    CHECK(ckpt_save(tmp_path("notes.safetensors"), &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == -1 &&
-          strstr(err, "notes.safetensors exists and is not a checkpoint written by wpgen"), "a foreign file: %s", err);
-    char *kept = tmp_slurp(tmp_path("notes.safetensors"), NULL);
+    spit(tmp_path("notes.json"), "my notes");
+    CHECK(ckpt_save(tmp_path("notes.json"), &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == -1 &&
+          strstr(err, "notes.json exists and is not a checkpoint manifest written by wpgen"), "a foreign file: %s", err);
+    char *kept = tmp_slurp(tmp_path("notes.json"), NULL);
     CHECK(kept && strcmp(kept, "my notes") == 0, "the foreign file changed");
     free(kept);
-    CHECK(ckpt_check_save(tmp_path("nodir/m.safetensors"), err, sizeof err) == -1 && strstr(err, "directory") &&
+    spit(tmp_path("other.json"), "{\"format\": \"wpgen-checkpoint\", \"version\": 1}");   /* not marked as ours */
+    CHECK(ckpt_check_save(tmp_path("other.json"), err, sizeof err) == -1 && strstr(err, "not a checkpoint manifest"),
+          "an unmarked manifest: %s", err);
+    CHECK(ckpt_check_save(tmp_path("nodir/m.json"), err, sizeof err) == -1 && strstr(err, "directory") &&
           strstr(err, "No such file"), "no directory: %s", err);
+    /* A manifest is not a tensor file, nor the model's config.json. */
+    CHECK(ckpt_check_save(tmp_path("m.safetensors"), err, sizeof err) == -1 && strstr(err, "not a safetensors file") &&
+          strstr(err, "checkpoint.json"), "a .safetensors path: %s", err);
+    CHECK(ckpt_check_save(tmp_path("config.json"), err, sizeof err) == -1 && strstr(err, "name the manifest otherwise"),
+          "config.json: %s", err);
 
     /* The model's own config.json (as given to -m) is not overwritten. */
     snprintf(path, sizeof path, "%s/hf", tmp_dir);
@@ -352,27 +464,28 @@ static void test_refusals(void) {
     const char *user_cfg = "{\"hidden_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
                            "\"intermediate_size\": 20, \"vocab_size\": 40, \"transformers_version\": \"4.40\"}\n";
     spit(tmp_path("hf/config.json"), user_cfg);
-    CHECK(ckpt_save(tmp_path("hf/model.safetensors"), &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == -1 &&
+    CHECK(ckpt_save(tmp_path("hf/checkpoint.json"), &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == -1 &&
           strstr(err, "hf/config.json exists and was not written by wpgen"), "a foreign config.json: %s", err);
     kept = tmp_slurp(tmp_path("hf/config.json"), NULL);
     CHECK(kept && strcmp(kept, user_cfg) == 0, "the user's config.json changed");
     free(kept);
-    CHECK(access(tmp_path("hf/model.safetensors"), F_OK) != 0 && find_file("hf", NULL, 0) == 1, "files written");
+    CHECK(access(tmp_path("hf/checkpoint.json"), F_OK) != 0 && find_file("hf", NULL, 0) == 1, "files written");
     /* One written by an earlier version (its exact keys, no mark) is ours. */
     spit(tmp_path("hf/config.json"), "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": 8, "
          "\"intermediate_size\": 20, \"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"num_key_value_heads\": 1, "
          "\"head_dim\": 4, \"hidden_act\": \"silu\", \"max_position_embeddings\": 16, \"rms_norm_eps\": 1e-05, "
          "\"rope_theta\": 10000.0, \"tie_word_embeddings\": false, \"vocab_size\": 40, \"attention_bias\": false, "
          "\"mlp_bias\": false, \"torch_dtype\": \"float32\"}\n");
-    CHECK(ckpt_save(tmp_path("hf/model.safetensors"), &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "%s", err);
+    CHECK(ckpt_save(tmp_path("hf/checkpoint.json"), &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == 0, "%s", err);
     kept = tmp_slurp(tmp_path("hf/config.json"), NULL);
     CHECK(kept && strstr(kept, "\"written_by\": \"wpgen\""), "config.json not rewritten: %s", kept ? kept : "");
     free(kept);
     free(p); free(m); free(v);
 }
 
-/* Checkpoints of the earlier format: PATH and PATH's .opt.safetensors, committed one after the
- * other; they load when their steps agree, and are refused when a crash mixed two steps. */
+/* Checkpoints of the earliest format: PATH and PATH's .opt.safetensors, committed one after the
+ * other; they load when their steps agree, and are refused when a crash mixed two steps. A save
+ * beside them leaves them alone. */
 static void write_legacy(const char *path, const WpConfig *c, const WpChunk *k, const float *p, const float *m,
                          const float *v, const char *model_step, const char *opt_step) {
     int n = wp_chunk_tensors(c, k, NULL);
@@ -414,10 +527,17 @@ static void test_legacy(void) {
     write_legacy(tmp_path("x.safetensors"), &c, &k, p, m, v, "1", "2");
     CHECK(ckpt_load(tmp_path("x.safetensors"), &c, &k, 1, &q, &qm, &qv, &st, err, sizeof err) == -1 &&
           strstr(err, "step 2") && strstr(err, "step 1"), "mixed steps: %s", err);
-    /* Saving over it writes the new format and removes the old optimizer file. */
+    char **files = NULL;
+    int nfiles = ckpt_input_files(tmp_path("l.safetensors"), &files);
+    CHECK(nfiles == 1 && strcmp(files[0], opt) == 0, "its input files: %d", nfiles);
+    ckpt_files_free(files, nfiles);
+    /* A sharded save of the same stem beside it: the old files are not ours to remove. */
     WpTrainState s3 = {.step = 3, .seed = 4, .micro_batches = 2, .micro_batch_size = 1, .seq = 4};
-    CHECK(ckpt_save(tmp_path("l.safetensors"), &c, &k, 1, &p, &m, &v, &s3, err, sizeof err) == 0, "%s", err);
-    CHECK(access(opt, F_OK) != 0 && find_file("l.opt.3.", NULL, 0) == 1, "legacy optimizer file kept");
+    CHECK(ckpt_save(tmp_path("l.json"), &c, &k, 1, &p, &m, &v, &s3, 1, err, sizeof err) == 0, "%s", err);
+    CHECK(access(opt, F_OK) == 0 && access(tmp_path("l.safetensors"), F_OK) == 0 && find_file("l.shard.3.", NULL, 0) == 1,
+          "the earlier checkpoint beside a new one");
+    CHECK(ckpt_load(tmp_path("l.safetensors"), &c, &k, 1, &q, &qm, &qv, &st, err, sizeof err) == 0 && st.step == 2,
+          "the earlier checkpoint still loads: %s", err);
     free(p); free(m); free(v); free(q); free(qm); free(qv);
 }
 
@@ -429,20 +549,20 @@ static void test_one_model_per_folder(void) {
     WpChunk ka = wp_chunk_make(&a, 0, 0, 3, 1, 1), kb = wp_chunk_make(&b, 0, 0, 3, 1, 1);
     float *pa = filled(ka.nparams, 0), *pb = filled(kb.nparams, 0);
     char err[512] = "";
-    CHECK(ckpt_save(tmp_path("a.safetensors"), &a, &ka, 1, &pa, NULL, NULL, NULL, err, sizeof err) == 0, "save a: %s", err);
-    CHECK(ckpt_save(tmp_path("a2.safetensors"), &a, &ka, 1, &pa, NULL, NULL, NULL, err, sizeof err) == 0, "the same model again: %s", err);
-    CHECK(ckpt_claim(tmp_path("b.safetensors"), &b, err, sizeof err) == -1 && strstr(err, "describes another model (hidden_size 8"),
+    CHECK(ckpt_save(tmp_path("a.json"), &a, &ka, 1, &pa, NULL, NULL, NULL, 1, err, sizeof err) == 0, "save a: %s", err);
+    CHECK(ckpt_save(tmp_path("a2.json"), &a, &ka, 1, &pa, NULL, NULL, NULL, 1, err, sizeof err) == 0, "the same model again: %s", err);
+    CHECK(ckpt_claim(tmp_path("b.json"), &b, err, sizeof err) == -1 && strstr(err, "describes another model (hidden_size 8"),
           "claim: %s", err);
-    CHECK(ckpt_save(tmp_path("b.safetensors"), &b, &kb, 1, &pb, NULL, NULL, NULL, err, sizeof err) == -1 &&
+    CHECK(ckpt_save(tmp_path("b.json"), &b, &kb, 1, &pb, NULL, NULL, NULL, 1, err, sizeof err) == -1 &&
           strstr(err, "describes another model"), "save b beside a: %s", err);
-    CHECK(access(tmp_path("b.safetensors"), F_OK) != 0, "b was written beside a");
-    CHECK(ckpt_claim(tmp_path("a.safetensors"), &a, err, sizeof err) == 0, "claim a: %s", err);
+    CHECK(access(tmp_path("b.json"), F_OK) != 0 && find_file("b.shard.", NULL, 0) == 0, "b was written beside a");
+    CHECK(ckpt_claim(tmp_path("a.json"), &a, err, sizeof err) == 0, "claim a: %s", err);
     /* the lock is per process (a record lock): a child cannot take it, and is told the holder */
     pid_t pid = fork();
     if (pid == 0) {
         char want[64];
         snprintf(want, sizeof want, "another run (pid %ld)", (long)getppid());
-        _exit(ckpt_lock(tmp_path("a.safetensors"), err, sizeof err) == -1 && strstr(err, want) ? 0 : 1);
+        _exit(ckpt_lock(tmp_path("a.json"), err, sizeof err) == -1 && strstr(err, want) ? 0 : 1);
     }
     int st = 0;
     CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "a second process took the lock");
@@ -458,6 +578,8 @@ int main(void) {
     unlink(tmp_path("config.json"));
     test_round_trip(1);
     unlink(tmp_path("config.json"));
+    test_sharded();
+    unlink(tmp_path("config.json"));
     test_shape_errors();
     unlink(tmp_path("config.json"));
     test_bf16();
@@ -465,6 +587,8 @@ int main(void) {
     test_atomic();
     unlink(tmp_path("config.json"));
     test_crash_points();
+    unlink(tmp_path("config.json"));
+    test_keep();
     unlink(tmp_path("config.json"));
     test_refusals();
     unlink(tmp_path("config.json"));

@@ -99,6 +99,15 @@ static void test_bytes(void) {
     data_read_batch(d, 2, 1, M, G, S, in, tg);
     data_read_batch(d, 7, 3, M, G, S, c2, t2);
     CHECK(memcmp(c1, c2, sizeof c1) == 0 && memcmp(t1, t2, sizeof t1) == 0, "stateless reads");
+    /* A resume's origin: step 7 reads from sequence 20 on (micro-batch 1 of 2 sequences: 22, 23),
+     * step 8 goes on from there; what a run without an origin reads at steps 5 and 6 of M=2 G=2. */
+    data_set_origin(d, 7, 20);
+    data_read_batch(d, 7, 1, 2, 2, S, a, at);
+    data_read_batch(d, 8, 0, 2, 2, S, a + 2 * S, at + 2 * S);
+    data_set_origin(d, 0, 0);
+    data_read_batch(d, 5, 1, 2, 2, S, b, bt);   /* q = 22, 23 */
+    data_read_batch(d, 6, 0, 2, 2, S, b + 2 * S, bt + 2 * S);   /* q = 24, 25 */
+    CHECK(memcmp(a, b, sizeof a) == 0 && memcmp(at, bt, sizeof at) == 0, "data_set_origin");
     data_close(d);
 
     /* Exactly one sequence: every read is that sequence. */

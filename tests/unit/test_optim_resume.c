@@ -60,8 +60,8 @@ static void test_resume(void) {
     run.opt.warmup = 7;
     WpTrainState st = { .step = 2, .seed = 1, .micro_batches = 1, .micro_batch_size = 1, .seq = 4,
                         .adamw = run.opt, .adamw_known = (1u << wp_adamw_nsettings) - 1 }, back;
-    const char *path = tmp_path("model.safetensors");
-    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "save: %s", err);
+    const char *path = tmp_path("checkpoint.json");
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == 0, "save: %s", err);
     CHECK(ckpt_read_state(path, &back, err, sizeof err) == 0, "read: %s", err);
     CHECK(back.adamw_known == st.adamw_known && memcmp(&back.adamw, &run.opt, sizeof run.opt) == 0, "settings read back");
 
@@ -81,8 +81,8 @@ static void test_resume(void) {
 
     /* An earlier version's checkpoint: no settings recorded. Betas, eps and the cosine were fixed then. */
     st.adamw_known = 0;
-    path = tmp_path("old.safetensors");
-    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, err, sizeof err) == 0, "save old: %s", err);
+    path = tmp_path("old.json");
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 1, err, sizeof err) == 0, "save old: %s", err);
     CHECK(ckpt_read_state(path, &back, err, sizeof err) == 0, "read old: %s", err);
     unsigned fixed = 0;
     for (int i = 0; i < wp_adamw_nsettings; i++) fixed |= (wp_adamw_settings[i].before != NULL) << i;

@@ -226,11 +226,37 @@ static void test_source(void) {
     CHECK(access(tmp_path("bad.safetensors"), F_OK) != 0 && tmp_count(".tmp.") == 0, "nothing left of a failed commit");
 }
 
+/* wp_st_add_borrowed writes the caller's bytes as they are at the commit, without a copy of its
+ * own: the same file as wp_st_add's of the same bytes. */
+static void test_borrowed(void) {
+    float a[5] = {1, 2, 3, 4, 5};
+    size_t sa[1] = {5};
+    char err[512] = "";
+    WpStWriter *w = wp_st_writer_new();
+    CHECK(wp_st_add(w, "t", "F32", sa, 1, a, sizeof a) == 0 && wp_st_commit(w, tmp_path("copy.safetensors"), err, sizeof err) == 0,
+          "copied: %s", err);
+    float b[5] = {0};
+    w = wp_st_writer_new();
+    CHECK(wp_st_add_borrowed(w, "t", "F32", sa, 1, b, sizeof b) == 0, "add borrowed");
+    memcpy(b, a, sizeof a);   /* written at the commit, not at the add */
+    CHECK(wp_st_commit(w, tmp_path("borrowed.safetensors"), err, sizeof err) == 0, "borrowed: %s", err);
+    size_t n1 = 0, n2 = 0;
+    char *x = tmp_slurp(tmp_path("copy.safetensors"), &n1), *y = tmp_slurp(tmp_path("borrowed.safetensors"), &n2);
+    CHECK(x && y && n1 == n2 && memcmp(x, y, n1) == 0, "borrowed bytes differ from copied ones");
+    free(x); free(y);
+    /* freed without a commit: the caller's array is not freed (a sanitizer build would say) */
+    w = wp_st_writer_new();
+    CHECK(wp_st_add_borrowed(w, "t", "F32", sa, 1, b, sizeof b) == 0, "add borrowed");
+    wp_st_writer_free(w);
+    CHECK(b[4] == 5, "the caller's array changed");
+}
+
 int main(void) {
     tmp_dir_make("safetensors");
     test_source();
     test_round_trip();
     test_add_errors();
+    test_borrowed();
     test_atomic();
     test_reject();
     tmp_dir_remove();

@@ -1,0 +1,33 @@
+# What a committed checkpoint says, for the test scripts that save one (sourced): PATH is its
+# manifest (JSON: the training state, the shards' file names), its shards lie beside it, named by
+# their content's hash, so equal states saved under one PATH are byte-identical files.
+ckpt_step() {   # PATH: the step it is of
+    python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["state"]["step"])' "$1" 2>/dev/null
+}
+ckpt_shards() {   # PATH: its shards' paths, one a line
+    python3 -c 'import json,os,sys
+d = os.path.dirname(sys.argv[1])
+for s in json.load(open(sys.argv[1]))["shards"]: print(os.path.join(d, s["file"]))' "$1" 2>/dev/null
+}
+same_ckpt() {   # A B: the same manifest and byte-identical shards
+    cmp -s "$1" "$2" || return 1
+    local a b
+    while read -r a b; do cmp -s "$a" "$b" || return 1; done < <(paste <(ckpt_shards "$1") <(ckpt_shards "$2"))
+}
+# Writes the float VALUE over element 1 of tensor NAME (a slice of it) in whichever shard of
+# checkpoint PATH holds its first element: a checkpoint no run can have left, for the error tests.
+ckpt_poke() {   # PATH NAME VALUE
+    python3 - "$1" "$2" "$3" <<'PY'
+import json, os, struct, sys
+path, name, value = sys.argv[1], sys.argv[2], float(sys.argv[3])
+man = json.load(open(path))
+base = name.rsplit('.exp_avg', 1)[0]
+shard = next(s for s in man["shards"] if base in s["slices"] and s["slices"][base][0] == 0)
+f = os.path.join(os.path.dirname(path), shard["file"])
+b = bytearray(open(f, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+at = 8 + n + json.loads(b[8:8 + n])[name]["data_offsets"][0] + 4
+b[at:at + 4] = struct.pack("<f", value)
+open(f, "wb").write(b)
+PY
+}
