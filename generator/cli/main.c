@@ -1,6 +1,7 @@
 /* wpgen's command line: parses the flags and hands them to the command, one file each: list
- * (cmd_list.c), plan and emit (cmd_plan.c), sim and compare (cmd_sim.c), calibrate, probe, export
- * and data (cmd_calibrate.c, cmd_probe.c, cmd_export.c, cmd_data.c: their own flags); what commands share is
+ * (cmd_list.c), plan and emit (cmd_plan.c), sim and compare (cmd_sim.c), calibrate, probe, export,
+ * data and replan (cmd_calibrate.c, cmd_probe.c, cmd_export.c, cmd_data.c, cmd_replan.c: their own
+ * flags); what commands share is
  * declared in cli.h. Exit status: 0 done; 1 the plan was rejected or does not fit; 2 bad input. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,8 @@ static void usage(FILE *f) {
         "       wpgen calibrate -t TOPO.json --trace RUN/trace.json [...] [--held-out ...] [--links L.json] -o CALIB.json\n"
         "       wpgen probe [-o OUT.json] [--sysroot DIR] | --merge HOST1.json HOST2.json ... [-o OUT.json]\n"
         "       wpgen export CHECKPOINT -o DIR [--dtype bf16|fp32] [--max-shard-size SIZE]   (for transformers)\n"
+        "       wpgen replan OLD_DIR -t TOPO.json -o NEW_DIR [FLAG [VALUE] ...]   (OLD_DIR's plan again for another\n"
+        "                  cluster, the same global batch: the survivors of a lost node)\n"
         "       wpgen data --tokenizer tokenizer.json -o DIR [--val-fraction F] [--text-field NAME] [--eot TOKEN]\n"
         "                  [--shard-tokens N] [--width auto|uint16|uint32] INPUT...   (text or JSONL into token\n"
         "                  shards DIR/train-NNNNN.bin, DIR/val-NNNNN.bin for train --data; wpgen data --help)\n"

@@ -348,9 +348,15 @@ int emit_json_head(FILE *f, const Plan *p, const EmitInfo *info, const char *has
     if (!rc) rc = put_value(f, "generated_by", json_string(gen), 0);
     if (!rc) rc = put_value(f, "plan_hash", json_string(hash), 0);
     if (!rc) rc = put_value(f, "strategy", json_string(p->strategy), 0);
-    if (!rc && info->argc > 0) {   /* what wpgen replan runs again, for another topology */
+    if (!rc && info->argc > 0) {
+        /* what wpgen replan runs again for another topology and output: the command without its
+         * -t and -o (which replan gives anew), so that the same plan emitted anywhere is the same
+         * bytes and names no path of this machine's but what the user typed */
         json_t *cmd = json_array();
-        for (int i = 0; i < info->argc; i++) json_array_append_new(cmd, json_string(info->argv[i]));
+        for (int i = 0; i < info->argc; i++) {
+            if ((!strcmp(info->argv[i], "-t") || !strcmp(info->argv[i], "-o")) && i + 1 < info->argc) { i++; continue; }
+            json_array_append_new(cmd, json_string(info->argv[i]));
+        }
         rc = put_value(f, "command", cmd, 0);
     }
     if (!rc && p->notes) rc = put_value(f, "notes", json_string(p->notes), 0);

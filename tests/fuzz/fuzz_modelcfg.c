@@ -38,7 +38,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         free(ts);
     }
     long double T = (long double)c.seq * c.mbs;
-    long double stash = (long double)wp_stash_floats(&c, &k, 0), bound = T * (8 * H + 4 * F + 4 * c.heads + 4) * (L + 1) + T * V;
+    /* a layer keeps about 2H + 2q + 2kv + 2F + heads floats a token (config.c's stash layout): q and
+     * kv are not H's when head_dim is given (heads x head_dim != hidden); twice that bounds it */
+    long double stash = (long double)wp_stash_floats(&c, &k, 0),
+                bound = T * (4 * H + 4 * q + 4 * kv + 4 * F + 4 * c.heads + 4) * (L + 1) + T * V;
     FUZZ_REQUIRE(stash > 0 && stash <= bound && bound <= 0x1p50L, "stash %.0Lf floats, bound %.0Lf", stash, bound);
     double flops = wp_chunk_fwd_flops(&c, &k);
     FUZZ_REQUIRE(isfinite(flops) && flops > 0, "forward FLOPs %g", flops);
