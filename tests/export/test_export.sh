@@ -85,7 +85,7 @@ expect2 "a checkpoint of another shape" "is not part of this model" "$build/wpge
 # SIGTERM (as Ctrl-C) during an export over an earlier one: DIR is the old export or the new one,
 # whole, and no DIR.tmp-PID is left, whenever the signal comes (57 shards of a small model)
 mkdir -p "$tmp/cks"
-"$build/wp-ref" -m small --synthetic --steps 0 --save "$tmp/cks/model.safetensors" >/dev/null || bad "wp-ref -m small"
+"$build/wp-ref" -m small --synthetic --steps 0 --save "$tmp/cks/checkpoint.json" >/dev/null || bad "wp-ref -m small"
 "$build/wpgen" export "$tmp/cks" -o "$tmp/sig" >/dev/null || bad "export of the small model"
 for delay in 0.05 0.15 0.3; do
     WP_EXPORT_READ_LAYERS=1 "$build/wpgen" export "$tmp/cks" -o "$tmp/sig" --max-shard-size 1KB >/dev/null 2>&1 &
