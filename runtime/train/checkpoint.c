@@ -349,13 +349,15 @@ int ckpt_write_config(const char *path, const WpConfig *c, char *err, size_t err
  * training state is written and read (a field added to WpTrainState is added here). Every value
  * is a decimal string: a seed needs 64 bits, past what JSON's numbers (and Jansson's) hold. */
 typedef enum { FIELD_LONG, FIELD_U64, FIELD_INT } FieldKind;
-static const struct StateField { const char *key; size_t offset; FieldKind kind; } state_fields[] = {
-    { "step", offsetof(WpTrainState, step), FIELD_LONG },
-    { "seed", offsetof(WpTrainState, seed), FIELD_U64 },
-    { "data_seq", offsetof(WpTrainState, data_seq), FIELD_U64 },
-    { "micro_batches", offsetof(WpTrainState, micro_batches), FIELD_INT },
-    { "micro_batch_size", offsetof(WpTrainState, micro_batch_size), FIELD_INT },
-    { "seq", offsetof(WpTrainState, seq), FIELD_INT },
+/* optional: a manifest may lack it (written before the field was), and it then reads as 0 */
+static const struct StateField { const char *key; size_t offset; FieldKind kind; int optional; } state_fields[] = {
+    { "step", offsetof(WpTrainState, step), FIELD_LONG, 0 },
+    { "seed", offsetof(WpTrainState, seed), FIELD_U64, 0 },
+    { "data_seq", offsetof(WpTrainState, data_seq), FIELD_U64, 0 },
+    { "micro_batches", offsetof(WpTrainState, micro_batches), FIELD_INT, 0 },
+    { "micro_batch_size", offsetof(WpTrainState, micro_batch_size), FIELD_INT, 0 },
+    { "seq", offsetof(WpTrainState, seq), FIELD_INT, 0 },
+    { "data_order", offsetof(WpTrainState, data_order), FIELD_INT, 1 },
 };
 #define NSTATE_FIELDS (int)(sizeof state_fields / sizeof state_fields[0])
 
@@ -390,6 +392,7 @@ static int state_from_json(const json_t *o, const char *path, WpTrainState *st, 
     for (int i = 0; i < NSTATE_FIELDS; i++) {
         const struct StateField *f = &state_fields[i];
         const char *s = json_string_value(json_object_get(o, f->key));
+        if (!s && f->optional && !json_object_get(o, f->key)) continue;
         uint64_t max = f->kind == FIELD_U64 ? UINT64_MAX : f->kind == FIELD_LONG ? (uint64_t)LONG_MAX : (uint64_t)INT32_MAX;
         char *end = NULL;
         errno = 0;
@@ -1141,6 +1144,7 @@ static int read_opt_meta(const WpStFile *f, const char *opt, const char *path, i
     if (st) {
         st->adamw = adamw;
         st->adamw_known = known;
+        st->data_order = WP_ORDER_UNKNOWN;   /* this version's runs read their data in file order */
         st->step = (long)step;
         st->seed = seed;
         st->data_seq = seq;

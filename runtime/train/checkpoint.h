@@ -45,11 +45,16 @@
 #include "common/config.h"
 #include "common/optim.h"
 
+/* The order a run read its data in: unknown (a checkpoint from before the data were shuffled,
+ * whose run read them in file order), in file order (--no-shuffle), or shuffled per epoch. */
+enum { WP_ORDER_UNKNOWN = 0, WP_ORDER_FILE = 1, WP_ORDER_SHUFFLED = 2 };
+
 /* What is needed, besides the tensors, to continue a run exactly. */
 typedef struct WpTrainState {
     long step;              /* steps done: the next step to run */
     uint64_t seed;          /* the run's seed (synthetic data and initialisation) */
     uint64_t data_seq;      /* index of the next sequence to read (data.h's q) */
+    int data_order;         /* how the run read its data: WP_ORDER_* (a resume must read it alike) */
     int micro_batches;      /* M, G and S of the run: a resume with another global batch is refused */
     int micro_batch_size;
     int seq;

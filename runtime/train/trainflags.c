@@ -220,6 +220,18 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
 
 int train_flags_check_resume(const TrainFlags *o, const WpTrainState *st, const char *prog, int print,
                              char *err, size_t errlen) {
+    /* the data's order: another one would read other sequences from the checkpoint's position on */
+    int order = o->no_shuffle ? WP_ORDER_FILE : WP_ORDER_SHUFFLED;
+    if (st->data_order != WP_ORDER_UNKNOWN && st->data_order != order) {
+        snprintf(err, errlen, "--resume %s: the run being resumed read its data %s: resume %s", o->resume,
+                 st->data_order == WP_ORDER_FILE ? "in file order (--no-shuffle)" : "shuffled per epoch (the default)",
+                 st->data_order == WP_ORDER_FILE ? "with --no-shuffle" : "without --no-shuffle");
+        return -1;
+    }
+    if (st->data_order == WP_ORDER_UNKNOWN && order == WP_ORDER_SHUFFLED && print && !o->synthetic)
+        fprintf(stderr, "%s: warning: --resume %s: the checkpoint is from before the data were shuffled (its run read "
+                "them in file order): the data from here on are shuffled; --no-shuffle goes on in file order\n", prog,
+                o->resume);
     for (int i = 0; i < wp_adamw_nsettings; i++) {
         const WpAdamWSetting *set = &wp_adamw_settings[i];
         char was[64], now[64];

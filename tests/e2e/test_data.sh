@@ -115,6 +115,10 @@ mkdir -p "$tmp/r" "$tmp/r2"
 "${ref[@]}" "${common[@]}" --seed 9 --resume "$tmp/r2/checkpoint.json" --save "$tmp/r2/checkpoint.json" >"$tmp/out" 2>&1 &&
     grep -q "seed 9 ignored" "$tmp/out" && cmp -s "$tmp/r/checkpoint.json" "$tmp/r2/checkpoint.json" && ok ||
     bad "wp-ref resumed: not the uninterrupted run's weights ($(head -1 "$tmp/out"))"
+# the checkpoint records the data's order: a resume in the other order is refused, naming the flag
+"${ref[@]}" "${common[@]}" --no-shuffle --resume "$tmp/r2/checkpoint.json" --steps 41 >"$tmp/out" 2>&1; rc=$?
+[ $rc = 2 ] && grep -q "read its data shuffled per epoch (the default): resume without --no-shuffle" "$tmp/out" && ok ||
+    bad "a resume with --no-shuffle of a shuffled run: exit $rc: $(head -2 "$tmp/out")"
 # a checkpoint evaluated: --steps at its step, the held-out loss of its weights
 "${ref[@]}" "${common[@]}" --resume "$tmp/r/checkpoint.json" "${val[@]}" >"$tmp/out" 2>&1 &&
     grep -q "val      40/40 | val loss" "$tmp/out" && ok || bad "evaluating a checkpoint: $(tail -1 "$tmp/out")"
