@@ -149,13 +149,19 @@ static void set_types(fe::graph::Graph &g) {
         .set_compute_data_type(fe::DataType_t::FLOAT);
 }
 
+/* Q, K and V of a graph of bf16 io and fp32 compute: views of the packed qkv rows */
+struct QkvViews { std::shared_ptr<fe::graph::Tensor_attributes> Q, K, V; };
+static QkvViews qkv_views(fe::graph::Graph &g, int G, int S, int heads, int kv, int hd) {
+    set_types(g);
+    int64_t width = (int64_t)(heads + 2 * kv) * hd;
+    return { g.tensor(view("Q", U_Q, G, heads, S, hd, width)), g.tensor(view("K", U_K, G, kv, S, hd, width)),
+             g.tensor(view("V", U_V, G, kv, S, hd, width)) };
+}
+
 static std::shared_ptr<fe::graph::Graph> forward_graph(int G, int S, int heads, int kv, int hd) {
     auto g = std::make_shared<fe::graph::Graph>();
-    set_types(*g);
-    int64_t width = (int64_t)(heads + 2 * kv) * hd, od = (int64_t)heads * hd;
-    auto Q = g->tensor(view("Q", U_Q, G, heads, S, hd, width));
-    auto K = g->tensor(view("K", U_K, G, kv, S, hd, width));
-    auto V = g->tensor(view("V", U_V, G, kv, S, hd, width));
+    auto [Q, K, V] = qkv_views(*g, G, S, heads, kv, hd);
+    int64_t od = (int64_t)heads * hd;
     auto opt = fe::graph::SDPA_attributes()
                    .set_name("attention")
                    .set_generate_stats(true)
@@ -171,11 +177,8 @@ static std::shared_ptr<fe::graph::Graph> forward_graph(int G, int S, int heads, 
 
 static std::shared_ptr<fe::graph::Graph> backward_graph(int G, int S, int heads, int kv, int hd) {
     auto g = std::make_shared<fe::graph::Graph>();
-    set_types(*g);
+    auto [Q, K, V] = qkv_views(*g, G, S, heads, kv, hd);
     int64_t width = (int64_t)(heads + 2 * kv) * hd, od = (int64_t)heads * hd;
-    auto Q = g->tensor(view("Q", U_Q, G, heads, S, hd, width));
-    auto K = g->tensor(view("K", U_K, G, kv, S, hd, width));
-    auto V = g->tensor(view("V", U_V, G, kv, S, hd, width));
     auto O = g->tensor(view("O", U_O, G, heads, S, hd, od));
     auto dO = g->tensor(view("dO", U_DO, G, heads, S, hd, od));
     auto Stats = g->tensor(fe::graph::Tensor_attributes()

@@ -1024,28 +1024,22 @@ static void gather_counts(Comm *c, const char *name, size_t n, uint64_t *counts)
 /* Gather and scatter move each rank's part between it and rank 0 as messages of a piece each, in
  * order on their own tag (not MPI_Gatherv, whose int displacements would limit a checkpoint to
  * 8 GiB in all). Elements of esize bytes, MPI type `type`; received sizes are checked against what
- * the sender announced. part_send / part_recv post one rank's part: n elements at buf, to or
- * from `peer`. */
-static void part_send(Comm *c, const char *name, const void *buf, size_t n, size_t esize, MPI_Datatype type, int peer) {
+ * the sender announced. part_post posts one rank's part, n elements at buf, sent to `peer` or
+ * (recv) received from it. */
+static void part_post(Comm *c, const char *name, void *buf, size_t n, size_t esize, MPI_Datatype type, int peer, int recv) {
     CommInfo info = { -1, "part" };
     size_t np = cb_pieces(n, c->max_elems), len;
     int lead = -1;
     for (size_t k = 0; k < np; k++) {
         size_t off = cb_piece(n, c->max_elems, k, &len);
         int i = post_piece(c, COMM_UTIL, name, &info, peer, -1, n * esize, len * esize, k, np, &lead);
-        MPI_CHECK(MPI_Isend((const char *)buf + off * esize, (int)len, type, peer, TAG_UTIL, c->world, &c->reqs[i]));
-    }
-}
-
-static void part_recv(Comm *c, const char *name, void *buf, size_t n, size_t esize, MPI_Datatype type, int peer) {
-    CommInfo info = { -1, "part" };
-    size_t np = cb_pieces(n, c->max_elems), len;
-    int lead = -1;
-    for (size_t k = 0; k < np; k++) {
-        size_t off = cb_piece(n, c->max_elems, k, &len);
-        int i = post_piece(c, COMM_UTIL, name, &info, peer, -1, n * esize, len * esize, k, np, &lead);
-        expect_size(c, i, len * esize, type, esize);
-        MPI_CHECK(MPI_Irecv((char *)buf + off * esize, (int)len, type, peer, TAG_UTIL, c->world, &c->reqs[i]));
+        char *at = (char *)buf + off * esize;
+        if (recv) {
+            expect_size(c, i, len * esize, type, esize);
+            MPI_CHECK(MPI_Irecv(at, (int)len, type, peer, TAG_UTIL, c->world, &c->reqs[i]));
+        } else {
+            MPI_CHECK(MPI_Isend(at, (int)len, type, peer, TAG_UTIL, c->world, &c->reqs[i]));
+        }
     }
 }
 
@@ -1064,12 +1058,12 @@ static size_t gather(Comm *c, const char *name, const void *mine, size_t n, size
         for (int r = 1; r < c->size; r++) {
             if (counts) counts[r] = (size_t)cnt[r];
             if (!cnt[r]) continue;
-            part_recv(c, name, (char *)all + off * esize, (size_t)cnt[r], esize, type, r);
+            part_post(c, name, (char *)all + off * esize, (size_t)cnt[r], esize, type, r, 1);
             off += (size_t)cnt[r];
         }
         if (counts) counts[0] = n;
     } else if (n) {
-        part_send(c, name, mine, n, esize, type, 0);
+        part_post(c, name, (void *)mine, n, esize, type, 0, 0);
     }
     wait_all(c);
     free(cnt);
@@ -1097,11 +1091,11 @@ void comm_scatter(Comm *c, const float *all, size_t total, float *mine, size_t n
         size_t off = n;
         for (int r = 1; r < c->size; r++) {
             if (!cnt[r]) continue;
-            part_send(c, "SCATTER", all + off, (size_t)cnt[r], sizeof(float), MPI_FLOAT, r);
+            part_post(c, "SCATTER", (void *)(all + off), (size_t)cnt[r], sizeof(float), MPI_FLOAT, r, 0);
             off += (size_t)cnt[r];
         }
     } else if (n) {
-        part_recv(c, "SCATTER", mine, n, sizeof(float), MPI_FLOAT, 0);
+        part_post(c, "SCATTER", mine, n, sizeof(float), MPI_FLOAT, 0, 1);
     }
     wait_all(c);
     free(cnt);
