@@ -41,7 +41,7 @@ MPI_BINS   := $(patsubst tests/mpi/%.c,$(BUILD)/tests-mpi/%,$(MPI_TEST_SRC))
 TOOL_BINS  := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
 
 GEN_LIBS := -ljansson -llua5.4 -lm -pthread
-RT_LIBS  := $(BLAS_LIBS) $(OPENMP) -ljansson -lm
+RT_LIBS  := $(BLAS_LIBS) $(OPENMP) -ljansson -lm -pthread
 
 # The runtime, one library per folder: build/libwprt-FOLDER.a from runtime/FOLDER/*.c, compiled
 # by the compiler and with the flags its line names. common and train are backend-neutral (the

@@ -14,8 +14,8 @@ OPT     = -O2
 # The steps are straight-line calls with constant arguments: optimizing them gains nothing
 # and, for long plans, costs the compiler seconds and hundreds of MB per rank.
 RANKOPT = -O0
-CFLAGS  = -std=c11 -D_GNU_SOURCE -I. -Iruntime
-LDLIBS  = -ljansson -lm
+CFLAGS  = -std=c11 -D_GNU_SOURCE -pthread -I. -Iruntime
+LDLIBS  = -ljansson -lm -pthread
 SRC     = $(sort $(wildcard rank_*.c)) plan_desc.c main.c $(wildcard runtime/*/*.c)
 OBJ     =
 

@@ -57,6 +57,12 @@ enum { WP_MASTER_W, WP_MASTER_M, WP_MASTER_V };
 void compute_master_set(WpRank *R, int buf, int what, const float *host, size_t n);
 void compute_master_get(WpRank *R, int buf, int what, float *host, size_t n);
 
+/* Host memory for the checkpoint's copy of the masters (train/saver.h), kept for the run: pinned
+ * where the backend copies from a device (faster, and the copy does not stage), plain otherwise.
+ * NULL when it cannot be had; compute_host_free takes what compute_host_alloc gave. */
+void *compute_host_alloc(WpRank *R, size_t bytes);
+void compute_host_free(WpRank *R, void *p);
+
 /* The sum of the squares of buffer `buf`'s first n floats (a gradient), in double and in an
  * order that depends only on n, so every run clips alike. */
 double compute_sumsq(WpRank *R, int buf, size_t n);

@@ -82,6 +82,16 @@ void compute_master_get(WpRank *R, int buf, int what, float *host, size_t n) {
     memcpy(host, master_array(R, buf, what), n * sizeof(float));
 }
 
+void *compute_host_alloc(WpRank *R, size_t bytes) {
+    (void)R;
+    return malloc(bytes);
+}
+
+void compute_host_free(WpRank *R, void *p) {
+    (void)R;
+    free(p);
+}
+
 double compute_sumsq(WpRank *R, int buf, size_t n) {
     return adamw_sumsq(R->dev->buf[buf], n);
 }

@@ -185,6 +185,24 @@ void compute_master_get(WpRank *R, int buf, int what, float *host, size_t n) {
     CUDA_CHECK(R, cudaStreamSynchronize(D->stream));
 }
 
+/* Pinned where the system grants it (a 7B model's shard on an 8-GPU node is about 10 GiB per
+ * rank, which a host may refuse to pin): else pageable, which the copy stages through. */
+void *compute_host_alloc(WpRank *R, size_t bytes) {
+    (void)R;
+    void *p = NULL;
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) == cudaSuccess) return p;
+    (void)cudaGetLastError();   /* the refusal is not an error of the run's */
+    return malloc(bytes);
+}
+
+void compute_host_free(WpRank *R, void *p) {
+    (void)R;
+    if (!p) return;
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) == cudaSuccess && a.type == cudaMemoryTypeHost) cudaFreeHost(p);
+    else { (void)cudaGetLastError(); free(p); }
+}
+
 double compute_sumsq(WpRank *R, int buf, size_t n) {
     WpCompute *D = R->dev;
     wc_sumsq(D->model, (const float *)D->buf[buf], n, D->sumsq);

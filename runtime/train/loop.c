@@ -89,16 +89,56 @@ static void print_val(const WpLoop *L, long step, double loss, double ms) {
            k * L->micro_batches * L->mbs, ms);
 }
 
-/* Saves the checkpoint of `step`. 0, or -1 having said why (printer). */
-static int save(const WpLoop *L, long step) {
+/* The saves of a run: the one under way (begun, not yet committed) and the last committed. */
+typedef struct Saves {
+    long pending;       /* the step of the save under way, or -1 */
+    long saved_at;      /* the step of the last committed checkpoint, or -1 */
+    double stall;       /* seconds the training thread spent on saves in this step */
+} Saves;
+
+/* Begins the checkpoint of `step`: with a trainer that writes in the background it is under way
+ * when this returns, else written. 0, or -1 having said why (printer). */
+static int save_begin(const WpLoop *L, Saves *sv, long step) {
     char err[1024] = "";
     WpTrainState st = state_at(L, step);
     double t0 = L->now(L->ud);
-    if (L->save(L->ud, L->flags->save, (int)L->flags->keep, &st, err, sizeof err)) {
+    int rc = L->save(L->ud, L->flags->save, (int)L->flags->keep, &st, err, sizeof err);
+    double t1 = L->now(L->ud);
+    sv->stall += t1 - t0;
+    if (rc) {
         if (L->printer) fprintf(stderr, "%s: step %ld: cannot save the checkpoint: %s\n", L->prog, step, err);
         return -1;
     }
-    if (L->span) L->span(L->ud, "save", t0, L->now(L->ud), step);
+    if (L->span) L->span(L->ud, "save", t0, t1, step);
+    if (L->save_commit) sv->pending = step;
+    else sv->saved_at = step;
+    return 0;
+}
+
+/* Commits the save under way, if any (collective): waits for every process's part. 0, or -1
+ * having said why (printer). */
+static int save_end(const WpLoop *L, Saves *sv) {
+    if (sv->pending < 0) return 0;
+    long step = sv->pending;
+    sv->pending = -1;
+    char err[1024] = "";
+    WpSaveReport rep = { 0 };
+    double t0 = L->now(L->ud);
+    int rc = L->save_commit(L->ud, &rep, err, sizeof err);
+    double t1 = L->now(L->ud);
+    sv->stall += t1 - t0;
+    if (rc) {
+        if (L->printer) fprintf(stderr, "%s: step %ld: cannot save the checkpoint: %s\n", L->prog, step, err);
+        return -1;
+    }
+    if (L->span) L->span(L->ud, "save", t0, t1, step);
+    sv->saved_at = step;
+    if (L->printer) {
+        printf("save  %5ld/%ld | %s | this process's shard %.1f MiB: copied in %.1f ms, written in %.2f s%s\n", step,
+               L->flags->steps, L->flags->save, (double)rep.bytes / (1 << 20), rep.copy_seconds * 1e3, rep.write_seconds,
+               L->flags->sync_save ? "" : " in the background");
+        fflush(stdout);
+    }
     return 0;
 }
 
@@ -117,7 +157,8 @@ int loop_run(const WpLoop *L) {
         }
         /* --steps 0 --save FILE writes the initial model (for --init elsewhere) */
         if (o->save) {
-            if (save(L, start)) return WP_EXIT_FAILED;
+            Saves sv = { -1, -1, 0 };
+            if (save_begin(L, &sv, start) || save_end(L, &sv)) return WP_EXIT_FAILED;
             if (L->printer) printf("%s: checkpoint of step %ld in %s\n", L->prog, start, o->save);
         }
         return WP_EXIT_OK;
@@ -131,19 +172,28 @@ int loop_run(const WpLoop *L) {
     double *step_ms = malloc(ncap * sizeof *step_ms);   /* NULL: a summary without the median */
 
     int status = WP_EXIT_OK;
-    long saved_at = -1, done = 0;
+    long done = 0;
+    Saves sv = { -1, -1, 0 };
     double t_begin = L->now(L->ud), first_loss = NAN, last_loss = NAN, min_loss = INFINITY;
     for (long s = start; s < end; s++) {
         double t0 = L->now(L->ud);
-        double red[3] = { 0, 0, 0 };
+        double red[4] = { 0, 0, 0, 0 };
+        sv.stall = 0;
         L->step(L->ud, s, &red[0], &red[1]);
         red[2] = stop_signal != 0;   /* a signal during the step counts for this one */
-        /* one sum for the loss, the gradient norm and whether any process was asked to stop */
-        if (L->allreduce) L->allreduce(L->ud, red, 3);
+        red[3] = sv.pending >= 0 && !L->save_idle(L->ud);   /* still writing its part of a checkpoint */
+        /* one sum for the loss, the gradient norm, whether any process was asked to stop, and how
+         * many are still writing a checkpoint */
+        if (L->allreduce) L->allreduce(L->ud, red, 4);
         double loss = red[0] / tokens_per_step;
         float norm, scale = adamw_clip_scale(&opt, red[1], &norm);
         int stop = red[2] > 0;
+        /* every process's part written (every process sees the same sum): the commit */
+        if (sv.pending >= 0 && red[3] == 0 && save_end(L, &sv)) { status = WP_EXIT_FAILED; break; }
         if (!isfinite(loss) || !isfinite(norm)) {
+            /* the checkpoint under way is of good weights: committed before saying which is kept */
+            save_end(L, &sv);
+            long saved_at = sv.saved_at;
             /* Stop before the update: the weights are garbage from here on, the checkpoint is not. */
             if (L->printer) {
                 double bad = isfinite(loss) ? norm : loss;
@@ -167,11 +217,16 @@ int loop_run(const WpLoop *L) {
         if (s == start) first_loss = loss;
         last_loss = loss;
         if (loss < min_loss) min_loss = loss;
-        /* the checkpoint before the lines: when stopping, the console may no longer be read */
+        /* the checkpoint before the lines: when stopping, the console may no longer be read. One
+         * save at a time: the one under way is committed first. The last step's and a stop's are
+         * committed at once, as is every one with --sync-save. */
         int every = o->save_every && (s + 1) % o->save_every == 0;
         if (o->save && (every || s + 1 == end || stop)) {
-            if (save(L, s + 1)) { status = WP_EXIT_FAILED; break; }
-            saved_at = s + 1;
+            int at_once = o->sync_save || s + 1 == end || stop;
+            if (save_end(L, &sv) || save_begin(L, &sv, s + 1) || (at_once && save_end(L, &sv))) {
+                status = WP_EXIT_FAILED;
+                break;
+            }
         }
         /* the held-out loss with the weights of this step: every --val-every steps and at the end */
         double val_loss = NAN, val_ms = 0;
@@ -187,6 +242,8 @@ int loop_run(const WpLoop *L) {
                 fprintf(L->log, "{\"step\":%ld,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"ms\":%.3f,\"tokens_per_s\":%.1f%s",
                         s + 1, loss, lr, norm, ms, tokens_per_step / (ms * 1e-3), mfu_log);
                 if (!isnan(val_loss)) fprintf(L->log, ",\"val_loss\":%.9g", val_loss);
+                /* the time this step's saves held the training thread (a commit, a copy to the host) */
+                if (sv.stall > 0) fprintf(L->log, ",\"save_ms\":%.3f", sv.stall * 1e3);
                 fprintf(L->log, "}\n");
                 fflush(L->log);
             }
@@ -208,7 +265,7 @@ int loop_run(const WpLoop *L) {
             if (L->printer) {
                 const char *what = signal_name(stop_signal);
                 if (!stop_signal) what = "a stop signal on another rank";
-                if (saved_at == s + 1)
+                if (sv.saved_at == s + 1)
                     fprintf(stderr, "%s: stopped by %s after step %ld: the checkpoint of step %ld is in %s "
                             "(continue with --resume %s)\n", L->prog, what, s + 1, s + 1, o->save, o->save);
                 else
@@ -219,6 +276,9 @@ int loop_run(const WpLoop *L) {
             break;
         }
     }
+    /* a save under way when the loop ended (it cannot be at the end or a stop, which commit theirs
+     * at once): committed, or reported, before the summary */
+    if (sv.pending >= 0 && save_end(L, &sv)) status = WP_EXIT_FAILED;
     if (L->printer && done > 0 && status != WP_EXIT_FAILED) {
         double median = NAN;
         if (ntimes > 0) {
@@ -231,7 +291,7 @@ int loop_run(const WpLoop *L) {
         printf("%s: %ld steps (%ld to %ld) in %.2f s | loss %.4f -> %.4f (min %.4f) | median step %.1f ms, %.0f tok/s%s\n",
                L->prog, done, start + 1, start + done, L->now(L->ud) - t_begin, first_loss, last_loss, min_loss, median,
                tokens_per_step / (median * 1e-3), mfu);
-        if (saved_at >= 0) printf("%s: checkpoint of step %ld in %s\n", L->prog, saved_at, o->save);
+        if (sv.saved_at >= 0) printf("%s: checkpoint of step %ld in %s\n", L->prog, sv.saved_at, o->save);
         fflush(stdout);
     }
     free(step_ms);

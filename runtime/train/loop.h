@@ -28,6 +28,13 @@ enum {
     WP_EXIT_DEVICE = 5,      /* no CUDA device, or the plan does not fit in its memory: COMPUTE_NO_DEVICE_STATUS */
 };
 
+/* What a save cost this process, for its line in the log. */
+typedef struct WpSaveReport {
+    size_t bytes;             /* the shard's tensors */
+    double copy_seconds;      /* the copy to host memory: what the step waited for */
+    double write_seconds;     /* the shard's write (in the background unless --sync-save) */
+} WpSaveReport;
+
 typedef struct WpLoop {
     const char *prog;              /* "train", "wp-ref": the prefix of its messages */
     const TrainFlags *flags;       /* --steps, --stop-at, --lr ..., --save, --save-every, --resume */
@@ -49,9 +56,16 @@ typedef struct WpLoop {
     void (*allreduce)(void *ud, double *x, int n);
     /* AdamW on what this process owns, the gradients scaled by grad_scale; t: 1-based update. */
     void (*update)(void *ud, const WpAdamW *opt, float lr, float grad_scale, long t);
-    /* Collective: writes the checkpoint, keeping the last `keep` (--keep). 0, or -1 with the
-     * reason in err on the printer. */
+    /* Writes the checkpoint, keeping the last `keep` (--keep). 0, or -1 with the reason in err on
+     * the printer. With save_commit NULL it is collective and writes the whole checkpoint; else it
+     * begins it (each process's copy of its state, its shard written in the background: saver.h),
+     * save_idle says whether this process's part is written (without waiting), and save_commit
+     * (collective) waits for every process's part and commits the checkpoint. The loop commits a
+     * save once every process is idle (asked in the step's allreduce), before the next save, at
+     * the end of the run and on a stop. */
     int (*save)(void *ud, const char *path, int keep, const WpTrainState *st, char *err, size_t errlen);
+    int (*save_idle)(void *ud);
+    int (*save_commit)(void *ud, WpSaveReport *rep, char *err, size_t errlen);
     /* A span of the trace, what = "optimizer" or "save" (NULL: no trace). */
     void (*span)(void *ud, const char *what, double t0, double t1, long step);
     double (*now)(void *ud);       /* seconds, any origin */

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -261,6 +262,20 @@ static int fsync_dir_of(const char *path) {
     return rc;
 }
 
+/* WP_SAVE_DELAY_MS=N, a test hook (README, "Checkpoints"): every file written here keeps its
+ * temporary N more milliseconds before the rename, so that a test can kill a process in the middle
+ * of a save, or see training go on while one is written, on a model whose files take no time. */
+static void hold_for_tests(void) {
+    const char *s = getenv("WP_SAVE_DELAY_MS");
+    long ms = s ? strtol(s, NULL, 10) : 0;
+    if (ms <= 0) return;
+    if (ms > 60000) ms = 60000;
+    int keep = errno;
+    struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
+    while (nanosleep(&t, &t) != 0 && errno == EINTR) {}
+    errno = keep;
+}
+
 int wp_st_commit(WpStWriter *w, const char *path, char *err, size_t errlen) {
     if (!w) { errmsg(err, errlen, "%s: no writer", path); return -1; }
     if (w->error[0]) {
@@ -302,6 +317,7 @@ int wp_st_commit(WpStWriter *w, const char *path, char *err, size_t errlen) {
         rc = write_all(fd, data, e->bytes);
     }
     if (rc == 0) { step = "fsync"; rc = fsync(fd); }
+    hold_for_tests();
     int saved = errno;
     if (close(fd) != 0 && rc == 0) { step = "close"; rc = -1; saved = errno; }
     if (rc == 0) { step = "rename"; rc = rename(tmp, path); saved = errno; }

@@ -16,6 +16,7 @@
 #include "train/rank.h"
 #include "train/checkpoint.h"
 #include "train/loop.h"
+#include "train/saver.h"
 #include "train/step_backend.h"
 #include "train/trainflags.h"
 
@@ -109,39 +110,83 @@ typedef struct ShardReport {
     char err[480];
 } ShardReport;
 
-/* Every owner writes its shard of the checkpoint from its own masters (no gather; the host copy
- * is the backend's compute_master_get), durably; each rank's report reaches every rank (one small
- * broadcast per rank, waiting as long as a save may take: the save timeout); once all are
- * written, rank 0 commits the manifest and says so. A failed save removes the shards it wrote. */
-static int save_checkpoint(WpRank *R, const char *path, int keep, const WpTrainState *st, char *err, size_t errlen) {
-    const WpPlanDesc *P = R->plan;
-    WpCkptRange *mine = rank_realloc(R, NULL, (size_t)(R->me->nbufs + 1) * sizeof *mine, "the checkpoint");
-    int nmine = rank_ranges(R, R->rank, mine);
-    ShardReport *rep = rank_calloc(R, (size_t)P->nranks, sizeof *rep, "the checkpoint");
-    ShardReport *me = &rep[R->rank];
-    int created = 0;
-    me->ok = 1;
-    if (nmine > 0) {
-        float **w = rank_calloc(R, (size_t)nmine, sizeof *w, "the checkpoint"), **m = rank_calloc(R, (size_t)nmine, sizeof *m, "the checkpoint"),
-              **v = rank_calloc(R, (size_t)nmine, sizeof *v, "the checkpoint");
+/* The save under way: started by save_begin, committed by save_commit (one at a time). */
+static struct {
+    WpSaver *saver;
+    WpCkptRange *mine;        /* this rank's ranges (rank_ranges) */
+    int nmine;
+    int pending;              /* a save was begun and not yet committed */
+    char path[4096];
+    int keep;
+    WpTrainState st;
+    double started;           /* comm_now() when the write began */
+    double copy_seconds;      /* what the step waited for: the copy of the masters to the host */
+} saving;
+
+static void *host_alloc(void *ud, size_t bytes) { return compute_host_alloc(ud, bytes); }
+static void host_release(void *ud, void *p) { compute_host_free(ud, p); }
+
+/* The first half of a save (loop.h's save): every owner copies its masters and AdamW moments to
+ * host memory (compute_master_get, into the saver's arrays) and starts writing its shard from
+ * them, in the background unless --sync-save (saver.h). Local: no message passes. */
+static int save_begin(void *ud, const char *path, int keep, const WpTrainState *st, char *err, size_t errlen) {
+    WpRank *R = ud;
+    double t0 = comm_now(R->comm);
+    if (!saving.mine) {
+        saving.mine = rank_realloc(R, NULL, (size_t)(R->me->nbufs + 1) * sizeof *saving.mine, "the checkpoint");
+        saving.nmine = rank_ranges(R, R->rank, saving.mine);
+    }
+    snprintf(saving.path, sizeof saving.path, "%s", path);
+    saving.keep = keep;
+    saving.st = *st;
+    saving.pending = 1;
+    if (saving.nmine > 0) {
+        float **w, **m, **v;
+        if (saver_arrays(saving.saver, saving.mine, saving.nmine, &w, &m, &v, err, errlen))
+            comm_abort(R->comm, 1, "rank %d: %s", R->rank, err);
         for (int i = 0, b = 0; b < R->me->nbufs; b++) {
-            if (!counts_master(P, R->rank, b)) continue;
-            size_t n = mine[i].n;
-            w[i] = rank_realloc(R, NULL, (n + 1) * sizeof(float), "the checkpoint");
-            m[i] = rank_realloc(R, NULL, (n + 1) * sizeof(float), "the checkpoint");
-            v[i] = rank_realloc(R, NULL, (n + 1) * sizeof(float), "the checkpoint");
-            compute_master_get(R, b, WP_MASTER_W, w[i], n);
-            compute_master_get(R, b, WP_MASTER_M, m[i], n);
-            compute_master_get(R, b, WP_MASTER_V, v[i], n);
+            if (!counts_master(R->plan, R->rank, b)) continue;
+            compute_master_get(R, b, WP_MASTER_W, w[i], saving.mine[i].n);
+            compute_master_get(R, b, WP_MASTER_M, m[i], saving.mine[i].n);
+            compute_master_get(R, b, WP_MASTER_V, v[i], saving.mine[i].n);
             i++;
         }
-        me->ok = ckpt_write_shard(path, &R->cfg, R->chunks, mine, nmine, w, m, v, st, R->rank, &me->hash, &created,
-                                  me->err, sizeof me->err) == 0;
-        for (int i = 0; i < nmine; i++) { free(w[i]); free(m[i]); free(v[i]); }
-        free(w); free(m); free(v);
+        saving.started = comm_now(R->comm);
+        saver_start(saving.saver, path, &R->cfg, R->chunks, saving.mine, saving.nmine, st, R->rank);
     }
+    saving.copy_seconds = comm_now(R->comm) - t0;
+    return 0;
+}
+
+/* Whether this rank's part of the save under way is written (loop.h's save_idle). */
+static int save_idle(void *ud) {
+    (void)ud;
+    return saver_idle(saving.saver);
+}
+
+/* The second half, collective (loop.h's save_commit): each rank waits for its shard's write and
+ * its report reaches every rank (one small broadcast per rank, waiting as long as a save may take:
+ * the save timeout); once all are written, rank 0 commits the manifest and says so. A failed save
+ * removes the shards it wrote. */
+static int save_commit(void *ud, WpSaveReport *out_report, char *err, size_t errlen) {
+    WpRank *R = ud;
+    const WpPlanDesc *P = R->plan;
+    if (!saving.pending) return 0;
+    saving.pending = 0;
+    WpSaverResult wr = saver_wait(saving.saver);
+    ShardReport *rep = rank_calloc(R, (size_t)P->nranks, sizeof *rep, "the checkpoint");
+    ShardReport *me = &rep[R->rank];
+    me->ok = 1;
+    if (wr.started) {
+        me->ok = wr.ok;
+        me->hash = wr.hash;
+        snprintf(me->err, sizeof me->err, "%s", wr.err);
+        if (R->tracing) trace_event(R, "save", "shard write", saving.started, saving.started + wr.seconds);
+    }
+    *out_report = (WpSaveReport){ .bytes = wr.bytes, .write_seconds = wr.seconds, .copy_seconds = saving.copy_seconds };
     for (int r = 0; r < P->nranks; r++) comm_bcast_bytes_save(R->comm, &rep[r], sizeof rep[r], r);
     struct { int rc, committed; } out = { 0, 0 };
+    const WpTrainState *st = &saving.st;
     if (R->rank == 0) {
         int bad = -1;
         for (int r = 0; r < P->nranks && bad < 0; r++) if (!rep[r].ok) bad = r;
@@ -157,20 +202,20 @@ static int save_checkpoint(WpRank *R, const char *path, int keep, const WpTrainS
                 int n = rank_ranges(R, r, of[r]);
                 if (n > 0) shards[nshards++] = (WpCkptShard){ r, rep[r].hash, of[r], n };
             }
-            out.rc = ckpt_commit(path, &R->cfg, R->chunks, P->nchunks, shards, nshards, st, 1, keep, &out.committed, err, errlen);
+            out.rc = ckpt_commit(saving.path, &R->cfg, R->chunks, P->nchunks, shards, nshards, st, 1, saving.keep,
+                                 &out.committed, err, errlen);
             for (int r = 0; r < P->nranks; r++) free(of[r]);
             free(of);
             free(shards);
         }
     }
     comm_bcast_bytes_save(R->comm, &out, sizeof out, 0);
-    if (out.rc && !out.committed && created) {
+    if (out.rc && !out.committed && wr.created) {
         char file[5400];
-        ckpt_shard_path(path, st->step, R->rank, me->hash, file, sizeof file);
+        ckpt_shard_path(saving.path, st->step, R->rank, me->hash, file, sizeof file);
         unlink(file);
     }
     free(rep);
-    free(mine);
     return out.rc ? -1 : 0;
 }
 
@@ -250,9 +295,6 @@ static void update(void *ud, const WpAdamW *opt, float lr, float scale, long t) 
     for (int i = 0; i < R->nopts; i++) update_master(R, opt, &R->opts[i], lr, scale, t);
 }
 
-static int save(void *ud, const char *path, int keep, const WpTrainState *st, char *err, size_t errlen) {
-    return save_checkpoint(ud, path, keep, st, err, errlen);
-}
 
 static void span(void *ud, const char *what, double t0, double t1, long step) {
     (void)step;
@@ -387,8 +429,13 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
                     .seq = R->cfg.seq, .model = &R->cfg, .peak_flops = peak, .printer = R->rank == 0,
                     .epoch_seqs = data_nseq(R->data), .shuffled = !o.no_shuffle, .log = log, .ud = R, .step = run_step,
                     .validate = R->val ? validate : NULL, .val_seqs = R->val ? data_nseq(R->val) : 0,
-                    .allreduce = allreduce, .update = update, .save = save, .span = o.trace ? span : NULL, .now = now };
+                    .allreduce = allreduce, .update = update, .save = save_begin, .save_idle = save_idle,
+                    .save_commit = save_commit, .span = o.trace ? span : NULL, .now = now };
+    if (o.save && !(saving.saver = saver_new(!o.sync_save, (WpSaverAlloc){ host_alloc, host_release, R })))
+        comm_abort(comm, WP_EXIT_FAILED, "rank %d: out of memory", R->rank);
     int status = loop_run(&loop);
+    saver_free(saving.saver);   /* its host arrays: the loop has committed every save it began */
+    free(saving.mine);
     /* written after a failed or stopped run too: it is what one looks at to see why */
     if (o.trace && trace_write_all(R, o.trace) && R->rank == 0) fprintf(stderr, "train: --trace %s: could not write\n", o.trace);
     if (log && fclose(log) && status == WP_EXIT_OK) {

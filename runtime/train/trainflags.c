@@ -48,6 +48,9 @@ const char train_flags_usage[] =
     "  --save-every N          and every N steps\n"
     "  --keep N                keep the last N checkpoints (default 1): each also as DIR/STEM.STEP.json,\n"
     "                          resumable by that name; FILE is the latest\n"
+    "  --sync-save             write each checkpoint before the next step (default: copied to host memory,\n"
+    "                          then written by a thread while training goes on; the end of the run and a\n"
+    "                          stop signal wait for it)\n"
     "  --log FILE              one JSON object per step\n"
     "  --trace FILE            Chrome trace (chrome://tracing, Perfetto) of the steps\n"
     "  --recompute             keep only each chunk's input; recompute activations in backward\n";
@@ -126,11 +129,12 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
         }
         if (!strcmp(flag, "-h") || !strcmp(flag, "--help")) { fputs(usage_head, stdout); fputs(train_flags_usage, stdout); exit(0); }
         if (!strcmp(flag, "--synthetic") || !strcmp(flag, "--recompute") || !strcmp(flag, "--no-shuffle") ||
-            !strcmp(flag, "--allow-batch-change")) {
+            !strcmp(flag, "--allow-batch-change") || !strcmp(flag, "--sync-save")) {
             if (val) { snprintf(err, errlen, "%s takes no value", flag); return -1; }
             if (!strcmp(flag, "--synthetic")) o->synthetic = 1;
             else if (!strcmp(flag, "--no-shuffle")) o->no_shuffle = 1;
             else if (!strcmp(flag, "--recompute")) o->recompute = 1;
+            else if (!strcmp(flag, "--sync-save")) o->sync_save = 1;
             else o->allow_batch_change = 1;
             continue;
         }
@@ -207,6 +211,7 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
         return -1;
     }
     if (o->keep > 1 && !o->save) { snprintf(err, errlen, "--keep needs --save FILE"); return -1; }
+    if (o->sync_save && !o->save) { snprintf(err, errlen, "--sync-save needs --save FILE"); return -1; }
     if (o->allow_batch_change && !o->resume) { snprintf(err, errlen, "--allow-batch-change needs --resume CHECKPOINT"); return -1; }
     if (o->save) {
         /* Find out now, not after hours of training, that the checkpoint cannot be written (or

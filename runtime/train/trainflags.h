@@ -23,6 +23,8 @@ typedef struct TrainFlags {
     const char *init, *resume, *save, *log, *trace;
     long save_every;
     long keep;                        /* --keep N: checkpoints kept (default 1: the latest) */
+    int sync_save;                    /* --sync-save: each checkpoint written before the next step
+                                       * (default: in the background, train/saver.h) */
     int recompute;
     int allow_batch_change;           /* --allow-batch-change: a resume may change M x G or S */
 } TrainFlags;

@@ -2,9 +2,11 @@
 # Hardware fails: a job that loses a rank ends by itself (no hang), and the last checkpoint it
 # committed resumes to the uninterrupted run's weights, bit for bit. Two ways to die:
 #  - one rank (not 0) killed with SIGKILL in the middle of training;
-#  - a rank killed with SIGKILL while the ranks write a checkpoint (a save every step, the kill sent
-#    a few temporaries of the save in): rank 0 (which commits the manifest) twice, ranks 3 and 1
-#    (which write only their shards) once each.
+#  - a rank killed with SIGKILL while the ranks write a checkpoint (a save every step, written in
+#    the background; the kill sent while a temporary of the k-th save exists, which
+#    WP_SAVE_DELAY_MS, a test hook, keeps there 300 ms): rank 0 (which commits the manifest)
+#    twice, ranks 3 and 1 (which write only their shards) once each. At least 3 of the 4 kills
+#    must land with the temporaries there, or the test would not be testing what it says.
 # Each resumed run saves under the same file name as the uninterrupted one, so that equal states
 # give byte-identical files (the manifest names its shards by content).
 set -u
@@ -72,13 +74,13 @@ victims=(0 0 0 3 1)
 for k in 1 2 3 4; do
     v=${victims[$k]}
     mkdir -p "$tmp/k2$k"
-    start_job "$tmp/k2$k.out" "${long[@]}" --save "$tmp/k2$k/ckpt.json" --save-every 1
-    # wait for a committed checkpoint, then for $k more saves to begin, and kill at the next one
-    for i in $(seq 2000); do [ -f "$tmp/k2$k/ckpt.json" ] && break; sleep 0.01; done
-    seen=0
-    for i in $(seq 20000); do
-        if ls "$tmp/k2$k" | grep -q '\.tmp\.'; then seen=$((seen + 1)); [ $seen -gt $((k * 3)) ] && break; fi
+    WP_SAVE_DELAY_MS=300 start_job "$tmp/k2$k.out" "${long[@]}" --save "$tmp/k2$k/ckpt.json" --save-every 1
+    # wait for the checkpoint of step k to be committed, then for the next save's temporaries
+    for i in $(seq 2000); do s=$(ckpt_step "$tmp/k2$k/ckpt.json"); [ -n "$s" ] && [ "$s" -ge $k ] && break; sleep 0.02; done
+    for i in $(seq 2000); do
+        ls "$tmp/k2$k" | grep -q '\.tmp\.' && break
         kill -0 $job 2>/dev/null || break
+        sleep 0.005
     done
     rv=$(rank_pid $job "$v")
     [ -n "$rv" ] && kill -9 "$rv"
@@ -86,5 +88,6 @@ for k in 1 2 3 4; do
     resume_and_compare "rank $v killed during save $k" "$tmp/k2$k/ckpt.json" "$tmp/r2$k"
 done
 
+[ $midsave -ge 3 ] && ok || bad "only $midsave of the 4 kills during saves landed while a temporary of the save existed"
 echo "kill: $pass passed, $fail failed ($midsave of the kills during saves landed while a temporary of the save existed)"
 [ $fail = 0 ]
