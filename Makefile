@@ -13,7 +13,7 @@ LUA_INC  := -I/usr/include/lua5.4
 .DEFAULT_GOAL := all
 # keep objects make considers intermediate (test objects): no rebuild on the next make test
 .SECONDARY:
-.PHONY: all deps test test-slurm demo bench-gen bench-cpu bench-sim bench-scale clean
+.PHONY: all deps test test-slurm demo bench-gen bench-cpu bench-sim bench-scale bench-save clean
 
 # The probe runs once; delete build/config.mk to run it again. It sets BLAS_CFLAGS and BLAS_LIBS.
 $(BUILD)/config.mk: scripts/deps.sh
@@ -225,6 +225,9 @@ bench-sim: all
 
 bench-scale: all
 	@bash scripts/bench_scale.sh $(BUILD)
+
+bench-save: all
+	@bash scripts/bench_save.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

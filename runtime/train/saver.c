@@ -104,6 +104,9 @@ int saver_arrays(WpSaver *S, const WpCkptRange *ranges, int n, float ***w, float
             S->cap[i] = ranges[i].n;
             S->n = i + 1;   /* what release_arrays frees */
             ok = S->w[i] && S->m[i] && S->v[i];
+            /* touched now, so that the first copy does not fault in gigabytes of pages: a save
+             * costs the step the copy only (and memory that is not there fails here) */
+            if (ok) { memset(S->w[i], 0, bytes); memset(S->m[i], 0, bytes); memset(S->v[i], 0, bytes); }
         }
         if (!ok) {
             release_arrays(S);

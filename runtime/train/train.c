@@ -132,10 +132,6 @@ static void host_release(void *ud, void *p) { compute_host_free(ud, p); }
 static int save_begin(void *ud, const char *path, int keep, const WpTrainState *st, char *err, size_t errlen) {
     WpRank *R = ud;
     double t0 = comm_now(R->comm);
-    if (!saving.mine) {
-        saving.mine = rank_realloc(R, NULL, (size_t)(R->me->nbufs + 1) * sizeof *saving.mine, "the checkpoint");
-        saving.nmine = rank_ranges(R, R->rank, saving.mine);
-    }
     snprintf(saving.path, sizeof saving.path, "%s", path);
     saving.keep = keep;
     saving.st = *st;
@@ -152,10 +148,25 @@ static int save_begin(void *ud, const char *path, int keep, const WpTrainState *
             i++;
         }
         saving.started = comm_now(R->comm);
+        saving.copy_seconds = saving.started - t0;
         saver_start(saving.saver, path, &R->cfg, R->chunks, saving.mine, saving.nmine, st, R->rank);
+    } else {
+        saving.copy_seconds = comm_now(R->comm) - t0;
     }
-    saving.copy_seconds = comm_now(R->comm) - t0;
     return 0;
+}
+
+/* At start-up, with --save: the saver (in the background unless --sync-save) and its host arrays
+ * for this rank's ranges, allocated and touched now (about 12 bytes per parameter it owns). */
+static void save_setup(WpRank *R, int background) {
+    char err[256];
+    if (!(saving.saver = saver_new(background, (WpSaverAlloc){ host_alloc, host_release, R })))
+        comm_abort(R->comm, WP_EXIT_FAILED, "rank %d: out of memory", R->rank);
+    saving.mine = rank_realloc(R, NULL, (size_t)(R->me->nbufs + 1) * sizeof *saving.mine, "the checkpoint");
+    saving.nmine = rank_ranges(R, R->rank, saving.mine);
+    float **w, **m, **v;
+    if (saving.nmine > 0 && saver_arrays(saving.saver, saving.mine, saving.nmine, &w, &m, &v, err, sizeof err))
+        comm_abort(R->comm, WP_EXIT_FAILED, "rank %d: --save: %s", R->rank, err);
 }
 
 /* Whether this rank's part of the save under way is written (loop.h's save_idle). */
@@ -431,8 +442,7 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
                     .validate = R->val ? validate : NULL, .val_seqs = R->val ? data_nseq(R->val) : 0,
                     .allreduce = allreduce, .update = update, .save = save_begin, .save_idle = save_idle,
                     .save_commit = save_commit, .span = o.trace ? span : NULL, .now = now };
-    if (o.save && !(saving.saver = saver_new(!o.sync_save, (WpSaverAlloc){ host_alloc, host_release, R })))
-        comm_abort(comm, WP_EXIT_FAILED, "rank %d: out of memory", R->rank);
+    if (o.save) save_setup(R, !o.sync_save);
     int status = loop_run(&loop);
     saver_free(saving.saver);   /* its host arrays: the loop has committed every save it began */
     free(saving.mine);

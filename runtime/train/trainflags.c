@@ -50,7 +50,7 @@ const char train_flags_usage[] =
     "                          resumable by that name; FILE is the latest\n"
     "  --sync-save             write each checkpoint before the next step (default: copied to host memory,\n"
     "                          then written by a thread while training goes on; the end of the run and a\n"
-    "                          stop signal wait for it)\n"
+    "                          stop signal wait for it; wp-ref always writes before the next step)\n"
     "  --log FILE              one JSON object per step\n"
     "  --trace FILE            Chrome trace (chrome://tracing, Perfetto) of the steps\n"
     "  --recompute             keep only each chunk's input; recompute activations in backward\n";

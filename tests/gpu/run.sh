@@ -194,6 +194,26 @@ if [ $have_mpi = 1 ] && [ -x build/wpgen ] && [ -x build/wp-ref ]; then
     case_ mpi-4ranks-ends 4 topologies/cpu-2x2.json weipipe-interleave 1 mpi --replicate-ends
 fi
 
+# a checkpoint saved on the GPU (its shard copied to pinned memory and written in the background)
+# resumes under another plan: stopped at step 2 of 4 on one rank (NCCL), resumed to step 4 on
+# two (MPI), against wp-ref's 4 steps straight
+if [ -x "$tmp/nccl-1rank/train" ] && [ -x "$tmp/mpi-2ranks/train" ]; then
+    four=(--synthetic --steps 4 --seed 5 --lr 2e-3 --warmup 1)
+    mkdir -p "$tmp/ref4" "$tmp/half" "$tmp/resumed"
+    build/wp-ref -m "$model" --micro-batch-size 2 --micro-batches 4 "${prec[@]}" "${four[@]}" --save "$tmp/ref4/checkpoint.json" \
+        >"$tmp/ref4.out" 2>&1 || fail "wp-ref, 4 steps: $(tail -3 "$tmp/ref4.out")"
+    if timeout 60 "${mpirun[@]}" -np 1 "$tmp/nccl-1rank/train" "${four[@]}" --stop-at 2 --save "$tmp/half/checkpoint.json" \
+            >"$tmp/half.out" 2>&1 &&
+       timeout 60 "${mpirun[@]}" -np 2 "$tmp/mpi-2ranks/train" "${four[@]}" --resume "$tmp/half/checkpoint.json" \
+            --save "$tmp/resumed/checkpoint.json" >"$tmp/resumed.out" 2>&1; then
+        if build/tools/ckpt_compare "$tmp/resumed/checkpoint.json" "$tmp/ref4/checkpoint.json" "$WEIGHT_TOL" >"$tmp/cmp.out" 2>&1; then
+            say "ok   resume: saved at step 2 on 1 rank (nccl), resumed to 4 on 2 (mpi): $(tail -1 "$tmp/cmp.out" | sed 's/ckpt-compare: //')"
+        else fail "resume: weights beyond $WEIGHT_TOL: $(tail -3 "$tmp/cmp.out")"; fi
+    else
+        fail "resume: $(tail -3 "$tmp/half.out" "$tmp/resumed.out")"
+    fi
+fi
+
 # ---- 4. speed: our step and PyTorch's, side by side ----
 if [ -x build/gpu/bench_step ]; then
     timeout 75 build/gpu/bench_step >"$tmp/bench.out" 2>&1 || fail "bench_step failed: $(tail -3 "$tmp/bench.out")"
