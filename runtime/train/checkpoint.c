@@ -718,9 +718,10 @@ static int cmp_kept_newest(const void *a, const void *b) {
 }
 
 /* After a commit of step `step` at path: of the kept manifests (STEM.STEP.json, ours), the newest
- * keep - 1 besides this step's stay (keep > 1; with keep 1 none is written and those there are
- * left alone), and the shards of this checkpoint that no manifest left names go, with the
- * temporaries of dead processes. Failures are ignored: the next save retries. */
+ * keep - 1 besides this step's stay (keep > 1; with keep 0, all, every one stays; with keep 1 none
+ * is written and those there are left alone), and the shards of this checkpoint that no manifest
+ * left names go, with the temporaries of dead processes. Failures are ignored: the next save
+ * retries. */
 static void prune(const CkptNames *n, const char *path, int keep, long step) {
     Kept *kept = NULL;
     size_t nk = 0, cap = 0;
@@ -784,8 +785,8 @@ int ckpt_commit(const char *path, const WpConfig *c, const WpChunk *chunks, int 
     /* config.json (rewritten only if the model's shape changed), then the manifest's rename:
      * the commit */
     int rc = ckpt_write_config(path, c, err, errlen);
-    if (rc == 0 && keep > 1) {
-        /* --keep: this checkpoint also as DIR/STEM.STEP.json, which stays when PATH moves on */
+    if (rc == 0 && keep != 1) {
+        /* --keep N or all: this checkpoint also as DIR/STEM.STEP.json, which stays when PATH moves on */
         char kept[5400];
         snprintf(kept, sizeof kept, "%s/%s.%ld.json", n.dir, n.stem, st->step);
         if (access(kept, F_OK) == 0 && !manifest_is_ours(kept))

@@ -10,8 +10,8 @@
  *                          __metadata__ "slices" gives each slice's offset and the whole shape.
  *                          STEM is PATH's file name without ".json", HASH a hash of the content;
  *   DIR/config.json        the model's shape (Hugging Face's), which `wpgen export` reads;
- *   DIR/STEM.STEP.json     with --keep N > 1, the manifests of the last N checkpoints, each one
- *                          resumable by that name (PATH is the latest of them).
+ *   DIR/STEM.STEP.json     unless --keep 1, the manifests of the checkpoints kept (all, or the
+ *                          last N), each one resumable by that name (PATH is the latest of them).
  * DIR must be one folder all processes see (a shared file system, as torch's distributed
  * checkpoint assumes).
  *
@@ -119,7 +119,8 @@ void ckpt_shard_path(const char *path, long step, int rank, uint64_t hash, char 
  * tensor exactly once, writes config.json and the manifest, renames it over path, and removes
  * the shards of this checkpoint that no kept manifest names. keep (--keep N): with N > 1 the
  * manifest is also written as DIR/STEM.STEP.json (resumable by that name), of which the newest
- * N (this one among them) stay; with 1 none is written and those there are left alone. *committed: whether path now is the
+ * N (this one among them) stay; with 0 (--keep all) it is written and every one stays; with 1
+ * none is written and those there are left alone. *committed: whether path now is the
  * new checkpoint (it can be while -1 reports a failed fsync of the directory). 0 or -1. */
 int ckpt_commit(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
                 const WpCkptShard *shards, int nshards, const WpTrainState *st, int with_optimizer, int keep,

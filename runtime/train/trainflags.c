@@ -46,8 +46,8 @@ const char train_flags_usage[] =
     "  --save FILE             write a checkpoint at the end: the manifest FILE (say DIR/checkpoint.json),\n"
     "                          each process's shard and config.json beside it, committed as one (README)\n"
     "  --save-every N          and every N steps\n"
-    "  --keep N                keep the last N checkpoints (default 1): each also as DIR/STEM.STEP.json,\n"
-    "                          resumable by that name; FILE is the latest\n"
+    "  --keep N|all            keep the last N checkpoints (default all): each also as DIR/STEM.STEP.json,\n"
+    "                          resumable by that name; FILE is the latest; 1: FILE alone\n"
     "  --sync-save             write each checkpoint before the next step (default: copied to host memory,\n"
     "                          then written by a thread while training goes on; the end of the run and a\n"
     "                          stop signal wait for it; wp-ref always writes before the next step)\n"
@@ -116,8 +116,8 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
     o->steps = 10;
     adamw_init(&o->opt, 1e-3f, 0, 10);
     o->seed = 1;
-    int min_lr_given = 0, decay_given = 0;
-    o->keep = 1;
+    int min_lr_given = 0, decay_given = 0, keep_given = 0;
+    o->keep = 0;   /* all */
     for (int i = 1; i < argc; i++) {
         char flag[64];
         const char *a = argv[i], *val = NULL, *eq = strchr(a, '=');
@@ -181,7 +181,14 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
         else if (!strcmp(flag, "--resume")) o->resume = val;
         else if (!strcmp(flag, "--save")) o->save = val;
         else if (!strcmp(flag, "--save-every")) rc = parse_long(flag, val, 1, INT32_MAX, &o->save_every, err, errlen);
-        else if (!strcmp(flag, "--keep")) rc = parse_long(flag, val, 1, INT32_MAX, &o->keep, err, errlen);
+        else if (!strcmp(flag, "--keep")) {
+            keep_given = 1;
+            if (!strcmp(val, "all")) o->keep = 0;
+            else if (parse_long(flag, val, 1, INT32_MAX, &o->keep, err, errlen)) {
+                snprintf(err, errlen, "--keep: expected an integer in [1, %d] or \"all\", got \"%s\"", INT32_MAX, val);
+                rc = -1;
+            }
+        }
         else if (!strcmp(flag, "--log")) o->log = val;
         else if (!strcmp(flag, "--trace")) o->trace = val;
         if (rc) return -1;
@@ -210,7 +217,7 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
         snprintf(err, errlen, "%s needs --val-data SPEC", o->val_every ? "--val-every" : "--val-steps");
         return -1;
     }
-    if (o->keep > 1 && !o->save) { snprintf(err, errlen, "--keep needs --save FILE"); return -1; }
+    if (keep_given && !o->save) { snprintf(err, errlen, "--keep needs --save FILE"); return -1; }
     if (o->sync_save && !o->save) { snprintf(err, errlen, "--sync-save needs --save FILE"); return -1; }
     if (o->allow_batch_change && !o->resume) { snprintf(err, errlen, "--allow-batch-change needs --resume CHECKPOINT"); return -1; }
     if (o->save) {

@@ -22,7 +22,7 @@ typedef struct TrainFlags {
     int seed_given;                   /* --seed was given (else seed is the default, 1) */
     const char *init, *resume, *save, *log, *trace;
     long save_every;
-    long keep;                        /* --keep N: checkpoints kept (default 1: the latest) */
+    long keep;                        /* --keep N: checkpoints kept; 0 (the default, --keep all): every one */
     int sync_save;                    /* --sync-save: each checkpoint written before the next step
                                        * (default: in the background, train/saver.h) */
     int recompute;

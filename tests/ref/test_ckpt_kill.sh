@@ -3,7 +3,7 @@
 # is spent inside a save) and is killed with SIGKILL 12 times at random moments, each run resuming
 # from the checkpoint the previous one left. After every kill the checkpoint must resume (one more
 # step, saved), be no older than the last one verified, and that save must leave no temporaries
-# and exactly one shard (one process: one shard). Before checkpoints were one commit, a third of the kills left
+# and exactly one shard (one process, --keep 1: one shard). Before checkpoints were one commit, a third of the kills left
 # "optimizer state of step N but ... of step N-1".
 set -uo pipefail
 build=${1:-build}
@@ -20,7 +20,7 @@ fails=0; last=0; resumed=0; empty=0
 for i in $(seq 1 12); do
     args=("${base[@]}")
     [ -f "$ck" ] && args+=(--resume "$ck")
-    "$ref" "${args[@]}" --save "$ck" --save-every 1 >"$tmp/run.out" 2>&1 &
+    "$ref" "${args[@]}" --save "$ck" --save-every 1 --keep 1 >"$tmp/run.out" 2>&1 &
     pid=$!
     sleep "0.$(printf '%02d' $((RANDOM % 35 + 10)))"
     kill -9 $pid 2>/dev/null
@@ -31,7 +31,7 @@ for i in $(seq 1 12); do
         echo "FAIL: kill $i: the checkpoint is of step '${now}', an earlier one was of step $last"; fails=$((fails + 1)); continue
     fi
     # Resume for one step and save: the checkpoint loads whole, and the save cleans up.
-    if ! "$ref" "${base[@]}" --resume "$ck" --stop-at $((now + 1)) --save "$ck" >"$tmp/resume.out" 2>&1; then
+    if ! "$ref" "${base[@]}" --resume "$ck" --stop-at $((now + 1)) --save "$ck" --keep 1 >"$tmp/resume.out" 2>&1; then
         echo "FAIL: kill $i: resume from step $now: $(grep -m1 'wp-ref:' "$tmp/resume.out")"; fails=$((fails + 1)); continue
     fi
     resumed=$((resumed + 1))

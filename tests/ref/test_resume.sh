@@ -26,8 +26,12 @@ if ! diff <(strip "$tmp/one.log") <(strip "$tmp/two.log"); then
     echo "FAIL: the resumed run's steps differ from the uninterrupted run's"; exit 1
 fi
 # The same files (manifest, config.json, the one shard the manifest names: its name holds the
-# step and a hash of its content), byte for byte.
-if ! diff <(ls "$tmp/one") <(ls "$tmp/two"); then echo "FAIL: the checkpoints' files differ"; exit 1; fi
+# step and a hash of its content), byte for byte; the interrupted run's folder also keeps the
+# checkpoint of step 5 (--keep's default is all: its manifest as checkpoint.5.json, and its shard).
+if ! diff <(ls "$tmp/one") <(ls "$tmp/two" | grep -v -e '^checkpoint\.5\.json$' -e '^checkpoint\.shard\.5\.'); then
+    echo "FAIL: the checkpoints' files differ"; exit 1; fi
+[ -f "$tmp/two/checkpoint.5.json" ] && [ -f "$tmp/two/checkpoint.10.json" ] && [ "$(ls "$tmp/two" | grep -c '\.shard\.')" = 2 ] ||
+    { echo "FAIL: the default --keep (all) did not keep both checkpoints: $(ls "$tmp/two" | tr '\n' ' ')"; exit 1; }
 [ "$(ls "$tmp/one" | grep -c '^checkpoint\.shard\.10\.0\.[0-9a-f]*\.safetensors$')" = 1 ] || { echo "FAIL: no shard of step 10: $(ls "$tmp/one")"; exit 1; }
 for f in $(ls "$tmp/one"); do
     cmp "$tmp/one/$f" "$tmp/two/$f" || { echo "FAIL: $f differs after resume"; exit 1; }
