@@ -48,3 +48,5 @@ plan_node_names=(${P.nodes_sh})
 # the wpgen that emitted this directory, which re-plans for the survivors when a node is lost
 # (WPGEN_BIN names another)
 wpgen=${P.wpgen_sh}
+# where it ran: the paths of plan.json's "command" (-m, --calibration) are from there
+emit_cwd=${P.cwd_sh}

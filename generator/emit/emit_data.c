@@ -102,6 +102,9 @@ void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const cha
     ssize_t nexe = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[nexe > 0 ? nexe : 0] = 0;
     lua_set_str(L, "wpgen", nexe > 0 ? exe : "wpgen");
+    /* and where it ran: plan.json's "command" names its files (-m, --calibration) from there */
+    char cwd[4096];
+    lua_set_str(L, "cwd", getcwd(cwd, sizeof cwd) ? cwd : ".");
     lua_set_str(L, "strategy", p->strategy);
     if (p->notes) lua_set_str(L, "notes", p->notes);
     lua_set_str(L, "model_name", info->model_name);
