@@ -12,9 +12,10 @@ ${P.header_hash}
 #      there, so a requeued job goes on where it stopped, with the exact data position;
 #   4. on Slurm's warning signal before the time limit (--signal=B:USR1@120 below: 120 s), tells the
 #      ranks to stop after the step under way: they save and exit 4, and the job requeues itself;
-#   5. when a node is lost (train exits 3; --no-kill keeps the allocation), plans again for the
-#      nodes left (wpgen replan --without), builds that plan and resumes it from the last
-#      checkpoint, at most WPGEN_MAX_REPLANS (2) times: docs/cluster.md, section 5.
+#   5. when a node is lost (the run fails and Slurm marks the node down; --no-kill keeps the
+#      allocation), plans again for the nodes left (wpgen replan --without), builds that plan and
+#      resumes it from the last checkpoint, at most WPGEN_MAX_REPLANS (2) times: docs/cluster.md,
+#      section 5.
 # Change the #SBATCH lines below or give the same options to sbatch (they win), e.g.
 # `sbatch --time=2-00:00:00 --signal=B:USR1@600 job.sbatch ...`.
 #

@@ -39,6 +39,12 @@ static int replaced(const char *flag, int nextra, char **extra) {
     return 0;
 }
 
+/* A JSON object's string member, or `otherwise`. */
+static const char *str_or(json_t *obj, const char *key, const char *otherwise) {
+    const char *s = json_string_value(json_object_get(obj, key));
+    return s ? s : otherwise;
+}
+
 /* The topology json less the nodes named in `without` (commas or spaces between names), written
  * to a temporary file whose path goes into `out`. 0, or EXIT_BAD_INPUT said. */
 static int topology_without(json_t *topo, const char *origin, const char *without, char *out, size_t outlen) {
@@ -47,15 +53,13 @@ static int topology_without(json_t *topo, const char *origin, const char *withou
     char list[4096], names[1024] = "";
     snprintf(list, sizeof list, "%s", without);
     for (size_t i = 0; i < json_array_size(nodes); i++) {
-        const char *n = json_string_value(json_object_get(json_array_get(nodes, i), "name"));
         size_t l = strlen(names);
-        snprintf(names + l, sizeof names - l, "%s%s", l ? ", " : "", n ? n : "?");
+        snprintf(names + l, sizeof names - l, "%s%s", l ? ", " : "", str_or(json_array_get(nodes, i), "name", "?"));
     }
     char *save = NULL, name[256] = "";
     for (char *w = strtok_r(list, ", ", &save); w; w = strtok_r(NULL, ", ", &save)) {
         size_t i = 0;
-        while (i < json_array_size(nodes) &&
-               strcmp(w, json_string_value(json_object_get(json_array_get(nodes, i), "name")) ?: "")) i++;
+        while (i < json_array_size(nodes) && strcmp(w, str_or(json_array_get(nodes, i), "name", ""))) i++;
         if (i == json_array_size(nodes)) {
             fprintf(stderr, "wpgen replan: --without %s: %s has no node of that name (it has: %s)\n", w, origin, names);
             return EXIT_BAD_INPUT;
@@ -70,7 +74,7 @@ static int topology_without(json_t *topo, const char *origin, const char *withou
     }
     /* a name that says what it is, in the new plan's README and plan.json */
     char tname[512];
-    snprintf(tname, sizeof tname, "%s-without%s", json_string_value(json_object_get(topo, "name")) ?: "cluster", name);
+    snprintf(tname, sizeof tname, "%s-without%s", str_or(topo, "name", "cluster"), name);
     json_object_set_new(topo, "name", json_string(tname));
     const char *tmpdir = getenv("TMPDIR");
     snprintf(out, outlen, "%s/wpgen-survivors-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");

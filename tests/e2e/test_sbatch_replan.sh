@@ -57,6 +57,8 @@ sbatch_run "$a" 4 WPGEN_NODES=localhost >"$tmp/o1" 2>&1; rc=$?
     bad "a 1-node list for a 2-node plan: exit $rc: $(tail -2 "$tmp/o1")"
 "$build/wpgen" replan "$a" --without n7 -o "$tmp/x" >"$tmp/o1" 2>&1; rc=$?
 [ $rc = 2 ] && grep -q "no node of that name (it has: n0, n1)" "$tmp/o1" && [ ! -e "$tmp/x" ] && ok || bad "replan --without n7: exit $rc: $(tail -2 "$tmp/o1")"
+"$build/wpgen" replan "$a" --without n0,n1 -o "$tmp/x" >"$tmp/o1" 2>&1; rc=$?
+[ $rc = 2 ] && grep -q "no node of .* is left to plan for" "$tmp/o1" && [ ! -e "$tmp/x" ] && ok || bad "replan --without n0,n1: exit $rc: $(tail -2 "$tmp/o1")"
 
 # 2. node n1 lost after step 9: the script re-plans for n0 and resumes, by itself
 t0=$SECONDS
