@@ -11,7 +11,7 @@
 # list that does not match the plan (exit 2, nothing run); survivors too small for the plan (the
 # re-plan is refused with what fits, the script stops at once, exit 3, the checkpoint intact); a
 # second loss during the re-planned run with WPGEN_MAX_REPLANS=1 (exit 3, a clear last line, the
-# checkpoint intact). About 45 s.
+# checkpoint intact; the re-plan, the same as the first run's, keeps that one's build). About 35 s.
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
@@ -24,8 +24,7 @@ a=$tmp/a
     -o "$a" >"$tmp/emit.out" 2>&1 && make -s -j2 -C "$a" >/dev/null 2>&1 || { echo "FAIL: emit or build: $(tail -2 "$tmp/emit.out")"; echo "0 passed, 1 failed"; exit 1; }
 grep -q "^#SBATCH --no-kill$" "$a/job.sbatch" && grep -qx "wpgen='$(cd "$build" && pwd)/wpgen'" "$a/job.sbatch" &&
     grep -qx "plan_node_names=('n0' 'n1')" "$a/job.sbatch" && ok || bad "job.sbatch's header lacks --no-kill, wpgen= or the node names"
-# copies of the built plan for the hostile runs (each re-plans into a folder of its own)
-cp -a "$a" "$tmp/twice"
+# a copy of the built plan for the survivors that are too small
 cp -a "$a" "$tmp/small"
 
 # the script outside Slurm, on emulated nodes: DIR STEPS [ENV...]
@@ -112,22 +111,24 @@ echo "survivors too small: exit $rc; $(grep "re-plan" "$tmp/small.out" | sed 's/
     grep -q "stopping; the last checkpoint, of step $s, is" "$tmp/small.out" && [ -n "$s" ] && [ "$s" -ge 4 ] && ok ||
     bad "survivors too small: exit $rc (step '$s'): $(grep '^job.sbatch' "$tmp/small.out" | tail -2)"
 
-# 4. a second loss during the re-planned run, WPGEN_MAX_REPLANS=1: the script stops, saying so
-d=$tmp/twice
-sbatch_run "$d" 400 WPGEN_MAX_REPLANS=1 WPGEN_DOWN_CMD="echo 127.0.0.1" >"$tmp/twice.out" 2>&1 &
+# 4. a second loss during the re-planned run, WPGEN_MAX_REPLANS=1: the script stops, saying so.
+# The same folder again, with a checkpoint and log of its own: the re-plan is the same plan as
+# a.replan-1, which is kept with its build
+d=$a ck=$tmp/ck4/checkpoint.json log=$tmp/twice.log
+sbatch_run "$d" 400 WPGEN_MAX_REPLANS=1 WPGEN_DOWN_CMD="echo 127.0.0.1" WPGEN_CHECKPOINT="$ck" WPGEN_LOG="$log" >"$tmp/twice.out" 2>&1 &
 job=$!
-kill_ranks "$d" "$d/train-log.jsonl" 9 2 3 || bad "could not kill node n1 (first loss)"
-n1=$(lines "$d/train-log.jsonl")
-kill_ranks "$d.replan-1" "$d/train-log.jsonl" $((n1 + 8)) 1 || bad "could not kill rank 1 of the re-planned run (second loss)"
+kill_ranks "$d" "$log" 9 2 3 || bad "could not kill node n1 (first loss)"
+n1=$(lines "$log")
+kill_ranks "$d.replan-1" "$log" $((n1 + 8)) 1 || bad "could not kill rank 1 of the re-planned run (second loss)"
 wait $job; rc=$?
-s=$(ckpt_step "$d/checkpoint/checkpoint.json")
+s=$(ckpt_step "$ck")
 echo "a second loss: exit $rc; $(grep "^job.sbatch" "$tmp/twice.out" | tail -1 | sed 's/^job.sbatch: [^ ]* job none restart 0: //')"
-[ $rc = 3 ] && grep -q "re-plan 1 of 1: $d.replan-1" "$tmp/twice.out" &&
-    grep -q "train exited [0-9]* (a rank lost) after 1 re-plan(s), WPGEN_MAX_REPLANS=1: stopping; the last checkpoint, of step $s, is $d/checkpoint/checkpoint.json" "$tmp/twice.out" &&
+[ $rc = 3 ] && grep -q "re-plan 1 of 1: $d.replan-1, .*(the same plan as there already: its build kept)" "$tmp/twice.out" &&
+    grep -q "train exited [0-9]* (a rank lost) after 1 re-plan(s), WPGEN_MAX_REPLANS=1: stopping; the last checkpoint, of step $s, is $ck" "$tmp/twice.out" &&
     [ ! -e "$d.replan-2" ] && [ -n "$s" ] && [ "$s" -ge 8 ] && [ "$s" -lt 400 ] && ok ||
     bad "a second loss: exit $rc (step '$s'): $(grep '^job.sbatch' "$tmp/twice.out" | tail -2)"
 # the checkpoint it names is whole: the survivors' plan resumes it for a step
-"${mpirun[@]}" -np 2 "$d.replan-1/train" "${run[@]}" --steps $((s + 1)) --resume "$d/checkpoint/checkpoint.json" >"$tmp/r.out" 2>&1 &&
+"${mpirun[@]}" -np 2 "$d.replan-1/train" "${run[@]}" --steps $((s + 1)) --resume "$ck" >"$tmp/r.out" 2>&1 &&
     grep -q "resuming from .* at step $s" "$tmp/r.out" && ok || bad "the last checkpoint does not resume: $(tail -2 "$tmp/r.out")"
 echo "sbatch_replan: $pass passed, $fail failed"
 [ "$fail" = 0 ]
