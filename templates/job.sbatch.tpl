@@ -11,7 +11,11 @@ ${P.header_hash}
 #   3. saves a checkpoint every WPGEN_SAVE_EVERY steps (default 100) and resumes from it when one is
 #      there, so a requeued job goes on where it stopped, with the exact data position;
 #   4. on Slurm's warning signal before the time limit (--signal=B:USR1@120 below: 120 s), tells the
-#      ranks to stop after the step under way: they save and exit 4, and the job requeues itself.
+#      ranks to stop after the step under way: they save and exit 4, and the job requeues itself;
+#   5. when a node is lost (the run fails and Slurm marks the node down; --no-kill keeps the
+#      allocation), plans again for the nodes left (wpgen replan --without), builds that plan and
+#      resumes it from the last checkpoint, at most WPGEN_MAX_REPLANS (2) times: docs/cluster.md,
+#      section 5.
 # Change the #SBATCH lines below or give the same options to sbatch (they win), e.g.
 # `sbatch --time=2-00:00:00 --signal=B:USR1@600 job.sbatch ...`.
 #
@@ -34,8 +38,16 @@ ${P.header_hash}
 @ end
 #SBATCH --signal=B:USR1@120
 #SBATCH --requeue
+#SBATCH --no-kill
 #SBATCH --open-mode=append
 #SBATCH --output=slurm-%x-%j.out
 
-# the plan's shape, which the allocation must match
+# the plan's shape, which the allocation must match, and its nodes' names in the topology (the
+# allocation's i-th node runs the plan's i-th)
 plan_ranks=${P.nranks} plan_nodes=${P.nnodes} plan_hash=${P.hash}
+plan_node_names=(${P.nodes_sh})
+# the wpgen that emitted this directory, which re-plans for the survivors when a node is lost
+# (WPGEN_BIN names another)
+wpgen=${P.wpgen_sh}
+# where it ran: the paths of plan.json's "command" (-m, --calibration) are from there
+emit_cwd=${P.cwd_sh}

@@ -42,7 +42,7 @@ int cmd_plan(const Args *a, int emit) {
                 rc = EXIT_REJECTED;
             }
             else {
-                EmitInfo info = { .model_name = name, .topo_name = topo.name, .backend = a->backend, .comm = a->comm,
+                EmitInfo info = { .model_name = name, .topo_name = topo.name, .topo_path = a->topo, .backend = a->backend, .comm = a->comm,
                                   .bytes_intra = intra, .bytes_inter = inter, .argc = a->argc - 1, .argv = a->argv + 1 };
                 /* the prediction goes into every file's summary; a plan the simulator cannot run
                  * is still emitted, without one */

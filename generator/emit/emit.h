@@ -14,6 +14,7 @@
 typedef struct EmitInfo {
     const char *model_name;     /* preset name or config.json's name */
     const char *topo_name;      /* the topology's "name" */
+    const char *topo_path;      /* the -t file, copied into plan.json ("topology_json"); NULL: not copied */
     const char *backend;        /* compute backend (emit/backends.h); NULL: "cpu" */
     const char *comm;           /* communication backend; NULL: the compute backend's default (backend_default_comm) */
     double bytes_intra, bytes_inter;

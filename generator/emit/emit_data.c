@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <jansson.h>
 #include <lua.h>
 #include <lauxlib.h>
@@ -96,6 +97,14 @@ void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const cha
     lua_set_str(L, "version", WPGEN_VERSION);
     lua_set_str(L, "hash", hash);
     lua_set_str(L, "templates", tpldir);
+    /* this wpgen's absolute path: job.sbatch runs it to re-plan after a node is lost */
+    char exe[4096];
+    ssize_t nexe = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[nexe > 0 ? nexe : 0] = 0;
+    lua_set_str(L, "wpgen", nexe > 0 ? exe : "wpgen");
+    /* and where it ran: plan.json's "command" names its files (-m, --calibration) from there */
+    char cwd[4096];
+    lua_set_str(L, "cwd", getcwd(cwd, sizeof cwd) ? cwd : ".");
     lua_set_str(L, "strategy", p->strategy);
     if (p->notes) lua_set_str(L, "notes", p->notes);
     lua_set_str(L, "model_name", info->model_name);
@@ -370,6 +379,12 @@ int emit_json_head(FILE *f, const Plan *p, const EmitInfo *info, const char *has
     if (!rc) rc = put_value_prec(f, "model", json_incref(model), 0, digits);
     if (!rc) rc = put_value(f, "topology", json_string(info->topo_name ? info->topo_name : p->topo->name), 0);
     if (!rc) rc = put_value(f, "nodes", json_incref(nodes), 0);
+    if (!rc && info->topo_path) {
+        /* the topology as given (before --calibration): job.sbatch re-plans from it, minus the
+         * nodes it lost (wpgen replan --without), keeping the figures a probe or calibration gave */
+        json_t *given = json_load_file(info->topo_path, 0, NULL);
+        if (given) rc = put_value_prec(f, "topology_json", given, 0, 15);
+    }
     if (!rc) rc = put_value(f, "nranks", json_integer(p->nranks), 0);
     if (!rc) rc = put_value(f, "replicas", json_integer(p->replicas), 0);
     if (!rc) rc = put_value(f, "micro_batches_per_rank", json_integer(p->micro_batches), 0);

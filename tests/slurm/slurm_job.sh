@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The emitted job.sbatch under a real Slurm: slurmctld, slurmd and munged from Debian's packages
 # (installed with apt-get when missing), configured here as a one-node cluster of 8 CPUs in a
-# temporary folder, on ports of their own, and stopped at the end. A CPU plan of 4 ranks is emitted,
+# temporary folder, on ports of their own, and stopped at the end (slurm_lib.sh). A CPU plan of 4 ranks is emitted,
 # its job.sbatch submitted with a one-minute time limit and Slurm's warning signal 55 s before it:
 # the job trains, gets the signal, stops after its step with a checkpoint, requeues itself (the
 # test moves the requeued job's start time, which Slurm delays by two minutes, to now) and resumes;
@@ -14,63 +14,11 @@ build=${1:-build}
 cd "$(dirname "$0")/../.."
 . tests/check.sh
 
-if [ "$(id -u)" != 0 ]; then echo "skipped: the test Slurm runs its daemons as root"; exit 0; fi
-if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null || ! command -v sbatch >/dev/null; then
-    command -v apt-get >/dev/null || { echo "skipped: no Slurm and no apt-get to install it"; exit 0; }
-    echo "test_slurm: installing slurmctld slurmd slurm-client munge with apt-get"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y -q slurmctld slurmd slurm-client munge >/dev/null 2>&1 ||
-        { apt-get update -q >/dev/null 2>&1; apt-get install -y -q slurmctld slurmd slurm-client munge >/dev/null 2>&1; } ||
-        { echo "test_slurm: apt-get install failed"; exit 1; }
-fi
+. tests/slurm/slurm_lib.sh
+slurm_install
 
 # ---- a one-node Slurm in $tmp/slurm ----
-S=$tmp/slurm
-mkdir -p "$S/munge" "$S/spool" "$S/state" "$S/log"
-chmod 700 "$S/munge"
-head -c 1024 /dev/urandom >"$S/munge/munge.key" && chmod 600 "$S/munge/munge.key"
-port=$((20000 + $$ % 20000))
-host=$(hostname -s)
-cat >"$S/slurm.conf" <<EOF
-ClusterName=wptest$$
-SlurmctldHost=$host
-AuthType=auth/munge
-AuthInfo=socket=$S/munge/sock
-CredType=cred/munge
-SlurmUser=root
-SlurmdUser=root
-SlurmctldPort=$port
-SlurmdPort=$((port + 1))
-StateSaveLocation=$S/state
-SlurmdSpoolDir=$S/spool
-SlurmctldPidFile=$S/slurmctld.pid
-SlurmdPidFile=$S/slurmd.pid
-SlurmctldLogFile=$S/log/slurmctld.log
-SlurmdLogFile=$S/log/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-SlurmdParameters=config_overrides
-ReturnToService=2
-MpiDefault=none
-JobRequeue=1
-NodeName=$host CPUs=8 Sockets=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=4000 State=UNKNOWN
-PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
-EOF
-export SLURM_CONF=$S/slurm.conf
-stop_slurm() {
-    for f in slurmd slurmctld; do [ -f "$S/$f.pid" ] && kill "$(cat "$S/$f.pid")" 2>/dev/null; done
-    [ -f "$S/munge/pid" ] && kill "$(cat "$S/munge/pid")" 2>/dev/null
-    sleep 1
-}
-trap 'stop_slurm; rm -rf "$tmp"' EXIT
-munged -f --key-file="$S/munge/munge.key" -S "$S/munge/sock" --log-file="$S/log/munged.log" \
-    --pid-file="$S/munge/pid" --seed-file="$S/munge/seed" || { bad "munged did not start"; exit 1; }
-slurmctld -c -i >"$S/log/ctld.out" 2>&1 || { bad "slurmctld did not start: $(tail -3 "$S/log/slurmctld.log")"; exit 1; }
-slurmd >"$S/log/d.out" 2>&1 || { bad "slurmd did not start: $(tail -3 "$S/log/slurmd.log")"; exit 1; }
-for i in $(seq 30); do sinfo -h -o %t 2>/dev/null | grep -q idle && break; sleep 1; done
-sinfo -h -o %t | grep -q idle && ok || { bad "the test Slurm's node is not idle: $(sinfo 2>&1 | tail -2)"; exit 1; }
+slurm_start 8 "$(hostname -s)"
 
 # ---- the plan, built as a user would ----
 d=$tmp/job

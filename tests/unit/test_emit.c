@@ -427,8 +427,12 @@ static void check_dir(const Plan *p, const char *dir) {
     /* Self-contained: the runtime's headers are there, and no absolute path of this machine. */
     snprintf(path, sizeof path, "%s/runtime/common/step.h", dir);
     CHECK(access(path, R_OK) == 0, "%s missing", path);
-    snprintf(cmd, sizeof cmd, "grep -rlF -e '%s' -e '%s' '%s'", wpgen_home(), base, dir);
+    snprintf(cmd, sizeof cmd, "grep -rlF --exclude=job.sbatch -e '%s' -e '%s' '%s'", wpgen_home(), base, dir);
     CHECK(system(cmd) != 0, "an absolute path in %s (above)", dir);
+    /* but job.sbatch's wpgen= and emit_cwd=, which name this machine's wpgen and where emit ran
+     * for the script's re-plan after a node is lost (WPGEN_BIN overrides) */
+    snprintf(cmd, sizeof cmd, "grep -v '^wpgen=\\|^emit_cwd=' '%s/job.sbatch' | grep -F -e '%s' -e '%s'", dir, wpgen_home(), base);
+    CHECK(system(cmd) != 0, "an absolute path in %s/job.sbatch beyond wpgen= and emit_cwd= (above)", dir);
 
     /* The emitted C compiles against the runtime's headers, warning-free. */
     snprintf(cmd, sizeof cmd, "gcc -std=c11 -Wall -Wextra -Werror -fsyntax-only -I '%s' -I '%s/runtime' '%s'/*.c", dir, dir, dir);
