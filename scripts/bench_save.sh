@@ -4,8 +4,9 @@
 # the background writer (the default) and once with --sync-save, in turn (a b a b: this machine's
 # speed drifts between minutes). Printed per model and mode: rank 0's shard (MiB, and bytes per
 # parameter it owns), the copy to host memory and the write (rank 0's, each save), the longest
-# stall of a step on saves (the log's save_ms: the copy, plus any wait for a write or commit),
-# the median step without saves, and the peak resident memory of each rank (getrusage, through
+# stall of a step before the last on saves (the log's save_ms: the copy, plus any wait for a write
+# or a commit) and the last step's (whose save the end of the run waits for in full), the median
+# step without saves, and the peak resident memory of each rank (getrusage, through
 # /usr/bin/time). The models: the demo's (tiny, 2 ranks) and a 0.55 B-parameter one (H 1536, 16
 # layers, 1f1b on 2 ranks): the largest whose training state (16 bytes per parameter) and the
 # background copy (12 more) fit in this machine's 24 GB together. Never fails the build.
@@ -55,7 +56,9 @@ model = sum(math.prod(shape) for shape in man["tensors"].values())
 own0 = sum(n for _, n in man["shards"][0]["slices"].values())
 shard0 = os.path.getsize(os.path.join(os.path.dirname(manifest), man["shards"][0]["file"]))
 steps = [json.loads(l) for l in open(log)]
-stall = max((s.get("save_ms", 0) for s in steps), default=0)
+# the longest a step before the last waited on saves; the last step's save is waited for in full
+stall = max((s.get("save_ms", 0) for s in steps[:-1]), default=0)
+end = steps[-1].get("save_ms", 0) if steps else 0
 plain = [s["ms"] for s in steps[1:] if "save_ms" not in s] or [s["ms"] for s in steps]
 saves = re.findall(r"^save .*shard ([0-9.]+) MiB: copied in ([0-9.]+) ms, written in ([0-9.]+) s", open(out).read(), re.M)
 rss = [int(x) for x in re.findall(r"maxrss_kb (\d+)", open(times).read())]
@@ -63,7 +66,7 @@ mib = float(saves[0][0]) if saves else 0
 print(f"  {name:<10} {model / 1e6:.1f} M parameters, rank 0 owns {own0 / 1e6:.1f} M: its shard {shard0 / 2**20:.1f} MiB "
       f"({shard0 / own0:.2f} bytes per owned parameter, {shard0 / model:.2f} per model parameter) |"
       f" copy {' '.join(s[1] for s in saves):>28} ms | write {' '.join(s[2] for s in saves):>22} s"
-      f" | longest stall {stall:9.1f} ms | median step {statistics.median(plain):8.1f} ms | peak RSS per rank "
+      f" | longest stall before the last step {stall:9.1f} ms, the last step's save {end:9.1f} ms | median step {statistics.median(plain):8.1f} ms | peak RSS per rank "
       f"{' '.join(f'{r / 2**20:.2f}' for r in sorted(rss))} GiB")
 EOF
 }
