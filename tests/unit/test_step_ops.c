@@ -104,6 +104,7 @@ void step_backward_weights(WpRank *R, const WpChunk *k, const int *tokens, const
 }
 void step_acc(WpRank *R, int dst, int src, size_t n, int first) { (void)R; say("acc b%d b%d n%zu first%d", dst, src, n, first); }
 void step_copy(WpRank *R, int dst, int src, size_t n) { (void)R; say("copy b%d b%d n%zu", dst, src, n); }
+void step_tie(WpRank *R, int a, size_t ao, int b, size_t bo, size_t n) { (void)R; say("tie b%d+%zu b%d+%zu n%zu", a, ao, b, bo, n); }
 
 /* ---- the recording communication layer ---- */
 
