@@ -24,6 +24,9 @@ PY
 
 NORM=1 case_ weipipe-interleave topologies/cpu-2x2.json 4 1
 NORM=1 case_ weipipe-zb2 "$(topo_for 2)" 2 2 --replicate-ends
+# bf16 weights and gradients (the ends' all-reduces sum bf16; TIE adds the two fp32 sums): the
+# tolerances of tests/e2e/test_parity.sh's bf16 cases
+PREC="bf16 bf16" LOSS_TOL=1e-3 WEIGHT_TOL=5e-2 case_ weipipe-interleave topologies/cpu-2x2.json 4 1
 
 # Checkpoints: the tied pipelined run saved at step 2 resumes under its own plan and lands on the
 # uninterrupted run's weights at step 4 bit for bit (the mirror and its AdamW moments, which the
