@@ -17,6 +17,11 @@
 #define ILR 0.1         /* the toy optimizer: w -= ILR * grad */
 
 static double interp_init(int c, int i) { return 0.3 + 0.05 * c + 0.01 * ((i * 7 + c) % 13); }
+/* Tied embeddings over C > 1 chunks (runtime/common/config.h, wp_chunk_mirrors_embedding): the toy's
+ * last chunk mirrors chunk 0, starting from its weights, and TIE gives both the sum of their
+ * gradients, so the two stay equal. */
+static int interp_tied(const Plan *p) { return p->model.tied && p->nchunks > 1; }
+static double interp_chunk_init(int C, int tied, int c, int i) { return interp_init(tied && c == C - 1 ? 0 : c, i); }
 static double interp_data(int g) { return 0.2 + 0.013 * g; }
 static double interp_ramp(int i) { return (1.0 + i % 5) / IW; }
 static double interp_dot(const double *w) {
@@ -25,11 +30,12 @@ static double interp_dot(const double *w) {
     return s;
 }
 
-/* The step computed directly: out[c] = chunk c's weights after one update over M micro-batches. */
-static void interp_reference(int C, int M, double (*out)[IW]) {
+/* The step computed directly: out[c] = chunk c's weights after one update over M micro-batches
+ * (tied: chunk 0's and chunk C - 1's gradients summed, interp_chunk_init). */
+static void interp_reference_tied(int C, int M, int tied, double (*out)[IW]) {
     double (*w)[IW] = malloc((size_t)C * sizeof *w), (*d)[IW] = calloc((size_t)C, sizeof *d);
     double *xs = malloc((size_t)(C + 1) * sizeof *xs);
-    for (int c = 0; c < C; c++) for (int i = 0; i < IW; i++) w[c][i] = interp_init(c, i);
+    for (int c = 0; c < C; c++) for (int i = 0; i < IW; i++) w[c][i] = interp_chunk_init(C, tied, c, i);
     for (int g = 0; g < M; g++) {
         xs[0] = interp_data(g);
         for (int c = 0; c < C; c++) xs[c + 1] = tanh(xs[c] * interp_dot(w[c]) + 0.1 * c);
@@ -40,9 +46,12 @@ static void interp_reference(int C, int M, double (*out)[IW]) {
             gy = dz * interp_dot(w[c]);
         }
     }
+    if (tied && C > 1)
+        for (int i = 0; i < IW; i++) d[0][i] = d[C - 1][i] = d[0][i] + d[C - 1][i];
     for (int c = 0; c < C; c++) for (int i = 0; i < IW; i++) out[c][i] = w[c][i] - ILR * d[c][i];
     free(w); free(d); free(xs);
 }
+static inline void interp_reference(int C, int M, double (*out)[IW]) { interp_reference_tied(C, M, 0, out); }
 
 typedef struct IVec { double v[IW]; } IVec;
 /* What a rank keeps: 1 activation (y: chunk's input), 2 its gradient (gy), 3 stash, 4 B-pass stash. */
@@ -98,7 +107,7 @@ static int interp_run(const Plan *p, double (*ref)[IW], double *maxdiff) {
         for (int i = 0; i <= rk->nops; i++) match[r][i] = -1;
         for (int b = 0; b < rk->nbufs; b++)
             if (rk->bufs[b].master)
-                for (int i = 0; i < IW; i++) R[r].bufs[b].v[i] = interp_init(rk->bufs[b].chunk, i);
+                for (int i = 0; i < IW; i++) R[r].bufs[b].v[i] = interp_chunk_init(p->nchunks, interp_tied(p), rk->bufs[b].chunk, i);
     }
     /* Precompute who meets whom: the k-th send a->b with the k-th receive at b from a; the k-th
      * call of each member of a group. */
@@ -277,6 +286,8 @@ static int interp_run(const Plan *p, double (*ref)[IW], double *maxdiff) {
                         for (int e = 0; e < IW; e++) a[e] = (no->first ? 0 : a[e]) + b[e];
                     } else if (op->kind == OP_COPY) {
                         memcpy(a, b, sizeof(double) * IW);
+                    } else if (op->kind == OP_TIE) {
+                        for (int e = 0; e < IW; e++) a[e] = b[e] = a[e] + b[e];
                     }
                 }
                 me->turn++;

@@ -268,6 +268,9 @@ local FORMS = {
     COPY = { call = "wp_copy(R, {buf}, {buf2}, CHUNK({nchunk}));",
              why = "{buf} = {buf2}: W{nchunk}{purpose}",
              token = "copy W{nchunk}" },
+    TIE = { call = "wp_tie(R, {buf}, {buf2});",
+            why = "{buf} and {buf2}'s LM head = their sum: the tied embedding's gradient{purpose}",
+            token = "tie D0" },
     OPT_SHARD = { call = "wp_opt(R, CHUNK({chunk}), {buf}, {buf2});",
                   why = "AdamW on this rank's shard {bshard} of {bnshards}",
                   token = "opt {chunk}" },
@@ -312,7 +315,7 @@ local PHRASES = {
 local USE = {
     FWD = "for FWD", BWD = "for BWD", BWD_B = "for BWD_B", BWD_W = "for BWD_W", SEND = "to pass on", RECV = "for RECV",
     BCAST = "to broadcast", REDUCE = "to reduce", ALLREDUCE = "to all-reduce", ALLGATHER = "to all-gather",
-    REDUCE_SCATTER = "to reduce-scatter", ACC = "for ACC", COPY = "to copy", OPT = "for OPT", FREE = "unused, freed",
+    REDUCE_SCATTER = "to reduce-scatter", ACC = "for ACC", COPY = "to copy", TIE = "to tie", OPT = "for OPT", FREE = "unused, freed",
 }
 
 -- ---- the strategy lines the operations came from ----

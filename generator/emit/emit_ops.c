@@ -123,7 +123,7 @@ static int nvariants(int f) {
 #define FORMS(X)                                                                                   \
     X(FWD) X(BWD) X(BWD_B) X(BWD_W) X(SEND_W) X(SEND_D) X(SEND_ACT) X(RECV) X(RECV_ACT) X(BCAST_ROOT) \
     X(BCAST) X(REDUCE_ROOT) X(REDUCE) X(ALLREDUCE) X(ALLGATHER) X(REDUCE_SCATTER) X(ACC_FIRST) X(ACC) \
-    X(COPY) X(OPT_SHARD) X(OPT) X(FREE) X(FREE_HELD)
+    X(COPY) X(TIE) X(OPT_SHARD) X(OPT) X(FREE) X(FREE_HELD)
 
 enum {
 #define X(n) FM_##n,
@@ -376,6 +376,7 @@ static void explain(const Plan *p, int r, int *src, int *use, int *held, int *la
             switch ((OpKind)o->kind) {
             case OP_ACC: last[o->buf] = i; cont[o->buf] = rk->notes[i].chunk; cont[o->buf2] = -1; break;
             case OP_COPY: last[o->buf] = i; cont[o->buf] = rk->notes[i].chunk; break;
+            case OP_TIE: last[o->buf] = last[o->buf2] = i; break;
             case OP_OPT: cont[o->buf2] = -1; break;
             case OP_FREE: held[i] = cont[o->buf]; cont[o->buf] = -1; last[o->buf] = i; break;
             default: break;
@@ -390,6 +391,7 @@ static void explain(const Plan *p, int r, int *src, int *use, int *held, int *la
             switch ((OpKind)o->kind) {
             case OP_ACC: use[i] = next[o->buf]; next[o->buf] = next[o->buf2] = i; break;
             case OP_COPY: use[i] = next[o->buf]; next[o->buf] = -1; next[o->buf2] = i; break;
+            case OP_TIE: use[i] = next[o->buf]; next[o->buf] = next[o->buf2] = i; break;
             case OP_OPT: next[o->buf] = next[o->buf2] = i; break;
             case OP_FREE: next[o->buf] = i; break;
             default: break;
@@ -637,6 +639,7 @@ static int form_of(const Ctx *c) {
     case OP_REDUCE_SCATTER: return FM_REDUCE_SCATTER;
     case OP_ACC: return c->nt->first ? FM_ACC_FIRST : FM_ACC;
     case OP_COPY: return FM_COPY;
+    case OP_TIE: return FM_TIE;
     case OP_OPT: return o->buf >= 0 && c->rk->bufs[o->buf].nshards > 1 ? FM_OPT_SHARD : FM_OPT;
     case OP_FREE: return c->held >= 0 ? FM_FREE_HELD : FM_FREE;
     default: return FM_FWD;

@@ -45,6 +45,10 @@
     X(COPY, .phase = OP_PHASE_LOCAL, .flags = OPF_DISTINCT, \
         .operand = { OPND_W, OPND_W }, .use = { W, R }, .role = { "destination", "source" }, \
         .mem_passes = 2, .format = "$b = $B") \
+    /* a tied model's two uses of the embedding summed: reads both V*H parts, writes both (chunk 0's bytes) */ \
+    X(TIE, .phase = OP_PHASE_LOCAL, .flags = OPF_DISTINCT, \
+        .operand = { OPND_D, OPND_D }, .use = { R | W, R | W }, .role = { "embedding gradient", "LM head gradient" }, \
+        .mem_passes = 4, .format = "$b <-> $B") \
     /* AdamW reads w, g, m, v and writes w, m, v: 7 passes */ \
     X(OPT, .phase = OP_PHASE_LOCAL, .flags = OPF_CHUNK | OPF_MASTER | OPF_STEP_END, \
         .operand = { OPND_W, OPND_D }, .use = { R | W, R | USE_CLEAR }, .role = { "master", "gradient" }, \

@@ -69,8 +69,6 @@ int plan_set_chunks(Plan *p, const int *layers, int n, char *err, size_t errlen)
     }
     if (sum != p->model.layers)
         return errmsg(err, errlen, "chunks hold %d layers in all, the model has %d", sum, p->model.layers);
-    if (p->model.tied && n > 1)
-        return errmsg(err, errlen, "tie_word_embeddings with %d chunks: a tied model runs as one chunk", n);
     p->chunks = xcalloc((size_t)n, sizeof *p->chunks);
     int l0 = 0;
     for (int i = 0; i < n; i++) {

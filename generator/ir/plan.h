@@ -26,6 +26,10 @@ typedef enum {
     OP_COPY,            /* buf = buf2 (weights; e.g. the owner's master into a ring buffer) */
     OP_OPT,             /* AdamW on chunk: master weights buf, gradient buf2 */
     OP_FREE,            /* buf is no longer needed */
+    /* last, so that the kinds before keep their numbers (plan_hash counts them: recorded plans'
+     * hashes stay as they were) */
+    OP_TIE,             /* tied embeddings: buf (chunk 0's complete gradient, the embedding's) and the head
+                           mirror's part of buf2 (the last chunk's) both become their sum */
     OP__COUNT
 } OpKind;
 

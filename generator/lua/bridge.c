@@ -171,7 +171,7 @@ static int l_allreduce(lua_State *L) { return coll_op(L, OP_ALLREDUCE); }
 static int l_allgather(lua_State *L) { return coll_op(L, OP_ALLGATHER); }
 static int l_reduce_scatter(lua_State *L) { return coll_op(L, OP_REDUCE_SCATTER); }
 
-/* plan:acc(rank, turn, dst, src), plan:copy(rank, turn, dst, src) */
+/* plan:acc(rank, turn, dst, src), plan:copy(rank, turn, dst, src), plan:tie(rank, turn, embedding_grad, head_grad) */
 static int local2_op(lua_State *L, int kind) {
     Plan *p = check_plan(L);
     int r = check_rank(L, p, 2), t = (int)luaL_checkinteger(L, 3);
@@ -183,6 +183,7 @@ static int local2_op(lua_State *L, int kind) {
 }
 static int l_acc(lua_State *L) { return local2_op(L, OP_ACC); }
 static int l_copy(lua_State *L) { return local2_op(L, OP_COPY); }
+static int l_tie(lua_State *L) { return local2_op(L, OP_TIE); }
 
 /* plan:opt(rank, turn, chunk, master, grad) */
 static int l_opt(lua_State *L) {
@@ -329,7 +330,7 @@ static const luaL_Reg plan_methods[] = {
     { "send", l_send }, { "recv", l_recv },
     { "bcast", l_bcast }, { "reduce", l_reduce }, { "allreduce", l_allreduce },
     { "allgather", l_allgather }, { "reduce_scatter", l_reduce_scatter },
-    { "acc", l_acc }, { "copy", l_copy }, { "opt", l_opt }, { "free", l_free },
+    { "acc", l_acc }, { "copy", l_copy }, { "tie", l_tie }, { "opt", l_opt }, { "free", l_free },
     { "chunks", l_chunks }, { "replicate", l_replicate }, { "owner", l_owner }, { "buffer", l_buffer }, { "group", l_group },
     { "place", l_place }, { "note", l_note }, { "copy_replica", l_copy_replica },
     { "solve_placement", placement_lua_solve },   /* the placement solver, generator/place/placement.c */

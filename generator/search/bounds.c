@@ -944,13 +944,24 @@ double bound_time(const Traits *trp, const Topology *topo, const WpConfig *model
     return bound;
 }
 
+/* The strategy's traits for this model: a ring (weipipe) runs a tied model over more than one
+ * chunk with replicated ends whatever its options say (schedules/lib/weipipe.lua: its TIE needs
+ * both ends on every rank), so its bounds are those of the ends. */
+static Traits model_traits(const char *strategy, const Topology *topo, const WpConfig *model, const StrategyOpts *o) {
+    Traits tr = strategy_traits(strategy, o, topo->ndevices, model->layers);
+    int P = topo->ndevices / (o->replicas > 0 ? o->replicas : 1);
+    int C = o->chunks ? o->chunks : (P < model->layers ? P : model->layers);
+    if (tr.ring && model->tied && C > 1) tr.ends = 1;
+    return tr;
+}
+
 double search_time_bound(const char *strategy, const Topology *topo, const WpConfig *model, const StrategyOpts *o,
                          const Calibration *calib) {
-    Traits tr = strategy_traits(strategy, o, topo->ndevices, model->layers);
+    Traits tr = model_traits(strategy, topo, model, o);
     return bound_time(&tr, topo, model, o, calib, RING_CELLS_MAX);
 }
 
 double search_mem_bound(const char *strategy, const Topology *topo, const WpConfig *model, const StrategyOpts *o) {
-    Traits tr = strategy_traits(strategy, o, topo->ndevices, model->layers);
+    Traits tr = model_traits(strategy, topo, model, o);
     return bound_mem(&tr, topo, model, o);
 }

@@ -168,6 +168,9 @@ static int add_grad(Verifier *V, int r, int opi, int b, int c, int mb) {
     } else if (d->kind != V_D || d->chunk != c || d->nshards != 1) {
         char s[96];
         return verr(V, r, opi, "adds to %s, which holds %s", V->p->ranks[r].bufs[b].name, val_describe(V, d, s, sizeof s));
+    } else if (d->tied) {
+        return verr(V, r, opi, "adds micro-batch %d to the gradient of chunk %d in %s after its TIE: the tied sum is final",
+                    mb, c, V->p->ranks[r].bufs[b].name);
     }
     if (d->set[mb / 64] >> (mb % 64) & 1)
         return verr(V, r, opi, "micro-batch %d is already in the gradient of chunk %d in %s", mb, c, V->p->ranks[r].bufs[b].name);
@@ -220,6 +223,8 @@ static int run_local(Verifier *V, int r, int opi) {
         }
         if (dst->kind != V_EMPTY && (dst->chunk != src->chunk || dst->shard != src->shard || dst->nshards != src->nshards))
             return verr(V, r, opi, "adds %s to %s", val_describe(V, src, d1, sizeof d1), val_describe(V, dst, d2, sizeof d2));
+        if (dst->tied || src->tied)
+            return verr(V, r, opi, "adds to or from the gradient of chunk %d after its TIE: the tied sum is final", src->chunk);
         int dup;
         p->ranks[r].notes[opi].first = dst->kind == V_EMPTY;
         p->ranks[r].notes[opi].chunk = src->chunk;
@@ -234,12 +239,38 @@ static int run_local(Verifier *V, int r, int opi) {
         val_copy(V, &s->bufs[op->buf], src);
         return 0;
     }
+    case OP_TIE: {
+        /* tied embeddings over several chunks: the embedding (chunk 0) and its mirror, the last
+         * chunk's LM head, each with its complete gradient here; both become the sum, once */
+        Val *e = &s->bufs[op->buf], *h = &s->bufs[op->buf2];
+        int lastc = p->nchunks - 1;
+        if (!p->model.tied || p->nchunks < 2)
+            return verr(V, r, opi, "TIE in a plan whose model %s", !p->model.tied ? "does not tie its embeddings"
+                        : "runs as one chunk (its head is the embedding itself)");
+        if (e->kind != V_D || e->chunk != 0 || e->nshards != 1 || h->kind != V_D || h->chunk != lastc || h->nshards != 1)
+            return verr(V, r, opi, "needs the whole gradients of chunk 0 and chunk %d, %s holds %s and %s holds %s", lastc,
+                        p->ranks[r].bufs[op->buf].name, val_describe(V, e, d1, sizeof d1),
+                        p->ranks[r].bufs[op->buf2].name, val_describe(V, h, d2, sizeof d2));
+        if (e->tied || h->tied) return verr(V, r, opi, "the gradients of chunks 0 and %d are tied twice", lastc);
+        if (e->count != V->M || h->count != V->M)
+            return verr(V, r, opi, "ties incomplete gradients: chunk 0's has %d and chunk %d's %d of %d micro-batches",
+                        e->count, lastc, h->count, V->M);
+        e->tied = h->tied = 1;
+        p->ranks[r].notes[opi].chunk = 0;
+        return 0;
+    }
     case OP_OPT: {
         Val *w = &s->bufs[op->buf], *g = &s->bufs[op->buf2];
         if (w->version) return verr(V, r, opi, "chunk %d is updated twice", c);
         if (g->kind != V_D || g->chunk != c || g->shard != w->shard || g->nshards != w->nshards)
             return verr(V, r, opi, "needs the gradient of chunk %d%s, %s holds %s", c, w->nshards > 1 ? " (its shard)" : "",
                         p->ranks[r].bufs[op->buf2].name, val_describe(V, g, d1, sizeof d1));
+        /* a tied model over several chunks: its embedding and head mirror are updated with the
+         * summed gradient only, else the two masters diverge */
+        if (p->model.tied && p->nchunks > 1 && (c == 0 || c == p->nchunks - 1) && !g->tied && g->count == V->M)
+            return verr(V, r, opi, "updates chunk %d of a tied model with its own gradient: the embedding's (chunk 0) "
+                        "and the LM head mirror's (chunk %d) must first be summed by TIE, or the two masters diverge",
+                        c, p->nchunks - 1);
         if (g->count != V->M) {
             int missing = 0;
             while (g->set[missing / 64] >> (missing % 64) & 1) missing++;

@@ -17,6 +17,7 @@
 enum { V_EMPTY, V_W, V_D };
 typedef struct Val {
     uint8_t kind, version;
+    uint8_t tied;           /* D: summed with its tied partner by TIE (the embedding's and the head mirror's) */
     int32_t chunk, shard, nshards;
     int32_t count;          /* D: micro-batches in set */
     uint64_t *set;          /* D: bitset over the step's micro-batches, owned */

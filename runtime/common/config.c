@@ -54,9 +54,8 @@ int wp_chunk_tensors(const WpConfig *c, const WpChunk *k, WpTensor *out) {
     }
     if (k->last) {
         ADD(H, 1, 1, "model.norm.weight");
-        /* Tied: the LM head is the embedding, which only a chunk that is also first holds. A tied
-         * model therefore has to run as one chunk; the generator rejects anything else. */
-        if (!c->tied) ADD(V, H, 0, "lm_head.weight");
+        /* Tied: the embedding where the chunk also holds it, else its mirror (wp_chunk_has_head) */
+        if (wp_chunk_has_head(c, k)) ADD(V, H, 0, "lm_head.weight");
     }
 #undef ADD
     return n;
@@ -68,8 +67,8 @@ WpChunk wp_chunk_make(const WpConfig *c, int index, int layer0, int nlayers, int
     size_t n = (size_t)nlayers * wp_layer_nparams(c);
     size_t H = (size_t)c->hidden, V = (size_t)c->vocab;
     if (first) n += V * H;
-    if (last) n += H + (c->tied ? 0 : V * H);
     k.nparams = n;
+    if (last) k.nparams += H + (wp_chunk_has_head(c, &k) ? V * H : 0);
     return k;
 }
 

@@ -49,6 +49,18 @@ typedef struct WpChunk {
     size_t nparams;
 } WpChunk;
 
+/* Whether the chunk holds an LM head tensor of its own ("lm_head.weight", at the end of its
+ * parameters): every last chunk of an untied model, and of a tied model the last chunk when it
+ * is not also the first. A tied model's head is then a MIRROR of the embedding: initialised from
+ * it, given the same summed gradient by the plan's TIE (ir/plan.h), so AdamW keeps the two equal
+ * bit for bit; checkpoints keep only the embedding. A tied one-chunk model uses the embedding. */
+static inline int wp_chunk_has_head(const WpConfig *c, const WpChunk *k) {
+    return k->last && (!c->tied || !k->first);
+}
+static inline int wp_chunk_mirrors_embedding(const WpConfig *c, const WpChunk *k) {
+    return c->tied && k->last && !k->first;
+}
+
 /* Parameters of one decoder layer. */
 size_t wp_layer_nparams(const WpConfig *c);
 /* Where a layer's tensors begin in its parameters, in elements (wp_chunk_tensors' order; q, k, v

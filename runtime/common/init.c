@@ -1,7 +1,8 @@
 /* Deterministic initialisation of a chunk's parameters. Each tensor has its own random stream,
  * seeded by the run's seed and the tensor's Hugging Face name, so a tensor gets the same values
  * whichever chunk holds it and whatever the chunking: N(0, 0.02) for matrices and the embedding
- * (Hugging Face's initializer_range), 1 for norm weights. */
+ * (Hugging Face's initializer_range), 1 for norm weights. A tied model's head mirror (its last
+ * chunk's "lm_head.weight" when that chunk is not the first) takes the embedding's stream. */
 #include <math.h>
 #include <stdlib.h>
 #include "common/init.h"
@@ -47,7 +48,9 @@ void wp_chunk_init(const WpConfig *c, const WpChunk *k, float *params, uint64_t 
         if (ts[i].no_decay) {
             for (size_t j = 0; j < len; j++) p[j] = 1.0f;
         } else {
-            uint64_t state = stream_seed(seed, ts[i].name);
+            /* a tied model's mirror of the embedding starts as the embedding (wp_chunk_mirrors_embedding) */
+            int mirror = wp_chunk_mirrors_embedding(c, k) && i == n - 1;
+            uint64_t state = stream_seed(seed, mirror ? "model.embed_tokens.weight" : ts[i].name);
             fill_normal(p, len, 0.02, &state);
         }
     }

@@ -106,6 +106,9 @@ void wp_reduce_scatter(WpRank *R, int whole_buf, int shard_buf, int chunk, int g
 /* ---- local, after the turn's transfers ---- */
 void wp_acc(WpRank *R, int dst, int src, int chunk, int first);
 void wp_copy(WpRank *R, int dst, int src, int chunk);
+/* TIE: a tied model's embedding gradient (chunk 0's, in emb) and its head mirror's (the end of the
+ * last chunk's, in head) both become their sum (config.h, wp_chunk_mirrors_embedding) */
+void wp_tie(WpRank *R, int emb, int head);
 void wp_opt(WpRank *R, int chunk, int master, int grad);
 void wp_free(WpRank *R, int buf);
 

@@ -241,10 +241,6 @@ static void check_call(const WpConfig *c, const WpChunk *k, const WpScratch *s) 
                 k->index, k->nlayers, s->max_layers);
         abort();
     }
-    if (c->tied && k->last && !k->first) {
-        fprintf(stderr, "wp_chunk: a tied LM head needs the embedding in the same chunk (chunk %d)\n", k->index);
-        abort();
-    }
     /* this scratch's bf16 GEMM work area, not another's */
     matmul_set_bf16_work(s->mm_work, s->mm_work_elems);
 }
@@ -304,11 +300,11 @@ static void layer_backward(const WpConfig *c, const LayerParams *p, LayerParams 
 
 /* Where the last chunk's head parameters are. */
 static float *head_weight(const WpConfig *c, const WpChunk *k, float *p) {
-    if (c->tied) return p;   /* the embedding, at the start of the (first) chunk */
+    if (!wp_chunk_has_head(c, k)) return p;   /* tied, one chunk: the embedding, at its start */
     return p + k->nparams - (size_t)c->vocab * c->hidden;
 }
 static float *final_norm(const WpConfig *c, const WpChunk *k, float *p) {
-    return p + k->nparams - (size_t)c->hidden - (c->tied ? 0 : (size_t)c->vocab * c->hidden);
+    return p + k->nparams - (size_t)c->hidden - (wp_chunk_has_head(c, k) ? (size_t)c->vocab * c->hidden : 0);
 }
 static float *first_layer(const WpConfig *c, const WpChunk *k, float *p) {
     return p + (k->first ? (size_t)c->vocab * c->hidden : 0);

@@ -235,6 +235,12 @@ void step_acc(WpRank *R, int dst, int src, size_t n, int first) {
     }
 }
 
+void step_tie(WpRank *R, int a, size_t ao, int b, size_t bo, size_t n) {
+    float *x = (float *)R->dev->buf[a] + ao, *y = (float *)R->dev->buf[b] + bo;
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) y[i] = x[i] = x[i] + y[i];
+}
+
 void step_copy(WpRank *R, int dst, int src, size_t n) {
     float *d = R->dev->buf[dst];
     const float *s = R->dev->buf[src];

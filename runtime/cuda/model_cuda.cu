@@ -66,10 +66,10 @@ template <typename E> static E *first_layer(const WpConfig *c, const WpChunk *k,
     return p + (k->first ? (size_t)c->vocab * c->hidden : 0);
 }
 template <typename E> static E *head_weight(const WpConfig *c, const WpChunk *k, E *p) {
-    return c->tied ? p : p + k->nparams - (size_t)c->vocab * c->hidden;
+    return !wp_chunk_has_head(c, k) ? p : p + k->nparams - (size_t)c->vocab * c->hidden;   /* tied, one chunk: the embedding */
 }
 template <typename E> static E *final_norm(const WpConfig *c, const WpChunk *k, E *p) {
-    return p + k->nparams - (size_t)c->hidden - (c->tied ? 0 : (size_t)c->vocab * c->hidden);
+    return p + k->nparams - (size_t)c->hidden - (wp_chunk_has_head(c, k) ? (size_t)c->vocab * c->hidden : 0);
 }
 
 /* Pointers into one layer's part of the stash (layout_cuda.h's wc_layer_stash). */
@@ -211,10 +211,6 @@ static void check_call(const WcModel *m, const WpChunk *k, const void *stash) {
     if (k->nlayers > m->max_layers || (k->last && !m->has_head)) {
         fprintf(stderr, "wc_chunk: chunk %d (%d layers%s) does not fit the model (%d layers%s)\n", k->index,
                 k->nlayers, k->last ? ", LM head" : "", m->max_layers, m->has_head ? ", LM head" : "");
-        abort();
-    }
-    if (m->cfg.tied && k->last && !k->first) {
-        fprintf(stderr, "wc_chunk: a tied LM head needs the embedding in the same chunk (chunk %d)\n", k->index);
         abort();
     }
     if ((uintptr_t)stash % 4) {   /* its fp32 statistics would be misaligned (layout_cuda.h) */

@@ -253,6 +253,15 @@ void step_acc(WpRank *R, int dst, int src, size_t n, int first) {
     if (n) wc_acc(D->model, D->buf[dst], R->me->bufs[dst].dtype, D->buf[src], R->me->bufs[src].dtype, n, first);
 }
 
+/* a += b, then b = a: the same bits in both */
+void step_tie(WpRank *R, int a, size_t ao, int b, size_t bo, size_t n) {
+    WpCompute *D = R->dev;
+    float *x = (float *)D->buf[a] + ao, *y = (float *)D->buf[b] + bo;
+    if (!n) return;
+    wc_acc(D->model, x, WP_FP32, y, WP_FP32, n, 0);
+    convert(R, y, WP_FP32, x, WP_FP32, n);
+}
+
 /* A master into a bf16 buffer: its working copy, already rounded. */
 void step_copy(WpRank *R, int dst, int src, size_t n) {
     WpCompute *D = R->dev;

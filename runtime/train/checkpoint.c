@@ -459,12 +459,25 @@ static int is_manifest(const char *path) {
 
 /* ---- shards ---------------------------------------------------------------------------------- */
 
-/* The chunk's tensors, malloc'd; NULL on failure. */
+/* The chunk's tensors as checkpoints keep them, malloc'd; NULL on failure. A tied model's mirror
+ * of the embedding (wp_chunk_mirrors_embedding: its last chunk's lm_head.weight, the last tensor)
+ * is not among them: the embedding is saved once, as Hugging Face saves a tied model, and a load
+ * fills the mirror from it (fill_mirror). */
 static WpTensor *chunk_tensors(const WpConfig *c, const WpChunk *k, int *n) {
     *n = wp_chunk_tensors(c, k, NULL);
     WpTensor *t = calloc((size_t)(*n > 0 ? *n : 1), sizeof *t);
     if (t) wp_chunk_tensors(c, k, t);
+    if (wp_chunk_mirrors_embedding(c, k)) (*n)--;
     return t;
+}
+
+/* A loaded array of every chunk (weights or one AdamW moment): the mirror, if the last chunk has
+ * one, takes the embedding's values (the first chunk's first V*H), as training keeps them equal. */
+static void fill_mirror(const WpConfig *c, const WpChunk *chunks, int nchunks, float *const *arrays) {
+    const WpChunk *last = &chunks[nchunks - 1];
+    if (!arrays || !wp_chunk_mirrors_embedding(c, last)) return;
+    size_t vh = (size_t)c->vocab * c->hidden;
+    memcpy(arrays[nchunks - 1] + last->nparams - vh, arrays[0], vh * sizeof(float));
 }
 
 static int tensor_shape(const WpTensor *t, size_t *shape) {
@@ -955,6 +968,7 @@ static int load_manifest(const char *path, const WpConfig *c, const WpChunk *chu
         }
         free(ts);
     }
+    for (int q = 0; q < (moments ? 3 : 1) && rc == 0; q++) fill_mirror(c, chunks, nchunks, dst[q]);
     if (rc == 0 && moments) rc = check_moments(path, chunks, nchunks, m, v, err, errlen);
     if (rc == 0 && st) *st = state;
     for (size_t s = 0; open && s < nsh; s++) wp_st_close(open[s]);
@@ -1069,6 +1083,7 @@ static int load_chunks(const WpStFile *f, const char *path, const WpConfig *c, c
             }
         free(ts);
     }
+    fill_mirror(c, chunks, nchunks, arrays);
     return 0;
 }
 

@@ -83,6 +83,9 @@ void step_acc(WpRank *R, int dst, int src, size_t n, int first);
 /* dst = src over n elements, at dst's format (a master into a bf16 buffer: its working copy). */
 void step_copy(WpRank *R, int dst, int src, size_t n);
 
+/* a[ao .. ao+n) and b[bo .. bo+n), both fp32, each become a + b (the same bits in both). */
+void step_tie(WpRank *R, int a, size_t ao, int b, size_t bo, size_t n);
+
 /* Gives back every slot still held and frees step_ops.c's tables: before compute_teardown. */
 void step_ops_free(WpRank *R);
 

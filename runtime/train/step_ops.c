@@ -300,6 +300,16 @@ void wp_copy(WpRank *R, int dst, int src, int chunk) {
     step_copy(R, dst, src, held(R, src, chunk));
 }
 
+/* The embedding is chunk 0's first V*H parameters, the mirror the last chunk's last V*H
+ * (config.c, wp_chunk_tensors); both gradients are the fp32 ones OPT reads (plan.h's rule). */
+void wp_tie(WpRank *R, int emb, int head) {
+    const WpChunk *last = &R->chunks[R->plan->nchunks - 1];
+    size_t n = (size_t)R->cfg.vocab * R->cfg.hidden;
+    if (!wp_chunk_mirrors_embedding(&R->cfg, last) || R->me->bufs[emb].dtype != WP_FP32 || R->me->bufs[head].dtype != WP_FP32)
+        comm_abort(R->comm, 1, "TIE: expected the fp32 gradients of a tied model's embedding and its LM head mirror");
+    step_tie(R, emb, 0, head, last->nparams - n, n);
+}
+
 void wp_free(WpRank *R, int buf) {
     (void)R; (void)buf;   /* buffers are static: freeing only ends the content's life in the plan */
 }

@@ -264,7 +264,11 @@ static void run_step(void *ud, long s, double *loss_sum, double *sumsq) {
     for (int i = 0; i < R->nopts; i++) {
         if (!counts_master(R->plan, R->rank, R->opts[i].master)) continue;
         const WpBufDesc *d = &R->me->bufs[R->opts[i].master];
-        *sumsq += compute_sumsq(R, R->opts[i].grad, chunk_floats(R, R->opts[i].chunk, d->shard, d->nshards));
+        size_t n = chunk_floats(R, R->opts[i].chunk, d->shard, d->nshards);
+        /* a tied model's head mirror, at the chunk's end, holds the embedding's gradient again (TIE) */
+        if (wp_chunk_mirrors_embedding(&R->cfg, &R->chunks[R->opts[i].chunk]) && d->nshards == 1)
+            n -= (size_t)R->cfg.vocab * R->cfg.hidden;
+        *sumsq += compute_sumsq(R, R->opts[i].grad, n);
     }
 }
 

@@ -22,7 +22,9 @@
 -- the backward weight stream then follows the B passes, the gradient chain the W passes.
 --
 -- --replicate-ends keeps the embedding and the LM head on every rank instead (replicated_ends,
--- below): the ring's chunks are then the plan's chunks 1..C.
+-- below): the ring's chunks are then the plan's chunks 1..C. A tied model (tie_word_embeddings)
+-- over more than one chunk always runs so: its head is a mirror of the embedding whose gradient
+-- TIE sums with the embedding's on every rank, after their all-reduces.
 --
 -- M.build runs in phases, each a local function below that decides one thing and records it in
 -- the build state `b`: ring (each chunk's owner and its distance to rank 0), streams (where each
@@ -344,8 +346,14 @@ local function replicated_ends(plan, b)
     local te = math.max(last[E] + 1, th)
     for _, r in ipairs(all) do
       plan:allreduce(r, th, "g" .. H, group)
-      plan:opt(r, th, H, "m" .. H, "g" .. H)
+      -- tied embeddings: the head is a mirror of the embedding (runtime/common/config.h); once
+      -- both sums are here, TIE makes each the sum of the two, so both masters stay equal
+      if not b.tied then plan:opt(r, th, H, "m" .. H, "g" .. H) end
       plan:allreduce(r, te, "g" .. E, group)
+      if b.tied then
+        plan:tie(r, te, "g" .. E, "g" .. H)
+        plan:opt(r, te, H, "m" .. H, "g" .. H)
+      end
       plan:opt(r, te, E, "m" .. E, "g" .. E)
     end
   end
@@ -370,26 +378,25 @@ local function explain(plan, b)
       or "; fewer chunks than ranks: each round's weights start from the owner"))
   if b.ends then
     -- calibrate plans the run again from these words: "(--replicate-ends)" names the flag
-    plan:note(string.format("embedding and LM head replicated on every rank (--replicate-ends): chunks 0 and %d, their gradients all-reduced over all %d ranks",
-      b.C + 1, P * R))
+    plan:note(string.format("embedding and LM head replicated on every rank (--replicate-ends): chunks 0 and %d, their gradients all-reduced over all %d ranks%s",
+      b.C + 1, P * R, b.tied and "; tied embeddings: the head mirrors the embedding, TIE sums their gradients" or ""))
   end
 end
 
 function M.build(plan, ctx, cfg)
   local P, R = wp.pipeline(ctx)
   local C = wp.chunk_count(ctx, P)
-  wp.untied_or_one_chunk(ctx, C, "weipipe")
   local layers = wp.split_layers(ctx.model.layers, C)
-  local rep = ctx.opts.replicate_ends
+  -- a tied model (tie_word_embeddings) over several chunks sums its two uses of the embedding on
+  -- every rank, where --replicate-ends keeps both ends: it is the default for one
+  local tied = ctx.model.tied ~= 0 and C > 1
+  local rep = ctx.opts.replicate_ends or tied
   if rep then
-    if ctx.model.tied ~= 0 then
-      wp.bad_option("--replicate-ends", "the model ties its embedding and LM head (tie_word_embeddings): it runs as one chunk")
-    end
     table.insert(layers, 1, 0)
     layers[#layers + 1] = 0
   end
   plan:chunks(layers)
-  local b = { P = P, R = R, C = C, N = ctx.opts.micro_batches, off = rep and 1 or 0,
+  local b = { P = P, R = R, C = C, N = ctx.opts.micro_batches, off = rep and 1 or 0, tied = ctx.model.tied ~= 0,
               wpool = wp.pool(plan, "w", "W"), dpool = wp.pool(plan, "d", "D") }
   if rep then
     plan:replicate(0)

@@ -53,13 +53,14 @@ function wp.stages(ctx, name)
   return P, R
 end
 
--- A model with tied embeddings (tie_word_embeddings) has its LM head in the embedding's chunk
--- (runtime/common/config.c, wp_chunk_tensors), so it runs as one chunk: refused, in one line, for
--- C > 1. name: the strategy, for the message.
+-- A model with tied embeddings (tie_word_embeddings) over C > 1 chunks needs its embedding's and
+-- its LM head mirror's gradients summed (plan:tie, runtime/common/config.h); the weipipe
+-- strategies do it on every rank, where --replicate-ends keeps both ends. The others run it as one
+-- chunk: refused, in one line, for C > 1. name: the strategy, for the message.
 function wp.untied_or_one_chunk(ctx, C, name)
   if C > 1 and ctx.model.tied ~= 0 then
-    wp.bad_option(nil, string.format("%s: a model with tied embeddings (tie_word_embeddings) runs as one chunk, so only " ..
-      "on one stage (use --replicas to make the pipeline 1 rank, or fsdp)", name))
+    wp.bad_option(nil, string.format("%s: a model with tied embeddings (tie_word_embeddings) runs as one chunk here, so only " ..
+      "on one stage (use --replicas to make the pipeline 1 rank, fsdp, or a weipipe strategy, which ties them over several chunks)", name))
   end
 end
 

@@ -166,7 +166,7 @@ h1=$(grep -o '"plan_hash": *"[0-9a-f]*"' "$tmp/k1a/plan.json") h2=$(grep -o '"pl
     python3 -c "import json,sys; d=json.load(open('$tmp/out')); sys.exit(0 if d[0].get('pass_micro_batches') == 2 and 'pass_micro_batches' not in d[1] else 1)" &&
     ok || bad "compare --pass-micro-batches 2 --json: $(head -c 300 "$tmp/out")"
 [ -n "$h1" ] && [ "$h1" = "$h2" ] && ! grep -q "per weight pass" "$tmp/k1a/plan.json" && ok || bad "--pass-micro-batches 1 is not weipipe-interleave's plan ($h1, $h2)"
-# --replicate-ends (weipipe-naive, -interleave, -zb1, -zb2): refused elsewhere and for a tied model; the
+# --replicate-ends (weipipe-naive, -interleave, -zb1, -zb2): refused elsewhere; the
 # rules of replicated chunks (tests/data/strategies/replicated-ends.lua, one broken per --chunks
 # value); the ring no longer carries the embedding and the head, so fewer bytes go between nodes
 # and every rank holds the ends' masters; plan.json, the README and the summary say so

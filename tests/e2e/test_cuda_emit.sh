@@ -2,7 +2,7 @@
 # The CUDA backend where there is no GPU: `wpgen emit --backend cuda` works for every strategy
 # (default communication nccl, bf16; --comm mpi for host-staged tests), the emitted directory
 # holds the CUDA and NCCL runtime and their Makefile parts, and three emitted plans (weipipe-interleave
-# on nccl, weipipe-zb1 on mpi, weipipe-interleave --replicate-ends on mpi) build with make; run on a machine without a GPU, each fails at start with one line naming the
+# on nccl, weipipe-zb1 on mpi, weipipe-interleave of a tied model, with replicated ends, on mpi) build with make; run on a machine without a GPU, each fails at start with one line naming the
 # missing CUDA device and exit status 5 (README, "Exit status"). Skipped, saying so, when nvcc or
 # NCCL is absent; the run part is skipped where a GPU is present (tests/gpu/run.sh runs there).
 set -u
@@ -33,11 +33,15 @@ for s in weipipe-naive weipipe-interleave 1f1b fsdp tawpipe zb1 weipipe-zb1 weip
     done
 done
 
-# the embedding and LM head replicated on every rank (--replicate-ends): nothing new for the CUDA
-# step (chunks without layers, an all-reduce, updates on every rank), built below on mpi
-"$build/wpgen" emit -t topologies/cpu-2x2.json -m tiny -s weipipe-interleave --backend cuda --comm mpi --replicate-ends -o "$tmp/ends-mpi" >"$tmp/out" 2>&1 &&
-    grep -q "^static const unsigned char replicated\[6\] = { 1, 0, 0, 0, 0, 1 };" "$tmp/ends-mpi/plan_desc.c" && ok ||
-    bad "emit --backend cuda --replicate-ends: $(tail -3 "$tmp/out")"
+# the embedding and LM head replicated on every rank (--replicate-ends): chunks without layers, an
+# all-reduce, updates on every rank; of a tied model (tiny8 tied: --replicate-ends its default),
+# with the head a mirror of the embedding and TIE on every rank (step_tie on the device), built
+# below on mpi
+python3 -c 'import json,sys; c=json.load(open("tests/data/tiny8/config.json")); c["tie_word_embeddings"]=True; json.dump(c,open(sys.argv[1],"w"))' "$tmp/tied.json"
+"$build/wpgen" emit -t topologies/cpu-2x2.json -m "$tmp/tied.json" -s weipipe-interleave --backend cuda --comm mpi -o "$tmp/ends-mpi" >"$tmp/out" 2>&1 &&
+    grep -q "^static const unsigned char replicated\[6\] = { 1, 0, 0, 0, 0, 1 };" "$tmp/ends-mpi/plan_desc.c" &&
+    [ "$(cat "$tmp/ends-mpi"/rank_*.c | grep -c 'wp_tie(R, ')" = 4 ] && ok ||
+    bad "emit --backend cuda of a tied model (replicated ends, TIE): $(tail -3 "$tmp/out")"
 
 # the runtime without the model (the kernels are runtime/cuda/*.cu): only compile then
 have_model=$(ls runtime/cuda/*.cu 2>/dev/null | head -1)

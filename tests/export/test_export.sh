@@ -3,7 +3,7 @@
 # small --max-shard-size (so sharded, with its index) and in bf16 (the default), both loaded by
 # transformers' LlamaForCausalLM.from_pretrained on the CPU, their logits on a fixed batch
 # compared with our C forward of the checkpoint (tests/torch/dump.c; tolerances in
-# check_export.py); the tokenizer's files beside the checkpoint copied; exporting again over an
+# check_export.py), and so is a tied model's checkpoint from a pipelined plan; the tokenizer's files beside the checkpoint copied; exporting again over an
 # export replaces it, and a signal leaves the old export or the new one; the test hook WP_EXPORT_READ_LAYERS reads a layer or two at a time; what is not wpgen's is refused (exit 2, nothing changed, nothing left).
 # transformers 4.44.2 (the last that runs on Debian's torch 1.13) goes into a venv cached at
 # BUILD/pyexport on first use (about a minute).
@@ -50,6 +50,29 @@ WP_EXPORT_READ_LAYERS=2 "$build/wpgen" export "$ck" -o "$tmp/bf16" >"$tmp/out" 2
 (cd tests/export && "../../$py" check_export.py "$tmp/bf16" "$tmp/ours.safetensors" --bf16 "$tmp/fp32") >"$tmp/out" 2>&1 && ok ||
     bad "transformers on the bf16 export: $(tail -3 "$tmp/out")"
 tail -1 "$tmp/out"
+
+# a tied model (tie_word_embeddings) trained 3 steps by a pipelined plan (weipipe-interleave on 4
+# ranks: the head a mirror of the embedding, TIE on every rank): its export holds no
+# lm_head.weight, as Hugging Face writes a tied model, and transformers ties the head to the
+# embedding and gives our logits
+python3 -c 'import json,sys; c=json.load(open("tests/data/tiny8/config.json")); c["tie_word_embeddings"]=True; json.dump(c,open(sys.argv[1],"w"))' "$tmp/tied.json"
+mpirun=(mpirun --oversubscribe); [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
+mkdir -p "$tmp/ckt"
+if "$build/wpgen" emit -t topologies/cpu-2x2.json -m "$tmp/tied.json" --micro-batch-size 2 -s weipipe-interleave -o "$tmp/tiedp" >"$tmp/out" 2>&1 &&
+    make -s -j2 -C "$tmp/tiedp" >"$tmp/out" 2>&1 &&
+    "${mpirun[@]}" -np 4 "$tmp/tiedp/train" --synthetic --steps 3 --save "$tmp/ckt/checkpoint.json" >"$tmp/out" 2>&1 &&
+    "$tmp/dump" "$tmp/tied.safetensors" "$tmp/ckt/checkpoint.json" >"$tmp/out" 2>&1 &&
+    "$build/wpgen" export "$tmp/ckt" -o "$tmp/tiedx" --dtype fp32 >"$tmp/out" 2>&1; then
+    python3 -c 'import json,struct,sys
+f=open(sys.argv[1],"rb"); n=struct.unpack("<Q",f.read(8))[0]; names=set(json.loads(f.read(n)))
+assert "model.embed_tokens.weight" in names and "lm_head.weight" not in names and json.load(open(sys.argv[2]))["tie_word_embeddings"] is True' \
+        "$tmp/tiedx/model.safetensors" "$tmp/tiedx/config.json" && ok || bad "tied export: an lm_head.weight, or not tied"
+    (cd tests/export && "../../$py" check_export.py "$tmp/tiedx" "$tmp/tied.safetensors") >"$tmp/out" 2>&1 && ok ||
+        bad "transformers on the tied pipelined export: $(tail -3 "$tmp/out")"
+    tail -1 "$tmp/out"
+else
+    bad "the tied pipelined run and its export: $(tail -3 "$tmp/out")"
+fi
 
 # again over an export: replaced whole (10 shards become 1), nothing else left beside it
 "$build/wpgen" export "$ck" -o "$tmp/fp32" --dtype fp32 >"$tmp/out" 2>&1 && [ -f "$tmp/fp32/model.safetensors" ] &&

@@ -181,13 +181,40 @@ static void placement_mutants(const char *strategy, const Plan *p) {
     }
 }
 
+/* The TIE rules, case by case on a tied plan: every TIE dropped (each OPT of chunk 0 or of the
+ * last chunk would update a master with its own gradient: the mirror would diverge from the
+ * embedding), duplicated (summed twice), or moved a turn earlier (before the all-reduces complete
+ * the gradients): each rejected, and for the drop by the rule that names TIE. */
+static void tie_rules(const char *strategy, const Plan *p) {
+    int cases = 0;
+    char err[1024];
+    for (int r = 0; r < p->nranks; r++)
+        for (int i = 0; i < p->ranks[r].nops; i++) {
+            if (p->ranks[r].ops[i].kind != OP_TIE) continue;
+            const int muts[3] = { M_DROP, M_DUP, M_EARLIER };
+            const char *want[3] = { "must first be summed by TIE", "tied twice", "incomplete" };
+            for (int k = 0; k < 3; k++) {
+                Plan *q = mutant(p, r, i, muts[k]);
+                int rc = q ? plan_verify(q, err, sizeof err) : -1;
+                CHECK(rc != 0, "%s: rank %d, TIE %s: verified", strategy, r, mut_names[muts[k]]);
+                CHECK(!q || rc == 0 || strstr(err, want[k]) || (k == 2 && strstr(err, "of the same turn")),
+                      "%s: rank %d, TIE %s: rejected for another reason: %s", strategy, r, mut_names[muts[k]], err);
+                plan_free(q);
+                cases++;
+            }
+        }
+    CHECK(cases == 3 * p->nranks, "%s: %d TIE mutants, expected 3 on each of %d ranks", strategy, cases, p->nranks);
+    printf("%-20s TIE rules: %d mutants (dropped, duplicated, a turn earlier) rejected\n", strategy, cases);
+}
+
 /* pass_mbs: weipipe's micro-batches per weight pass (--pass-micro-batches), 0: the strategy's;
  * ends: --replicate-ends */
-static int ends;
+static int ends, tied;
 static void run(const char *strategy, int nodes, const int *per, int mbs, int replicas, int pass_mbs, long *total, long *rejected, long *same) {
     Topology t;
     if (fixture_topology(&t, nodes, per)) { CHECK(0, "topology"); return; }
     WpConfig m = fixture_model(4);
+    m.tied = tied;
     char err[1024];
     StrategyOpts o = { .micro_batches = mbs, .replicas = replicas };
     if (pass_mbs) opts_set_int(&o, "pass_micro_batches", pass_mbs);
@@ -198,7 +225,8 @@ static void run(const char *strategy, int nodes, const int *per, int mbs, int re
     placement_mutants(strategy, p);
     if (strstr(strategy, "zb")) bw_rules(strategy, p);
     double (*ref)[IW] = malloc((size_t)p->nchunks * sizeof *ref), diff;
-    interp_reference(p->nchunks, p->total_mbs, ref);
+    interp_reference_tied(p->nchunks, p->total_mbs, interp_tied(p), ref);
+    if (tied) tie_rules(strategy, p);
     long n0 = *total, rej0 = *rejected, same0 = *same;
     for (int r = 0; r < p->nranks; r++)
         for (int i = 0; i < p->ranks[r].nops; i++)
@@ -223,6 +251,7 @@ static void run(const char *strategy, int nodes, const int *per, int mbs, int re
     char kdesc[64] = "";
     if (pass_mbs) snprintf(kdesc, sizeof kdesc, ", K=%d", pass_mbs);
     if (ends) snprintf(kdesc + strlen(kdesc), sizeof kdesc - strlen(kdesc), ", replicated ends");
+    if (tied) snprintf(kdesc + strlen(kdesc), sizeof kdesc - strlen(kdesc), ", tied");
     printf("%-20s %d ranks, %d replica(s), %d mb/rank%s: %5ld mutants, %5ld rejected, %4ld accepted and equivalent\n",
            strategy, p->nranks, replicas, mbs, kdesc, *total - n0, *rejected - rej0, *same - same0);
     free(ref);
@@ -250,6 +279,11 @@ int main(void) {
     run("weipipe-interleave", 2, two, 2, 1, 0, &total, &rejected, &same);
     run("weipipe-naive", 1, (int[]){ 4 }, 1, 2, 0, &total, &rejected, &same);
     run("weipipe-zb1", 2, two, 2, 1, 0, &total, &rejected, &same);
+    /* tied embeddings: the TIE of the embedding's and the head mirror's gradients on every rank */
+    tied = 1;
+    run("weipipe-interleave", 2, two, 2, 1, 0, &total, &rejected, &same);
+    run("weipipe-zb2", 1, (int[]){ 4 }, 1, 2, 0, &total, &rejected, &same);
+    tied = 0;
     ends = 0;
     printf("mutation test: %ld mutants, %ld rejected by the verifier, %ld accepted and equivalent, %ld slipped through\n",
            total, rejected, same, slipped);

@@ -104,6 +104,7 @@ void step_backward_weights(WpRank *R, const WpChunk *k, const int *tokens, const
 }
 void step_acc(WpRank *R, int dst, int src, size_t n, int first) { (void)R; say("acc b%d b%d n%zu first%d", dst, src, n, first); }
 void step_copy(WpRank *R, int dst, int src, size_t n) { (void)R; say("copy b%d b%d n%zu", dst, src, n); }
+void step_tie(WpRank *R, int a, size_t ao, int b, size_t bo, size_t n) { (void)R; say("tie b%d+%zu b%d+%zu n%zu", a, ao, b, bo, n); }
 
 /* ---- the recording communication layer ---- */
 
@@ -279,8 +280,32 @@ static void test_ends_and_split(void) {
           strlen(logbuf) == strlen("give stash 1;give act 2;give grad 5;"), "what is held at the end is given back: %s", logbuf);
 }
 
+/* TIE of a tied model: the embedding is chunk 0's first V*H parameters, the head mirror the last
+ * chunk's last V*H (V 2, H 4: 8 of chunk 2's 14, from 6); refused unless both are fp32 gradients
+ * of a model whose last chunk mirrors the embedding. */
+static void test_tie(void) {
+    WpRank *R = rank_new(0, 0);
+    WpPlanDesc plan = *R->plan;
+    plan.nchunks = 3;
+    R->plan = &plan;
+    R->cfg.vocab = 2;
+    R->cfg.tied = 1;
+    wp_tie(R, 2, 4);
+    EXPECT("TIE adds the embedding's gradient and the head mirror's, at their offsets", "tie b2+0 b4+6 n8;");
+    logbuf[0] = 0;
+    const char *why = "TIE: expected the fp32 gradients of a tied model's embedding and its LM head mirror";
+    for (int k = 0; k < 2; k++) {
+        volatile int failed = 0;
+        R->cfg.tied = k == 1;
+        if (setjmp(aborted) == 0) wp_tie(R, 2, k == 0 ? 4 : 3);   /* untied; a bf16 buffer */
+        else failed = 1;
+        CHECK(failed && !strcmp(abort_msg, why) && !logbuf[0], "%s: %s", k == 0 ? "untied" : "bf16", abort_msg);
+    }
+}
+
 int main(void) {
     test_collectives();
+    test_tie();
     test_activations();
     test_ends_and_split();
     return check_summary("test_step_ops");
