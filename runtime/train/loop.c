@@ -96,13 +96,9 @@ typedef struct Saves {
     double stall;       /* seconds the training thread spent on saves in this step */
 } Saves;
 
-/* Begins the checkpoint of `step`: with a trainer that writes in the background it is under way
- * when this returns, else written. 0, or -1 having said why (printer). */
-static int save_begin(const WpLoop *L, Saves *sv, long step) {
-    char err[1024] = "";
-    WpTrainState st = state_at(L, step);
-    double t0 = L->now(L->ud);
-    int rc = L->save(L->ud, L->flags->save, (int)L->flags->keep, &st, err, sizeof err);
+/* After one of the trainer's save calls, begun at t0, for the checkpoint of `step`: its time goes
+ * into the step's stall and the trace; a failure (rc) is said on the printer. rc, 0 or -1. */
+static int save_call_done(const WpLoop *L, Saves *sv, long step, double t0, int rc, const char *err) {
     double t1 = L->now(L->ud);
     sv->stall += t1 - t0;
     if (rc) {
@@ -110,6 +106,17 @@ static int save_begin(const WpLoop *L, Saves *sv, long step) {
         return -1;
     }
     if (L->span) L->span(L->ud, "save", t0, t1, step);
+    return 0;
+}
+
+/* Begins the checkpoint of `step`: with a trainer that writes in the background it is under way
+ * when this returns, else written. 0, or -1 having said why (printer). */
+static int save_begin(const WpLoop *L, Saves *sv, long step) {
+    char err[1024] = "";
+    WpTrainState st = state_at(L, step);
+    double t0 = L->now(L->ud);
+    int rc = L->save(L->ud, L->flags->save, (int)L->flags->keep, &st, err, sizeof err);
+    if (save_call_done(L, sv, step, t0, rc, err)) return -1;
     if (L->save_commit) sv->pending = step;
     else sv->saved_at = step;
     return 0;
@@ -125,13 +132,7 @@ static int save_end(const WpLoop *L, Saves *sv) {
     WpSaveReport rep = { 0 };
     double t0 = L->now(L->ud);
     int rc = L->save_commit(L->ud, &rep, err, sizeof err);
-    double t1 = L->now(L->ud);
-    sv->stall += t1 - t0;
-    if (rc) {
-        if (L->printer) fprintf(stderr, "%s: step %ld: cannot save the checkpoint: %s\n", L->prog, step, err);
-        return -1;
-    }
-    if (L->span) L->span(L->ud, "save", t0, t1, step);
+    if (save_call_done(L, sv, step, t0, rc, err)) return -1;
     sv->saved_at = step;
     if (L->printer) {
         printf("save  %5ld/%ld | %s | this process's shard %.1f MiB: copied in %.1f ms, written in %.2f s%s\n", step,
