@@ -44,7 +44,7 @@ submit "$d"
 grep -q '"name": "w1"' "$d/probe/w1.json" 2>/dev/null && grep -q '"name": "w2"' "$d/probe/w2.json" 2>/dev/null &&
     grep -q '"name": "w1"' "$d/probe/allocation.json" && grep -q '"name": "w2"' "$d/probe/allocation.json" && ok ||
     bad "the nodes were not probed by their Slurm names: $(ls "$d/probe" 2>&1 | tr '\n' ' ')"
-grep -q "WPGEN_PROBE=1: the allocation has 2 node(s): w1 1 x cpu, w2 1 x cpu; the plan 2 node(s): n0 2 x cpu, n1 2 x cpu; re-planned for it: $d.alloc, 2 ranks on 2 node(s) (w1 w2)" "$out" &&
+grep -q "WPGEN_PROBE=1: the allocation has 2 node(s): w1 1 x cpu, w2 1 x cpu; the plan 2 node(s): n0 2 x cpu, n1 2 x cpu (probed in [0-9]* s); re-planned for it: $d.alloc, 2 ranks on 2 node(s) (w1 w2)" "$out" &&
     grep -q ": done$" "$out" && [ "$(wc -l <"$d/train-log.jsonl")" = 30 ] && ok ||
     bad "the job did not re-plan for the probe and finish: $(grep '^job.sbatch' "$out" | tail -3)"
 grep -q -- "-np 2 --rankfile $d.alloc/rankfile.slurm-" "$out" && ok || bad "the job did not run $d.alloc's 2 ranks"
@@ -60,7 +60,7 @@ e=$tmp/job2
 "$build/wpgen" emit -t "$d/probe/allocation.json" -m tiny -s weipipe-interleave -o "$e" >"$tmp/emit2.out" 2>&1 ||
     { bad "emit from the job's probe: $(tail -2 "$tmp/emit2.out")"; exit 1; }
 submit "$e"
-grep -q "WPGEN_PROBE=1: the allocation's 2 node(s) (w1 w2) are the plan's (devices and their type; $e/probe/allocation.json): running it as emitted" "$out" &&
+grep -q "WPGEN_PROBE=1: the allocation's 2 node(s) (w1 w2) are the plan's (devices and their type; $e/probe/allocation.json, probed in [0-9]* s): running it as emitted" "$out" &&
     ! grep -q "re-planned" "$out" && [ ! -e "$e.alloc" ] && grep -q -- "-np 2 --rankfile $e/rankfile.slurm-" "$out" &&
     grep -q ": done$" "$out" && ok || bad "the matching allocation was not run as emitted: $(grep '^job.sbatch' "$out" | tail -3)"
 echo "both jobs: $((SECONDS - t0)) s"
