@@ -210,10 +210,10 @@ test: all $(UNIT_BINS) $(MPI_BINS) $(TOOL_BINS) $(EMU_TC)
 demo: all
 	@bash scripts/demo.sh $(BUILD)
 
-# The emitted job.sbatch under a real Slurm set up on this machine (root; about five minutes):
-# time limit, save, requeue; then a node lost and the survivors re-planned
+# The emitted job.sbatch under a real Slurm set up on this machine (root; about six and a half minutes):
+# time limit, save, requeue; then a node lost and the survivors re-planned; then WPGEN_PROBE=1
 test-slurm: all $(TOOL_BINS)
-	@bash tests/slurm/slurm_job.sh $(BUILD) && bash tests/slurm/slurm_replan.sh $(BUILD)
+	@bash tests/slurm/slurm_job.sh $(BUILD) && bash tests/slurm/slurm_replan.sh $(BUILD) && bash tests/slurm/slurm_probe.sh $(BUILD)
 
 bench-gen: all
 	@bash scripts/bench_gen.sh $(BUILD)

@@ -4,6 +4,9 @@ ${P.header_hash}
 #
 # The Slurm batch script of this plan: `sbatch job.sbatch TRAIN-FLAGS...` (from this directory or
 # any other), e.g. `sbatch job.sbatch --data corpus/ --steps 10000`. What it does, in order:
+#   0. with WPGEN_PROBE=1 (off by default: a job step), probes the allocation's nodes and, where
+#      they are not the plan's (node count, devices per node, device type), plans again for them
+#      first (wpgen replan -t, into this directory's name + .alloc): docs/cluster.md, section 6;
 #   1. builds ./train once per job (make; nothing to do when it is up to date);
 #   2. launches the ${P.nranks} ranks, in the plan's order (rank r on the plan's node r / ranks per
 #      node), one task per rank: srun --mpi=pmix where Slurm has PMIx, else mpirun with a rankfile
@@ -13,7 +16,8 @@ ${P.header_hash}
 #   4. on Slurm's warning signal before the time limit (--signal=B:USR1@120 below: 120 s), tells the
 #      ranks to stop after the step under way: they save and exit 4, and the job requeues itself;
 #   5. when a node is lost (the run fails and Slurm marks the node down; --no-kill keeps the
-#      allocation), plans again for the nodes left (wpgen replan --without), builds that plan and
+#      allocation), plans again for the nodes left (wpgen replan --without; with WPGEN_PROBE=1 a
+#      probe of them and wpgen replan -t), builds that plan and
 #      resumes it from the last checkpoint, at most WPGEN_MAX_REPLANS (2) times: docs/cluster.md,
 #      section 5.
 # Change the #SBATCH lines below or give the same options to sbatch (they win), e.g.
