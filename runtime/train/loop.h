@@ -4,10 +4,11 @@
  * console line and the JSON log line (tokens/s and, with a peak, MFU), when to save, and stopping on a signal. A trainer is a
  * set of callbacks: run one step, sum over the processes, apply the update, save.
  *
- * A step: step() -> (loss sum, gradient sum of squares, stop flag) summed over the processes in
- * one allreduce -> both must be finite -> update() with the clipping scale -> one console line and
- * one log line (by the printing process) -> save() if --save and (--save-every hits, the last
- * step, or a stop signal arrived on any process). */
+ * A step: step() -> (loss sum, gradient sum of squares, stop flag, processes still writing a
+ * checkpoint) summed over the processes in one allreduce -> the save under way committed if none
+ * is still writing -> both sums must be finite -> update() with the clipping scale -> save() if
+ * --save and (--save-every hits, the last step, or a stop signal arrived on any process) -> one
+ * console line and one log line (by the printing process). */
 #ifndef WP_LOOP_H
 #define WP_LOOP_H
 
