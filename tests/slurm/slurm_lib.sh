@@ -78,3 +78,30 @@ slurm_stop() {
     for f in "$S"/slurmd-*.pid "$S/slurmctld.pid" "$S/munge/pid"; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null; done
     sleep 1
 }
+
+# A job that lost a node and re-planned, against the same two plans run by hand: OLD_TRAIN on
+# OLD_NP ranks to step S, then NEW_TRAIN on NEW_NP ranks from that checkpoint, in REF (a new
+# folder); the job's last checkpoint JOB_CKPT must be bit-identical. FLAGS: the training flags
+# (with --steps). Needs $mpirun and $build.
+same_as_by_hand() {   # JOB_CKPT REF S OLD_NP OLD_TRAIN NEW_NP NEW_TRAIN FLAGS...
+    local job=$1 ref=$2 s=$3 onp=$4 old=$5 nnp=$6 new=$7; shift 7
+    mkdir -p "$ref"
+    "${mpirun[@]}" -np "$onp" "$old" "$@" --stop-at "$s" --save "$ref/checkpoint.json" >"$ref/old.out" 2>&1
+    [ "$(ckpt_step "$ref/checkpoint.json")" = "$s" ] &&
+        "${mpirun[@]}" -np "$nnp" "$new" "$@" --resume "$ref/checkpoint.json" --save "$ref/checkpoint.json" \
+            >"$ref/new.out" 2>&1 || bad "the runs by hand: $(tail -2 "$ref/old.out" "$ref/new.out")"
+    "$build/tools/ckpt_compare" "$job" "$ref/checkpoint.json" 0 >"$ref/cmp.out" 2>&1 && ok ||
+        bad "the job's weights differ from the runs by hand: $(tail -2 "$ref/cmp.out")"
+}
+
+# The job's log LOG: steps 1..k until the loss, then S+1..TOTAL once each after the resume from
+# step S (at least 20): no step replayed or skipped.
+steps_once_after_resume() {   # LOG S TOTAL
+    python3 - "$@" <<'PY' && ok || bad "the steps after the resume are not $2+1..$3 once each"
+import json, sys
+log = [json.loads(l)["step"] for l in open(sys.argv[1]) if l.strip()]
+s, total = int(sys.argv[2]), int(sys.argv[3])
+k = len(log) - (total - s)
+assert s >= 20 and log[k:] == list(range(s + 1, total + 1)) and log[:k] == list(range(1, k + 1)), (s, log[k - 3:k + 3])
+PY
+}

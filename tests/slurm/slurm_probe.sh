@@ -107,20 +107,8 @@ grep -q "the survivors probed in [0-9]* s: $f/probe/survivors.json" "$out" && gr
     grep -q "node(s) lost: w2 (w2); re-plan 1 of 2: $f.replan-1, $per ranks on 1 node(s) (w1), resuming from step $s of" "$out" &&
     [ "$(grep -c "re-plan [0-9]" "$out")" = 1 ] && grep -q ": done$" "$out" && ok ||
     bad "the job did not probe the survivor, re-plan once and finish: $(grep '^job.sbatch' "$out" | tail -3)"
-mkdir -p "$tmp/ref3"
-"${mpirun[@]}" -np $((2 * per)) "$f/train" "${run[@]}" --stop-at "${s:-0}" --save "$tmp/ref3/checkpoint.json" >"$tmp/ref31.out" 2>&1
-[ "$(ckpt_step "$tmp/ref3/checkpoint.json")" = "$s" ] &&
-    "${mpirun[@]}" -np $per "$f.replan-1/train" "${run[@]}" --resume "$tmp/ref3/checkpoint.json" \
-        --save "$tmp/ref3/checkpoint.json" >"$tmp/ref32.out" 2>&1 || bad "the runs by hand: $(tail -2 "$tmp/ref31.out" "$tmp/ref32.out")"
-"$build/tools/ckpt_compare" "$f/checkpoint/checkpoint.json" "$tmp/ref3/checkpoint.json" 0 >"$tmp/cmp3.out" 2>&1 && ok ||
-    bad "the job's weights differ from the runs by hand: $(tail -2 "$tmp/cmp3.out")"
-python3 - "$f/train-log.jsonl" "${s:-0}" $steps <<'PY' && ok || bad "the steps after the resume are not s+1..$steps once each"
-import json, sys
-log = [json.loads(l)["step"] for l in open(sys.argv[1]) if l.strip()]
-s, total = int(sys.argv[2]), int(sys.argv[3])
-k = len(log) - (total - s)
-assert s >= 20 and log[k:] == list(range(s + 1, total + 1)) and log[:k] == list(range(1, k + 1)), (s, log[k - 3:k + 3])
-PY
+same_as_by_hand "$f/checkpoint/checkpoint.json" "$tmp/ref3" "${s:-0}" $((2 * per)) "$f/train" $per "$f.replan-1/train" "${run[@]}"
+steps_once_after_resume "$f/train-log.jsonl" "${s:-0}" $steps
 echo "the second job, with its loss: $((SECONDS - t1)) s"
 echo "slurm probe: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -52,19 +52,7 @@ grep -q "node(s) lost: w2 (n1); re-plan 1 of 2: $d.replan-1, 2 ranks on 1 node(s
     [ "$(grep -c "re-plan [0-9]" "$out")" = 1 ] && grep -q ": done$" "$out" && ok ||
     bad "the job did not re-plan once and finish: $(grep '^job.sbatch' "$out" | tail -3)"
 # by hand: the 4-rank plan to step s, then the survivors' plan from there
-mkdir -p "$tmp/ref"
-"${mpirun[@]}" -np 4 "$d/train" "${run[@]}" --steps $steps --stop-at "${s:-0}" --save "$tmp/ref/checkpoint.json" >"$tmp/ref1.out" 2>&1
-[ "$(ckpt_step "$tmp/ref/checkpoint.json")" = "$s" ] &&
-    "${mpirun[@]}" -np 2 "$d.replan-1/train" "${run[@]}" --steps $steps --resume "$tmp/ref/checkpoint.json" \
-        --save "$tmp/ref/checkpoint.json" >"$tmp/ref2.out" 2>&1 || bad "the runs by hand: $(tail -2 "$tmp/ref1.out" "$tmp/ref2.out")"
-"$build/tools/ckpt_compare" "$d/checkpoint/checkpoint.json" "$tmp/ref/checkpoint.json" 0 >"$tmp/cmp.out" 2>&1 && ok ||
-    bad "the job's weights differ from the runs by hand: $(tail -2 "$tmp/cmp.out")"
-python3 - "$d/train-log.jsonl" "${s:-0}" $steps <<'EOF' && ok || bad "the steps after the resume are not s+1..$steps once each"
-import json, sys
-log = [json.loads(l)["step"] for l in open(sys.argv[1]) if l.strip()]
-s, total = int(sys.argv[2]), int(sys.argv[3])
-k = len(log) - (total - s)
-assert s >= 20 and log[k:] == list(range(s + 1, total + 1)) and log[:k] == list(range(1, k + 1)), (s, log[k - 3:k + 3])
-EOF
+same_as_by_hand "$d/checkpoint/checkpoint.json" "$tmp/ref" "${s:-0}" 4 "$d/train" 2 "$d.replan-1/train" "${run[@]}" --steps $steps
+steps_once_after_resume "$d/train-log.jsonl" "${s:-0}" $steps
 echo "slurm replan: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
