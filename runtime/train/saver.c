@@ -74,16 +74,24 @@ static void release_arrays(WpSaver *S) {
     S->n = 0;
 }
 
+/* Joins the thread of the write under way, if any, keeping its result for saver_wait. */
+static void join(WpSaver *S) {
+    if (S->running) {
+        pthread_join(S->thread, NULL);
+        S->running = 0;
+    }
+}
+
 void saver_free(WpSaver *S) {
     if (!S) return;
-    saver_wait(S);
+    join(S);
     release_arrays(S);
     free(S);
 }
 
 int saver_arrays(WpSaver *S, const WpCkptRange *ranges, int n, float ***w, float ***m, float ***v, char *err,
                  size_t errlen) {
-    saver_wait(S);
+    join(S);   /* the arrays are the thread's until its write is done */
     int same = n == S->n;
     for (int i = 0; i < n && same; i++) same = ranges[i].n <= S->cap[i];
     if (!same) {
@@ -144,10 +152,7 @@ int saver_idle(WpSaver *S) {
 }
 
 WpSaverResult saver_wait(WpSaver *S) {
-    if (S->running) {
-        pthread_join(S->thread, NULL);
-        S->running = 0;
-    }
+    join(S);
     WpSaverResult r = S->result;
     S->result.started = 0;
     return r;

@@ -28,13 +28,14 @@ typedef struct WpSaverAlloc {
 
 /* A saver whose writes run on a thread (background) or inside saver_start. NULL: out of memory. */
 WpSaver *saver_new(int background, WpSaverAlloc alloc);
-void saver_free(WpSaver *S);   /* waits for a write under way */
+void saver_free(WpSaver *S);   /* waits for a write under way (its result unread) */
 
 /* The host arrays of a save of these ranges (ranges[i].n floats each: weights w[i], moments m[i]
  * and v[i]), for the caller to fill before saver_start; reused from one save to the next (the
  * ranges are the plan's, the same each time), allocated and touched by the first call (a trainer
  * makes it at start-up, so that neither the cost nor a lack of memory waits for the first save).
- * Waits for a write under way. 0, or -1 when host memory cannot be had (err says how much). */
+ * Waits for a write under way (whose result saver_wait still gives). 0, or -1 when host memory
+ * cannot be had (err says how much). */
 int saver_arrays(WpSaver *S, const WpCkptRange *ranges, int n, float ***w, float ***m, float ***v, char *err,
                  size_t errlen);
 

@@ -110,12 +110,12 @@ typedef struct ShardReport {
     char err[480];
 } ShardReport;
 
-/* The save under way: started by save_begin, committed by save_commit (one at a time). */
+/* The save under way: started by save_begin, committed by save_commit (one at a time: the loop
+ * commits a save before it begins the next). */
 static struct {
     WpSaver *saver;
     WpCkptRange *mine;        /* this rank's ranges (rank_ranges) */
     int nmine;
-    int pending;              /* a save was begun and not yet committed */
     char path[4096];
     int keep;
     WpTrainState st;
@@ -135,7 +135,6 @@ static int save_begin(void *ud, const char *path, int keep, const WpTrainState *
     snprintf(saving.path, sizeof saving.path, "%s", path);
     saving.keep = keep;
     saving.st = *st;
-    saving.pending = 1;
     if (saving.nmine > 0) {
         float **w, **m, **v;
         if (saver_arrays(saving.saver, saving.mine, saving.nmine, &w, &m, &v, err, errlen))
@@ -147,12 +146,10 @@ static int save_begin(void *ud, const char *path, int keep, const WpTrainState *
             compute_master_get(R, b, WP_MASTER_V, v[i], saving.mine[i].n);
             i++;
         }
-        saving.started = comm_now(R->comm);
-        saving.copy_seconds = saving.started - t0;
-        saver_start(saving.saver, path, &R->cfg, R->chunks, saving.mine, saving.nmine, st, R->rank);
-    } else {
-        saving.copy_seconds = comm_now(R->comm) - t0;
     }
+    saving.started = comm_now(R->comm);
+    saving.copy_seconds = saving.started - t0;
+    if (saving.nmine > 0) saver_start(saving.saver, path, &R->cfg, R->chunks, saving.mine, saving.nmine, st, R->rank);
     return 0;
 }
 
@@ -182,8 +179,6 @@ static int save_idle(void *ud) {
 static int save_commit(void *ud, WpSaveReport *out_report, char *err, size_t errlen) {
     WpRank *R = ud;
     const WpPlanDesc *P = R->plan;
-    if (!saving.pending) return 0;
-    saving.pending = 0;
     WpSaverResult wr = saver_wait(saving.saver);
     ShardReport *rep = rank_calloc(R, (size_t)P->nranks, sizeof *rep, "the checkpoint");
     ShardReport *me = &rep[R->rank];
