@@ -66,7 +66,6 @@ return {
       wp.bad_option(string.format("--chunks %d", C), string.format("1f1b expects a multiple of the %d pipeline stages " ..
         "(%d for plain 1F1B, v*%d for interleaved 1F1B with v chunks per stage)", P, P, P))
     end
-    wp.untied_or_one_chunk(ctx, C, "1f1b")
     local v = C // P
     local M = P * N
     local orders = {}
@@ -78,6 +77,7 @@ return {
       layers = actpass.stage_layers(ctx, L, C),
       stage_of = function(c) return c % P end,
       orders = orders,
+      tied = wp.tied(ctx, C),
     })
 
     local flight = {}

@@ -65,7 +65,6 @@ return {
     if C ~= P then
       wp.bad_option(string.format("--chunks %d", C), string.format("zb1 runs one chunk per stage (%d)", P))
     end
-    wp.untied_or_one_chunk(ctx, C, "zb1")
     local M = P * N
     local orders = {}
     for s = 0, P - 1 do orders[s] = order_zbh1(s, P, M) end
@@ -74,6 +73,7 @@ return {
       layers = actpass.stage_layers(ctx, L, C),
       stage_of = function(c) return c end,
       orders = orders,
+      tied = wp.tied(ctx, C),
     })
 
     -- the most micro-batches a stage holds at once (from F to W)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ir/plan.h"
+#include "ir/op_table.h"
 
 #define IW 64           /* elements of a chunk's toy weights */
 #define ILR 0.1         /* the toy optimizer: w -= ILR * grad */
@@ -88,7 +89,7 @@ static void shard_range(int s, int n, int *lo, int *hi) {
     *lo = s * IW / n; *hi = (s + 1) * IW / n;
 }
 
-static int is_coll(int k) { return k >= OP_BCAST && k <= OP_REDUCE_SCATTER; }
+static int is_coll(int k) { return op_table[k].coll != COLL_NONE; }
 
 /* Runs the plan and compares every master (every replica's, every shard) with ref[c], the step
  * computed directly: *maxdiff gets the largest difference. 0, or -1 when the plan cannot run
@@ -257,7 +258,8 @@ static int interp_run(const Plan *p, double (*ref)[IW], double *maxdiff) {
                             int x = calls[op->group][match[r][i] * g->n + m];
                             const IVec *v = &snap[x >> 20][x & 0xfffff];
                             if (op->kind == OP_BCAST && g->ranks[m] == op->peer) sum = *v;
-                            if (op->kind == OP_REDUCE || op->kind == OP_ALLREDUCE || op->kind == OP_REDUCE_SCATTER)
+                            if (op->kind == OP_REDUCE || op->kind == OP_ALLREDUCE || op->kind == OP_REDUCE_SCATTER ||
+                                op->kind == OP_TIE_ALLREDUCE)   /* the toy's mirror is all embedding: its whole vector */
                                 for (int e = 0; e < IW; e++) sum.v[e] += v->v[e];
                             if (op->kind == OP_ALLGATHER) {
                                 int a, b;
@@ -267,7 +269,8 @@ static int interp_run(const Plan *p, double (*ref)[IW], double *maxdiff) {
                         }
                         double *dst = NULL;
                         if (op->kind == OP_BCAST && op->peer != r) dst = me->bufs[op->buf].v;
-                        if ((op->kind == OP_REDUCE && op->peer == r) || op->kind == OP_ALLREDUCE) dst = me->bufs[op->buf].v;
+                        if ((op->kind == OP_REDUCE && op->peer == r) || op->kind == OP_ALLREDUCE || op->kind == OP_TIE_ALLREDUCE)
+                            dst = me->bufs[op->buf].v;
                         if (op->kind == OP_ALLGATHER) { dst = me->bufs[op->buf2].v; lo = 0; hi = IW; }
                         if (op->kind == OP_REDUCE_SCATTER) { dst = me->bufs[op->buf2].v; shard_range(my, g->n, &lo, &hi); }
                         if (dst) memcpy(dst + lo, sum.v + lo, (size_t)(hi - lo) * sizeof(double));

@@ -259,6 +259,9 @@ local FORMS = {
     REDUCE_SCATTER = { call = "wp_reduce_scatter(R, {buf}, {buf2}, CHUNK({nchunk}), GROUP({group}));",
                        why = "D{nchunk} summed; own shard{purpose}",
                        token = "rscatter D{nchunk}@g{group}" },
+    TIE_ALLREDUCE = { call = "wp_tie_allreduce(R, {buf}, CHUNK({nchunk}), GROUP({group}));",
+                      why = "the tied embedding's part of D{nchunk} summed with its other use's over {members}{purpose}",
+                      token = "tie D{nchunk}@g{group}" },
     ACC_FIRST = { call = "wp_acc(R, {buf}, {buf2}, CHUNK({nchunk}), {first});",
                   why = "{buf} = {buf2}: D{nchunk}{purpose}",
                   token = "acc D{nchunk}" },
@@ -315,7 +318,7 @@ local PHRASES = {
 local USE = {
     FWD = "for FWD", BWD = "for BWD", BWD_B = "for BWD_B", BWD_W = "for BWD_W", SEND = "to pass on", RECV = "for RECV",
     BCAST = "to broadcast", REDUCE = "to reduce", ALLREDUCE = "to all-reduce", ALLGATHER = "to all-gather",
-    REDUCE_SCATTER = "to reduce-scatter", ACC = "for ACC", COPY = "to copy", TIE = "to tie", OPT = "for OPT", FREE = "unused, freed",
+    REDUCE_SCATTER = "to reduce-scatter", ACC = "for ACC", COPY = "to copy", TIE = "to tie", TIE_ALLREDUCE = "to tie", OPT = "for OPT", FREE = "unused, freed",
 }
 
 -- ---- the strategy lines the operations came from ----

@@ -122,7 +122,7 @@ static int nvariants(int f) {
  * or of activations, the root of a broadcast or a member); form_of() picks one. */
 #define FORMS(X)                                                                                   \
     X(FWD) X(BWD) X(BWD_B) X(BWD_W) X(SEND_W) X(SEND_D) X(SEND_ACT) X(RECV) X(RECV_ACT) X(BCAST_ROOT) \
-    X(BCAST) X(REDUCE_ROOT) X(REDUCE) X(ALLREDUCE) X(ALLGATHER) X(REDUCE_SCATTER) X(ACC_FIRST) X(ACC) \
+    X(BCAST) X(REDUCE_ROOT) X(REDUCE) X(ALLREDUCE) X(ALLGATHER) X(REDUCE_SCATTER) X(TIE_ALLREDUCE) X(ACC_FIRST) X(ACC) \
     X(COPY) X(TIE) X(OPT_SHARD) X(OPT) X(FREE) X(FREE_HELD)
 
 enum {
@@ -637,6 +637,7 @@ static int form_of(const Ctx *c) {
     case OP_ALLREDUCE: return FM_ALLREDUCE;
     case OP_ALLGATHER: return FM_ALLGATHER;
     case OP_REDUCE_SCATTER: return FM_REDUCE_SCATTER;
+    case OP_TIE_ALLREDUCE: return FM_TIE_ALLREDUCE;
     case OP_ACC: return c->nt->first ? FM_ACC_FIRST : FM_ACC;
     case OP_COPY: return FM_COPY;
     case OP_TIE: return FM_TIE;

@@ -38,6 +38,10 @@
     X(REDUCE_SCATTER, .phase = OP_PHASE_TRANSFER, .coll = COLL_REDUCE_SCATTER, .carries = CARRY_D, \
         .operand = { OPND_D, OPND_D }, .use = { R | USE_CLEAR, W }, .role = { "gradient", "gradient shard" }, \
         .format = "$b -> $B group $g") \
+    /* a tied model's two uses of the embedding summed where they are on two ranks: each member's \
+       V*H part (chunk 0's first, or the last chunk's end) all-reduced in fp32, the same bits on both */ \
+    X(TIE_ALLREDUCE, .phase = OP_PHASE_TRANSFER, .coll = COLL_ALLREDUCE, .carries = CARRY_TIED, \
+        .operand = { OPND_D }, .use = { R | W }, .role = { "tied gradient" }, .format = "$b group $g") \
     /* ---- local: run in order once the turn's transfers have completed ---- */ \
     X(ACC, .phase = OP_PHASE_LOCAL, .flags = OPF_DISTINCT, \
         .operand = { OPND_D, OPND_D }, .use = { USE_ADD, R | USE_CLEAR }, .role = { "destination", "source" }, \

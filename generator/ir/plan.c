@@ -11,7 +11,7 @@
 #include "ir/xalloc.h"
 #include "common/errmsg.h"
 
-const char *const what_names[] = { "-", "W", "D", "A", "G" };
+const char *const what_names[] = { "-", "W", "D", "A", "G", "T" };
 
 static void *grow(void *p, int *cap, int need, size_t elem) {
     if (need <= *cap) return p;
@@ -443,18 +443,21 @@ int plan_op_carries(const Plan *p, int rank, const Op *op) {
     case CARRY_WHAT: return op->what;
     case CARRY_W: return WHAT_W;
     case CARRY_D: return WHAT_D;
+    case CARRY_TIED: return WHAT_T;
     case CARRY_ANY: return op->buf >= 0 && p->ranks[rank].bufs[op->buf].kind == BUF_D ? WHAT_D : WHAT_W;
     default: return WHAT_NONE;
     }
 }
 
 WpDtype plan_carried_dtype(const Plan *p, int what) {
+    if (what == WHAT_T) return WP_FP32;
     if (what == WHAT_D) return p->grad_precision;
     return what == WHAT_W && p->weight_wire_fp32 ? WP_FP32 : p->precision;
 }
 
 size_t plan_carried_bytes(const Plan *p, int what, int chunk, int nshards) {
     size_t n = what == WHAT_A || what == WHAT_G ? (size_t)p->model.mbs * p->model.seq * p->model.hidden
+             : what == WHAT_T                   ? (size_t)p->model.vocab * p->model.hidden
                                                 : plan_shard_elems(p, chunk, nshards);
     return n * wp_dtype_bytes(plan_carried_dtype(p, what));
 }

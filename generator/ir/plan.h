@@ -30,11 +30,15 @@ typedef enum {
      * hashes stay as they were) */
     OP_TIE,             /* tied embeddings: buf (chunk 0's complete gradient, the embedding's) and the head
                            mirror's part of buf2 (the last chunk's) both become their sum */
+    OP_TIE_ALLREDUCE,   /* tied embeddings on two ranks: the embedding's part of buf (chunk 0's complete
+                           gradient on one member, the last chunk's on the other) summed over group */
     OP__COUNT
 } OpKind;
 
 /* What a transfer carries. */
-typedef enum { WHAT_NONE, WHAT_W, WHAT_D, WHAT_A, WHAT_G } OpWhat;
+typedef enum { WHAT_NONE, WHAT_W, WHAT_D, WHAT_A, WHAT_G,
+               WHAT_T   /* only as plan_op_carries says it: a tied embedding's V*H gradient, in fp32 */
+} OpWhat;
 
 typedef struct Op {
     uint8_t kind;       /* OpKind */
@@ -148,7 +152,7 @@ typedef struct Plan {
 } Plan;
 
 extern const char *const op_names[OP__COUNT];   /* the name column of op_table[] (ir/op_table.c) */
-extern const char *const what_names[];          /* OpWhat: "-", "W", "D", "A", "G" */
+extern const char *const what_names[];          /* OpWhat: "-", "W", "D", "A", "G", "T" */
 
 Plan *plan_new(const Topology *t, const WpConfig *m, const char *strategy, int nranks);
 void plan_free(Plan *p);
@@ -198,13 +202,15 @@ size_t shard_elems(size_t n, int nshards);
 size_t plan_shard_elems(const Plan *p, int chunk, int nshards);   /* 0 for chunk -1 */
 
 /* What a transfer or collective op (on rank) carries: WHAT_W, WHAT_D, WHAT_A or WHAT_G (a
- * broadcast: what its buffer holds, by the buffer's kind); WHAT_NONE for other operations. */
+ * broadcast: what its buffer holds, by the buffer's kind), WHAT_T (TIE_ALLREDUCE); WHAT_NONE for
+ * other operations. */
 int plan_op_carries(const Plan *p, int rank, const Op *op);
 /* The format a transfer carrying what moves in: A, G the precision; W the precision, or fp32 where
- * weight_wire_fp32; D the grad_precision. */
+ * weight_wire_fp32; D the grad_precision; T fp32 (the two ends of a tied embedding must add alike). */
 WpDtype plan_carried_dtype(const Plan *p, int what);
 /* Bytes of one value on the wire: a chunk's weights or gradient (or a shard of nshards) for W and
- * D, one activation or activation gradient for A and G (chunk and nshards unused). */
+ * D, one activation or activation gradient for A and G, the V*H embedding for T (chunk and
+ * nshards unused for A, G and T). */
 size_t plan_carried_bytes(const Plan *p, int what, int chunk, int nshards);
 
 /* Adds the memory one buffer takes on its rank to m: its elements, and a master's AdamW state and

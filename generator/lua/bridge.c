@@ -11,6 +11,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 #include "lua/bridge.h"
+#include "ir/op_table.h"
 #include "ir/xalloc.h"
 #include "lua/sandbox.h"
 #include "place/placement.h"
@@ -149,7 +150,8 @@ static int check_group(lua_State *L, Plan *p, int arg) {
 }
 
 /* plan:bcast(rank, turn, buf, group, root), plan:reduce(...same), plan:allreduce(rank, turn, buf, group),
- * plan:allgather(rank, turn, shard_buf, whole_buf, group), plan:reduce_scatter(rank, turn, whole, shard, group) */
+ * plan:allgather(rank, turn, shard_buf, whole_buf, group), plan:reduce_scatter(rank, turn, whole, shard, group),
+ * plan:tie_allreduce(rank, turn, buf, group) */
 static int coll_op(lua_State *L, int kind) {
     Plan *p = check_plan(L);
     int r = check_rank(L, p, 2), t = (int)luaL_checkinteger(L, 3);
@@ -160,7 +162,7 @@ static int coll_op(lua_State *L, int kind) {
         op.group = check_group(L, p, 6);
     } else {
         op.group = check_group(L, p, 5);
-        if (kind != OP_ALLREDUCE) op.peer = check_rank(L, p, 6);
+        if (op_info(kind)->root) op.peer = check_rank(L, p, 6);
     }
     add_op(L, p, r, t, &op);
     return 0;
@@ -170,6 +172,7 @@ static int l_reduce(lua_State *L) { return coll_op(L, OP_REDUCE); }
 static int l_allreduce(lua_State *L) { return coll_op(L, OP_ALLREDUCE); }
 static int l_allgather(lua_State *L) { return coll_op(L, OP_ALLGATHER); }
 static int l_reduce_scatter(lua_State *L) { return coll_op(L, OP_REDUCE_SCATTER); }
+static int l_tie_allreduce(lua_State *L) { return coll_op(L, OP_TIE_ALLREDUCE); }
 
 /* plan:acc(rank, turn, dst, src), plan:copy(rank, turn, dst, src), plan:tie(rank, turn, embedding_grad, head_grad) */
 static int local2_op(lua_State *L, int kind) {
@@ -330,6 +333,7 @@ static const luaL_Reg plan_methods[] = {
     { "send", l_send }, { "recv", l_recv },
     { "bcast", l_bcast }, { "reduce", l_reduce }, { "allreduce", l_allreduce },
     { "allgather", l_allgather }, { "reduce_scatter", l_reduce_scatter },
+    { "tie_allreduce", l_tie_allreduce },
     { "acc", l_acc }, { "copy", l_copy }, { "tie", l_tie }, { "opt", l_opt }, { "free", l_free },
     { "chunks", l_chunks }, { "replicate", l_replicate }, { "owner", l_owner }, { "buffer", l_buffer }, { "group", l_group },
     { "place", l_place }, { "note", l_note }, { "copy_replica", l_copy_replica },

@@ -123,6 +123,38 @@ static int post_recv(Verifier *V, int r, int i) {
     return 0;
 }
 
+/* A TIE_ALLREDUCE's members: the two ends of a tied model over several chunks, each whole and
+ * complete, not tied yet: one brings chunk 0's gradient (the embedding's use), the other the last
+ * chunk's (its head mirror's). Two members, so that each element is the sum of the two uses
+ * once (a+b, the same bits on both) and nothing is counted twice. */
+static int tie_members(Verifier *V, const PlanGroup *grp, const Coll *c, int last_rank, int last_op) {
+    const Plan *p = V->p;
+    int lastc = p->nchunks - 1;
+    char d1[96], d2[96];
+    if (!p->model.tied || p->nchunks < 2)
+        return verr(V, last_rank, last_op, "TIE_ALLREDUCE in a plan whose model %s", !p->model.tied ? "does not tie its embeddings"
+                    : "runs as one chunk (its head is the embedding itself)");
+    if (grp->n != 2)
+        return verr(V, last_rank, last_op, "ties over a group of %d ranks: expected 2, the one with the embedding's gradient "
+                    "(chunk 0) and the one with the LM head mirror's (chunk %d)", grp->n, lastc);
+    const Val *a = &c->in[0], *b = &c->in[1];
+    if (a->chunk == lastc && b->chunk == 0) { const Val *x = a; a = b; b = x; }
+    if (a->chunk != 0 || b->chunk != lastc || a->nshards != 1 || b->nshards != 1)
+        return verr(V, last_rank, last_op, "needs the whole gradients of chunk 0 and chunk %d, rank %d brings %s and rank %d %s", lastc,
+                    grp->ranks[0], val_describe(V, &c->in[0], d1, sizeof d1), grp->ranks[1], val_describe(V, &c->in[1], d2, sizeof d2));
+    if (a->tied || b->tied) return verr(V, last_rank, last_op, "the gradients of chunks 0 and %d are tied twice", lastc);
+    if (a->count != V->M || b->count != V->M) {
+        char h[200] = "", one[160];
+        const char *mine = " (this rank's ";   /* bw_pending_hint's words, said of the member that owes it */
+        for (int m = 0; m < 2 && !h[0]; m++)
+            if (bw_pending_hint(V, grp->ranks[m], one, sizeof one)[0])
+                snprintf(h, sizeof h, " (rank %d's %s", grp->ranks[m], one + strlen(mine));
+        return verr(V, last_rank, last_op, "ties incomplete gradients: chunk 0's has %d and chunk %d's %d of %d micro-batches%s",
+                    a->count, lastc, b->count, V->M, h);
+    }
+    return 0;
+}
+
 /* All members have called: compute what each receives. */
 static int complete(Verifier *V, int g, Coll *c, int last_rank, int last_op) {
     const Plan *p = V->p;
@@ -149,6 +181,7 @@ static int complete(Verifier *V, int g, Coll *c, int last_rank, int last_op) {
             return verr(V, last_rank, last_op, "scatters a gradient that is already a shard");
         }
     }
+    if (c->kind == OP_TIE_ALLREDUCE && tie_members(V, grp, c, last_rank, last_op)) return -1;
     if (c->kind == OP_ALLGATHER)
         for (int m = 0; m < n; m++) {
             const Val *v = &c->in[m], *v0 = &c->in[0];
@@ -184,6 +217,11 @@ static int complete(Verifier *V, int g, Coll *c, int last_rank, int last_op) {
             val_copy(V, slot, &sum);
             slot->shard = m; slot->nshards = n;
             note->chunk = sum.chunk;
+            break;
+        case OP_TIE_ALLREDUCE:   /* each keeps its own chunk's gradient, its embedding part now the sum */
+            val_copy(V, slot, &c->in[m]);
+            slot->tied = 1;
+            note->chunk = c->in[m].chunk;
             break;
         }
         /* Collectives note the size of the whole buffer they work on (all-gather's result,

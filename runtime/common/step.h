@@ -102,6 +102,9 @@ void wp_reduce(WpRank *R, int buf, int chunk, int shard, int nshards, int group,
 void wp_allreduce(WpRank *R, int buf, int chunk, int shard, int nshards, int group);
 void wp_allgather(WpRank *R, int shard_buf, int whole_buf, int chunk, int group);
 void wp_reduce_scatter(WpRank *R, int whole_buf, int shard_buf, int chunk, int group);
+/* TIE_ALLREDUCE: a tied model's embedding gradient (chunk 0's first V*H, on one member) and its
+ * head mirror's (the last chunk's last V*H, on the other) both become their sum, in fp32 */
+void wp_tie_allreduce(WpRank *R, int buf, int chunk, int group);
 
 /* ---- local, after the turn's transfers ---- */
 void wp_acc(WpRank *R, int dst, int src, int chunk, int first);

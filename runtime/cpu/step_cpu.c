@@ -116,6 +116,11 @@ void *step_xfer(WpRank *R, int b, size_t n, WpDtype dt, int in, int out) {
     return t;
 }
 
+void *step_xfer_fp32_part(WpRank *R, int b, size_t off, size_t n, int in, int out) {
+    (void)n; (void)in; (void)out;   /* host memory: the communication layer takes it as it is */
+    return (float *)R->dev->buf[b] + off;
+}
+
 /* In a bf16 plan activations move as bf16: a rounded copy is sent, a receive is widened into
  * the slot after the wait. */
 void *step_act_send(WpRank *R, void *slot, size_t n, WpDtype dt) {

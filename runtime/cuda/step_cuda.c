@@ -141,6 +141,10 @@ void *step_xfer(WpRank *R, int b, size_t n, WpDtype dt, int in, int out) {
     return comm_ptr(R, p, n * wp_dtype_bytes(dt), in, out);
 }
 
+void *step_xfer_fp32_part(WpRank *R, int b, size_t off, size_t n, int in, int out) {
+    return comm_ptr(R, (float *)R->dev->buf[b] + off, n * sizeof(float), in, out);
+}
+
 /* Activations are bf16 in the slots, as they move. */
 void *step_act_send(WpRank *R, void *slot, size_t n, WpDtype dt) {
     return comm_ptr(R, slot, n * wp_dtype_bytes(dt), 1, 0);

@@ -38,6 +38,10 @@ void step_slot_give(WpRank *R, int kind, void *p, size_t tag);
  * the operation writes it (out; a master is never written by a transfer). A backend whose memory
  * the communication layer cannot take stages it as well. Valid until the turn's wait. */
 void *step_xfer(WpRank *R, int b, size_t n, WpDtype dt, int in, int out);
+/* Elements [off, off + n) of fp32 buffer b, in place, as the communication layer takes them
+ * (staged where it cannot take the backend's memory: read now if in, written back after the
+ * turn's wait if out). Valid until the turn's wait. */
+void *step_xfer_fp32_part(WpRank *R, int b, size_t off, size_t n, int in, int out);
 /* An activation slot's n elements as a send carries them in format dt (read now), or where a
  * receive into it lands (written into the slot after the turn's wait). */
 void *step_act_send(WpRank *R, void *slot, size_t n, WpDtype dt);

@@ -289,6 +289,22 @@ void wp_reduce_scatter(WpRank *R, int whole_buf, int shard_buf, int chunk, int g
     comm_reduce_scatter(R->comm, group, whole, shard, n, wdt, &ci);
 }
 
+/* The tied embedding's two uses on two ranks (the verifier's rule: two members, each with a whole
+ * end): each member's part all-reduced in place, in fp32 whatever the plan's grad precision, so
+ * that both hold a + b, the same bits, and the two masters stay equal. */
+void wp_tie_allreduce(WpRank *R, int buf, int chunk, int group) {
+    const WpChunk *k = &R->chunks[chunk];
+    const WpBufDesc *b = &R->me->bufs[buf];
+    size_t n = (size_t)R->cfg.vocab * R->cfg.hidden;
+    int emb = chunk == 0, mirror = wp_chunk_mirrors_embedding(&R->cfg, k);
+    if (!R->cfg.tied || (!emb && !mirror) || b->dtype != WP_FP32 || b->nshards != 1 || k->nparams < n)
+        comm_abort(R->comm, 1, "TIE_ALLREDUCE: expected the whole fp32 gradient of a tied model's embedding or its LM head mirror");
+    char l[32];
+    CommInfo ci = info(R, l, sizeof l, "T%d", chunk);
+    void *p = step_xfer_fp32_part(R, buf, emb ? 0 : k->nparams - n, n, 1, 1);
+    comm_allreduce(R->comm, group, p, n, WP_FP32, &ci);
+}
+
 /* ---- local, after the turn's transfers ---- */
 
 /* A gradient received and added into the owner's: summed in fp32, stored at dst's format. */

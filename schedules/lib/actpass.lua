@@ -102,6 +102,7 @@ end
 --   layers       layers per chunk (wp.split_layers)
 --   stage_of(c)  the stage holding chunk c
 --   orders       orders[s] for s = 0..P-1, as above (scheduled here)
+--   tied         the model ties its embeddings over the C > 1 chunks (wp.tied)
 -- Returns the last turn.
 function M.build(plan, cfg)
   local P, R, N = cfg.P, cfg.R, cfg.N
@@ -160,12 +161,30 @@ function M.build(plan, cfg)
       end
     end
     -- the update: all-reduce over the replicas' copies of the stage, then AdamW. Both in the
-    -- turn after the last backward (or in it, with one replica: OPT runs after the compute).
+    -- turn after the last backward (or in it, with one replica: OPT runs after the compute). A
+    -- tied model's two ends are summed first, between the first stage and the last (wp.tie).
+    local ends = {}
     for c = 0, C - 1 do
-      final = math.max(final, wp.update(plan, c, q * P, stage_of(c), P, R, last_grad[c]))
+      if cfg.tied and (c == 0 or c == C - 1) then
+        ends[c] = wp.replica_sum(plan, c, q * P, stage_of(c), P, R, last_grad[c])
+      else
+        final = math.max(final, wp.update(plan, c, q * P, stage_of(c), P, R, last_grad[c]))
+      end
+    end
+    if cfg.tied then
+      local e, h = rank(stage_of(0)), rank(stage_of(C - 1))
+      local t = wp.tie(plan, e, h, ends[0], ends[C - 1], "g0", "g" .. (C - 1))
+      plan:opt(e, t, 0, "m0", "g0")
+      plan:opt(h, t, C - 1, "m" .. (C - 1), "g" .. (C - 1))
+      final = math.max(final, t)
     end
   end
   plan:copy_replica()
+  if cfg.tied then
+    plan:note(stage_of(0) == stage_of(C - 1)
+      and "tied embeddings: the head mirrors the embedding, TIE sums their gradients on the one stage holding both"
+      or "tied embeddings: the head mirrors the embedding, TIE_ALLREDUCE sums their gradients between the first stage and the last")
+  end
   return final
 end
 

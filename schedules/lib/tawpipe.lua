@@ -289,6 +289,7 @@ local function ops(plan, b, ranks)
     end
   end
   for _, a in ipairs(b.accs) do plan:acc(a.rank, a.t, a.dst, bname(a.src)) end
+  local ends = {}
   for c = 0, C - 1 do
     local t = 0
     for q = 0, R - 1 do t = math.max(t, b.last_acc[q][c]) end
@@ -299,7 +300,20 @@ local function ops(plan, b, ranks)
       t = t + 1
       for q = 0, R - 1 do plan:allreduce(b.owners[q][c], t, "g" .. c, g) end
     end
-    for q = 0, R - 1 do plan:opt(b.owners[q][c], t, c, "m" .. c, "g" .. c) end
+    if b.tied and (c == 0 or c == C - 1) then ends[c] = t
+    else
+      for q = 0, R - 1 do plan:opt(b.owners[q][c], t, c, "m" .. c, "g" .. c) end
+    end
+  end
+  -- a tied model: each replica sums its embedding's and head mirror's gradients, at their owners
+  -- (wp.tie), then updates both
+  if b.tied then
+    for q = 0, R - 1 do
+      local e, h = b.owners[q][0], b.owners[q][C - 1]
+      local t = wp.tie(plan, e, h, ends[0], ends[C - 1], "g0", "g" .. (C - 1))
+      plan:opt(e, t, 0, "m0", "g0")
+      plan:opt(h, t, C - 1, "m" .. (C - 1), "g" .. (C - 1))
+    end
   end
 end
 
@@ -337,6 +351,10 @@ local function explain(plan, b, topo, ranks)
     describe_cost(sol.published)))
   plan:note(string.format("%d micro-batch%s per rank in %d round%s (%s); up to %d circulating weight and %d gradient buffers per rank",
     N, N > 1 and "es" or "", K, K > 1 and "s" or "", b.K_why, wmax, dmax))
+  if b.tied then
+    plan:note(string.format("tied embeddings: the head mirrors the embedding, %s sums their gradients at the owners of chunks 0 and %d",
+      sol.owner[0] == sol.owner[C - 1] and "TIE" or "TIE_ALLREDUCE", C - 1))
+  end
 end
 
 -- alike: whether every replica's placement is replica 0's moved by q*P ranks (the solver sees
@@ -359,10 +377,9 @@ end
 function M.build(plan, ctx)
   local P, R = wp.pipeline(ctx)
   local C = wp.chunk_count(ctx, P)
-  wp.untied_or_one_chunk(ctx, C, "tawpipe")
   plan:chunks(wp.split_layers(ctx.model.layers, C))
   local b = {
-    P = P, R = R, C = C, N = ctx.opts.micro_batches, mode = ctx.opts.grouping or "auto", sols = {},
+    P = P, R = R, C = C, N = ctx.opts.micro_batches, tied = wp.tied(ctx, C), mode = ctx.opts.grouping or "auto", sols = {},
     wpool = wp.pool(plan, "w", "W"), dpool = wp.pool(plan, "d", "D"),
     -- everything is recorded first and emitted once the pools have named the buffers
     xfers = {}, colls = {}, computes = {}, accs = {},

@@ -53,17 +53,6 @@ function wp.stages(ctx, name)
   return P, R
 end
 
--- A model with tied embeddings (tie_word_embeddings) over C > 1 chunks needs its embedding's and
--- its LM head mirror's gradients summed (plan:tie, runtime/common/config.h); the weipipe
--- strategies do it on every rank, where --replicate-ends keeps both ends. The others run it as one
--- chunk: refused, in one line, for C > 1. name: the strategy, for the message.
-function wp.untied_or_one_chunk(ctx, C, name)
-  if C > 1 and ctx.model.tied ~= 0 then
-    wp.bad_option(nil, string.format("%s: a model with tied embeddings (tie_word_embeddings) runs as one chunk here, so only " ..
-      "on one stage (use --replicas to make the pipeline 1 rank, fsdp, or a weipipe strategy, which ties them over several chunks)", name))
-  end
-end
-
 -- The chunks: --chunks, or the default (no more than the layers).
 function wp.chunk_count(ctx, default)
   local C, L = ctx.opts.chunks, ctx.model.layers
@@ -74,18 +63,52 @@ function wp.chunk_count(ctx, default)
   return C
 end
 
--- The update of chunk c, whose complete gradient is in "g<c>" at its owner (local rank `owner` of
--- the replica starting at rank `base`) by the end of turn t: with R replicas of P ranks, first an
--- all-reduce among the replicas' owners in the next turn; then AdamW on "m<c>" (OPT runs after
--- the turn's transfers). Returns the turn of the update.
-function wp.update(plan, c, base, owner, P, R, t)
+-- The sum of chunk c's gradient over the replicas: complete in "g<c>" at its owner (local rank
+-- `owner` of the replica starting at rank `base`) by the end of turn t, with R replicas of P
+-- ranks it is all-reduced among the replicas' owners in the next turn. Returns the turn by whose
+-- end the sum is there (t itself with one replica).
+function wp.replica_sum(plan, c, base, owner, P, R, t)
   if R > 1 then
     local members = {}
     for q = 0, R - 1 do members[#members + 1] = q * P + owner end
     t = t + 1
     plan:allreduce(base + owner, t, "g" .. c, plan:group(members))
   end
+  return t
+end
+
+-- The update of chunk c: wp.replica_sum, then AdamW on "m<c>" (OPT runs after the turn's
+-- transfers, in the turn of the sum). Returns the turn of the update.
+function wp.update(plan, c, base, owner, P, R, t)
+  t = wp.replica_sum(plan, c, base, owner, P, R, t)
   plan:opt(base + owner, t, c, "m" .. c, "g" .. c)
+  return t
+end
+
+-- Whether the plan's model ties its embeddings over several chunks: its last chunk's LM head is
+-- then a mirror of the embedding (runtime/common/config.h), whose gradient must be summed with
+-- the embedding's before either end is updated (wp.tie), else the two masters diverge.
+function wp.tied(ctx, C)
+  return ctx.model.tied ~= 0 and C > 1
+end
+
+-- The sum of a tied model's two uses of the embedding: chunk 0's gradient ge at rank e, complete
+-- (over the replicas too) by the end of turn te, and the last chunk's gh at rank h by the end of
+-- th. On one rank TIE adds them after both are there; on two, TIE_ALLREDUCE between the two in
+-- the next turn (a collective reads its buffer when it is posted): each element becomes a + b in
+-- fp32 on both, the same bits. Each replica ties its own pair after the replicas' all-reduces, so
+-- every copy gets the same sum. Returns the turn after whose transfers both hold the sum: the
+-- ends' OPTs go there, after it.
+function wp.tie(plan, e, h, te, th, ge, gh)
+  local t = math.max(te, th)
+  if e == h then
+    plan:tie(e, t, ge, gh)
+    return t
+  end
+  t = t + 1
+  local g = plan:group({ e, h })
+  plan:tie_allreduce(e, t, ge, g)
+  plan:tie_allreduce(h, t, gh, g)
   return t
 end
 

@@ -42,6 +42,11 @@ python3 -c 'import json,sys; c=json.load(open("tests/data/tiny8/config.json")); 
     grep -q "^static const unsigned char replicated\[6\] = { 1, 0, 0, 0, 0, 1 };" "$tmp/ends-mpi/plan_desc.c" &&
     [ "$(cat "$tmp/ends-mpi"/rank_*.c | grep -c 'wp_tie(R, ')" = 4 ] && ok ||
     bad "emit --backend cuda of a tied model (replicated ends, TIE): $(tail -3 "$tmp/out")"
+# ... and under 1f1b on nccl: the two ends tied between the first stage and the last (TIE_ALLREDUCE)
+"$build/wpgen" emit -t topologies/cpu-2x2.json -m "$tmp/tied.json" -s 1f1b --backend cuda -o "$tmp/tied-1f1b" >"$tmp/out" 2>&1 &&
+    [ "$(grep -c 'wp_tie_allreduce(R, g0, CHUNK(0), ' "$tmp/tied-1f1b/rank_000.c")" = 1 ] &&
+    [ "$(grep -c 'wp_tie_allreduce(R, g3, CHUNK(3), ' "$tmp/tied-1f1b/rank_003.c")" = 1 ] && ok ||
+    bad "emit --backend cuda of a tied model under 1f1b (TIE_ALLREDUCE): $(tail -3 "$tmp/out")"
 
 # the runtime without the model (the kernels are runtime/cuda/*.cu): only compile then
 have_model=$(ls runtime/cuda/*.cu 2>/dev/null | head -1)

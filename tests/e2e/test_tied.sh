@@ -24,6 +24,15 @@ PY
 
 NORM=1 case_ weipipe-interleave topologies/cpu-2x2.json 4 1
 NORM=1 case_ weipipe-zb2 "$(topo_for 2)" 2 2 --replicate-ends
+# activation passing: the embedding on the first stage, the mirror on the last, their gradients
+# summed between the two (TIE_ALLREDUCE); interleaved (the mirror's stage holds chunk C-1 of 8),
+# with replicas (each pipeline ties its pair after the replicas' all-reduces), split backward,
+# and tawpipe's owners
+NORM=1 case_ 1f1b topologies/cpu-1x4.json 4 1
+NORM=1 case_ 1f1b "$(topo_for 2)" 2 2 --chunks 4
+NORM=1 case_ 1f1b topologies/cpu-1x4.json 4 1 --replicas 2
+NORM=1 case_ zb1 topologies/cpu-1x4.json 4 1
+NORM=1 case_ tawpipe topologies/cpu-2x2.json 4 1
 # bf16 weights and gradients (the ends' all-reduces sum bf16; TIE adds the two fp32 sums): the
 # tolerances of tests/e2e/test_parity.sh's bf16 cases
 PREC="bf16 bf16" LOSS_TOL=1e-3 WEIGHT_TOL=5e-2 case_ weipipe-interleave topologies/cpu-2x2.json 4 1
@@ -59,6 +68,19 @@ python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["tensors"]; sys.exit
     "${wp[@]}" "${long[@]}" --resume "$tmp/r/ckpt.json" --save "$tmp/rr/ckpt.json" >"$tmp/out" 2>&1 &&
     "$build/tools/ckpt_compare" "$tmp/rr/ckpt.json" "$tmp/u/ckpt.json" 1e-4 >"$tmp/cmp" 2>&1 && ok ||
     bad "wp-ref's one-chunk checkpoint resumed under weipipe: $(tail -2 "$tmp/out") $(tail -2 "$tmp/cmp")"
+# 1f1b, its ends on two ranks: resumed under itself bit for bit (the last stage's mirror and its
+# moments filled from the embedding it does not own), and from the weipipe checkpoint
+emit_ "$tmp/1f1b" topologies/cpu-1x4.json 1f1b 1
+f1b=("${mpirun[@]}" -np 4 "$tmp/1f1b/train")
+mkdir -p "$tmp/p/u" "$tmp/p/a" "$tmp/p/s" "$tmp/p/w"
+"${f1b[@]}" "${long[@]}" --save "$tmp/p/u/ckpt.json" >"$tmp/out" 2>&1 &&
+    "${f1b[@]}" "${long[@]}" --stop-at 2 --save "$tmp/p/a/ckpt.json" >"$tmp/out" 2>&1 &&
+    "${f1b[@]}" "${long[@]}" --resume "$tmp/p/a/ckpt.json" --save "$tmp/p/s/ckpt.json" >"$tmp/out" 2>&1 &&
+    "$build/tools/ckpt_compare" "$tmp/p/s/ckpt.json" "$tmp/p/u/ckpt.json" 0 >"$tmp/cmp" 2>&1 && ok ||
+    bad "1f1b resumed under 1f1b is not the uninterrupted run bit for bit: $(tail -2 "$tmp/out") $(tail -2 "$tmp/cmp")"
+"${f1b[@]}" "${long[@]}" --resume "$tmp/a/ckpt.json" --save "$tmp/p/w/ckpt.json" >"$tmp/out" 2>&1 &&
+    "$build/tools/ckpt_compare" "$tmp/p/w/ckpt.json" "$tmp/u/ckpt.json" 1e-4 >"$tmp/cmp" 2>&1 && ok ||
+    bad "weipipe resumed under 1f1b: $(tail -2 "$tmp/out") $(tail -2 "$tmp/cmp")"
 "$build/wpgen" export "$tmp/u/ckpt.json" -o "$tmp/hf" --dtype fp32 >"$tmp/out" 2>&1 &&
     python3 - "$tmp/hf" <<'PY' && ok || bad "export of the tied checkpoint: $(tail -2 "$tmp/out")"
 import json, struct, sys

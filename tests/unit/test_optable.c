@@ -37,10 +37,14 @@ static void check_rows(void) {
             CHECK(!(in->use[o] & USE_ADD) || in->operand[o] == OPND_D, "%s: only gradients are added into", in->name);
         }
     }
-    /* every collective has a row, once */
+    /* every collective has a row of the plan's own chunks' values, once (TIE_ALLREDUCE, the one
+     * other, all-reduces the tied embedding's part, which it carries instead of a chunk) */
     int seen[COLL__COUNT] = { 0 };
-    for (int k = 0; k < OP__COUNT; k++) seen[op_info(k)->coll]++;
+    for (int k = 0; k < OP__COUNT; k++)
+        if (op_info(k)->carries != CARRY_TIED) seen[op_info(k)->coll]++;
     for (int c = 1; c < COLL__COUNT; c++) CHECK(seen[c] == 1, "collective %s has %d rows", op_coll_names[c], seen[c]);
+    CHECK(op_info(OP_TIE_ALLREDUCE)->coll == COLL_ALLREDUCE && !op_info(OP_TIE_ALLREDUCE)->root,
+          "TIE_ALLREDUCE: an all-reduce without a root");
 }
 
 /* A plan with one rank's worth of buffers, enough for op_format. */
@@ -62,6 +66,7 @@ static void check_format(void) {
         { { .kind = OP_ALLREDUCE, .buf = 1, .buf2 = -1, .group = 0 }, "ALLREDUCE d1 group 0" },
         { { .kind = OP_ALLGATHER, .buf = 0, .buf2 = 1, .group = 2 }, "ALLGATHER w0 -> d1 group 2" },
         { { .kind = OP_REDUCE_SCATTER, .buf = 1, .buf2 = 0, .group = 2 }, "REDUCE_SCATTER d1 -> w0 group 2" },
+        { { .kind = OP_TIE_ALLREDUCE, .buf = 1, .buf2 = -1, .group = 3 }, "TIE_ALLREDUCE d1 group 3" },
         { { .kind = OP_ACC, .buf = 1, .buf2 = 0 }, "ACC d1 += w0" },
         { { .kind = OP_COPY, .buf = 0, .buf2 = 1 }, "COPY w0 = d1" },
         { { .kind = OP_OPT, .buf = 0, .buf2 = 1, .chunk = 6 }, "OPT chunk 6 w0 with d1" },

@@ -49,6 +49,11 @@ void *step_xfer(WpRank *R, int b, size_t n, WpDtype dt, int in, int out) {
     say("xfer b%d n%zu %s in%d out%d", b, n, dtn(dt), in, out);
     return (void *)(intptr_t)(100 + b);
 }
+void *step_xfer_fp32_part(WpRank *R, int b, size_t off, size_t n, int in, int out) {
+    (void)R;
+    say("xfer_part b%d+%zu n%zu in%d out%d", b, off, n, in, out);
+    return (void *)(intptr_t)(1000 + 100 * b + (int)off);
+}
 void *step_act_send(WpRank *R, void *slot, size_t n, WpDtype dt) {
     (void)R;
     say("act_send %d n%zu %s", id(slot), n, dtn(dt));
@@ -303,9 +308,39 @@ static void test_tie(void) {
     }
 }
 
+/* TIE_ALLREDUCE: the tied part of this member's buffer (the embedding at chunk 0's start, the
+ * mirror at the last chunk's end: V 2, H 4, from 6 of chunk 2's 14) all-reduced in place, in fp32;
+ * refused for a chunk without either end, a bf16 buffer, a shard, or an untied model. */
+static void test_tie_allreduce(void) {
+    WpRank *R = rank_new(0, 0);
+    WpPlanDesc plan = *R->plan;
+    plan.nchunks = 3;
+    R->plan = &plan;
+    R->cfg.vocab = 2;
+    R->cfg.tied = 1;
+    wp_tie_allreduce(R, 2, 0, 1);
+    wp_tie_allreduce(R, 2, 2, 1);
+    EXPECT("TIE_ALLREDUCE: each end's V*H in place, fp32, labelled T<chunk>",
+           "xfer_part b2+0 n8 in1 out1;allreduce g1 1200 n8 fp32 T0;xfer_part b2+6 n8 in1 out1;allreduce g1 1206 n8 fp32 T2;");
+    logbuf[0] = 0;
+    const char *why = "TIE_ALLREDUCE: expected the whole fp32 gradient of a tied model's embedding or its LM head mirror";
+    const struct { int buf, chunk, tied; const char *what; } bad[] = {
+        { 2, 1, 1, "a middle chunk" }, { 3, 0, 1, "a bf16 buffer" }, { 4, 0, 1, "a shard" }, { 2, 2, 0, "an untied model" },
+        { 2, 0, 0, "an untied model's first chunk" },
+    };
+    for (int k = 0; k < 5; k++) {
+        volatile int failed = 0;
+        R->cfg.tied = bad[k].tied;
+        if (setjmp(aborted) == 0) wp_tie_allreduce(R, bad[k].buf, bad[k].chunk, 1);
+        else failed = 1;
+        CHECK(failed && !strcmp(abort_msg, why) && !logbuf[0], "%s: %s", bad[k].what, abort_msg);
+    }
+}
+
 int main(void) {
     test_collectives();
     test_tie();
+    test_tie_allreduce();
     test_activations();
     test_ends_and_split();
     return check_summary("test_step_ops");
