@@ -40,7 +40,7 @@
         .format = "$b -> $B group $g") \
     /* a tied model's two uses of the embedding summed where they are on two ranks: each member's \
        V*H part (chunk 0's first, or the last chunk's end) all-reduced in fp32, the same bits on both */ \
-    X(TIE_ALLREDUCE, .phase = OP_PHASE_TRANSFER, .coll = COLL_ALLREDUCE, .carries = CARRY_TIED, \
+    X(TIE_ALLREDUCE, .phase = OP_PHASE_TRANSFER, .coll = COLL_ALLREDUCE, .carries = CARRY_TIED, .flags = OPF_FP32, \
         .operand = { OPND_D }, .use = { R | W }, .role = { "tied gradient" }, .format = "$b group $g") \
     /* ---- local: run in order once the turn's transfers have completed ---- */ \
     X(ACC, .phase = OP_PHASE_LOCAL, .flags = OPF_DISTINCT, \
@@ -50,7 +50,7 @@
         .operand = { OPND_W, OPND_W }, .use = { W, R }, .role = { "destination", "source" }, \
         .mem_passes = 2, .format = "$b = $B") \
     /* a tied model's two uses of the embedding summed: reads both V*H parts, writes both (chunk 0's bytes) */ \
-    X(TIE, .phase = OP_PHASE_LOCAL, .flags = OPF_DISTINCT, \
+    X(TIE, .phase = OP_PHASE_LOCAL, .flags = OPF_DISTINCT | OPF_FP32, \
         .operand = { OPND_D, OPND_D }, .use = { R | W, R | W }, .role = { "embedding gradient", "LM head gradient" }, \
         .mem_passes = 4, .format = "$b <-> $B") \
     /* AdamW reads w, g, m, v and writes w, m, v: 7 passes */ \

@@ -71,6 +71,8 @@ enum {
     OPF_STEP_END = 32,  /* runs at the step's end, not in its turn: the runtime records it there and applies it
                            once every rank's turns are done and the gradient norm is all-reduced (train/rank.c,
                            train/loop.c), so the simulator times it there too (sim/sim.c, step_end) */
+    OPF_FP32 = 64,      /* its gradient operands are fp32 buffers: the tied sums, which must round alike on both
+                           ends (the owners' gradients, which OPT reads, are: plan.h's rule) */
 };
 
 typedef struct OpInfo {

@@ -83,6 +83,12 @@ static int check_shape(Verifier *V, int r, int opi) {
     if ((in->flags & OPF_MASTER) && op->buf2 >= 0 && bufs[op->buf2].dtype != WP_FP32)
         return verr(V, r, opi, "the gradient %s is kept in %s; the owner's, which AdamW reads, is fp32", bufs[op->buf2].name,
                     wp_dtype_name((WpDtype)bufs[op->buf2].dtype));
+    for (int k = 0; k < 2 && (in->flags & OPF_FP32); k++) {
+        int b = k ? op->buf2 : op->buf;
+        if (b >= 0 && bufs[b].dtype != WP_FP32)
+            return verr(V, r, opi, "the gradient %s is kept in %s; a tied sum is of fp32 gradients (the owners', which AdamW reads)",
+                        bufs[b].name, wp_dtype_name((WpDtype)bufs[b].dtype));
+    }
     /* emptying a master: FREE (the other kinds that empty a buffer take gradients, which masters are not) */
     if ((op_use(op, r, 0) & USE_CLEAR) && bufs[op->buf].master) return verr(V, r, opi, "master weights are never freed");
     if (need_chunk && (op->chunk < 0 || op->chunk >= p->nchunks)) return verr(V, r, opi, "no chunk %d", op->chunk);

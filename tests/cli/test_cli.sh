@@ -218,6 +218,15 @@ done
 # a plan that breaks a rule: exit 1, one line naming rank, turn, operation and rule
 expect 1 "micro-batch" -- plan -t topologies/cpu-2x2.json -m tiny -s tests/data/strategies/lost-gradient.lua
 grep -q "rank 0, turn 4, OPT chunk 0" "$tmp/err" && ok || bad "rejection does not name rank/turn/op: $(cat "$tmp/err")"
+# a tied model's ends summed through bf16 buffers (--grad-precision bf16), then moved into the
+# owners' gradients: rejected by the rule that a tied sum is of fp32 gradients; in fp32, by the
+# rule that the tied sum is final (nothing is added to it)
+python3 -c 'import json,sys; c=json.load(open("tests/data/tiny8/config.json")); c["tie_word_embeddings"]=True; json.dump(c,open(sys.argv[1],"w"))' "$tmp/tied8.json"
+sed 's/"devices": 4/"devices": 2/; s/"cpu-1x4"/"cpu-1x2"/' topologies/cpu-1x4.json >"$tmp/cpu-1x2.json"
+expect 1 "TIE_ALLREDUCE d group 0: the gradient d is kept in bf16; a tied sum is of fp32 gradients" -- \
+    plan -t "$tmp/cpu-1x2.json" -m "$tmp/tied8.json" -s tests/data/strategies/tie-bf16.lua --grad-precision bf16
+expect 1 "ACC g1 += d: adds to or from the gradient of chunk 1 after its TIE: the tied sum is final" -- \
+    plan -t "$tmp/cpu-1x2.json" -m "$tmp/tied8.json" -s tests/data/strategies/tie-bf16.lua
 # a rank placed in a replica that does not exist (plan:place): rejected, one line
 expect 1 "rank 0: placed in replica 1000000" -- plan -t topologies/cpu-2x2.json -m tiny -s tests/data/strategies/misplaced.lua
 [ "$(wc -l <"$tmp/err")" = 1 ] && ok || bad "the placement rejection is not one line: $(cat "$tmp/err")"
