@@ -3,10 +3,12 @@
 # shards hold them. A 4-rank weipipe-interleave run saved at step 3 resumes under 2-rank fsdp
 # (each rank's shard a flat half of the model, cutting tensors) and under 4-rank 1f1b, and both
 # land on the uninterrupted run's weights at step 6 within the fp32 parity tolerance (relative
-# 1e-4 per tensor, tests/e2e/parity_lib.sh's; the strategies sum the gradients in other orders,
-# so not bit for bit). An fsdp checkpoint resumes under weipipe too. A plan of another global
-# batch is refused (exit 2, nothing written) unless --allow-batch-change, which goes on from the
-# saved data position. Prints the bytes each rank's shard holds: 12 per owned parameter.
+# 1e-4 per tensor, tests/e2e/parity_lib.sh's; weipipe and fsdp sum a chunk's gradient across the
+# ranks in other orders than 1f1b's micro-batch 0 first, so not bit for bit: only 1f1b and zb1
+# with one replica resume into each other bit for bit, tests/e2e/test_data.sh). An fsdp
+# checkpoint resumes under weipipe too. A plan of another global batch is refused (exit 2,
+# nothing written) unless --allow-batch-change, which goes on from the saved data position.
+# Prints the bytes each rank's shard holds: 12 per owned parameter.
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
