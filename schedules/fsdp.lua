@@ -56,11 +56,25 @@ return {
     end
     local serial = overlap == "off"
     local L = ctx.model.layers
-    local C = wp.chunk_count(ctx, ctx.model.tied ~= 0 and 1 or L)
-    if C > 1 and ctx.model.tied ~= 0 then
-      wp.bad_option(string.format("--chunks %d", C), "fsdp runs a model with tied embeddings as one chunk")
+    local layer_chunks = wp.chunk_count(ctx, L)
+    -- a tied model over several chunks: the embedding and the final norm with the LM head (a
+    -- mirror of the embedding) are chunks of their own, 0 and C + 1, replicated (every rank holds
+    -- and updates a whole master of them: not gathered, their gradients all-reduced over all ranks,
+    -- then summed by TIE on every rank), the layers' chunks 1 .. C sharded as below. Sharded, the
+    -- two ends would lie on different ranks at different offsets (docs/strategies.md).
+    local ends = wp.tied(ctx, layer_chunks)
+    local cuts = wp.split_layers(L, layer_chunks)
+    if ends then
+      table.insert(cuts, 1, 0)
+      cuts[#cuts + 1] = 0
     end
-    plan:chunks(wp.split_layers(L, C))
+    plan:chunks(cuts)
+    local C = #cuts
+    local E, H = 0, C - 1
+    local function rep(c) return ends and (c == E or c == H) end
+    if ends then plan:replicate(E); plan:replicate(H) end
+    -- the sharded chunks' last: the backward starts with the two the forward left gathered
+    local last_sharded = ends and C - 2 or C - 1
 
     local function w(c) return "w" .. c % 2 end   -- whole weights of chunk c
     local function d(c) return "d" .. c % 2 end   -- chunk c's gradient over this rank's micro-batches
@@ -72,7 +86,7 @@ return {
     -- the root after its forward: per chunk, backward first, gather, BWD, reduce-scatter.
     local function fwd_turn(k) return serial and 2 * k + 1 or k + 1 end
     local function bwd_turn(c) return serial and 2 * C + 3 * (C - 1 - c) + 1 or 2 * C - c end
-    local function kept(c) return not serial and c >= C - 2 end   -- not gathered for the backward
+    local function kept(c) return not serial and c >= last_sharded - 1 end   -- not gathered for the backward
     local block_turns = serial and 5 * C or 2 * C + 1
 
     -- replica 0 (ranks 0 .. P-1); every replica is alike, so plan:copy_replica makes the others
@@ -81,20 +95,33 @@ return {
       local members = {}
       for i = 0, P - 1 do members[#members + 1] = q * P + i end
       local replica = plan:group(members)     -- member i holds shard i
+      local everyone                            -- the replicated ends' all-reduce: every rank of every replica
+      if ends then
+        local all = {}
+        for r = 0, P * R - 1 do all[#all + 1] = r end
+        everyone = plan:group(all)
+      end
 
       for i = 0, P - 1 do
         local r = q * P + i
         plan:place(r, q, i)
         for c = 0, C - 1 do
           plan:owner(c, r)
-          plan:buffer(r, "m" .. c, "W", { chunk = c, master = true, shard = i, nshards = P })
-          plan:buffer(r, "g" .. c, "D", { chunk = c, shard = i, nshards = P })
+          if rep(c) then
+            plan:buffer(r, "m" .. c, "W", { chunk = c, master = true })
+            plan:buffer(r, "g" .. c, "D", { chunk = c })
+          else
+            plan:buffer(r, "m" .. c, "W", { chunk = c, master = true, shard = i, nshards = P })
+            plan:buffer(r, "g" .. c, "D", { chunk = c, shard = i, nshards = P })
+          end
         end
         for _, name in ipairs({ "w0", "w1" }) do plan:buffer(r, name, "W") end
         for _, name in ipairs({ "d0", "d1" }) do plan:buffer(r, name, "D") end
         if per_mb and N > 1 then
           -- a sharded buffer is of one chunk: one per chunk (a shard each, 1/P of the chunk)
-          for c = 0, C - 1 do plan:buffer(r, "s" .. c, "D", { chunk = c, shard = i, nshards = P }) end
+          for c = 0, C - 1 do
+            if not rep(c) then plan:buffer(r, "s" .. c, "D", { chunk = c, shard = i, nshards = P }) end
+          end
         end
         local shard_group
         if R > 1 then
@@ -115,14 +142,30 @@ return {
           -- forward: chunk k gathered the turn before it computes (beside chunk k-1's compute,
           -- or alone when serial)
           for k = 0, C - 1 do
-            plan:allgather(r, base + fwd_turn(k) - 1, "m" .. k, w(k), replica)
-            for _, g in ipairs(mbs) do plan:fwd(r, base + fwd_turn(k), k, g, w(k)) end
+            if rep(k) then
+              for _, g in ipairs(mbs) do plan:fwd(r, base + fwd_turn(k), k, g, "m" .. k) end
+            else
+              plan:allgather(r, base + fwd_turn(k) - 1, "m" .. k, w(k), replica)
+              for _, g in ipairs(mbs) do plan:fwd(r, base + fwd_turn(k), k, g, w(k)) end
+            end
           end
           -- backward, last chunk first; overlapped, chunks C-1 and C-2 are still gathered from
           -- the forward. With replicas, the shard's all-reduce a turn after its reduce-scatter
           -- (serial: in the next chunk's gather turn, still beside no compute)
           for c = C - 1, 0, -1 do
             local t = base + bwd_turn(c)
+            if rep(c) then
+              -- a replicated end: its own master, its gradient straight into g<c>, all-reduced
+              -- over every rank after the last block (the head's first, as its backward is)
+              for _, g in ipairs(mbs) do plan:bwd(r, t, c, g, "m" .. c, "g" .. c) end
+              if last then plan:allreduce(r, t + 1, "g" .. c, everyone) end
+              if last and c == E then
+                plan:tie(r, t + 1, "g" .. E, "g" .. H)
+                plan:opt(r, t + 1, H, "m" .. H, "g" .. H)
+                plan:opt(r, t + 1, E, "m" .. E, "g" .. E)
+              end
+              goto next_chunk
+            end
             if not kept(c) then plan:allgather(r, t - 1, "m" .. c, w(c), replica) end
             for _, g in ipairs(mbs) do plan:bwd(r, t, c, g, w(c), d(c)) end
             -- this rank's shard of the replica's gradient, while chunk c-1 computes: the first
@@ -142,6 +185,7 @@ return {
               end
               plan:opt(r, u, c, "m" .. c, "g" .. c)
             end
+            ::next_chunk::
           end
         end
       end
@@ -152,6 +196,10 @@ return {
       "2 whole-chunk weight and 2 gradient buffers per rank",
       P, P > 1 and "s" or "", R > 1 and string.format(" x %d replicas (gradient shards all-reduced across them)", R) or "",
       C, C > 1 and "s" or "", N, N > 1 and "es" or ""))
+    if ends then
+      plan:note(string.format("tied embeddings: the embedding (chunk 0) and the norm with the LM head, its mirror (chunk %d), " ..
+        "replicated on every rank, their gradients all-reduced over all %d ranks; TIE sums their gradients", H, P * R))
+    end
     if serial then
       plan:note("--fsdp-overlap off: each gather and reduce-scatter in a turn of its own, compute waiting for it")
     end

@@ -946,12 +946,16 @@ double bound_time(const Traits *trp, const Topology *topo, const WpConfig *model
 
 /* The strategy's traits for this model: a ring (weipipe) runs a tied model over more than one
  * chunk with replicated ends whatever its options say (schedules/lib/weipipe.lua: its TIE needs
- * both ends on every rank), so its bounds are those of the ends. */
+ * both ends on every rank), so its bounds are those of the ends. A gathering plan (fsdp) of a
+ * tied model over several chunks keeps its ends whole on every rank, never gathered
+ * (schedules/fsdp.lua): the gathers' turns and buffers are not its bounds, so it gets those of a
+ * plan without gathers, which are below them. */
 static Traits model_traits(const char *strategy, const Topology *topo, const WpConfig *model, const StrategyOpts *o) {
     Traits tr = strategy_traits(strategy, o, topo->ndevices, model->layers);
     int P = topo->ndevices / (o->replicas > 0 ? o->replicas : 1);
     int C = o->chunks ? o->chunks : (P < model->layers ? P : model->layers);
     if (tr.ring && model->tied && C > 1) tr.ends = 1;
+    if (tr.gathers && model->tied && bound_chunk_count(&tr, model, P, o->chunks) > 1) tr.gathers = 0;
     return tr;
 }
 

@@ -33,6 +33,12 @@ NORM=1 case_ 1f1b "$(topo_for 2)" 2 2 --chunks 4
 NORM=1 case_ 1f1b topologies/cpu-1x4.json 4 1 --replicas 2
 NORM=1 case_ zb1 topologies/cpu-1x4.json 4 1
 NORM=1 case_ tawpipe topologies/cpu-2x2.json 4 1
+# fsdp over several chunks: the ends replicated (chunks 0 and C + 1, all-reduced over every rank,
+# TIE on every rank), the layers sharded; per micro-batch (full-shard), with replicas (HSDP),
+# without overlap
+NORM=1 case_ fsdp "$(topo_for 2)" 2 2
+NORM=1 case_ fsdp "$(topo_for 2)" 2 2 --chunks 3 --fsdp-variant full-shard
+NORM=1 case_ fsdp topologies/cpu-1x4.json 4 1 --replicas 2 --fsdp-overlap off
 # bf16 weights and gradients (the ends' all-reduces sum bf16; TIE adds the two fp32 sums): the
 # tolerances of tests/e2e/test_parity.sh's bf16 cases
 PREC="bf16 bf16" LOSS_TOL=1e-3 WEIGHT_TOL=5e-2 case_ weipipe-interleave topologies/cpu-2x2.json 4 1
@@ -40,18 +46,21 @@ PREC="bf16 bf16" LOSS_TOL=1e-3 WEIGHT_TOL=5e-2 case_ weipipe-interleave topologi
 # Checkpoints: the tied pipelined run saved at step 2 resumes under its own plan and lands on the
 # uninterrupted run's weights at step 4 bit for bit (the mirror and its AdamW moments, which the
 # checkpoint does not keep, filled from the embedding's: the same bits the run had); it resumes
-# under one chunk (fsdp, 2 ranks) within the parity tolerance (other sum orders), and the
+# under fsdp (2 ranks: the ends replicated, the layers sharded) and under one chunk (fsdp
+# --chunks 1) within the parity tolerance (other sum orders), and the
 # reference trainer's one-chunk checkpoint resumes under the pipelined plan. The export holds the
 # embedding and no lm_head.weight, as Hugging Face writes a tied model, and says it is tied.
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 long=(--synthetic --seed 3 --lr 2e-3 --warmup 1 --steps 4)
-emit_() {   # DIR TOPO STRATEGY MICRO-BATCHES
-    "$build/wpgen" emit -t "$2" -m "$model" --micro-batch-size 2 -s "$3" --micro-batches "$4" -o "$1" >"$tmp/emit.out" 2>&1 &&
-        make -s -j2 -C "$1" >/dev/null 2>&1 || { bad "emit $3: $(tail -2 "$tmp/emit.out")"; return 1; }
+emit_() {   # DIR TOPO STRATEGY MICRO-BATCHES [FLAG...]
+    local d=$1 t=$2 s=$3 n=$4; shift 4
+    "$build/wpgen" emit -t "$t" -m "$model" --micro-batch-size 2 -s "$s" --micro-batches "$n" "$@" -o "$d" >"$tmp/emit.out" 2>&1 &&
+        make -s -j2 -C "$d" >/dev/null 2>&1 || { bad "emit $s: $(tail -2 "$tmp/emit.out")"; return 1; }
 }
 emit_ "$tmp/wp" topologies/cpu-2x2.json weipipe-interleave 1
 emit_ "$tmp/fsdp" "$(topo_for 2)" fsdp 2
+emit_ "$tmp/fsdp1" "$(topo_for 2)" fsdp 2 --chunks 1
 wp=("${mpirun[@]}" -np 4 "$tmp/wp/train"); fsdp=("${mpirun[@]}" -np 2 "$tmp/fsdp/train")
 mkdir -p "$tmp/u" "$tmp/a" "$tmp/s" "$tmp/f" "$tmp/r" "$tmp/rr"
 "${wp[@]}" "${long[@]}" --save "$tmp/u/ckpt.json" >"$tmp/out" 2>&1 || bad "uninterrupted: $(tail -2 "$tmp/out")"
@@ -63,7 +72,11 @@ python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["tensors"]; sys.exit
     bad "weipipe resumed under weipipe is not the uninterrupted run bit for bit: $(tail -2 "$tmp/out") $(tail -2 "$tmp/cmp")"
 "${fsdp[@]}" "${long[@]}" --resume "$tmp/a/ckpt.json" --save "$tmp/f/ckpt.json" >"$tmp/out" 2>&1 &&
     "$build/tools/ckpt_compare" "$tmp/f/ckpt.json" "$tmp/u/ckpt.json" 1e-4 >"$tmp/cmp" 2>&1 && ok ||
-    bad "weipipe resumed under fsdp (one chunk): $(tail -2 "$tmp/out") $(tail -2 "$tmp/cmp")"
+    bad "weipipe resumed under fsdp: $(tail -2 "$tmp/out") $(tail -2 "$tmp/cmp")"
+mkdir -p "$tmp/f1"
+"${mpirun[@]}" -np 2 "$tmp/fsdp1/train" "${long[@]}" --resume "$tmp/a/ckpt.json" --save "$tmp/f1/ckpt.json" >"$tmp/out" 2>&1 &&
+    "$build/tools/ckpt_compare" "$tmp/f1/ckpt.json" "$tmp/u/ckpt.json" 1e-4 >"$tmp/cmp" 2>&1 && ok ||
+    bad "weipipe resumed under fsdp --chunks 1 (one chunk): $(tail -2 "$tmp/out") $(tail -2 "$tmp/cmp")"
 "$build/wp-ref" -m "$model" --micro-batch-size 2 --micro-batches 4 "${long[@]}" --stop-at 2 --save "$tmp/r/ckpt.json" >"$tmp/out" 2>&1 &&
     "${wp[@]}" "${long[@]}" --resume "$tmp/r/ckpt.json" --save "$tmp/rr/ckpt.json" >"$tmp/out" 2>&1 &&
     "$build/tools/ckpt_compare" "$tmp/rr/ckpt.json" "$tmp/u/ckpt.json" 1e-4 >"$tmp/cmp" 2>&1 && ok ||
@@ -81,6 +94,13 @@ mkdir -p "$tmp/p/u" "$tmp/p/a" "$tmp/p/s" "$tmp/p/w"
 "${f1b[@]}" "${long[@]}" --resume "$tmp/a/ckpt.json" --save "$tmp/p/w/ckpt.json" >"$tmp/out" 2>&1 &&
     "$build/tools/ckpt_compare" "$tmp/p/w/ckpt.json" "$tmp/u/ckpt.json" 1e-4 >"$tmp/cmp" 2>&1 && ok ||
     bad "weipipe resumed under 1f1b: $(tail -2 "$tmp/out") $(tail -2 "$tmp/cmp")"
+# fsdp, the ends replicated: resumed under itself bit for bit
+mkdir -p "$tmp/q/u" "$tmp/q/a" "$tmp/q/s"
+"${fsdp[@]}" "${long[@]}" --save "$tmp/q/u/ckpt.json" >"$tmp/out" 2>&1 &&
+    "${fsdp[@]}" "${long[@]}" --stop-at 2 --save "$tmp/q/a/ckpt.json" >"$tmp/out" 2>&1 &&
+    "${fsdp[@]}" "${long[@]}" --resume "$tmp/q/a/ckpt.json" --save "$tmp/q/s/ckpt.json" >"$tmp/out" 2>&1 &&
+    "$build/tools/ckpt_compare" "$tmp/q/s/ckpt.json" "$tmp/q/u/ckpt.json" 0 >"$tmp/cmp" 2>&1 && ok ||
+    bad "fsdp resumed under fsdp is not the uninterrupted run bit for bit: $(tail -2 "$tmp/out") $(tail -2 "$tmp/cmp")"
 "$build/wpgen" export "$tmp/u/ckpt.json" -o "$tmp/hf" --dtype fp32 >"$tmp/out" 2>&1 &&
     python3 - "$tmp/hf" <<'PY' && ok || bad "export of the tied checkpoint: $(tail -2 "$tmp/out")"
 import json, struct, sys

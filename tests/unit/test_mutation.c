@@ -220,8 +220,8 @@ static void tie_rules(const char *strategy, const Plan *p, double (*ref)[IW]) {
                 cases++;
             }
         }
-    /* one TIE on every rank (weipipe: both ends everywhere), or a pair per replica */
-    int want_ties = strstr(strategy, "weipipe") ? p->nranks : 2 * p->replicas;
+    /* one TIE on every rank (weipipe, fsdp: both ends everywhere), or a pair per replica */
+    int want_ties = strstr(strategy, "weipipe") || !strcmp(strategy, "fsdp") ? p->nranks : 2 * p->replicas;
     CHECK(ties == want_ties, "%s: %d TIEs, expected %d", strategy, ties, want_ties);
     printf("%-20s TIE rules: %d mutants (dropped, duplicated, a turn earlier) of %d TIE%s rejected\n", strategy, cases, ties,
            ties > 1 ? "s" : "");
@@ -310,6 +310,9 @@ int main(void) {
     run("zb1", 2, two, 2, 1, 0, &total, &rejected, &same);
     run("tawpipe", 2, two, 2, 1, 0, &total, &rejected, &same);
     run("tawpipe", 1, (int[]){ 4 }, 1, 2, 0, &total, &rejected, &same);
+    /* fsdp: the ends replicated, TIE on every rank */
+    run("fsdp", 2, two, 2, 1, 0, &total, &rejected, &same);
+    run("fsdp", 1, (int[]){ 4 }, 1, 2, 0, &total, &rejected, &same);
     tied = 0;
     printf("mutation test: %ld mutants, %ld rejected by the verifier, %ld accepted and equivalent, %ld slipped through\n",
            total, rejected, same, slipped);
