@@ -20,7 +20,8 @@
 --
 -- Default chunks: one per layer (FSDP's usual wrapping: one unit per transformer block; the
 -- first also holds the embedding, the last the final norm and the LM head). --chunks C takes
--- any C from 1 to the number of layers.
+-- any C from 1 to the number of layers. A tied model over C > 1 chunks has two more, its ends
+-- replicated on every rank (below, `ends`): the embedding, and the norm with the head mirror.
 --
 -- Two variants (--fsdp-variant):
 --   gather-once  (the default, above) each chunk is gathered once for the forward of all N
