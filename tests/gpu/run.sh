@@ -13,7 +13,8 @@
 #      CPU, and the CPU's own bf16 plans are held to 1e-3 and 5e-2 against the same reference
 #      (tests/e2e/test_parity.sh). Plans: 1 rank over NCCL; 2 and 4 ranks sharing the GPU over
 #      MPI with host-staged transfers (weipipe-interleave, and fsdp and tawpipe on 4 for their
-#      collectives; weipipe-zb1 on 2 and zb1 on 4 for the split backward). Everything here is built with MPI (the NCCL layer bootstraps over it):
+#      collectives; weipipe-zb1 on 2 and zb1 on 4 for the split backward; a tied model under 1f1b
+#      and fsdp on 2). Everything here is built with MPI (the NCCL layer bootstraps over it):
 #      without Open MPI it says so and runs only steps 2 and 4;
 #   4. build/gpu/bench_step and, when python3 imports torch, tests/gpu/bench_torch.py: their
 #      figures side by side; build/gpu/bench_attention, the attention kernels alone.
@@ -192,6 +193,22 @@ if [ $have_mpi = 1 ] && [ -x build/wpgen ] && [ -x build/wp-ref ]; then
     # the embedding and head on every rank (their all-reduce)
     case_ mpi-4ranks-fsdp-wire32 4 topologies/cpu-2x2.json fsdp 1 mpi --weight-wire fp32
     case_ mpi-4ranks-ends 4 topologies/cpu-2x2.json weipipe-interleave 1 mpi --replicate-ends
+    # a tied model (tiny8 tied) against its own wp-ref: the two ends summed between the first stage
+    # and the last (TIE_ALLREDUCE, an fp32 part of a device buffer staged through the host), and
+    # fsdp's replicated ends (TIE on every rank, on the device)
+    python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c["tie_word_embeddings"]=True; json.dump(c,open(sys.argv[2],"w"))' \
+        "$model" "$tmp/tied.json"
+    untied_model=$model untied_ref=$ref
+    model=$tmp/tied.json ref=$tmp/ref-tied
+    mkdir -p "$ref"
+    if build/wp-ref -m "$model" --micro-batch-size 2 --micro-batches 4 "${prec[@]}" "${common[@]}" --save "$ref/checkpoint.json" \
+            --log "$ref/log" >"$ref/out" 2>&1; then
+        case_ mpi-2ranks-1f1b-tied 2 "$tmp/g2.json" 1f1b 2 mpi
+        case_ mpi-2ranks-fsdp-tied 2 "$tmp/g2.json" fsdp 2 mpi
+    else
+        fail "wp-ref, tied: $(tail -3 "$ref/out")"
+    fi
+    model=$untied_model ref=$untied_ref
 fi
 
 # a checkpoint saved on the GPU (its shard copied to pinned memory and written in the background)
