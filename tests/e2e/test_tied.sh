@@ -81,26 +81,26 @@ mkdir -p "$tmp/f1"
     "${wp[@]}" "${long[@]}" --resume "$tmp/r/ckpt.json" --save "$tmp/rr/ckpt.json" >"$tmp/out" 2>&1 &&
     "$build/tools/ckpt_compare" "$tmp/rr/ckpt.json" "$tmp/u/ckpt.json" 1e-4 >"$tmp/cmp" 2>&1 && ok ||
     bad "wp-ref's one-chunk checkpoint resumed under weipipe: $(tail -2 "$tmp/out") $(tail -2 "$tmp/cmp")"
-# 1f1b, its ends on two ranks: resumed under itself bit for bit (the last stage's mirror and its
-# moments filled from the embedding it does not own), and from the weipipe checkpoint
+# a plan stopped at step 2 and resumed under itself: the uninterrupted run's weights bit for bit
+resumes_exactly() {   # NAME DIR TRAINER...
+    local name=$1 d=$2; shift 2
+    mkdir -p "$d/u" "$d/a" "$d/s"
+    "$@" "${long[@]}" --save "$d/u/ckpt.json" >"$tmp/out" 2>&1 &&
+        "$@" "${long[@]}" --stop-at 2 --save "$d/a/ckpt.json" >"$tmp/out" 2>&1 &&
+        "$@" "${long[@]}" --resume "$d/a/ckpt.json" --save "$d/s/ckpt.json" >"$tmp/out" 2>&1 &&
+        "$build/tools/ckpt_compare" "$d/s/ckpt.json" "$d/u/ckpt.json" 0 >"$tmp/cmp" 2>&1 && ok ||
+        bad "$name resumed under $name is not the uninterrupted run bit for bit: $(tail -2 "$tmp/out") $(tail -2 "$tmp/cmp")"
+}
+# 1f1b, its ends on two ranks (the last stage's mirror and its moments filled from the embedding
+# it does not own), and from the weipipe checkpoint; fsdp, the ends replicated
 emit_ "$tmp/1f1b" topologies/cpu-1x4.json 1f1b 1
 f1b=("${mpirun[@]}" -np 4 "$tmp/1f1b/train")
-mkdir -p "$tmp/p/u" "$tmp/p/a" "$tmp/p/s" "$tmp/p/w"
-"${f1b[@]}" "${long[@]}" --save "$tmp/p/u/ckpt.json" >"$tmp/out" 2>&1 &&
-    "${f1b[@]}" "${long[@]}" --stop-at 2 --save "$tmp/p/a/ckpt.json" >"$tmp/out" 2>&1 &&
-    "${f1b[@]}" "${long[@]}" --resume "$tmp/p/a/ckpt.json" --save "$tmp/p/s/ckpt.json" >"$tmp/out" 2>&1 &&
-    "$build/tools/ckpt_compare" "$tmp/p/s/ckpt.json" "$tmp/p/u/ckpt.json" 0 >"$tmp/cmp" 2>&1 && ok ||
-    bad "1f1b resumed under 1f1b is not the uninterrupted run bit for bit: $(tail -2 "$tmp/out") $(tail -2 "$tmp/cmp")"
+resumes_exactly 1f1b "$tmp/p" "${f1b[@]}"
+mkdir -p "$tmp/p/w"
 "${f1b[@]}" "${long[@]}" --resume "$tmp/a/ckpt.json" --save "$tmp/p/w/ckpt.json" >"$tmp/out" 2>&1 &&
     "$build/tools/ckpt_compare" "$tmp/p/w/ckpt.json" "$tmp/u/ckpt.json" 1e-4 >"$tmp/cmp" 2>&1 && ok ||
     bad "weipipe resumed under 1f1b: $(tail -2 "$tmp/out") $(tail -2 "$tmp/cmp")"
-# fsdp, the ends replicated: resumed under itself bit for bit
-mkdir -p "$tmp/q/u" "$tmp/q/a" "$tmp/q/s"
-"${fsdp[@]}" "${long[@]}" --save "$tmp/q/u/ckpt.json" >"$tmp/out" 2>&1 &&
-    "${fsdp[@]}" "${long[@]}" --stop-at 2 --save "$tmp/q/a/ckpt.json" >"$tmp/out" 2>&1 &&
-    "${fsdp[@]}" "${long[@]}" --resume "$tmp/q/a/ckpt.json" --save "$tmp/q/s/ckpt.json" >"$tmp/out" 2>&1 &&
-    "$build/tools/ckpt_compare" "$tmp/q/s/ckpt.json" "$tmp/q/u/ckpt.json" 0 >"$tmp/cmp" 2>&1 && ok ||
-    bad "fsdp resumed under fsdp is not the uninterrupted run bit for bit: $(tail -2 "$tmp/out") $(tail -2 "$tmp/cmp")"
+resumes_exactly fsdp "$tmp/q" "${fsdp[@]}"
 "$build/wpgen" export "$tmp/u/ckpt.json" -o "$tmp/hf" --dtype fp32 >"$tmp/out" 2>&1 &&
     python3 - "$tmp/hf" <<'PY' && ok || bad "export of the tied checkpoint: $(tail -2 "$tmp/out")"
 import json, struct, sys

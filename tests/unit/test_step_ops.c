@@ -188,6 +188,16 @@ static WpRank *rank_new(int rank, int tracing) {
 
 #define EXPECT(what, want) CHECK(!strcmp(logbuf, want), "%s:\n  got  %s\n  want %s", what, logbuf, want)
 
+/* The call ends the job (comm_abort) with the message why, having asked nothing of the backend
+ * or the communication layer. what names the case. */
+#define EXPECT_ABORT(call, why, what) do {                                                              \
+        volatile int aborted_ = 0;                                                                      \
+        logbuf[0] = 0;                                                                                  \
+        if (setjmp(aborted) == 0) call;                                                                 \
+        else aborted_ = 1;                                                                              \
+        CHECK(aborted_ && !strcmp(abort_msg, why) && !logbuf[0], "%s: %s (asked: %s)", what, abort_msg, logbuf); \
+    } while (0)
+
 static void test_collectives(void) {
     WpRank *R = rank_new(3, 0);
     wp_turn_begin(R, 7);
@@ -253,11 +263,8 @@ static void test_activations(void) {
     EXPECT("a backward: its gradient sum opened before, closed after; stash and dy given back",
            "take grad c1 mb0 =5;grad_open b2 n12 first1;bwd c1 w0 tok0 stash2 dy4 dx5 grad202;grad_close b2 n12 202;"
            "give stash 2;give grad 4;");
-    logbuf[0] = 0;
-    volatile int failed = 0;
-    if (setjmp(aborted) == 0) wp_send_act(R, WP_ACT, 1, 3, 0);
-    else failed = 1;
-    CHECK(failed && !strcmp(abort_msg, "turn 2: the activation of chunk 1 for micro-batch 3 is not here"), "%s", abort_msg);
+    EXPECT_ABORT(wp_send_act(R, WP_ACT, 1, 3, 0), "turn 2: the activation of chunk 1 for micro-batch 3 is not here",
+                 "a send of an activation that is not here");
     step_ops_free(R);
     CHECK(R->nslots == 0 && !R->slots, "freed");
 }
@@ -285,55 +292,51 @@ static void test_ends_and_split(void) {
           strlen(logbuf) == strlen("give stash 1;give act 2;give grad 5;"), "what is held at the end is given back: %s", logbuf);
 }
 
+/* The rank above as a tied model's (V 2) whose plan has its three chunks: the last chunk's
+ * last V*H mirror the embedding. plan: the plan it points to. */
+static WpRank *tied_rank(WpPlanDesc *plan) {
+    WpRank *R = rank_new(0, 0);
+    *plan = *R->plan;
+    plan->nchunks = 3;
+    R->plan = plan;
+    R->cfg.vocab = 2;
+    R->cfg.tied = 1;
+    return R;
+}
+
 /* TIE of a tied model: the embedding is chunk 0's first V*H parameters, the head mirror the last
  * chunk's last V*H (V 2, H 4: 8 of chunk 2's 14, from 6); refused unless both are fp32 gradients
  * of a model whose last chunk mirrors the embedding. */
 static void test_tie(void) {
-    WpRank *R = rank_new(0, 0);
-    WpPlanDesc plan = *R->plan;
-    plan.nchunks = 3;
-    R->plan = &plan;
-    R->cfg.vocab = 2;
-    R->cfg.tied = 1;
+    WpPlanDesc plan;
+    WpRank *R = tied_rank(&plan);
     wp_tie(R, 2, 4);
     EXPECT("TIE adds the embedding's gradient and the head mirror's, at their offsets", "tie b2+0 b4+6 n8;");
-    logbuf[0] = 0;
     const char *why = "TIE: expected the fp32 gradients of a tied model's embedding and its LM head mirror";
-    for (int k = 0; k < 2; k++) {
-        volatile int failed = 0;
-        R->cfg.tied = k == 1;
-        if (setjmp(aborted) == 0) wp_tie(R, 2, k == 0 ? 4 : 3);   /* untied; a bf16 buffer */
-        else failed = 1;
-        CHECK(failed && !strcmp(abort_msg, why) && !logbuf[0], "%s: %s", k == 0 ? "untied" : "bf16", abort_msg);
-    }
+    R->cfg.tied = 0;
+    EXPECT_ABORT(wp_tie(R, 2, 4), why, "an untied model");
+    R->cfg.tied = 1;
+    EXPECT_ABORT(wp_tie(R, 2, 3), why, "a bf16 buffer");
 }
 
 /* TIE_ALLREDUCE: the tied part of this member's buffer (the embedding at chunk 0's start, the
  * mirror at the last chunk's end: V 2, H 4, from 6 of chunk 2's 14) all-reduced in place, in fp32;
  * refused for a chunk without either end, a bf16 buffer, a shard, or an untied model. */
 static void test_tie_allreduce(void) {
-    WpRank *R = rank_new(0, 0);
-    WpPlanDesc plan = *R->plan;
-    plan.nchunks = 3;
-    R->plan = &plan;
-    R->cfg.vocab = 2;
-    R->cfg.tied = 1;
+    WpPlanDesc plan;
+    WpRank *R = tied_rank(&plan);
     wp_tie_allreduce(R, 2, 0, 1);
     wp_tie_allreduce(R, 2, 2, 1);
     EXPECT("TIE_ALLREDUCE: each end's V*H in place, fp32, labelled T<chunk>",
            "xfer_part b2+0 n8 in1 out1;allreduce g1 1200 n8 fp32 T0;xfer_part b2+6 n8 in1 out1;allreduce g1 1206 n8 fp32 T2;");
-    logbuf[0] = 0;
     const char *why = "TIE_ALLREDUCE: expected the whole fp32 gradient of a tied model's embedding or its LM head mirror";
     const struct { int buf, chunk, tied; const char *what; } bad[] = {
         { 2, 1, 1, "a middle chunk" }, { 3, 0, 1, "a bf16 buffer" }, { 4, 0, 1, "a shard" }, { 2, 2, 0, "an untied model" },
         { 2, 0, 0, "an untied model's first chunk" },
     };
     for (int k = 0; k < 5; k++) {
-        volatile int failed = 0;
         R->cfg.tied = bad[k].tied;
-        if (setjmp(aborted) == 0) wp_tie_allreduce(R, bad[k].buf, bad[k].chunk, 1);
-        else failed = 1;
-        CHECK(failed && !strcmp(abort_msg, why) && !logbuf[0], "%s: %s", bad[k].what, abort_msg);
+        EXPECT_ABORT(wp_tie_allreduce(R, bad[k].buf, bad[k].chunk, 1), why, bad[k].what);
     }
 }
 
