@@ -40,6 +40,7 @@ typedef enum {
     CARRY_D,        /* gradients */
     CARRY_ANY,      /* whatever the root's buffer holds */
     CARRY_TIED,     /* a tied embedding's gradient: the V*H part of its buffer that is the embedding's, fp32 */
+    CARRY__COUNT
 } OpCarry;
 
 /* The kind of buffer an operand must be. */

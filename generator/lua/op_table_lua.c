@@ -29,7 +29,9 @@ static void push_operand(lua_State *L, const OpInfo *in, int k) {
 
 void op_table_push_lua(lua_State *L) {
     static const char *const p2p[] = { [P2P_SEND] = "send", [P2P_RECV] = "recv" };
-    static const char *const carries[] = { [CARRY_WHAT] = "what", [CARRY_W] = "W", [CARRY_D] = "D", [CARRY_ANY] = "any" };
+    static const char *const carries[] = { [CARRY_WHAT] = "what", [CARRY_W] = "W", [CARRY_D] = "D", [CARRY_ANY] = "any",
+                                           [CARRY_TIED] = "tied" };
+    _Static_assert(sizeof carries / sizeof *carries == CARRY__COUNT, "a name for every OpCarry");
     lua_createtable(L, OP__COUNT, OP__COUNT);
     for (int k = 0; k < OP__COUNT; k++) {
         const OpInfo *in = op_info(k);
@@ -49,6 +51,7 @@ void op_table_push_lua(lua_State *L) {
         set_bool(L, "distinct", (in->flags & OPF_DISTINCT) != 0);
         set_bool(L, "master", (in->flags & OPF_MASTER) != 0);
         set_bool(L, "pass_d", (in->flags & OPF_PASS_D) != 0);
+        set_bool(L, "fp32", (in->flags & OPF_FP32) != 0);
         lua_set_num(L, "fwd_units", in->fwd_units);
         lua_set_num(L, "recompute_units", in->recompute_units);
         lua_set_num(L, "mem_passes", in->mem_passes);

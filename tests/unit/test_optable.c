@@ -138,7 +138,9 @@ static void check_lua(void) {
         "assert(ops.SEND.p2p == 'send' and ops.SEND.carries == 'what' and ops.SEND.pass_d and ops.SEND.order == 1)\n"
         "assert(ops.REDUCE.coll == 'reduce' and ops.REDUCE.root and ops.REDUCE.buf.clear and ops.REDUCE.buf.root.write)\n"
         "assert(ops.ACC.phase == 'local' and ops.ACC.mem_passes == 3 and ops.ACC.distinct and ops.ACC.buf.add)\n"
-        "assert(ops.OPT.master and ops.OPT.chunk and ops.FREE.buf.kind == 'any' and ops.FREE.buf2 == nil)\n";
+        "assert(ops.OPT.master and ops.OPT.chunk and ops.FREE.buf.kind == 'any' and ops.FREE.buf2 == nil)\n"
+        "assert(ops.TIE_ALLREDUCE.coll == 'allreduce' and ops.TIE_ALLREDUCE.carries == 'tied' and ops.TIE_ALLREDUCE.fp32)\n"
+        "assert(ops.TIE.fp32 and not ops.ACC.fp32)\n";
     int rc = luaL_loadstring(L, script);
     if (rc == LUA_OK) { lua_pushinteger(L, OP__COUNT); rc = lua_pcall(L, 1, 0, 0); }
     CHECK(rc == LUA_OK, "the table in Lua: %s", rc == LUA_OK ? "" : lua_tostring(L, -1));

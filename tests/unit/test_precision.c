@@ -120,7 +120,7 @@ static void test_carried(void) {
         /* fp32 gradients and bf16 weights in bf16 need no room in another format; fp32 weights into
          * bf16 buffers do, wherever weights move */
         CHECK((xfer > 0) == (wire32 && strcmp(strategies[si], "1f1b")), "%s: %zu bytes of transfer room", strategies[si], xfer);
-        int seen[5] = { 0 };
+        int seen[WHAT_T + 1] = { 0 };
         for (int r = 0; r < p->nranks; r++)
             for (int i = 0; i < p->ranks[r].nops; i++) {
                 const Op *op = &p->ranks[r].ops[i];
