@@ -72,19 +72,21 @@ return {
     for s = 0, P - 1 do
       orders[s] = v == 1 and order_1f1b(s, P, M) or order_interleaved(s, P, v, M)
     end
-    actpass.build(plan, {
+    local cfg = {
       P = P, R = R, N = N,
       layers = actpass.stage_layers(ctx, L, C),
       stage_of = function(c) return c % P end,
       orders = orders,
       tied = wp.tied(ctx, C),
-    })
+    }
+    actpass.build(plan, cfg)
 
     local flight = {}
     for s = 0, P - 1 do flight[#flight + 1] = tostring(actpass.in_flight(orders[s])) end
     plan:note(string.format("%s1F1B: %d stage%s%s, %d micro-batches per pipeline; most forward stashes held per stage: %s",
       v > 1 and string.format("interleaved (%d chunks per stage) ", v) or "", P, P > 1 and "s" or "",
       R > 1 and string.format(" x %d replicas", R) or "", M, table.concat(flight, " ")))
+    actpass.note_tied(plan, cfg)
   end,
   -- uneven stages (lib/actpass.lua); the search finds a pipeline of more stages than layers impossible
   options = actpass.options,

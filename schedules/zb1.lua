@@ -68,13 +68,14 @@ return {
     local M = P * N
     local orders = {}
     for s = 0, P - 1 do orders[s] = order_zbh1(s, P, M) end
-    actpass.build(plan, {
+    local cfg = {
       P = P, R = R, N = N,
       layers = actpass.stage_layers(ctx, L, C),
       stage_of = function(c) return c end,
       orders = orders,
       tied = wp.tied(ctx, C),
-    })
+    }
+    actpass.build(plan, cfg)
 
     -- the most micro-batches a stage holds at once (from F to W)
     local held = {}
@@ -87,6 +88,7 @@ return {
     end
     plan:note(string.format("ZB-H1: %d stage%s%s, %d micro-batches per pipeline; most micro-batches held per stage (forward to W): %s",
       P, P > 1 and "s" or "", R > 1 and string.format(" x %d replicas", R) or "", M, table.concat(held, " ")))
+    actpass.note_tied(plan, cfg)
   end,
   options = actpass.options,
   traits = actpass.traits({ split = true }),

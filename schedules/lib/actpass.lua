@@ -180,12 +180,16 @@ function M.build(plan, cfg)
     end
   end
   plan:copy_replica()
-  if cfg.tied then
-    plan:note(stage_of(0) == stage_of(C - 1)
-      and "tied embeddings: the head mirrors the embedding, TIE sums their gradients on the one stage holding both"
-      or "tied embeddings: the head mirrors the embedding, TIE_ALLREDUCE sums their gradients between the first stage and the last")
-  end
   return final
+end
+
+-- The summary's words on a tied model (cfg as M.build's), after the strategy's own note.
+function M.note_tied(plan, cfg)
+  if not cfg.tied then return end
+  local C = #cfg.layers
+  plan:note(cfg.stage_of(0) == cfg.stage_of(C - 1)
+    and "tied embeddings: the head mirrors the embedding, TIE sums their gradients on the one stage holding both"
+    or "tied embeddings: the head mirrors the embedding, TIE_ALLREDUCE sums their gradients between the first stage and the last")
 end
 
 -- What 1f1b and zb1 declare (docs/strategies.md): uneven stages, Megatron's
