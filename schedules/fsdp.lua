@@ -150,9 +150,9 @@ return {
               for _, g in ipairs(mbs) do plan:fwd(r, base + fwd_turn(k), k, g, w(k)) end
             end
           end
-          -- backward, last chunk first; overlapped, chunks C-1 and C-2 are still gathered from
-          -- the forward. With replicas, the shard's all-reduce a turn after its reduce-scatter
-          -- (serial: in the next chunk's gather turn, still beside no compute)
+          -- backward, last chunk first; overlapped, the last two sharded chunks are still
+          -- gathered from the forward. With replicas, the shard's all-reduce a turn after its
+          -- reduce-scatter (serial: in the next chunk's gather turn, still beside no compute)
           for c = C - 1, 0, -1 do
             local t = base + bwd_turn(c)
             if rep(c) then
@@ -165,28 +165,27 @@ return {
                 plan:opt(r, t + 1, H, "m" .. H, "g" .. H)
                 plan:opt(r, t + 1, E, "m" .. E, "g" .. E)
               end
-              goto next_chunk
-            end
-            if not kept(c) then plan:allgather(r, t - 1, "m" .. c, w(c), replica) end
-            for _, g in ipairs(mbs) do plan:bwd(r, t, c, g, w(c), d(c)) end
-            -- this rank's shard of the replica's gradient, while chunk c-1 computes: the first
-            -- block's into g<c>, a later one's into s<c>, added into g<c>
-            if b > 1 then
-              local sb = "s" .. c
-              plan:reduce_scatter(r, t + 1, d(c), sb, replica)
-              plan:acc(r, t + 1, "g" .. c, sb)
             else
-              plan:reduce_scatter(r, t + 1, d(c), "g" .. c, replica)
-            end
-            if last then
-              local u = t + 1
-              if shard_group then
-                u = u + 1
-                plan:allreduce(r, u, "g" .. c, shard_group)
+              if not kept(c) then plan:allgather(r, t - 1, "m" .. c, w(c), replica) end
+              for _, g in ipairs(mbs) do plan:bwd(r, t, c, g, w(c), d(c)) end
+              -- this rank's shard of the replica's gradient, while chunk c-1 computes: the first
+              -- block's into g<c>, a later one's into s<c>, added into g<c>
+              if b > 1 then
+                local sb = "s" .. c
+                plan:reduce_scatter(r, t + 1, d(c), sb, replica)
+                plan:acc(r, t + 1, "g" .. c, sb)
+              else
+                plan:reduce_scatter(r, t + 1, d(c), "g" .. c, replica)
               end
-              plan:opt(r, u, c, "m" .. c, "g" .. c)
+              if last then
+                local u = t + 1
+                if shard_group then
+                  u = u + 1
+                  plan:allreduce(r, u, "g" .. c, shard_group)
+                end
+                plan:opt(r, u, c, "m" .. c, "g" .. c)
+              end
             end
-            ::next_chunk::
           end
         end
       end
