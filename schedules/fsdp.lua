@@ -160,11 +160,9 @@ return {
               -- over every rank after the last block (the head's first, as its backward is)
               for _, g in ipairs(mbs) do plan:bwd(r, t, c, g, "m" .. c, "g" .. c) end
               if last then plan:allreduce(r, t + 1, "g" .. c, everyone) end
-              if last and c == E then
-                plan:tie(r, t + 1, "g" .. E, "g" .. H)
-                plan:opt(r, t + 1, H, "m" .. H, "g" .. H)
-                plan:opt(r, t + 1, E, "m" .. E, "g" .. E)
-              end
+              -- both ends here once the embedding's is: TIE, then both updates (the head's sum was
+              -- there a few turns before)
+              if last and c == E then wp.update_tied(plan, C, r, r, t + 1, t + 1) end
             else
               if not kept(c) then plan:allgather(r, t - 1, "m" .. c, w(c), replica) end
               for _, g in ipairs(mbs) do plan:bwd(r, t, c, g, w(c), d(c)) end

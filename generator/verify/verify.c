@@ -249,18 +249,7 @@ static int run_local(Verifier *V, int r, int opi) {
         /* tied embeddings over several chunks: the embedding (chunk 0) and its mirror, the last
          * chunk's LM head, each with its complete gradient here; both become the sum, once */
         Val *e = &s->bufs[op->buf], *h = &s->bufs[op->buf2];
-        int lastc = p->nchunks - 1;
-        if (!p->model.tied || p->nchunks < 2)
-            return verr(V, r, opi, "TIE in a plan whose model %s", !p->model.tied ? "does not tie its embeddings"
-                        : "runs as one chunk (its head is the embedding itself)");
-        if (e->kind != V_D || e->chunk != 0 || e->nshards != 1 || h->kind != V_D || h->chunk != lastc || h->nshards != 1)
-            return verr(V, r, opi, "needs the whole gradients of chunk 0 and chunk %d, %s holds %s and %s holds %s", lastc,
-                        p->ranks[r].bufs[op->buf].name, val_describe(V, e, d1, sizeof d1),
-                        p->ranks[r].bufs[op->buf2].name, val_describe(V, h, d2, sizeof d2));
-        if (e->tied || h->tied) return verr(V, r, opi, "the gradients of chunks 0 and %d are tied twice", lastc);
-        if (e->count != V->M || h->count != V->M)
-            return verr(V, r, opi, "ties incomplete gradients: chunk 0's has %d and chunk %d's %d of %d micro-batches",
-                        e->count, lastc, h->count, V->M);
+        if (tied_ends_check(V, r, opi, e, p->ranks[r].bufs[op->buf].name, h, p->ranks[r].bufs[op->buf2].name, NULL, 0)) return -1;
         e->tied = h->tied = 1;
         p->ranks[r].notes[opi].chunk = 0;
         return 0;

@@ -123,36 +123,20 @@ static int post_recv(Verifier *V, int r, int i) {
     return 0;
 }
 
-/* A TIE_ALLREDUCE's members: the two ends of a tied model over several chunks, each whole and
- * complete, not tied yet: one brings chunk 0's gradient (the embedding's use), the other the last
- * chunk's (its head mirror's). Two members, so that each element is the sum of the two uses
- * once (a+b, the same bits on both) and nothing is counted twice. */
+/* A TIE_ALLREDUCE's members: the two ends of a tied model over several chunks (tied_ends_check),
+ * one with chunk 0's gradient (the embedding's use), the other with the last chunk's (its head
+ * mirror's). Two members, so that each element is the sum of the two uses once (a+b, the same
+ * bits on both) and nothing is counted twice. */
 static int tie_members(Verifier *V, const PlanGroup *grp, const Coll *c, int last_rank, int last_op) {
-    const Plan *p = V->p;
-    int lastc = p->nchunks - 1;
-    char d1[96], d2[96];
-    if (!p->model.tied || p->nchunks < 2)
-        return verr(V, last_rank, last_op, "TIE_ALLREDUCE in a plan whose model %s", !p->model.tied ? "does not tie its embeddings"
-                    : "runs as one chunk (its head is the embedding itself)");
+    int lastc = V->p->nchunks - 1;
     if (grp->n != 2)
         return verr(V, last_rank, last_op, "ties over a group of %d ranks: expected 2, the one with the embedding's gradient "
                     "(chunk 0) and the one with the LM head mirror's (chunk %d)", grp->n, lastc);
-    const Val *a = &c->in[0], *b = &c->in[1];
-    if (a->chunk == lastc && b->chunk == 0) { const Val *x = a; a = b; b = x; }
-    if (a->chunk != 0 || b->chunk != lastc || a->nshards != 1 || b->nshards != 1)
-        return verr(V, last_rank, last_op, "needs the whole gradients of chunk 0 and chunk %d, rank %d brings %s and rank %d %s", lastc,
-                    grp->ranks[0], val_describe(V, &c->in[0], d1, sizeof d1), grp->ranks[1], val_describe(V, &c->in[1], d2, sizeof d2));
-    if (a->tied || b->tied) return verr(V, last_rank, last_op, "the gradients of chunks 0 and %d are tied twice", lastc);
-    if (a->count != V->M || b->count != V->M) {
-        char h[200] = "", one[160];
-        const char *mine = " (this rank's ";   /* bw_pending_hint's words, said of the member that owes it */
-        for (int m = 0; m < 2 && !h[0]; m++)
-            if (bw_pending_hint(V, grp->ranks[m], one, sizeof one)[0])
-                snprintf(h, sizeof h, " (rank %d's %s", grp->ranks[m], one + strlen(mine));
-        return verr(V, last_rank, last_op, "ties incomplete gradients: chunk 0's has %d and chunk %d's %d of %d micro-batches%s",
-                    a->count, lastc, b->count, V->M, h);
-    }
-    return 0;
+    int me = c->in[0].chunk == lastc && c->in[1].chunk == 0;   /* the member with the embedding's: 0, or 1 */
+    char e_at[24], h_at[24];
+    snprintf(e_at, sizeof e_at, "rank %d", grp->ranks[me]);
+    snprintf(h_at, sizeof h_at, "rank %d", grp->ranks[!me]);
+    return tied_ends_check(V, last_rank, last_op, &c->in[me], e_at, &c->in[!me], h_at, grp->ranks, 2);
 }
 
 /* All members have called: compute what each receives. */

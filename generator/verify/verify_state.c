@@ -150,3 +150,27 @@ const char *bw_pending_hint(const Verifier *V, int r, char *buf, size_t len) {
     }
     return buf;
 }
+
+int tied_ends_check(Verifier *V, int r, int opi, const Val *e, const char *e_at, const Val *h, const char *h_at,
+                    const int *owers, int nowers) {
+    const Plan *p = V->p;
+    int lastc = p->nchunks - 1;
+    char d1[96], d2[96];
+    if (!p->model.tied || p->nchunks < 2)
+        return verr(V, r, opi, "%s in a plan whose model %s", op_names[p->ranks[r].ops[opi].kind],
+                    !p->model.tied ? "does not tie its embeddings" : "runs as one chunk (its head is the embedding itself)");
+    if (e->kind != V_D || e->chunk != 0 || e->nshards != 1 || h->kind != V_D || h->chunk != lastc || h->nshards != 1)
+        return verr(V, r, opi, "needs the whole gradients of chunk 0 and chunk %d, %s holds %s and %s holds %s", lastc,
+                    e_at, val_describe(V, e, d1, sizeof d1), h_at, val_describe(V, h, d2, sizeof d2));
+    if (e->tied || h->tied) return verr(V, r, opi, "the gradients of chunks 0 and %d are tied twice", lastc);
+    if (e->count != V->M || h->count != V->M) {
+        char hint[200] = "", one[160];
+        const char *mine = " (this rank's ";   /* bw_pending_hint's words, said of the rank that owes it */
+        for (int m = 0; m < nowers && !hint[0]; m++)
+            if (bw_pending_hint(V, owers[m], one, sizeof one)[0])
+                snprintf(hint, sizeof hint, " (rank %d's %s", owers[m], one + strlen(mine));
+        return verr(V, r, opi, "ties incomplete gradients: chunk 0's has %d and chunk %d's %d of %d micro-batches%s",
+                    e->count, lastc, h->count, V->M, hint);
+    }
+    return 0;
+}

@@ -98,6 +98,14 @@ int verr(Verifier *V, int rank, int opi, const char *fmt, ...) __attribute__((fo
 /* " (this rank's BWD_W of ... has not run ...)" if rank r owes a W pass, else "". */
 const char *bw_pending_hint(const Verifier *V, int r, char *buf, size_t len);
 
+/* The two ends of a tied model's embedding as TIE or TIE_ALLREDUCE (rank r's operation opi) is
+ * about to sum them: e chunk 0's gradient, at e_at, and h the last chunk's, at h_at (a buffer's or
+ * a rank's name, for the message), in a plan whose model ties them over several chunks, each
+ * whole, complete and not tied yet. A BWD_W that one of the nowers ranks in owers still owes is
+ * named where the gradients are incomplete. 0, or -1 with the rule broken. */
+int tied_ends_check(Verifier *V, int r, int opi, const Val *e, const char *e_at, const Val *h, const char *h_at,
+                    const int *owers, int nowers);
+
 /* What a rank keeps: add, or take (0 if it was not there). */
 void keep_add(Verifier *V, int rank, uint64_t key);
 int keep_take(Verifier *V, int rank, uint64_t key);

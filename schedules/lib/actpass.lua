@@ -162,7 +162,7 @@ function M.build(plan, cfg)
     end
     -- the update: all-reduce over the replicas' copies of the stage, then AdamW. Both in the
     -- turn after the last backward (or in it, with one replica: OPT runs after the compute). A
-    -- tied model's two ends are summed first, between the first stage and the last (wp.tie).
+    -- tied model's two ends are summed first, between the first stage and the last (wp.update_tied).
     local ends = {}
     for c = 0, C - 1 do
       if cfg.tied and (c == 0 or c == C - 1) then
@@ -172,11 +172,7 @@ function M.build(plan, cfg)
       end
     end
     if cfg.tied then
-      local e, h = rank(stage_of(0)), rank(stage_of(C - 1))
-      local t = wp.tie(plan, e, h, ends[0], ends[C - 1], "g0", "g" .. (C - 1))
-      plan:opt(e, t, 0, "m0", "g0")
-      plan:opt(h, t, C - 1, "m" .. (C - 1), "g" .. (C - 1))
-      final = math.max(final, t)
+      final = math.max(final, wp.update_tied(plan, C, rank(stage_of(0)), rank(stage_of(C - 1)), ends[0], ends[C - 1]))
     end
   end
   plan:copy_replica()

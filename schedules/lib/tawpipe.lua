@@ -305,15 +305,10 @@ local function ops(plan, b, ranks)
       for q = 0, R - 1 do plan:opt(b.owners[q][c], t, c, "m" .. c, "g" .. c) end
     end
   end
-  -- a tied model: each replica sums its embedding's and head mirror's gradients, at their owners
-  -- (wp.tie), then updates both
+  -- a tied model: each replica sums its embedding's and head mirror's gradients, at their owners,
+  -- then updates both (wp.update_tied)
   if b.tied then
-    for q = 0, R - 1 do
-      local e, h = b.owners[q][0], b.owners[q][C - 1]
-      local t = wp.tie(plan, e, h, ends[0], ends[C - 1], "g0", "g" .. (C - 1))
-      plan:opt(e, t, 0, "m0", "g0")
-      plan:opt(h, t, C - 1, "m" .. (C - 1), "g" .. (C - 1))
-    end
+    for q = 0, R - 1 do wp.update_tied(plan, C, b.owners[q][0], b.owners[q][C - 1], ends[0], ends[C - 1]) end
   end
 end
 

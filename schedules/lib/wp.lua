@@ -87,28 +87,31 @@ end
 
 -- Whether the plan's model ties its embeddings over several chunks: its last chunk's LM head is
 -- then a mirror of the embedding (runtime/common/config.h), whose gradient must be summed with
--- the embedding's before either end is updated (wp.tie), else the two masters diverge.
+-- the embedding's before either end is updated (wp.update_tied), else the two masters diverge.
 function wp.tied(ctx, C)
   return ctx.model.tied ~= 0 and C > 1
 end
 
--- The sum of a tied model's two uses of the embedding: chunk 0's gradient ge at rank e, complete
--- (over the replicas too) by the end of turn te, and the last chunk's gh at rank h by the end of
--- th. On one rank TIE adds them after both are there; on two, TIE_ALLREDUCE between the two in
--- the next turn (a collective reads its buffer when it is posted): each element becomes a + b in
--- fp32 on both, the same bits. Each replica ties its own pair after the replicas' all-reduces, so
--- every copy gets the same sum. Returns the turn after whose transfers both hold the sum: the
--- ends' OPTs go there, after it.
-function wp.tie(plan, e, h, te, th, ge, gh)
+-- The update of a tied model's two ends: chunk 0's gradient "g0" at rank e, complete (over the
+-- replicas too) by the end of turn te, and the last chunk's, chunk C - 1's, at rank h by the end
+-- of th, summed, then both masters updated with the sum. On one rank TIE adds them after both are
+-- there; on two, TIE_ALLREDUCE between the two in the next turn (a collective reads its buffer
+-- when it is posted): each element becomes a + b in fp32 on both, the same bits. Each replica
+-- ties its own pair after the replicas' all-reduces, so every copy gets the same sum. Returns the
+-- turn of the updates.
+function wp.update_tied(plan, C, e, h, te, th)
+  local H = C - 1
   local t = math.max(te, th)
   if e == h then
-    plan:tie(e, t, ge, gh)
-    return t
+    plan:tie(e, t, "g0", "g" .. H)
+  else
+    t = t + 1
+    local g = plan:group({ e, h })
+    plan:tie_allreduce(e, t, "g0", g)
+    plan:tie_allreduce(h, t, "g" .. H, g)
   end
-  t = t + 1
-  local g = plan:group({ e, h })
-  plan:tie_allreduce(e, t, ge, g)
-  plan:tie_allreduce(h, t, gh, g)
+  plan:opt(e, t, 0, "m0", "g0")
+  plan:opt(h, t, H, "m" .. H, "g" .. H)
   return t
 end
 
