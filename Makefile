@@ -13,7 +13,7 @@ LUA_INC  := -I/usr/include/lua5.4
 .DEFAULT_GOAL := all
 # keep objects make considers intermediate (test objects): no rebuild on the next make test
 .SECONDARY:
-.PHONY: all deps test test-slurm demo bench-gen bench-cpu bench-sim bench-scale bench-save clean
+.PHONY: all deps test test-blas test-slurm demo bench-gen bench-cpu bench-sim bench-scale bench-save clean
 
 # The probe runs once; delete build/config.mk to run it again. It sets BLAS_CFLAGS and BLAS_LIBS.
 $(BUILD)/config.mk: scripts/deps.sh
@@ -204,8 +204,17 @@ $(BUILD)/tools/%: $(BUILD)/obj/tests/tools/%.o $(LIBWPRT)
 $(BUILD)/tests/test_nccl_book: $(BUILD)/obj/runtime/nccl/nccl_book.o
 $(BUILD)/tests/test_cuda_mem: $(BUILD)/obj/runtime/cuda/cuda_mem.o
 
+# scripts/test_deps.sh installs what the tests need beyond the build (PyTorch, transformers,
+# tokenizers) before any test runs
 test: all $(UNIT_BINS) $(MPI_BINS) $(TOOL_BINS) $(EMU_TC)
+	@bash scripts/test_deps.sh $(BUILD)
 	@bash tests/run.sh $(BUILD)
+
+# The suite under every OpenBLAS core type this CPU runs, and the spread of each tolerance-bound
+# figure across them (scripts/test_blas.sh; not in `make test`: one suite per core type)
+test-blas: all $(UNIT_BINS) $(MPI_BINS) $(TOOL_BINS) $(EMU_TC)
+	@bash scripts/test_deps.sh $(BUILD)
+	@bash scripts/test_blas.sh $(BUILD)
 
 demo: all
 	@bash scripts/demo.sh $(BUILD)

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Runs every test program (build/tests/test_*) and test script (tests/*/test_*.sh), each as one
 # test, and ends with the line CI reads: "N passed, N failed".
-# TESTS=pattern runs only those whose name contains it.
+# TESTS=pattern runs only those whose name contains it; TESTS="p1 p2" those containing either.
 build=${1:-build}
 cd "$(dirname "$0")/.."
 passed=0; failed=0; failures=()
 logdir=$build/test-logs; mkdir -p "$logdir"
 run_one() {   # name, command...
     local name=$1; shift
-    if [ -n "${TESTS:-}" ] && [[ "$name" != *"$TESTS"* ]]; then return; fi
+    if [ -n "${TESTS:-}" ]; then
+        local p hit=0
+        for p in $TESTS; do [[ "$name" == *"$p"* ]] && hit=1; done
+        [ $hit = 1 ] || return
+    fi
     local t0=$SECONDS
     local log=$logdir/${name//\//_}.log    # unit/test_tawpipe and e2e/test_tawpipe: two logs
     if "$@" >"$log" 2>&1; then

@@ -76,6 +76,13 @@ void matmul_set_bf16_work(WpBf16 *work, size_t elems);
 typedef void MatmulSbgemm(int order, int transa, int transb, int m, int n, int k, float alpha,
                           const WpBf16 *a, int lda, const WpBf16 *b, int ldb, float beta, float *c, int ldc);
 void matmul_force_bf16_gemm(MatmulSbgemm *fn);
+/* For tests: take fn as the fp32 GEMM (cblas_sgemm's signature, row-major calls only), or NULL:
+ * back to BLAS's. A stand-in that sums in the order the bf16 stand-in does makes the conversion
+ * path and the bf16 GEMM path comparable bit for bit (tests/unit/test_bf16.c): BLAS's own order
+ * depends on the kernels it picks for the CPU (OPENBLAS_CORETYPE). */
+typedef void MatmulSgemm(int order, int transa, int transb, int m, int n, int k, float alpha,
+                         const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
+void matmul_force_sgemm(MatmulSgemm *fn);
 
 /* rmsnorm.c: out = x * rsqrt(mean(x^2) + eps) * w per row; rstd keeps the rsqrt. */
 void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int H, float eps);

@@ -23,6 +23,7 @@
 static MatmulSbgemm *sbgemm_found;   /* what matmul_init found and chose */
 static int sbgemm_state;             /* matmul_bf16_gemm()'s answer */
 static MatmulSbgemm *sbgemm_forced;  /* tests */
+static MatmulSgemm *sgemm_forced;    /* tests */
 static WpBf16 *bf_work;
 static size_t bf_work_elems;
 
@@ -79,6 +80,15 @@ void matmul_set_bf16_work(WpBf16 *work, size_t elems) { bf_work = work; bf_work_
 
 void matmul_force_bf16_gemm(MatmulSbgemm *fn) { sbgemm_forced = fn; }
 
+void matmul_force_sgemm(MatmulSgemm *fn) { sgemm_forced = fn; }
+
+/* cblas_sgemm, or the tests' stand-in (the products' only call to it; time_product times BLAS's) */
+static void sgemm(int transa, int transb, int m, int n, int k, const float *a, int lda,
+                  const float *b, int ldb, float beta, float *c, int ldc) {
+    if (sgemm_forced) sgemm_forced(CblasRowMajor, transa, transb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+    else cblas_sgemm(CblasRowMajor, transa, transb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+
 /* The bf16 GEMM for a product of these sizes, when there is one and room for its operands. */
 static MatmulSbgemm *bf16_gemm(int flags, int T, int K, int N) {
     MatmulSbgemm *fn = sbgemm_forced ? sbgemm_forced : sbgemm_found;
@@ -121,8 +131,8 @@ void matmul_forward(float *y, const float *x, const float *w, int T, int K, int 
                 bf(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, N, K, 1.0f, xh + (size_t)r0 * K, K,
                    wh, K, accumulate ? 1.0f : 0.0f, y + (size_t)r0 * N, N);
             else
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, N, K, 1.0f,
-                            x + (size_t)r0 * K, K, w, K, accumulate ? 1.0f : 0.0f, y + (size_t)r0 * N, N);
+                sgemm(CblasNoTrans, CblasTrans, r1 - r0, N, K, x + (size_t)r0 * K, K, w, K,
+                      accumulate ? 1.0f : 0.0f, y + (size_t)r0 * N, N);
             if (flags & MM_BF16_OUT) wp_bf16_round_serial(y + (size_t)r0 * N, (size_t)(r1 - r0) * N);
         }
     }
@@ -144,9 +154,8 @@ void matmul_backward(float *dx, float *dw, const float *dy, const float *x, cons
                     bf(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, K, N, 1.0f, dyh + (size_t)r0 * N, N,
                        wh, K, accumulate_dx ? 1.0f : 0.0f, dx + (size_t)r0 * K, K);
                 else
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, K, N, 1.0f,
-                                dy + (size_t)r0 * N, N, w, K, accumulate_dx ? 1.0f : 0.0f,
-                                dx + (size_t)r0 * K, K);
+                    sgemm(CblasNoTrans, CblasNoTrans, r1 - r0, K, N, dy + (size_t)r0 * N, N, w, K,
+                          accumulate_dx ? 1.0f : 0.0f, dx + (size_t)r0 * K, K);
                 if (flags & MM_BF16_OUT) wp_bf16_round_serial(dx + (size_t)r0 * K, (size_t)(r1 - r0) * K);
             }
         }
@@ -167,8 +176,7 @@ void matmul_backward(float *dx, float *dw, const float *dy, const float *x, cons
                 bf(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, K, T, 1.0f, dyh + r0, N, xh, K, 1.0f,
                    dw + (size_t)r0 * K, K);
             else
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, K, T, 1.0f,
-                            dy + r0, N, x, K, 1.0f, dw + (size_t)r0 * K, K);
+                sgemm(CblasTrans, CblasNoTrans, r1 - r0, K, T, dy + r0, N, x, K, 1.0f, dw + (size_t)r0 * K, K);
         }
     }
 }

@@ -5,8 +5,8 @@
 # compared with our C forward of the checkpoint (tests/torch/dump.c; tolerances in
 # check_export.py), and so is a tied model's checkpoint from a pipelined plan; the tokenizer's files beside the checkpoint copied; exporting again over an
 # export replaces it, and a signal leaves the old export or the new one; the test hook WP_EXPORT_READ_LAYERS reads a layer or two at a time; what is not wpgen's is refused (exit 2, nothing changed, nothing left).
-# transformers 4.44.2 (the last that runs on Debian's torch 1.13) goes into a venv cached at
-# BUILD/pyexport on first use (about a minute).
+# transformers 4.44.2 (the last that runs on Debian's torch 1.13) is in a venv at BUILD/pyexport,
+# installed by `make test`'s set-up step (scripts/test_deps.sh) before any test runs.
 # usage: tests/export/test_export.sh BUILD_DIR
 set -u
 build=${1:-build}
@@ -17,13 +17,8 @@ pass=0; fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 py=$build/pyexport/bin/python
-if ! "$py" -c 'import torch, transformers' 2>/dev/null; then
-    /usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "test_export: Debian's python3-torch is missing (tests/torch/test_torch_parity.sh installs it)"; exit 1; }
-    echo "test_export: installing transformers 4.44.2 into $build/pyexport"
-    rm -rf "$build/pyexport"
-    /usr/bin/python3 -m venv --system-site-packages "$build/pyexport" && "$build/pyexport/bin/pip" install -q "transformers==4.44.2" ||
-        { echo "test_export: could not install transformers"; exit 1; }
-fi
+"$py" -c 'import torch, transformers' 2>/dev/null ||
+    { echo "test_export: no torch and transformers in $build/pyexport (make test installs them first: scripts/test_deps.sh)"; exit 1; }
 gcc -O2 -std=c11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -fopenmp -Iruntime \
     tests/torch/dump.c "$build/libwprt.a" -lopenblas -ljansson -lm -o "$tmp/dump" || { echo "test_export: dump.c did not build"; exit 1; }
 

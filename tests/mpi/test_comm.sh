@@ -42,20 +42,23 @@ else
     echo "FAIL: WP_COMM_MAX_ELEMS=0: exit $rc, expected 2 and the variable named"; tail -n 5 "$tmp/out"; failed=$((failed + 1))
 fi
 
-# expect_abort MODE PATTERN...: the job must exit nonzero within 20 s (the layer's abort, not our
-# timeout) and its output must contain every pattern.
+# expect_abort MODE PATTERN...: the job must exit nonzero by the layer's own abort (1 s after the
+# stalled operation, WP_COMM_TIMEOUT=1), not by our timeout (exit 124), and its output must
+# contain every pattern. The timeout only bounds a hang: 120 s leaves mpirun's start on a loaded
+# machine (several seconds with a second job on the same cores) a wide margin, and the abort's
+# message, which says after how long it fired, is what shows the layer's timeout acted.
 expect_abort() {
     local mode=$1; shift
     local t0=$SECONDS rc
-    WP_COMM_TIMEOUT=1 timeout 40 "${mpi[@]}" -x WP_COMM_TIMEOUT -x WP_COMM_MAX_ELEMS -np 2 "$bin" "$mode" >"$tmp/out" 2>&1
+    WP_COMM_TIMEOUT=1 timeout 120 "${mpi[@]}" -x WP_COMM_TIMEOUT -x WP_COMM_MAX_ELEMS -np 2 "$bin" "$mode" >"$tmp/out" 2>&1
     rc=$?
     local dt=$((SECONDS - t0)) ok=1
-    if [ $rc -eq 0 ] || [ $rc -eq 124 ] || [ $dt -gt 20 ]; then ok=0; fi
+    if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then ok=0; fi
     for pat in "$@"; do grep -qF -- "$pat" "$tmp/out" || ok=0; done
     if [ $ok = 1 ]; then
         echo "ok: $mode aborted in ${dt}s (exit $rc): $(grep -m1 '^comm: ' "$tmp/out")"
     else
-        echo "FAIL: $mode: exit $rc after ${dt}s, expected a nonzero exit within 20 s and the patterns: $*"
+        echo "FAIL: $mode: exit $rc after ${dt}s, expected the layer's abort (a nonzero exit, not 124) and the patterns: $*"
         tail -n 20 "$tmp/out"; failed=$((failed + 1))
     fi
 }

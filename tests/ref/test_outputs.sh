@@ -76,7 +76,7 @@ PY
 mkdir -p "$tmp/l"
 "$build/wp-ref" -m tiny --synthetic --steps 100000 --save "$tmp/l/checkpoint.json" >"$tmp/l1.out" 2>&1 &
 first=$!
-for _ in $(seq 100); do grep -q '^step' "$tmp/l1.out" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q '^step' "$tmp/l1.out" 2>/dev/null && break; sleep 0.1; done
 "${ref[@]}" --synthetic --save "$tmp/l/checkpoint.json" >"$tmp/out" 2>&1
 rc=$?
 [ $rc = 2 ] && grep -q "another run (pid $first) is saving this checkpoint" "$tmp/out" && kill -0 $first 2>/dev/null && ok ||
@@ -102,7 +102,7 @@ unset OMP_NUM_THREADS OMP_WAIT_POLICY
 mkdir -p "$tmp/h"
 "$build/wp-ref" -m tiny --synthetic --steps 100000 --save "$tmp/h/checkpoint.json" >"$tmp/hup.out" 2>&1 &
 pid=$!
-for _ in $(seq 100); do grep -q '^step' "$tmp/hup.out" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q '^step' "$tmp/hup.out" 2>/dev/null && break; sleep 0.1; done
 name=$(cat /proc/$pid/comm 2>/dev/null)
 [ "$name" = wp-ref ] && ok || bad "the process is called \"$name\" in ps, not wp-ref"
 kill -HUP $pid

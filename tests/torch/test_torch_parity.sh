@@ -3,21 +3,15 @@
 # loss, log-sum-exp of the logits and gradients; tests/torch/parity.py redoes it in PyTorch and compares (the
 # tolerances are stated there). Then a tied model's step through a pipelined plan under mpirun
 # against PyTorch (tests/torch/pipelined_tied.py). Uses Debian's python3-torch through /usr/bin/python3 (not a
-# python3 earlier on PATH), installing it when missing.
+# python3 earlier on PATH), installed by `make test`'s set-up step (scripts/test_deps.sh).
 # usage: tests/torch/test_torch_parity.sh BUILD_DIR
 set -eu
 build=${1:-build}
 cd "$(dirname "$0")/../.."
 py=/usr/bin/python3
 export PYTHONDONTWRITEBYTECODE=1   # no __pycache__ in the tree
-if ! $py -c 'import torch, numpy' 2>/dev/null; then
-    echo "test_torch_parity: PyTorch missing for $py; installing python3-torch python3-numpy with apt-get"
-    if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
-    export DEBIAN_FRONTEND=noninteractive
-    $sudo apt-get install -y -q python3-torch python3-numpy >/dev/null 2>&1 ||
-        { $sudo apt-get update -q >/dev/null 2>&1 || true; $sudo apt-get install -y -q python3-torch python3-numpy >/dev/null; }
-    $py -c 'import torch, numpy' || { echo "test_torch_parity: PyTorch still missing"; exit 1; }
-fi
+$py -c 'import torch, numpy' 2>/dev/null ||
+    { echo "test_torch_parity: PyTorch missing for $py (make test installs it first: scripts/test_deps.sh)"; exit 1; }
 [ -f "$build/libwprt.a" ] || { echo "test_torch_parity: $build/libwprt.a missing (run make)"; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 gcc -O2 -std=c11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -fopenmp -Iruntime \
