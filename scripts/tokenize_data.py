@@ -97,8 +97,19 @@ def shown(s):
                         else "\\u%04x" % ord(m.group())), s)
 
 
+# fd 2 as it was at the start: QuietStderr's redirection undone before anything is said, even
+# where a signal came between its two halves
+REAL_STDERR = os.dup(2)
+SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
+def loud():
+    os.dup2(REAL_STDERR, 2)
+
+
 def say(msg):
-    print(shown(f"wpgen data: {msg}"), file=sys.stderr)
+    loud()
+    print(shown(f"wpgen data: {msg}"), file=sys.stderr, flush=True)
 
 
 def fail(status, msg):
@@ -373,12 +384,10 @@ class QuietStderr:
 
     def __enter__(self):
         sys.stderr.flush()
-        self.saved = os.dup(2)
         os.dup2(self.f.fileno(), 2)
 
     def __exit__(self, kind, e, tb):
-        os.dup2(self.saved, 2)
-        os.close(self.saved)
+        loud()
         self.f.seek(0)
         text = self.f.read()
         self.f.seek(0)
@@ -594,7 +603,9 @@ def run(a):
             json.dump(manifest, f, indent=1)
             f.write("\n")
         os.remove(os.path.join(tmp, MARKER))
-        # into place: an old DIR (proved ours by check_paths) moved aside first, removed last
+        # into place: an old DIR (proved ours by check_paths) moved aside first, removed last; no
+        # signal from here on (a signal now would leave DIR half replaced; it is done in a moment)
+        signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
         old = None
         if os.path.isdir(out):
             old = f"{out}.old-{os.getpid()}"
@@ -603,7 +614,7 @@ def run(a):
         if old:
             shutil.rmtree(old)
     except BaseException:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+        signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     kind = "uint16" if width == 2 else "uint32"
