@@ -85,6 +85,11 @@ refused "--name with ESC" '--name a\x1b[31mb: a control character at character 2
 grep -q $'\e' "$tmp/log" && bad "ESC echoed" || ok
 refused "--name not UTF-8" '--name \xff: not UTF-8 text' --name $'\xff' "$tmp/z.jsonl"
 refused "--name too long" "--name: 400 bytes in UTF-8, expected 1 to 255" --name "$(printf 'é%.0s' $(seq 200))" "$tmp/z.jsonl"
+# the default name, the tokenizer's folder's, holding ESC: '?' in the header and the summary
+mkdir "$tmp/we"$'\e'"ird" && cp "$T" "$tmp/we"$'\e'"ird/tokenizer.json"
+"${W[@]}" --tokenizer "$tmp/we"$'\e'"ird/tokenizer.json" -o "$tmp/esc" "$tmp/z.jsonl" >"$tmp/log" 2>&1 &&
+    grep -q "tokenizer we?ird " "$tmp/log" && ! grep -q $'\e' "$tmp/log" &&
+    [ "$(head -c 70 "$tmp/esc/train-00000.bin" | tail -c 6)" = "we?ird" ] && ok || bad "a name with ESC: $(cat -v "$tmp/log")"
 # low: .JSONL in any case is JSONL
 printf '{"text":"hello"}\n{"text":"world"}\n' >"$tmp/UP.JSONL"
 "${W[@]}" --tokenizer "$T" -o "$tmp/up" "$tmp/UP.JSONL" >"$tmp/log" 2>&1 && grep -q "^wpgen data: 2 documents" "$tmp/log" && ok ||
