@@ -3,7 +3,8 @@
  * scripts/tokenize_data.py (found through wpgen_home) with the arguments as given; the script
  * checks them, installs the package if missing and writes the shards (its top comment says how).
  * WPGEN_PYTHON names the interpreter (default python3 from PATH).
- * Exit status: the script's: 0 done, 1 failed, 2 bad input; 1 where no Python can be run. */
+ * Exit status: the script's: 0 done, 1 failed, 2 bad input (SIGTERM or SIGHUP: killed by it, once the
+ * script has removed what it was writing); 1 where no Python can be run. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
