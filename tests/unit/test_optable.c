@@ -177,6 +177,12 @@ static void check_costs(void) {
         CHECK(in->phase != OP_PHASE_LOCAL || (in->mem_passes > 0) == (touches != 0),
               "%s: a local operation with %g passes through memory", in->name, in->mem_passes);
     }
+    /* a transfer by its links: every collective has its pattern in sim/collective.c */
+    for (int c = 1; c < COLL__COUNT; c++) {
+        CollShape sh = coll_shape(c, 4, 0, 1000);
+        CHECK(sh.nedges > 0 && sh.edge_bytes > 0 && sh.lat_steps > 0, "collective %s: no pattern in sim/collective.c",
+              op_coll_names[c]);
+    }
 }
 
 /* The forms each kind is emitted in, their words in emit.lua, and the runtime function each calls. */
