@@ -287,6 +287,7 @@ local FORMS = {
                   why = "{letter}{held} not needed again this step",
                   token = "free {letter}{held}" },
 }
+M.FORMS = FORMS   -- for tests/unit/test_optable.c: a form for every kind, whose call is the runtime's
 
 local PHRASES = {
     -- what a transfer or collective carries: W3, D3, W3[1/4] (shard 1 of 4)

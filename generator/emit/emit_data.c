@@ -223,7 +223,11 @@ void emit_rank_holds(const Plan *p, int r, int *max_acts, int *max_stashes, int 
             /* BWD_B leaves its stash for BWD_W and adds a keep; BWD_W ends both */
             case OP_BWD_B: hold(&h, !first, 0, 1); hold(&h, -!last, 0, 0); break;
             case OP_BWD_W: hold(&h, 0, -1, -1); break;
-            default: break;
+            /* the others hold no slot of activations (a transfer's, above). No default: a new kind
+             * is a -Wswitch error until it says what it holds. */
+            case OP_SEND: case OP_RECV: case OP_BCAST: case OP_REDUCE: case OP_ALLREDUCE: case OP_ALLGATHER:
+            case OP_REDUCE_SCATTER: case OP_TIE_ALLREDUCE: case OP_ACC: case OP_COPY: case OP_TIE: case OP_OPT:
+            case OP_FREE: case OP__COUNT: break;
             }
         }
         hold(&h, -sent, 0, 0);   /* the wait: what was sent has left */

@@ -18,6 +18,19 @@ typedef struct Text {
 
 void text_free(Text *t);
 
+/* The forms of an emitted operation, X(form, its kind): one per kind of operation, and more where
+ * a kind reads differently (a send of weights or of activations, the root of a broadcast or a
+ * member). emit.lua's FORMS has each one's words (its call of runtime/common/step.h, its comment,
+ * its schedule.txt token); form_of() in emit_ops.c picks one per operation. test_optable checks
+ * that every kind has one and that every call is a function of the runtime. */
+#define OP_FORMS(X)                                                                                \
+    X(FWD, FWD) X(BWD, BWD) X(BWD_B, BWD_B) X(BWD_W, BWD_W)                                         \
+    X(SEND_W, SEND) X(SEND_D, SEND) X(SEND_ACT, SEND) X(RECV, RECV) X(RECV_ACT, RECV)               \
+    X(BCAST_ROOT, BCAST) X(BCAST, BCAST) X(REDUCE_ROOT, REDUCE) X(REDUCE, REDUCE)                   \
+    X(ALLREDUCE, ALLREDUCE) X(ALLGATHER, ALLGATHER) X(REDUCE_SCATTER, REDUCE_SCATTER)               \
+    X(TIE_ALLREDUCE, TIE_ALLREDUCE) X(ACC_FIRST, ACC) X(ACC, ACC) X(COPY, COPY) X(TIE, TIE)         \
+    X(OPT_SHARD, OPT) X(OPT, OPT) X(FREE, FREE) X(FREE_HELD, FREE)
+
 typedef struct OpText OpText;
 
 /* Compiles the formats of the table at index idx of L (what emit.lua's M.op_text returns; see

@@ -11,7 +11,10 @@
  * say what lands where, and a new collective needs what it computes in verify_comm.c complete()
  * and how NCCL moves it in sim/collective.c); the strategies' method for it (lua/bridge.c); its
  * function in the runtime and its call in the emitter. Shape checks, hazards, phases, costs,
- * traffic, pictures and the printed form follow from the row. */
+ * traffic, pictures and the printed form follow from the row. The switches over kinds have no
+ * default and the generator is built with -Werror=switch, so the compiler lists the places a new
+ * kind must be written, and test_optable its emitter forms and runtime function
+ * (docs/extending.md, "An operation"). */
 #ifndef WP_OP_TABLE_H
 #define WP_OP_TABLE_H
 

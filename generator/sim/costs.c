@@ -131,12 +131,16 @@ void cost_compute_features(const WpConfig *m, int chunk, int layer0, int nlayers
      * writes dgu: 5F). Measured on this project's CPU at H 256: B 18.0 ms against Bb + Bw 19.3
      * ms for the same chunk, what these bytes take at its memory rate. */
     double fwd = 0, mm_bwd = 0, bwd_rest = 0;
-    switch (kind) {
+    switch ((OpKind)kind) {
     case OP_FWD: fwd = 1; break;
     case OP_BWD: mm_bwd = 2; bwd_rest = 1; fwd = recompute; break;
     case OP_BWD_B: mm_bwd = 1; bwd_rest = 1; fwd = recompute; break;
     case OP_BWD_W: mm_bwd = 1; break;
-    default: return;
+    /* not compute: a transfer is costed on its links (sim/collective.c), a local operation by its
+     * row's mem_passes (sim/sim.c). No default: a new kind is a -Wswitch error until it is costed. */
+    case OP_SEND: case OP_RECV: case OP_BCAST: case OP_REDUCE: case OP_ALLREDUCE: case OP_ALLGATHER:
+    case OP_REDUCE_SCATTER: case OP_TIE_ALLREDUCE: case OP_ACC: case OP_COPY: case OP_TIE: case OP_OPT:
+    case OP_FREE: case OP__COUNT: return;
     }
     int last = chunk == nchunks - 1, again = last && kind != OP_FWD;
     double T = (double)m->mbs * m->seq;

@@ -284,9 +284,14 @@ static int run_local(Verifier *V, int r, int opi) {
     case OP_FREE:
         val_clear(&s->bufs[op->buf]);
         return 0;
-    default:
-        return 0;
+    /* transfers complete in verify_comm.c (their rule there, or the row's uses); never run here.
+     * No default: a new kind is a -Wswitch error (-Werror=switch, Makefile) until it has a rule. */
+    case OP_SEND: case OP_RECV: case OP_BCAST: case OP_REDUCE: case OP_ALLREDUCE: case OP_ALLGATHER:
+    case OP_REDUCE_SCATTER: case OP_TIE_ALLREDUCE:
+    case OP__COUNT:
+        break;
     }
+    return verr(V, r, opi, "%s has no rule among the compute and local operations", op_names[op->kind]);
 }
 
 /* ---- the driver ---- */

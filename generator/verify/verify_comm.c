@@ -179,7 +179,7 @@ static int complete(Verifier *V, int g, Coll *c, int last_rank, int last_op) {
         if (V->active && !V->active[r]) continue;   /* a replica not executed: its notes are replica 0's */
         Val *slot = &V->rs[r].slot[opi - turn_first_op(V, r)];
         OpNote *note = &p->ranks[r].notes[opi];
-        switch (c->kind) {
+        switch ((OpKind)c->kind) {   /* no default: a new kind is a -Wswitch error until it has a rule */
         case OP_BCAST:
             if (m != root_m) { val_copy(V, slot, &c->in[root_m]); slot->from_rank = c->root; slot->from_turn = V->rs[c->root].turn; }
             note->chunk = c->in[root_m].chunk;
@@ -207,6 +207,11 @@ static int complete(Verifier *V, int g, Coll *c, int last_rank, int last_op) {
             slot->tied = 1;
             note->chunk = c->in[m].chunk;
             break;
+        /* point-to-point, compute and local operations are no collective's */
+        case OP_FWD: case OP_BWD: case OP_BWD_B: case OP_BWD_W: case OP_SEND: case OP_RECV:
+        case OP_ACC: case OP_COPY: case OP_TIE: case OP_OPT: case OP_FREE: case OP__COUNT:
+            val_clear(&sum);
+            return verr(V, r, opi, "%s has no rule among the collectives", op_names[c->kind]);
         }
         /* Collectives note the size of the whole buffer they work on (all-gather's result,
          * reduce-scatter's input), which is what their traffic is counted from. */

@@ -2,16 +2,28 @@
  * columns agree with each other (compute has work, transfers are a send, a receive or one
  * collective, only collectives have roots, absent operands are not used); op_names[] is the
  * name column; op_format prints every kind as plans have always printed it; the shard size and
- * the collectives' shapes (sim/collective.h) by hand; the table as Lua sees it. */
+ * the collectives' shapes (sim/collective.h) by hand; the table as Lua sees it.
+ *
+ * And that no kind is half added: every kind has its simulator cost (compute by cost.c's
+ * features, a local operation that touches data by its row's memory passes, a transfer by what
+ * it carries), its emitter forms (emit_ops.h OP_FORMS) with their words in emit.lua, and each
+ * form's call is a function of the runtime (runtime/common/step.h). The verifier's rules and the
+ * emitter's and simulator's switches over kinds have no default, so the compiler (-Werror=switch)
+ * lists those. Runs from the repository root (or with WPGEN_HOME set), as test_emit. */
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <lua.h>
 #include <lauxlib.h>
 #include <lualib.h>
 #include "check.h"
+#include "common/modelcfg.h"
+#include "emit/emit_ops.h"
 #include "ir/op_table.h"
 #include "lua/bridge.h"
 #include "lua/op_table_lua.h"
 #include "sim/collective.h"
+#include "sim/costs.h"
 
 static void check_rows(void) {
     for (int k = 0; k < OP__COUNT; k++) {
@@ -147,8 +159,108 @@ static void check_lua(void) {
     lua_close(L);
 }
 
+/* The simulator's cost of every kind. */
+static void check_costs(void) {
+    WpConfig m;
+    char name[64], err[256];
+    if (model_load("tiny", &m, name, sizeof name, err, sizeof err)) { CHECK(0, "model tiny: %s", err); return; }
+    for (int k = 0; k < OP__COUNT; k++) {
+        const OpInfo *in = op_info(k);
+        double f[COST__COUNT];
+        cost_compute_features(&m, 1, 0, 2, 3, k, 0, WP_FP32, 0, f);
+        int compute = in->phase == OP_PHASE_COMPUTE;
+        CHECK(compute == (f[COST_OPS] == 1 && f[COST_MM_FLOPS] > 0),
+              "%s: %s, and sim/costs.c gives it %g matrix FLOPs in %g operations", in->name, op_phase_names[in->phase],
+              f[COST_MM_FLOPS], f[COST_OPS]);
+        /* a local operation that reads or changes values goes through memory (FREE only forgets) */
+        unsigned touches = (in->use[0] | in->use[1]) & (USE_READ | USE_WRITE | USE_ADD);
+        CHECK(in->phase != OP_PHASE_LOCAL || (in->mem_passes > 0) == (touches != 0),
+              "%s: a local operation with %g passes through memory", in->name, in->mem_passes);
+    }
+    /* a transfer by its links: every collective has its pattern in sim/collective.c */
+    for (int c = 1; c < COLL__COUNT; c++) {
+        CollShape sh = coll_shape(c, 4, 0, 1000);
+        CHECK(sh.nedges > 0 && sh.edge_bytes > 0 && sh.lat_steps > 0, "collective %s: no pattern in sim/collective.c",
+              op_coll_names[c]);
+    }
+}
+
+/* The forms each kind is emitted in, their words in emit.lua, and the runtime function each calls. */
+static const struct { const char *name; int kind; } forms[] = {
+#define X(f, k) { #f, OP_##k },
+    OP_FORMS(X)
+#undef X
+};
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) { free(s); s = NULL; }
+    if (s) s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+static void check_forms(void) {
+    int nforms[OP__COUNT] = { 0 };
+    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) nforms[forms[i].kind]++;
+    for (int k = 0; k < OP__COUNT; k++)
+        CHECK(nforms[k] > 0, "%s: no emitter form (emit_ops.h OP_FORMS, emit_ops.c form_of, emit.lua FORMS)", op_names[k]);
+
+    char path[4200];
+    snprintf(path, sizeof path, "%s/runtime/common/step.h", getenv("WPGEN_HOME"));
+    char *step_h = slurp(path);
+    CHECK(step_h != NULL, "cannot read %s", path);
+    lua_State *L = wpgen_lua_new();
+    CHECK(L != NULL, "lua state");
+    if (!L || !step_h) { if (L) lua_close(L); free(step_h); return; }
+    lua_getglobal(L, "require");
+    lua_pushstring(L, "emit");
+    int rc = lua_pcall(L, 1, 1, 0);
+    CHECK(rc == LUA_OK && lua_istable(L, -1), "require 'emit': %s", rc == LUA_OK ? "not a table" : lua_tostring(L, -1));
+    if (rc == LUA_OK && lua_istable(L, -1)) {
+        lua_getfield(L, -1, "FORMS");
+        CHECK(lua_istable(L, -1), "emit.lua: no M.FORMS");
+        for (size_t i = 0; lua_istable(L, -1) && i < sizeof forms / sizeof *forms; i++) {
+            lua_getfield(L, -1, forms[i].name);
+            CHECK(lua_istable(L, -1), "emit.lua FORMS.%s: missing (a form of %s)", forms[i].name, op_names[forms[i].kind]);
+            if (lua_istable(L, -1)) lua_getfield(L, -1, "call");
+            else lua_pushnil(L);
+            const char *call = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+            CHECK(call != NULL, "emit.lua FORMS.%s: no call (the form of %s)", forms[i].name, op_names[forms[i].kind]);
+            if (call) {
+                /* "wp_NAME(R, ..." is "void wp_NAME(WpRank *R, ..." in step.h */
+                size_t n = strcspn(call, "(");
+                char decl[128];
+                snprintf(decl, sizeof decl, "void %.*s(WpRank *R", (int)n, call);
+                CHECK(!strncmp(call, "wp_", 3) && call[n] == '(' && strstr(step_h, decl),
+                      "emit.lua FORMS.%s: its call \"%s\" is no function of runtime/common/step.h (\"%s\")",
+                      forms[i].name, call, decl);
+            }
+            lua_pop(L, 2);
+        }
+        lua_pop(L, 1);
+    }
+    lua_close(L);
+    free(step_h);
+}
+
 int main(void) {
+    if (!getenv("WPGEN_HOME")) {
+        char cwd[4096];
+        if (!getcwd(cwd, sizeof cwd) || access("generator/emit/emit.lua", R_OK)) {
+            fprintf(stderr, "test_optable: run from the repository root or set WPGEN_HOME\n");
+            return 1;
+        }
+        setenv("WPGEN_HOME", cwd, 1);
+    }
     check_rows();
+    check_costs();
+    check_forms();
     check_format();
     check_changes();
     check_sizes();
