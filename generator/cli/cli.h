@@ -1,7 +1,7 @@
-/* What wpgen's command-line files share: the parsed flags (main.c), the steps every command
- * takes (inputs.c), the plan's report (plan_report.c), the strategies' own options on the
+/* What wpgen's command-line files share: the parsed flags (main.c) and their table (flags.c),
+ * the steps every command takes (inputs.c), the plan's report (plan_report.c), the strategies' own options on the
  * command line and in help (options.c) and the commands main.c dispatches to (cmd_list.c,
- * cmd_plan.c, cmd_sim.c, cmd_calibrate.c, cmd_probe.c, cmd_export.c). The calls go one way: main.c -> cmd_*.c
+ * cmd_plan.c, cmd_sim.c, cmd_calibrate.c, cmd_probe.c, cmd_export.c, cmd_data.c, cmd_replan.c). The calls go one way: main.c -> cmd_*.c
  * -> search/ (the search of -s auto and compare), inputs.c, plan_report.c. */
 #ifndef WP_CLI_H
 #define WP_CLI_H
@@ -37,6 +37,37 @@ typedef struct Args {
     int argc;               /* the command line, for plan.json's "command" (wpgen replan reads it) */
     char **argv;
 } Args;
+
+/* flags.c: wpgen's own flags of plan, emit, sim and compare */
+typedef enum {
+    FLAG_TOPO, FLAG_MODEL, FLAG_STRATEGY, FLAG_OUT, FLAG_BACKEND, FLAG_COMM, FLAG_SEQ, FLAG_MBS, FLAG_MICRO_BATCHES,
+    FLAG_REPLICAS, FLAG_CHUNKS, FLAG_PRECISION, FLAG_GRAD_PRECISION, FLAG_WEIGHT_WIRE, FLAG_CALIBRATION, FLAG_STRATEGIES,
+    FLAG_TRACE, FLAG_SVG, FLAG_LUA_MIB, FLAG_LUA_MINSTR, FLAG_LUA_SECONDS, FLAG_SEARCH_SECONDS, FLAG_RECOMPUTE, FLAG_JSON,
+    FLAG_FORCE, FLAG_HELP, FLAG_COUNT
+} FlagId;
+typedef struct CliFlag {
+    FlagId id;
+    const char *name, *alias;   /* "-t", "--topology" */
+    int value;                  /* takes the next word as its value */
+    int once;                   /* given twice: refused (which one was meant is a guess) */
+    const char *only;           /* the one command that takes it; NULL: plan, emit, sim and compare */
+} CliFlag;
+/* The row of word (a name or an alias) for command cmd (NULL: any command); NULL if none. */
+const CliFlag *cli_flag(const char *cmd, const char *word);
+/* Word as a flag of a->cmd with a->strategy's (or a->strategies') options: 1 if it takes the next
+ * word as its value, 0 if it takes none, -1 if it is no flag of theirs. */
+int cli_flag_arity(const Args *a, const char *word);
+/* Do x and y name one flag (-t and --topology)? A strategy's flag has one name. */
+int cli_same_flag(const char *x, const char *y);
+
+/* main.c */
+/* The flags of plan, emit, sim or compare (argv[1]) into a, checked; 0, or -1 said on stderr. */
+int args_parse(int argc, char **argv, Args *a);
+/* Runs the command a holds (its --calibration loaded): the command's exit status. */
+int args_run(const Args *a);
+/* The strategy sandbox's --lua-max-seconds among words, for the declarations read before a
+ * command's flags are parsed (the flags they declare); the last one given counts. */
+void args_limits(int nwords, char **words);
 
 /* inputs.c */
 /* Prints "wpgen: " and the message; returns EXIT_BAD_INPUT. */
@@ -76,7 +107,7 @@ int cmd_probe(int argc, char **argv);       /* its own flags (cmd_probe.c) */
 int cmd_export(int argc, char **argv);      /* its own flags (cmd_export.c) */
 int cmd_data(int argc, char **argv);        /* runs scripts/tokenize_data.py (cmd_data.c) */
 int cmd_replan(int argc, char **argv);      /* the old plan's command again, for another topology (cmd_replan.c) */
-/* wpgen's commands, as main runs them (replan runs emit through it) */
+/* wpgen's commands, as main runs them */
 int wpgen_main(int argc, char **argv);
 
 #endif

@@ -1,4 +1,5 @@
-/* wpgen's command line: parses the flags and hands them to the command, one file each: list
+/* wpgen's command line: parses the flags (their table: flags.c) and hands them to the command
+ * (args_parse, args_run: replan runs emit through them too), one file each: list
  * (cmd_list.c), plan and emit (cmd_plan.c), sim and compare (cmd_sim.c), calibrate, probe, export,
  * data and replan (cmd_calibrate.c, cmd_probe.c, cmd_export.c, cmd_data.c, cmd_replan.c: their own
  * flags); what commands share is
@@ -101,28 +102,21 @@ static int j_strategy_given(int argc, char **argv) {
     return 0;
 }
 
-/* Flags that take one value: given twice, which one was meant is a guess, so neither is taken. */
+/* Flags that take one value (the table's once): given twice, which one was meant is a guess, so
+ * neither is taken. */
 static int check_repeats(int argc, char **argv) {
-    static const char *const once[][2] = {
-        { "-t", "--topology" }, { "-m", "--model" }, { "-s", "--strategy" }, { "-o", "--out" }, { "--backend", NULL },
-        { "--comm", NULL }, { "--seq", NULL }, { "--micro-batch-size", NULL }, { "--micro-batches", NULL },
-        { "--replicas", NULL }, { "--chunks", NULL }, { "--precision", NULL }, { "--grad-precision", NULL },
-        { "--weight-wire", NULL }, { "--calibration", NULL }, { "--strategies", NULL }, { "--trace", NULL }, { "--svg", NULL },
-    };
-    enum { N = sizeof once / sizeof once[0] };
-    int first[N];
-    for (int k = 0; k < N; k++) first[k] = -1;
-    for (int i = 2; i + 1 < argc; i++)
-        for (int k = 0; k < N; k++) {
-            if (strcmp(argv[i], once[k][0]) && (!once[k][1] || strcmp(argv[i], once[k][1]))) continue;
-            if (first[k] >= 0) {
-                fprintf(stderr, "wpgen: %s given twice (\"%s\", then \"%s\"): give it once\n", once[k][0], argv[first[k] + 1], argv[i + 1]);
-                return -1;
-            }
-            first[k] = i;
-            i++;   /* its value is not a flag */
-            break;
+    int first[FLAG_COUNT];
+    for (int k = 0; k < FLAG_COUNT; k++) first[k] = -1;
+    for (int i = 2; i + 1 < argc; i++) {
+        const CliFlag *fl = cli_flag(NULL, argv[i]);
+        if (!fl || !fl->once) continue;
+        if (first[fl->id] >= 0) {
+            fprintf(stderr, "wpgen: %s given twice (\"%s\", then \"%s\"): give it once\n", fl->name, argv[first[fl->id] + 1], argv[i + 1]);
+            return -1;
         }
+        first[fl->id] = i;
+        i++;   /* its value is not a flag */
+    }
     return 0;
 }
 
@@ -144,43 +138,47 @@ static int parse_args(int argc, char **argv, Args *a) {
     }
     for (int i = 2; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = 1;
-        if (!strcmp(f, "-t") || !strcmp(f, "--topology")) a->topo = v;
-        else if (!strcmp(f, "-m") || !strcmp(f, "--model")) a->model = v;
-        else if (!strcmp(f, "-s") || !strcmp(f, "--strategy")) a->strategy = v;
-        else if (!strcmp(f, "-o") || !strcmp(f, "--out")) a->out = v;
-        else if (!strcmp(f, "--backend")) a->backend = v;
-        else if (!strcmp(f, "--comm")) a->comm = v;
-        else if (!strcmp(f, "--seq")) { if (parse_int(f, v, 1, MAX_SHAPE, &a->seq)) return -1; }
-        else if (!strcmp(f, "--micro-batch-size")) { if (parse_int(f, v, 1, MAX_SHAPE, &a->mbs)) return -1; }
-        else if (!strcmp(f, "--micro-batches")) { if (parse_int(f, v, 1, MAX_MICRO_BATCHES, &a->micro_batches)) return -1; a->set_micro_batches = 1; }
-        else if (!strcmp(f, "--replicas")) { if (parse_int(f, v, 1, MAX_RANKS_FLAG, &a->replicas)) return -1; a->set_replicas = 1; }
-        else if (!strcmp(f, "--chunks")) { if (parse_int(f, v, 0, MAX_RANKS_FLAG, &a->chunks)) return -1; a->set_chunks = 1; }
-        else if (!strcmp(f, "--trace") && !strcmp(a->cmd, "sim")) a->trace = v;
-        else if (!strcmp(f, "--svg") && !strcmp(a->cmd, "sim")) a->svg = v;
-        else if (!strcmp(f, "--strategies")) a->strategies = v;   /* compare; plan, emit and sim with -s auto */
-        else if (!strcmp(f, "--recompute")) { a->recompute = 1; takes = 0; }
-        else if (!strcmp(f, "--lua-max-mib")) { if (parse_int(f, v, 1, 1 << 20, &a->lua_max_mib)) return -1; }
-        else if (!strcmp(f, "--lua-max-instructions")) { if (parse_int(f, v, 1, 1 << 20, &a->lua_max_minstr)) return -1; }
-        else if (!strcmp(f, "--lua-max-seconds")) { if (parse_int(f, v, 1, 86400, &a->lua_max_seconds)) return -1; }
-        else if (!strcmp(f, "--search-seconds")) { if (parse_int(f, v, 1, 1 << 20, &a->search_seconds)) return -1; }
-        else if (!strcmp(f, "--precision") || !strcmp(f, "--grad-precision") || !strcmp(f, "--weight-wire")) {
+        const CliFlag *fl = cli_flag(a->cmd, f);
+        int takes = fl ? fl->value : 1;
+        if (fl) switch (fl->id) {
+        case FLAG_TOPO: a->topo = v; break;
+        case FLAG_MODEL: a->model = v; break;
+        case FLAG_STRATEGY: a->strategy = v; break;
+        case FLAG_OUT: a->out = v; break;
+        case FLAG_BACKEND: a->backend = v; break;
+        case FLAG_COMM: a->comm = v; break;
+        case FLAG_SEQ: if (parse_int(f, v, 1, MAX_SHAPE, &a->seq)) return -1; break;
+        case FLAG_MBS: if (parse_int(f, v, 1, MAX_SHAPE, &a->mbs)) return -1; break;
+        case FLAG_MICRO_BATCHES: if (parse_int(f, v, 1, MAX_MICRO_BATCHES, &a->micro_batches)) return -1; a->set_micro_batches = 1; break;
+        case FLAG_REPLICAS: if (parse_int(f, v, 1, MAX_RANKS_FLAG, &a->replicas)) return -1; a->set_replicas = 1; break;
+        case FLAG_CHUNKS: if (parse_int(f, v, 0, MAX_RANKS_FLAG, &a->chunks)) return -1; a->set_chunks = 1; break;
+        case FLAG_TRACE: a->trace = v; break;
+        case FLAG_SVG: a->svg = v; break;
+        case FLAG_STRATEGIES: a->strategies = v; break;   /* compare; plan, emit and sim with -s auto */
+        case FLAG_RECOMPUTE: a->recompute = 1; break;
+        case FLAG_LUA_MIB: if (parse_int(f, v, 1, 1 << 20, &a->lua_max_mib)) return -1; break;
+        case FLAG_LUA_MINSTR: if (parse_int(f, v, 1, 1 << 20, &a->lua_max_minstr)) return -1; break;
+        case FLAG_LUA_SECONDS: if (parse_int(f, v, 1, 86400, &a->lua_max_seconds)) return -1; break;
+        case FLAG_SEARCH_SECONDS: if (parse_int(f, v, 1, 1 << 20, &a->search_seconds)) return -1; break;
+        case FLAG_PRECISION: case FLAG_GRAD_PRECISION: case FLAG_WEIGHT_WIRE: {
             WpDtype d;
             if (!v || wp_dtype_parse(v, &d)) {
                 fprintf(stderr, "wpgen: %s: expected fp32 or bf16, got \"%s\"\n", f, v ? v : "");
                 return -1;
             }
-            if (f[2] == 'p') a->precision = v;
-            else if (f[2] == 'g') a->grad_precision = v;
+            if (fl->id == FLAG_PRECISION) a->precision = v;
+            else if (fl->id == FLAG_GRAD_PRECISION) a->grad_precision = v;
             else a->weight_wire = v;
+            break;
         }
-        else if (!strcmp(f, "--json")) { a->json = 1; takes = 0; }
-        else if (!strcmp(f, "--calibration")) a->calib_path = v;
-        else if (!strcmp(f, "--force") && !strcmp(a->cmd, "emit")) { a->force = 1; takes = 0; }
-        else if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
+        case FLAG_JSON: a->json = 1; break;
+        case FLAG_CALIBRATION: a->calib_path = v; break;
+        case FLAG_FORCE: a->force = 1; break;
+        case FLAG_HELP:
             usage(stdout);
             strategy_options_help(stdout, j_strategy_given(argc, argv) ? a->strategy : NULL);
             exit(0);
+        case FLAG_COUNT: break;
         }
         else if (!strncmp(f, "--", 2) && strategy_flag_known(a, f, &takes)) {
             if (a->nraw == STRATEGY_MAX_OPTS) { fprintf(stderr, "wpgen: %s: too many strategy options\n", f); return -1; }
@@ -228,6 +226,31 @@ static int parse_args(int argc, char **argv, Args *a) {
     return 0;
 }
 
+void args_limits(int nwords, char **words) {
+    for (int i = 0; i + 1 < nwords; i++)
+        if (!strcmp(words[i], "--lua-max-seconds")) strategy_decl_set_seconds(atoi(words[i + 1]) > 0 ? atoi(words[i + 1]) : 0);
+}
+
+int args_parse(int argc, char **argv, Args *a) {
+    /* the declarations parse_args reads (a strategy's own flags) run under --lua-max-seconds too,
+     * wherever it stands on the line; parse_args checks its value */
+    args_limits(argc - 2, argv + 2);
+    return parse_args(argc, argv, a);
+}
+
+int args_run(const Args *a) {
+    Args run = *a;
+    Calibration calib;
+    if (run.calib_path) {
+        char err[1024];
+        if (calib_load(run.calib_path, &calib, err, sizeof err)) { fprintf(stderr, "wpgen: --calibration %s\n", err); return EXIT_BAD_INPUT; }
+        run.calib = &calib;
+    }
+    int rc = !strcmp(run.cmd, "sim") ? cmd_sim(&run) : !strcmp(run.cmd, "compare") ? cmd_compare(&run) : cmd_plan(&run, !strcmp(run.cmd, "emit"));
+    if (run.calib) calib_free(&calib);
+    return rc;
+}
+
 int wpgen_main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return EXIT_BAD_INPUT; }
     const char *cmd = argv[1];
@@ -244,21 +267,9 @@ int wpgen_main(int argc, char **argv) {
         usage(stderr);
         return EXIT_BAD_INPUT;
     }
-    /* the declarations parse_args reads (a strategy's own flags) run under --lua-max-seconds too,
-     * wherever it stands on the line; parse_args checks its value */
-    for (int i = 2; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--lua-max-seconds")) strategy_decl_set_seconds(atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : 0);
     Args a;
-    if (parse_args(argc, argv, &a)) return EXIT_BAD_INPUT;
-    Calibration calib;
-    if (a.calib_path) {
-        char err[1024];
-        if (calib_load(a.calib_path, &calib, err, sizeof err)) { fprintf(stderr, "wpgen: --calibration %s\n", err); return EXIT_BAD_INPUT; }
-        a.calib = &calib;
-    }
-    int rc = !strcmp(cmd, "sim") ? cmd_sim(&a) : !strcmp(cmd, "compare") ? cmd_compare(&a) : cmd_plan(&a, !strcmp(cmd, "emit"));
-    if (a.calib) calib_free(&calib);
-    return rc;
+    if (args_parse(argc, argv, &a)) return EXIT_BAD_INPUT;
+    return args_run(&a);
 }
 
 int main(int argc, char **argv) { return wpgen_main(argc, argv); }
