@@ -12,7 +12,7 @@
 #include "ir/plan.h"
 #include "lua/bridge.h"
 #include "sim/sim.h"
-#include "calib/calib.h"
+#include "cost/calib.h"
 #include "search/search.h"
 
 enum { EXIT_REJECTED = 1, EXIT_FAILED = 1, EXIT_BAD_INPUT = 2 };   /* EXIT_FAILED: data could not be written */

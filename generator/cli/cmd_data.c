@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include "cli/cli.h"
 #include "lua/home.h"
-#include "ir/xalloc.h"
+#include "util/xalloc.h"
 
 int cmd_data(int argc, char **argv) {
     char script[4200];

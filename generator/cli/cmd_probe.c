@@ -1,4 +1,4 @@
-/* wpgen probe: the topology JSON of the machine it runs on (calib/probe.h), or of a cluster from
+/* wpgen probe: the topology JSON of the machine it runs on (input/probe.h), or of a cluster from
  * its hosts' probes (there is no remote shell: run `wpgen probe -o HOST.json` on each host of the
  * hostfile, then `wpgen probe --merge A.json B.json ...`). The output is checked by the topology
  * loader before it is written, to stdout or -o FILE (an existing file only with --force).
@@ -10,10 +10,10 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include "cli/cli.h"
-#include "ir/interrupt.h"
-#include "calib/probe.h"
+#include "util/interrupt.h"
+#include "input/probe.h"
 #include "input/topology.h"
-#include "ir/xalloc.h"
+#include "util/xalloc.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: wpgen probe [-o OUT.json] [--sysroot DIR] [--name NAME] [--peak-tflops T --hbm-GBps B] [--force]\n"

@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include "cli/cli.h"
-#include "ir/xalloc.h"
+#include "util/xalloc.h"
 
 static void sim_json_add(json_t *o, const Plan *p, const SimResult *s) {
     json_object_set_new(o, "step_time_s", json_real(s->step_time));

@@ -22,7 +22,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include "emit/emit.h"
-#include "ir/interrupt.h"
+#include "util/interrupt.h"
 #include "emit/backends.h"
 #include "common/errmsg.h"
 #include "emit/emit_data.h"

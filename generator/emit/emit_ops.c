@@ -11,7 +11,7 @@
 #include <lauxlib.h>
 #include "emit/emit_ops.h"
 #include "ir/op_table.h"
-#include "ir/xalloc.h"
+#include "util/xalloc.h"
 #include "common/errmsg.h"
 
 /* ---- growing strings ---- */

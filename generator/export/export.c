@@ -15,7 +15,7 @@
  * changed since, or one more, is refused by name). The export is built in DIR.tmp-PID and renamed
  * into place (exchanged with the earlier export, which is removed after), so DIR is the old
  * export or the new one, whole; Ctrl-C (SIGTERM, SIGHUP) stops it at its next tensor and removes
- * DIR.tmp-PID (ir/interrupt.h). */
+ * DIR.tmp-PID (util/interrupt.h). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE   /* renameat2 */
 #endif
@@ -32,7 +32,7 @@
 #include <jansson.h>
 #include "export/export.h"
 #include "emit/manifest.h"
-#include "ir/interrupt.h"
+#include "util/interrupt.h"
 #include "common/config.h"
 #include "common/errmsg.h"
 #include "common/modelcfg.h"
@@ -501,7 +501,7 @@ int export_checkpoint(const ExportOptions *opt, ExportReport *rep, char *err, si
     char tmp[PATHLEN];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-%ld", opt->out, (long)getpid()) >= sizeof tmp)
         return errmsg(err, errlen, "-o %s: path too long", opt->out), EXPORT_BAD_INPUT;
-    interrupt_begin();   /* a signal from here stops the build, which is removed (ir/interrupt.h) */
+    interrupt_begin();   /* a signal from here stops the build, which is removed (util/interrupt.h) */
     if (mkdir(tmp, 0755)) { interrupt_end(); return errmsg(err, errlen, "%s: %s", tmp, strerror(errno)), EXPORT_FAILED; }
     Owned o = { 0 };
     int read_failed = 0;

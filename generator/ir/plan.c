@@ -8,7 +8,7 @@
 #include <stdarg.h>
 #include "ir/plan.h"
 #include "ir/op_table.h"
-#include "ir/xalloc.h"
+#include "util/xalloc.h"
 #include "common/errmsg.h"
 
 const char *const what_names[] = { "-", "W", "D", "A", "G", "T" };

@@ -12,7 +12,7 @@
 #include <lualib.h>
 #include "lua/bridge.h"
 #include "ir/op_table.h"
-#include "ir/xalloc.h"
+#include "util/xalloc.h"
 #include "lua/sandbox.h"
 #include "place/placement.h"
 

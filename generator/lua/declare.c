@@ -10,7 +10,7 @@
 #include <lauxlib.h>
 #include "lua/declare.h"
 #include "lua/sandbox.h"
-#include "ir/xalloc.h"
+#include "util/xalloc.h"
 
 enum { DECL_CACHE_MAX = 64 };
 static StrategyDecl *cache[DECL_CACHE_MAX];

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "place/placement.h"
-#include "ir/xalloc.h"
+#include "util/xalloc.h"
 
 typedef struct Ctx {
     const PlacementIn *in;

@@ -17,7 +17,7 @@
 #include <string.h>
 #include "search/bounds.h"
 #include "lua/declare.h"
-#include "ir/xalloc.h"
+#include "util/xalloc.h"
 #include "sim/collective.h"
 #include "place/placement.h"
 #include "lua/bridge.h"
@@ -252,7 +252,7 @@ double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model,
 }
 
 /* Seconds of a forward (kind OP_FWD) or a whole backward (OP_BWD) of a chunk of nlayers layers on
- * the device type that does it fastest, at the simulator's costs (sim/costs.h) and calibration. */
+ * the device type that does it fastest, at the simulator's costs (cost/costs.h) and calibration. */
 static double chunk_seconds(const Topology *topo, const WpConfig *model, int chunk, int nlayers, int nchunks, int kind,
                             const StrategyOpts *o, const Calibration *calib) {
     double best = INFINITY;

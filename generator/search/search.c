@@ -25,7 +25,7 @@
 #include "search/search.h"
 #include "search/bounds.h"
 #include "search/progress.h"
-#include "ir/xalloc.h"
+#include "util/xalloc.h"
 
 const char *const prune_names[PRUNE__COUNT] = {
     [PRUNE_IMPOSSIBLE] = "impossible", [PRUNE_MEMORY] = "over the memory bound", [PRUNE_PRECISION] = "fp32 (bf16 is faster and smaller)", [PRUNE_DOMINATED] = "recomputation not needed",
@@ -338,4 +338,10 @@ void search_free(SearchResult *r) {
         if (r->best[i].plan) { plan_free(r->best[i].plan); sim_result_free(&r->best[i].sim); }
     free(r->best); free(r->names);
     memset(r, 0, sizeof *r);
+}
+
+int cand_better(const Cand *x, const Cand *y) {   /* x strictly better than y */
+    if (x->rc || !x->fits) return 0;
+    if (y->rc || !y->fits) return 1;
+    return x->step < y->step * (1 - 1e-9);
 }

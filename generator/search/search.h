@@ -5,10 +5,11 @@
 #define WP_SEARCH_H
 
 #include "ir/plan.h"
+#include "plan/make_plan.h"
 #include "lua/bridge.h"
 #include "lua/declare.h"
 #include "sim/sim.h"
-#include "calib/calib.h"
+#include "cost/calib.h"
 
 /* A candidate: a strategy with its options, and what it came to. */
 typedef struct Cand {
@@ -35,13 +36,6 @@ typedef struct SearchSpec {
  * too long or empty. */
 int search_strategy_list(const char *list, char names[][64], int max);
 
-enum { EXIT_REJECTED_PLAN = 1, EXIT_BAD_PLAN_INPUT = 2 };
-
-/* build.c: runs a strategy and verifies its plan. 0; 2 (a strategy's error) or 1 (the
- * verifier's) with the message in err. */
-int make_plan(const char *strategy, const Topology *topo, const WpConfig *model, const char *name,
-              const StrategyOpts *o, Plan **out, char *err, size_t errlen);
-int plan_fits(const Plan *p);   /* every rank's peak memory within its device's */
 int cand_better(const Cand *x, const Cand *y);       /* x fits and is strictly faster than y */
 
 /* Why a candidate was not simulated to the end. */

@@ -9,7 +9,7 @@
 #include "sim/collective.h"
 #include "sim/symmetry.h"
 #include "ir/op_table.h"
-#include "ir/xalloc.h"
+#include "util/xalloc.h"
 
 static const DeviceType *rank_type(const Plan *p, const Topology *t, int r) {
     return &t->types[t->nodes[p->ranks[r].node].type];
@@ -51,7 +51,7 @@ static double compute_units(const Plan *p, int kind) {
     return in->fwd_units + (p->recompute ? in->recompute_units : 0);
 }
 
-/* An operation's features (sim/costs.h): a compute operation's work by class, a local one's bytes
+/* An operation's features (cost/costs.h): a compute operation's work by class, a local one's bytes
  * through memory (its chunk's part on this rank: the shard its buffer holds); transfers none. */
 static void op_features(const Plan *p, const Topology *t, int rank, const Op *op, const OpNote *note, double f[COST__COUNT]) {
     const OpInfo *in = op_info(op->kind);

@@ -7,10 +7,10 @@
  * member). Empty turns cost nothing.
  *
  * Costs, all from the topology and the model (nothing is tuned to a published figure):
- *   compute    per class of work (sim/costs.h): a FWD/BWD's matrix products by shape (a small
+ *   compute    per class of work (cost/costs.h): a FWD/BWD's matrix products by shape (a small
  *              product reaches a lower share of peak), attention forward and backward apart, and
  *              its elementwise work by bytes at the device's memory bandwidth, each at its
- *              device type's rate: the defaults table (sim/costs.c, shares of the topology's peak
+ *              device type's rate: the defaults table (cost/costs.c, shares of the topology's peak
  *              in the plan's precision: a GPU's bf16 rating, half of it in fp32 for TF32; a
  *              CPU's fp32 rating in both) or a calibration file's measured rates (calib/).
  *              BWD = two products per forward product, attention backward and twice the bytes,
@@ -50,8 +50,8 @@
 
 #include <stddef.h>
 #include "ir/plan.h"
-#include "calib/calib.h"
-#include "sim/costs.h"
+#include "cost/calib.h"
+#include "cost/costs.h"
 
 typedef struct SimOptions {
     const Topology *topo;   /* NULL: the plan's; else one with the same devices (what-if links) */
@@ -107,7 +107,7 @@ void sim_result_free(SimResult *r);
 double sim_op_seconds(const Plan *p, const Topology *t, int rank, const Op *op, const OpNote *note);
 double sim_op_seconds_calib(const Plan *p, const Topology *t, const Calibration *calib, int rank, const Op *op,
                             const OpNote *note);
-/* What an operation does, per class of work (sim/costs.h): calibrate fits rates to these. */
+/* What an operation does, per class of work (cost/costs.h): calibrate fits rates to these. */
 void sim_op_features(const Plan *p, int rank, const Op *op, const OpNote *note, double f[COST__COUNT]);
 
 /* Bytes a transfer or collective carries (a collective: its whole buffer). */

@@ -10,7 +10,7 @@
 #include <string.h>
 #include "sim/symmetry.h"
 #include "ir/op_table.h"
-#include "ir/xalloc.h"
+#include "util/xalloc.h"
 
 void sym_free(SimSym *s) {
     free(s->reps); free(s->rep); free(s->sigma); free(s->across); free(s->res_rep); free(s->res_w);

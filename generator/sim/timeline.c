@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
-#include "ir/interrupt.h"
+#include "util/interrupt.h"
 #include "sim/sim.h"
 #include "ir/op_table.h"
 

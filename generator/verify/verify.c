@@ -24,7 +24,7 @@
 #include "verify/verify_state.h"
 #include "verify/verify_comm.h"
 #include "verify/verify_replicas.h"
-#include "ir/xalloc.h"
+#include "util/xalloc.h"
 #include "common/step.h"   /* WP_XFER_ALIGN */
 
 /* ---- the shape of each operation ---- */

@@ -9,7 +9,7 @@
 #include <string.h>
 #include "verify/verify_comm.h"
 #include "verify/verify_replicas.h"
-#include "ir/xalloc.h"
+#include "util/xalloc.h"
 
 static int turn_first_op(const Verifier *V, int r) {
     return V->p->ranks[r].turn_start[V->rs[r].turn];

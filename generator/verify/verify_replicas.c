@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "verify/verify_replicas.h"
-#include "ir/xalloc.h"
+#include "util/xalloc.h"
 
 long verify_replicas_runs;
 

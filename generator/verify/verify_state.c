@@ -6,7 +6,7 @@
 #include <string.h>
 #include <stdarg.h>
 #include "verify/verify_state.h"
-#include "ir/xalloc.h"
+#include "util/xalloc.h"
 
 /* ---- key sets ---- */
 

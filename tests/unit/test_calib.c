@@ -1,4 +1,4 @@
-/* Calibration files (calib/calib.h): written and read back they give the same numbers and the
+/* Calibration files (cost/calib.h): written and read back they give the same numbers and the
  * same file; an existing file is not overwritten without force; bad files are refused with one
  * line naming the file and the JSON path; a calibration changes the simulator's times as its
  * rates say. */
@@ -7,7 +7,7 @@
 #include <string.h>
 #include "check.h"
 #include "plan_fixture.h"
-#include "calib/calib.h"
+#include "cost/calib.h"
 #include "sim/sim.h"
 
 static char *slurp(const char *path) {

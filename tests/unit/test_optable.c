@@ -23,7 +23,7 @@
 #include "lua/bridge.h"
 #include "lua/op_table_lua.h"
 #include "sim/collective.h"
-#include "sim/costs.h"
+#include "cost/costs.h"
 
 static void check_rows(void) {
     for (int k = 0; k < OP__COUNT; k++) {
@@ -170,7 +170,7 @@ static void check_costs(void) {
         cost_compute_features(&m, 1, 0, 2, 3, k, 0, WP_FP32, 0, f);
         int compute = in->phase == OP_PHASE_COMPUTE;
         CHECK(compute == (f[COST_OPS] == 1 && f[COST_MM_FLOPS] > 0),
-              "%s: %s, and sim/costs.c gives it %g matrix FLOPs in %g operations", in->name, op_phase_names[in->phase],
+              "%s: %s, and cost/costs.c gives it %g matrix FLOPs in %g operations", in->name, op_phase_names[in->phase],
               f[COST_MM_FLOPS], f[COST_OPS]);
         /* a local operation that reads or changes values goes through memory (FREE only forgets) */
         unsigned touches = (in->use[0] | in->use[1]) & (USE_READ | USE_WRITE | USE_ADD);

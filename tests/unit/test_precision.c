@@ -13,7 +13,7 @@
 #include "plan_fixture.h"
 #include "ir/op_table.h"
 #include "sim/sim.h"
-#include "sim/costs.h"
+#include "cost/costs.h"
 #include "place/placement.h"
 
 static const char *strategies[] = { "weipipe-naive", "weipipe-interleave", "1f1b", "fsdp", "tawpipe" };

@@ -11,8 +11,8 @@
 #include "plan_fixture.h"
 #include "sim/sim.h"
 #include "ir/op_table.h"
-#include "sim/costs.h"
-#include "calib/calib.h"
+#include "cost/costs.h"
+#include "cost/calib.h"
 
 static double run(const Plan *p, const SimOptions *o, SimResult *r) {
     char err[512];
@@ -259,7 +259,7 @@ static void test_handmade(void) {
     }
 }
 
-/* The cost model by hand (sim/costs.h) for a chunk of the fixture's shape: its products, its
+/* The cost model by hand (cost/costs.h) for a chunk of the fixture's shape: its products, its
  * attention and its bytes; a product's efficiency falls with its size as the knee says; the
  * topology's efficiency replaces the products' share; a calibration's rates replace the table's,
  * moved between precisions on a GPU and not on a CPU. */

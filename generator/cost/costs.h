@@ -9,11 +9,11 @@
  *       + bytes / B + ops * overhead
  * since a product of shape m n k at efficiency mm_eff * mnk / (mnk + knee) takes 2 (mnk + knee) /
  * R_mm, R_mm = peak * mm_eff: small products reach a lower share of peak. Linear in the
- * coefficients, which is what lets `wpgen calibrate` fit them by least squares (calib/fit.c).
+ * coefficients, which is what lets `wpgen calibrate` fit them by least squares (cost/fit.c).
  *
  * The coefficients come from one table of defaults per device type (costs.c, documented in
  * docs/calibration.md), relative to the topology's peak and memory bandwidth, or from a
- * calibration file (calib/calib.h) that gives a device type's measured rates. */
+ * calibration file (cost/calib.h) that gives a device type's measured rates. */
 #ifndef WP_SIM_COSTS_H
 #define WP_SIM_COSTS_H
 

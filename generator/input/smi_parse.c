@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "calib/smi_parse.h"
+#include "input/smi_parse.h"
 #include "common/errmsg.h"
 
 /* Splits a line at tabs into trimmed cells; returns how many (at most max). */

@@ -1,7 +1,6 @@
-/* A candidate built: a strategy run into a verified plan, whether it fits the devices, and which
- * of two candidates is better. Shared by the search and the commands (cli/). */
+/* A strategy run into a verified plan (make_plan.h). */
 #include <stdio.h>
-#include "search/search.h"
+#include "plan/make_plan.h"
 
 int make_plan(const char *strategy, const Topology *topo, const WpConfig *model, const char *name,
               const StrategyOpts *o, Plan **out, char *err, size_t errlen) {
@@ -22,10 +21,4 @@ int plan_fits(const Plan *p) {
         if ((double)p->ranks[r].peak_mem > t->types[t->nodes[p->ranks[r].node].type].mem_bytes) return 0;
     }
     return 1;
-}
-
-int cand_better(const Cand *x, const Cand *y) {   /* x strictly better than y */
-    if (x->rc || !x->fits) return 0;
-    if (y->rc || !y->fits) return 1;
-    return x->step < y->step * (1 - 1e-9);
 }

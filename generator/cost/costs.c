@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 #include <strings.h>
-#include "sim/costs.h"
+#include "cost/costs.h"
 #include "ir/plan.h"
 
 const char *const cost_feature_names[COST__COUNT] = {

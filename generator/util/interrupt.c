@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
-#include "ir/interrupt.h"
+#include "util/interrupt.h"
 
 static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
 #define NSIGS ((int)(sizeof sigs / sizeof sigs[0]))

@@ -1,6 +1,6 @@
 /* A calibration file (JSON, version 1): measured compute rates per device type and, optionally,
  * measured links, which `sim`, `compare` and `-s auto` take with --calibration FILE in place of
- * the cost table's defaults (sim/costs.c) and the topology's link figures. `wpgen calibrate`
+ * the cost table's defaults (cost/costs.c) and the topology's link figures. `wpgen calibrate`
  * writes it (cmd_calibrate.c). The format is in docs/calibration.md:
  *
  *   { "version": 1, "about": "...",
@@ -18,7 +18,7 @@
 #define WP_CALIB_H
 
 #include <stddef.h>
-#include "sim/costs.h"
+#include "cost/costs.h"
 
 typedef struct CalibType {
     char *name;             /* a device type of the topology */
@@ -48,7 +48,7 @@ void calib_free(Calibration *c);
 /* The entry of a device type, or NULL. */
 const CalibType *calib_find(const Calibration *c, const char *type);
 
-/* The coefficients (sim/costs.h) of a topology's device type for a plan's precision: the
+/* The coefficients (cost/costs.h) of a topology's device type for a plan's precision: the
  * calibration's where it names the type (c may be NULL), else the defaults table's. */
 void calib_coefs(const Calibration *c, const DeviceType *d, WpDtype precision, double coef[COST__COUNT]);
 

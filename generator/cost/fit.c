@@ -3,7 +3,7 @@
  * with partial pivoting; an active set holds negative coefficients at zero. */
 #include <math.h>
 #include <string.h>
-#include "calib/fit.h"
+#include "cost/fit.h"
 
 enum { K = COST__COUNT };
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
-#include "calib/trace_read.h"
+#include "calibrate/trace_read.h"
 #include "common/errmsg.h"
 
 static int cmp_double(const void *a, const void *b) {

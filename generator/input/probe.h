@@ -16,7 +16,7 @@
 
 #include <stddef.h>
 #include <jansson.h>
-#include "calib/smi_parse.h"
+#include "input/smi_parse.h"
 
 #define PROBE_MAX_NUMA 64
 

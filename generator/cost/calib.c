@@ -12,9 +12,9 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include <jansson.h>
-#include "calib/calib.h"
+#include "cost/calib.h"
 #include "common/errmsg.h"
-#include "ir/interrupt.h"
+#include "util/interrupt.h"
 
 /* Sanity bounds, far beyond any real device (as the topology's): a zero or absurd rate would make
  * an operation take forever or no time. */

@@ -1,4 +1,4 @@
-/* The least-squares fit behind `wpgen calibrate`: coefficients c >= 0 (sim/costs.h: seconds per
+/* The least-squares fit behind `wpgen calibrate`: coefficients c >= 0 (cost/costs.h: seconds per
  * unit of each class of work) such that every measured span's time d is close to its features'
  * f . c, in relative terms (a span of 1 ms counts as much as one of 1 s):
  *
@@ -11,7 +11,7 @@
 #ifndef WP_CALIB_FIT_H
 #define WP_CALIB_FIT_H
 
-#include "sim/costs.h"
+#include "cost/costs.h"
 
 typedef struct FitSample {
     double f[COST__COUNT];

@@ -12,7 +12,7 @@
 #include <strings.h>
 #include <unistd.h>
 #include <sys/stat.h>
-#include "calib/probe.h"
+#include "input/probe.h"
 #include "input/topology.h"
 #include "common/errmsg.h"
 
