@@ -22,7 +22,9 @@ $(BUILD)/config.mk: scripts/deps.sh
 -include $(BUILD)/config.mk
 deps: $(BUILD)/config.mk
 
-# generator/<stage>/*.c: cli, input, lua, place, ir, verify, sim, emit, export (docs/architecture.md)
+# generator/<stage>/*.c, bottom first: util, input, ir, verify, place, cost, lua, plan, sim, search,
+# emit, calibrate, export, cli (docs/architecture.md; scripts/check_layers.py checks the includes,
+# the runtime headers a generator file may take among them: -Iruntime is for those)
 GEN_SRC    := $(wildcard generator/*/*.c)
 GEN_LIBSRC := $(filter-out generator/cli/main.c,$(GEN_SRC))
 # What the generator shares with the runtime: the model's shape and presets.
