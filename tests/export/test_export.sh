@@ -93,7 +93,7 @@ expect2 "a folder of the user's" "notes.txt was not written by wpgen export" "$b
 echo '{}' >"$tmp/bf16/config.json"
 expect2 "an edited export" "config.json was changed after wpgen export wrote it" "$build/wpgen" export "$ck" -o "$tmp/bf16"
 echo x >"$tmp/file"
-expect2 "-o a file" "exists and is not a folder" "$build/wpgen" export "$ck" -o "$tmp/file"
+expect2 "-o a file" "exists and is a regular file, not a folder" "$build/wpgen" export "$ck" -o "$tmp/file"
 expect2 "-o the checkpoint's folder" "holds the checkpoint" "$build/wpgen" export "$ck" -o "$ck"
 expect2 "-o above the checkpoint" "holds the checkpoint" "$build/wpgen" export "$ck" -o "$tmp"
 expect2 "a bad size" "--max-shard-size: expected a size" "$build/wpgen" export "$ck" -o "$tmp/x" --max-shard-size 5XB
