@@ -75,14 +75,19 @@ rc=$?
 "$build/tools/ckpt_compare" "$tmp/r4.json" "$tmp/straight.json" 1e-4 >"$tmp/cmp" 2>&1 && ok || bad "reference resume of a pipelined checkpoint: $(cat "$tmp/cmp")"
 [ -f "$tmp/config.json" ] && grep -q '"num_hidden_layers": *8' "$tmp/config.json" && ok || bad "config.json beside the checkpoint"
 
-# a NaN in the weights: the shared loop's check stops before the update, exit 1, as wp-ref does
+# a NaN in the weights: --init refuses them (exit 2, the tensor and element named); a resume
+# runs into the shared loop's check, which stops before the update, exit 1, as wp-ref does
 mkdir -p "$tmp/nan"
 cp "$tmp/p2.json" $(ckpt_shards "$tmp/p2.json") "$tmp/nan/"
 ckpt_poke "$tmp/nan/p2.json" model.norm.weight nan
 "${train[@]}" "${common[@]}" --init "$tmp/nan/p2.json" >"$tmp/out" 2>&1
 rc=$?
-[ $rc = 1 ] && grep -q "train: step 1: the loss is NaN: stopping (no checkpoint was written)" "$tmp/out" && ok ||
-    bad "NaN weights: exit $rc: $(grep -v '^step' "$tmp/out" | head -3)"
+[ $rc = 2 ] && grep -q "p2.json: tensor model.norm.weight\[1\] is nan (first of its elements that is not finite)" "$tmp/out" && ok ||
+    bad "NaN weights at --init: exit $rc: $(grep -v '^step' "$tmp/out" | head -3)"
+"${train[@]}" "${common[@]}" --resume "$tmp/nan/p2.json" >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "train: step 3: the loss is NaN: stopping (the checkpoint $tmp/nan/p2.json is untouched)" "$tmp/out" && ok ||
+    bad "NaN weights at --resume: exit $rc: $(grep -v '^step' "$tmp/out" | head -3)"
 
 # the trace: valid JSON, every rank, compute and transfers
 "${train[@]}" --synthetic --steps 2 --trace "$tmp/trace.json" >"$tmp/out" 2>&1 || bad "train --trace"

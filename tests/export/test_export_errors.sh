@@ -76,5 +76,14 @@ for v in 0x10 1e-9GB 1.5 999 -5GB; do
 done
 x -o "$tmp/x" --max-shard-size 2kib && ok || bad "--max-shard-size 2kib: $(cat "$tmp/err")"
 
+# NaN or infinite weights: refused naming the tensor and its first bad element, nothing written
+. tests/ckpt.sh
+mkdir -p "$tmp/cknan"
+cp "$ck/checkpoint.json" "$ck/config.json" $(ckpt_shards "$ck/checkpoint.json") "$tmp/cknan/"
+ckpt_poke "$tmp/cknan/checkpoint.json" model.layers.1.mlp.up_proj.weight inf
+"$wpgen" export "$tmp/cknan" -o "$tmp/nan" >"$tmp/out" 2>"$tmp/err"
+[ $? = 2 ] && grep -q "tensor model.layers.1.mlp.up_proj.weight\[0, 1\] is inf (first of its elements that is not finite)" "$tmp/err" &&
+    [ ! -e "$tmp/nan" ] && [ -z "$(ls -d "$tmp"/nan.tmp-* 2>/dev/null)" ] && ok || bad "inf weights exported: $(cat "$tmp/err")"
+
 echo "export_errors: $pass passed, $fail failed"
 [ $fail = 0 ]
