@@ -89,6 +89,15 @@ rc=$?
 [ $rc = 1 ] && grep -q "train: step 3: the loss is NaN: stopping (the checkpoint $tmp/nan/p2.json is untouched)" "$tmp/out" && ok ||
     bad "NaN weights at --resume: exit $rc: $(grep -v '^step' "$tmp/out" | head -3)"
 
+# host memory: the ranks of a node need more than it has available (WP_MEM_AVAILABLE, the test
+# hook, stands for a small machine): refused before allocating, both figures and the override said
+"${mpirun[@]}" -np 4 -x WP_MEM_AVAILABLE=100000 "$d/train" "${common[@]}" >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "this run needs .* of memory (2 ranks on node 0: buffers .*) and 100.0 kB are available (WP_MEM_AVAILABLE, a test hook): refusing to start (WP_SKIP_MEM_CHECK=1 starts it anyway)" "$tmp/out" &&
+    ! grep -q '^step' "$tmp/out" && ok || bad "not enough memory: exit $rc: $(grep -v '^step' "$tmp/out" | head -3)"
+"${mpirun[@]}" -np 4 -x WP_MEM_AVAILABLE=100000 -x WP_SKIP_MEM_CHECK=1 "$d/train" "${common[@]}" --steps 1 >"$tmp/out" 2>&1 && ok ||
+    bad "WP_SKIP_MEM_CHECK=1: $(grep -v '^step' "$tmp/out" | head -3)"
+
 # the trace: valid JSON, every rank, compute and transfers
 "${train[@]}" --synthetic --steps 2 --trace "$tmp/trace.json" >"$tmp/out" 2>&1 || bad "train --trace"
 python3 - "$tmp/trace.json" <<'PY' && ok || bad "trace"

@@ -147,6 +147,22 @@ cmp -s "$tmp/ck/n.json" "$tmp/n.before" || { echo "FAIL: the checkpoint changed 
 expect 2 "n.json: tensor model.norm.weight[1] is nan (first of its elements that is not finite): expected finite weights" -- \
     "${ok[@]}" --synthetic --init "$tmp/ck/n.json"
 
+# Host memory: a run needing more than the machine has available is refused before it allocates,
+# both figures and the override said (WP_MEM_AVAILABLE, a test hook, is a small machine; the
+# 70B-sized model is more than any test machine, under a ulimit in case the check is missing)
+WP_MEM_AVAILABLE=100000 expect 2 "and 100.0 kB are available (WP_MEM_AVAILABLE, a test hook): refusing to start (WP_SKIP_MEM_CHECK=1 starts it anyway)" -- \
+    -m tiny --seq 16 --micro-batch-size 1 --steps 1 --synthetic
+# (the workspace's attention part grows with the threads: not compared)
+grep -q "this run needs .* of memory (weights, gradients and AdamW's moments 3.5 MB, activations 177.8 kB, workspace" "$tmp/err" ||
+    { echo "FAIL: the memory refusal's figures: $(cat "$tmp/err")"; fails=$((fails + 1)); }
+WP_MEM_AVAILABLE=100000 WP_SKIP_MEM_CHECK=1 expect 0 "" -- "${ok[@]}" --synthetic
+echo '{"hidden_size": 8192, "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8, "intermediate_size": 28672, "vocab_size": 128256}' >"$tmp/70b.json"
+(ulimit -v 8000000; "$ref" -m "$tmp/70b.json" --seq 16 --synthetic --steps 1 >/dev/null 2>"$tmp/err"; echo $? >"$tmp/rc")
+n=$((n + 1))
+if [ "$(cat "$tmp/rc")" != 2 ] || ! grep -q "this run needs 1129.82 GB of memory (weights, gradients and AdamW's moments 1128.86 GB" "$tmp/err"; then
+    echo "FAIL: a 70B model on this machine: exit $(cat "$tmp/rc"): $(head -2 "$tmp/err")"; fails=$((fails + 1))
+fi
+
 # Out of range: --steps is counted in an int (2^31 + 2 used to wrap and change the schedule).
 expect 2 "--steps: expected an integer in [0, 2147483647], got \"2147483650\"" -- "${ok[@]}" --synthetic --stop-at 1 --steps 2147483650
 expect 2 "--save-every: expected an integer in [1, 2147483647]" -- "${ok[@]}" --synthetic --save "$tmp/x.json" --save-every 4294967296
