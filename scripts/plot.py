@@ -8,9 +8,11 @@ object per step) into one PNG, each log in its own colour.
 matplotlib comes from PyPI: when it is not importable, it is installed once with pip into
 $WPGEN_PYTHON_CACHE (default ~/.cache/wpgen/python-X.Y), which later runs reuse; a line on stderr
 says so. A log that a resume appended to may hold a step twice: the later line is the one drawn.
--o replaces only a PNG this script wrote (it tags its PNGs); anything else there is refused.
-Exit status: 0 written; 2 bad input (a log missing, unreadable, not JSON lines of steps; -o
-naming a log or a file this script did not write), one line naming the file (and line);
+-o replaces only a PNG this script wrote (it tags its PNGs, regular files); anything else there
+(a user's file, a symbolic link, a FIFO, a directory) is refused.
+Exit status: 0 written; 2 bad input (a log missing, unreadable, not UTF-8, not JSON lines of
+steps with an integer "step"; -o naming a log or anything but a new path or a plot this script
+wrote), one line naming the file (and line);
 3 matplotlib missing and not installable."""
 import argparse
 import json
@@ -59,22 +61,31 @@ def import_pyplot():
 
 
 def read_log(path):
-    """{step: record} of one log, the later line of a step winning; exits 2 on bad input."""
+    """{step: record} of one log, the later line of a step winning; exits 2 on bad input. Read as
+    bytes and decoded line by line, so that bytes that are not UTF-8 are named by their line."""
     try:
-        f = open(path, encoding="utf-8")
+        f = open(path, "rb")
     except OSError as e:
         fail(2, f"--log {path}: {e.strerror}")
     steps = {}
     with f:
-        for n, line in enumerate(f, 1):
+        for n, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                fail(2, f"--log {path}: line {n}: not UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1}): expected JSON lines (train --log)")
             if not line.strip():
                 continue
             try:
                 r = json.loads(line)
             except ValueError as e:
                 fail(2, f"--log {path}: line {n}: not JSON ({e.msg}): expected one object per step (train --log)")
-            if not isinstance(r, dict) or not isinstance(r.get("step"), int):
-                fail(2, f"--log {path}: line {n}: expected an object with an integer \"step\" (train --log)")
+            except RecursionError:
+                fail(2, f"--log {path}: line {n}: not JSON (nested too deeply): expected one object per step (train --log)")
+            # bool is an int in Python: "step": true is not a step number
+            if not isinstance(r, dict) or isinstance(r.get("step"), bool) or not isinstance(r.get("step"), int):
+                got = json.dumps(r.get("step")) if isinstance(r, dict) else "not an object"
+                fail(2, f"--log {path}: line {n}: expected an object with an integer \"step\" (train --log), got {got}")
             for key in ("loss", "lr", "tokens_per_s", "val_loss"):
                 if key in r and (isinstance(r[key], bool) or not isinstance(r[key], (int, float))):
                     fail(2, f"--log {path}: line {n}: \"{key}\": expected a number, got {json.dumps(r[key])}")
@@ -85,17 +96,22 @@ def read_log(path):
 
 
 def check_output(out, logs):
-    """-o may replace only a PNG this script wrote, and never a log."""
+    """-o may be a new path or replace only a PNG this script wrote (a regular file), never a log.
+    Anything else (a FIFO, a device, a directory) is refused before it is opened: opening a FIFO
+    would wait for a writer forever."""
     for p in logs:
         if os.path.exists(p) and os.path.exists(out) and os.path.samefile(p, out):
             fail(2, f"-o {out} is --log {p}: the plot would replace the log")
     if os.path.lexists(out):
+        if os.path.islink(out) or not os.path.isfile(out):
+            kind = "a symbolic link" if os.path.islink(out) else "a directory" if os.path.isdir(out) else "not a regular file"
+            fail(2, f"-o {out}: exists and is {kind}: expected a new path or a plot this script wrote")
         try:
             with open(out, "rb") as f:
                 head = f.read(1 << 16)
         except OSError as e:
             fail(2, f"-o {out}: {e.strerror}")
-        if not (os.path.isfile(out) and head.startswith(b"\x89PNG") and TAG.encode() in head):
+        if not (head.startswith(b"\x89PNG") and TAG.encode() in head):
             fail(2, f"-o {out}: exists and is not a plot this script wrote: choose another name or remove it")
     d = os.path.dirname(out) or "."
     if not os.path.isdir(d):

@@ -209,8 +209,14 @@ def check_paths(a):
         real = os.path.realpath(path)
         if real == out or real.startswith(out.rstrip("/") + "/"):
             raise BadInput(f"-o {a.out} holds {flag} {path}: the output may not replace an input; nothing was written")
-    if os.path.lexists(a.out):
-        if not os.path.isdir(a.out) or os.path.islink(a.out):
+    # a symbolic link to a directory is that directory, with or without a trailing slash (out is
+    # its real path), as for wpgen emit and export (generator/emit/outdir.c); else the true reason
+    link = a.out.rstrip("/") or "/"
+    if os.path.lexists(link):
+        if os.path.islink(link) and not os.path.isdir(a.out):
+            what = "does not exist" if not os.path.exists(link) else "is not a directory"
+            raise BadInput(f"-o {a.out}: {link} is a symbolic link to {os.readlink(link)}, which {what}; nothing was written")
+        if not os.path.isdir(a.out):
             raise BadInput(f"-o {a.out} exists and is not a directory; nothing was written")
         names = set(os.listdir(a.out))
         if names:

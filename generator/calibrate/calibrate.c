@@ -8,6 +8,7 @@
 #include "calibrate/calibrate.h"
 #include "cost/fit.h"
 #include "emit/emit.h"
+#include "common/jsonfile.h"
 #include "common/modelcfg.h"
 #include "ir/op_table.h"
 #include "lua/declare.h"
@@ -17,10 +18,11 @@
 
 /* The plan of a run, built again from what its plan.json records, checked by its hash. */
 static int rebuild(CalibRun *r, char *err, size_t errlen) {
-    json_error_t jerr;
-    json_t *pj = json_load_file(r->plan_path, 0, &jerr);
-    if (!pj) return snprintf(err, errlen, "%s: line %d: %s (the plan.json of %s; --plan names another)", r->plan_path, jerr.line,
-                             jerr.text, r->trace), -1;
+    json_t *pj = wp_json_load(r->plan_path, 0, "not JSON", err, errlen);
+    if (!pj) {
+        size_t n = strlen(err);
+        return snprintf(err + n, errlen - n, " (the plan.json of %s; --plan names another)", r->trace), -1;
+    }
     int rc = -1;
     json_t *model = json_object_get(pj, "model");
     const char *strategy = json_string_value(json_object_get(pj, "strategy"));
@@ -439,9 +441,8 @@ int calibrate_predict(CalibRun *runs, int nruns, const Calibration *cal, CalibRo
 /* A link benchmark's result (scripts/linkbench.c): point-to-point times between pairs of ranks,
  * on one host or two; each class's latency and bandwidth by least squares. */
 int calibrate_load_links(const char *path, Calibration *cal, char *err, size_t errlen) {
-    json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
-    if (!root) return snprintf(err, errlen, "%s: line %d: malformed JSON: %s", path, jerr.line, jerr.text), -1;
+    json_t *root = wp_json_load(path, 0, "malformed JSON", err, errlen);
+    if (!root) return -1;
     json_t *ver = json_object_get(root, "version"), *kind = json_object_get(root, "kind"), *p2p = json_object_get(root, "p2p");
     int rc = 0;
     if (!json_is_integer(ver) || json_integer_value(ver) != 1) rc = -1, snprintf(err, errlen, "%s: version: expected 1", path);

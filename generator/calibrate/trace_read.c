@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include "calibrate/trace_read.h"
 #include "common/errmsg.h"
+#include "common/jsonfile.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -22,9 +23,8 @@ static int cmp_span(const void *a, const void *b) {
 
 int trace_read(const char *path, TraceRun *run, char *err, size_t errlen) {
     memset(run, 0, sizeof *run);
-    json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
-    if (!root) return errmsg(err, errlen, "%s: line %d: not a JSON trace: %s", path, jerr.line, jerr.text);
+    json_t *root = wp_json_load(path, 0, "not a JSON trace", err, errlen);
+    if (!root) return -1;
     json_t *ev = json_object_get(root, "traceEvents");
     if (!json_is_array(ev)) { json_decref(root); return errmsg(err, errlen, "%s: traceEvents: expected an array (a trace of train --trace)", path); }
     size_t n = json_array_size(ev);

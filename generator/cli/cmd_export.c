@@ -33,8 +33,8 @@ int cmd_export(int argc, char **argv) {
             const char *v = argv[++i];
             if (seen_size++) { fprintf(stderr, "wpgen export: --max-shard-size given twice\n"); return 2; }
             if (export_parse_size(v, &o.max_shard)) {
-                fprintf(stderr, "wpgen export: --max-shard-size: expected a size from 1 byte to 1PB (bytes, or with KB, MB, GB, "
-                        "TB, KiB, MiB, GiB, TiB), got \"%s\"\n", v);
+                fprintf(stderr, "wpgen export: --max-shard-size: expected a whole number of bytes from 1000 (1KB) to 1PB, "
+                        "alone or with a unit B, KB, MB, GB, TB, KiB, MiB, GiB or TiB (e.g. 5GB, 500MB, 2GiB), got \"%s\"\n", v);
                 return 2;
             }
         } else if (f[0] == '-') {
@@ -52,12 +52,6 @@ int cmd_export(int argc, char **argv) {
         export_usage(stderr);
         return 2;
     }
-    char out[4096];   /* "DIR/" is DIR: DIR.tmp-PID is built beside it */
-    size_t n = strlen(o.out);
-    if (n >= sizeof out) { fprintf(stderr, "wpgen export: -o %s: path too long\n", o.out); return 2; }
-    memcpy(out, o.out, n + 1);
-    while (n > 1 && out[n - 1] == '/') out[--n] = 0;
-    o.out = out;
     ExportReport r;
     char err[1024];
     int rc = export_checkpoint(&o, &r, err, sizeof err);

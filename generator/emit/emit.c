@@ -28,6 +28,7 @@
 #include "emit/emit_data.h"
 #include "emit/emit_ops.h"
 #include "emit/manifest.h"
+#include "emit/outdir.h"
 #include "lua/bridge.h"
 
 enum { PATHLEN = 4096 };
@@ -568,23 +569,10 @@ int emit_plan(const Plan *p, const EmitInfo *info, const char *dir, char *err, s
     if (compute->bf16_only && p->precision != WP_BF16)
         return errmsg(err, errlen, "--backend %s computes in bf16 only, and the plan is in %s (--precision bf16, the "
                       "default for --backend %s)", compute->name, wp_dtype_name(p->precision), compute->name);
-    /* DIR without trailing slashes: DIR.tmp-PID must be its sibling, not its child. */
-    char final[PATHLEN], tmp[PATHLEN + 32], old[PATHLEN + 32];
-    size_t n = strlen(dir);
-    while (n > 1 && dir[n - 1] == '/') n--;
-    if (n == 0) return errmsg(err, errlen, "expected a directory name, got \"\"");
-    if (n >= PATHLEN - 32) return errmsg(err, errlen, "%s: path too long", dir);
-    memcpy(final, dir, n);
-    final[n] = 0;
-    /* -o a symbolic link to a folder: the emission goes into the folder it names (replacing the
-     * link by a directory would move the output away from where the link's owner keeps it) */
-    struct stat lst, st;
-    if (lstat(final, &lst) == 0 && S_ISLNK(lst.st_mode) && stat(final, &st) == 0 && S_ISDIR(st.st_mode)) {
-        char real[PATH_MAX];
-        if (!realpath(final, real)) return errmsg(err, errlen, "%s: %s", final, strerror(errno));
-        if (strlen(real) >= PATHLEN - 32) return errmsg(err, errlen, "%s: path too long", real);
-        snprintf(final, sizeof final, "%s", real);
-    }
+    /* DIR without trailing slashes, a symbolic link to a folder that folder (emit/outdir.h, the
+     * rule wpgen export shares): DIR.tmp-PID is the real folder's sibling */
+    char final[PATHLEN - 32], tmp[PATHLEN + 32], old[PATHLEN + 32];
+    if (outdir_final(dir, final, sizeof final, err, errlen)) return -1;
     snprintf(tmp, sizeof tmp, "%s.tmp-%ld", final, (long)getpid());
     snprintf(old, sizeof old, "%s.old-%ld", final, (long)getpid());
 

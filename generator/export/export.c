@@ -15,7 +15,9 @@
  * changed since, or one more, is refused by name). The export is built in DIR.tmp-PID and renamed
  * into place (exchanged with the earlier export, which is removed after), so DIR is the old
  * export or the new one, whole; Ctrl-C (SIGTERM, SIGHUP) stops it at its next tensor and removes
- * DIR.tmp-PID (util/interrupt.h). */
+ * DIR.tmp-PID (util/interrupt.h). An export killed outright leaves DIR.tmp-PID with its BUILDING
+ * marker: the next export to DIR removes it once process PID is gone (emit/outdir.h), and says so.
+ * -o a symbolic link to a folder is that folder (emit/outdir.h, as wpgen emit). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE   /* renameat2 */
 #endif
@@ -32,6 +34,7 @@
 #include <jansson.h>
 #include "export/export.h"
 #include "emit/manifest.h"
+#include "emit/outdir.h"
 #include "util/interrupt.h"
 #include "common/config.h"
 #include "common/errmsg.h"
@@ -42,6 +45,9 @@
 
 enum { PATHLEN = 4096 };
 #define OWNED ".wpgen-export"
+/* In DIR.tmp-PID while it is built, removed before it is renamed into place: the proof that lets
+ * a later export remove the folder of one that was killed (SIGKILL leaves no other trace). */
+#define BUILDING ".wpgen-export-building"
 static const char OWNED_HEADER[] = "# wpgen-export 1: HASH NAME of each file wpgen export wrote here (FNV-1a, 64 bits); "
                                    "exporting again replaces them\n";
 /* floats read at once, at most (a chunk of one layer may be more, the embedding's too) */
@@ -60,20 +66,25 @@ int export_parse_size(const char *s, uint64_t *out) {
         { "", 1 }, { "B", 1 }, { "KB", 1000ull }, { "MB", 1000000ull }, { "GB", 1000000000ull }, { "TB", 1000000000000ull },
         { "KIB", 1ull << 10 }, { "MIB", 1ull << 20 }, { "GIB", 1ull << 30 }, { "TIB", 1ull << 40 },
     };
-    if (!s || !isdigit((unsigned char)s[0])) return -1;
-    char *end;
-    errno = 0;
-    double x = strtod(s, &end);
-    if (errno || !(x > 0)) return -1;
+    /* digits only: no sign, no fraction or exponent ("1.5", "1e-9GB"), no base prefix ("0x10") */
+    if (!s) return -1;
+    uint64_t x = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (x > (EXPORT_MAX_SHARD_MAX - (uint64_t)(*p - '0')) / 10) return -1;
+        x = 10 * x + (uint64_t)(*p - '0');
+    }
+    if (p == s) return -1;
     char unit[8];
-    size_t n = strlen(end);
+    size_t n = strlen(p);
     if (n >= sizeof unit) return -1;
-    for (size_t i = 0; i <= n; i++) unit[i] = (char)toupper((unsigned char)end[i]);
+    for (size_t i = 0; i <= n; i++) unit[i] = (char)toupper((unsigned char)p[i]);
     for (size_t u = 0; u < sizeof units / sizeof units[0]; u++)
         if (!strcmp(unit, units[u].unit)) {
-            double b = x * (double)units[u].mult;
-            if (b < 1 || b > 1e15) return -1;
-            *out = (uint64_t)b;
+            if (x > EXPORT_MAX_SHARD_MAX / units[u].mult) return -1;
+            x *= units[u].mult;
+            if (x < EXPORT_MAX_SHARD_MIN) return -1;
+            *out = x;
             return 0;
         }
     return -1;
@@ -292,8 +303,8 @@ static int check_out(const char *dir, int *exists, char *err, size_t errlen) {
         return errmsg(err, errlen, "-o %s: %s", dir, strerror(errno));
     }
     if (!S_ISDIR(st.st_mode))
-        return errmsg(err, errlen, "-o %s exists and is not a folder; refusing to replace it (expected a new folder, an empty "
-                      "one or an earlier export)", dir);
+        return errmsg(err, errlen, "-o %s exists and is %s, not a folder; refusing to replace it (expected a new folder, an "
+                      "empty one or an earlier export)", dir, outdir_kind(dir));
     *exists = 1;
     Owned o = { 0 };
     int listed = owned_read(dir, &o) == 0;
@@ -328,6 +339,7 @@ static void remove_export(const char *dir, const Owned *o) {
     for (int i = 0; i < o->n; i++)
         if (join(path, dir, o->name[i], err, sizeof err) == 0) unlink(path);
     if (join(path, dir, OWNED, err, sizeof err) == 0) unlink(path);
+    if (join(path, dir, BUILDING, err, sizeof err) == 0) unlink(path);
     rmdir(dir);
 }
 
@@ -488,32 +500,42 @@ int export_checkpoint(const ExportOptions *opt, ExportReport *rep, char *err, si
                       model, cfgpath), EXPORT_BAD_INPUT;
     if (model_load(cfgpath, &c, mname, sizeof mname, err, errlen)) return EXPORT_BAD_INPUT;
 
-    /* -o: not the checkpoint's folder nor one holding it, and free to replace */
-    char rout[PATHLEN];
-    if (real_of(opt->out, rout)) return errmsg(err, errlen, "-o %s: its folder does not exist", opt->out), EXPORT_BAD_INPUT;
+    /* -o: the folder it names (a link to one is that one), not the checkpoint's folder nor one
+     * holding it, and free to replace */
+    char out[PATHLEN], rout[PATHLEN];
+    if (outdir_final(opt->out, out, sizeof out, err, errlen)) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", err);
+        return errmsg(err, errlen, "-o %s", why), EXPORT_BAD_INPUT;
+    }
+    if (real_of(out, rout)) return errmsg(err, errlen, "-o %s: its folder does not exist", out), EXPORT_BAD_INPUT;
     size_t lo = strlen(rout);
     if (!strcmp(rout, ckdir) || (!strncmp(ckdir, rout, lo) && ckdir[lo] == '/'))
         return errmsg(err, errlen, "-o %s holds the checkpoint %s (an input); refusing to write there", opt->out, model),
                EXPORT_BAD_INPUT;
     int exists;
-    if (check_out(opt->out, &exists, err, errlen)) return EXPORT_BAD_INPUT;
+    if (check_out(out, &exists, err, errlen)) return EXPORT_BAD_INPUT;
 
-    char tmp[PATHLEN];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-%ld", opt->out, (long)getpid()) >= sizeof tmp)
-        return errmsg(err, errlen, "-o %s: path too long", opt->out), EXPORT_BAD_INPUT;
+    char tmp[PATHLEN], marker[PATHLEN];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-%ld", out, (long)getpid()) >= sizeof tmp || join(marker, tmp, BUILDING, err, errlen))
+        return errmsg(err, errlen, "-o %s: path too long", out), EXPORT_BAD_INPUT;
+    outdir_sweep_stale(out, BUILDING, "wpgen export");
     interrupt_begin();   /* a signal from here stops the build, which is removed (util/interrupt.h) */
     if (mkdir(tmp, 0755)) { interrupt_end(); return errmsg(err, errlen, "%s: %s", tmp, strerror(errno)), EXPORT_FAILED; }
     Owned o = { 0 };
     int read_failed = 0;
-    int rc = build(opt, model, ckdir, &c, tmp, &o, rep, &read_failed, err, errlen);
+    int rc = write_text(marker, "wpgen export is building this folder; a later export removes it once its process is gone\n",
+                        err, errlen);
+    if (rc == 0) rc = build(opt, model, ckdir, &c, tmp, &o, rep, &read_failed, err, errlen);
+    if (rc == 0 && unlink(marker)) rc = errmsg(err, errlen, "%s: %s", marker, strerror(errno));
     if (rc == 0 && interrupt_pending()) rc = errmsg(err, errlen, "interrupted");
     if (rc == 0) {
         int fd = open(tmp, O_RDONLY | O_DIRECTORY);
         if (fd >= 0) { fsync(fd); close(fd); }
         if (!exists) {
-            if (rename(tmp, opt->out)) rc = errmsg(err, errlen, "rename %s to %s: %s", tmp, opt->out, strerror(errno));
-        } else if (renameat2(AT_FDCWD, tmp, AT_FDCWD, opt->out, RENAME_EXCHANGE)) {
-            rc = errmsg(err, errlen, "exchanging %s with the earlier export %s: %s", tmp, opt->out, strerror(errno));
+            if (rename(tmp, out)) rc = errmsg(err, errlen, "rename %s to %s: %s", tmp, out, strerror(errno));
+        } else if (renameat2(AT_FDCWD, tmp, AT_FDCWD, out, RENAME_EXCHANGE)) {
+            rc = errmsg(err, errlen, "exchanging %s with the earlier export %s: %s", tmp, out, strerror(errno));
         } else {
             /* tmp is now the earlier export (or the empty folder), every file of it proven ours */
             Owned old = { 0 };

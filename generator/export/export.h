@@ -27,8 +27,14 @@ enum { EXPORT_OK = 0, EXPORT_FAILED = 1, EXPORT_BAD_INPUT = 2 };
 /* Writes the export (see export.c): EXPORT_OK, or the status with one line in err. */
 int export_checkpoint(const ExportOptions *o, ExportReport *r, char *err, size_t errlen);
 
-/* A size as --max-shard-size takes it: bytes, or a number with KB, MB, GB, TB (powers of 1000) or
- * KiB, MiB, GiB, TiB (of 1024), as transformers does ("5GB", "500MB", "2GiB"). 0, or -1. */
+/* --max-shard-size's range: a shard smaller than 1KB (a few tensors' headers) is a mistake */
+#define EXPORT_MAX_SHARD_MIN 1000ull
+#define EXPORT_MAX_SHARD_MAX 1000000000000000ull   /* 1PB */
+
+/* A size as --max-shard-size takes it: a positive integer of bytes, alone or with B, KB, MB, GB,
+ * TB (powers of 1000) or KiB, MiB, GiB, TiB (of 1024), any case, as transformers writes them
+ * ("5GB", "500MB", "2GiB"), from EXPORT_MAX_SHARD_MIN to _MAX. No fraction, exponent or base
+ * prefix. 0, or -1. */
 int export_parse_size(const char *s, uint64_t *out);
 
 #endif

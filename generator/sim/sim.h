@@ -12,7 +12,7 @@
  *              its elementwise work by bytes at the device's memory bandwidth, each at its
  *              device type's rate: the defaults table (cost/costs.c, shares of the topology's peak
  *              in the plan's precision: a GPU's bf16 rating, half of it in fp32 for TF32; a
- *              CPU's fp32 rating in both) or a calibration file's measured rates (calib/).
+ *              CPU's fp32 rating in both) or a calibration file's measured rates (cost/calib.c).
  *              BWD = two products per forward product, attention backward and twice the bytes,
  *              + a FWD with recomputation; BWD_B the input-gradient half, BWD_W the weights'.
  *   sharing    a node whose ranks outnumber its "cores" (CPU nodes): k of its ranks computing

@@ -119,3 +119,20 @@ void adamw_setting_range(const WpAdamWSetting *s, char *buf, size_t len) {
     snprintf(buf, len, "%s in %c%.10g, %.10g%c", s->kind == WP_SETTING_INT ? "an integer" : "a number",
              s->lo_open ? '(' : '[', s->lo, s->hi, s->hi_open ? ')' : ']');
 }
+
+void adamw_setting_refusal(const WpAdamWSetting *s, const char *text, char *buf, size_t len) {
+    char range[96];
+    adamw_setting_range(s, range, sizeof range);
+    size_t n = (size_t)snprintf(buf, len, "expected %s, got \"%s\"", range, text);
+    if (s->kind != WP_SETTING_FLOAT || n >= len) return;
+    char *end;
+    errno = 0;
+    double x = strtod(text, &end);
+    if (end == text || *end || !isfinite(x) || x < s->lo || x > s->hi || (s->lo_open && x == s->lo) || (s->hi_open && x == s->hi))
+        return;   /* out of range as written: the range says it all */
+    /* in range as written, refused for its float: say so, not a range the value seems to be in */
+    float f = (float)x, inside = (s->lo_open && f == (float)s->lo) ? nextafterf((float)s->lo, (float)s->hi)
+                                                                  : nextafterf((float)s->hi, (float)s->lo);
+    snprintf(buf + n, len - n, ", which is %g as a 32-bit float (AdamW's precision), outside the range; the nearest value "
+             "inside is %.9g", (double)f, (double)inside);
+}

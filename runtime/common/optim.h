@@ -80,4 +80,9 @@ int adamw_setting_parse(WpAdamW *o, const WpAdamWSetting *s, const char *text);
 /* The setting's valid values in words, for an error: "a number in [0, 1)", "one of cosine, ...". */
 void adamw_setting_range(const WpAdamWSetting *s, char *buf, size_t len);
 
+/* Why text was refused, for an error after the flag's name: "expected RANGE, got \"TEXT\"" (the
+ * value as the user wrote it), and when TEXT is in the range but its 32-bit float (AdamW's) is not
+ * (--eps 1e-300 is 0, --beta2 0.9999999999 is 1), that and the nearest value that is. */
+void adamw_setting_refusal(const WpAdamWSetting *s, const char *text, char *buf, size_t len);
+
 #endif

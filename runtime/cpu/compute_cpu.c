@@ -4,13 +4,49 @@
 #include <string.h>
 #include "cpu/compute_cpu.h"
 #include "cpu/adamw.h"
+#include "common/hostmem.h"
 
 /* MPI moves large messages only inside MPI calls: the model calls this between layers. */
 static void progress_comm(void *comm) {
     comm_progress(comm);
 }
 
+/* What the ranks the plan puts on this rank's node will allocate in host memory, from the plan
+ * (the same sizes compute_setup allocates below and train.c's init_masters reads into), checked
+ * against the machine's available memory before anything is allocated (common/hostmem.h). */
+static void check_host_memory(WpRank *R) {
+    const WpPlanDesc *P = R->plan;
+    int maxl = 1, here = 0;
+    size_t maxp = 1, model = 0;
+    for (int c = 0; c < P->nchunks; c++) {
+        if (P->chunks[c].nlayers > maxl) maxl = P->chunks[c].nlayers;
+        if (R->chunks[c].nparams > maxp) maxp = R->chunks[c].nparams;
+        model += R->chunks[c].nparams;
+    }
+    int bf16 = P->precision == WP_BF16 || P->grad_precision == WP_BF16;
+    double bufs = 0, moments = 0, work = 0, init = 0;
+    for (int r = 0; r < P->nranks; r++) {
+        const WpRankDesc *d = &P->ranks[r];
+        if (d->node != R->me->node) continue;
+        here++;
+        int owner = 0;
+        for (int b = 0; b < d->nbufs; b++) {
+            const WpBufDesc *u = &d->bufs[b];
+            bufs += (double)((u->dtype == WP_BF16 ? (u->floats + 1) / 2 : u->floats) + 1) * sizeof(float);
+            if (u->master) { moments += 2.0 * (u->floats + 1) * sizeof(float); owner = 1; }
+        }
+        work += (double)wp_scratch_bytes(&R->cfg, maxl) + (bf16 ? 2.0 * maxp * sizeof(float) : 0);
+        if (owner) init += (double)model * sizeof(float);   /* init_masters: the whole model, once */
+    }
+    char what[320], err[1024], s1[32], s2[32], s3[32], s4[32];
+    snprintf(what, sizeof what, "%d rank%s on node %d: buffers %s, AdamW's moments %s, workspaces %s, the initial weights %s",
+             here, here == 1 ? "" : "s", R->me->node, wp_size_str(bufs, s1, sizeof s1), wp_size_str(moments, s2, sizeof s2),
+             wp_size_str(work, s3, sizeof s3), wp_size_str(init, s4, sizeof s4));
+    if (wp_host_mem_check((uint64_t)(bufs + moments + work + init), what, err, sizeof err)) comm_abort(R->comm, 2, "%s", err);
+}
+
 void compute_setup(WpRank *R) {
+    check_host_memory(R);
     WpCompute *D = rank_calloc(R, 1, sizeof *D, "the compute backend's state");
     R->dev = D;
     int nb = R->me->nbufs, maxl = 1;

@@ -137,6 +137,24 @@ static LayerStash layer_stash(const WpConfig *c, float *b) {
     return s;
 }
 
+/* The scratch's two allocations in floats, each part rounded to 64 bytes (what wp_scratch_new
+ * allocates: the recompute stash, then the block of the parts and the attention's work). */
+static size_t scratch_restash_floats(const WpConfig *c, const WpChunk *big) {
+    return (wp_workspace_part_floats(c, big, 1, WP_WS_RESTASH) + 15) / 16 * 16;
+}
+
+static size_t scratch_block_floats(const WpConfig *c, const WpChunk *big, int nthreads) {
+    size_t total = (attention_work_floats(c->mbs, c->seq, c->heads, c->kv_heads, c->head_dim, nthreads) + 15) / 16 * 16;
+    for (int i = 0; i < WP_WS_NPARTS; i++)
+        if (i != WP_WS_RESTASH) total += (wp_workspace_part_floats(c, big, 0, (WpWorkspacePart)i) + 15) / 16 * 16;
+    return total;
+}
+
+size_t wp_scratch_bytes(const WpConfig *c, int max_layers) {
+    WpChunk big = wp_chunk_make(c, 0, 0, max_layers, 1, 1);
+    return (scratch_restash_floats(c, &big) + scratch_block_floats(c, &big, omp_get_max_threads())) * sizeof(float);
+}
+
 WpScratch *wp_scratch_new(const WpConfig *c, int max_layers) {
     WpScratch *s = calloc(1, sizeof *s);
     if (!s) return NULL;
@@ -151,18 +169,14 @@ WpScratch *wp_scratch_new(const WpConfig *c, int max_layers) {
     /* The recompute stash is an allocation of its own: a run without recompute never touches
      * it, so its pages are never made resident. Likewise the logits block of a rank that runs
      * no LM head. */
-    s->restash = aligned_alloc(64, (wp_workspace_part_floats(c, &big, 1, WP_WS_RESTASH) + 15) / 16 * 16 * sizeof(float));
+    s->restash = aligned_alloc(64, scratch_restash_floats(c, &big) * sizeof(float));
     if (!s->restash) { free(s); return NULL; }
     float **part[WP_WS_NPARTS] = {
         [WP_WS_XN] = &s->xn, [WP_WS_H] = &s->h, [WP_WS_DH] = &s->dh, [WP_WS_DGU] = &s->dgu,
         [WP_WS_DXN] = &s->dxn, [WP_WS_DRES] = &s->dres, [WP_WS_DATT] = &s->datt,
         [WP_WS_DQKV] = &s->dqkv, [WP_WS_ROPE] = &s->cos_t, [WP_WS_LOGITS] = &s->logits,
     };
-    size_t attn = attention_work_floats(c->mbs, c->seq, c->heads, c->kv_heads, c->head_dim, s->nthreads);
-    size_t total = (attn + 15) / 16 * 16;
-    for (int i = 0; i < WP_WS_NPARTS; i++)   /* 64-byte aligned each */
-        if (part[i]) total += (wp_workspace_part_floats(c, &big, 0, (WpWorkspacePart)i) + 15) / 16 * 16;
-    s->block = aligned_alloc(64, total * sizeof(float));
+    s->block = aligned_alloc(64, scratch_block_floats(c, &big, s->nthreads) * sizeof(float));
     if (!s->block) { free(s->restash); free(s); return NULL; }
     size_t off = 0;
     for (int i = 0; i < WP_WS_NPARTS; i++)

@@ -12,6 +12,9 @@
 /* Per-rank workspace for the largest chunk it runs; allocated once, never inside a step. */
 typedef struct WpScratch WpScratch;
 WpScratch *wp_scratch_new(const WpConfig *c, int max_layers);
+/* The bytes wp_scratch_new(c, max_layers) allocates (before a bf16 GEMM's copies): what a
+ * trainer's memory check counts for it (common/hostmem.h). */
+size_t wp_scratch_bytes(const WpConfig *c, int max_layers);
 void wp_scratch_free(WpScratch *s);
 /* The precision the chunks computed with this scratch use; WP_FP32 from wp_scratch_new. WP_BF16:
  * the tensors a bf16 GPU implementation stores as bf16 are rounded to bf16 where they are stored

@@ -30,6 +30,7 @@
 #include "common/outpaths.h"
 #include "train/checkpoint.h"
 #include "common/config.h"
+#include "common/hostmem.h"
 #include "train/data.h"
 #include "train/loop.h"
 #include "cpu/model.h"
@@ -236,6 +237,13 @@ int main(int argc, char **argv) {
 
     /* Everything the steps need, allocated now: a step itself allocates nothing. */
     size_t np = r->k.nparams, nstash = wp_stash_floats(c, &r->k, o.recompute);
+    /* ... if they fit: the machine's available memory checked first (common/hostmem.h) */
+    double state = (double)np * sizeof(float) * (r->precision == WP_BF16 ? 5 : 4), acts = (double)nstash * sizeof(float),
+           work = (double)wp_scratch_bytes(c, c->layers) + 2.0 * G * S * sizeof(int);
+    char what[256], s1[32], s2[32], s3[32];
+    snprintf(what, sizeof what, "weights, gradients and AdamW's moments %s, activations %s, workspace %s",
+             wp_size_str(state, s1, sizeof s1), wp_size_str(acts, s2, sizeof s2), wp_size_str(work, s3, sizeof s3));
+    if (wp_host_mem_check((uint64_t)(state + acts + work), what, err, sizeof err)) die(2, "%s", err);
     r->params = malloc(np * sizeof *r->params);
     r->grads = calloc(np, sizeof *r->grads);
     r->m = calloc(np, sizeof *r->m);

@@ -876,11 +876,12 @@ static int manifest_check_tensors(const json_t *root, const char *path, const Wp
         if (!sh) { rc = errmsg(err, errlen, "%s: tensor %s is missing", path, ts[i].name); break; }
         for (int d = 0; d < nd && d < 2; d++) got[d] = (size_t)json_integer_value(json_array_get(sh, (size_t)d));
         if (nd != wnd || got[0] != want[0] || (nd == 2 && got[1] != want[1])) {
-            char a[96], b[96];
-            shape_str(got, nd < 2 ? nd : 2, a, sizeof a);
+            /* the shape as the manifest writes it (any rank, any JSON), not as far as it was read */
+            char *a = json_dumps(sh, JSON_ENCODE_ANY), b[96];
             shape_str(want, wnd, b, sizeof b);
-            rc = errmsg(err, errlen, "%s: %s: shape %s in the checkpoint, %s in the model (a checkpoint of another model "
-                        "shape?)", path, ts[i].name, a, b);
+            rc = errmsg(err, errlen, "%s: %s: shape %.200s in the checkpoint, %s in the model (a checkpoint of another model "
+                        "shape?)", path, ts[i].name, a ? a : "?", b);
+            free(a);
         }
     }
     if (rc == 0 && json_object_size(tensors) != (size_t)nt) {
@@ -1238,9 +1239,49 @@ static int check_moments(const char *opt, const WpChunk *chunks, int nchunks, fl
     return 0;
 }
 
+/* Weights loaded alone (--init, wpgen export) are finite: else the first tensor that is not,
+ * named with the first bad element, as the file's reader sees it (row and column). */
+static int check_finite(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks, float *const *params,
+                        char *err, size_t errlen) {
+    for (int k = 0; k < nchunks; k++) {
+        int n;
+        WpTensor *ts = chunk_tensors(c, &chunks[k], &n);
+        if (!ts) return errmsg(err, errlen, "%s: out of memory", path);
+        for (int t = 0; t < n; t++) {
+            const float *x = params[k] + ts[t].offset;
+            size_t numel = ts[t].rows * ts[t].cols;
+            for (size_t i = 0; i < numel; i++)
+                if (!isfinite(x[i])) {
+                    char at[64];
+                    if (ts[t].cols == 1) snprintf(at, sizeof at, "[%zu]", i);
+                    else snprintf(at, sizeof at, "[%zu, %zu]", i / ts[t].cols, i % ts[t].cols);
+                    errmsg(err, errlen, "%s: tensor %s%s is %g (first of its elements that is not finite): expected "
+                           "finite weights (a run that diverged?)", path, ts[t].name, at, (double)x[i]);
+                    free(ts);
+                    return -1;
+                }
+        }
+        free(ts);
+    }
+    return 0;
+}
+
+static int ckpt_load_any(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
+                         float *const *params, float *const *m, float *const *v, WpTrainState *st,
+                         char *err, size_t errlen);
+
 int ckpt_load(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
               float *const *params, float *const *m, float *const *v, WpTrainState *st,
               char *err, size_t errlen) {
+    if (ckpt_load_any(path, c, chunks, nchunks, params, m, v, st, err, errlen)) return -1;
+    /* a resume's NaN is left to the loop's check (it stops with exit 1, the checkpoint kept) */
+    if (!(m && v) && check_finite(path, c, chunks, nchunks, params, err, errlen)) return -1;
+    return 0;
+}
+
+static int ckpt_load_any(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
+                         float *const *params, float *const *m, float *const *v, WpTrainState *st,
+                         char *err, size_t errlen) {
     if (is_manifest(path)) return load_manifest(path, c, chunks, nchunks, params, m, v, st, err, errlen);
     WpStFile *f = wp_st_open(path, err, errlen);
     if (!f) return -1;

@@ -137,8 +137,9 @@ int ckpt_save(const char *path, const WpConfig *c, const WpChunk *chunks, int nc
  * and from a Hugging Face file BF16 and F16 converted). Every tensor must be present with the
  * shape the model expects, and the checkpoint must hold no tensor the model does not have (a
  * checkpoint of another shape is an error naming the tensor and both shapes). With m and v (not
- * NULL) also loads AdamW's state and fills st. Of a manifest, opens only the shards that hold
- * slices of the chunks asked for. */
+ * NULL) also loads AdamW's state and fills st; without them (weights alone: --init, wpgen
+ * export) every weight must be finite, else an error naming the tensor and its first bad element.
+ * Of a manifest, opens only the shards that hold slices of the chunks asked for. */
 int ckpt_load(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
               float *const *params, float *const *m, float *const *v, WpTrainState *st,
               char *err, size_t errlen);

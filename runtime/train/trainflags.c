@@ -163,9 +163,9 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
         else if (set) {
             /* --steps among them: the schedule counts steps in an int, so a larger --steps would wrap */
             if (adamw_setting_parse(&o->opt, set, val)) {
-                char range[96];
-                adamw_setting_range(set, range, sizeof range);
-                snprintf(err, errlen, "%s: expected %s, got \"%s\"", flag, range, val);
+                char why[320];
+                adamw_setting_refusal(set, val, why, sizeof why);
+                snprintf(err, errlen, "%s: %s", flag, why);
                 return -1;
             }
             min_lr_given |= !strcmp(flag, "--min-lr");

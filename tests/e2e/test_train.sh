@@ -75,14 +75,28 @@ rc=$?
 "$build/tools/ckpt_compare" "$tmp/r4.json" "$tmp/straight.json" 1e-4 >"$tmp/cmp" 2>&1 && ok || bad "reference resume of a pipelined checkpoint: $(cat "$tmp/cmp")"
 [ -f "$tmp/config.json" ] && grep -q '"num_hidden_layers": *8' "$tmp/config.json" && ok || bad "config.json beside the checkpoint"
 
-# a NaN in the weights: the shared loop's check stops before the update, exit 1, as wp-ref does
+# a NaN in the weights: --init refuses them (exit 2, the tensor and element named); a resume
+# runs into the shared loop's check, which stops before the update, exit 1, as wp-ref does
 mkdir -p "$tmp/nan"
 cp "$tmp/p2.json" $(ckpt_shards "$tmp/p2.json") "$tmp/nan/"
 ckpt_poke "$tmp/nan/p2.json" model.norm.weight nan
 "${train[@]}" "${common[@]}" --init "$tmp/nan/p2.json" >"$tmp/out" 2>&1
 rc=$?
-[ $rc = 1 ] && grep -q "train: step 1: the loss is NaN: stopping (no checkpoint was written)" "$tmp/out" && ok ||
-    bad "NaN weights: exit $rc: $(grep -v '^step' "$tmp/out" | head -3)"
+[ $rc = 2 ] && grep -q "p2.json: tensor model.norm.weight\[1\] is nan (first of its elements that is not finite)" "$tmp/out" && ok ||
+    bad "NaN weights at --init: exit $rc: $(grep -v '^step' "$tmp/out" | head -3)"
+"${train[@]}" "${common[@]}" --resume "$tmp/nan/p2.json" >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "train: step 3: the loss is NaN: stopping (the checkpoint $tmp/nan/p2.json is untouched)" "$tmp/out" && ok ||
+    bad "NaN weights at --resume: exit $rc: $(grep -v '^step' "$tmp/out" | head -3)"
+
+# host memory: the ranks of a node need more than it has available (WP_MEM_AVAILABLE, the test
+# hook, stands for a small machine): refused before allocating, both figures and the override said
+"${mpirun[@]}" -np 4 -x WP_MEM_AVAILABLE=100000 "$d/train" "${common[@]}" >"$tmp/out" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "this run needs .* of memory (2 ranks on node 0: buffers .*) and 100.0 kB are available (WP_MEM_AVAILABLE, a test hook): refusing to start (WP_SKIP_MEM_CHECK=1 starts it anyway)" "$tmp/out" &&
+    ! grep -q '^step' "$tmp/out" && ok || bad "not enough memory: exit $rc: $(grep -v '^step' "$tmp/out" | head -3)"
+"${mpirun[@]}" -np 4 -x WP_MEM_AVAILABLE=100000 -x WP_SKIP_MEM_CHECK=1 "$d/train" "${common[@]}" --steps 1 >"$tmp/out" 2>&1 && ok ||
+    bad "WP_SKIP_MEM_CHECK=1: $(grep -v '^step' "$tmp/out" | head -3)"
 
 # the trace: valid JSON, every rank, compute and transfers
 "${train[@]}" --synthetic --steps 2 --trace "$tmp/trace.json" >"$tmp/out" 2>&1 || bad "train --trace"

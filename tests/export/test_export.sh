@@ -88,10 +88,10 @@ expect2 "a folder of the user's" "notes.txt was not written by wpgen export" "$b
 echo '{}' >"$tmp/bf16/config.json"
 expect2 "an edited export" "config.json was changed after wpgen export wrote it" "$build/wpgen" export "$ck" -o "$tmp/bf16"
 echo x >"$tmp/file"
-expect2 "-o a file" "exists and is not a folder" "$build/wpgen" export "$ck" -o "$tmp/file"
+expect2 "-o a file" "exists and is a regular file, not a folder" "$build/wpgen" export "$ck" -o "$tmp/file"
 expect2 "-o the checkpoint's folder" "holds the checkpoint" "$build/wpgen" export "$ck" -o "$ck"
 expect2 "-o above the checkpoint" "holds the checkpoint" "$build/wpgen" export "$ck" -o "$tmp"
-expect2 "a bad size" "--max-shard-size: expected a size" "$build/wpgen" export "$ck" -o "$tmp/x" --max-shard-size 5XB
+expect2 "a bad size" "--max-shard-size: expected a whole number of bytes" "$build/wpgen" export "$ck" -o "$tmp/x" --max-shard-size 5XB
 expect2 "a bad dtype" "--dtype: expected bf16 or fp32" "$build/wpgen" export "$ck" -o "$tmp/x" --dtype fp16
 expect2 "no checkpoint" "no checkpoint there" "$build/wpgen" export "$tmp/mine" -o "$tmp/x"
 mkdir -p "$tmp/nocfg" && cp "$ck/checkpoint.json" "$tmp/nocfg/"

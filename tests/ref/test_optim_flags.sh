@@ -76,5 +76,14 @@ grep -q '| MFU ' "$tmp/mfu.out" && ! grep -q 'MFU' "$tmp/base.out" && ! grep -q 
 "$ref" "${common[@]}" --peak-tflops 0 >"$tmp/out" 2>"$tmp/err"
 [ $? = 2 ] && grep -q -- '--peak-tflops: expected a number in (0, 1e6], got "0"' "$tmp/err" && ok || bad "--peak-tflops 0: $(cat "$tmp/err")"
 
+# a value in range as written but not as AdamW's 32-bit float: refused with the value as written,
+# the range, what it rounds to and the nearest value that is in range
+"$ref" "${common[@]}" --eps 1e-300 >"$tmp/out" 2>"$tmp/err"
+[ $? = 2 ] && grep -q -- '--eps: expected a number in (0, 1\], got "1e-300", which is 0 as a 32-bit float (AdamW.s precision), outside the range; the nearest value inside is 1.40129846e-45' "$tmp/err" &&
+    ok || bad "--eps 1e-300: $(cat "$tmp/err")"
+"$ref" "${common[@]}" --beta2 0.9999999999 >"$tmp/out" 2>"$tmp/err"
+[ $? = 2 ] && grep -q -- '--beta2: expected a number in \[0, 1), got "0.9999999999", which is 1 as a 32-bit float.*nearest value inside is 0.99999994' "$tmp/err" &&
+    ok || bad "--beta2 0.9999999999: $(cat "$tmp/err")"
+
 echo "optim flags: $pass passed, $fail failed"
 [ $fail = 0 ]

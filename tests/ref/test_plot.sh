@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/plot.py draws real logs: two wp-ref runs (the second with val_loss added to some of its
 # steps, as a validating run logs it) into a PNG of the size asked, tagged as the script's; a log
-# that is not JSON lines and a -o that is not the script's PNG are refused (exit 2, the file
-# named, nothing written); an existing plot is replaced. Skips, saying so, when matplotlib is
+# that is not JSON lines (or not UTF-8, or a boolean step) and a -o that is not the script's PNG
+# (a user's file, a FIFO, a directory) are refused (exit 2, the file named, nothing written); an existing plot is replaced. Skips, saying so, when matplotlib is
 # neither importable nor installable (exit 3 of the script).
 set -uo pipefail
 build=${1:-build}
@@ -20,6 +20,21 @@ with open(sys.argv[1], "w") as f:
         if r["step"] % 4 == 0: r["val_loss"] = r["loss"] + 0.1
         f.write(json.dumps(r) + "\n")
 PY
+
+# bad input refused before matplotlib is needed (so checked even where it is missing): a log that
+# is not UTF-8, a step that is a JSON boolean (exit 2, file and line named); an -o that is a FIFO
+# (refused, not opened: opening it would wait for a writer) or a directory
+{ head -2 "$tmp/a.jsonl"; printf '{"step": 3, "loss": 1.0, "note": "ab\xff"}\n'; } >"$tmp/latin.jsonl"
+timeout 20 "${plot[@]}" --log "$tmp/latin.jsonl" -o "$tmp/x.png" >/dev/null 2>"$tmp/err"
+[ $? = 2 ] && grep -q "latin.jsonl: line 3: not UTF-8" "$tmp/err" && ! grep -q Traceback "$tmp/err" && ok || bad "non-UTF-8 log: $(tail -2 "$tmp/err")"
+{ head -2 "$tmp/a.jsonl"; echo '{"step": true, "loss": 1.0}'; } >"$tmp/bool.jsonl"
+timeout 20 "${plot[@]}" --log "$tmp/bool.jsonl" -o "$tmp/x.png" >/dev/null 2>"$tmp/err"
+[ $? = 2 ] && grep -q 'bool.jsonl: line 3: expected an object with an integer "step".*got true' "$tmp/err" && ok || bad "\"step\": true: $(tail -2 "$tmp/err")"
+mkfifo "$tmp/fifo.png"
+timeout 20 "${plot[@]}" --log "$tmp/a.jsonl" -o "$tmp/fifo.png" >/dev/null 2>"$tmp/err"
+[ $? = 2 ] && grep -q "fifo.png: exists and is not a regular file" "$tmp/err" && [ -p "$tmp/fifo.png" ] && ok || bad "-o FIFO: $(tail -2 "$tmp/err")"
+timeout 20 "${plot[@]}" --log "$tmp/a.jsonl" -o "$tmp" >/dev/null 2>"$tmp/err"
+[ $? = 2 ] && grep -q "exists and is a directory" "$tmp/err" && ok || bad "-o DIR: $(tail -2 "$tmp/err")"
 
 "${plot[@]}" --log "$tmp/a.jsonl" --log "$tmp/b.jsonl" -o "$tmp/curves.png" --title test >"$tmp/out" 2>"$tmp/err"
 rc=$?

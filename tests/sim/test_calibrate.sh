@@ -146,6 +146,8 @@ expect_bad() {   # WHAT PATTERN ARGS...
 mkdir -p "$tmp/x"; cp "$tmp/a/plan.json" "$tmp/x/"
 echo 'not json' >"$tmp/x/trace.json"
 expect_bad "a trace that is not JSON" "x/trace.json: line 1: not a JSON trace" -t topologies/cpu-1x4.json --trace "$tmp/x/trace.json" -o "$tmp/o.json"
+expect_bad "a trace that cannot be opened" "x/none.json: cannot open: No such file or directory" -t topologies/cpu-1x4.json --trace "$tmp/x/none.json" -o "$tmp/o.json"
+grep -q "line -1" "$tmp/e" && bad "a trace that cannot be opened given a line: $(cat "$tmp/e")"
 echo '{"traceEvents": [{"name": "F0 mb0", "cat": "forward", "ph": "X", "pid": 0, "ts": "x", "dur": 1}]}' >"$tmp/x/trace.json"
 expect_bad "a span without a time" "traceEvents\[0\].ts: expected a number" -t topologies/cpu-1x4.json --trace "$tmp/x/trace.json" -o "$tmp/o.json"
 echo '{"traceEvents": [{"name": "AdamW", "cat": "optimizer", "ph": "X", "pid": 0, "ts": 1, "dur": 1}]}' >"$tmp/x/trace.json"

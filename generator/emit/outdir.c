@@ -1,0 +1,113 @@
+/* -o DIR for the commands that write a folder whole (outdir.h). A symbolic link to a folder is
+ * taken as that folder, the same with or without a trailing slash: the output goes where the
+ * link's owner keeps it, and DIR.tmp-PID is built beside the real folder, so the rename that puts
+ * it in place never replaces the link. */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "emit/outdir.h"
+#include "common/errmsg.h"
+
+int outdir_final(const char *arg, char *final, size_t len, char *err, size_t errlen) {
+    size_t n = strlen(arg);
+    while (n > 1 && arg[n - 1] == '/') n--;   /* "DIR/" is DIR: DIR.tmp-PID must be its sibling */
+    if (n == 0) return errmsg(err, errlen, "expected a folder name, got \"\"");
+    if (n >= len || n >= PATH_MAX) return errmsg(err, errlen, "%s: path too long", arg);
+    memcpy(final, arg, n);
+    final[n] = 0;
+    struct stat lst, st;
+    if (lstat(final, &lst) || !S_ISLNK(lst.st_mode)) return 0;
+    char target[PATH_MAX];
+    ssize_t t = readlink(final, target, sizeof target - 1);
+    target[t < 0 ? 0 : t] = 0;
+    if (stat(final, &st))
+        return errmsg(err, errlen, "%s is a symbolic link to %s, which %s", final, target,
+                      errno == ENOENT ? "does not exist" : strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return errmsg(err, errlen, "%s is a symbolic link to %s, which is %s, not a folder", final, target, outdir_kind(final));
+    char real[PATH_MAX];
+    if (!realpath(final, real)) return errmsg(err, errlen, "%s: %s", final, strerror(errno));
+    if (strlen(real) >= len) return errmsg(err, errlen, "%s: path too long", real);
+    snprintf(final, len, "%s", real);
+    return 0;
+}
+
+const char *outdir_kind(const char *path) {
+    struct stat st;
+    if (stat(path, &st)) return "missing";
+    if (S_ISREG(st.st_mode)) return "a regular file";
+    if (S_ISDIR(st.st_mode)) return "a folder";
+    if (S_ISFIFO(st.st_mode)) return "a FIFO";
+    if (S_ISSOCK(st.st_mode)) return "a socket";
+    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "a device";
+    return "not a regular file";
+}
+
+/* dir (a real folder, not a link) holding marker: its regular files and itself removed, or left
+ * whole when it holds anything else. */
+static int remove_marked(const char *dir, const char *marker) {
+    char path[PATH_MAX];
+    struct stat st;
+    if (lstat(dir, &st) || !S_ISDIR(st.st_mode)) return -1;
+    if (snprintf(path, sizeof path, "%s/%s", dir, marker) >= (int)sizeof path || lstat(path, &st) || !S_ISREG(st.st_mode))
+        return -1;
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    struct dirent *e;
+    int only_files = 1;
+    while (only_files && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        only_files = snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path && lstat(path, &st) == 0 &&
+                     S_ISREG(st.st_mode);
+    }
+    if (only_files) {
+        rewinddir(d);
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, marker) &&
+                snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path)
+                unlink(path);
+    }
+    closedir(d);
+    if (!only_files) return -1;
+    /* the marker last: a sweep stopped half-way is still proven next time */
+    if (snprintf(path, sizeof path, "%s/%s", dir, marker) < (int)sizeof path) unlink(path);
+    return rmdir(dir);
+}
+
+int outdir_sweep_stale(const char *final, const char *marker, const char *who) {
+    char parent[PATH_MAX];
+    const char *slash = strrchr(final, '/'), *base = slash ? slash + 1 : final;
+    if (slash == final) snprintf(parent, sizeof parent, "/");
+    else snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - final) : 1, slash ? final : ".");
+    size_t blen = strlen(base);
+    DIR *d = opendir(parent);
+    if (!d) return 0;
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *name = e->d_name, *tail = name + blen;
+        if (strncmp(name, base, blen) || strncmp(tail, ".tmp-", 5)) continue;
+        char *end;
+        errno = 0;
+        long pid = strtol(tail + 5, &end, 10);
+        /* only a process that is gone: kill(pid, 0) fails with ESRCH (EPERM: it runs, as another user) */
+        if (end == tail + 5 || *end || errno || pid <= 0 || pid > INT_MAX || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 ||
+            errno != ESRCH)
+            continue;
+        char path[PATH_MAX];
+        if (snprintf(path, sizeof path, "%s/%s", parent, name) >= (int)sizeof path) continue;
+        if (remove_marked(path, marker) == 0) {
+            fprintf(stderr, "%s: removed %s, left by a run that was killed (process %ld is gone; %s inside proves it ours)\n",
+                    who, path, pid, marker);
+            removed++;
+        }
+    }
+    closedir(d);
+    return removed;
+}
