@@ -1,6 +1,7 @@
 /* Parsing the trainers' shared flags: --flag value and --flag=value, each value checked, every
  * problem reported as one line naming the flag (exit status 2 at the caller). */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,29 +182,32 @@ static uint64_t hash_text(uint64_t h, const char *text) {
     return h ^ (h >> 31);
 }
 
+/* A file as the run id counts it: its real path (however the flag spelled it) and size. */
+static uint64_t hash_file(uint64_t h, const char *what, const char *path) {
+    char line[PATH_MAX + 128], real[PATH_MAX];
+    struct stat st;
+    snprintf(line, sizeof line, "%s %s %lld", what, realpath(path, real) ? real : path,
+             stat(path, &st) == 0 ? (long long)st.st_size : -1LL);
+    return hash_text(h, line);
+}
+
 uint64_t train_flags_run_id(const TrainFlags *o) {
-    char line[4400];
+    char line[256];
     uint64_t h = 0xcbf29ce484222325ULL;
-    snprintf(line, sizeof line, "seed %llu model %s shape %d %d %d order %d", (unsigned long long)o->seed,
-             o->model ? o->model : "-", o->seq, o->mbs, o->micro_batches, o->no_shuffle);
+    snprintf(line, sizeof line, "seed %llu shape %d %d %d order %d", (unsigned long long)o->seed, o->seq, o->mbs,
+             o->micro_batches, o->no_shuffle);
     h = hash_text(h, line);
+    if (o->model) h = hash_file(h, "model", o->model);   /* a preset's name, or its config.json */
     for (int i = 0; i < wp_adamw_nsettings; i++) {
         adamw_setting_format(&o->opt, &wp_adamw_settings[i], 1, line, sizeof line);
         h = hash_text(hash_text(h, wp_adamw_settings[i].key), line);
     }
-    struct stat st;
-    if (o->init) {
-        snprintf(line, sizeof line, "init %s %lld", o->init, stat(o->init, &st) == 0 ? (long long)st.st_size : -1LL);
-        h = hash_text(h, line);
-    }
-    /* the data: the spec and the size of each file it names (synthetic: the seed says it all) */
-    h = hash_text(h, o->data ? o->data : "synthetic");
+    if (o->init) h = hash_file(h, "init", o->init);
+    /* the data: each file the spec names (synthetic: the seed says it all) */
     char **files = NULL;
     int n = spec_files(o->data, &files);
-    for (int i = 0; i < n; i++) {
-        snprintf(line, sizeof line, "%lld", stat(files[i], &st) == 0 ? (long long)st.st_size : -1LL);
-        h = hash_text(h, line);
-    }
+    h = hash_text(h, o->data ? "data" : "synthetic");
+    for (int i = 0; i < n; i++) h = hash_file(h, "file", files[i]);
     ckpt_files_free(files, n);
     return h ? h : 1;   /* 0 is "unknown": a checkpoint of an earlier version */
 }

@@ -40,8 +40,9 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
                       char *err, size_t errlen);
 
 /* A new run's id (WpTrainState.run): a hash of what decides the weights it trains (the seed,
- * --init, the data spec and its files' sizes, the model and batch shape, the data's order and
- * every optimizer setting, --steps among them; not --val-data, --stop-at, --save or the notes),
+ * --init, the data's files (real path and size, however the spec names them), the model and
+ * batch shape, the data's order and every optimizer setting, --steps among them; not
+ * --val-data, --stop-at, --save or the notes),
  * so that two runs whose checkpoints are the same bytes are the same run, and a checkpoint's
  * folder holds the same bytes whoever saved it. Never 0. */
 uint64_t train_flags_run_id(const TrainFlags *o);
