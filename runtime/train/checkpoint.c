@@ -642,14 +642,16 @@ static int manifest_run(const json_t *root, const char *path, uint64_t *run, cha
     return 0;
 }
 
-/* Of a manifest wpgen wrote at path: 1 and its run id and step, else 0. */
+/* Of a manifest wpgen wrote at path: 1 and its run id (0: none, or not one) and step, else 0. */
 static int manifest_owner(const char *path, uint64_t *run, long *step) {
     char err[512];
     WpTrainState st;
+    *run = 0;
     if (!is_manifest(path)) return 0;
     json_t *root = manifest_open(path, NULL, 0);
     const char *w = json_string_value(json_object_get(root, "written_by"));
-    int ours = w && strcmp(w, WRITTEN_BY) == 0 && manifest_run(root, path, run, err, sizeof err) == 0;
+    int ours = w && strcmp(w, WRITTEN_BY) == 0;
+    if (ours && manifest_run(root, path, run, err, sizeof err)) *run = 0;   /* no run's provably: its shards stay */
     *step = ours && state_from_json(json_object_get(root, "state"), path, &st, err, sizeof err) == 0 ? st.step : -1;
     json_decref(root);
     return ours;
