@@ -623,6 +623,111 @@ static int manifest_is_ours(const char *path) {
     return ours;
 }
 
+/* ---- whose checkpoint: the run id ------------------------------------------------------------
+ * Every manifest a run writes records the run's id ("run": 16 hex digits; WpTrainState.run), and
+ * a save replaces or prunes only manifests of its own run: two runs saving STEM in one folder (one
+ * after the other: the lock keeps them from doing so at once) never replace or delete each
+ * other's kept steps. A resume goes on with the id of the checkpoint it resumes. */
+
+/* The run id of the manifest root: 0 where it records none (an earlier version), or -1 with
+ * err set where "run" is not 16 hex digits. */
+static int manifest_run(const json_t *root, const char *path, uint64_t *run, char *err, size_t errlen) {
+    const json_t *r = json_object_get(root, "run");
+    const char *s = json_string_value(r);
+    *run = 0;
+    if (!r) return 0;
+    if (!s || strlen(s) != 16 || strspn(s, "0123456789abcdef") != 16)
+        return errmsg(err, errlen, "%s: run: expected the run's id, 16 hex digits, got %s", path, s ? s : "no string");
+    *run = strtoull(s, NULL, 16);
+    return 0;
+}
+
+/* Of a manifest wpgen wrote at path: 1 and its run id (0: none, or not one) and step, else 0. */
+static int manifest_owner(const char *path, uint64_t *run, long *step) {
+    char err[512];
+    WpTrainState st;
+    *run = 0;
+    if (!is_manifest(path)) return 0;
+    json_t *root = manifest_open(path, NULL, 0);
+    const char *w = json_string_value(json_object_get(root, "written_by"));
+    int ours = w && strcmp(w, WRITTEN_BY) == 0;
+    if (ours && manifest_run(root, path, run, err, sizeof err)) *run = 0;   /* no run's provably: its shards stay */
+    *step = ours && state_from_json(json_object_get(root, "state"), path, &st, err, sizeof err) == 0 ? st.step : -1;
+    json_decref(root);
+    return ours;
+}
+
+static int same_file(const char *a, const char *b) {
+    struct stat x, y;
+    return a && b && stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+int ckpt_check_owner(const char *path, uint64_t run, long start, const char *from, char *err, size_t errlen) {
+    CkptNames n;
+    if (names_of(path, &n, err, errlen)) return -1;
+    uint64_t r;
+    long s;
+    /* PATH: this run's, or the checkpoint it goes on from (--resume) or starts from (--init) */
+    if (manifest_owner(path, &r, &s) && r != run && !same_file(path, from)) {
+        char whose[64] = "saved by an earlier version";
+        if (r) snprintf(whose, sizeof whose, "run %016" PRIx64, r);
+        return errmsg(err, errlen, "%s holds the checkpoint of another run (step %ld, %s): a %s does not replace it: "
+                      "save into a new path, or --resume %s to go on with that run", path, s, whose,
+                      from ? "run from another checkpoint" : "new run", path);
+    }
+    /* the kept steps this run could write (past its start) */
+    DIR *d = opendir(n.dir);
+    struct dirent *e;
+    int rc = 0;
+    while (d && rc == 0 && (e = readdir(d))) {
+        long step;
+        char file[5400];
+        if (!is_kept_name(e->d_name, n.stem, &step) || step <= start) continue;
+        join(file, sizeof file, n.dir, e->d_name);
+        if (manifest_owner(file, &r, &s) && r == run) continue;
+        rc = errmsg(err, errlen, "%s: %s is the checkpoint of step %ld of another run%s, a name this run's saves "
+                    "take (--keep keeps each step as %s.STEP.json): save into a new path", path, file, step,
+                    access(file, F_OK) == 0 && !manifest_is_ours(file) ? " (or a file not written by wpgen)" : "", n.stem);
+    }
+    if (d) closedir(d);
+    return rc;
+}
+
+int ckpt_output_clash(const char *path, const char *out, char *what, size_t whatlen) {
+    CkptNames n, o;
+    char err[256], a[PATH_MAX], b[PATH_MAX];
+    if (names_of(path, &n, err, sizeof err) || names_of(out, &o, err, sizeof err)) return 0;
+    long step;
+    /* by name: out in the checkpoint's folder (however spelled) under one of its names */
+    if (realpath(n.dir, a) && realpath(o.dir, b) && !strcmp(a, b)) {
+        if (is_kept_name(o.base, n.stem, &step))
+            return snprintf(what, whatlen, "its checkpoint of step %ld: --keep keeps each step as %s.STEP.json", step,
+                            n.stem), 1;
+        if (is_shard_name(o.base, n.stem)) return snprintf(what, whatlen, "a shard's name"), 1;
+        char lock[1100];
+        snprintf(lock, sizeof lock, "%s.lock", n.stem);
+        if (!strcmp(o.base, lock)) return snprintf(what, whatlen, "its lock"), 1;
+    }
+    /* by identity: out is (a link to) one of the files of the checkpoint there now */
+    DIR *d = opendir(n.dir);
+    struct dirent *e;
+    int hit = 0;
+    while (d && !hit && (e = readdir(d))) {
+        char file[5400];
+        if (!is_kept_name(e->d_name, n.stem, NULL) && !is_shard_name(e->d_name, n.stem) &&
+            !(strlen(e->d_name) == strlen(n.stem) + 5 && !strncmp(e->d_name, n.stem, strlen(n.stem)) &&
+              !strcmp(e->d_name + strlen(n.stem), ".lock")))
+            continue;
+        join(file, sizeof file, n.dir, e->d_name);
+        if (same_file(file, out)) {
+            snprintf(what, whatlen, "the same file as %s", file);
+            hit = 1;
+        }
+    }
+    if (d) closedir(d);
+    return hit;
+}
+
 int ckpt_check_save(const char *path, char *err, size_t errlen) {
     CkptNames n;
     if (names_of(path, &n, err, errlen)) return -1;
@@ -673,6 +778,11 @@ static json_t *manifest_build(const char *path, const WpConfig *c, const WpChunk
         bad |= json_object_set_new(root, "version", json_integer(MANIFEST_VERSION));
         bad |= json_object_set_new(root, "written_by", json_string(WRITTEN_BY));
         bad |= json_object_set_new(root, "state", state_to_json(st));
+        if (st->run) {
+            char run[24];
+            snprintf(run, sizeof run, "%016" PRIx64, st->run);
+            bad |= json_object_set_new(root, "run", json_string(run));
+        }
         if (with_optimizer) bad |= json_object_set_new(root, "optimizer", json_string("adamw"));
         for (int i = 0; i < nt && !bad; i++) {
             size_t shape[2];
@@ -722,43 +832,45 @@ static json_t *manifest_build(const char *path, const WpConfig *c, const WpChunk
     return root;
 }
 
-/* A kept manifest in DIR: its name and step. */
-typedef struct Kept { char name[1100]; long step; } Kept;
+/* A kept manifest in DIR: its name, step, and whether it is this run's. */
+typedef struct Kept { char name[1100]; long step; int mine; } Kept;
 
 static int cmp_kept_newest(const void *a, const void *b) {
     long x = ((const Kept *)a)->step, y = ((const Kept *)b)->step;
     return (x < y) - (x > y);
 }
 
-/* After a commit of step `step` at path: of the kept manifests (STEM.STEP.json, ours), the newest
- * keep - 1 besides this step's stay (keep > 1; with keep 0, all, every one stays; with keep 1 none
- * is written and those there are left alone), and the shards of this checkpoint that no manifest
- * left names go, with the temporaries of dead processes. Failures are ignored: the next save
- * retries. */
-static void prune(const CkptNames *n, const char *path, int keep, long step) {
+/* After a commit of step `step` at path: of the kept manifests of run `run` (STEM.STEP.json), the
+ * newest keep - 1 besides this step's stay (keep > 1; with keep 0, all, every one stays; with keep
+ * 1 none is written and those there are left alone); another run's all stay. The shards of this
+ * checkpoint that no manifest left names go, with the temporaries of dead processes. Failures are
+ * ignored: the next save retries. */
+static void prune(const CkptNames *n, const char *path, int keep, long step, uint64_t run) {
     Kept *kept = NULL;
     size_t nk = 0, cap = 0;
     DIR *d = opendir(n->dir);
     struct dirent *e;
     char file[5400];
     while (d && (e = readdir(d))) {
-        long s;
+        long s, at;
+        uint64_t r;
         if (!is_kept_name(e->d_name, n->stem, &s)) continue;
         join(file, sizeof file, n->dir, e->d_name);
-        if (!manifest_is_ours(file)) continue;
+        if (!manifest_owner(file, &r, &at)) continue;
         if (nk == cap) {
             Kept *k2 = realloc(kept, (cap = cap ? 2 * cap : 16) * sizeof *kept);
             if (!k2) { free(kept); closedir(d); return; }
             kept = k2;
         }
         snprintf(kept[nk].name, sizeof kept[nk].name, "%s", e->d_name);
+        kept[nk].mine = r == run;
         kept[nk++].step = s;
     }
     if (d) closedir(d);
     if (nk > 1) qsort(kept, nk, sizeof *kept, cmp_kept_newest);
     size_t left = 0, others = 0;
     for (size_t i = 0; i < nk; i++) {
-        int stays = keep <= 1 || kept[i].step == step || ++others < (size_t)keep;
+        int stays = !kept[i].mine || keep <= 1 || kept[i].step == step || ++others < (size_t)keep;
         join(file, sizeof file, n->dir, kept[i].name);
         if (stays) kept[left++] = kept[i];
         else unlink(file);
@@ -802,9 +914,14 @@ int ckpt_commit(const char *path, const WpConfig *c, const WpChunk *chunks, int 
         /* --keep N or all: this checkpoint also as DIR/STEM.STEP.json, which stays when PATH moves on */
         char kept[5400];
         snprintf(kept, sizeof kept, "%s/%s.%ld.json", n.dir, n.stem, st->step);
+        uint64_t r = 0;
+        long s;
         if (access(kept, F_OK) == 0 && !manifest_is_ours(kept))
             rc = errmsg(err, errlen, "%s exists and is not a checkpoint manifest written by wpgen: refusing to replace it "
                         "(--keep names the checkpoint of step %ld so)", kept, st->step);
+        else if (access(kept, F_OK) == 0 && (!manifest_owner(kept, &r, &s) || r != st->run))
+            rc = errmsg(err, errlen, "%s is the checkpoint of another run (run %016" PRIx64 "): refusing to replace it "
+                        "(--keep names the checkpoint of step %ld so)", kept, r, st->step);
         else
             rc = write_text_atomic(kept, n.dir, text, err, errlen);
     }
@@ -823,7 +940,7 @@ int ckpt_commit(const char *path, const WpConfig *c, const WpChunk *chunks, int 
     free(text);
     if (rc) return -1;
     /* Committed: the shards no kept manifest names go. */
-    prune(&n, path, keep, st->step);
+    prune(&n, path, keep, st->step, st->run);
     return 0;
 }
 
@@ -929,6 +1046,7 @@ static int load_manifest(const char *path, const WpConfig *c, const WpChunk *chu
     const json_t *shards = json_object_get(root, "shards");
     size_t nsh = json_array_size(shards);
     int rc = state_from_json(json_object_get(root, "state"), path, &state, err, errlen);
+    if (rc == 0) rc = manifest_run(root, path, &state.run, err, errlen);
     if (rc == 0) rc = manifest_check_tensors(root, path, c, err, errlen);
     if (rc == 0 && (!json_is_array(shards) || nsh == 0)) rc = errmsg(err, errlen, "%s: shards: expected a list of files", path);
     const char *opt = json_string_value(json_object_get(root, "optimizer"));
@@ -1162,6 +1280,7 @@ static int read_opt_meta(const WpStFile *f, const char *opt, const char *path, i
         st->adamw = adamw;
         st->adamw_known = known;
         st->data_order = WP_ORDER_UNKNOWN;   /* this version's runs read their data in file order */
+        st->run = 0;                         /* nor did it record its run */
         st->step = (long)step;
         st->seed = seed;
         st->data_seq = seq;
@@ -1205,6 +1324,7 @@ int ckpt_read_state(const char *path, WpTrainState *st, char *err, size_t errlen
     if (is_manifest(path)) {
         json_t *root = manifest_open(path, err, errlen);
         int rc = root ? state_from_json(json_object_get(root, "state"), path, st, err, errlen) : -1;
+        if (rc == 0) rc = manifest_run(root, path, &st->run, err, errlen);
         json_decref(root);
         return rc ? errmsg_one_line(err) : 0;
     }

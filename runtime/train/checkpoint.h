@@ -11,7 +11,11 @@
  *                          STEM is PATH's file name without ".json", HASH a hash of the content;
  *   DIR/config.json        the model's shape (Hugging Face's), which `wpgen export` reads;
  *   DIR/STEM.STEP.json     unless --keep 1, the manifests of the checkpoints kept (all, or the
- *                          last N), each one resumable by that name (PATH is the latest of them).
+ *                          last N), each one resumable by that name (PATH is the latest of them);
+ *   DIR/STEM.lock          the lock of the process saving it (ckpt_lock).
+ * Every manifest records the id of the run that wrote it ("run"); a run replaces or prunes only
+ * its own (ckpt_check_owner at its start, the commit and its pruning): another run's kept steps
+ * and their shards stay, whatever --keep says.
  * DIR must be one folder all processes see (a shared file system, as torch's distributed
  * checkpoint assumes).
  *
@@ -64,6 +68,11 @@ typedef struct WpTrainState {
      * checkpoints recorded them). */
     WpAdamW adamw;
     unsigned adamw_known;
+    /* The run's id (train_flags_run_id: a hash of what decides its weights, so that two runs
+     * that write the same checkpoints have the same one), recorded in the manifest ("run", not in
+     * the shards): a save replaces or prunes only manifests of its own run. A resume goes on with
+     * the id of the checkpoint it resumes; 0: unknown (a checkpoint of an earlier version). */
+    uint64_t run;
 } WpTrainState;
 
 /* A range of a chunk's parameters that one process saves: floats [offset, offset + n) of chunk
@@ -89,6 +98,20 @@ void ckpt_opt_path(const char *path, char *out, size_t outlen);
  * checkpoint written by wpgen, DIR/config.json absent or written by wpgen. 0, or -1 with one line
  * naming the path in err. ckpt_save checks the same; trainers call it at start-up too. */
 int ckpt_check_save(const char *path, char *err, size_t errlen);
+
+/* What a run with id `run`, going on from step `start`, checks at its start before it saves at
+ * path (every file of the checkpoint's names a save replaces or prunes must be provably its own):
+ * path, if a manifest, is this run's, or is the file `from` (the --resume or --init checkpoint,
+ * NULL if none: a file named so has been asked to be replaced); and no DIR/STEM.STEP.json of a
+ * step past start, which this run's saves would write, is another run's (or not wpgen's). 0, or
+ * -1 with one line in err naming the file and saying how to proceed (the caller exits 2). */
+int ckpt_check_owner(const char *path, uint64_t run, long start, const char *from, char *err, size_t errlen);
+
+/* Is out a file the checkpoint at path writes, owns or could write (one of its kept manifests
+ * DIR/STEM.STEP.json of any step, a shard's name, its lock DIR/STEM.lock: by name in DIR however
+ * spelled, or by identity, a link to one there now)? 1 with what it is in what, else 0. The
+ * trainers refuse such a --log or --trace at start. */
+int ckpt_output_clash(const char *path, const char *out, char *what, size_t whatlen);
 
 /* Takes the lock of the checkpoint at path (DIR/STEM.lock: an empty file, and a record lock on
  * it held until the process ends) for the one process that saves it: a second run saving the

@@ -194,6 +194,15 @@ static int expand_spec(const char *spec, Names *s, char *err, size_t errlen) {
     return rc;
 }
 
+/* The files a spec names, as data_open reads them (data.h). */
+int data_spec_files(const char *spec, char ***files, char *err, size_t errlen) {
+    Names names = { 0 };
+    *files = NULL;
+    if (expand_spec(spec, &names, err, errlen)) { names_free(&names); return -1; }
+    *files = names.v;
+    return names.n;
+}
+
 /* ---- one file ---- */
 
 /* The tokenizer a shard records (hash and name), for checking that every shard agrees. */

@@ -47,6 +47,10 @@ typedef struct WpData WpData;
  * seeded order per epoch (else in file order). On error returns NULL and writes one line naming
  * the file (or the pattern, or the directory) to err. */
 WpData *data_open(const char *spec, int vocab, int seq, int shuffle, uint64_t seed, char *err, size_t errlen);
+/* The files spec names (a comma list's items, a glob's matches, a directory's train-*.bin), in
+ * data_open's order, as a malloc'd array of malloc'd paths in *files: how many, or -1 with err
+ * set (*files NULL). Nothing is opened: what the trainers' output check counts among the inputs. */
+int data_spec_files(const char *spec, char ***files, char *err, size_t errlen);
 /* Unbounded synthetic data: token at position p is a hash of (seed, p) modulo vocab. */
 WpData *data_synthetic(uint64_t seed, int vocab);
 void data_close(WpData *d);

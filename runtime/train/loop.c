@@ -63,7 +63,8 @@ static WpTrainState state_at(const WpLoop *L, long step) {
                            .data_seq = L->data_seq0 + data_seq_index(step - L->start, 0, L->micro_batches, L->mbs, 0),
                            .data_order = L->shuffled ? WP_ORDER_SHUFFLED : WP_ORDER_FILE,
                            .micro_batches = L->micro_batches, .micro_batch_size = L->mbs, .seq = L->seq,
-                           .adamw = L->flags->opt, .adamw_known = (1u << wp_adamw_nsettings) - 1 };
+                           .adamw = L->flags->opt, .adamw_known = (1u << wp_adamw_nsettings) - 1,
+                           .run = L->flags->run };
 }
 
 long loop_val_steps(const TrainFlags *o, uint64_t val_seqs, int micro_batches, int mbs) {

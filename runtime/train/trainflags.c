@@ -1,13 +1,16 @@
 /* Parsing the trainers' shared flags: --flag value and --flag=value, each value checked, every
  * problem reported as one line naming the flag (exit status 2 at the caller). */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "train/trainflags.h"
 #include "train/checkpoint.h"
+#include "train/data.h"
 #include "common/outpaths.h"
 
 const char train_flags_usage[] =
@@ -47,7 +50,8 @@ const char train_flags_usage[] =
     "                          each process's shard and config.json beside it, committed as one (README)\n"
     "  --save-every N          and every N steps\n"
     "  --keep N|all            keep the last N checkpoints (default all): each also as DIR/STEM.STEP.json,\n"
-    "                          resumable by that name; FILE is the latest; 1: FILE alone\n"
+    "                          resumable by that name; FILE is the latest; 1: FILE alone. Another run's\n"
+    "                          are never replaced or pruned (each manifest records its run's id)\n"
     "  --sync-save             write each checkpoint before the next step (default: copied to host memory,\n"
     "                          then written by a thread while training goes on; the end of the run and a\n"
     "                          stop signal wait for it; wp-ref always writes before the next step)\n"
@@ -74,40 +78,138 @@ static const WpAdamWSetting *setting_of(const char *flag) {
     return NULL;
 }
 
-/* No output may name an input or another output (common/outpaths.h). A save may replace the
- * checkpoint it resumes from or starts from (that is how a run goes on; the save's commit keeps
- * the old one whole until the new one is), but nothing else a trainer reads: the data, the
- * program, the model's config.json. The log and the trace replace nothing that is read. */
+/* A growing list of the paths a run reads, each with the flag that names it. */
+typedef struct PathList { WpPathArg *v; char **owned; int n, nowned; } PathList;
+
+static void paths_add(PathList *l, const char *flag, const char *path, char *owned) {
+    if (owned) l->owned[l->nowned++] = owned;
+    l->v[l->n++] = (WpPathArg){ flag, path };
+}
+
+/* The files a data spec reads: each file it expands to (the comma list's items, the glob's
+ * matches, the directory's shards: data.h), and beside each the files `wpgen data` wrote with it
+ * (tokenizer.json, .wpgen-data). A spec that does not expand is skipped: data_open reports it. */
+static const char *const data_folder_files[] = { "tokenizer.json", ".wpgen-data" };
+#define NFOLDER (int)(sizeof data_folder_files / sizeof data_folder_files[0])
+
+static int spec_files(const char *spec, char ***files) {
+    char why[512];
+    if (!spec) return 0;
+    int n = data_spec_files(spec, files, why, sizeof why);
+    return n < 0 ? 0 : n;
+}
+
+static void add_spec(PathList *l, const char *flag, const char *folder_flag, char **files, int n) {
+    for (int i = 0; i < n; i++) {
+        paths_add(l, flag, files[i], NULL);
+        const char *slash = strrchr(files[i], '/');
+        for (int k = 0; k < NFOLDER; k++) {
+            char *p = malloc(strlen(files[i]) + 32);
+            if (!p) continue;
+            sprintf(p, "%.*s%s", slash ? (int)(slash - files[i] + 1) : 0, files[i], data_folder_files[k]);
+            paths_add(l, folder_flag, p, p);
+        }
+    }
+}
+
+/* No output may name an input or another output (common/outpaths.h), nor a file the checkpoint
+ * owns or could write. A save may replace the checkpoint it resumes from or starts from (that is
+ * how a run goes on; the save's commit keeps the old one whole until the new one is), but nothing
+ * else a trainer reads: the data (every file a spec expands to, and the files `wpgen data` wrote
+ * beside them), the program, the model's config.json. The log and the trace replace nothing that
+ * is read, nor a name of the checkpoint's (its kept steps, shards, lock: ckpt_output_clash). */
 static int check_paths(const TrainFlags *o, char *err, size_t errlen) {
-    char exe[4096] = "", save_cfg[4096] = "";
+    char exe[4096] = "", save_cfg[4096] = "", save_lock[4200] = "";
     /* --resume's shards (or an earlier version's optimizer file) are inputs too */
-    char **files = NULL;
+    char **files = NULL, **data = NULL, **val = NULL;
     int nfiles = o->resume ? ckpt_input_files(o->resume, &files) : 0;
+    int ndata = spec_files(o->data, &data), nval = spec_files(o->val_data, &val);
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = 0;
     if (o->save) {
-        const char *slash = strrchr(o->save, '/');
-        snprintf(save_cfg, sizeof save_cfg, "%.*sconfig.json", slash ? (int)(slash - o->save + 1) : 0, o->save);
+        const char *slash = strrchr(o->save, '/'), *base = slash ? slash + 1 : o->save;
+        size_t len = strlen(base);
+        int dl = slash ? (int)(slash - o->save + 1) : 0;
+        snprintf(save_cfg, sizeof save_cfg, "%.*sconfig.json", dl, o->save);
+        if (len > 5 && !strcmp(base + len - 5, ".json")) len -= 5;   /* STEM.lock (checkpoint.h) */
+        snprintf(save_lock, sizeof save_lock, "%.*s%.*s.lock", dl, o->save, (int)len, base);
     }
     const char *model = o->model && (strchr(o->model, '/') || strstr(o->model, ".json")) ? o->model : NULL;
-    WpPathArg *read = malloc((size_t)(6 + nfiles) * sizeof *read);
-    if (!read) { ckpt_files_free(files, nfiles); snprintf(err, errlen, "out of memory"); return -1; }
-    read[0] = (WpPathArg){ "--data", o->data };
-    read[1] = (WpPathArg){ "--init", o->init };
-    read[2] = (WpPathArg){ "--resume", o->resume };
-    read[3] = (WpPathArg){ "-m", model };
-    read[4] = (WpPathArg){ "the program", exe[0] ? exe : NULL };
-    read[5] = (WpPathArg){ "--val-data", o->val_data };
-    for (int i = 0; i < nfiles; i++) read[6 + i] = (WpPathArg){ "a file of --resume", files[i] };
+    int most = 8 + nfiles + (ndata + nval) * (1 + NFOLDER);
+    PathList read = { malloc((size_t)most * sizeof *read.v), malloc((size_t)most * sizeof *read.owned), 0, 0 };
+    int rc = -1;
+    if (!read.v || !read.owned) { snprintf(err, errlen, "out of memory"); goto done; }
+    /* what even the save may not replace first, then what it may */
+    paths_add(&read, "--data", o->data, NULL);
+    paths_add(&read, "--val-data", o->val_data, NULL);
+    paths_add(&read, "the program", exe[0] ? exe : NULL, NULL);
+    add_spec(&read, "a file of --data", "a file of --data's folder", data, ndata);
+    add_spec(&read, "a file of --val-data", "a file of --val-data's folder", val, nval);
+    int nkept = read.n;
+    paths_add(&read, "--init", o->init, NULL);
+    paths_add(&read, "--resume", o->resume, NULL);
+    paths_add(&read, "-m", model, NULL);
+    for (int i = 0; i < nfiles; i++) paths_add(&read, "a file of --resume", files[i], NULL);
     const WpPathArg notes[] = { { "--log", o->log }, { "--trace", o->trace } };
-    int rc = wp_check_outputs(read, 6 + nfiles, notes, 2, err, errlen);
-    free(read);
-    ckpt_files_free(files, nfiles);
-    if (rc) return -1;
-    const WpPathArg kept[] = { { "--data", o->data }, { "--val-data", o->val_data }, { "the program", exe[0] ? exe : NULL } };
+    if (wp_check_outputs(read.v, read.n, notes, 2, err, errlen)) goto done;
     const WpPathArg all[] = { { "--save", o->save }, { "--save's config.json", o->save ? save_cfg : NULL },
-                              { "--log", o->log }, { "--trace", o->trace } };
-    return wp_check_outputs(kept, 3, all, 4, err, errlen);
+                              { "--save's lock", o->save ? save_lock : NULL }, { "--log", o->log }, { "--trace", o->trace } };
+    if (wp_check_outputs(read.v, nkept, all, 5, err, errlen)) goto done;
+    for (int i = 0; i < 2 && o->save; i++) {
+        char what[4400];
+        if (notes[i].path && ckpt_output_clash(o->save, notes[i].path, what, sizeof what)) {
+            snprintf(err, errlen, "%s %s is a file --save %s writes or owns (%s): each output needs a file of its own; "
+                     "nothing was written", notes[i].flag, notes[i].path, o->save, what);
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    for (int i = 0; i < read.nowned; i++) free(read.owned[i]);
+    free(read.v);
+    free(read.owned);
+    ckpt_files_free(files, nfiles);
+    ckpt_files_free(data, ndata);
+    ckpt_files_free(val, nval);
+    return rc;
+}
+
+/* FNV-1a over text, then mixed (splitmix64's finalizer). */
+static uint64_t hash_text(uint64_t h, const char *text) {
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) h = (h ^ *p) * 0x100000001b3ULL;
+    h ^= h >> 30; h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 27; h *= 0x94d049bb133111ebULL;
+    return h ^ (h >> 31);
+}
+
+/* A file as the run id counts it: its real path (however the flag spelled it) and size. */
+static uint64_t hash_file(uint64_t h, const char *what, const char *path) {
+    char line[PATH_MAX + 128], real[PATH_MAX];
+    struct stat st;
+    snprintf(line, sizeof line, "%s %s %lld", what, realpath(path, real) ? real : path,
+             stat(path, &st) == 0 ? (long long)st.st_size : -1LL);
+    return hash_text(h, line);
+}
+
+uint64_t train_flags_run_id(const TrainFlags *o) {
+    char line[256];
+    uint64_t h = 0xcbf29ce484222325ULL;
+    snprintf(line, sizeof line, "seed %llu shape %d %d %d order %d", (unsigned long long)o->seed, o->seq, o->mbs,
+             o->micro_batches, o->no_shuffle);
+    h = hash_text(h, line);
+    if (o->model) h = hash_file(h, "model", o->model);   /* a preset's name, or its config.json */
+    for (int i = 0; i < wp_adamw_nsettings; i++) {
+        adamw_setting_format(&o->opt, &wp_adamw_settings[i], 1, line, sizeof line);
+        h = hash_text(hash_text(h, wp_adamw_settings[i].key), line);
+    }
+    if (o->init) h = hash_file(h, "init", o->init);
+    /* the data: each file the spec names (synthetic: the seed says it all) */
+    char **files = NULL;
+    int n = spec_files(o->data, &files);
+    h = hash_text(h, o->data ? "data" : "synthetic");
+    for (int i = 0; i < n; i++) h = hash_file(h, "file", files[i]);
+    ckpt_files_free(files, n);
+    return h ? h : 1;   /* 0 is "unknown": a checkpoint of an earlier version */
 }
 
 int train_flags_parse(int argc, char **argv, int with_model, const char *usage_head, TrainFlags *o,
@@ -227,6 +329,7 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
         if (ckpt_check_save(o->save, why, sizeof why)) { snprintf(err, errlen, "--save %s", why); return -1; }
     }
     if (check_paths(o, err, errlen)) return -1;
+    o->run = train_flags_run_id(o);
     return 0;
 }
 
@@ -268,17 +371,28 @@ int train_flags_check_resume(const TrainFlags *o, const WpTrainState *st, const 
     return 0;
 }
 
+/* --save's files a save would replace or prune are this run's (ckpt_check_owner), from step start. */
+static int check_owner(const TrainFlags *o, long start, char *err, size_t errlen) {
+    char why[1536];
+    if (!o->save || ckpt_check_owner(o->save, o->run, start, o->resume ? o->resume : o->init, why, sizeof why) == 0)
+        return 0;
+    snprintf(err, errlen, "--save %s", why);
+    return -1;
+}
+
 int train_flags_resume(TrainFlags *o, const char *prog, int print, WpTrainState *state, char *err, size_t errlen) {
-    if (!o->resume) return 0;
+    if (!o->resume) return check_owner(o, 0, err, errlen);
     WpTrainState st;
     if (ckpt_read_state(o->resume, &st, err, errlen)) return -1;
+    if (st.run) o->run = st.run;   /* the same run goes on: it replaces and prunes its own kept steps */
     if (state) *state = st;
     if (o->seed_given && o->seed != st.seed && print)
         fprintf(stderr, "%s: warning: --seed %llu ignored: the run being resumed has seed %llu\n", prog,
                 (unsigned long long)o->seed, (unsigned long long)st.seed);
     /* The synthetic data continue where the run was, whatever --seed says. */
     o->seed = st.seed;
-    return train_flags_check_resume(o, &st, prog, print, err, errlen);
+    if (train_flags_check_resume(o, &st, prog, print, err, errlen)) return -1;
+    return check_owner(o, st.step, err, errlen);
 }
 
 int train_flags_data_origin(const TrainFlags *o, const WpTrainState *st, int M, int G, int S, uint64_t *seq,

@@ -27,6 +27,7 @@ typedef struct TrainFlags {
                                        * (default: in the background, train/saver.h) */
     int recompute;
     int allow_batch_change;           /* --allow-batch-change: a resume may change M x G or S */
+    uint64_t run;                     /* the run's id (checkpoint.h): train_flags_run_id, or --resume's */
 } TrainFlags;
 
 /* The shared part of the usage text. */
@@ -38,13 +39,23 @@ extern const char train_flags_usage[];
 int train_flags_parse(int argc, char **argv, int with_model, const char *usage_head, TrainFlags *o,
                       char *err, size_t errlen);
 
+/* A new run's id (WpTrainState.run): a hash of what decides the weights it trains (the seed,
+ * --init, the data's files (real path and size, however the spec names them), the model and
+ * batch shape, the data's order and every optimizer setting, --steps among them; not
+ * --val-data, --stop-at, --save or the notes),
+ * so that two runs whose checkpoints are the same bytes are the same run, and a checkpoint's
+ * folder holds the same bytes whoever saved it. Never 0. */
+uint64_t train_flags_run_id(const TrainFlags *o);
+
 /* --resume: takes the seed of the run being resumed into o->seed (initialisation is the
- * checkpoint's; the synthetic data must continue where they were), and its state into *st (if
- * not NULL), reading only the checkpoint's manifest, so that a trainer can call it before it sets up its data, and checks the
- * optimizer's settings against the checkpoint's (train_flags_check_resume). A --seed that differs
- * is ignored. With print, says so on stderr, prefixed "prog: warning: ". Without --resume does
- * nothing. 0, or -1 with err set (the checkpoint cannot be read, or a setting's change is refused:
- * exit 2). */
+ * checkpoint's; the synthetic data must continue where they were), its run id into o->run (a
+ * checkpoint of an earlier version, which records none, keeps the new one), and its state into
+ * *st (if not NULL), reading only the checkpoint's manifest, so that a trainer can call it before
+ * it sets up its data, and checks the optimizer's settings against the checkpoint's
+ * (train_flags_check_resume). A --seed that differs is ignored. With print, says so on stderr,
+ * prefixed "prog: warning: ". Then, with --save, with or without --resume: the files the saves
+ * would replace are this run's (ckpt_check_owner). 0, or -1 with err set (the checkpoint cannot
+ * be read, a setting's change is refused, or --save names another run's checkpoint: exit 2). */
 int train_flags_resume(TrainFlags *o, const char *prog, int print, WpTrainState *st, char *err, size_t errlen);
 
 /* Compares the optimizer's settings of the flags with those st records (common/optim.h's table

@@ -24,7 +24,9 @@ for run in "beta1 --beta1 0.5" "beta2 --beta2 0.8" "eps --eps 1e-2" "minlr --min
     set -- $run
     name=$1; shift
     train "$name" "$@"
-    if cmp -s "$tmp/base/checkpoint.json" "$tmp/$name/checkpoint.json"; then bad "$*: the same weights as without"; else ok; fi
+    # the manifests but for the run's id (another setting, another run): the shards' names hold their content's hash
+    if cmp -s <(grep -v '^ "run": ' "$tmp/base/checkpoint.json") <(grep -v '^ "run": ' "$tmp/$name/checkpoint.json"); then
+        bad "$*: the same weights as without"; else ok; fi
 done
 # warm-up 1 (step 0: 1e-2), then a cosine over 3 steps from 1e-2 to 1e-3 at step 4: at steps 1, 2, 3
 # 1e-3 + 9e-3 * (1 + cos(k pi / 3)) / 2 for k = 0, 1, 2: 1e-2, 7.75e-3, 3.25e-3; to --min-lr 0,

@@ -82,7 +82,10 @@ rc=$?
 [ $rc = 2 ] && grep -q "another run (pid $first) is saving this checkpoint" "$tmp/out" && kill -0 $first 2>/dev/null && ok ||
     bad "a second run saving one checkpoint: exit $rc: $(head -2 "$tmp/out")"
 kill -TERM $first; wait $first
-"${ref[@]}" --synthetic --save "$tmp/l/checkpoint.json" >"$tmp/out" 2>&1 && ok || bad "saving once the first run ended: $(head -2 "$tmp/out")"
+# (its checkpoint is the first run's: going on with that run, one step past where it stopped)
+at=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["state"]["step"])' "$tmp/l/checkpoint.json")
+"$build/wp-ref" -m tiny --synthetic --steps 100000 --stop-at $((at + 1)) --resume "$tmp/l/checkpoint.json" --save "$tmp/l/checkpoint.json" \
+    >"$tmp/out" 2>&1 && ok || bad "saving once the first run ended: $(head -2 "$tmp/out")"
 "$build/wp-ref" -m tests/data/tiny8/config.json --seq 16 --steps 1 --synthetic --save "$tmp/l/other.json" >"$tmp/out" 2>&1
 rc=$?
 [ $rc = 2 ] && grep -q "config.json describes another model (hidden_size 64, 4 layers" "$tmp/out" && [ ! -e "$tmp/l/other.json" ] && ok ||

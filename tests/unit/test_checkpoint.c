@@ -570,6 +570,57 @@ static void test_one_model_per_folder(void) {
     unlink(tmp_path("config.json"));
 }
 
+/* Two runs (run ids 0xa and 0xb) saving one name in one folder: the second neither replaces nor
+ * prunes the first's kept steps (nor their shards), even where the check at its start was not made
+ * (a run started before the other saved); it prunes its own; ckpt_check_owner refuses at start
+ * what its saves would take, and a resume (the same id) is let through. */
+static void test_runs(void) {
+    WpConfig c = tiny(8, 1, 0);
+    WpChunk k = wp_chunk_make(&c, 0, 0, 1, 1, 1);
+    float *p = filled(k.nparams, 0), *m = filled(k.nparams, 1), *v = filled(k.nparams, 2);
+    float *q = calloc(k.nparams, 4), *qm = calloc(k.nparams, 4), *qv = calloc(k.nparams, 4);
+    WpTrainState st = {.step = 1, .seed = 1, .micro_batches = 1, .micro_batch_size = 1, .seq = 4, .run = 0xa}, s2;
+    char err[512] = "", path[300];
+    snprintf(path, sizeof path, "%s", tmp_path("r.json"));
+    for (long s = 1; s <= 2; s++) {
+        st.step = s;
+        CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 0, err, sizeof err) == 0, "run a, step %ld: %s", s, err);
+    }
+    CHECK(ckpt_read_state(path, &s2, err, sizeof err) == 0 && s2.run == 0xa, "the run id read back: %llx",
+          (unsigned long long)s2.run);
+    /* at start: run b over run a's checkpoint, or whose saves would take a kept step of a's */
+    CHECK(ckpt_check_owner(path, 0xb, 0, NULL, err, sizeof err) == -1 && strstr(err, "holds the checkpoint of another run"),
+          "run b over a's checkpoint: %s", err);
+    CHECK(ckpt_check_owner(path, 0xa, 2, path, err, sizeof err) == 0, "run a resumed: %s", err);
+    unlink(path);
+    CHECK(ckpt_check_owner(path, 0xb, 1, NULL, err, sizeof err) == -1 && strstr(err, "r.2.json is the checkpoint of step 2"),
+          "run b from step 1: %s", err);
+    CHECK(ckpt_check_owner(path, 0xb, 2, NULL, err, sizeof err) == 0, "run b from step 2 takes no kept step of a's: %s", err);
+    /* at the commit: b's step 2 is refused, nothing of a's replaced; b's steps 3-5 with keep 2 prune b's alone */
+    char *before = tmp_slurp(tmp_path("r.2.json"), NULL), *after;
+    st.run = 0xb;
+    p[0] = 42;
+    CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 2, err, sizeof err) == -1 && strstr(err, "the checkpoint of another run"),
+          "run b over a's step 2: %s", err);
+    after = tmp_slurp(tmp_path("r.2.json"), NULL);
+    CHECK(before && after && !strcmp(before, after), "run a's step 2 replaced");
+    free(after);
+    for (long s = 3; s <= 5; s++) {
+        st.step = s;
+        CHECK(ckpt_save(path, &c, &k, 1, &p, &m, &v, &st, 2, err, sizeof err) == 0, "run b, step %ld: %s", s, err);
+    }
+    CHECK(access(tmp_path("r.1.json"), F_OK) == 0 && access(tmp_path("r.2.json"), F_OK) == 0 &&
+          access(tmp_path("r.3.json"), F_OK) != 0 && access(tmp_path("r.4.json"), F_OK) == 0, "kept: a's 1, 2 and b's 4, 5");
+    for (long s = 1; s <= 2; s++) {
+        char name[32];
+        snprintf(name, sizeof name, "r.%ld.json", s);
+        CHECK(ckpt_load(tmp_path(name), &c, &k, 1, &q, &qm, &qv, &s2, err, sizeof err) == 0 && s2.step == s && s2.run == 0xa,
+              "run a's %s after run b: %s", name, err);
+    }
+    free(before);
+    free(p); free(m); free(v); free(q); free(qm); free(qv);
+}
+
 int main(void) {
     tmp_dir_make("checkpoint");
     /* the tests below save models of several shapes into one folder: each starts without the
@@ -595,6 +646,8 @@ int main(void) {
     test_legacy();
     unlink(tmp_path("config.json"));
     test_one_model_per_folder();
+    unlink(tmp_path("config.json"));
+    test_runs();
     tmp_dir_remove();
     return check_summary("test_checkpoint");
 }
