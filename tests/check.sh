@@ -18,3 +18,16 @@ expect() {
     if [ -n "$msg" ] && ! grep -qF -- "$msg" "$tmp/err"; then bad "wpgen $*: stderr lacks '$msg': $(head -3 "$tmp/err")"; return; fi
     ok
 }
+
+sum() { sha256sum "$1" | cut -d' ' -f1; }
+
+# expect_refused NEEDLE FILE-KEPT -- ARGS...: runs ARGS; exit 2, its output naming NEEDLE (a fixed
+# string), and FILE-KEPT unchanged
+expect_refused() {
+    local needle=$1 kept=$2; shift 3
+    local before; before=$(sum "$kept")
+    "$@" >"$tmp/out" 2>&1
+    local rc=$?
+    if [ $rc = 2 ] && grep -qF -- "$needle" "$tmp/out" && [ "$(sum "$kept")" = "$before" ]; then ok
+    else bad "$*: exit $rc (want 2), $(sum "$kept" | cut -c1-8) vs ${before:0:8}: $(head -2 "$tmp/out") (want: $needle)"; fi
+}

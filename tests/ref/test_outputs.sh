@@ -10,17 +10,6 @@ cd "$(dirname "$0")/../.."
 . tests/check.sh
 ref=("$build/wp-ref" -m tiny --seq 16 --micro-batch-size 1 --steps 2)
 printf 'the quick brown fox jumps over the lazy dog, again and again and again.\n%.0s' {1..20} >"$tmp/d.bin"
-sum() { sha256sum "$1" | cut -d' ' -f1; }
-
-# expect_refused NEEDLE FILE-KEPT -- ARGS...: exit 2 naming NEEDLE, FILE-KEPT unchanged
-expect_refused() {
-    local needle=$1 kept=$2; shift 3
-    local before; before=$(sum "$kept")
-    "$@" >"$tmp/out" 2>&1
-    local rc=$?
-    if [ $rc = 2 ] && grep -q -- "$needle" "$tmp/out" && [ "$(sum "$kept")" = "$before" ]; then ok
-    else bad "$*: exit $rc (want 2), $(sum "$kept" | cut -c1-8) vs ${before:0:8}: $(head -2 "$tmp/out") (want: $needle)"; fi
-}
 
 # the data
 expect_refused "--log $tmp/d.bin is --data" "$tmp/d.bin" -- "${ref[@]}" --data "$tmp/d.bin" --log "$tmp/d.bin"

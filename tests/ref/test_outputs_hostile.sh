@@ -14,17 +14,6 @@ build=${1:-build}
 cd "$(dirname "$0")/../.."
 . tests/check.sh
 ref=("$build/wp-ref" -m tiny --seq 16 --micro-batch-size 1)
-sum() { sha256sum "$1" | cut -d' ' -f1; }
-
-# expect_refused NEEDLE FILE-KEPT -- ARGS...: exit 2 naming NEEDLE, FILE-KEPT unchanged
-expect_refused() {
-    local needle=$1 kept=$2; shift 3
-    local before; before=$(sum "$kept")
-    "$@" >"$tmp/out" 2>&1
-    local rc=$?
-    if [ $rc = 2 ] && grep -qF -- "$needle" "$tmp/out" && [ "$(sum "$kept")" = "$before" ]; then ok
-    else bad "$*: exit $rc (want 2), $(sum "$kept" | cut -c1-8) vs ${before:0:8}: $(head -2 "$tmp/out") (want: $needle)"; fi
-}
 
 # a `wpgen data` folder by hand: two llm.c uint16 shards, its tokenizer.json and .wpgen-data
 mkdir -p "$tmp/d"

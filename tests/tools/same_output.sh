@@ -14,7 +14,8 @@
 # Exit 0: identical; 1: a difference (listed, with the first lines of its diff); 2: bad arguments.
 # Two things are not the plan's and are masked: the path of the binary, which an emitted job.sbatch
 # names (and so its hash in .wpgen-files), and the search's progress lines on stderr, which report
-# elapsed seconds.
+# elapsed seconds. A change to runtime/ or templates/ changes the emitted copies of them; to compare
+# the generator alone (a move of its files, say), give both sides one tree: WPGEN_HOME=TREE.
 set -u
 if [ $# -lt 2 ] || [ ! -x "$1" ] || [ ! -x "$2" ]; then
     echo "usage: $0 BEFORE_WPGEN AFTER_WPGEN [KEEP_DIR]   (two executable wpgen binaries)" >&2

@@ -6,21 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#include "tmpdir.h"
 #include "plan_fixture.h"
 #include "cost/calib.h"
 #include "sim/sim.h"
-
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = calloc((size_t)n + 1, 1);
-    if (fread(s, 1, (size_t)n, f) != (size_t)n) { free(s); s = NULL; }
-    fclose(f);
-    return s;
-}
 
 static void put(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
@@ -74,7 +63,7 @@ static void test_round_trip(void) {
     CHECK_CLOSE(r.intra.lat, 2e-6, 1e-15, 0, "intra latency");
     /* written again from what was read: the same file */
     CHECK(calib_save(path2, &r, 0, err, sizeof err) == 0, "save again: %s", err);
-    char *x = slurp(path), *y = slurp(path2);
+    char *x = tmp_slurp(path, NULL), *y = tmp_slurp(path2, NULL);
     CHECK(x && y && !strcmp(x, y), "the file read and written again is the same");
     free(x); free(y);
     calib_free(&r);

@@ -17,6 +17,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 #include "check.h"
+#include "tmpdir.h"
 #include "common/modelcfg.h"
 #include "emit/emit_ops.h"
 #include "ir/op_table.h"
@@ -192,19 +193,6 @@ static const struct { const char *name; int kind; } forms[] = {
 #undef X
 };
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) { free(s); s = NULL; }
-    if (s) s[n] = 0;
-    fclose(f);
-    return s;
-}
-
 static void check_forms(void) {
     int nforms[OP__COUNT] = { 0 };
     for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) nforms[forms[i].kind]++;
@@ -213,7 +201,7 @@ static void check_forms(void) {
 
     char path[4200];
     snprintf(path, sizeof path, "%s/runtime/common/step.h", getenv("WPGEN_HOME"));
-    char *step_h = slurp(path);
+    char *step_h = tmp_slurp(path, NULL);
     CHECK(step_h != NULL, "cannot read %s", path);
     lua_State *L = wpgen_lua_new();
     CHECK(L != NULL, "lua state");
