@@ -230,9 +230,9 @@ int main(int argc, char **argv) {
     if (!r->tensors) die(1, "out of memory");
     wp_chunk_tensors(c, &r->k, r->tensors);
 
-    r->data = o.synthetic ? data_synthetic(o.seed, c->vocab) : data_open(o.data, c->vocab, S, !o.no_shuffle, o.seed, err, sizeof err);
+    r->data = o.synthetic ? data_synthetic(o.seed, c->vocab) : data_open(WP_DATA_TRAIN, o.data, c->vocab, S, !o.no_shuffle, o.seed, err, sizeof err);
     if (!r->data) die(2, "%s", o.synthetic ? "out of memory" : err);
-    if (o.val_data && !(r->val = data_open(o.val_data, c->vocab, S, 0, 0, err, sizeof err))) die(2, "--val-data %s", err);
+    if (o.val_data && !(r->val = data_open(WP_DATA_VAL, o.val_data, c->vocab, S, 0, 0, err, sizeof err))) die(2, "--val-data %s", err);
 
     /* Everything the steps need, allocated now: a step itself allocates nothing. */
     size_t np = r->k.nparams, nstash = wp_stash_floats(c, &r->k, o.recompute);

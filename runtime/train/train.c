@@ -386,13 +386,13 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
         comm_emulate(comm, P->rank_node, P->inter_lat, P->inter_bw > 0 ? 1.0 / P->inter_bw : 0, P->intra_lat,
                      P->intra_bw > 0 ? 1.0 / P->intra_bw : 0);
     }
-    R->data = o.synthetic ? data_synthetic(o.seed, R->cfg.vocab) : data_open(o.data, R->cfg.vocab, R->cfg.seq, !o.no_shuffle, o.seed, err, sizeof err);
+    R->data = o.synthetic ? data_synthetic(o.seed, R->cfg.vocab) : data_open(WP_DATA_TRAIN, o.data, R->cfg.vocab, R->cfg.seq, !o.no_shuffle, o.seed, err, sizeof err);
     if (!R->data) {
         if (R->rank == 0) fprintf(stderr, "train: %s\n", o.synthetic ? "out of memory" : err);
         comm_finalize(comm);
         return o.synthetic ? WP_EXIT_FAILED : WP_EXIT_BAD_INPUT;
     }
-    if (o.val_data && !(R->val = data_open(o.val_data, R->cfg.vocab, R->cfg.seq, 0, 0, err, sizeof err))) {
+    if (o.val_data && !(R->val = data_open(WP_DATA_VAL, o.val_data, R->cfg.vocab, R->cfg.seq, 0, 0, err, sizeof err))) {
         if (R->rank == 0) fprintf(stderr, "train: --val-data %s\n", err);
         data_close(R->data);
         comm_finalize(comm);
