@@ -382,7 +382,21 @@ static json_t *state_to_json(const WpTrainState *st) {
         adamw_setting_format(&st->adamw, &wp_adamw_settings[i], 1, val, sizeof val);
         if (json_object_set_new(o, wp_adamw_settings[i].key, json_string(val))) { json_decref(o); o = NULL; }
     }
+    /* the data's tokenizer, "" when unknown; its name for messages only, left out where a
+     * shard's header held no UTF-8 (json_string refuses it) */
+    if (o && json_object_set_new(o, "tokenizer", json_string(st->tokenizer))) { json_decref(o); o = NULL; }
+    json_t *name = o && st->tokenizer_name[0] ? json_string(st->tokenizer_name) : NULL;
+    if (name && json_object_set_new(o, "tokenizer_name", name)) { json_decref(o); o = NULL; }
     return o;
+}
+
+/* "sha256:" and 16 lowercase hex digits (data.h's data_tokenizer), "bytes", or "" (unknown). */
+static int tokenizer_valid(const char *t) {
+    if (!*t || !strcmp(t, "bytes")) return 1;
+    if (strncmp(t, "sha256:", 7) || strlen(t) != 7 + 16) return 0;
+    for (const char *p = t + 7; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))) return 0;
+    return 1;
 }
 
 /* st from the manifest's "state" object: every field, a decimal in its range. 0, or -1 with
@@ -420,6 +434,23 @@ static int state_from_json(const json_t *o, const char *path, WpTrainState *st, 
             return errmsg(err, errlen, "%s: state.%s: \"%s\", expected %s", path, set->key, val, range);
         }
         st->adamw_known |= 1u << i;
+    }
+    /* the data's tokenizer: absent in a checkpoint written before they recorded it */
+    const json_t *tk = json_object_get(o, "tokenizer"), *tn = json_object_get(o, "tokenizer_name");
+    if (tk) {
+        const char *t = json_string_value(tk);
+        if (!t || !tokenizer_valid(t))
+            return errmsg(err, errlen, "%s: state.tokenizer: expected \"sha256:\" and 16 hex digits, \"bytes\" or \"\"",
+                          path);
+        snprintf(st->tokenizer, sizeof st->tokenizer, "%s", t);
+        st->tokenizer_known = 1;
+    }
+    if (tn) {
+        const char *t = json_string_value(tn);
+        if (!t || json_string_length(tn) >= sizeof st->tokenizer_name || strlen(t) != json_string_length(tn))
+            return errmsg(err, errlen, "%s: state.tokenizer_name: expected a string of at most %zu bytes", path,
+                          sizeof st->tokenizer_name - 1);
+        snprintf(st->tokenizer_name, sizeof st->tokenizer_name, "%s", t);
     }
     return 0;
 }

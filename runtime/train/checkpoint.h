@@ -64,6 +64,12 @@ typedef struct WpTrainState {
      * checkpoints recorded them). */
     WpAdamW adamw;
     unsigned adamw_known;
+    /* The tokenizer of the run's --data (train/data.h's data_tokenizer: "sha256:HEX", "bytes" or
+     * "" where unknown) and its name, checked on resume against the data given then.
+     * tokenizer_known: 0 for a checkpoint written before checkpoints recorded it. */
+    char tokenizer[24];
+    char tokenizer_name[256];
+    int tokenizer_known;
 } WpTrainState;
 
 /* A range of a chunk's parameters that one process saves: floats [offset, offset + n) of chunk

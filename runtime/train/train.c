@@ -398,6 +398,15 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
         comm_finalize(comm);
         return WP_EXIT_BAD_INPUT;
     }
+    /* every rank opened the same data and read the same checkpoint state: the same answer */
+    if (train_flags_check_tokenizers(&o, R->data, R->val, o.resume ? &resumed : NULL, "train", R->rank == 0, err,
+                                     sizeof err)) {
+        if (R->rank == 0) fprintf(stderr, "train: %s\n", err);
+        data_close(R->val);
+        data_close(R->data);
+        comm_finalize(comm);
+        return WP_EXIT_BAD_INPUT;
+    }
     WpTrainState st = { 0 };
     init_masters(R, &o, &st);
     /* every rank read the checkpoint's state (train_flags_resume); the owners loaded its tensors:
@@ -437,7 +446,8 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
     WpLoop loop = { .prog = "train", .flags = &o, .start = start, .data_seq0 = data_seq0,
                     .micro_batches = P->total_mbs, .mbs = R->cfg.mbs,
                     .seq = R->cfg.seq, .model = &R->cfg, .peak_flops = peak, .printer = R->rank == 0,
-                    .epoch_seqs = data_nseq(R->data), .shuffled = !o.no_shuffle, .log = log, .ud = R, .step = run_step,
+                    .epoch_seqs = data_nseq(R->data), .shuffled = !o.no_shuffle, .tokenizer = data_tokenizer(R->data),
+                    .tokenizer_name = data_tokenizer_name(R->data), .log = log, .ud = R, .step = run_step,
                     .validate = R->val ? validate : NULL, .val_seqs = R->val ? data_nseq(R->val) : 0,
                     .allreduce = allreduce, .update = update, .save = save_begin, .save_idle = save_idle,
                     .save_commit = save_commit, .span = o.trace ? span : NULL, .now = now };

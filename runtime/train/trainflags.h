@@ -61,4 +61,13 @@ int train_flags_check_resume(const TrainFlags *o, const WpTrainState *st, const 
 int train_flags_data_origin(const TrainFlags *o, const WpTrainState *st, int M, int G, int S, uint64_t *seq,
                             char *err, size_t errlen);
 
+/* The data's tokenizer (train/data.h's data_tokenizer) against --val-data's (val, NULL: none) and
+ * against the run being resumed (st, NULL: no --resume): another one is refused, -1 with one line
+ * in err naming both (exit 2). Where either is unknown (llm.c's own shards, synthetic tokens) nothing
+ * is compared; a checkpoint written before checkpoints recorded the tokenizer resumes, with a
+ * warning on stderr (print). */
+struct WpData;
+int train_flags_check_tokenizers(const TrainFlags *o, const struct WpData *data, const struct WpData *val,
+                                 const WpTrainState *st, const char *prog, int print, char *err, size_t errlen);
+
 #endif
