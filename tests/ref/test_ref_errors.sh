@@ -23,11 +23,12 @@ expect() {
     fi
 }
 
-ok=(-m tiny --seq 16 --micro-batch-size 1 --steps 2)
+shape=(-m tiny --seq 16 --micro-batch-size 1)   # without --steps: a flag is given once
+ok=("${shape[@]}" --steps 2)
 expect 2 "no model" -- --synthetic
 expect 2 "unknown flag --bogus" -- "${ok[@]}" --synthetic --bogus
-expect 2 "--steps: expected an integer" -- "${ok[@]}" --synthetic --steps abc
-expect 2 "--steps: expected an integer" -- "${ok[@]}" --synthetic --steps 12x
+expect 2 "--steps: expected an integer" -- "${shape[@]}" --synthetic --steps abc
+expect 2 "--steps: expected an integer" -- "${shape[@]}" --synthetic --steps 12x
 expect 2 "--lr: expected a number" -- "${ok[@]}" --synthetic --lr -1
 expect 2 "--lr: expected a number" -- "${ok[@]}" --synthetic --lr nan
 expect 2 "--micro-batches: expected an integer" -- "${ok[@]}" --synthetic --micro-batches 0
@@ -139,7 +140,7 @@ expect 1 "step 1: the loss is NaN: stopping (no checkpoint was written)" -- \
     "${ok[@]}" --synthetic --init "$tmp/ck/n.json"
 
 # Out of range: --steps is counted in an int (2^31 + 2 used to wrap and change the schedule).
-expect 2 "--steps: expected an integer in [0, 2147483647], got \"2147483650\"" -- "${ok[@]}" --synthetic --stop-at 1 --steps 2147483650
+expect 2 "--steps: expected an integer in [0, 2147483647], got \"2147483650\"" -- "${shape[@]}" --synthetic --stop-at 1 --steps 2147483650
 expect 2 "--save-every: expected an integer in [1, 2147483647]" -- "${ok[@]}" --synthetic --save "$tmp/x.json" --save-every 4294967296
 # Sizes no real model has: refused naming the field, not wrapped into "0 B" (exit 2).
 echo '{"hidden_size": 1073741824, "num_hidden_layers": 2, "num_attention_heads": 16, "intermediate_size": 64, "vocab_size": 256}' >"$tmp/huge.json"
@@ -179,7 +180,7 @@ for case in "exp_avg nan" "exp_avg_sq -1"; do
     set -- $case
     rm -rf "$tmp/mom2"; cp -r "$tmp/mom" "$tmp/mom2"
     ckpt_poke "$tmp/mom2/checkpoint.json" "model.norm.weight.$1" "$2"
-    expect 2 "an $1 (AdamW's" -- "${ok[@]}" --synthetic --steps 3 --resume "$tmp/mom2/checkpoint.json"
+    expect 2 "an $1 (AdamW's" -- "${shape[@]}" --synthetic --steps 3 --resume "$tmp/mom2/checkpoint.json"
 done
 
 # --help succeeds.
