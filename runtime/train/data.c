@@ -403,7 +403,17 @@ static void describe(WpData *d, const Tokenizer *tok, const char *spec) {
              (unsigned long long)d->nseq, d->shuffle ? "shuffled each epoch by the seed" : "in order");
 }
 
+static WpData *open_spec(int role, const char *spec, int vocab, int seq, int shuffle, uint64_t seed, char *err,
+                         size_t errlen);
+
 WpData *data_open(int role, const char *spec, int vocab, int seq, int shuffle, uint64_t seed, char *err, size_t errlen) {
+    WpData *d = open_spec(role, spec, vocab, seq, shuffle, seed, err, errlen);
+    if (!d) errmsg_one_line(err);   /* the spec, a file's name, a tokenizer's may hold a newline */
+    return d;
+}
+
+static WpData *open_spec(int role, const char *spec, int vocab, int seq, int shuffle, uint64_t seed, char *err,
+                         size_t errlen) {
     if (vocab <= 0 || seq <= 0 || (role != WP_DATA_TRAIN && role != WP_DATA_VAL)) {
         errmsg(err, errlen, "%s: bad vocabulary %d, sequence %d or role %d", spec, vocab, seq, role);
         return NULL;
