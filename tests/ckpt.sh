@@ -16,6 +16,8 @@ same_ckpt() {   # A B: the same manifest and byte-identical shards
 }
 # Writes the float VALUE over element 1 of tensor NAME (a slice of it) in whichever shard of
 # checkpoint PATH holds its first element: a checkpoint no run can have left, for the error tests.
+# The shard is renamed to its new content's hash (checkpoint.c's hash_bytes, as a load checks it)
+# and PATH names it so: a checkpoint whole but for the value.
 ckpt_poke() {   # PATH NAME VALUE
     python3 - "$1" "$2" "$3" <<'PY'
 import json, os, struct, sys
@@ -28,6 +30,32 @@ b = bytearray(open(f, "rb").read())
 n = struct.unpack("<Q", b[:8])[0]
 at = 8 + n + json.loads(b[8:8 + n])[name]["data_offsets"][0] + 4
 b[at:at + 4] = struct.pack("<f", value)
-open(f, "wb").write(b)
+M = 2**64 - 1
+def mix64(x):
+    x = (x + 0x9e3779b97f4a7c15) & M
+    x = ((x ^ (x >> 30)) * 0xbf58476d1ce4e5b9) & M
+    x = ((x ^ (x >> 27)) * 0x94d049bb133111eb) & M
+    return x ^ (x >> 31)
+def hash_bytes(h, data):
+    k = len(data) // 8 * 8
+    for (w,) in struct.iter_unpack("<Q", data[:k]):
+        h = ((h ^ w) * 0x100000001b3) & M
+        h ^= h >> 29
+    return mix64(h ^ int.from_bytes(data[k:] + bytes(8 - len(data) + k), "little") ^ ((len(data) - k) << 56))
+head = json.loads(b[8:8 + n])
+meta = head["__metadata__"]
+h = hash_bytes(int(meta["rank"]), meta["state"].encode())
+for t, sl in json.loads(meta["slices"]).items():
+    h = hash_bytes(hash_bytes(h, t.encode() + b"\0"), struct.pack("<Q", sl["offset"]))
+    for suffix in ("", ".exp_avg", ".exp_avg_sq"):
+        if t + suffix in head:
+            lo, hi = head[t + suffix]["data_offsets"]
+            h = hash_bytes(h, bytes(b[8 + n + lo:8 + n + hi]))
+new = shard["file"][:-len("0123456789abcdef.safetensors")] + "%016x.safetensors" % h
+open(os.path.join(os.path.dirname(path), new), "wb").write(b)
+if new != shard["file"]:
+    os.unlink(f)
+shard["file"] = new
+json.dump(man, open(path, "w"), indent=1)
 PY
 }

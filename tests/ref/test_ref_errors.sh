@@ -183,6 +183,37 @@ for case in "exp_avg nan" "exp_avg_sq -1"; do
     expect 2 "an $1 (AdamW's" -- "${shape[@]}" --synthetic --steps 3 --resume "$tmp/mom2/checkpoint.json"
 done
 
+# A shard checked at load against its manifest and its name: a byte changed after the save (its
+# content no longer hashes to its name's hash), another save's shard under the name (another
+# training state), its slices metadata edited (another offset): each refused naming the shard.
+shard1() { ls "$1"/checkpoint.shard.*.safetensors | head -n 1; }
+rm -rf "$tmp/bits"; cp -r "$tmp/mom" "$tmp/bits"
+python3 - "$(shard1 "$tmp/bits")" <<'PY'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read()); b[-3] ^= 1; open(sys.argv[1], "wb").write(b)
+PY
+expect 2 "$(basename "$(shard1 "$tmp/bits")"): its content hashes to" -- "${shape[@]}" --synthetic --steps 3 --resume "$tmp/bits/checkpoint.json"
+mkdir -p "$tmp/other"
+"$ref" "${ok[@]}" --synthetic --seed 99 --save "$tmp/other/checkpoint.json" >/dev/null 2>&1
+rm -rf "$tmp/swap"; cp -r "$tmp/mom" "$tmp/swap"; cp "$(shard1 "$tmp/other")" "$(shard1 "$tmp/swap")"
+expect 2 "safetensors: its training state is not the manifest $tmp/swap/checkpoint.json's: a shard of another save" \
+    -- "${shape[@]}" --synthetic --steps 3 --resume "$tmp/swap/checkpoint.json"
+rm -rf "$tmp/meta"; cp -r "$tmp/mom" "$tmp/meta"
+python3 - "$(shard1 "$tmp/meta")" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+head = json.loads(b[8:8 + n])
+sl = json.loads(head["__metadata__"]["slices"])
+sl["model.norm.weight"]["offset"] = 3
+head["__metadata__"]["slices"] = json.dumps(sl)
+h = json.dumps(head).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + b[8 + n:])
+PY
+expect 2 "slices.model.norm.weight: the shard says offset 3, the manifest $tmp/meta/checkpoint.json 0: a shard of another save" \
+    -- "${shape[@]}" --synthetic --steps 3 --resume "$tmp/meta/checkpoint.json"
+
 # --help succeeds.
 n=$((n + 1))
 # (into a file: grep -q stops reading at the match, and under pipefail the rest of the text would
