@@ -144,7 +144,9 @@ int ckpt_save(const char *path, const WpConfig *c, const WpChunk *chunks, int nc
  * shape the model expects, and the checkpoint must hold no tensor the model does not have (a
  * checkpoint of another shape is an error naming the tensor and both shapes). With m and v (not
  * NULL) also loads AdamW's state and fills st. Of a manifest, opens only the shards that hold
- * slices of the chunks asked for. */
+ * slices of the chunks asked for, checks each one's header against the manifest (rank, state,
+ * slices' offsets and shapes) and, for those it reads whole, its content against the hash its
+ * name holds. */
 int ckpt_load(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
               float *const *params, float *const *m, float *const *v, WpTrainState *st,
               char *err, size_t errlen);
