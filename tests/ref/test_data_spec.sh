@@ -9,6 +9,7 @@
 set -uo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/../.."
+source tests/ckpt.sh
 ref=$build/wp-ref
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -79,12 +80,7 @@ expect 2 "--resume $tmp/ck/checkpoint.json: its run read data tokenized by token
 expect 2 "is tokenized by bytes (one token per byte)" -- "${base[@]}" --steps 4 --data "$tmp/odd,[1]*.txt" --resume "$tmp/ck/checkpoint.json"
 expect 0 "" -- "${base[@]}" --steps 4 --data "$tmp/a" --resume "$tmp/ck/checkpoint.json"
 # a checkpoint from before checkpoints recorded the tokenizer resumes, saying it cannot check
-python3 - "$tmp/ck/checkpoint.json" <<'PY'
-import json, sys
-m = json.load(open(sys.argv[1]))
-del m["state"]["tokenizer"], m["state"]["tokenizer_name"]
-json.dump(m, open(sys.argv[1], "w"), indent=1)
-PY
+ckpt_drop_state "$tmp/ck/checkpoint.json" tokenizer tokenizer_name
 expect 0 "" -- "${base[@]}" --steps 6 --data "$tmp/b" --resume "$tmp/ck/checkpoint.json"
 grep -q "wp-ref: warning: --resume $tmp/ck/checkpoint.json: the checkpoint records no tokenizer (written before checkpoints did): --data's, tokenizer bpe-b sha256:0b0c0d0e0f101112, cannot be checked" \
     "$tmp/err" || fail "an old checkpoint's resume: no warning: $(head -n 2 "$tmp/err")"
