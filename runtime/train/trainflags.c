@@ -12,9 +12,9 @@
 #include "common/outpaths.h"
 
 const char train_flags_usage[] =
-    "  --data SPEC             token shards (*.bin: llm.c's uint16 or uint32, or wpgen data's) or a file\n"
-    "                          read as bytes; SPEC a file, a comma list, a quoted glob or a directory\n"
-    "                          (its train-*.bin)\n"
+    "  --data SPEC             token shards (*.bin: llm.c's uint16 or uint32, or wpgen data's) or files\n"
+    "                          read as bytes, not both; SPEC a file, a comma list, a quoted glob or a\n"
+    "                          directory (its train-*.bin); a name that exists is taken as it is\n"
     "  --no-shuffle            read the sequences in file order (default: a seeded order each epoch)\n"
     "  --val-data SPEC         held-out data (as --data): the mean loss over a fixed set of its sequences,\n"
     "                          val_loss in the step line and the log, at the end and with --val-every\n"
@@ -141,7 +141,7 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
     int min_lr_given = 0, decay_given = 0, keep_given = 0;
     o->keep = 0;   /* all */
     /* Every flag once: a second --data or --lr would silently replace the first (which one a
-     * user meant is not ours to guess). seen[j]: the argument that gave flag j. */
+     * user meant is not ours to guess). seen_flag[j], seen_val[j]: the j-th flag given, its value. */
     enum { MAX_SEEN = 64 };
     char seen_flag[MAX_SEEN][64];
     const char *seen_val[MAX_SEEN];

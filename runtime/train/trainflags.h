@@ -32,7 +32,8 @@ typedef struct TrainFlags {
 /* The shared part of the usage text. */
 extern const char train_flags_usage[];
 
-/* Parses argv. with_model: accept -m/--seq/--micro-batch-size/--micro-batches (wp-ref).
+/* Parses argv. with_model: accept -m/--seq/--micro-batch-size/--micro-batches (wp-ref). Every
+ * flag is given once (a second one, under either of its names, is refused naming both values).
  * -h/--help prints usage (head, then the shared text) and exits 0. Returns 0, or -1 with one
  * line in err (the caller exits 2). */
 int train_flags_parse(int argc, char **argv, int with_model, const char *usage_head, TrainFlags *o,
