@@ -216,7 +216,8 @@ int main(int argc, char **argv) {
     if (!o.micro_batches) o.micro_batches = 1;
     /* --resume: the run's own seed (the data's order depends on it), and its optimizer's settings
      * checked, before anything is set up */
-    if (train_flags_resume(&o, "wp-ref", 1, NULL, err, sizeof err)) die(2, "%s", err);
+    WpTrainState resumed = { 0 };
+    if (train_flags_resume(&o, "wp-ref", 1, &resumed, err, sizeof err)) die(2, "%s", err);
     WpConfig *c = &r->c;
     if (model_load(o.model, c, name, sizeof name, err, sizeof err)) die(2, "%s", err);
     if (o.seq) c->seq = o.seq;
@@ -231,9 +232,11 @@ int main(int argc, char **argv) {
     if (!r->tensors) die(1, "out of memory");
     wp_chunk_tensors(c, &r->k, r->tensors);
 
-    r->data = o.synthetic ? data_synthetic(o.seed, c->vocab) : data_open(o.data, c->vocab, S, !o.no_shuffle, o.seed, err, sizeof err);
+    r->data = o.synthetic ? data_synthetic(o.seed, c->vocab) : data_open(WP_DATA_TRAIN, o.data, c->vocab, S, !o.no_shuffle, o.seed, err, sizeof err);
     if (!r->data) die(2, "%s", o.synthetic ? "out of memory" : err);
-    if (o.val_data && !(r->val = data_open(o.val_data, c->vocab, S, 0, 0, err, sizeof err))) die(2, "--val-data %s", err);
+    if (o.val_data && !(r->val = data_open(WP_DATA_VAL, o.val_data, c->vocab, S, 0, 0, err, sizeof err))) die(2, "--val-data %s", err);
+    if (train_flags_check_tokenizers(&o, r->data, r->val, o.resume ? &resumed : NULL, "wp-ref", 1, err, sizeof err))
+        die(2, "%s", err);
 
     /* Everything the steps need, allocated now: a step itself allocates nothing. */
     size_t np = r->k.nparams, nstash = wp_stash_floats(c, &r->k, o.recompute);
@@ -290,7 +293,8 @@ int main(int argc, char **argv) {
     loop_catch_signals();
     WpLoop loop = { .prog = "wp-ref", .flags = &o, .start = start, .data_seq0 = data_seq0, .micro_batches = M, .mbs = G, .seq = S, .model = c,
                     .peak_flops = peak_tflops * 1e12, .printer = 1,
-                    .epoch_seqs = data_nseq(r->data), .shuffled = !o.no_shuffle, .log = log,
+                    .epoch_seqs = data_nseq(r->data), .shuffled = !o.no_shuffle, .tokenizer = data_tokenizer(r->data),
+                    .tokenizer_name = data_tokenizer_name(r->data), .log = log,
                     .validate = r->val ? ref_validate : NULL, .val_seqs = r->val ? data_nseq(r->val) : 0, .ud = r,
                     .step = ref_step, .update = ref_update, .save = ref_save,
                     .span = o.trace ? ref_span : NULL, .now = ref_now };

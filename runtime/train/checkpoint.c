@@ -382,7 +382,21 @@ static json_t *state_to_json(const WpTrainState *st) {
         adamw_setting_format(&st->adamw, &wp_adamw_settings[i], 1, val, sizeof val);
         if (json_object_set_new(o, wp_adamw_settings[i].key, json_string(val))) { json_decref(o); o = NULL; }
     }
+    /* the data's tokenizer, "" when unknown; its name for messages only, left out where a
+     * shard's header held no UTF-8 (json_string refuses it) */
+    if (o && json_object_set_new(o, "tokenizer", json_string(st->tokenizer))) { json_decref(o); o = NULL; }
+    json_t *name = o && st->tokenizer_name[0] ? json_string(st->tokenizer_name) : NULL;
+    if (name && json_object_set_new(o, "tokenizer_name", name)) { json_decref(o); o = NULL; }
     return o;
+}
+
+/* "sha256:" and 16 lowercase hex digits (data.h's data_tokenizer), "bytes", or "" (unknown). */
+static int tokenizer_valid(const char *t) {
+    if (!*t || !strcmp(t, "bytes")) return 1;
+    if (strncmp(t, "sha256:", 7) || strlen(t) != 7 + 16) return 0;
+    for (const char *p = t + 7; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))) return 0;
+    return 1;
 }
 
 /* st from the manifest's "state" object: every field, a decimal in its range. 0, or -1 with
@@ -420,6 +434,23 @@ static int state_from_json(const json_t *o, const char *path, WpTrainState *st, 
             return errmsg(err, errlen, "%s: state.%s: \"%s\", expected %s", path, set->key, val, range);
         }
         st->adamw_known |= 1u << i;
+    }
+    /* the data's tokenizer: absent in a checkpoint written before they recorded it */
+    const json_t *tk = json_object_get(o, "tokenizer"), *tn = json_object_get(o, "tokenizer_name");
+    if (tk) {
+        const char *t = json_string_value(tk);
+        if (!t || !tokenizer_valid(t))
+            return errmsg(err, errlen, "%s: state.tokenizer: expected \"sha256:\" and 16 hex digits, \"bytes\" or \"\"",
+                          path);
+        snprintf(st->tokenizer, sizeof st->tokenizer, "%s", t);
+        st->tokenizer_known = 1;
+    }
+    if (tn) {
+        const char *t = json_string_value(tn);
+        if (!t || json_string_length(tn) >= sizeof st->tokenizer_name || strlen(t) != json_string_length(tn))
+            return errmsg(err, errlen, "%s: state.tokenizer_name: expected a string of at most %zu bytes", path,
+                          sizeof st->tokenizer_name - 1);
+        snprintf(st->tokenizer_name, sizeof st->tokenizer_name, "%s", t);
     }
     return 0;
 }
@@ -1035,6 +1066,79 @@ static int manifest_shard_path(const json_t *root, size_t i, const char *path, c
 static int check_moments(const char *opt, const WpChunk *chunks, int nchunks, float *const *m, float *const *v,
                          char *err, size_t errlen);
 
+/* What a shard says of itself against what the manifest says of it, checked when a load opens
+ * it (its header only: cheap whatever its size): written by wpgen, of the manifest's rank and
+ * training state, and each slice the manifest names at the manifest's offset, of the manifest's
+ * tensor shape. A shard of another save under the right name, or metadata edited, is refused
+ * here rather than loaded into the wrong place. 0, or -1 with err naming the file. */
+static int shard_check_header(const WpStFile *f, const char *file, const json_t *root, size_t s, const char *path,
+                              char *err, size_t errlen) {
+    const json_t *entry = json_array_get(json_object_get(root, "shards"), s);
+    const char *fmt = wp_st_metadata(f, "format"), *rank = wp_st_metadata(f, "rank");
+    const char *state = wp_st_metadata(f, "state"), *slices = wp_st_metadata(f, "slices");
+    if (!fmt || strcmp(fmt, SHARD_FORMAT))
+        return errmsg(err, errlen, "%s: not a checkpoint shard written by wpgen (its __metadata__ format is not \"%s\")", file,
+                      SHARD_FORMAT);
+    const json_t *want_rank = json_object_get(entry, "rank");
+    if (json_is_integer(want_rank) && (!rank || strtoll(rank, NULL, 10) != json_integer_value(want_rank)))
+        return errmsg(err, errlen, "%s: a shard of rank %s, where the manifest %s names rank %" JSON_INTEGER_FORMAT, file,
+                      rank ? rank : "none", path, json_integer_value(want_rank));
+    json_t *st = state ? json_loads(state, 0, NULL) : NULL, *sl = slices ? json_loads(slices, 0, NULL) : NULL;
+    int rc = 0;
+    if (!json_equal(st, json_object_get(root, "state")))
+        rc = errmsg(err, errlen, "%s: its training state is not the manifest %s's: a shard of another save", file, path);
+    const char *name;
+    const json_t *want;
+    json_object_foreach((json_t *)json_object_get(entry, "slices"), name, want) {
+        if (rc) break;
+        const json_t *got = json_object_get(sl, name);
+        json_int_t off = json_integer_value(json_object_get(got, "offset"));
+        if (!json_is_integer(json_object_get(got, "offset")) || off != json_integer_value(json_array_get(want, 0)))
+            rc = errmsg(err, errlen, "%s: slices.%s: the shard says offset %" JSON_INTEGER_FORMAT ", the manifest %s %"
+                        JSON_INTEGER_FORMAT ": a shard of another save", file, name, off, path,
+                        json_integer_value(json_array_get(want, 0)));
+        else if (!json_equal(json_object_get(got, "shape"), json_object_get(json_object_get(root, "tensors"), name)))
+            rc = errmsg(err, errlen, "%s: slices.%s: the shard's whole shape is not the manifest %s's", file, name, path);
+    }
+    json_decref(st);
+    json_decref(sl);
+    return rc;
+}
+
+/* The content hash ckpt_write_shard names a shard by, recomputed from what the file holds (its
+ * rank, state, and each slice's name, offset and arrays in the order its metadata lists them),
+ * against the name's. Reads the whole file: a load does it for the shards it reads whole (the
+ * usual resume under the plan that saved, and wp-ref's); a shard read in part, only checked by
+ * shard_check_header. 0, or -1 with err naming the file. */
+static int shard_check_hash(const WpStFile *f, const char *file, char *err, size_t errlen) {
+    const char *dot = strrchr(file, '.'), *rank = wp_st_metadata(f, "rank"), *state = wp_st_metadata(f, "state");
+    const char *hex = dot && dot - file >= 17 ? dot - 16 : NULL;
+    char *end = NULL;
+    uint64_t want = hex ? strtoull(hex, &end, 16) : 0;
+    if (!end || end != dot || !rank || !state) return errmsg(err, errlen, "%s: no content hash in its name", file);
+    uint64_t h = hash_bytes((uint64_t)strtoll(rank, NULL, 10), state, strlen(state));
+    json_t *sl = json_loads(wp_st_metadata(f, "slices") ? wp_st_metadata(f, "slices") : "", 0, NULL);
+    const char *name;
+    const json_t *v;
+    json_object_foreach(sl, name, v) {
+        size_t start = (size_t)json_integer_value(json_object_get(v, "offset"));
+        h = hash_bytes(h, name, strlen(name) + 1);
+        h = hash_bytes(h, &start, sizeof start);
+        for (int q = 0; q < 3; q++) {
+            char full[300];
+            size_t bytes = 0;
+            snprintf(full, sizeof full, "%s%s", name, shard_suffix[q]);
+            const void *data = wp_st_get(f, full, NULL, NULL, NULL, &bytes);
+            if (data) h = hash_bytes(h, data, bytes);
+        }
+    }
+    json_decref(sl);
+    if (h != want)
+        return errmsg(err, errlen, "%s: its content hashes to %016" PRIx64 ", not to the %016" PRIx64 " of its name: the file "
+                      "changed after it was saved (cut short, a disk error, edited)", file, h, want);
+    return 0;
+}
+
 /* ckpt_load of a manifest: each tensor of each chunk asked for from the slices that hold it,
  * opening each shard once, and only those that hold some. */
 static int load_manifest(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
@@ -1056,7 +1160,8 @@ static int load_manifest(const char *path, const WpConfig *c, const WpChunk *chu
                     "them, --resume needs a checkpoint written by training", path, path);
     WpStFile **open = calloc(nsh ? nsh : 1, sizeof *open);
     Piece *pieces = malloc((nsh ? nsh : 1) * sizeof *pieces);
-    if (rc == 0 && (!open || !pieces)) rc = errmsg(err, errlen, "%s: out of memory", path);
+    size_t *nread = calloc(nsh ? nsh : 1, sizeof *nread);   /* slices read of each shard */
+    if (rc == 0 && (!open || !pieces || !nread)) rc = errmsg(err, errlen, "%s: out of memory", path);
     float *const *dst[3] = { params, m, v };
     for (int k = 0; k < nchunks && rc == 0; k++) {
         int nt;
@@ -1069,7 +1174,9 @@ static int load_manifest(const char *path, const WpConfig *c, const WpChunk *chu
                 char file[5400];
                 size_t s = (size_t)pieces[p].shard;
                 if (manifest_shard_path(root, s, path, file, sizeof file, err, errlen)) { rc = -1; break; }
-                if (!open[s] && !(open[s] = wp_st_open(file, err, errlen))) { rc = -1; break; }
+                if (!open[s] && (!(open[s] = wp_st_open(file, err, errlen)) ||
+                                 shard_check_header(open[s], file, root, s, path, err, errlen))) { rc = -1; break; }
+                nread[s]++;
                 for (int q = 0; q < (moments ? 3 : 1) && rc == 0; q++) {
                     char name[160];
                     const char *dtype;
@@ -1087,12 +1194,21 @@ static int load_manifest(const char *path, const WpConfig *c, const WpChunk *chu
         }
         free(ts);
     }
+    /* the shards read whole: their content against the hash their names hold */
+    for (size_t s = 0; s < nsh && rc == 0; s++) {
+        char file[5400];
+        if (open[s] && nread[s] == json_object_size(json_object_get(json_array_get(shards, s), "slices")) &&
+            (manifest_shard_path(root, s, path, file, sizeof file, err, errlen) ||
+             shard_check_hash(open[s], file, err, errlen)))
+            rc = -1;
+    }
     for (int q = 0; q < (moments ? 3 : 1) && rc == 0; q++) fill_mirror(c, chunks, nchunks, dst[q]);
     if (rc == 0 && moments) rc = check_moments(path, chunks, nchunks, m, v, err, errlen);
     if (rc == 0 && st) *st = state;
     for (size_t s = 0; open && s < nsh; s++) wp_st_close(open[s]);
     free(open);
     free(pieces);
+    free(nread);
     json_decref(root);
     return rc ? errmsg_one_line(err) : 0;
 }

@@ -73,6 +73,12 @@ typedef struct WpTrainState {
      * the shards): a save replaces or prunes only manifests of its own run. A resume goes on with
      * the id of the checkpoint it resumes; 0: unknown (a checkpoint of an earlier version). */
     uint64_t run;
+    /* The tokenizer of the run's --data (train/data.h's data_tokenizer: "sha256:HEX", "bytes" or
+     * "" where unknown) and its name, checked on resume against the data given then.
+     * tokenizer_known: 0 for a checkpoint written before checkpoints recorded it. */
+    char tokenizer[24];
+    char tokenizer_name[256];
+    int tokenizer_known;
 } WpTrainState;
 
 /* A range of a chunk's parameters that one process saves: floats [offset, offset + n) of chunk
@@ -162,7 +168,9 @@ int ckpt_save(const char *path, const WpConfig *c, const WpChunk *chunks, int nc
  * checkpoint of another shape is an error naming the tensor and both shapes). With m and v (not
  * NULL) also loads AdamW's state and fills st; without them (weights alone: --init, wpgen
  * export) every weight must be finite, else an error naming the tensor and its first bad element.
- * Of a manifest, opens only the shards that hold slices of the chunks asked for. */
+ * Of a manifest, opens only the shards that hold slices of the chunks asked for, checks each one's
+ * header against the manifest (rank, state, slices' offsets and shapes) and, for those it reads
+ * whole, its content against the hash its name holds. */
 int ckpt_load(const char *path, const WpConfig *c, const WpChunk *chunks, int nchunks,
               float *const *params, float *const *m, float *const *v, WpTrainState *st,
               char *err, size_t errlen);

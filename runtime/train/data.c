@@ -43,6 +43,7 @@ struct WpData {
     int nfiles;
     uint64_t ntokens, nseq;
     char about[768];
+    char tokenizer[24], tokenizer_name[WP_SHARD_EXT_NAME_BYTES];   /* data_tokenizer */
     long origin_step;             /* data_set_origin: step origin_step reads sequence origin_seq on */
     uint64_t origin_seq;
 };
@@ -163,30 +164,45 @@ static int add_glob(Names *s, const char *pattern, const char *shown, const char
     return 0;
 }
 
-/* One item of the list: a directory (its train-*.bin), a glob, or a file as it is. */
+/* The flag a role's data are given by, for messages. */
+static const char *const role_flag[] = { [WP_DATA_TRAIN] = "--data", [WP_DATA_VAL] = "--val-data" };
+
+/* One item of the list: a name that exists as it is (a directory: its train-*.bin; a file), else
+ * a glob, else a file (which then fails to open, naming itself). A name that exists is never read
+ * as a pattern, so a file whose name holds '*', '?' or '[' can be given. */
 static int add_item(Names *s, const char *item, char *err, size_t errlen) {
     struct stat st;
-    if (strpbrk(item, "*?[")) return add_glob(s, item, item, "the pattern matches no file", err, errlen);
-    if (stat(item, &st) == 0 && S_ISDIR(st.st_mode)) {
-        char pattern[4200];
-        int n = snprintf(pattern, sizeof pattern, "%s/train-*.bin", item);
-        if (n < 0 || (size_t)n >= sizeof pattern) return errmsg(err, errlen, "%s: the name is too long", item);
-        if (strchr(item, '\\')) return errmsg(err, errlen, "%s: a directory whose name has a backslash (a glob escape)", item);
+    int exists = stat(item, &st) == 0;
+    if (!exists && strpbrk(item, "*?[")) return add_glob(s, item, item, "the pattern matches no file", err, errlen);
+    if (exists && S_ISDIR(st.st_mode)) {
+        /* the directory's own name escaped, so that glob reads it as it is */
+        char pattern[8400];
+        size_t n = 0;
+        for (const char *p = item; *p && n + 2 < sizeof pattern; p++) {
+            if (strchr("*?[\\", *p)) pattern[n++] = '\\';
+            pattern[n++] = *p;
+        }
+        int k = snprintf(pattern + n, sizeof pattern - n, "/train-*.bin");
+        if (k < 0 || (size_t)k >= sizeof pattern - n) return errmsg(err, errlen, "%s: the name is too long", item);
         return add_glob(s, pattern, item, "a directory without token shards (train-*.bin): give the shards, or the "
                         "directory `wpgen data` wrote", err, errlen);
     }
     return names_add(s, item) ? errmsg(err, errlen, "%s: out of memory", item) : 0;
 }
 
-static int expand_spec(const char *spec, Names *s, char *err, size_t errlen) {
-    if (!*spec) return errmsg(err, errlen, "--data: expected a file, a comma list, a glob or a directory, got an empty name");
+/* The spec's files into s: the spec as it is when that name exists (a file or directory whose
+ * name holds a comma), else each item of its comma list. */
+static int expand_spec(const char *spec, const char *flag, Names *s, char *err, size_t errlen) {
+    if (!*spec) return errmsg(err, errlen, "%s: expected a file, a comma list, a glob or a directory, got an empty name", flag);
+    struct stat st;
+    if (stat(spec, &st) == 0) return add_item(s, spec, err, errlen);
     char *copy = strdup(spec);
     if (!copy) return errmsg(err, errlen, "%s: out of memory", spec);
     int rc = 0;
     for (char *p = copy, *comma; rc == 0; p = comma + 1) {
         comma = strchr(p, ',');
         if (comma) *comma = 0;
-        if (!*p) rc = errmsg(err, errlen, "--data %s: an empty name in the list", spec);
+        if (!*p) rc = errmsg(err, errlen, "%s %s: an empty name in the list", flag, spec);
         else rc = add_item(s, p, err, errlen);
         if (!comma) break;
     }
@@ -194,11 +210,49 @@ static int expand_spec(const char *spec, Names *s, char *err, size_t errlen) {
     return rc;
 }
 
+static int is_shard_name(const char *path) { return ends_with(path, ".bin"); }
+
+/* `wpgen data`'s held-out shards: DIR/val-*.bin. */
+static int is_val_shard_name(const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    return strncmp(base, "val-", 4) == 0 && is_shard_name(base);
+}
+
+/* What the expanded names may not be, refused before a file is opened: held-out shards in the
+ * training data (a glob over a `wpgen data` folder matches its val-*.bin), and token shards
+ * mixed with files read as bytes (the same glob matches its tokenizer.json; ids of a tokenizer
+ * and bytes are different vocabularies). Names the files. */
+static int check_names(const Names *s, int role, const char *spec, char *err, size_t errlen) {
+    const char *flag = role_flag[role];
+    for (int i = 0; role == WP_DATA_TRAIN && i < s->n; i++)
+        if (is_val_shard_name(s->v[i]))
+            return errmsg(err, errlen, "%s: a held-out shard (val-*.bin, the validation split `wpgen data` writes) in --data "
+                          "%s: the run would train on what it validates on; give --data the directory (its train-*.bin) "
+                          "or its train-*.bin, and --val-data its val-*.bin", s->v[i], spec);
+    int shards = 0, bytes = 0, first_shard = -1;
+    char listed[600] = "";
+    size_t at = 0;
+    for (int i = 0; i < s->n; i++) {
+        if (is_shard_name(s->v[i])) {
+            if (!shards++) first_shard = i;
+        } else if (bytes++ < 3 && at < sizeof listed) {
+            at += (size_t)snprintf(listed + at, sizeof listed - at, "%s%.180s", bytes > 1 ? ", " : "", s->v[i]);
+        }
+    }
+    if (shards && bytes)
+        return errmsg(err, errlen, "%s %s: mixes token shards (%s%s) with files read as bytes, one token per byte (%s%s): one "
+                      "run reads one kind of data; give the shards alone (the directory `wpgen data` wrote gives its "
+                      "train-*.bin)", flag, spec, s->v[first_shard], shards > 1 ? " and others" : "", listed,
+                      bytes > 3 ? " and others" : "");
+    return 0;
+}
+
 /* The files a spec names, as data_open reads them (data.h). */
 int data_spec_files(const char *spec, char ***files, char *err, size_t errlen) {
     Names names = { 0 };
     *files = NULL;
-    if (expand_spec(spec, &names, err, errlen)) { names_free(&names); return -1; }
+    if (expand_spec(spec, "--data", &names, err, errlen)) { names_free(&names); return -1; }
     *files = names.v;
     return names.n;
 }
@@ -218,7 +272,7 @@ typedef struct Tokenizer {
 /* Opens f->path and reads its header: 0, or -1 with err naming the file. */
 static int open_file(DataFile *f, int vocab, Tokenizer *tok, char *err, size_t errlen) {
     const char *path = f->path;
-    f->kind = ends_with(path, ".bin") ? FILE_SHARD : FILE_BYTES;
+    f->kind = is_shard_name(path) ? FILE_SHARD : FILE_BYTES;
     /* O_NONBLOCK: opening a named pipe would wait for a writer forever; it is refused below. */
     f->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (f->fd < 0) return errmsg(err, errlen, "%s: cannot open the data: %s", path, strerror(errno));
@@ -358,8 +412,21 @@ static void describe(WpData *d, const Tokenizer *tok, const char *spec) {
              (unsigned long long)d->nseq, d->shuffle ? "shuffled each epoch by the seed" : "in order");
 }
 
-WpData *data_open(const char *spec, int vocab, int seq, int shuffle, uint64_t seed, char *err, size_t errlen) {
-    if (vocab <= 0 || seq <= 0) { errmsg(err, errlen, "%s: bad vocabulary %d or sequence %d", spec, vocab, seq); return NULL; }
+static WpData *open_spec(int role, const char *spec, int vocab, int seq, int shuffle, uint64_t seed, char *err,
+                         size_t errlen);
+
+WpData *data_open(int role, const char *spec, int vocab, int seq, int shuffle, uint64_t seed, char *err, size_t errlen) {
+    WpData *d = open_spec(role, spec, vocab, seq, shuffle, seed, err, errlen);
+    if (!d) errmsg_one_line(err);   /* the spec, a file's name, a tokenizer's may hold a newline */
+    return d;
+}
+
+static WpData *open_spec(int role, const char *spec, int vocab, int seq, int shuffle, uint64_t seed, char *err,
+                         size_t errlen) {
+    if (vocab <= 0 || seq <= 0 || (role != WP_DATA_TRAIN && role != WP_DATA_VAL)) {
+        errmsg(err, errlen, "%s: bad vocabulary %d, sequence %d or role %d", spec, vocab, seq, role);
+        return NULL;
+    }
     WpData *d = calloc(1, sizeof *d);
     if (!d) { errmsg(err, errlen, "%s: out of memory", spec); return NULL; }
     d->kind = SRC_FILES;
@@ -368,12 +435,12 @@ WpData *data_open(const char *spec, int vocab, int seq, int shuffle, uint64_t se
     d->shuffle = shuffle;
     d->seed = seed;
     Names names = { 0 };
-    if (expand_spec(spec, &names, err, errlen)) {   /* err says why */
+    if (expand_spec(spec, role_flag[role], &names, err, errlen) || check_names(&names, role, spec, err, errlen)) {
         names_free(&names);
         data_close(d);
         return NULL;
     }
-    d->files = calloc((size_t)names.n, sizeof *d->files);
+    d->files = calloc(names.n > 0 ? (size_t)names.n : 1, sizeof *d->files);
     if (!d->files) { names_free(&names); return fail(d, err, errlen, "%s: out of memory", spec); }
     for (int i = 0; i < names.n; i++) {
         d->files[i].fd = -1;
@@ -414,6 +481,12 @@ WpData *data_open(const char *spec, int vocab, int seq, int shuffle, uint64_t se
                    (unsigned long long)d->ntokens, seq)
             : fail(d, err, errlen, "%s: %d files, none of them as long as one sequence of %d+1 tokens", spec, d->nfiles, seq);
     describe(d, &tok, spec);
+    if (tok.have) {
+        snprintf(d->tokenizer, sizeof d->tokenizer, "sha256:%s", tok.hex);
+        memcpy(d->tokenizer_name, tok.name, sizeof d->tokenizer_name);
+    } else if (d->files[0].kind == FILE_BYTES) {
+        snprintf(d->tokenizer, sizeof d->tokenizer, "bytes");   /* check_names: all of them bytes */
+    }
     return d;
 }
 
@@ -431,6 +504,8 @@ WpData *data_synthetic(uint64_t seed, int vocab) {
 size_t data_ntokens(const WpData *d) { return d->kind == SRC_SYNTHETIC ? 0 : (size_t)d->ntokens; }
 uint64_t data_nseq(const WpData *d) { return d->kind == SRC_SYNTHETIC ? 0 : d->nseq; }
 const char *data_describe(const WpData *d) { return d->about; }
+const char *data_tokenizer(const WpData *d) { return d->tokenizer; }
+const char *data_tokenizer_name(const WpData *d) { return d->tokenizer_name; }
 
 void data_set_origin(WpData *d, long step, uint64_t seq) {
     d->origin_step = step;

@@ -3,7 +3,12 @@
  * micro-batch on its own and every strategy trains on exactly the reference trainer's batches
  * (DESIGN.md, "Numerical contract").
  *
- * Sources (--data): one file, a comma list, a quoted glob, or a directory (its train-*.bin).
+ * Sources (--data): one file, a comma list, a quoted glob, or a directory (its train-*.bin). A
+ * name that exists is taken as it is before any other reading of it (the whole spec first, then
+ * each item of the list), so a name holding ',', '*', '?' or '[' can be given (alone, if it holds
+ * a comma). Refused before a file is opened: a spec that mixes token shards with files read as
+ * bytes (a glob of everything in a `wpgen data` folder matches its tokenizer.json), and in --data a
+ * held-out shard val-*.bin (`wpgen data`'s validation split).
  * A file named *.bin is a token shard: a 256 × int32 header, then the tokens. llm.c's two kinds
  * are read as they are: magic 20240520 version 1, uint16 tokens; magic 20240801 version 7, uint32
  * tokens; header[2] = the number of tokens. `wpgen data` writes the same headers and records in
@@ -41,12 +46,15 @@ enum {
 
 typedef struct WpData WpData;
 
-/* Opens the data spec for sequences of seq+1 tokens and checks every token against vocab (one
+/* What data are opened for: training (--data) or held-out (--val-data). */
+enum { WP_DATA_TRAIN, WP_DATA_VAL };
+
+/* Opens the data spec, as role (the messages name its flag; training refuses held-out shards), for sequences of seq+1 tokens and checks every token against vocab (one
  * pass over the data). Files must be regular (a named pipe, a device is refused, not waited on);
  * they stay open and are read with pread (not mapped: see data.c). shuffle: the sequences in a
  * seeded order per epoch (else in file order). On error returns NULL and writes one line naming
  * the file (or the pattern, or the directory) to err. */
-WpData *data_open(const char *spec, int vocab, int seq, int shuffle, uint64_t seed, char *err, size_t errlen);
+WpData *data_open(int role, const char *spec, int vocab, int seq, int shuffle, uint64_t seed, char *err, size_t errlen);
 /* The files spec names (a comma list's items, a glob's matches, a directory's train-*.bin), in
  * data_open's order, as a malloc'd array of malloc'd paths in *files: how many, or -1 with err
  * set (*files NULL). Nothing is opened: what the trainers' output check counts among the inputs. */
@@ -61,6 +69,13 @@ size_t data_ntokens(const WpData *d);
 uint64_t data_nseq(const WpData *d);
 /* A short description for logs: the files, their tokens and width, the tokenizer, the order. */
 const char *data_describe(const WpData *d);
+
+/* The tokenizer of the data, what a checkpoint records and a resume and --val-data are checked
+ * against: "sha256:HEX" for `wpgen data`'s shards (HEX: the first 8 bytes of tokenizer.json's
+ * SHA-256, as their headers hold it), "bytes" for files read as bytes, "" where unknown (llm.c's
+ * own shards, synthetic tokens). And its name ("" unless `wpgen data`'s). */
+const char *data_tokenizer(const WpData *d);
+const char *data_tokenizer_name(const WpData *d);
 
 /* Index of sequence i of global micro-batch g of step s, with M micro-batches of G sequences
  * per step: q = (s*M + g)*G + i. Sequences are consumed in this order, one after another. */

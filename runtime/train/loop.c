@@ -59,12 +59,15 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 static WpTrainState state_at(const WpLoop *L, long step) {
-    return (WpTrainState){ .step = step, .seed = L->flags->seed,
-                           .data_seq = L->data_seq0 + data_seq_index(step - L->start, 0, L->micro_batches, L->mbs, 0),
-                           .data_order = L->shuffled ? WP_ORDER_SHUFFLED : WP_ORDER_FILE,
-                           .micro_batches = L->micro_batches, .micro_batch_size = L->mbs, .seq = L->seq,
-                           .adamw = L->flags->opt, .adamw_known = (1u << wp_adamw_nsettings) - 1,
-                           .run = L->flags->run };
+    WpTrainState st = { .step = step, .seed = L->flags->seed,
+                        .data_seq = L->data_seq0 + data_seq_index(step - L->start, 0, L->micro_batches, L->mbs, 0),
+                        .data_order = L->shuffled ? WP_ORDER_SHUFFLED : WP_ORDER_FILE,
+                        .micro_batches = L->micro_batches, .micro_batch_size = L->mbs, .seq = L->seq,
+                        .adamw = L->flags->opt, .adamw_known = (1u << wp_adamw_nsettings) - 1, .tokenizer_known = 1,
+                        .run = L->flags->run };
+    snprintf(st.tokenizer, sizeof st.tokenizer, "%s", L->tokenizer ? L->tokenizer : "");
+    snprintf(st.tokenizer_name, sizeof st.tokenizer_name, "%s", L->tokenizer_name ? L->tokenizer_name : "");
+    return st;
 }
 
 long loop_val_steps(const TrainFlags *o, uint64_t val_seqs, int micro_batches, int mbs) {
@@ -86,8 +89,13 @@ static double validate(const WpLoop *L, long step, double *ms) {
 
 static void print_val(const WpLoop *L, long step, double loss, double ms) {
     long k = loop_val_steps(L->flags, L->val_seqs, L->micro_batches, L->mbs);
-    printf("val   %5ld/%ld | val loss %.6f | %ld sequences of --val-data | %8.1f ms\n", step, L->flags->steps, loss,
-           k * L->micro_batches * L->mbs, ms);
+    uint64_t read = (uint64_t)k * (uint64_t)L->micro_batches * (uint64_t)L->mbs;
+    /* fewer than that held: the held-out data are read from their start again (data_read_batch) */
+    char held[96] = "";
+    if (read > L->val_seqs)
+        snprintf(held, sizeof held, ", which holds %llu (read again from its start)", (unsigned long long)L->val_seqs);
+    printf("val   %5ld/%ld | val loss %.6f | %llu sequences of --val-data%s | %8.1f ms\n", step, L->flags->steps, loss,
+           (unsigned long long)read, held, ms);
 }
 
 /* The saves of a run: the one under way (begun, not yet committed) and the last committed. */

@@ -48,6 +48,8 @@ typedef struct WpLoop {
                                     * tokens/s (common/flops.h's model FLOPs); 0: not known, no MFU */
     uint64_t epoch_seqs;           /* sequences in an epoch of the data (data_nseq); 0: no epochs */
     int shuffled;                  /* each epoch in another order (for the epoch's line) */
+    const char *tokenizer;         /* the data's (data_tokenizer, data_tokenizer_name), recorded */
+    const char *tokenizer_name;    /* in the checkpoint; NULL: synthetic data, none */
     FILE *log;                     /* --log, open on the printer; NULL: none */
     void *ud;
     /* Runs step s (0-based): this process's sum of token losses and the sum of squares of the

@@ -386,14 +386,23 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
         comm_emulate(comm, P->rank_node, P->inter_lat, P->inter_bw > 0 ? 1.0 / P->inter_bw : 0, P->intra_lat,
                      P->intra_bw > 0 ? 1.0 / P->intra_bw : 0);
     }
-    R->data = o.synthetic ? data_synthetic(o.seed, R->cfg.vocab) : data_open(o.data, R->cfg.vocab, R->cfg.seq, !o.no_shuffle, o.seed, err, sizeof err);
+    R->data = o.synthetic ? data_synthetic(o.seed, R->cfg.vocab) : data_open(WP_DATA_TRAIN, o.data, R->cfg.vocab, R->cfg.seq, !o.no_shuffle, o.seed, err, sizeof err);
     if (!R->data) {
         if (R->rank == 0) fprintf(stderr, "train: %s\n", o.synthetic ? "out of memory" : err);
         comm_finalize(comm);
         return o.synthetic ? WP_EXIT_FAILED : WP_EXIT_BAD_INPUT;
     }
-    if (o.val_data && !(R->val = data_open(o.val_data, R->cfg.vocab, R->cfg.seq, 0, 0, err, sizeof err))) {
+    if (o.val_data && !(R->val = data_open(WP_DATA_VAL, o.val_data, R->cfg.vocab, R->cfg.seq, 0, 0, err, sizeof err))) {
         if (R->rank == 0) fprintf(stderr, "train: --val-data %s\n", err);
+        data_close(R->data);
+        comm_finalize(comm);
+        return WP_EXIT_BAD_INPUT;
+    }
+    /* every rank opened the same data and read the same checkpoint state: the same answer */
+    if (train_flags_check_tokenizers(&o, R->data, R->val, o.resume ? &resumed : NULL, "train", R->rank == 0, err,
+                                     sizeof err)) {
+        if (R->rank == 0) fprintf(stderr, "train: %s\n", err);
+        data_close(R->val);
         data_close(R->data);
         comm_finalize(comm);
         return WP_EXIT_BAD_INPUT;
@@ -437,7 +446,8 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
     WpLoop loop = { .prog = "train", .flags = &o, .start = start, .data_seq0 = data_seq0,
                     .micro_batches = P->total_mbs, .mbs = R->cfg.mbs,
                     .seq = R->cfg.seq, .model = &R->cfg, .peak_flops = peak, .printer = R->rank == 0,
-                    .epoch_seqs = data_nseq(R->data), .shuffled = !o.no_shuffle, .log = log, .ud = R, .step = run_step,
+                    .epoch_seqs = data_nseq(R->data), .shuffled = !o.no_shuffle, .tokenizer = data_tokenizer(R->data),
+                    .tokenizer_name = data_tokenizer_name(R->data), .log = log, .ud = R, .step = run_step,
                     .validate = R->val ? validate : NULL, .val_seqs = R->val ? data_nseq(R->val) : 0,
                     .allreduce = allreduce, .update = update, .save = save_begin, .save_idle = save_idle,
                     .save_commit = save_commit, .span = o.trace ? span : NULL, .now = now };

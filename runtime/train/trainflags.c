@@ -14,9 +14,9 @@
 #include "common/outpaths.h"
 
 const char train_flags_usage[] =
-    "  --data SPEC             token shards (*.bin: llm.c's uint16 or uint32, or wpgen data's) or a file\n"
-    "                          read as bytes; SPEC a file, a comma list, a quoted glob or a directory\n"
-    "                          (its train-*.bin)\n"
+    "  --data SPEC             token shards (*.bin: llm.c's uint16 or uint32, or wpgen data's) or files\n"
+    "                          read as bytes, not both; SPEC a file, a comma list, a quoted glob or a\n"
+    "                          directory (its train-*.bin); a name that exists is taken as it is\n"
     "  --no-shuffle            read the sequences in file order (default: a seeded order each epoch)\n"
     "  --val-data SPEC         held-out data (as --data): the mean loss over a fixed set of its sequences,\n"
     "                          val_loss in the step line and the log, at the end and with --val-every\n"
@@ -212,6 +212,27 @@ uint64_t train_flags_run_id(const TrainFlags *o) {
     return h ? h : 1;   /* 0 is "unknown": a checkpoint of an earlier version */
 }
 
+/* Records that flag (a known one) was given, with val (NULL: a flag without a value); a second
+ * time, under either of its names, is refused: -1 with err naming it and both values. */
+static int once(const char *flag, const char *val, char (*seen_flag)[64], const char **seen_val, int *nseen, int max,
+                char *err, size_t errlen) {
+    static const char *const names[][2] = { { "--model", "-m" } };   /* one flag, two names */
+    const char *same = flag;
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        if (!strcmp(flag, names[k][0])) same = names[k][1];
+    for (int j = 0; j < *nseen; j++) {
+        if (strcmp(seen_flag[j], same)) continue;
+        if (val) snprintf(err, errlen, "%s given twice (%s, then %s): give each flag once", flag, seen_val[j], val);
+        else snprintf(err, errlen, "%s given twice: give each flag once", flag);
+        return -1;
+    }
+    if (*nseen < max) {   /* always: every flag once, fewer than max flags */
+        snprintf(seen_flag[*nseen], sizeof seen_flag[*nseen], "%s", same);
+        seen_val[(*nseen)++] = val;
+    }
+    return 0;
+}
+
 int train_flags_parse(int argc, char **argv, int with_model, const char *usage_head, TrainFlags *o,
                       char *err, size_t errlen) {
     memset(o, 0, sizeof *o);
@@ -220,6 +241,12 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
     o->seed = 1;
     int min_lr_given = 0, decay_given = 0, keep_given = 0;
     o->keep = 0;   /* all */
+    /* Every flag once: a second --data or --lr would silently replace the first (which one a
+     * user meant is not ours to guess). seen_flag[j], seen_val[j]: the j-th flag given, its value. */
+    enum { MAX_SEEN = 64 };
+    char seen_flag[MAX_SEEN][64];
+    const char *seen_val[MAX_SEEN];
+    int nseen = 0;
     for (int i = 1; i < argc; i++) {
         char flag[64];
         const char *a = argv[i], *val = NULL, *eq = strchr(a, '=');
@@ -233,6 +260,7 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
         if (!strcmp(flag, "--synthetic") || !strcmp(flag, "--recompute") || !strcmp(flag, "--no-shuffle") ||
             !strcmp(flag, "--allow-batch-change") || !strcmp(flag, "--sync-save")) {
             if (val) { snprintf(err, errlen, "%s takes no value", flag); return -1; }
+            if (once(flag, NULL, seen_flag, seen_val, &nseen, MAX_SEEN, err, errlen)) return -1;
             if (!strcmp(flag, "--synthetic")) o->synthetic = 1;
             else if (!strcmp(flag, "--no-shuffle")) o->no_shuffle = 1;
             else if (!strcmp(flag, "--recompute")) o->recompute = 1;
@@ -256,6 +284,7 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
             if (i + 1 >= argc) { snprintf(err, errlen, "%s: missing value", flag); return -1; }
             val = argv[++i];
         }
+        if (once(flag, val, seen_flag, seen_val, &nseen, MAX_SEEN, err, errlen)) return -1;
         long x = 0;
         int rc = 0;
         if (!strcmp(flag, "-m") || !strcmp(flag, "--model")) o->model = val;
@@ -409,5 +438,38 @@ int train_flags_data_origin(const TrainFlags *o, const WpTrainState *st, int M, 
     }
     /* the first sequence of S tokens that starts past the tokens read so far (data_seq of the old S) */
     *seq = (st->data_seq * (uint64_t)st->seq + (uint64_t)S - 1) / (uint64_t)S;
+    return 0;
+}
+
+/* A tokenizer as the messages name it: its name and hash, or bytes. */
+static void tokenizer_str(const char *tk, const char *name, char *out, size_t outlen) {
+    if (!strcmp(tk, "bytes")) snprintf(out, outlen, "bytes (one token per byte)");
+    else snprintf(out, outlen, "tokenizer %.200s%s%s", name && *name ? name : "", name && *name ? " " : "", tk);
+}
+
+int train_flags_check_tokenizers(const TrainFlags *o, const WpData *data, const WpData *val, const WpTrainState *st,
+                                 const char *prog, int print, char *err, size_t errlen) {
+    const char *tk = data_tokenizer(data);
+    char a[300], b[300];
+    tokenizer_str(tk, data_tokenizer_name(data), a, sizeof a);
+    if (val && *tk && *data_tokenizer(val) && strcmp(tk, data_tokenizer(val))) {
+        tokenizer_str(data_tokenizer(val), data_tokenizer_name(val), b, sizeof b);
+        snprintf(err, errlen, "--val-data %s is tokenized by %s, --data %s by %s: the held-out loss would be of another "
+                 "tokenizer's ids; tokenize both with one tokenizer", o->val_data, b, o->data, a);
+        return -1;
+    }
+    if (!st || !*tk) return 0;
+    if (!st->tokenizer_known) {
+        if (print)
+            fprintf(stderr, "%s: warning: --resume %s: the checkpoint records no tokenizer (written before checkpoints did): "
+                    "--data's, %s, cannot be checked against its run's\n", prog, o->resume, a);
+        return 0;
+    }
+    if (*st->tokenizer && strcmp(st->tokenizer, tk)) {
+        tokenizer_str(st->tokenizer, st->tokenizer_name, b, sizeof b);
+        snprintf(err, errlen, "--resume %s: its run read data tokenized by %s, --data %s is tokenized by %s: the model's "
+                 "ids would mean other tokens; resume on data of the checkpoint's tokenizer", o->resume, b, o->data, a);
+        return -1;
+    }
     return 0;
 }

@@ -33,7 +33,8 @@ typedef struct TrainFlags {
 /* The shared part of the usage text. */
 extern const char train_flags_usage[];
 
-/* Parses argv. with_model: accept -m/--seq/--micro-batch-size/--micro-batches (wp-ref).
+/* Parses argv. with_model: accept -m/--seq/--micro-batch-size/--micro-batches (wp-ref). Every
+ * flag is given once (a second one, under either of its names, is refused naming both values).
  * -h/--help prints usage (head, then the shared text) and exits 0. Returns 0, or -1 with one
  * line in err (the caller exits 2). */
 int train_flags_parse(int argc, char **argv, int with_model, const char *usage_head, TrainFlags *o,
@@ -71,5 +72,14 @@ int train_flags_check_resume(const TrainFlags *o, const WpTrainState *st, const 
  * --allow-batch-change: then the first sequence past the tokens the checkpoint's run read. */
 int train_flags_data_origin(const TrainFlags *o, const WpTrainState *st, int M, int G, int S, uint64_t *seq,
                             char *err, size_t errlen);
+
+/* The data's tokenizer (train/data.h's data_tokenizer) against --val-data's (val, NULL: none) and
+ * against the run being resumed (st, NULL: no --resume): another one is refused, -1 with one line
+ * in err naming both (exit 2). Where either is unknown (llm.c's own shards, synthetic tokens) nothing
+ * is compared; a checkpoint written before checkpoints recorded the tokenizer resumes, with a
+ * warning on stderr (print). */
+struct WpData;
+int train_flags_check_tokenizers(const TrainFlags *o, const struct WpData *data, const struct WpData *val,
+                                 const WpTrainState *st, const char *prog, int print, char *err, size_t errlen);
 
 #endif

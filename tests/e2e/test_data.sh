@@ -114,16 +114,16 @@ cp -r "$tmp/b/." "$tmp/e/"
 # validating (whole steps of the plan on the held-out data, their updates dropped) changed nothing
 cmp -s "$tmp/vm/checkpoint.json" "$tmp/a/checkpoint.json" && ok || bad "a run with --val-data trained other weights"
 # wp-ref resumes a shuffled run where it was: the order is the checkpoint's seed's, whatever --seed
-# says (40 steps, its own runs: the last --steps given counts)
-short=("${common[@]}" --steps 40)
+# says (40 steps, its own runs; a flag is given once)
+short=(--data "$data" --lr 3e-3 --warmup 5 --steps 40)
 mkdir -p "$tmp/r" "$tmp/r2"
-"${ref[@]}" "${short[@]}" --save "$tmp/r/checkpoint.json" >/dev/null 2>&1 &&
-"${ref[@]}" "${short[@]}" --stop-at 20 --save "$tmp/r2/checkpoint.json" >/dev/null 2>&1 &&
+"${ref[@]}" "${short[@]}" --seed 4 --save "$tmp/r/checkpoint.json" >/dev/null 2>&1 &&
+"${ref[@]}" "${short[@]}" --seed 4 --stop-at 20 --save "$tmp/r2/checkpoint.json" >/dev/null 2>&1 &&
 "${ref[@]}" "${short[@]}" --seed 9 --resume "$tmp/r2/checkpoint.json" --save "$tmp/r2/checkpoint.json" >"$tmp/out" 2>&1 &&
     grep -q "seed 9 ignored" "$tmp/out" && cmp -s "$tmp/r/checkpoint.json" "$tmp/r2/checkpoint.json" && ok ||
     bad "wp-ref resumed: not the uninterrupted run's weights ($(head -1 "$tmp/out"))"
 # the checkpoint records the data's order: a resume in the other order is refused, naming the flag
-"${ref[@]}" "${short[@]}" --no-shuffle --resume "$tmp/r2/checkpoint.json" --steps 41 >"$tmp/out" 2>&1; rc=$?
+"${ref[@]}" --data "$data" --lr 3e-3 --warmup 5 --steps 41 --no-shuffle --resume "$tmp/r2/checkpoint.json" >"$tmp/out" 2>&1; rc=$?
 [ $rc = 2 ] && grep -q "read its data shuffled per epoch (the default): resume without --no-shuffle" "$tmp/out" && ok ||
     bad "a resume with --no-shuffle of a shuffled run: exit $rc: $(head -2 "$tmp/out")"
 # a checkpoint evaluated: --steps at its step, the held-out loss of its weights

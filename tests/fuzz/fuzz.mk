@@ -12,7 +12,7 @@
 
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= topology modelcfg safetensors shard data
+FUZZ_TARGETS ?= topology modelcfg safetensors shard dataspec manifest data
 FUZZ_PYTHON  ?= python3
 FUZZ_FLAGS   := -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
                 -Igenerator -Iruntime -Itests
@@ -21,6 +21,9 @@ FUZZ_SRC_topology    := generator/input/topology.c
 FUZZ_SRC_modelcfg    := runtime/common/modelcfg.c runtime/common/config.c
 FUZZ_SRC_safetensors := runtime/train/safetensors.c
 FUZZ_SRC_shard       := runtime/train/data.c
+FUZZ_SRC_dataspec    := runtime/train/data.c
+FUZZ_SRC_manifest    := runtime/train/checkpoint.c runtime/train/safetensors.c runtime/common/config.c \
+                        runtime/common/optim.c runtime/common/modelcfg.c
 # How each target runs (data: the Python harness).
 FUZZ_RUN_data        := $(FUZZ_PYTHON) tests/fuzz/fuzz_data.py
 # The shipped topologies seed the topology target too.
@@ -34,7 +37,7 @@ $(BUILD)/fuzz/fuzz_$(1): tests/fuzz/fuzz_$(1).c tests/fuzz/fuzz.h $(FUZZ_SRC_$(1
 	@mkdir -p $$(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) $$< $(FUZZ_SRC_$(1)) -o $$@ -ljansson -lm
 endef
-$(foreach t,topology modelcfg safetensors shard,$(eval $(call FUZZ_RULE,$(t))))
+$(foreach t,topology modelcfg safetensors shard dataspec manifest,$(eval $(call FUZZ_RULE,$(t))))
 
 fuzz: fuzz-build
 	@for t in $(FUZZ_TARGETS); do \

@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_REQUIRE(f != NULL, "cannot write %s", fuzz_shard_path);
     FUZZ_REQUIRE(fwrite(data + 1, 1, size - 1, f) == size - 1 && fclose(f) == 0, "cannot write %s", fuzz_shard_path);
     char err[512];
-    WpData *d = data_open(fuzz_shard_path, vocab, seq, shuffle, 7, err, sizeof err);
+    WpData *d = data_open(WP_DATA_TRAIN, fuzz_shard_path, vocab, seq, shuffle, 7, err, sizeof err);
     if (!d) {
         fuzz_check_message(err, fuzz_shard_path);
         unlink(fuzz_shard_path);

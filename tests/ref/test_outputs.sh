@@ -9,6 +9,7 @@ build=${1:-build}
 cd "$(dirname "$0")/../.."
 . tests/check.sh
 ref=("$build/wp-ref" -m tiny --seq 16 --micro-batch-size 1 --steps 2)
+ref3=("$build/wp-ref" -m tiny --seq 16 --micro-batch-size 1 --steps 3)   # a flag is given once
 printf 'the quick brown fox jumps over the lazy dog, again and again and again.\n%.0s' {1..20} >"$tmp/d.bin"
 
 # the data
@@ -22,8 +23,8 @@ mkdir -p "$tmp/c"
 "${ref[@]}" --synthetic --save "$tmp/c/checkpoint.json" >/dev/null 2>&1 || bad "save a checkpoint"
 opt=$(ls "$tmp"/c/checkpoint.shard.*.safetensors | head -1)
 expect_refused "--log $tmp/c/checkpoint.json is --init" "$tmp/c/checkpoint.json" -- "${ref[@]}" --synthetic --init "$tmp/c/checkpoint.json" --log "$tmp/c/checkpoint.json"
-expect_refused "is --resume " "$tmp/c/checkpoint.json" -- "${ref[@]}" --synthetic --steps 3 --resume "$tmp/c/checkpoint.json" --trace "$tmp/c/checkpoint.json"
-expect_refused "is a file of --resume" "$opt" -- "${ref[@]}" --synthetic --steps 3 --resume "$tmp/c/checkpoint.json" --log "$opt"
+expect_refused "is --resume " "$tmp/c/checkpoint.json" -- "${ref3[@]}" --synthetic --resume "$tmp/c/checkpoint.json" --trace "$tmp/c/checkpoint.json"
+expect_refused "is a file of --resume" "$opt" -- "${ref3[@]}" --synthetic --resume "$tmp/c/checkpoint.json" --log "$opt"
 # the model's config.json and the program itself
 cp tests/data/tiny8/config.json "$tmp/cfg.json"
 expect_refused "is -m" "$tmp/cfg.json" -- "$build/wp-ref" -m "$tmp/cfg.json" --steps 1 --synthetic --log "$tmp/cfg.json"
@@ -40,7 +41,7 @@ expect_refused "each output needs a file of its own" "$tmp/d.bin" -- "${ref[@]}"
 expect_refused "--trace $tmp/nodir/t.json: its directory" "$tmp/d.bin" -- "${ref[@]}" --synthetic --trace "$tmp/nodir/t.json"
 expect_refused "--log $tmp/c: is a directory" "$tmp/d.bin" -- "${ref[@]}" --synthetic --log "$tmp/c"
 # what may be shared: a resume saving over its own checkpoint, /dev/null for both notes
-"${ref[@]}" --synthetic --steps 3 --resume "$tmp/c/checkpoint.json" --save "$tmp/c/checkpoint.json" >"$tmp/out" 2>&1 &&
+"${ref3[@]}" --synthetic --resume "$tmp/c/checkpoint.json" --save "$tmp/c/checkpoint.json" >"$tmp/out" 2>&1 &&
     ok || bad "resume saving over its own checkpoint: $(tail -2 "$tmp/out")"
 "${ref[@]}" --synthetic --log /dev/null --trace /dev/null >"$tmp/out" 2>&1 && ok || bad "/dev/null twice: $(tail -2 "$tmp/out")"
 [ -c /dev/null ] && ok || bad "the trace replaced /dev/null with a $(stat -c %F /dev/null)"

@@ -23,11 +23,12 @@ expect() {
     fi
 }
 
-ok=(-m tiny --seq 16 --micro-batch-size 1 --steps 2)
+shape=(-m tiny --seq 16 --micro-batch-size 1)   # without --steps: a flag is given once
+ok=("${shape[@]}" --steps 2)
 expect 2 "no model" -- --synthetic
 expect 2 "unknown flag --bogus" -- "${ok[@]}" --synthetic --bogus
-expect 2 "--steps: expected an integer" -- "${ok[@]}" --synthetic --steps abc
-expect 2 "--steps: expected an integer" -- "${ok[@]}" --synthetic --steps 12x
+expect 2 "--steps: expected an integer" -- "${shape[@]}" --synthetic --steps abc
+expect 2 "--steps: expected an integer" -- "${shape[@]}" --synthetic --steps 12x
 expect 2 "--lr: expected a number" -- "${ok[@]}" --synthetic --lr -1
 expect 2 "--lr: expected a number" -- "${ok[@]}" --synthetic --lr nan
 expect 2 "--micro-batches: expected an integer" -- "${ok[@]}" --synthetic --micro-batches 0
@@ -164,7 +165,7 @@ if [ "$(cat "$tmp/rc")" != 2 ] || ! grep -q "this run needs 1129.82 GB of memory
 fi
 
 # Out of range: --steps is counted in an int (2^31 + 2 used to wrap and change the schedule).
-expect 2 "--steps: expected an integer in [0, 2147483647], got \"2147483650\"" -- "${ok[@]}" --synthetic --stop-at 1 --steps 2147483650
+expect 2 "--steps: expected an integer in [0, 2147483647], got \"2147483650\"" -- "${shape[@]}" --synthetic --stop-at 1 --steps 2147483650
 expect 2 "--save-every: expected an integer in [1, 2147483647]" -- "${ok[@]}" --synthetic --save "$tmp/x.json" --save-every 4294967296
 # Sizes no real model has: refused naming the field, not wrapped into "0 B" (exit 2).
 echo '{"hidden_size": 1073741824, "num_hidden_layers": 2, "num_attention_heads": 16, "intermediate_size": 64, "vocab_size": 256}' >"$tmp/huge.json"
@@ -204,8 +205,39 @@ for case in "exp_avg nan" "exp_avg_sq -1"; do
     set -- $case
     rm -rf "$tmp/mom2"; cp -r "$tmp/mom" "$tmp/mom2"
     ckpt_poke "$tmp/mom2/checkpoint.json" "model.norm.weight.$1" "$2"
-    expect 2 "an $1 (AdamW's" -- "${ok[@]}" --synthetic --steps 3 --resume "$tmp/mom2/checkpoint.json"
+    expect 2 "an $1 (AdamW's" -- "${shape[@]}" --synthetic --steps 3 --resume "$tmp/mom2/checkpoint.json"
 done
+
+# A shard checked at load against its manifest and its name: a byte changed after the save (its
+# content no longer hashes to its name's hash), another save's shard under the name (another
+# training state), its slices metadata edited (another offset): each refused naming the shard.
+shard1() { ls "$1"/checkpoint.shard.*.safetensors | head -n 1; }
+rm -rf "$tmp/bits"; cp -r "$tmp/mom" "$tmp/bits"
+python3 - "$(shard1 "$tmp/bits")" <<'PY'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read()); b[-3] ^= 1; open(sys.argv[1], "wb").write(b)
+PY
+expect 2 "$(basename "$(shard1 "$tmp/bits")"): its content hashes to" -- "${shape[@]}" --synthetic --steps 3 --resume "$tmp/bits/checkpoint.json"
+mkdir -p "$tmp/other"
+"$ref" "${ok[@]}" --synthetic --seed 99 --save "$tmp/other/checkpoint.json" >/dev/null 2>&1
+rm -rf "$tmp/swap"; cp -r "$tmp/mom" "$tmp/swap"; cp "$(shard1 "$tmp/other")" "$(shard1 "$tmp/swap")"
+expect 2 "safetensors: its training state is not the manifest $tmp/swap/checkpoint.json's: a shard of another save" \
+    -- "${shape[@]}" --synthetic --steps 3 --resume "$tmp/swap/checkpoint.json"
+rm -rf "$tmp/meta"; cp -r "$tmp/mom" "$tmp/meta"
+python3 - "$(shard1 "$tmp/meta")" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+head = json.loads(b[8:8 + n])
+sl = json.loads(head["__metadata__"]["slices"])
+sl["model.norm.weight"]["offset"] = 3
+head["__metadata__"]["slices"] = json.dumps(sl)
+h = json.dumps(head).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + b[8 + n:])
+PY
+expect 2 "slices.model.norm.weight: the shard says offset 3, the manifest $tmp/meta/checkpoint.json 0: a shard of another save" \
+    -- "${shape[@]}" --synthetic --steps 3 --resume "$tmp/meta/checkpoint.json"
 
 # --help succeeds.
 n=$((n + 1))

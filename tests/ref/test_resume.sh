@@ -8,8 +8,9 @@ ref=$build/wp-ref
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/one" "$tmp/two"
-common=(-m tiny --synthetic --seq 32 --micro-batch-size 2 --micro-batches 3 --steps 10 --seed 7
-        --lr 3e-3 --warmup 3 --weight-decay 0.1 --clip 0.5)
+# (a flag is given once: common0 without --steps, for the runs that give their own)
+common0=(-m tiny --synthetic --seq 32 --micro-batch-size 2 --micro-batches 3 --seed 7 --lr 3e-3 --warmup 3 --weight-decay 0.1 --clip 0.5)
+common=("${common0[@]}" --steps 10)
 
 "$ref" "${common[@]}" --save "$tmp/one/checkpoint.json" --log "$tmp/one.log" >"$tmp/one.out"
 "$ref" "${common[@]}" --stop-at 5 --save "$tmp/two/checkpoint.json" --log "$tmp/two.log" >"$tmp/two-a.out"
@@ -45,7 +46,7 @@ grep -q 'no step to run' "$tmp/done.out" || { echo "FAIL: resume past --steps"; 
 
 # --steps 0 --save writes the initial model; training from it with --init is the same run.
 mkdir -p "$tmp/three"
-"$ref" "${common[@]}" --steps 0 --save "$tmp/init.json" >/dev/null
+"$ref" "${common0[@]}" --steps 0 --save "$tmp/init.json" >/dev/null
 "$ref" "${common[@]}" --init "$tmp/init.json" --save "$tmp/three/checkpoint.json" >/dev/null
 # (the manifests but for the run's id: a run from --init is a run of its own, checkpoint.h)
 norun() { grep -v '^ "run": ' "$1"; }
@@ -56,7 +57,8 @@ grep -q '^ "run": ' "$tmp/three/checkpoint.json" || { echo "FAIL: the manifest r
 # the new batch: the next checkpoint's data_seq is the old one plus what the new steps read.
 seq_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["state"]["data_seq"])' "$1"; }
 mkdir -p "$tmp/four"
-small=(-m tiny --synthetic --seq 16 --steps 8 --seed 7)
+shape=(-m tiny --synthetic --seed 7)
+small=("${shape[@]}" --seq 16 --steps 8)
 "$ref" "${small[@]}" --micro-batch-size 1 --micro-batches 2 --stop-at 2 --save "$tmp/four/checkpoint.json" >/dev/null
 [ "$(seq_of "$tmp/four/checkpoint.json")" = 4 ] || { echo "FAIL: data_seq after 2 steps of 2 sequences: $(seq_of "$tmp/four/checkpoint.json")"; exit 1; }
 cp "$tmp/four/checkpoint.json" "$tmp/four.before"
@@ -65,7 +67,7 @@ rc=0
 [ $rc = 2 ] && grep -q "the checkpoint's run read 2 x 1 sequences of 16 tokens per step (micro-batches x micro-batch size), this run 3 x 1 of 16" "$tmp/batch.out" &&
     cmp -s "$tmp/four/checkpoint.json" "$tmp/four.before" || { echo "FAIL: another batch not refused: exit $rc: $(head -2 "$tmp/batch.out")"; exit 1; }
 rc=0
-"$ref" "${small[@]}" --seq 8 --micro-batch-size 1 --micro-batches 2 --resume "$tmp/four/checkpoint.json" >"$tmp/batch.out" 2>&1 || rc=$?
+"$ref" "${shape[@]}" --steps 8 --seq 8 --micro-batch-size 1 --micro-batches 2 --resume "$tmp/four/checkpoint.json" >"$tmp/batch.out" 2>&1 || rc=$?
 [ $rc = 2 ] && grep -q "this run 2 x 1 of 8" "$tmp/batch.out" || { echo "FAIL: another --seq not refused: $(head -2 "$tmp/batch.out")"; exit 1; }
 # the same global batch cut otherwise (M and G traded) is the same data: accepted
 "$ref" "${small[@]}" --micro-batch-size 2 --micro-batches 1 --stop-at 3 --resume "$tmp/four/checkpoint.json" --save "$tmp/four/checkpoint.json" >"$tmp/batch.out" 2>&1 &&
@@ -75,15 +77,15 @@ rc=0
 # 6 sequences read, then 2 steps of 3: 12 (counting from the step, 5 x 3 = 15, would replay or skip)
 [ "$(seq_of "$tmp/four/checkpoint.json")" = 12 ] || { echo "FAIL: data_seq after --allow-batch-change: $(seq_of "$tmp/four/checkpoint.json"), want 12"; exit 1; }
 # a new --seq: the first sequence past the 12 x 16 tokens read, 24 of 8 tokens, then 2 steps of 3
-"$ref" "${small[@]}" --seq 8 --micro-batch-size 1 --micro-batches 3 --stop-at 7 --allow-batch-change --resume "$tmp/four/checkpoint.json" \
+"$ref" "${shape[@]}" --steps 8 --seq 8 --micro-batch-size 1 --micro-batches 3 --stop-at 7 --allow-batch-change --resume "$tmp/four/checkpoint.json" \
     --save "$tmp/four/checkpoint.json" >"$tmp/batch.out" 2>&1 && [ "$(seq_of "$tmp/four/checkpoint.json")" = 30 ] ||
     { echo "FAIL: --allow-batch-change with --seq 8: $(seq_of "$tmp/four/checkpoint.json"), want 30: $(tail -2 "$tmp/batch.out")"; exit 1; }
 # --keep 2: the last two checkpoints stay, each resumable by its name; resuming the older one
 # lands on the newer, byte for byte
 mkdir -p "$tmp/keep" "$tmp/again"
-"$ref" "${small[@]}" --micro-batch-size 1 --steps 4 --save "$tmp/keep/checkpoint.json" --save-every 1 --keep 2 >/dev/null
+"$ref" "${shape[@]}" --seq 16 --micro-batch-size 1 --steps 4 --save "$tmp/keep/checkpoint.json" --save-every 1 --keep 2 >/dev/null
 [ "$(ls "$tmp/keep" | grep -c '^checkpoint\.[0-9]*\.json$')" = 2 ] && [ -f "$tmp/keep/checkpoint.3.json" ] &&
     [ "$(ls "$tmp/keep" | grep -c '\.shard\.')" = 2 ] || { echo "FAIL: --keep 2: $(ls "$tmp/keep" | tr '\n' ' ')"; exit 1; }
-"$ref" "${small[@]}" --micro-batch-size 1 --steps 4 --resume "$tmp/keep/checkpoint.3.json" --save "$tmp/again/checkpoint.json" >/dev/null
+"$ref" "${shape[@]}" --seq 16 --micro-batch-size 1 --steps 4 --resume "$tmp/keep/checkpoint.3.json" --save "$tmp/again/checkpoint.json" >/dev/null
 cmp "$tmp/again/checkpoint.json" "$tmp/keep/checkpoint.4.json" || { echo "FAIL: resumed from the kept step 3: not step 4's checkpoint"; exit 1; }
 echo "resume: 10 steps == 5 + resume + 5, bit for bit; another batch refused, --allow-batch-change from data_seq, --keep 2 ($(grep -c step "$tmp/one.log") steps, final loss $(tail -n 1 "$tmp/one.log" | sed -E 's/.*"loss":([^,]*).*/\1/'))"

@@ -60,7 +60,7 @@ static void test_bytes(void) {
     for (int i = 0; i < N; i++) text[i] = (unsigned char)(i * 7 % 251);
     spit(tmp_path("text.txt"), text, N);
     char err[512] = "";
-    WpData *d = data_open(tmp_path("text.txt"), 256, S, 0, 1, err, sizeof err);
+    WpData *d = data_open(WP_DATA_TRAIN, tmp_path("text.txt"), 256, S, 0, 1, err, sizeof err);
     CHECK(d != NULL, "open: %s", err);
     if (!d) return;
     CHECK(data_ntokens(d) == N, "ntokens %zu", data_ntokens(d));
@@ -112,7 +112,7 @@ static void test_bytes(void) {
 
     /* Exactly one sequence: every read is that sequence. */
     spit(tmp_path("one.txt"), text, S + 1);
-    d = data_open(tmp_path("one.txt"), 256, S, 1, 5, err, sizeof err);
+    d = data_open(WP_DATA_TRAIN, tmp_path("one.txt"), 256, S, 1, 5, err, sizeof err);
     CHECK(d != NULL, "file of exactly S+1 tokens: %s", err);
     if (d) {
         data_read_batch(d, 3, 2, M, G, S, in, tg);
@@ -129,7 +129,7 @@ static void test_shard(void) {
     for (int i = 0; i < N; i++) tok[i] = (uint16_t)(50000 + i);
     write_shard(tmp_path("train.bin"), WP_SHARD_MAGIC, 1, N, tok, N);
     char err[512] = "";
-    WpData *d = data_open(tmp_path("train.bin"), 50304, S, 0, 1, err, sizeof err);
+    WpData *d = data_open(WP_DATA_TRAIN, tmp_path("train.bin"), 50304, S, 0, 1, err, sizeof err);
     CHECK(d != NULL, "open shard: %s", err);
     if (!d) return;
     CHECK(data_ntokens(d) == N, "shard tokens");
@@ -143,7 +143,7 @@ static void test_shard(void) {
 
 static void expect_error(const char *file, int vocab, int seq, const char *needle) {
     char err[512] = "";
-    WpData *d = data_open(tmp_path(file), vocab, seq, 1, 1, err, sizeof err);
+    WpData *d = data_open(WP_DATA_TRAIN, tmp_path(file), vocab, seq, 1, 1, err, sizeof err);
     CHECK(d == NULL, "%s: accepted", file);
     CHECK(strstr(err, file) && strstr(err, needle) && !strchr(err, '\n'), "%s: message: %s", file, err);
     data_close(d);
@@ -193,7 +193,7 @@ static void test_errors(void) {
 /* Lists, globs and directories, and what is refused of them, each naming what it was given. */
 static void expect_spec_error(const char *spec, const char *needle) {
     char err[1024] = "";
-    WpData *d = data_open(spec, 70100, 8, 1, 1, err, sizeof err);
+    WpData *d = data_open(WP_DATA_TRAIN, spec, 70100, 8, 1, 1, err, sizeof err);
     CHECK(d == NULL, "%s: accepted", spec);
     CHECK(strstr(err, needle) && !strchr(err, '\n'), "%s: message: %s", spec, err);
     data_close(d);
@@ -216,7 +216,7 @@ static void test_lists(void) {
     write_wp_shard(pv, 4, 4, 70100, 0xabc, a, A);
     char err[1024] = "", spec[900];
     /* the directory: its train-*.bin in name order, not val-*.bin */
-    WpData *d = data_open(dir, 70100, S, 0, 1, err, sizeof err);
+    WpData *d = data_open(WP_DATA_TRAIN, dir, 70100, S, 0, 1, err, sizeof err);
     CHECK(d != NULL, "directory: %s", err);
     if (!d) return;
     CHECK(data_ntokens(d) == A + B && data_nseq(d) == 30, "two shards: %zu tokens, %llu sequences", data_ntokens(d),
@@ -234,10 +234,10 @@ static void test_lists(void) {
 
     /* the same files as a list and as a glob: the same data */
     snprintf(spec, sizeof spec, "%s,%s", pa, pb);
-    WpData *l = data_open(spec, 70100, S, 1, 9, err, sizeof err);
+    WpData *l = data_open(WP_DATA_TRAIN, spec, 70100, S, 1, 9, err, sizeof err);
     CHECK(l != NULL, "list: %s", err);
     snprintf(spec, sizeof spec, "%s/train-*.bin", dir);
-    WpData *g = data_open(spec, 70100, S, 1, 9, err, sizeof err);
+    WpData *g = data_open(WP_DATA_TRAIN, spec, 70100, S, 1, 9, err, sizeof err);
     CHECK(g != NULL, "glob: %s", err);
     if (!l || !g) { data_close(l); data_close(g); return; }
     /* shuffled: every epoch a permutation of the 30 sequences, each epoch another one */
@@ -271,15 +271,82 @@ static void test_lists(void) {
     char ps[400];
     snprintf(ps, sizeof ps, "%s/train-00002.bin", dir);
     write_wp_shard(ps, 4, 4, 70100, 0xabc, a, 5);
-    WpData *t = data_open(dir, 70100, S, 1, 1, err, sizeof err);
+    WpData *t = data_open(WP_DATA_TRAIN, dir, 70100, S, 1, 1, err, sizeof err);
     CHECK(t && data_nseq(t) == 30 && data_ntokens(t) == A + B + 5, "a short last shard: %s", t ? data_describe(t) : err);
     data_close(t);
     snprintf(spec, sizeof spec, "%s,%s", ps, ps);
     expect_spec_error(spec, "2 files, none of them as long as one sequence of 8+1 tokens");
     /* shards of two tokenizers in one run */
-    write_wp_shard(pv, 4, 4, 70100, 0xdef, a, A);
-    snprintf(spec, sizeof spec, "%s,%s", pa, pv);
-    expect_spec_error(spec, "val-00000.bin: tokenized by another tokenizer");
+    char po[400];
+    snprintf(po, sizeof po, "%s/other-00000.bin", dir);
+    write_wp_shard(po, 4, 4, 70100, 0xdef, a, A);
+    snprintf(spec, sizeof spec, "%s,%s", pa, po);
+    expect_spec_error(spec, "other-00000.bin: tokenized by another tokenizer");
+}
+
+/* What a glob over a `wpgen data` folder matches: its held-out shards (refused for training,
+ * taken for validation) and its tokenizer.json (refused among token shards, by name); names that
+ * hold ',', '*', '[' taken as they are when they exist; and the tokenizer a run records. */
+static void test_spec_kinds(void) {
+    enum { S = 8, A = 81 };
+    uint32_t a[A];
+    for (int i = 0; i < A; i++) a[i] = (uint32_t)(i * 3);
+    char dir[300], p[600], spec[900], err[1024] = "";
+    snprintf(dir, sizeof dir, "%s", tmp_path("kinds"));
+    CHECK(mkdir(dir, 0755) == 0, "mkdir");
+    snprintf(p, sizeof p, "%s/train-00000.bin", dir);
+    write_wp_shard(p, 4, 4, 70100, 0xabc, a, A);
+    snprintf(p, sizeof p, "%s/val-00000.bin", dir);
+    write_wp_shard(p, 4, 4, 70100, 0xabc, a, A);
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    spit(p, "{\"model\": {}}", 13);
+    /* held-out shards in the training data */
+    snprintf(spec, sizeof spec, "%s/*.bin", dir);
+    expect_spec_error(spec, "val-00000.bin: a held-out shard (val-*.bin, the validation split `wpgen data` writes) in --data");
+    WpData *v = data_open(WP_DATA_VAL, spec, 70100, S, 0, 0, err, sizeof err);
+    CHECK(v != NULL, "--val-data DIR/*.bin: %s", err);
+    CHECK(v && !strcmp(data_tokenizer(v), "sha256:bc0a000000000000") && !strcmp(data_tokenizer_name(v), "test-bpe"),
+          "the shards' tokenizer: %s %s", v ? data_tokenizer(v) : "", v ? data_tokenizer_name(v) : "");
+    data_close(v);
+    /* shards and a file read as bytes, in either role */
+    snprintf(spec, sizeof spec, "%s/*", dir);
+    err[0] = 0;
+    v = data_open(WP_DATA_VAL, spec, 70100, S, 0, 0, err, sizeof err);
+    CHECK(v == NULL && strstr(err, "--val-data") && strstr(err, "mixes token shards (") && strstr(err, "train-00000.bin") &&
+          strstr(err, "with files read as bytes, one token per byte (") && strstr(err, "kinds/tokenizer.json)"),
+          "--val-data DIR/*: %s", err);
+    data_close(v);
+    snprintf(spec, sizeof spec, "%s/train-00000.bin,%s/tokenizer.json", dir, dir);
+    expect_spec_error(spec, "mixes token shards");
+    /* names holding a comma, a bracket and a star: taken as they are where they exist */
+    char odd[400];
+    snprintf(odd, sizeof odd, "%s", tmp_path("odd,[1]*.txt"));
+    unsigned char text[100];
+    for (int i = 0; i < 100; i++) text[i] = (unsigned char)i;
+    spit(odd, text, sizeof text);
+    WpData *d = data_open(WP_DATA_TRAIN, odd, 256, S, 0, 1, err, sizeof err);
+    CHECK(d && data_ntokens(d) == 100 && !strcmp(data_tokenizer(d), "bytes"), "a name holding , [ *: %s", d ? "" : err);
+    data_close(d);
+    snprintf(spec, sizeof spec, "%s,%s", odd, odd);   /* a comma list of it cannot be: it is refused by name */
+    err[0] = 0;
+    d = data_open(WP_DATA_TRAIN, spec, 256, S, 0, 1, err, sizeof err);
+    CHECK(d == NULL && err[0], "a list of names holding commas: accepted");
+    data_close(d);
+    char odir[400];
+    snprintf(odir, sizeof odir, "%s", tmp_path("sh[1]*,d"));
+    CHECK(mkdir(odir, 0755) == 0, "mkdir");
+    snprintf(p, sizeof p, "%s/train-00000.bin", odir);
+    write_wp_shard(p, 4, 4, 70100, 0xabc, a, A);
+    d = data_open(WP_DATA_TRAIN, odir, 70100, S, 0, 1, err, sizeof err);
+    CHECK(d && data_ntokens(d) == A, "a directory whose name holds [ ] * ,: %s", d ? "" : err);
+    data_close(d);
+    /* llm.c's own shards record no tokenizer */
+    uint16_t t16[40] = { 0 };
+    snprintf(p, sizeof p, "%s/llmc.bin", dir);
+    write_shard(p, WP_SHARD_MAGIC, 1, 40, t16, 40);
+    d = data_open(WP_DATA_TRAIN, p, 70100, S, 0, 1, err, sizeof err);
+    CHECK(d && !strcmp(data_tokenizer(d), ""), "llm.c's shard: %s", d ? data_tokenizer(d) : err);
+    data_close(d);
 }
 
 /* The permutation is a bijection for every n (cycle-walking), and depends on the key. */
@@ -309,7 +376,7 @@ static void test_not_regular(void) {
     expect_error("pipe.bin", 256, 8, "not a regular file (a named pipe)");
     alarm(0);
     char err[512] = "";
-    WpData *d = data_open(tmp_dir, 256, 8, 1, 1, err, sizeof err);
+    WpData *d = data_open(WP_DATA_TRAIN, tmp_dir, 256, 8, 1, 1, err, sizeof err);
     CHECK(d == NULL && strstr(err, "a directory without token shards"), "a directory: %s", err);
     data_close(d);
 }
@@ -355,7 +422,7 @@ static void test_changed_under_run(void) {
     for (int i = 0; i < N; i++) text[i] = (unsigned char)(i % 200);
     spit(tmp_path("grow.txt"), text, N);
     char err[512] = "", msg[1024];
-    WpData *d = data_open(tmp_path("grow.txt"), 256, S, 0, 1, err, sizeof err);
+    WpData *d = data_open(WP_DATA_TRAIN, tmp_path("grow.txt"), 256, S, 0, 1, err, sizeof err);
     CHECK(d != NULL, "%s", err);
     if (!d) return;
     /* sequences 800-803, at byte 12800: a page wholly past the new end (a mapping faults there) */
@@ -369,7 +436,7 @@ static void test_changed_under_run(void) {
     uint16_t tok[200];
     for (int i = 0; i < 200; i++) tok[i] = (uint16_t)(i % 64);
     write_shard(tmp_path("live.bin"), WP_SHARD_MAGIC, 1, 200, tok, 200);
-    d = data_open(tmp_path("live.bin"), 64, S, 0, 1, err, sizeof err);
+    d = data_open(WP_DATA_TRAIN, tmp_path("live.bin"), 64, S, 0, 1, err, sizeof err);
     CHECK(d != NULL, "%s", err);
     if (!d) return;
     st = read_in_child(d, 0, S, corrupt, msg, sizeof msg);
@@ -406,6 +473,7 @@ int main(void) {
     test_shard();
     test_errors();
     test_lists();
+    test_spec_kinds();
     test_permute();
     test_not_regular();
     test_changed_under_run();

@@ -23,6 +23,12 @@
 #define LLVMFuzzerTestOneInput fuzz_shard_one
 #include "fuzz/fuzz_shard.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_dataspec_one
+#include "fuzz/fuzz_dataspec.c"
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_manifest_one
+#include "fuzz/fuzz_manifest.c"
+#undef LLVMFuzzerTestOneInput
 
 typedef int (*FuzzOne)(const uint8_t *, size_t);
 
@@ -64,7 +70,8 @@ static int replay_dir(const char *dir, FuzzOne one) {
 int main(void) {
     static const struct { const char *name; FuzzOne one; } targets[] = {
         { "topology", fuzz_topology_one }, { "modelcfg", fuzz_modelcfg_one },
-        { "safetensors", fuzz_safetensors_one }, { "shard", fuzz_shard_one },
+        { "safetensors", fuzz_safetensors_one }, { "shard", fuzz_shard_one }, { "dataspec", fuzz_dataspec_one },
+        { "manifest", fuzz_manifest_one },
     };
     int total = 0;
     for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
