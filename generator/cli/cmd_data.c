@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "cli/cli.h"
 #include "lua/home.h"
+#include "util/settings.h"
 #include "util/xalloc.h"
 
 int cmd_data(int argc, char **argv) {
@@ -21,8 +22,7 @@ int cmd_data(int argc, char **argv) {
         fprintf(stderr, "wpgen data: %s: %s (set WPGEN_HOME to wpgen's folder)\n", script, strerror(errno));
         return EXIT_FAILED;
     }
-    const char *python = getenv("WPGEN_PYTHON");
-    if (!python || !*python) python = "python3";
+    const char *python = wpgen_env_text("WPGEN_PYTHON");   /* python3 by default */
     /* python3 SCRIPT ARGS...: argv[2..] passed on as they are */
     char **args = xcalloc((size_t)argc + 2, sizeof *args);
     args[0] = (char *)python;

@@ -13,6 +13,7 @@
 #include "cli/cli.h"
 #include "lua/sandbox.h"
 #include "lua/declare.h"
+#include "util/settings.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -53,6 +54,8 @@ static void usage(FILE *f) {
         "emit writes nothing for a plan that does not fit the devices' memory, unless --force.\n"
         "Exit status: 0 done, 1 plan rejected or does not fit, 2 bad input.\n", SANDBOX_DEFAULT_MIB, SANDBOX_DEFAULT_MINSTR,
         SANDBOX_DEFAULT_SECONDS);
+    fprintf(f, "\nEnvironment (generator/util/settings.c; unset or empty: the default):\n");
+    wp_settings_print(f, wpgen_settings, wpgen_nsettings);
 }
 
 /* Limits no real run reaches: past them a plan would take minutes or all memory to build

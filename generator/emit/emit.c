@@ -23,6 +23,7 @@
 #include <lauxlib.h>
 #include "emit/emit.h"
 #include "util/interrupt.h"
+#include "util/settings.h"
 #include "emit/backends.h"
 #include "common/errmsg.h"
 #include "emit/emit_data.h"
@@ -429,8 +430,7 @@ static void *worker(void *arg) {
 
 /* Worker threads: WPGEN_THREADS if set, else one per online CPU; at most 16 and one per rank. */
 static int worker_count(int nranks) {
-    const char *env = getenv("WPGEN_THREADS");
-    long n = env && *env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    long n = wpgen_env_given("WPGEN_THREADS") ? (long)wpgen_env_number("WPGEN_THREADS") : sysconf(_SC_NPROCESSORS_ONLN);
     if (n < 1) n = 1;
     if (n > 16) n = 16;
     if (n > nranks) n = nranks > 0 ? nranks : 1;

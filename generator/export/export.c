@@ -36,6 +36,7 @@
 #include "emit/manifest.h"
 #include "emit/outdir.h"
 #include "util/interrupt.h"
+#include "util/settings.h"
 #include "common/config.h"
 #include "common/errmsg.h"
 #include "common/modelcfg.h"
@@ -151,17 +152,16 @@ static const void *source(void *ud, const char *name, size_t bytes, char *err, s
 static int plan_reads(const WpConfig *c, Reader *r, char *err, size_t errlen) {
     size_t per_layer = wp_layer_nparams(c);
     int per = per_layer ? (int)(READ_FLOATS / per_layer) : c->layers;
-    const char *hook = getenv("WP_EXPORT_READ_LAYERS");   /* a test hook: fewer layers a read, so that a small
-                                                            model takes the path of chunks */
-    if (hook && *hook) {
-        char *end;
-        long v = strtol(hook, &end, 10);
-        if (*end || v < 1 || v > c->layers) {
-            r->read_failed = 1;   /* bad input */
-            return errmsg(err, errlen, "WP_EXPORT_READ_LAYERS=%s: expected a number of layers from 1 to %d", hook, c->layers);
-        }
-        per = (int)v;
+    /* a test hook: fewer layers a read, so that a small model takes the path of chunks */
+    const WpSetting *hook = wp_setting_find(wpgen_settings, wpgen_nsettings, "WP_EXPORT_READ_LAYERS");
+    double v;
+    int given;
+    if (wp_setting_number(hook, &v, &given, err, errlen) || (given && v > c->layers)) {
+        r->read_failed = 1;   /* bad input */
+        return errmsg(err, errlen, "WP_EXPORT_READ_LAYERS=%s: expected a number of layers from 1 to %d", wp_setting_text(hook, NULL),
+                      c->layers);
     }
+    if (given) per = (int)v;
     if (per < 1) per = 1;
     if (per > c->layers) per = c->layers;
     r->nchunks = (c->layers + per - 1) / per;

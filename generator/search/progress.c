@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "search/progress.h"
+#include "util/settings.h"
 
 #define PROGRESS_AFTER_S 2.0    /* quiet before this */
 #define PROGRESS_EVERY_S 1.0    /* at most one line per this, when stderr is not a terminal */
@@ -20,8 +21,7 @@ double progress_now(void) {
 }
 
 void progress_begin(void) {
-    const char *e = getenv("WPGEN_PROGRESS");
-    mode = e && e[0] == '0' ? 0 : e && e[0] == '1' ? 1 : 2;
+    mode = wpgen_env_given("WPGEN_PROGRESS") ? (int)wpgen_env_number("WPGEN_PROGRESS") : 2;
     tty = isatty(2);
     t_begin = progress_now();
     t_last = -1;

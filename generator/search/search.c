@@ -26,6 +26,7 @@
 #include "search/bounds.h"
 #include "search/progress.h"
 #include "util/xalloc.h"
+#include "util/settings.h"
 
 const char *const prune_names[PRUNE__COUNT] = {
     [PRUNE_IMPOSSIBLE] = "impossible", [PRUNE_MEMORY] = "over the memory bound", [PRUNE_PRECISION] = "fp32 (bf16 is faster and smaller)", [PRUNE_DOMINATED] = "recomputation not needed",
@@ -234,8 +235,7 @@ int search_run(const SearchSpec *sp, const Topology *topo, const WpConfig *model
     SearchStats *st = &out->stats;
     st->considered = n;
     /* WPGEN_SEARCH_TRACE=1: every candidate's bounds and fate on stderr, one line each */
-    const char *tr = getenv("WPGEN_SEARCH_TRACE");
-    int trace = tr && tr[0] == '1';
+    int trace = wpgen_env_number("WPGEN_SEARCH_TRACE") != 0;
     double tc = 0;
     if (trace) fprintf(stderr, "search: %d candidates bounded in %.2f s\n", n, progress_now() - t0);
 #define DROP(reason) do { \

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "verify/verify_replicas.h"
+#include "util/settings.h"
 #include "util/xalloc.h"
 
 long verify_replicas_runs;
@@ -68,9 +69,8 @@ static int same_work(Verifier *V, int r, int r0, int q, int32_t *inv) {
 
 int replicas_detect(Verifier *V) {
     Plan *p = V->p;
-    const char *all = getenv("WPGEN_VERIFY_ALL");
     int R = p->replicas, n = p->nranks;
-    if ((all && all[0] == '1') || R < 2 || n % R) return 0;
+    if (wpgen_env_number("WPGEN_VERIFY_ALL") || R < 2 || n % R) return 0;
     int npipe = n / R;
     V->npipe = npipe;
     V->image = xmalloc((size_t)n * sizeof *V->image);

@@ -59,8 +59,6 @@
 
 #define COMM_ABORT_STATUS 3       /* exit status of a job aborted by this layer */
 #define COMM_BAD_INPUT_STATUS 2   /* ... and of one whose environment it cannot read (WP_COMM_TIMEOUT=abc) */
-#define COMM_DEFAULT_TIMEOUT 300.0
-#define COMM_DEFAULT_SAVE_TIMEOUT 0.0   /* waiting for a checkpoint save: no limit */
 
 typedef struct Comm Comm;
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "common/comm_book.h"
+#include "common/settings.h"
 
 const char *const comm_kind_names[COMM__NKINDS] = {
     "SEND", "RECV", "BCAST", "REDUCE", "ALLREDUCE", "ALLGATHER", "REDUCE_SCATTER", "UTIL",
@@ -173,32 +174,17 @@ int cb_check_reduce_scatter(const CommGroup *gr, const void *full, const void *s
 
 /* ---- the environment and the clock ---- */
 
-int cb_env_seconds(const char *name, double dflt, double *out, char *err, size_t errlen) {
-    const char *env = getenv(name);
-    *out = dflt;
-    if (!env || !*env) return 0;
-    char *end;
-    errno = 0;
-    double t = strtod(env, &end);
-    if (errno || *end || !(t >= 0)) {
-        snprintf(err, errlen, "%s=%s: expected a number of seconds >= 0", name, env);
-        return -1;
-    }
-    *out = t;
-    return 0;
+int cb_env_seconds(const char *name, double *out, char *err, size_t errlen) {
+    const WpSetting *s = wp_setting_find(wp_runtime_settings, wp_runtime_nsettings, name);
+    if (!s || s->kind != SET_SECONDS) { snprintf(err, errlen, "%s: not a setting of seconds (common/settings.c)", name); return -1; }
+    return wp_setting_number(s, out, NULL, err, errlen);
 }
 
 int cb_env_max_elems(size_t *out, char *err, size_t errlen) {
-    const char *env = getenv(COMM_MAX_ELEMS_VAR);
+    double v;
     *out = (size_t)INT_MAX;
-    if (!env || !*env) return 0;
-    char *end;
-    errno = 0;
-    long long v = strtoll(env, &end, 10);
-    if (errno || *end || end == env || v < 1 || v > INT_MAX) {
-        snprintf(err, errlen, "%s=%s: expected a number of elements from 1 to %d", COMM_MAX_ELEMS_VAR, env, INT_MAX);
+    if (wp_setting_number(wp_setting_find(wp_runtime_settings, wp_runtime_nsettings, "WP_COMM_MAX_ELEMS"), &v, NULL, err, errlen))
         return -1;
-    }
     *out = (size_t)v;
     return 0;
 }

@@ -77,9 +77,9 @@ int cb_turn(const CommInfo *info);
  * is cut into pieces of at most `max` elements each, one library call a piece, posted in order;
  * the k-th piece at one end matches the k-th at the other, as whole operations do (comm.h). */
 
-#define COMM_MAX_ELEMS_VAR "WP_COMM_MAX_ELEMS"
-/* The most elements a piece holds: INT_MAX, or WP_COMM_MAX_ELEMS=N (1 to INT_MAX), a test hook
- * that makes small operations take the piecewise path. 0, or -1 with err for another value. */
+/* The most elements a piece holds: INT_MAX, or WP_COMM_MAX_ELEMS=N (1 to INT_MAX, its row in
+ * common/settings.c), a test hook that makes small operations take the piecewise path. 0, or -1
+ * with err for another value. */
 int cb_env_max_elems(size_t *out, char *err, size_t errlen);
 /* How many pieces n elements take: at least one, so that an empty operation still matches. */
 size_t cb_pieces(size_t n, size_t max);
@@ -88,8 +88,9 @@ size_t cb_piece(size_t n, size_t max, size_t k, size_t *len);
 
 /* ---- the environment and the clock ---- */
 
-/* Seconds from environment variable name (unset or empty: dflt); -1 with err unless a number >= 0. */
-int cb_env_seconds(const char *name, double dflt, double *out, char *err, size_t errlen);
+/* Seconds from environment variable name, a row of the runtime's settings (common/settings.c:
+ * WP_COMM_TIMEOUT, WP_SAVE_TIMEOUT; unset or empty: its default); -1 with err for a bad value. */
+int cb_env_seconds(const char *name, double *out, char *err, size_t errlen);
 /* Seconds since t0 on CLOCK_MONOTONIC (comm_now's clock, the trace's). */
 double cb_since(const struct timespec *t0);
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "common/hostmem.h"
+#include "common/settings.h"
 #include "common/errmsg.h"
 
 /* The first unsigned number in file path; "max" is none. 0, or -1. */
@@ -90,15 +91,15 @@ static int cgroup_room(uint64_t *room, char *dir, size_t dirlen) {
 int wp_host_mem_available(uint64_t *bytes, char *where, size_t wherelen) {
     uint64_t avail = 0, room;
     char dir[4500];
-    const char *hook = getenv("WP_MEM_AVAILABLE");   /* a test hook: a machine of that many bytes */
-    if (hook && *hook) {
-        char *end;
-        unsigned long long v = strtoull(hook, &end, 10);
-        if (!*end) {
-            *bytes = (uint64_t)v;
-            snprintf(where, wherelen, "WP_MEM_AVAILABLE, a test hook");
-            return 0;
-        }
+    /* a test hook: a machine of that many bytes (a bad value is refused by wp_host_mem_check) */
+    const WpSetting *hook = wp_setting_find(wp_runtime_settings, wp_runtime_nsettings, "WP_MEM_AVAILABLE");
+    double v;
+    int given;
+    char e[256];
+    if (wp_setting_number(hook, &v, &given, e, sizeof e) == 0 && given) {
+        *bytes = (uint64_t)v;
+        snprintf(where, wherelen, "WP_MEM_AVAILABLE, a test hook");
+        return 0;
     }
     int have = meminfo_available(&avail) == 0;
     snprintf(where, wherelen, "MemAvailable in /proc/meminfo");
@@ -121,8 +122,11 @@ const char *wp_size_str(double bytes, char *buf, size_t len) {
 }
 
 int wp_host_mem_check(uint64_t need, const char *what, char *err, size_t errlen) {
-    const char *skip = getenv(WP_HOSTMEM_SKIP_ENV);
-    if (skip && !strcmp(skip, "1")) return 0;
+    double skip, hook;
+    if (wp_setting_number(wp_setting_find(wp_runtime_settings, wp_runtime_nsettings, WP_HOSTMEM_SKIP_ENV), &skip, NULL, err, errlen) ||
+        wp_setting_number(wp_setting_find(wp_runtime_settings, wp_runtime_nsettings, "WP_MEM_AVAILABLE"), &hook, NULL, err, errlen))
+        return -1;
+    if (skip) return 0;
     uint64_t avail;
     char where[4600];
     if (wp_host_mem_available(&avail, where, sizeof where) || need <= avail) return 0;

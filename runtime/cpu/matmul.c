@@ -18,6 +18,7 @@
 #include <dlfcn.h>
 #include <omp.h>
 #include <stdlib.h>
+#include "common/settings.h"
 #include "cpu/kernels.h"
 
 static MatmulSbgemm *sbgemm_found;   /* what matmul_init found and chose */
@@ -62,8 +63,7 @@ void matmul_init(void) {
     looked = 1;
     MatmulSbgemm *fn = (MatmulSbgemm *)dlsym(RTLD_DEFAULT, "cblas_sbgemm");
     if (!fn) { sbgemm_state = 0; return; }
-    const char *env = getenv("WP_SBGEMM");
-    int use = env && *env ? env[0] == '1' : sbgemm_faster(fn);
+    int use = wp_env_given("WP_SBGEMM") ? (int)wp_env_number("WP_SBGEMM") : sbgemm_faster(fn);
     sbgemm_found = use ? fn : NULL;
     sbgemm_state = use ? 1 : 2;
 }

@@ -28,6 +28,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include "common/settings.h"
 #include "cuda/common_cuda.cuh"
 #include "cuda/kernels_cuda.cuh"
 
@@ -417,19 +418,11 @@ static int att_mode = ATT_UNREAD;
 
 int wc_attention_setup(int hd, char *err, size_t errlen) {
     if (att_mode == ATT_UNREAD) {
-        static const char *const names[] = { "auto", "cudnn", "own", "reference" };
-        const char *v = getenv("WP_ATTENTION");
-        att_mode = ATT_AUTO;
-        if (v && *v) {
-            att_mode = ATT_UNREAD;
-            for (int i = 0; i < 4; i++)
-                if (!strcmp(v, names[i])) att_mode = i;
-            if (att_mode == ATT_UNREAD) {
-                snprintf(err, errlen, "WP_ATTENTION=%s: expected cudnn (cuDNN's fused attention), own (our tensor-core "
-                         "kernels), reference (our CUDA-core kernels) or auto (the first of those that applies)", v);
-                return -1;
-            }
-        }
+        /* its choices in ATT_* order: auto|cudnn|own|reference (common/settings.c) */
+        double v;
+        if (wp_setting_number(wp_setting_find(wp_runtime_settings, wp_runtime_nsettings, "WP_ATTENTION"), &v, NULL, err, errlen))
+            return -1;
+        att_mode = (int)v;
     }
     if (setup_cc(hd, err, errlen)) return -1;
     wc_attention_tc_setup(hd);   /* both kinds are set up: the tests run one against the other */

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime.h>
+#include "common/settings.h"
 #include "cuda/common_cuda.cuh"
 #include "cuda/kernels_cuda.cuh"
 
@@ -88,8 +89,8 @@ static uint64_t shape_key(int G, int S, int heads, int kv_heads, int hd) {
 }
 
 static void *open_cudnn(char *why, size_t whylen) {
-    const char *named = getenv("WP_CUDNN_LIBRARY");
-    if (named && *named) {
+    const char *named = wp_env_text("WP_CUDNN_LIBRARY");
+    if (named) {
         void *h = dlopen(named, RTLD_NOW | RTLD_GLOBAL);
         if (!h) snprintf(why, whylen, "WP_CUDNN_LIBRARY=%s: %s", named, dlerror());
         return h;
@@ -125,8 +126,7 @@ int wc_cudnn_load(char *why, size_t whylen) {
                 snprintf(load_why, sizeof load_why, "cuDNN %zu.%zu.%zu", v / 10000, v / 100 % 100, v % 100);
             }
         }
-        const char *d = getenv("WP_CUDNN_DETERMINISTIC");
-        deterministic = !(d && !strcmp(d, "0"));
+        deterministic = wp_env_number("WP_CUDNN_DETERMINISTIC") != 0;
     }
     snprintf(why, whylen, "%s", load_why);
     return loaded;

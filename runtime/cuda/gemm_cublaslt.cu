@@ -8,6 +8,7 @@
  * summed in fp32; a bf16 result is rounded once, after beta * C is added. */
 #include <stdlib.h>
 #include <string.h>
+#include "common/settings.h"
 #include "cuda/common_cuda.cuh"
 #include "cuda/gemm_cublaslt.cuh"
 
@@ -46,8 +47,7 @@ enum { TUNE_CANDIDATES = 8, TUNE_RUNS = 5 };
 static int autotune_on(void) {
     static int on = -1;
     if (on < 0) {
-        const char *v = getenv("WP_GEMM_AUTOTUNE");
-        on = !(v && !strcmp(v, "0"));
+        on = wp_env_number("WP_GEMM_AUTOTUNE") != 0;   /* common/settings.c */
     }
     return on;
 }

@@ -146,10 +146,10 @@ void comm_set_save_timeout(Comm *c, double seconds) {
     c->save_timeout = seconds;
 }
 
-static double env_seconds(const char *name, double dflt) {
+static double env_seconds(const char *name) {
     char err[256];
     double t;
-    if (cb_env_seconds(name, dflt, &t, err, sizeof err)) fail_status(COMM_BAD_INPUT_STATUS, "%s", err);   /* bad input */
+    if (cb_env_seconds(name, &t, err, sizeof err)) fail_status(COMM_BAD_INPUT_STATUS, "%s", err);   /* bad input */
     return t;
 }
 
@@ -247,8 +247,8 @@ Comm *comm_init(int *argc, char ***argv) {
     MPI_CHECK(MPI_Comm_size(node, &c->local_size));
     MPI_CHECK(MPI_Comm_rank(node, &c->local_rank));
     MPI_CHECK(MPI_Comm_free(&node));
-    c->timeout = env_seconds("WP_COMM_TIMEOUT", COMM_DEFAULT_TIMEOUT);
-    c->save_timeout = env_seconds("WP_SAVE_TIMEOUT", COMM_DEFAULT_SAVE_TIMEOUT);
+    c->timeout = env_seconds("WP_COMM_TIMEOUT");
+    c->save_timeout = env_seconds("WP_SAVE_TIMEOUT");
     char err[256];
     if (cb_env_max_elems(&c->max_elems, err, sizeof err)) fail_status(COMM_BAD_INPUT_STATUS, "%s", err);   /* bad input */
     nb_init(&c->book, c->rank, c->size, c->timeout);

@@ -14,6 +14,7 @@
  * known dtypes, byte ranges that match the shapes, lie inside the file, and cover the data with
  * no overlap and no hole (the rules of the reference implementation). */
 #include "train/safetensors.h"
+#include "common/settings.h"
 #include "common/errmsg.h"
 
 #include <errno.h>
@@ -266,10 +267,8 @@ static int fsync_dir_of(const char *path) {
  * temporary N more milliseconds before the rename, so that a test can kill a process in the middle
  * of a save, or see training go on while one is written, on a model whose files take no time. */
 static void hold_for_tests(void) {
-    const char *s = getenv("WP_SAVE_DELAY_MS");
-    long ms = s ? strtol(s, NULL, 10) : 0;
+    long ms = (long)wp_env_number("WP_SAVE_DELAY_MS");   /* 0 to 60000 (common/settings.c) */
     if (ms <= 0) return;
-    if (ms > 60000) ms = 60000;
     int keep = errno;
     struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
     while (nanosleep(&t, &t) != 0 && errno == EINTR) {}

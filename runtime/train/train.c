@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "common/init.h"
+#include "common/settings.h"
 #include "train/rank.h"
 #include "train/checkpoint.h"
 #include "train/loop.h"
@@ -375,8 +376,7 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
     setup(R, P, &o);
     /* WP_EMULATE=1: delay every send by the plan's link (latency + bytes / bandwidth, intra- or
      * inter-node), so that topology effects can be measured on one machine (make bench-sim). */
-    const char *emulate = getenv("WP_EMULATE");
-    if (emulate && *emulate && strcmp(emulate, "0")) {
+    if (wp_env_number("WP_EMULATE")) {
         for (int q = 0; q < P->nranks; q++) {
             int inter = P->rank_node[q] != P->rank_node[R->rank];
             double bw = inter ? P->inter_bw : P->intra_bw, lat = inter ? P->inter_lat : P->intra_lat;

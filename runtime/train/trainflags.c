@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "train/trainflags.h"
+#include "common/settings.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
 #include "common/outpaths.h"
@@ -256,7 +257,13 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
         } else {
             snprintf(flag, sizeof flag, "%s", a);
         }
-        if (!strcmp(flag, "-h") || !strcmp(flag, "--help")) { fputs(usage_head, stdout); fputs(train_flags_usage, stdout); exit(0); }
+        if (!strcmp(flag, "-h") || !strcmp(flag, "--help")) {
+            fputs(usage_head, stdout);
+            fputs(train_flags_usage, stdout);
+            fputs("\nEnvironment (common/settings.c; unset or empty: the default):\n", stdout);
+            wp_settings_print(stdout, wp_runtime_settings, wp_runtime_nsettings);
+            exit(0);
+        }
         if (!strcmp(flag, "--synthetic") || !strcmp(flag, "--recompute") || !strcmp(flag, "--no-shuffle") ||
             !strcmp(flag, "--allow-batch-change") || !strcmp(flag, "--sync-save")) {
             if (val) { snprintf(err, errlen, "%s takes no value", flag); return -1; }

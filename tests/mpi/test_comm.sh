@@ -36,7 +36,7 @@ done
 # a bad value is bad input (exit 2), the variable named, before anything is sent
 WP_COMM_MAX_ELEMS=0 timeout 40 "${mpi[@]}" -x WP_COMM_MAX_ELEMS -np 2 "$bin" >"$tmp/out" 2>&1
 rc=$?
-if [ $rc = 2 ] && grep -qF "WP_COMM_MAX_ELEMS=0: expected a number of elements from 1 to 2147483647" "$tmp/out"; then
+if [ $rc = 2 ] && grep -qF "WP_COMM_MAX_ELEMS=0: expected a whole number from 1 to 2147483647" "$tmp/out"; then
     echo "ok: WP_COMM_MAX_ELEMS=0 refused (exit 2)"
 else
     echo "FAIL: WP_COMM_MAX_ELEMS=0: exit $rc, expected 2 and the variable named"; tail -n 5 "$tmp/out"; failed=$((failed + 1))

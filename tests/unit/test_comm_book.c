@@ -91,18 +91,21 @@ static void test_checks(void) {
 static void test_env(void) {
     char err[256];
     double t = -1;
-    unsetenv("WP_TEST_SECONDS");
-    CHECK(cb_env_seconds("WP_TEST_SECONDS", 300, &t, err, sizeof err) == 0 && t == 300, "unset: the default");
-    setenv("WP_TEST_SECONDS", "", 1);
-    CHECK(cb_env_seconds("WP_TEST_SECONDS", 300, &t, err, sizeof err) == 0 && t == 300, "empty: the default");
-    setenv("WP_TEST_SECONDS", "2.5", 1);
-    CHECK(cb_env_seconds("WP_TEST_SECONDS", 300, &t, err, sizeof err) == 0 && t == 2.5, "read: %g", t);
-    setenv("WP_TEST_SECONDS", "-1", 1);
-    CHECK(cb_env_seconds("WP_TEST_SECONDS", 300, &t, err, sizeof err) == -1 &&
-          !strcmp(err, "WP_TEST_SECONDS=-1: expected a number of seconds >= 0"), "%s", err);
-    setenv("WP_TEST_SECONDS", "5s", 1);
-    CHECK(cb_env_seconds("WP_TEST_SECONDS", 300, &t, err, sizeof err) == -1, "not a number");
-    unsetenv("WP_TEST_SECONDS");
+    unsetenv("WP_COMM_TIMEOUT");
+    CHECK(cb_env_seconds("WP_COMM_TIMEOUT", &t, err, sizeof err) == 0 && t == 300, "unset: the default");
+    setenv("WP_COMM_TIMEOUT", "", 1);
+    CHECK(cb_env_seconds("WP_COMM_TIMEOUT", &t, err, sizeof err) == 0 && t == 300, "empty: the default");
+    setenv("WP_COMM_TIMEOUT", "2.5", 1);
+    CHECK(cb_env_seconds("WP_COMM_TIMEOUT", &t, err, sizeof err) == 0 && t == 2.5, "read: %g", t);
+    setenv("WP_COMM_TIMEOUT", "-1", 1);
+    CHECK(cb_env_seconds("WP_COMM_TIMEOUT", &t, err, sizeof err) == -1 &&
+          !strncmp(err, "WP_COMM_TIMEOUT=-1: expected a number of seconds >= 0 (", 55), "%s", err);
+    setenv("WP_COMM_TIMEOUT", "5s", 1);
+    CHECK(cb_env_seconds("WP_COMM_TIMEOUT", &t, err, sizeof err) == -1, "not a number");
+    unsetenv("WP_COMM_TIMEOUT");
+    unsetenv("WP_SAVE_TIMEOUT");
+    CHECK(cb_env_seconds("WP_SAVE_TIMEOUT", &t, err, sizeof err) == 0 && t == 0, "the save's default: no limit");
+    CHECK(cb_env_seconds("WP_COMM_MAX_ELEMS", &t, err, sizeof err) == -1, "not a setting of seconds");
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     double a = cb_since(&t0), b = cb_since(&t0);
@@ -113,18 +116,18 @@ static void test_env(void) {
 static void test_pieces(void) {
     char err[256];
     size_t max = 0, len = 0;
-    unsetenv(COMM_MAX_ELEMS_VAR);
+    unsetenv("WP_COMM_MAX_ELEMS");
     CHECK(cb_env_max_elems(&max, err, sizeof err) == 0 && max == (size_t)INT_MAX, "unset: INT_MAX, got %zu", max);
-    setenv(COMM_MAX_ELEMS_VAR, "7", 1);
+    setenv("WP_COMM_MAX_ELEMS", "7", 1);
     CHECK(cb_env_max_elems(&max, err, sizeof err) == 0 && max == 7, "read: %zu", max);
     const char *bad[] = { "0", "-3", "7x", "2147483648", "abc" };
     for (int i = 0; i < 5; i++) {
-        setenv(COMM_MAX_ELEMS_VAR, bad[i], 1);
+        setenv("WP_COMM_MAX_ELEMS", bad[i], 1);
         char want[128];
-        snprintf(want, sizeof want, "WP_COMM_MAX_ELEMS=%s: expected a number of elements from 1 to 2147483647", bad[i]);
-        CHECK(cb_env_max_elems(&max, err, sizeof err) == -1 && !strcmp(err, want), "%s: %s", bad[i], err);
+        snprintf(want, sizeof want, "WP_COMM_MAX_ELEMS=%s: expected a whole number from 1 to 2147483647 (", bad[i]);
+        CHECK(cb_env_max_elems(&max, err, sizeof err) == -1 && !strncmp(err, want, strlen(want)), "%s: %s", bad[i], err);
     }
-    unsetenv(COMM_MAX_ELEMS_VAR);
+    unsetenv("WP_COMM_MAX_ELEMS");
     CHECK(cb_pieces(0, 7) == 1 && cb_pieces(1, 7) == 1 && cb_pieces(7, 7) == 1 && cb_pieces(8, 7) == 2 && cb_pieces(15, 7) == 3,
           "pieces of 0, 1, 7, 8, 15 by 7");
     /* 2^33 floats (a 32 GiB transfer) by INT_MAX: 5 pieces, covering it exactly */
