@@ -121,6 +121,12 @@ job "$tmp/a" WPGEN_BIN=wpgen PATH="$root/$build:$tmp/bin:$PATH" WPGEN_DOWN_WAIT=
 [ $rc = 0 ] && grep -q -- "--rankfile [^ ]* --mca btl self,tcp .*/train --save .* --save-every 3 " "$tmp/mpirun.log" && ok ||
     bad "good settings: exit $rc: $(tail -2 "$tmp/job.out") $(cat "$tmp/mpirun.log" 2>/dev/null)"
 
+# a relative WPGEN_BIN still re-plans: the re-plan runs from where emit ran
+ln -s "$root/$build/wpgen" "$tmp/run/my-wpgen"
+job "$tmp/a" WPGEN_BIN=./my-wpgen WPGEN_DOWN_CMD="echo 127.0.0.1" FAKE_RCS="137 0" WPGEN_CHECKPOINT="$tmp/ck0/c.json"
+[ $rc = 0 ] && grep -q "re-plan 1 of 2: $tmp/a.replan-1" "$tmp/job.out" && ok || bad "WPGEN_BIN=./my-wpgen: exit $rc: $(tail -2 "$tmp/job.out")"
+rm -rf "$tmp/a.replan-1"*
+
 # ---- a loss before the first checkpoint: said as such ----
 ck=$tmp/ck/checkpoint.json
 job "$tmp/a" WPGEN_CHECKPOINT="$ck" WPGEN_DOWN_CMD=true FAKE_RCS="3 0"
