@@ -31,11 +31,11 @@ ${P.header_hash}
 @   if c > per then per = c end
 @   if n > 0 and c ~= (count[0] or 0) then uniform = false end
 @ end
-#SBATCH --job-name=wpgen-${P.strategy}
-#SBATCH --nodes=${P.nnodes}
-#SBATCH --ntasks=${P.nranks}
+#SBATCH --job-name=${sbatch_value("wpgen-" .. P.strategy)}
+#SBATCH --nodes=${sbatch_value(P.nnodes)}
+#SBATCH --ntasks=${sbatch_value(P.nranks)}
 @ if uniform then
-#SBATCH --ntasks-per-node=${per}
+#SBATCH --ntasks-per-node=${sbatch_value(per)}
 @ end
 @ if P.backend == "cuda" then
 #SBATCH --gpus-per-task=1
@@ -47,7 +47,8 @@ ${P.header_hash}
 #SBATCH --output=slurm-%x-%j.out
 
 # the plan's shape, which the allocation must match, and its nodes' names in the topology (the
-# allocation's i-th node runs the plan's i-th)
+# allocation's i-th node runs the plan's i-th); plan_hash is for the reader
+# shellcheck disable=SC2034
 plan_ranks=${P.nranks} plan_nodes=${P.nnodes} plan_hash=${P.hash}
 plan_node_names=(${P.nodes_sh})
 # the wpgen that emitted this directory, which re-plans for the survivors when a node is lost
