@@ -88,6 +88,9 @@ static int read_option(StrategyDecl *d, lua_State *L, int i, OptDecl *od) {
     lua_getfield(L, -1, "help");
     snprintf(od->help, sizeof od->help, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "");
     lua_pop(L, 1);
+    lua_getfield(L, -1, "default_words");
+    snprintf(od->default_words, sizeof od->default_words, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "");
+    lua_pop(L, 1);
     od->searched = lua_getfield(L, -1, "search") != LUA_TNIL;
     lua_pop(L, 1);
     return 0;
@@ -192,6 +195,12 @@ void decl_format_value(const OptVal *v, char *out, size_t len) {
     if (v->type == OPTVAL_STR) snprintf(out, len, "%s", v->s);
     else if (v->type == OPTVAL_BOOL) snprintf(out, len, "%s", v->i ? "on" : "off");
     else snprintf(out, len, "%lld", v->i);
+}
+
+void decl_describe_default(const OptDecl *od, const char *own, char *out, size_t len) {
+    if (od->default_words[0]) { snprintf(out, len, "%s", od->default_words); return; }
+    if (od->type == OPT_INT && (od->def.i < od->min || od->def.i > od->max)) { snprintf(out, len, "%s", own); return; }
+    decl_format_value(&od->def, out, len);
 }
 
 const DeclField *decl_field(const DeclTable *t, const char *key) {
