@@ -142,7 +142,9 @@ int cmd_compare(const Args *a) {
     for (int i = 0; i < ns; i++) {
         char path[4200];
         if (strcmp(names[i], "auto") && strategy_resolve(names[i], path, sizeof path)) {
-            fprintf(stderr, "wpgen: compare: no strategy \"%s\" (no such file %s)\n", names[i], path);
+            char err[2300];
+            strategy_missing(names[i], path, err, sizeof err);
+            fprintf(stderr, "wpgen: compare: --strategies: %s\n", err);
             return EXIT_BAD_INPUT;
         }
     }

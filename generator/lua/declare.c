@@ -98,7 +98,7 @@ static int read_option(StrategyDecl *d, lua_State *L, int i, OptDecl *od) {
 
 static void read_decl(StrategyDecl *d) {
     if (strategy_resolve(d->name, d->path, sizeof d->path)) {
-        snprintf(d->err, sizeof d->err, "strategy \"%s\": no such file %.900s", d->name, d->path);
+        strategy_missing(d->name, d->path, d->err, sizeof d->err);
         return;
     }
     strategy_about(d->path, d->about, sizeof d->about);
@@ -391,17 +391,3 @@ const char *strategy_default(void) {
     return name;
 }
 
-int shipped_strategies(char names[][64], int max) {
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/schedules", wpgen_home());
-    struct dirent **ents;
-    int k = scandir(dir, &ents, NULL, alphasort), n = 0;
-    for (int i = 0; i < k; i++) {
-        size_t l = strlen(ents[i]->d_name);
-        if (l > 4 && l < 60 && !strcmp(ents[i]->d_name + l - 4, ".lua") && strncmp(ents[i]->d_name, "auto.", 5) && n < max)
-            snprintf(names[n++], 64, "%.*s", (int)(l - 4), ents[i]->d_name);
-        free(ents[i]);
-    }
-    if (k >= 0) free(ents);
-    return n;
-}

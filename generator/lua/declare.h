@@ -98,7 +98,4 @@ void decl_from_notes(const StrategyDecl *d, const char *notes, StrategyOpts *o);
 /* The strategy of -s when none is given: the name in schedules/default-strategy (auto if none). */
 const char *strategy_default(void);
 
-/* The strategies in schedules/, in name order (auto, the search, is none of them). */
-int shipped_strategies(char names[][64], int max);
-
 #endif

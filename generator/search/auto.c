@@ -26,6 +26,13 @@ int auto_search(const SearchSpec *sp, const Topology *topo, const WpConfig *mode
     char names[64][64];
     int ns = search_strategy_list(sp->strategies, names, 64);
     if (ns < 0) { fprintf(stderr, "wpgen: --strategies: expected names separated by commas, got \"%s\"\n", sp->strategies); return EXIT_BAD_PLAN_INPUT; }
+    for (int i = 0; i < ns; i++) {   /* a name that is no strategy is a typo, not a candidate refused */
+        char path[4200], err[2600];
+        if (strategy_resolve(names[i], path, sizeof path) == 0) continue;
+        strategy_missing(names[i], path, err, sizeof err);
+        fprintf(stderr, "wpgen: --strategies: %s\n", err);
+        return EXIT_BAD_PLAN_INPUT;
+    }
     SearchResult sr;
     search_run(sp, topo, model, name, names, ns, 0, &sr);
     char counts[400];

@@ -45,7 +45,7 @@ static const char usage_head[] =
     "usage: wp-ref -m MODEL (--data FILE | --synthetic) [options]\n"
     "       wp-ref --eval CHECKPOINT --data SPEC   a checkpoint's held-out loss, no training (--eval --help)\n"
     "  -m MODEL                preset (wpgen list) or a Hugging Face config.json path\n"
-    "  --seq S                 tokens per sequence (default: the model's)\n"
+    "  --seq S                 tokens per sequence (default: " WP_DEFAULT_SEQ_RULE ")\n"
     "  --micro-batch-size G    sequences per micro-batch (default: the model's)\n"
     "  --micro-batches M       micro-batches per step, in all (default 1)\n"
     "  --precision P           fp32 (default) or bf16: working weights, activations and their gradients\n"
