@@ -3,7 +3,10 @@
 # on for tied models; docs/topology.md's example plans, and a link type written as users write it
 # (IB, NVLink) loads while one a link may not be is refused listing the classes and their names;
 # a model folder named like a preset is loaded, saying so (an empty folder of that name is not a
-# model: the preset); the default sequence length; an unknown strategy name lists the strategies (plan, compare, -s auto).
+# model: the preset); the default sequence length; an unknown strategy name lists the strategies
+# (plan, compare, -s auto); sim, compare and -s auto say whether their rates are calibrated (which
+# file) or the defaults, with the band, compare marks the rows that tie with the fastest within
+# it, and MFU (sim, compare, --json) is the trainers' model FLOPs over the step and the peak.
 set -uo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/../.."
@@ -13,8 +16,9 @@ cd "$(dirname "$0")/../.."
 "$wpgen" list >"$tmp/list" 2>&1
 [ "$(grep -c -- '--replicate-ends: a flag, no value, default on for tied models, off otherwise' "$tmp/list")" = 4 ] && ok ||
     bad "list: $(grep -m1 -- --replicate-ends "$tmp/list")"
-"$wpgen" plan --help -s weipipe-interleave 2>&1 | grep -q -- '--replicate-ends .*default on for tied models, off otherwise' && ok ||
-    bad "plan --help: $("$wpgen" plan --help -s weipipe-interleave 2>&1 | grep -- --replicate-ends)"
+"$wpgen" plan --help -s weipipe-interleave >"$tmp/help" 2>&1
+grep -q -- '--replicate-ends .*default on for tied models, off otherwise' "$tmp/help" && ok ||
+    bad "plan --help: $(grep -- --replicate-ends "$tmp/help")"
 
 # docs/topology.md's example, as written there (IB between nodes, NVLink inside, 4 NICs a node)
 awk '/^```json/ {on=1; next} /^```/ {on=0} on' docs/topology.md >"$tmp/topo.json"
@@ -50,6 +54,48 @@ list='not one of 1f1b, fsdp, tawpipe, weipipe-interleave, weipipe-naive, weipipe
 expect 2 "wpgen: strategy \"weipipe\": $list" -- plan -t topologies/cpu-2x2.json -m tiny -s weipipe
 expect 2 "wpgen: compare: --strategies: strategy \"weipipe\": $list" -- compare -t topologies/cpu-2x2.json -m tiny --strategies weipipe,1f1b
 expect 2 "wpgen: --strategies: strategy \"nope\": $list" -- sim -t topologies/cpu-2x2.json -m tiny -s auto --strategies nope,1f1b
+
+# predictions: which rates, the band, ties, MFU
+defaults='the defaults, not calibrated: on an H200 they predicted steps 39-54% short, so a step may take up to twice this'
+"$wpgen" sim -t topologies/cpu-2x2.json -m tiny -s 1f1b >"$tmp/out" 2>&1
+grep -qF "rates       $defaults" "$tmp/out" && grep -q "^step .* bubble .*, MFU [0-9.]*%$" "$tmp/out" && ok || bad "sim: $(grep -E '^(step|rates)' "$tmp/out")"
+"$wpgen" calibrate -t tests/data/h200/topology.json --trace tests/data/h200/s4096/trace.json \
+    --trace tests/data/h200/s16384/trace.json -o "$tmp/h200.calib.json" >/dev/null 2>&1 || bad "calibrate"
+"$wpgen" sim -t tests/data/h200/topology.json -m llama-h1024 -s 1f1b --calibration "$tmp/h200.calib.json" >"$tmp/out" 2>&1
+grep -qF "rates       calibrated by $tmp/h200.calib.json: held-out steps measured within 10% of the prediction" "$tmp/out" && ok ||
+    bad "sim --calibration: $(grep -E '^rates' "$tmp/out")"
+"$wpgen" sim -t tests/data/h200/topology.json -m llama-h1024 -s 1f1b --calibration "$tmp/h200.calib.json" --json >"$tmp/j" 2>&1
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["rates"]; assert r["calibrated"] and r["file"]==sys.argv[2] and r["band"]==0.1, r' \
+    "$tmp/j" "$tmp/h200.calib.json" && ok || bad "sim --json rates: $(head -c 300 "$tmp/j")"
+"$wpgen" plan -t topologies/cpu-2x2.json -m tiny -s auto >/dev/null 2>"$tmp/err"
+grep -qF "wpgen: auto: rates $defaults" "$tmp/err" && ok || bad "plan -s auto: $(cat "$tmp/err")"
+# compare: fsdp 2.485 s and tawpipe 2.504 s tie (0.8%), weipipe-interleave 2.973 s does not
+big=(-t topologies/weipipe-2x8-a800-nvlink-10gbe.json -m llama-h1024 --seq 16384)
+"$wpgen" compare "${big[@]}" >"$tmp/c" 2>/dev/null
+grep -qF "rates: $defaults" "$tmp/c" && grep -q "^fsdp/.*  <- fastest, ties with ~$" "$tmp/c" && grep -q "^tawpipe/.*  ~ ties$" "$tmp/c" &&
+    ! grep -q "^weipipe-interleave/.*ties" "$tmp/c" && grep -q "^ties: the rows marked ~ are within 10% of the fastest step" "$tmp/c" &&
+    grep -q "^strategy  *step s  tokens/s/dev    MFU  bubble" "$tmp/c" && ok || bad "compare: $(cat "$tmp/c")"
+"$wpgen" compare "${big[@]}" --json >"$tmp/cj" 2>/dev/null
+python3 - "$tmp/cj" <<'PY' && ok || bad "compare --json ties and MFU"
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1])) if r.get("fits")]
+best = [r for r in rows if r["fastest"]][0]
+for r in rows:   # ties: within 10% of the fastest; MFU x step the same model FLOPs for every row
+    assert r["ties_fastest"] == (r is not best and r["step_time_s"] <= 1.1 * best["step_time_s"]), r["strategy"]
+    assert abs(r["mfu"] * r["step_time_s"] / (best["mfu"] * best["step_time_s"]) - 1) < 1e-9, r["strategy"]
+assert sum(r["ties_fastest"] for r in rows) >= 1
+PY
+# MFU is the trainers': wp-ref's logged MFU gives the same model FLOPs per token as sim's
+"$build/wp-ref" -m tiny --synthetic --steps 2 --peak-tflops 1 --log "$tmp/ref.log" >/dev/null 2>&1
+"$wpgen" sim -t topologies/cpu-2x2.json -m tiny -s 1f1b --json >"$tmp/sj" 2>/dev/null
+python3 - "$tmp/ref.log" "$tmp/sj" <<'PY' && ok || bad "MFU: sim's model FLOPs are not the trainer's"
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+f_ref = r["mfu"] * 1e12 / r["tokens_per_s"]                    # --peak-tflops 1
+s = json.load(open(sys.argv[2]))
+f_sim = s["mfu"] * s["step_time_s"] * 4 * 0.05e12 / s["tokens_per_step"]   # 4 ranks of 0.05 TFLOP/s
+assert abs(f_sim / f_ref - 1) < 1e-3, (f_sim, f_ref)
+PY
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
