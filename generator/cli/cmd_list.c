@@ -34,12 +34,11 @@ int cmd_list(void) {
             const StrategyDecl *d = strategy_decl(sname);
             for (int k = 0; d->ok && k < d->nopts; k++) {
                 const OptDecl *od = &d->opts[k];
-                char range[400], def[64];
+                char range[400], def[128];
                 decl_describe_range(od, range, sizeof range);
-                decl_format_value(&od->def, def, sizeof def);
-                int outside = od->type == OPT_INT && (od->def.i < od->min || od->def.i > od->max);
+                decl_describe_default(od, "its own", def, sizeof def);
                 printf("  %-20s   %s%s: %s, default %s%s\n", "", od->flag, od->type == OPT_INT ? " N" : od->type == OPT_CHOICE ? " VALUE" : "",
-                       range, outside ? "its own" : def, od->searched ? " (searched)" : "");
+                       range, def, od->searched ? " (searched)" : "");
             }
             if (!d->ok) printf("  %-20s   (%s)\n", "", d->err);
         }

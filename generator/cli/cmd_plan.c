@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include "emit/emit.h"
 #include "cli/cli.h"
+#include "cost/trust.h"
 
 int cmd_plan(const Args *a, int emit) {
     char err[4096], name[256];
@@ -28,6 +29,10 @@ int cmd_plan(const Args *a, int emit) {
         fprintf(stderr, "wpgen: auto picked %s, %d replica%s, %s chunks%s%s: %s\n", best.strategy, best.o.replicas,
                 best.o.replicas > 1 ? "s" : "", best.o.chunks ? "twice the default" : "default", best.o.recompute ? ", recomputation" : "",
                 after, best.why);
+        char rates[600];
+        TrustRates tr = trust_rates(a->calib, a->calib_path, &topo);
+        trust_describe(&tr, rates, sizeof rates);
+        fprintf(stderr, "wpgen: auto: rates %s\n", rates);
     }
     if (rc == 0) {
         double intra, inter;

@@ -7,9 +7,11 @@
 #include <jansson.h>
 #include "cli/cli.h"
 #include "util/xalloc.h"
+#include "cost/trust.h"
 
 static void sim_json_add(json_t *o, const Plan *p, const SimResult *s) {
     json_object_set_new(o, "step_time_s", json_real(s->step_time));
+    json_object_set_new(o, "mfu", json_real(trust_mfu(p, s->step_time)));
     json_object_set_new(o, "tokens_per_s_per_device", json_real(s->tokens_per_s_per_device));
     json_object_set_new(o, "bubble_ratio", json_real(s->bubble_ratio));
     json_object_set_new(o, "tokens_per_step", json_integer((json_int_t)p->total_mbs * p->model.mbs * p->model.seq));
@@ -22,10 +24,12 @@ static void sim_json_add(json_t *o, const Plan *p, const SimResult *s) {
     json_object_set_new(o, "bytes_by_link", links);
 }
 
-static void print_sim(const Plan *p, const SimResult *s) {
-    char b[32];
-    printf("step        %.4g s predicted: %.5g tokens/s per device, bubble %.1f%%\n", s->step_time,
-           s->tokens_per_s_per_device, 100 * s->bubble_ratio);
+static void print_sim(const Plan *p, const SimResult *s, const TrustRates *tr) {
+    char b[32], rates[600];
+    printf("step        %.4g s predicted: %.5g tokens/s per device, bubble %.1f%%, MFU %.1f%%\n", s->step_time,
+           s->tokens_per_s_per_device, 100 * s->bubble_ratio, 100 * trust_mfu(p, s->step_time));
+    trust_describe(tr, rates, sizeof rates);
+    printf("rates       %s\n", rates);
     printf("time        per rank (mean): %.4g s forward/backward, %.4g s waiting for transfers, %.4g s the rest\n",
            s->compute_s / p->nranks, s->comm_exposed_s / p->nranks,
            s->step_time - (s->compute_s + s->comm_exposed_s) / p->nranks);
@@ -70,9 +74,11 @@ int cmd_sim(const Args *a) {
         return EXIT_REJECTED;
     }
     int fits = plan_fits(p);
+    TrustRates tr = trust_rates(a->calib, a->calib_path, &topo);
     if (a->json) {
         json_t *j = plan_json(p, s.bytes_intra, s.bytes_inter, fits);
         sim_json_add(j, p, &s);
+        json_object_set_new(j, "rates", trust_json(&tr));
         if (is_auto) {
             json_t *au = json_object();
             json_object_set_new(au, "replicas", json_integer(o.replicas));
@@ -98,7 +104,7 @@ int cmd_sim(const Args *a) {
         }
         print_summary(p, name, s.bytes_intra, s.bytes_inter, fits);
         if (p->notes && p->notes[0] && p->notes[strlen(p->notes) - 1] != '\n') printf("\n");
-        print_sim(p, &s);
+        print_sim(p, &s, &tr);
     }
     if (a->trace && sim_write_trace(p, &s, a->trace)) rc = bad("sim: cannot write %s: %s", a->trace, strerror(errno));
     if (!rc && a->svg) {
@@ -142,7 +148,9 @@ int cmd_compare(const Args *a) {
     for (int i = 0; i < ns; i++) {
         char path[4200];
         if (strcmp(names[i], "auto") && strategy_resolve(names[i], path, sizeof path)) {
-            fprintf(stderr, "wpgen: compare: no strategy \"%s\" (no such file %s)\n", names[i], path);
+            char err[2300];
+            strategy_missing(names[i], path, err, sizeof err);
+            fprintf(stderr, "wpgen: compare: --strategies: %s\n", err);
             return EXIT_BAD_INPUT;
         }
     }
@@ -199,6 +207,9 @@ int cmd_compare(const Args *a) {
     }
     char counts[400];
     search_describe(&sr.stats, counts, sizeof counts);
+    TrustRates tr = trust_rates(a->calib, a->calib_path, &topo);
+    int nties = 0;   /* rows that fit within the tie band of the fastest, the fastest itself aside */
+    for (int i = 0; best >= 0 && i < ns; i++) nties += i != best && !c[i].rc && c[i].fits && trust_ties(res[i].step_time, res[best].step_time);
     char (*shown)[400] = xcalloc((size_t)ns, sizeof *shown);
     int width = 22;
     for (int i = 0; i < ns; i++) {
@@ -222,7 +233,11 @@ int cmd_compare(const Args *a) {
                "precision %s, gradients %s%s\n", topo.name, topo.ndevices, topo.nnodes, topo.nnodes > 1 ? "s" : "", name, model.seq,
                model.mbs, model.mbs > 1 ? "s" : "", a->micro_batches, wp_dtype_name(o.precision), wp_dtype_name(o.grad_precision),
                opts_weight_wire_fp32(&o) ? ", weights on the wire fp32" : "");
-        printf("%-*s %10s %13s %7s %11s %11s %10s\n", width, "strategy", "step s", "tokens/s/dev", "bubble", "intra GiB", "inter GiB", "peak GiB");
+        char rates[600];
+        trust_describe(&tr, rates, sizeof rates);
+        printf("rates: %s\n", rates);
+        printf("%-*s %10s %13s %6s %7s %11s %11s %10s\n", width, "strategy", "step s", "tokens/s/dev", "MFU", "bubble", "intra GiB",
+               "inter GiB", "peak GiB");
     }
     for (int i = 0; i < ns; i++) {
         const char *label = names[i];
@@ -242,14 +257,18 @@ int cmd_compare(const Args *a) {
             json_t *j = plan_json(p, s->bytes_intra, s->bytes_inter, c[i].fits);
             sim_json_add(j, p, s);
             json_object_set_new(j, "fastest", json_boolean(i == best));
+            /* within the tie band of the fastest: the simulator does not tell them apart */
+            json_object_set_new(j, "ties_fastest", json_boolean(best >= 0 && i != best && c[i].fits &&
+                                                                trust_ties(s->step_time, res[best].step_time)));
             cand_label_json(&c[i], &o, "json", j);
             if (!strcmp(names[i], "auto")) json_object_set_new(j, "picked_by", json_string("auto"));
             json_array_append_new(arr, j);
         } else {
-            const char *mark = !c[i].fits ? "OOM" : i == best ? "<- fastest" : NULL;
-            printf("%-*s %10.4g %13.5g %6.1f%% %11.2f %11.2f %10.2f%s%s\n", width, shown[i], s->step_time, s->tokens_per_s_per_device,
-                   100 * s->bubble_ratio, s->bytes_intra / (1 << 30), s->bytes_inter / (1 << 30), (double)p->peak_mem / (1 << 30),
-                   mark ? "  " : "", mark ? mark : "");
+            int ties = best >= 0 && i != best && c[i].fits && trust_ties(s->step_time, res[best].step_time);
+            const char *mark = !c[i].fits ? "OOM" : i == best ? (nties ? "<- fastest, ties with ~" : "<- fastest") : ties ? "~ ties" : NULL;
+            printf("%-*s %10.4g %13.5g %5.1f%% %6.1f%% %11.2f %11.2f %10.2f%s%s\n", width, shown[i], s->step_time,
+                   s->tokens_per_s_per_device, 100 * trust_mfu(p, s->step_time), 100 * s->bubble_ratio, s->bytes_intra / (1 << 30),
+                   s->bytes_inter / (1 << 30), (double)p->peak_mem / (1 << 30), mark ? "  " : "", mark ? mark : "");
         }
     }
     if (a->json) {
@@ -267,6 +286,9 @@ int cmd_compare(const Args *a) {
         if (nf) snprintf(over, sizeof over, " over %s%s%s%s%s", free_[0], nf == 3 ? ", " : nf == 2 ? " and " : "", nf > 1 ? free_[1] : "",
                          nf == 3 ? " and " : "", nf == 3 ? free_[2] : "");
         printf("search: each strategy's fastest that fits%s; %s\n", over, counts);
+        if (nties)
+            printf("ties: the rows marked ~ are within %.0f%% of the fastest step, the error band of calibrated predictions: "
+                   "the simulator does not rank them\n", 100 * TRUST_TIE_BAND);
     }
     json_decref(arr);
     for (int i = 0; i < ns; i++) { plan_free(plans[i]); sim_result_free(&res[i]); }

@@ -13,6 +13,7 @@
 #include "cli/cli.h"
 #include "lua/sandbox.h"
 #include "lua/declare.h"
+#include "common/modelcfg.h"
 #include "util/settings.h"
 
 static void usage(FILE *f) {
@@ -42,7 +43,9 @@ static void usage(FILE *f) {
         "--chunks 0: each strategy's default chunks (compare and -s auto then do not search the chunks).\n"
         "--search-seconds S (compare, -s auto): once a plan that fits is found, try no new candidate after\n"
         "S seconds of searching, and say how many were not tried (default: search them all).\n"
-        "MODEL is a preset (wpgen list) or a Hugging Face config.json. --micro-batches is per rank.\n"
+        "MODEL is a preset (wpgen list), a Hugging Face config.json or its folder (a file or folder named like a\n"
+        "preset wins, saying so). --micro-batches is per rank.\n"
+        "--seq: default " WP_DEFAULT_SEQ_RULE ".\n"
         "-s auto (plan, emit, sim) tries every strategy with its parameters in the simulator and takes the\n"
         "fastest plan that fits; --strategies a,b,... (names or paths to .lua files) limits it to those.\n"
         "--precision: working weights, activations and their gradients (fp32 master weights and AdamW state\n"

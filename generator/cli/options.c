@@ -101,13 +101,11 @@ int strategy_options_check(Args *a) {
 }
 
 static void option_line(FILE *f, const OptDecl *od) {
-    char range[400], def[64], arg[48];
+    char range[400], def[128], arg[48];
     decl_describe_range(od, range, sizeof range);
-    decl_format_value(&od->def, def, sizeof def);
+    decl_describe_default(od, "none (the strategy's own choice)", def, sizeof def);
     snprintf(arg, sizeof arg, "%s%s", od->flag, od->type == OPT_INT ? " N" : od->type == OPT_CHOICE ? " VALUE" : "");
-    int outside = od->type == OPT_INT && (od->def.i < od->min || od->def.i > od->max);
-    fprintf(f, "  %-28s %s; default %s%s%s\n", arg, range, outside ? "none (" : "", outside ? "the strategy's own choice)" : def,
-            od->searched ? "; compare and -s auto search it" : "");
+    fprintf(f, "  %-28s %s; default %s%s\n", arg, range, def, od->searched ? "; compare and -s auto search it" : "");
     if (od->help[0]) fprintf(f, "  %-28s %s\n", "", od->help);
 }
 

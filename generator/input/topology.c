@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <jansson.h>
 #include "input/topology.h"
 #include "common/errmsg.h"
@@ -237,25 +238,55 @@ const char *link_type_name(LinkType t) {
     return (unsigned)t < LINK__COUNT ? link_names[t] : "?";
 }
 
+/* What people write for the classes (docs/topology.md), matched without regard to case as the
+ * class names are: the simulator tells the classes apart, not the products. */
+static const struct { const char *name; LinkType type; } link_aliases[] = {
+    { "NVLink", LINK_NVL }, { "NVSwitch", LINK_NVL }, { "xGMI", LINK_NVL }, { "Infinity Fabric", LINK_NVL },
+    { "PCIe", LINK_PCI },
+    { "shared memory", LINK_SHM },
+    { "IB", LINK_NET }, { "InfiniBand", LINK_NET }, { "RoCE", LINK_NET }, { "Ethernet", LINK_NET },
+    { "EFA", LINK_NET }, { "TCP", LINK_NET },
+};
+enum { NLINK_ALIASES = sizeof link_aliases / sizeof link_aliases[0] };
+
+/* The class a link's "type" names (a class or one of its aliases), or -1. */
+static int link_type_of(const char *s) {
+    for (int i = 0; i < LINK__COUNT; i++)
+        if (!strcasecmp(s, link_names[i])) return i;
+    for (int i = 0; i < NLINK_ALIASES; i++)
+        if (!strcasecmp(s, link_aliases[i].name)) return link_aliases[i].type;
+    return -1;
+}
+
 /* A link object { "type", "bw_GBps", "lat_us" } plus the caller's extra keys; the type must be
  * one of allowed (given in the order the message lists them). */
 static int parse_link(Ctx *cx, const json_t *obj, const char *jpath, const LinkType *allowed, int nallowed,
                       const char *const *keys, Link *out) {
     if (check_keys(cx, obj, jpath, keys)) return -1;
-    char tpath[256], list[64] = "";
+    char tpath[256], list[400] = "";
     join_path(tpath, sizeof tpath, jpath, "type");
+    /* the classes this link may be, each with what else names it: "NET (or IB, InfiniBand, ...)" */
     for (int i = 0; i < nallowed; i++) {
         size_t len = strlen(list);
         snprintf(list + len, sizeof list - len, "%s%s", i == 0 ? "" : i == nallowed - 1 ? " or " : ", ",
                  link_names[allowed[i]]);
+        for (int a = 0, n = 0; a < NLINK_ALIASES; a++) {
+            if (link_aliases[a].type != allowed[i]) continue;
+            len = strlen(list);
+            snprintf(list + len, sizeof list - len, "%s%s", n++ ? ", " : " (also ", link_aliases[a].name);
+            if (a + 1 == NLINK_ALIASES || link_aliases[a + 1].type != allowed[i]) {
+                len = strlen(list);
+                snprintf(list + len, sizeof list - len, ")");
+            }
+        }
     }
-    char what[96];
-    snprintf(what, sizeof what, "a link type (%s)", list);
+    char what[480];
+    snprintf(what, sizeof what, "a link type %s: %s (docs/topology.md)", strcmp(jpath, "network") ? "inside a node" : "between nodes", list);
     json_t *tv = json_object_get(obj, "type");
-    int type = -1;
-    for (int i = 0; json_is_string(tv) && i < nallowed; i++)
-        if (strcmp(json_string_value(tv), link_names[allowed[i]]) == 0) type = allowed[i];
-    if (type < 0) return expected(cx, tpath, what, tv);
+    int type = json_is_string(tv) ? link_type_of(json_string_value(tv)) : -1;
+    int allowed_here = 0;
+    for (int i = 0; i < nallowed; i++) allowed_here |= type == (int)allowed[i];
+    if (!allowed_here) return expected(cx, tpath, what, tv);
     double bw = 0, lat = 0;
     if (get_number(cx, obj, jpath, "bw_GBps", POSITIVE, BW_RANGE, 1, &bw)) return -1;
     if (get_number(cx, obj, jpath, "lat_us", NONNEGATIVE, LAT_RANGE, 1, &lat)) return -1;

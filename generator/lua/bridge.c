@@ -3,6 +3,7 @@
  * plan_add_*). A Lua error comes back as "script:line: message" with a traceback, an option the
  * strategy refuses as one line "--flag value: message". Also the trusted Lua state of wpgen's own
  * scripts (the emitter) and the home directory they are found in. */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -480,6 +481,35 @@ int strategy_resolve(const char *name, char *path, size_t len) {
     return access(path, R_OK) == 0 ? 0 : -1;
 }
 
+int shipped_strategies(char names[][64], int max) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/schedules", wpgen_home());
+    struct dirent **ents;
+    int k = scandir(dir, &ents, NULL, alphasort), n = 0;
+    for (int i = 0; i < k; i++) {
+        size_t l = strlen(ents[i]->d_name);
+        if (l > 4 && l < 60 && !strcmp(ents[i]->d_name + l - 4, ".lua") && strncmp(ents[i]->d_name, "auto.", 5) && n < max)
+            snprintf(names[n++], 64, "%.*s", (int)(l - 4), ents[i]->d_name);
+        free(ents[i]);
+    }
+    if (k >= 0) free(ents);
+    return n;
+}
+
+void strategy_missing(const char *name, const char *path, char *err, size_t errlen) {
+    if (strchr(name, '/') || (strlen(name) > 4 && !strcmp(name + strlen(name) - 4, ".lua"))) {
+        snprintf(err, errlen, "strategy %s: no such file", path);
+        return;
+    }
+    char names[64][64], list[64 * 66] = "";
+    int n = shipped_strategies(names, 64);
+    for (int i = 0; i < n; i++) {
+        size_t l = strlen(list);
+        snprintf(list + l, sizeof list - l, "%s, ", names[i]);
+    }
+    snprintf(err, errlen, "strategy \"%s\": not one of %sauto (wpgen list), nor a path to a .lua file", name, list);
+}
+
 /* The trusted state: wpgen's own scripts (the emitter and Penlight's templates) get the standard
  * libraries; strategies never run here (sandbox_new). */
 lua_State *wpgen_lua_new(void) {
@@ -587,8 +617,7 @@ int strategy_run(const char *name, const Topology *t, const WpConfig *m, const c
                  const StrategyOpts *o, Plan **out, char *err, size_t errlen) {
     *out = NULL;
     char path[4096];
-    if (strategy_resolve(name, path, sizeof path))
-        return snprintf(err, errlen, "strategy \"%s\": no such file %s", name, path), STRATEGY_BAD_INPUT;
+    if (strategy_resolve(name, path, sizeof path)) return strategy_missing(name, path, err, errlen), STRATEGY_BAD_INPUT;
     if (o->replicas < 1 || t->ndevices % o->replicas)
         return snprintf(err, errlen, "--replicas %d: expected a divisor of the %d devices", o->replicas, t->ndevices), STRATEGY_BAD_INPUT;
     if (o->micro_batches < 1)

@@ -65,6 +65,11 @@ int strategy_run(const char *name, const Topology *t, const WpConfig *m, const c
 void strategy_push_opts(lua_State *L, const StrategyOpts *o, int nranks, int decl);
 /* schedules/NAME.lua, or NAME itself when it is a path. 0 if readable. */
 int strategy_resolve(const char *name, char *path, size_t len);
+/* The strategies in schedules/, in name order (auto, the search, is none of them). */
+int shipped_strategies(char names[][64], int max);
+/* The one line for a -s or --strategies NAME that strategy_resolve did not find at path: a name
+ * gets the names there are, a path that it is not there. */
+void strategy_missing(const char *name, const char *path, char *err, size_t errlen);   /* err: 2600 bytes hold any */
 
 /* The strategy's one-line description, the text of a "-- about: ..." line in the comment the
  * file starts with, into out; "" if it has none. The file is read, not run. */

@@ -88,6 +88,9 @@ static int read_option(StrategyDecl *d, lua_State *L, int i, OptDecl *od) {
     lua_getfield(L, -1, "help");
     snprintf(od->help, sizeof od->help, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "");
     lua_pop(L, 1);
+    lua_getfield(L, -1, "default_words");
+    snprintf(od->default_words, sizeof od->default_words, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "");
+    lua_pop(L, 1);
     od->searched = lua_getfield(L, -1, "search") != LUA_TNIL;
     lua_pop(L, 1);
     return 0;
@@ -95,7 +98,7 @@ static int read_option(StrategyDecl *d, lua_State *L, int i, OptDecl *od) {
 
 static void read_decl(StrategyDecl *d) {
     if (strategy_resolve(d->name, d->path, sizeof d->path)) {
-        snprintf(d->err, sizeof d->err, "strategy \"%s\": no such file %.900s", d->name, d->path);
+        strategy_missing(d->name, d->path, d->err, sizeof d->err);
         return;
     }
     strategy_about(d->path, d->about, sizeof d->about);
@@ -192,6 +195,12 @@ void decl_format_value(const OptVal *v, char *out, size_t len) {
     if (v->type == OPTVAL_STR) snprintf(out, len, "%s", v->s);
     else if (v->type == OPTVAL_BOOL) snprintf(out, len, "%s", v->i ? "on" : "off");
     else snprintf(out, len, "%lld", v->i);
+}
+
+void decl_describe_default(const OptDecl *od, const char *own, char *out, size_t len) {
+    if (od->default_words[0]) { snprintf(out, len, "%s", od->default_words); return; }
+    if (od->type == OPT_INT && (od->def.i < od->min || od->def.i > od->max)) { snprintf(out, len, "%s", own); return; }
+    decl_format_value(&od->def, out, len);
 }
 
 const DeclField *decl_field(const DeclTable *t, const char *key) {
@@ -382,17 +391,3 @@ const char *strategy_default(void) {
     return name;
 }
 
-int shipped_strategies(char names[][64], int max) {
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/schedules", wpgen_home());
-    struct dirent **ents;
-    int k = scandir(dir, &ents, NULL, alphasort), n = 0;
-    for (int i = 0; i < k; i++) {
-        size_t l = strlen(ents[i]->d_name);
-        if (l > 4 && l < 60 && !strcmp(ents[i]->d_name + l - 4, ".lua") && strncmp(ents[i]->d_name, "auto.", 5) && n < max)
-            snprintf(names[n++], 64, "%.*s", (int)(l - 4), ents[i]->d_name);
-        free(ents[i]);
-    }
-    if (k >= 0) free(ents);
-    return n;
-}

@@ -24,6 +24,8 @@ typedef struct OptDecl {
     char choices[DECL_MAX_CHOICES][32];
     OptVal def;             /* the default */
     char help[512];
+    char default_words[96];  /* `default_words`: the default said in words where the value alone would
+                              * mislead ("on for tied models, off otherwise"); "" for none */
     int searched;           /* it has `search` values: the search tries them where the flags do not fix it */
 } OptDecl;
 
@@ -60,6 +62,9 @@ int decl_parse_value(const OptDecl *od, const char *text, OptVal *out, char *err
 /* "0 .. 16384", "gather-once | full-shard", "flag" */
 void decl_describe_range(const OptDecl *od, char *out, size_t len);
 void decl_format_value(const OptVal *v, char *out, size_t len);   /* 2, true, "full-shard" */
+/* The default as `wpgen list` and `plan --help` say it: its `default_words`, else the value;
+ * own: what to say of an int default outside [min, max] (the strategy's own choice). */
+void decl_describe_default(const OptDecl *od, const char *own, char *out, size_t len);
 
 /* A flat table the declaration returned: traits by key, a label's JSON fields in order. */
 enum { DECL_NUM = 'n', DECL_STR = 's', DECL_BOOL = 'b' };
@@ -92,8 +97,5 @@ void decl_from_notes(const StrategyDecl *d, const char *notes, StrategyOpts *o);
 
 /* The strategy of -s when none is given: the name in schedules/default-strategy (auto if none). */
 const char *strategy_default(void);
-
-/* The strategies in schedules/, in name order (auto, the search, is none of them). */
-int shipped_strategies(char names[][64], int max);
 
 #endif

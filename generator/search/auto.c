@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "search/search.h"
+#include "cost/trust.h"
 
 /* -s auto: the pruned search (search.c) over every shipped strategy and its parameters; the fastest
  * plan that fits wins. Micro-batches per rank stay as given, so the global batch is the same for
@@ -26,6 +27,13 @@ int auto_search(const SearchSpec *sp, const Topology *topo, const WpConfig *mode
     char names[64][64];
     int ns = search_strategy_list(sp->strategies, names, 64);
     if (ns < 0) { fprintf(stderr, "wpgen: --strategies: expected names separated by commas, got \"%s\"\n", sp->strategies); return EXIT_BAD_PLAN_INPUT; }
+    for (int i = 0; i < ns; i++) {   /* a name that is no strategy is a typo, not a candidate refused */
+        char path[4200], err[2600];
+        if (strategy_resolve(names[i], path, sizeof path) == 0) continue;
+        strategy_missing(names[i], path, err, sizeof err);
+        fprintf(stderr, "wpgen: --strategies: %s\n", err);
+        return EXIT_BAD_PLAN_INPUT;
+    }
     SearchResult sr;
     search_run(sp, topo, model, name, names, ns, 0, &sr);
     char counts[400];
@@ -43,8 +51,9 @@ int auto_search(const SearchSpec *sp, const Topology *topo, const WpConfig *mode
     int n = snprintf(b.why, sizeof b.why, "%.4g s/step, the fastest of %d plan%s that fit (%s)", b.step, sr.stats.fits, sr.stats.fits == 1 ? "" : "s", counts);
     if (runner >= 0 && n < (int)sizeof b.why) {
         const Cand *r = &sr.best[runner].c;
-        snprintf(b.why + n, sizeof b.why - n, "; the best other strategy simulated, %s (%d replica%s%s), takes %.4g s (+%.0f%%)", r->strategy,
-                 r->o.replicas, r->o.replicas > 1 ? "s" : "", r->o.recompute ? ", recomputation" : "", r->step, 100 * (r->step / b.step - 1));
+        snprintf(b.why + n, sizeof b.why - n, "; the best other strategy simulated, %s (%d replica%s%s), takes %.4g s (+%.0f%%%s)", r->strategy,
+                 r->o.replicas, r->o.replicas > 1 ? "s" : "", r->o.recompute ? ", recomputation" : "", r->step, 100 * (r->step / b.step - 1),
+                 trust_ties(r->step, b.step) ? ": a tie, within the error band" : "");
     }
     /* the plan is the caller's now; its simulation is not (search_free frees a best's simulation
      * with its plan: without this, LeakSanitizer found it lost under plan -s auto) */

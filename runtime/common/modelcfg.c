@@ -273,7 +273,7 @@ static int read_hf_config(const char *path, json_t *root, const json_error_t *je
     }
     if (check_keys(path, &top_table, root, err, errlen)) goto done;
     /* Hugging Face's defaults for LlamaConfig where a field is optional. */
-    *c = (WpConfig){ .eps = 1e-6f, .rope_theta = 10000.0f, .tied = 0, .seq = 1024, .mbs = 1 };
+    *c = (WpConfig){ .eps = 1e-6f, .rope_theta = 10000.0f, .tied = 0, .seq = WP_DEFAULT_SEQ_NO_MAX_POS, .mbs = 1 };
     int max_pos = 0, head_dim = 0;
     if (read_int(path, &top_table, root, "hidden_size", 1, &c->hidden, err, errlen)) goto done;
     if (read_int(path, &top_table, root, "num_hidden_layers", 1, &c->layers, err, errlen)) goto done;
@@ -289,8 +289,8 @@ static int read_hf_config(const char *path, json_t *root, const json_error_t *je
     if (read_int(path, &top_table, root, "max_position_embeddings", 0, &max_pos, err, errlen)) goto done;
     json_t *rs = json_object_get(root, "rope_scaling");
     if (rs && !json_is_null(rs) && read_rope_scaling(path, rs, &c->rope_scaling, err, errlen)) goto done;
-    /* Train at the model's context length, but not beyond 4096: longer is a choice (--seq). */
-    if (max_pos) c->seq = max_pos < 4096 ? max_pos : 4096;
+    /* Train at the model's context length, but not beyond WP_DEFAULT_SEQ_CAP: longer is a choice (--seq). */
+    if (max_pos) c->seq = max_pos < WP_DEFAULT_SEQ_CAP ? max_pos : WP_DEFAULT_SEQ_CAP;
     /* Given (Qwen 3, Gemma: heads * head_dim may differ from hidden_size), or hidden / heads as
      * transformers defaults it; 0 when heads do not divide hidden_size (model_check says so). */
     c->head_dim = head_dim ? head_dim : c->hidden % c->heads == 0 ? c->hidden / c->heads : 0;
@@ -401,14 +401,27 @@ static void model_name_of_path(const char *path, char *name, size_t namelen) {
 int model_load(const char *name_or_path, WpConfig *c, char *name, size_t namelen, char *err, size_t errlen) {
     int n;
     const ModelPreset *p = model_presets(&n);
+    struct stat st;
+    /* A file, or a folder holding a config.json, of the preset's name where one runs is what the
+     * user made, so it wins (as transformers' from_pretrained takes a local folder before a hub
+     * name), said on stderr: both print "model NAME" otherwise. Any other folder of that name
+     * (an output folder, say) is not a model: the preset stays. */
+    char probe[4096];
+    snprintf(probe, sizeof probe, "%s/config.json", name_or_path);
+    int on_disk = stat(name_or_path, &st) == 0 && (S_ISREG(st.st_mode) || (S_ISDIR(st.st_mode) && !access(probe, F_OK)));
     for (int i = 0; i < n; i++) {
         if (strcmp(p[i].name, name_or_path) != 0) continue;
+        if (on_disk) {
+            fprintf(stderr, "note: -m %s: loading the %s ./%s%s, not the preset %s (a preset is taken only where no "
+                    "model file or folder of its name is here)\n", name_or_path, S_ISDIR(st.st_mode) ? "folder" : "file", name_or_path,
+                    S_ISDIR(st.st_mode) ? "/config.json" : "", p[i].name);
+            break;
+        }
         *c = p[i].cfg;
         if (name && namelen) snprintf(name, namelen, "%s", p[i].name);
         return model_check(c, err, errlen);
     }
     /* A model's folder, as transformers users name it: its config.json. */
-    struct stat st;
     char cfgpath[4096];
     if (stat(name_or_path, &st) == 0 && S_ISDIR(st.st_mode)) {
         snprintf(cfgpath, sizeof cfgpath, "%s/config.json", name_or_path);
@@ -418,7 +431,7 @@ int model_load(const char *name_or_path, WpConfig *c, char *name, size_t namelen
         name_or_path = cfgpath;
     }
     /* Not a preset. A bare word that is not a file is most likely a mistyped preset name. */
-    int looks_like_path = strchr(name_or_path, '/') || strstr(name_or_path, ".json");
+    int looks_like_path = strchr(name_or_path, '/') || strstr(name_or_path, ".json") || on_disk;
     FILE *f = looks_like_path ? NULL : fopen(name_or_path, "rb");
     if (!looks_like_path && !f)
         return errmsg(err, errlen, "unknown model %s: not a preset (see wpgen list) nor a config.json file", name_or_path);

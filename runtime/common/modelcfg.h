@@ -14,9 +14,23 @@ typedef struct ModelPreset {
 /* The presets, in the order `wpgen list` shows them. */
 const ModelPreset *model_presets(int *n);
 
-/* name_or_path: a preset name or a config.json path. seq and mbs are left at the preset's
- * defaults (1024 and 1 for a config.json) for the caller to override. On error returns -1 and
- * writes one line to err ("PATH: FIELD: expected ..., got ..." or "unknown model NAME"). */
+/* The default sequence length, one rule for every tool (--seq overrides it): a preset's own (wpgen
+ * list shows it), a config.json's max_position_embeddings capped at WP_DEFAULT_SEQ_CAP (a model
+ * of a 131072-token context trains at 4096 unless asked: the context is a limit, not a target),
+ * WP_DEFAULT_SEQ_NO_MAX_POS for a config.json without it. */
+#define WP_DEFAULT_SEQ_CAP 4096
+#define WP_DEFAULT_SEQ_NO_MAX_POS 1024
+/* the rule in words, for the usage texts */
+#define WP_STR_(x) #x
+#define WP_STR(x) WP_STR_(x)
+#define WP_DEFAULT_SEQ_RULE "a preset's own, a config.json's max_position_embeddings capped at " \
+    WP_STR(WP_DEFAULT_SEQ_CAP) " (" WP_STR(WP_DEFAULT_SEQ_NO_MAX_POS) " without it)"
+
+/* name_or_path: a preset name, a config.json path or a model's folder holding one; a file or
+ * folder of a preset's name in the working directory wins over the preset (a note on stderr
+ * says so). seq (the rule above) and mbs (a preset's, else 1) are for the caller to override.
+ * On error returns -1 and writes one line to err ("PATH: FIELD: expected ..., got ..." or
+ * "unknown model NAME"). */
 int model_load(const char *name_or_path, WpConfig *c, char *name, size_t namelen, char *err, size_t errlen);
 
 /* A config.json's text in memory, read and checked as model_load reads a file; name stands for

@@ -10,6 +10,9 @@
  * backward (a bf16 gradient buffer), fp32 sums it in fp32. It defaults to --precision, as wpgen's
  * --grad-precision does, so `wp-ref --precision bf16` is the reference of a default bf16 plan.
  *
+ * --eval CHECKPOINT --data SPEC evaluates a checkpoint instead (eval_main): the held-out loss a
+ * training run's --val-data logs, with no training flag.
+ *
  * Exit status: 0 done; 1 training failed (NaN/Inf loss or gradient norm, a checkpoint that cannot
  * be written); 2 bad input (flags, model, data, checkpoint to load); 4 stopped by SIGTERM, SIGINT or SIGUSR1
  * (with --save, the checkpoint of the last step done is written first). */
@@ -40,8 +43,9 @@
 
 static const char usage_head[] =
     "usage: wp-ref -m MODEL (--data FILE | --synthetic) [options]\n"
+    "       wp-ref --eval CHECKPOINT --data SPEC   a checkpoint's held-out loss, no training (--eval --help)\n"
     "  -m MODEL                preset (wpgen list) or a Hugging Face config.json path\n"
-    "  --seq S                 tokens per sequence (default: the model's)\n"
+    "  --seq S                 tokens per sequence (default: " WP_DEFAULT_SEQ_RULE ")\n"
     "  --micro-batch-size G    sequences per micro-batch (default: the model's)\n"
     "  --micro-batches M       micro-batches per step, in all (default 1)\n"
     "  --precision P           fp32 (default) or bf16: working weights, activations and their gradients\n"
@@ -181,6 +185,103 @@ static double ref_now(void *ud) {
     return now_s();
 }
 
+/* ---- --eval: a checkpoint's held-out loss, no training ---------------------------------- */
+
+static const char eval_usage[] =
+    "usage: wp-ref --eval CHECKPOINT --data SPEC [--val-steps K] [-m MODEL] [--precision fp32|bf16]\n"
+    "  --eval CHECKPOINT       a checkpoint's manifest (DIR/checkpoint.json, DIR/checkpoint.STEP.json) of\n"
+    "                          any run, wp-ref's or an emitted train's under any plan\n"
+    "  --data SPEC             the held-out data (as train's --val-data: a file, a comma list, a quoted glob\n"
+    "                          or a directory), read in file order\n"
+    "  --val-steps K           the set: the first K steps' worth of its sequences, a step being the\n"
+    "                          checkpoint's batch (default: as the training run's --val-data, the whole steps\n"
+    "                          it holds, at most 1024 sequences, at least one step)\n"
+    "  -m MODEL                the model (default: the config.json beside the checkpoint)\n"
+    "  --precision P           fp32 (default) or bf16: the weights rounded to bf16, the model's math in bf16\n"
+    "Prints the mean loss per token over the set and its perplexity, exp(loss). The batch shape\n"
+    "(micro-batches, sequences, tokens per sequence) is the checkpoint's, so the set and the number\n"
+    "are those the training run logged as val_loss on the same data. Exit status: 0 done; 1 the loss\n"
+    "is not finite; 2 bad input (flags, model, data, checkpoint).\n";
+
+/* wp-ref --eval CHECKPOINT --data SPEC: the held-out loss of the checkpoint's weights, computed
+ * as a training run's --val-data computes it (ref_validate over loop_val_steps steps of the
+ * run's own batch), forward only. Its own flags: no training flag applies, none is needed. */
+static int eval_main(int argc, char **argv, Run *r) {
+    const char *ckpt = NULL, *spec = NULL, *model = NULL;
+    TrainFlags o = { 0 };
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { fputs(eval_usage, stdout); exit(0); }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int known = !strcmp(a, "--eval") || !strcmp(a, "--data") || !strcmp(a, "--val-steps") || !strcmp(a, "-m");
+        if (!known)
+            die(2, "--eval: %s is not an evaluation flag (it takes --data, --val-steps, -m and --precision; "
+                "wp-ref --eval --help)", a);
+        if (i + 1 >= argc) die(2, "%s: expected a value", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "--eval")) ckpt = v;
+        else if (!strcmp(a, "--data")) spec = v;
+        else if (!strcmp(a, "-m")) model = v;
+        else {
+            char *end = NULL;
+            errno = 0;
+            o.val_steps = strtol(v, &end, 10);
+            if (errno || end == v || *end || o.val_steps < 1 || o.val_steps > 1000000000L)
+                die(2, "--val-steps: expected an integer in [1, 1000000000], got \"%s\"", v);
+        }
+    }
+    if (!ckpt || !spec) die(2, "--eval CHECKPOINT and --data SPEC are both needed\n%s", eval_usage);
+
+    char err[1024], name[256], dir[4096];
+    WpTrainState st;
+    if (ckpt_read_state(ckpt, &st, err, sizeof err)) die(2, "--eval %s", err);
+    if (st.micro_batches < 1 || st.micro_batch_size < 1 || st.seq < 1)
+        die(2, "--eval %s: the checkpoint records no batch shape (a checkpoint of an earlier version): "
+            "resume it with wp-ref --val-data instead", ckpt);
+    if (!model) {   /* the config.json the checkpoint's save wrote beside it */
+        const char *slash = strrchr(ckpt, '/');
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - ckpt) : 1, slash ? ckpt : ".");
+        model = dir;
+    }
+    WpConfig *c = &r->c;
+    if (model_load(model, c, name, sizeof name, err, sizeof err)) die(2, "-m %s", err);
+    c->seq = st.seq;
+    c->mbs = st.micro_batch_size;
+    if (model_check(c, err, sizeof err)) die(2, "%s", err);
+    const int S = c->seq, G = c->mbs, M = st.micro_batches;
+    if (!(r->val = data_open(spec, c->vocab, S, 0, 0, err, sizeof err))) die(2, "--data %s", err);
+    const long steps = loop_val_steps(&o, data_nseq(r->val), M, G);
+    o.micro_batches = M;
+    r->o = &o;
+
+    /* the weights and one micro-batch's forward, checked against the memory there is */
+    r->k = wp_chunk_make(c, 0, 0, c->layers, 1, 1);
+    size_t np = r->k.nparams, nstash = wp_stash_floats(c, &r->k, 0);
+    double need = (double)np * sizeof(float) * (r->precision == WP_BF16 ? 2 : 1) + (double)nstash * sizeof(float) +
+                  (double)wp_scratch_bytes(c, c->layers) + 2.0 * G * S * sizeof(int);
+    if (wp_host_mem_check((uint64_t)need, "weights, activations and workspace", err, sizeof err)) die(2, "%s", err);
+    r->params = malloc(np * sizeof *r->params);
+    r->stash = malloc(nstash * sizeof *r->stash);
+    r->tokens = malloc((size_t)G * S * sizeof *r->tokens);
+    r->targets = malloc((size_t)G * S * sizeof *r->targets);
+    r->scratch = wp_scratch_new(c, c->layers);
+    r->work = r->precision == WP_BF16 ? malloc(np * sizeof *r->work) : r->params;
+    if (r->scratch && wp_scratch_set_precision(r->scratch, r->precision)) die(1, "out of memory for the bf16 workspace");
+    if (!r->params || !r->work || !r->stash || !r->tokens || !r->targets || !r->scratch)
+        die(1, "out of memory: %zu parameters and %zu floats of activations", np, nstash);
+    if (ckpt_load(ckpt, c, &r->k, 1, &r->params, NULL, NULL, NULL, err, sizeof err)) die(2, "--eval %s", err);
+
+    printf("wp-ref: eval %s (step %ld), model %s (%.2fM parameters%s); data %s\n", ckpt, st.step, name, np / 1e6,
+           r->precision == WP_BF16 ? ", bf16" : "", data_describe(r->val));
+    double t0 = now_s();
+    double loss = ref_validate(r, steps) / ((double)steps * M * G * S);
+    double t1 = now_s();
+    if (!isfinite(loss)) die(1, "--eval %s: the held-out loss is %s", ckpt, isnan(loss) ? "NaN" : "infinite");
+    printf("eval  step %ld | val loss %.6f | perplexity %.4f | %ld sequences of %d tokens (%ld steps of %d x %d) | %.1f ms\n",
+           st.step, loss, exp(loss), steps * M * G, S, steps, M, G, (t1 - t0) * 1e3);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     cpu_wait_passively(argv);   /* idle threads sleep, unless OMP_WAIT_POLICY or OMP_NUM_THREADS is set */
     TrainFlags o;
@@ -212,6 +313,8 @@ int main(int argc, char **argv) {
     args[nargs] = NULL;
     argc = nargs;
     argv = args;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--eval")) return eval_main(argc, argv, r);
     if (train_flags_parse(argc, argv, 1, usage_head, &o, err, sizeof err)) die(2, "%s\n(wp-ref --help lists the flags)", err);
     if (!o.micro_batches) o.micro_batches = 1;
     /* --resume: the run's own seed (the data's order depends on it), and its optimizer's settings

@@ -53,6 +53,9 @@ long loop_end(const TrainFlags *o) {
     return o->stop_at && o->stop_at < o->steps ? o->stop_at : o->steps;
 }
 
+/* The summary compares the mean loss of the first and the last this many steps. */
+enum { SUMMARY_STEPS = 10 };
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -103,7 +106,18 @@ typedef struct Saves {
     long pending;       /* the step of the save under way, or -1 */
     long saved_at;      /* the step of the last committed checkpoint, or -1 */
     double stall;       /* seconds the training thread spent on saves in this step */
+    int defer;          /* a commit's line waits in `line` for the step's own line (save_line) */
+    char line[4400];    /* the deferred line, "" if none */
 } Saves;
+
+/* Prints the commit's line held back while the step's own line was not yet printed: a step's
+ * checkpoint is written before its line (a stop may leave nobody reading the console), but read
+ * after it. */
+static void save_line(const WpLoop *L, Saves *sv) {
+    if (!sv->line[0]) return;
+    if (L->printer) fputs(sv->line, stdout), fflush(stdout);
+    sv->line[0] = 0;
+}
 
 /* After one of the trainer's save calls, begun at t0, for the checkpoint of `step`: its time goes
  * into the step's stall and the trace; a failure (rc) is said on the printer. rc, 0 or -1. */
@@ -144,10 +158,11 @@ static int save_end(const WpLoop *L, Saves *sv) {
     if (save_call_done(L, sv, step, t0, rc, err)) return -1;
     sv->saved_at = step;
     if (L->printer) {
-        printf("save  %5ld/%ld | %s | this process's shard %.1f MiB: copied in %.1f ms, written in %.2f s%s\n", step,
-               L->flags->steps, L->flags->save, (double)rep.bytes / (1 << 20), rep.copy_seconds * 1e3, rep.write_seconds,
-               L->flags->sync_save ? "" : " in the background");
-        fflush(stdout);
+        save_line(L, sv);   /* one held back still: in order */
+        snprintf(sv->line, sizeof sv->line, "save  %5ld/%ld | %s | this process's shard %.1f MiB: copied in %.1f ms, written in %.2f s%s\n",
+                 step, L->flags->steps, L->flags->save, (double)rep.bytes / (1 << 20), rep.copy_seconds * 1e3,
+                 rep.write_seconds, L->flags->sync_save ? "" : " in the background");
+        if (!sv->defer) save_line(L, sv);
     }
     return 0;
 }
@@ -167,7 +182,7 @@ int loop_run(const WpLoop *L) {
         }
         /* --steps 0 --save FILE writes the initial model (for --init elsewhere) */
         if (o->save) {
-            Saves sv = { -1, -1, 0 };
+            Saves sv = { .pending = -1, .saved_at = -1 };
             if (save_begin(L, &sv, start) || save_end(L, &sv)) return WP_EXIT_FAILED;
             if (L->printer) printf("%s: checkpoint of step %ld in %s\n", L->prog, start, o->save);
         }
@@ -183,8 +198,10 @@ int loop_run(const WpLoop *L) {
 
     int status = WP_EXIT_OK;
     long done = 0;
-    Saves sv = { -1, -1, 0 };
-    double t_begin = L->now(L->ud), first_loss = NAN, last_loss = NAN, min_loss = INFINITY;
+    Saves sv = { .pending = -1, .saved_at = -1 };
+    /* the losses of the first and the last SUMMARY_STEPS steps, for the summary's means: one
+     * step's loss is too noisy to compare */
+    double t_begin = L->now(L->ud), head[SUMMARY_STEPS], tail[SUMMARY_STEPS], min_loss = INFINITY;
     for (long s = start; s < end; s++) {
         double t0 = L->now(L->ud);
         double red[4] = { 0, 0, 0, 0 };
@@ -224,8 +241,8 @@ int loop_run(const WpLoop *L) {
         double ms = (t2 - t0) * 1e3;
         done++;
         if (ntimes < ncap && step_ms) step_ms[ntimes++] = ms;
-        if (s == start) first_loss = loss;
-        last_loss = loss;
+        if (done <= SUMMARY_STEPS) head[done - 1] = loss;
+        tail[(done - 1) % SUMMARY_STEPS] = loss;
         if (loss < min_loss) min_loss = loss;
         /* the checkpoint before the lines: when stopping, the console may no longer be read. One
          * save at a time: the one under way is committed first. The last step's and a stop's are
@@ -233,7 +250,11 @@ int loop_run(const WpLoop *L) {
         int every = o->save_every && (s + 1) % o->save_every == 0;
         if (o->save && (every || s + 1 == end || stop)) {
             int at_once = o->sync_save || s + 1 == end || stop;
-            if (save_end(L, &sv) || save_begin(L, &sv, s + 1) || (at_once && save_end(L, &sv))) {
+            sv.defer = 1;   /* this step's commit is said after its step line */
+            int failed = save_end(L, &sv) || save_begin(L, &sv, s + 1) || (at_once && save_end(L, &sv));
+            sv.defer = 0;
+            if (failed) {
+                save_line(L, &sv);
                 status = WP_EXIT_FAILED;
                 break;
             }
@@ -260,6 +281,7 @@ int loop_run(const WpLoop *L) {
             printf("step %5ld/%ld | loss %.6f | lr %.3e | grad norm %.4f | %8.1f ms | %9.0f tok/s%s\n", s + 1, o->steps,
                    loss, lr, norm, ms, tokens_per_step / (ms * 1e-3), mfu_line);
             if (!isnan(val_loss)) print_val(L, s + 1, val_loss, val_ms);
+            save_line(L, &sv);
             /* the data's end is said, not wrapped over in silence */
             if (L->epoch_seqs) {
                 uint64_t before = data_seq_index(s, 0, L->micro_batches, L->mbs, 0) / L->epoch_seqs;
@@ -298,8 +320,16 @@ int loop_run(const WpLoop *L) {
         char mfu[32] = "";
         if (L->peak_flops > 0 && flops_per_step > 0)
             snprintf(mfu, sizeof mfu, ", MFU %.1f%%", 100 * flops_per_step / (median * 1e-3) / L->peak_flops);
-        printf("%s: %ld steps (%ld to %ld) in %.2f s | loss %.4f -> %.4f (min %.4f) | median step %.1f ms, %.0f tok/s%s\n",
-               L->prog, done, start + 1, start + done, L->now(L->ud) - t_begin, first_loss, last_loss, min_loss, median,
+        /* k steps at each end, as many as fit twice (one step: itself at both ends) */
+        long k = done >= 2 * SUMMARY_STEPS ? SUMMARY_STEPS : done / 2 > 0 ? done / 2 : 1;
+        double first = 0, last = 0;
+        for (long i = 0; i < k; i++) first += head[i], last += tail[(done - 1 - i) % SUMMARY_STEPS];
+        char span[160];
+        if (k > 1) snprintf(span, sizeof span, "mean %.4f (steps %ld-%ld) -> %.4f (steps %ld-%ld)", first / k, start + 1,
+                            start + k, last / k, start + done - k + 1, start + done);
+        else snprintf(span, sizeof span, "%.4f -> %.4f", first, last);
+        printf("%s: %ld steps (%ld to %ld) in %.2f s | loss %s (min %.4f) | median step %.1f ms, %.0f tok/s%s\n",
+               L->prog, done, start + 1, start + done, L->now(L->ud) - t_begin, span, min_loss, median,
                tokens_per_step / (median * 1e-3), mfu);
         if (sv.saved_at >= 0) printf("%s: checkpoint of step %ld in %s\n", L->prog, sv.saved_at, o->save);
         fflush(stdout);

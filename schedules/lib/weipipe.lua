@@ -445,6 +445,7 @@ end
 M.options = {
   replicate_ends = {
     name = "replicate_ends", type = "bool", default = false, from_notes = "%(%-%-replicate%-ends%)",
+    default_words = "on for tied models, off otherwise",   -- M.build turns it on for a tied model
     help = "the embedding and the final norm and LM head on every rank, their gradients all-reduced over all ranks, " ..
       "instead of travelling round the ring with the first and last chunks",
   },

@@ -116,7 +116,8 @@ expect 2 "unknown model" -- plan -t topologies/cpu-2x2.json -m no-such-model
 expect 2 "no-such.json" -- plan -t no-such.json -m tiny
 printf '{"version": 1, "name": "x", "nodes": [' >"$tmp/broken.json"
 expect 2 "broken.json" -- plan -t "$tmp/broken.json" -m tiny
-expect 2 "no such file" -- plan -t topologies/cpu-2x2.json -m tiny -s no-such-strategy
+expect 2 'strategy "no-such-strategy": not one of 1f1b, fsdp, ' -- plan -t topologies/cpu-2x2.json -m tiny -s no-such-strategy
+expect 2 'strategy no/such.lua: no such file' -- plan -t topologies/cpu-2x2.json -m tiny -s no/such.lua
 expect 2 "syntax-error.lua:4:" -- plan -t topologies/cpu-2x2.json -m tiny -s tests/data/strategies/syntax-error.lua
 expect 2 "runtime-error.lua:4: " -- plan -t topologies/cpu-2x2.json -m tiny -s tests/data/strategies/runtime-error.lua
 grep -q "stack traceback" "$tmp/err" && ok || bad "a Lua error comes without a traceback"

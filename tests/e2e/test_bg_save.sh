@@ -6,6 +6,7 @@
 #  - with the delay, the steps after a save run before its commit (its "save" line comes after
 #    the next step's line), and the step that began it waited for the copy only (its save_ms in
 #    the log is far under the delay); with --sync-save the step waits for the whole write;
+#  - a step's own commit (--sync-save, the last step) is said after the step's line;
 #  - the background run's checkpoints are byte-identical to the --sync-save run's;
 #  - SIGTERM while a shard is being written: the run waits for the write, saves the step it
 #    stops at, exits 4, leaves no temporary, and that checkpoint resumes to the uninterrupted
@@ -40,6 +41,14 @@ s4=$(line_of "$tmp/bg/out" save 4) n5=$(line_of "$tmp/bg/out" step 5)
     bad "the save of step 4 did not run beside step 5 (save line ${s4:-none}, step 5's line ${n5:-none}): $(grep -E '^(save|step)' "$tmp/bg/out" | head -8)"
 s4=$(line_of "$tmp/sync/out" save 4) n5=$(line_of "$tmp/sync/out" step 5)
 [ -n "$s4" ] && [ -n "$n5" ] && [ "$s4" -lt "$n5" ] && ok || bad "--sync-save: the save of step 4 did not come before step 5"
+# a step's own commit is said after its step line: step 4's with --sync-save, the last step's in both
+n4=$(line_of "$tmp/sync/out" step 4)
+[ -n "$s4" ] && [ -n "$n4" ] && [ "$s4" -gt "$n4" ] && ok || bad "--sync-save: the save of step 4 came before its step line"
+for out in "$tmp/bg/out" "$tmp/sync/out"; do
+    s12=$(line_of "$out" save 12) n12=$(line_of "$out" step 12)
+    [ -n "$s12" ] && [ -n "$n12" ] && [ "$s12" -gt "$n12" ] && ok ||
+        bad "save 12/12 before step 12/12: $(grep -E '^(save|step)' "$out" | tail -3)"
+done
 bg=$(save_ms "$tmp/bg/log" 4) sy=$(save_ms "$tmp/sync/log" 4)
 python3 -c 'import sys; bg, sy, d = float(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]); sys.exit(not (bg < d / 4 and sy >= d))' \
     "${bg:-1e9}" "${sy:-0}" $delay && ok || bad "step 4 waited ${bg:-?} ms for a background save, ${sy:-?} ms for a synchronous one (delay $delay ms)"

@@ -10,7 +10,8 @@
 # on 2 (both sum each chunk's gradient over the micro-batches in the same order, and the shuffled
 # order of the data is a function of (seed, q) alone); from weipipe under 1f1b on 2 ranks up to
 # the order of the sums (1e-6); and `wpgen data` replacing only what it wrote, refusing bad input,
-# and saying what to do where the tokenizers package cannot be installed.
+# and saying what to do where the tokenizers package cannot be installed; wp-ref --eval of the
+# emitted run's checkpoint giving the held-out loss it logged.
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
@@ -99,6 +100,16 @@ print("data: val loss " + " ".join(f"{s}:{v:.3f}" for s, v in va))
 assert all(y[1] < x[1] for x, y in zip(va, va[1:])) and va[-1][1] < va[0][1] - 0.5, va
 PY
 grep -q "val     200/200 | val loss .* | 16 sequences of --val-data" "$tmp/train.out" && ok || bad "no val line: $(grep -m1 val "$tmp/train.out")"
+# the emitted run's checkpoint (weipipe-interleave, 4 ranks, 8 micro-batches in all) evaluated by
+# wp-ref --eval with no training flag: the held-out loss the run logged at its last step (the plan
+# sums in another order: 1e-5, as the losses above)
+"$build/wp-ref" --eval "$tmp/vm/checkpoint.json" --data "$data/val-*.bin" >"$tmp/eval" 2>&1 &&
+    python3 - "$tmp/train.jsonl" "$tmp/eval" <<'PY' && ok || bad "wp-ref --eval of the emitted run's checkpoint: $(tail -2 "$tmp/eval")"
+import json, re, sys
+want = [json.loads(l)["val_loss"] for l in open(sys.argv[1]) if "val_loss" in l][-1]
+got = float(re.search(r"^eval  step 200 \| val loss ([0-9.]+) \|", open(sys.argv[2]).read(), re.M).group(1))
+assert abs(got - want) <= 1e-5 * want, (got, want)
+PY
 # stopped at step 100 and resumed: under the same plan, the uninterrupted run's weights bit for bit;
 # under 1f1b on 2 ranks, the same up to the order of the sums (weipipe sums a chunk's gradient
 # across the ranks in another order than 1f1b's: 2e-7 here, where any other order of the data
@@ -126,7 +137,7 @@ mkdir -p "$tmp/r" "$tmp/r2"
 "${ref[@]}" --data "$data" --lr 3e-3 --warmup 5 --steps 41 --no-shuffle --resume "$tmp/r2/checkpoint.json" >"$tmp/out" 2>&1; rc=$?
 [ $rc = 2 ] && grep -q "read its data shuffled per epoch (the default): resume without --no-shuffle" "$tmp/out" && ok ||
     bad "a resume with --no-shuffle of a shuffled run: exit $rc: $(head -2 "$tmp/out")"
-# a checkpoint evaluated: --steps at its step, the held-out loss of its weights
+# a resume at its step still gives the held-out loss of its weights
 "${ref[@]}" "${short[@]}" --resume "$tmp/r/checkpoint.json" "${val[@]}" >"$tmp/out" 2>&1 &&
     grep -q "val      40/40 | val loss" "$tmp/out" && ok || bad "evaluating a checkpoint: $(tail -1 "$tmp/out")"
 emit() {   # DIR TOPOLOGY STRATEGY MICRO-BATCHES: the tiny8 plan on the same global batch, built

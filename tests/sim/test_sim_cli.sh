@@ -59,7 +59,7 @@ python3 -c "import json; a=json.load(open('$tmp/c2')); assert [d['strategy'] for
 # --strategies: compare's, and -s auto's (the strategies it searches); refused for one strategy
 "$wpgen" sim -t topologies/cpu-2x2.json -m tiny --strategies a >/dev/null 2>"$tmp/e"; [ $? = 2 ] && grep -q -- "--strategies: for compare, or -s auto" "$tmp/e" && ok || bad "sim --strategies without -s auto should be refused"
 "$wpgen" compare -t topologies/cpu-2x2.json -m tiny --svg x.svg >/dev/null 2>"$tmp/e"; [ $? = 2 ] && ok || bad "compare --svg should be an unknown flag"
-"$wpgen" compare -t topologies/cpu-2x2.json -m tiny --strategies 1f1b,no-such >/dev/null 2>"$tmp/e"; [ $? = 2 ] && grep -q 'no strategy "no-such"' "$tmp/e" && ok || bad "compare of an unknown strategy should exit 2"
+"$wpgen" compare -t topologies/cpu-2x2.json -m tiny --strategies 1f1b,no-such >/dev/null 2>"$tmp/e"; [ $? = 2 ] && grep -q 'strategy "no-such": not one of 1f1b' "$tmp/e" && ok || bad "compare of an unknown strategy should exit 2"
 "$wpgen" sim -t topologies/cpu-2x2.json -m tiny --trace /no/such/dir/t.json >/dev/null 2>"$tmp/e"; [ $? = 2 ] && grep -q "cannot write" "$tmp/e" && ok || bad "unwritable trace"
 
 # precision on the WeiPipe paper's cluster and shape (2x8 A800, H1024, 16 x 4k tokens per

@@ -102,6 +102,28 @@ static void test_uneven_and_single(void) {
     CHECK(rc == 0 && t.ndevices == 128 && t.nics_per_node == 8 && t.net.bw == 50e9, "h100 cluster: %s", err);
     if (rc == 0) topology_free(&t);
 
+    /* what people write for the link classes loads as the class (docs/topology.md), in any case */
+    const struct { const char *intra, *net; LinkType ti, tn; } alias[] = {
+        { "NVLink", "IB", LINK_NVL, LINK_NET }, { "pcie", "InfiniBand", LINK_PCI, LINK_NET },
+        { "nvswitch", "RoCE", LINK_NVL, LINK_NET }, { "nvl", "Ethernet", LINK_NVL, LINK_NET },
+        { "shared memory", "efa", LINK_SHM, LINK_NET }, { "PCI", "shm", LINK_PCI, LINK_SHM },
+    };
+    for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++) {
+        char doc[1024], path[256];
+        snprintf(doc, sizeof doc, "{\"version\": 1, \"name\": \"x\", \"device_types\": {\"G\": {\"peak_tflops_bf16\": 1, "
+                 "\"mem_gb\": 1, \"hbm_GBps\": 1}}, \"nodes\": [{\"name\": \"a\", \"devices\": 2, \"type\": \"G\", "
+                 "\"intra\": {\"type\": \"%s\", \"bw_GBps\": 1, \"lat_us\": 1}}, {\"name\": \"b\", \"devices\": 2, \"type\": \"G\", "
+                 "\"intra\": {\"type\": \"%s\", \"bw_GBps\": 1, \"lat_us\": 1}}], \"network\": {\"type\": \"%s\", "
+                 "\"bw_GBps\": 1, \"lat_us\": 1}}", alias[i].intra, alias[i].intra, alias[i].net);
+        snprintf(path, sizeof path, "%s/alias.json", tmpdir);
+        write_file(path, doc);
+        rc = topology_load(path, &t, err, sizeof err);
+        CHECK(rc == 0 && t.nodes[0].intra.type == alias[i].ti && t.net.type == alias[i].tn, "aliases %s, %s: %s",
+              alias[i].intra, alias[i].net, err);
+        if (rc == 0) topology_free(&t);
+        unlink(path);
+    }
+
     const char *names[] = { "LOC", "SHM", "PCI", "NVL", "NET" };
     for (int i = 0; i < LINK__COUNT; i++)
         CHECK(strcmp(link_type_name((LinkType)i), names[i]) == 0, "link_type_name(%d) = %s", i, link_type_name((LinkType)i));
@@ -165,10 +187,12 @@ static const struct { const char *name, *json, *message; } bad[] = {
       "nodes[2].name: expected a name no other node has, got \"n0\" (also nodes[0])" },
     { "no-intra", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 8, 'type': 'A800'}]"),
       "nodes[0].intra: expected an object, got nothing" },
-    { "unknown-link", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 8, 'type': 'A800', 'intra': {'type': 'IB', 'bw_GBps': 1, 'lat_us': 1}}]"),
-      "nodes[0].intra.type: expected a link type (NVL, PCI, SHM or LOC), got \"IB\"" },
+    { "unknown-link", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 8, 'type': 'A800', 'intra': {'type': 'CXL', 'bw_GBps': 1, 'lat_us': 1}}]"),
+      "nodes[0].intra.type: expected a link type inside a node: NVL (also NVLink, NVSwitch, xGMI, Infinity Fabric), PCI (also PCIe), SHM (also shared memory) or LOC (docs/topology.md), got \"CXL\"" },
+    { "intra-ib", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 8, 'type': 'A800', 'intra': {'type': 'IB', 'bw_GBps': 1, 'lat_us': 1}}]"),
+      "nodes[0].intra.type: expected a link type inside a node: NVL (also NVLink, NVSwitch, xGMI, Infinity Fabric), PCI (also PCIe), SHM (also shared memory) or LOC (docs/topology.md), got \"IB\"" },
     { "intra-net", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 8, 'type': 'A800', 'intra': {'type': 'NET', 'bw_GBps': 1, 'lat_us': 1}}]"),
-      "nodes[0].intra.type: expected a link type (NVL, PCI, SHM or LOC), got \"NET\"" },
+      "nodes[0].intra.type: expected a link type inside a node: NVL (also NVLink, NVSwitch, xGMI, Infinity Fabric), PCI (also PCIe), SHM (also shared memory) or LOC (docs/topology.md), got \"NET\"" },
     { "bw-zero", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 8, 'type': 'A800', 'intra': {'type': 'NVL', 'bw_GBps': 0, 'lat_us': 1}}]"),
       "nodes[0].intra.bw_GBps: expected a positive number, got 0" },
     { "lat-negative", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 8, 'type': 'A800', 'intra': {'type': 'NVL', 'bw_GBps': 200, 'lat_us': -0.5}}]"),
@@ -182,7 +206,9 @@ static const struct { const char *name, *json, *message; } bad[] = {
     { "no-network", DOC(TYPES ", 'nodes': [" NODE("n0") ", " NODE("n1") "]"),
       "network: expected an object (required with more than one node), got nothing" },
     { "network-nvl", DOC(TYPES ", 'nodes': [" NODE("n0") ", " NODE("n1") "], 'network': {'type': 'NVL', 'bw_GBps': 1, 'lat_us': 1}"),
-      "network.type: expected a link type (NET or SHM), got \"NVL\"" },
+      "network.type: expected a link type between nodes: NET (also IB, InfiniBand, RoCE, Ethernet, EFA, TCP) or SHM (also shared memory) (docs/topology.md), got \"NVL\"" },
+    { "network-nvlink", DOC(TYPES ", 'nodes': [" NODE("n0") ", " NODE("n1") "], 'network': {'type': 'nvlink', 'bw_GBps': 1, 'lat_us': 1}"),
+      "network.type: expected a link type between nodes: NET (also IB, InfiniBand, RoCE, Ethernet, EFA, TCP) or SHM (also shared memory) (docs/topology.md), got \"nvlink\"" },
     { "network-no-bw", DOC(TYPES ", 'nodes': [" NODE("n0") ", " NODE("n1") "], 'network': {'type': 'NET', 'lat_us': 1}"),
       "network.bw_GBps: expected a positive number, got nothing" },
     { "nics-zero", DOC(TYPES ", 'nodes': [" NODE("n0") ", " NODE("n1") "], 'network': {'type': 'NET', 'bw_GBps': 1, 'lat_us': 1, 'nics_per_node': 0}"),
