@@ -249,7 +249,12 @@ static int eval_main(int argc, char **argv, Run *r) {
     c->mbs = st.micro_batch_size;
     if (model_check(c, err, sizeof err)) die(2, "%s", err);
     const int S = c->seq, G = c->mbs, M = st.micro_batches;
-    if (!(r->val = data_open(spec, c->vocab, S, 0, 0, err, sizeof err))) die(2, "--data %s", err);
+    if (!(r->val = data_open(WP_DATA_VAL, spec, c->vocab, S, 0, 0, err, sizeof err))) die(2, "--data %s", err);
+    /* held-out data of the checkpoint's own tokenizer: another's ids would mean other tokens */
+    const char *tk = data_tokenizer(r->val);
+    if (st.tokenizer_known && *st.tokenizer && *tk && strcmp(st.tokenizer, tk))
+        die(2, "--data %s is tokenized by %s %s, the checkpoint's run read data of %s %s: evaluate on data of its tokenizer",
+            spec, data_tokenizer_name(r->val), tk, st.tokenizer_name, st.tokenizer);
     const long steps = loop_val_steps(&o, data_nseq(r->val), M, G);
     o.micro_batches = M;
     r->o = &o;
