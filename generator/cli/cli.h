@@ -45,13 +45,26 @@ typedef enum {
     FLAG_TRACE, FLAG_SVG, FLAG_LUA_MIB, FLAG_LUA_MINSTR, FLAG_LUA_SECONDS, FLAG_SEARCH_SECONDS, FLAG_RECOMPUTE, FLAG_JSON,
     FLAG_FORCE, FLAG_HELP, FLAG_COUNT
 } FlagId;
+/* How a flag's value reads: FV_NONE a switch (no value), FV_TEXT as given (a path, a name),
+ * FV_INT a whole number in [lo, hi], FV_DTYPE fp32 or bf16. */
+typedef enum { FV_NONE, FV_TEXT, FV_INT, FV_DTYPE } FlagValue;
 typedef struct CliFlag {
     FlagId id;
     const char *name, *alias;   /* "-t", "--topology" */
-    int value;                  /* takes the next word as its value */
+    FlagValue value;            /* FV_NONE: takes no value; else the next word, read as this says */
+    long lo, hi;                /* FV_INT: its range */
     int once;                   /* given twice: refused (which one was meant is a guess) */
     const char *only;           /* the one command that takes it; NULL: plan, emit, sim and compare */
+    const char *meta;           /* its value in the usage text: "TOPO.json", "N" */
+    const char *help;           /* one line: what it does, its default */
 } CliFlag;
+extern const CliFlag cli_flags[];
+extern const int cli_nflags;
+/* The flags' lines of the usage text, from the table. */
+void cli_flags_usage(FILE *f);
+/* A flag's value read as its row says: FV_INT into *out (else *out untouched). 0, or -1 with one
+ * line on stderr naming the flag, what it expects and what it got. */
+int cli_flag_read(const CliFlag *fl, const char *word, const char *v, int *out);
 /* The row of word (a name or an alias) for command cmd (NULL: any command); NULL if none. */
 const CliFlag *cli_flag(const char *cmd, const char *word);
 /* Word as a flag of a->cmd with a->strategy's (or a->strategies') options: 1 if it takes the next

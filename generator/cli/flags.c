@@ -1,44 +1,103 @@
-/* wpgen's own flags of plan, emit, sim and compare, one row each: its names, whether it takes the
- * next word as its value, whether it may be given only once, and the one command that takes it.
- * The parser (main.c), its refusal of a flag given twice, and replan (which reads a recorded
- * command and replaces its flags with the ones given) all read this table, so a flag added here
- * is known to all three. The strategies' own flags are their declarations' (options.c). */
+/* wpgen's own flags of plan, emit, sim and compare, one row each: its names, how its value reads
+ * (none, text, a whole number in a range, a precision), whether it may be given only once, the one
+ * command that takes it, and its line of the usage text. The parser (main.c: each value read and
+ * checked here, by its row), its refusal of a flag given twice, the usage text and replan (which
+ * reads a recorded command and replaces its flags with the ones given) all read this table, so a
+ * flag added here is known to all four. The strategies' own flags are their declarations'
+ * (options.c). */
+#include <stdlib.h>
 #include <string.h>
 #include "cli/cli.h"
+#include "common/modelcfg.h"
+#include "common/precision.h"
+#include "lua/sandbox.h"
 
-static const CliFlag flags[] = {
-    /* id                   name                    alias          value once only */
-    { FLAG_TOPO,            "-t",                   "--topology",  1, 1, NULL },
-    { FLAG_MODEL,           "-m",                   "--model",     1, 1, NULL },
-    { FLAG_STRATEGY,        "-s",                   "--strategy",  1, 1, NULL },
-    { FLAG_OUT,             "-o",                   "--out",       1, 1, NULL },
-    { FLAG_BACKEND,         "--backend",            NULL,          1, 1, NULL },
-    { FLAG_COMM,            "--comm",               NULL,          1, 1, NULL },
-    { FLAG_SEQ,             "--seq",                NULL,          1, 1, NULL },
-    { FLAG_MBS,             "--micro-batch-size",   NULL,          1, 1, NULL },
-    { FLAG_MICRO_BATCHES,   "--micro-batches",      NULL,          1, 1, NULL },
-    { FLAG_REPLICAS,        "--replicas",           NULL,          1, 1, NULL },
-    { FLAG_CHUNKS,          "--chunks",             NULL,          1, 1, NULL },
-    { FLAG_PRECISION,       "--precision",          NULL,          1, 1, NULL },
-    { FLAG_GRAD_PRECISION,  "--grad-precision",     NULL,          1, 1, NULL },
-    { FLAG_WEIGHT_WIRE,     "--weight-wire",        NULL,          1, 1, NULL },
-    { FLAG_CALIBRATION,     "--calibration",        NULL,          1, 1, NULL },
-    { FLAG_STRATEGIES,      "--strategies",         NULL,          1, 1, NULL },
-    { FLAG_TRACE,           "--trace",              NULL,          1, 1, "sim" },
-    { FLAG_SVG,             "--svg",                NULL,          1, 1, "sim" },
-    { FLAG_LUA_MIB,         "--lua-max-mib",        NULL,          1, 0, NULL },
-    { FLAG_LUA_MINSTR,      "--lua-max-instructions", NULL,        1, 0, NULL },
-    { FLAG_LUA_SECONDS,     "--lua-max-seconds",    NULL,          1, 0, NULL },
-    { FLAG_SEARCH_SECONDS,  "--search-seconds",     NULL,          1, 0, NULL },
-    { FLAG_RECOMPUTE,       "--recompute",          NULL,          0, 0, NULL },
-    { FLAG_JSON,            "--json",               NULL,          0, 0, NULL },
-    { FLAG_FORCE,           "--force",              NULL,          0, 0, "emit" },
-    { FLAG_HELP,            "-h",                   "--help",      0, 0, NULL },
+/* Limits no real run reaches: past them a plan would take minutes or all memory to build
+ * (--micro-batches 100000 per rank took 48 s), so they are refused at once. */
+enum {
+    MAX_MICRO_BATCHES = 1 << 14,   /* per rank and step */
+    MAX_RANKS_FLAG = 1 << 17,      /* --replicas, --chunks: the topology's limit on devices */
+    MAX_SHAPE = 1 << 24,           /* --seq, --micro-batch-size: the model's limits check further */
 };
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+const CliFlag cli_flags[] = {
+    /* id              name                 alias          value     lo  hi                 once only    meta          help */
+    { FLAG_TOPO,       "-t",                "--topology",  FV_TEXT,  0, 0,                  1, NULL,     "TOPO.json",  "the cluster (docs/topology.md)" },
+    { FLAG_MODEL,      "-m",                "--model",     FV_TEXT,  0, 0,                  1, NULL,     "MODEL",      "a preset (wpgen list), a Hugging Face config.json or its folder" },
+    { FLAG_STRATEGY,   "-s",                "--strategy",  FV_TEXT,  0, 0,                  1, NULL,     "STRATEGY",   "a shipped strategy (wpgen list), a path to a .lua file, or auto" },
+    { FLAG_OUT,        "-o",                "--out",       FV_TEXT,  0, 0,                  1, NULL,     "DIR",        "emit: the folder of the emitted program" },
+    { FLAG_BACKEND,    "--backend",         NULL,          FV_TEXT,  0, 0,                  1, NULL,     "cpu|cuda",   "emit: the compute backend (default: the cluster's devices')" },
+    { FLAG_COMM,       "--comm",            NULL,          FV_TEXT,  0, 0,                  1, NULL,     "mpi|nccl",   "emit: the communication backend (default: the compute backend's)" },
+    { FLAG_SEQ,        "--seq",             NULL,          FV_INT,   1, MAX_SHAPE,          1, NULL,     "S",          "tokens a sequence (default " WP_DEFAULT_SEQ_RULE ")" },
+    { FLAG_MBS,        "--micro-batch-size", NULL,         FV_INT,   1, MAX_SHAPE,          1, NULL,     "G",          "sequences a micro-batch (default: the model's)" },
+    { FLAG_MICRO_BATCHES, "--micro-batches", NULL,         FV_INT,   1, MAX_MICRO_BATCHES,  1, NULL,     "N",          "micro-batches per rank and step (default 4)" },
+    { FLAG_REPLICAS,   "--replicas",        NULL,          FV_INT,   1, MAX_RANKS_FLAG,     1, NULL,     "R",          "data-parallel replicas of the pipeline (default 1)" },
+    { FLAG_CHUNKS,     "--chunks",          NULL,          FV_INT,   0, MAX_RANKS_FLAG,     1, NULL,     "C",          "chunks of layers (0: the strategy's default; compare and -s auto then do not search them)" },
+    { FLAG_PRECISION,  "--precision",       NULL,          FV_DTYPE, 0, 0,                  1, NULL,     "fp32|bf16",  "working weights, activations and their gradients (default bf16 on GPUs and --backend cuda, fp32 on CPUs)" },
+    { FLAG_GRAD_PRECISION, "--grad-precision", NULL,       FV_DTYPE, 0, 0,                  1, NULL,     "fp32|bf16",  "weight gradients on the wire, added into fp32 at the owner (default: the --precision)" },
+    { FLAG_WEIGHT_WIRE, "--weight-wire",    NULL,          FV_DTYPE, 0, 0,                  1, NULL,     "fp32|bf16",  "working weights on the wire, rounded to the precision on arrival (default: the --precision)" },
+    { FLAG_CALIBRATION, "--calibration",    NULL,          FV_TEXT,  0, 0,                  1, NULL,     "CALIB.json", "measured compute rates and links from wpgen calibrate (docs/calibration.md)" },
+    { FLAG_STRATEGIES, "--strategies",      NULL,          FV_TEXT,  0, 0,                  1, NULL,     "a,b,...",    "compare and -s auto: only these strategies (names or paths)" },
+    { FLAG_TRACE,      "--trace",           NULL,          FV_TEXT,  0, 0,                  1, "sim",    "FILE.json",  "sim: the timeline for Perfetto" },
+    { FLAG_SVG,        "--svg",             NULL,          FV_TEXT,  0, 0,                  1, "sim",    "FILE.svg",   "sim: the timeline drawn, one row per rank" },
+    { FLAG_LUA_MIB,    "--lua-max-mib",     NULL,          FV_INT,   1, 1 << 20,            0, NULL,     "N",          "the strategy's memory, its Lua objects and the plan, in MiB (default " STR(SANDBOX_DEFAULT_MIB_N) ")" },
+    { FLAG_LUA_MINSTR, "--lua-max-instructions", NULL,     FV_INT,   1, 1 << 20,            0, NULL,     "M",          "the strategy's millions of Lua instructions (default " STR(SANDBOX_DEFAULT_MINSTR_N) ")" },
+    { FLAG_LUA_SECONDS, "--lua-max-seconds", NULL,         FV_INT,   1, 86400,              0, NULL,     "S",          "the strategy's seconds of wall clock (default " STR(SANDBOX_DEFAULT_SECONDS_N) ")" },
+    { FLAG_SEARCH_SECONDS, "--search-seconds", NULL,       FV_INT,   1, 1 << 20,            0, NULL,     "S",          "compare, -s auto: once a plan fits, no new candidate after S seconds (default: search them all)" },
+    { FLAG_RECOMPUTE,  "--recompute",       NULL,          FV_NONE,  0, 0,                  0, NULL,     NULL,         "keep each chunk's input only and recompute its activations in the backward" },
+    { FLAG_JSON,       "--json",            NULL,          FV_NONE,  0, 0,                  0, NULL,     NULL,         "plan, sim, compare: one JSON object on stdout" },
+    { FLAG_FORCE,      "--force",           NULL,          FV_NONE,  0, 0,                  0, "emit",   NULL,         "emit: a plan that does not fit the devices' memory too" },
+    { FLAG_HELP,       "-h",                "--help",      FV_NONE,  0, 0,                  0, NULL,     NULL,         "this text (with -s NAME: that strategy's options too)" },
+};
+const int cli_nflags = (int)(sizeof cli_flags / sizeof cli_flags[0]);
+
+_Static_assert(sizeof cli_flags / sizeof cli_flags[0] == FLAG_COUNT, "one row per FlagId");
+
+void cli_flags_usage(FILE *f) {
+    for (int i = 0; i < cli_nflags; i++) {
+        const CliFlag *fl = &cli_flags[i];
+        char names[64];
+        snprintf(names, sizeof names, "%s%s%s%s%s", fl->name, fl->alias ? ", " : "", fl->alias ? fl->alias : "",
+                 fl->meta ? " " : "", fl->meta ? fl->meta : "");
+        fprintf(f, "  %-34s %s", names, fl->help);
+        if (fl->value == FV_INT) fprintf(f, "; %ld to %ld", fl->lo, fl->hi);
+        fprintf(f, "\n");
+    }
+}
+
+int cli_flag_read(const CliFlag *fl, const char *word, const char *v, int *out) {
+    switch (fl->value) {
+    case FV_NONE:
+    case FV_TEXT:
+        return 0;
+    case FV_INT: {
+        char *end;
+        long x = v ? strtol(v, &end, 10) : 0;
+        if (!v || !*v || *end || x < fl->lo || x > fl->hi) {
+            fprintf(stderr, "wpgen: %s: expected an integer in [%ld, %ld], got \"%s\"\n", word, fl->lo, fl->hi, v ? v : "");
+            return -1;
+        }
+        *out = (int)x;
+        return 0;
+    }
+    case FV_DTYPE: {
+        WpDtype d;
+        if (!v || wp_dtype_parse(v, &d)) {
+            fprintf(stderr, "wpgen: %s: expected fp32 or bf16, got \"%s\"\n", word, v ? v : "");
+            return -1;
+        }
+        return 0;
+    }
+    }
+    return 0;
+}
+
 const CliFlag *cli_flag(const char *cmd, const char *word) {
-    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
-        const CliFlag *f = &flags[i];
+    for (int i = 0; i < cli_nflags; i++) {
+        const CliFlag *f = &cli_flags[i];
         if (strcmp(word, f->name) && (!f->alias || strcmp(word, f->alias))) continue;
         return !cmd || !f->only || !strcmp(cmd, f->only) ? f : NULL;
     }
@@ -47,7 +106,7 @@ const CliFlag *cli_flag(const char *cmd, const char *word) {
 
 int cli_flag_arity(const Args *a, const char *word) {
     const CliFlag *f = cli_flag(a->cmd, word);
-    if (f) return f->value;
+    if (f) return f->value != FV_NONE;
     int takes;
     if (!strncmp(word, "--", 2) && strategy_flag_known(a, word, &takes)) return takes;
     return -1;

@@ -24,9 +24,7 @@ static void usage(FILE *f) {
         "                  [--precision fp32|bf16] [--grad-precision fp32|bf16] [--weight-wire fp32|bf16]\n"
         "                  [--OPTION [VALUE] ...]   (the strategy's own options, as its file declares them:\n"
         "                  wpgen plan --help -s NAME prints them, wpgen list all of them)\n"
-        "                  [--lua-max-mib N] [--lua-max-instructions M] [--lua-max-seconds S]   (the strategy's\n"
-        "                  limits: MiB of memory, its Lua objects and the plan it builds, default %d; millions\n"
-        "                  of Lua instructions, default %d; seconds of wall clock, default %d; more for a large plan)\n"
+        "                  [--lua-max-mib N] [--lua-max-instructions M] [--lua-max-seconds S]   (the strategy's limits)\n"
         "       wpgen emit -t TOPO.json -m MODEL [-s STRATEGY] [...] -o DIR [--backend cpu|cuda] [--comm mpi|nccl] [--force]\n"
         "       wpgen sim -t TOPO.json -m MODEL [-s STRATEGY|auto] [...] [--trace FILE.json] [--svg FILE.svg] [--json]\n"
         "       wpgen compare -t TOPO.json -m MODEL [--strategies a,b,...] [...] [--json]\n"
@@ -38,46 +36,16 @@ static void usage(FILE *f) {
         "       wpgen data --tokenizer tokenizer.json -o DIR [--val-fraction F] [--text-field NAME] [--eot TOKEN]\n"
         "                  [--shard-tokens N] [--width auto|uint16|uint32] INPUT...   (text or JSONL into token\n"
         "                  shards DIR/train-NNNNN.bin, DIR/val-NNNNN.bin for train --data; wpgen data --help)\n"
-        "       (plan, emit, sim, compare: [--calibration CALIB.json], measured compute rates and links\n"
-        "       from wpgen calibrate in place of the defaults; docs/calibration.md)\n"
-        "--chunks 0: each strategy's default chunks (compare and -s auto then do not search the chunks).\n"
-        "--search-seconds S (compare, -s auto): once a plan that fits is found, try no new candidate after\n"
-        "S seconds of searching, and say how many were not tried (default: search them all).\n"
-        "MODEL is a preset (wpgen list), a Hugging Face config.json or its folder (a file or folder named like a\n"
-        "preset wins, saying so). --micro-batches is per rank.\n"
-        "--seq: default " WP_DEFAULT_SEQ_RULE ".\n"
+        "\nThe flags of plan, emit, sim and compare (generator/cli/flags.c):\n");
+    cli_flags_usage(f);
+    fprintf(f,
         "-s auto (plan, emit, sim) tries every strategy with its parameters in the simulator and takes the\n"
-        "fastest plan that fits; --strategies a,b,... (names or paths to .lua files) limits it to those.\n"
-        "--precision: working weights, activations and their gradients (fp32 master weights and AdamW state\n"
-        "stay at the owner); default bf16 on clusters of GPUs and for --backend cuda, fp32 on CPUs.\n"
-        "--grad-precision: weight gradients on the wire, added into fp32 at the owner; default: the\n"
-        "--precision.\n"
-        "--weight-wire: working weights on the wire (fp32 with bf16 compute: PyTorch's fully sharded flat parameters\n"
-        "without a MixedPrecision policy), rounded to the precision on arrival; default: the --precision.\n"
-        "emit writes nothing for a plan that does not fit the devices' memory, unless --force.\n"
-        "Exit status: 0 done, 1 plan rejected or does not fit, 2 bad input.\n", SANDBOX_DEFAULT_MIB, SANDBOX_DEFAULT_MINSTR,
-        SANDBOX_DEFAULT_SECONDS);
+        "fastest plan that fits. A file or folder named like a preset wins over it, saying so. fp32 master weights\n"
+        "and AdamW's state stay at their owner whatever the --precision. emit writes nothing for a plan that does\n"
+        "not fit the devices' memory, unless --force.\n"
+        "Exit status: 0 done, 1 plan rejected or does not fit, 2 bad input.\n");
     fprintf(f, "\nEnvironment (generator/util/settings.c; unset or empty: the default):\n");
     wp_settings_print(f, wpgen_settings, wpgen_nsettings);
-}
-
-/* Limits no real run reaches: past them a plan would take minutes or all memory to build
- * (--micro-batches 100000 per rank took 48 s), so they are refused at once. */
-enum {
-    MAX_MICRO_BATCHES = 1 << 14,   /* per rank and step */
-    MAX_RANKS_FLAG = 1 << 17,      /* --replicas, --chunks: the topology's limit on devices */
-    MAX_SHAPE = 1 << 24,           /* --seq, --micro-batch-size: the model's limits check further */
-};
-
-static int parse_int(const char *flag, const char *v, int min, int max, int *out) {
-    char *end;
-    long x = v ? strtol(v, &end, 10) : 0;
-    if (!v || !*v || *end || x < min || x > max) {
-        fprintf(stderr, "wpgen: %s: expected an integer in [%d, %d], got \"%s\"\n", flag, min, max, v ? v : "");
-        return -1;
-    }
-    *out = (int)x;
-    return 0;
 }
 
 /* sim's outputs (--trace, --svg) must not be one of its inputs, nor each other: writing one would
@@ -145,7 +113,8 @@ static int parse_args(int argc, char **argv, Args *a) {
     for (int i = 2; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         const CliFlag *fl = cli_flag(a->cmd, f);
-        int takes = fl ? fl->value : 1;
+        int takes = fl ? fl->value != FV_NONE : 1, iv = 0;
+        if (fl && cli_flag_read(fl, f, v, &iv)) return -1;
         if (fl) switch (fl->id) {
         case FLAG_TOPO: a->topo = v; break;
         case FLAG_MODEL: a->model = v; break;
@@ -153,30 +122,22 @@ static int parse_args(int argc, char **argv, Args *a) {
         case FLAG_OUT: a->out = v; break;
         case FLAG_BACKEND: a->backend = v; break;
         case FLAG_COMM: a->comm = v; break;
-        case FLAG_SEQ: if (parse_int(f, v, 1, MAX_SHAPE, &a->seq)) return -1; break;
-        case FLAG_MBS: if (parse_int(f, v, 1, MAX_SHAPE, &a->mbs)) return -1; break;
-        case FLAG_MICRO_BATCHES: if (parse_int(f, v, 1, MAX_MICRO_BATCHES, &a->micro_batches)) return -1; a->set_micro_batches = 1; break;
-        case FLAG_REPLICAS: if (parse_int(f, v, 1, MAX_RANKS_FLAG, &a->replicas)) return -1; a->set_replicas = 1; break;
-        case FLAG_CHUNKS: if (parse_int(f, v, 0, MAX_RANKS_FLAG, &a->chunks)) return -1; a->set_chunks = 1; break;
+        case FLAG_SEQ: a->seq = iv; break;
+        case FLAG_MBS: a->mbs = iv; break;
+        case FLAG_MICRO_BATCHES: a->micro_batches = iv; a->set_micro_batches = 1; break;
+        case FLAG_REPLICAS: a->replicas = iv; a->set_replicas = 1; break;
+        case FLAG_CHUNKS: a->chunks = iv; a->set_chunks = 1; break;
         case FLAG_TRACE: a->trace = v; break;
         case FLAG_SVG: a->svg = v; break;
         case FLAG_STRATEGIES: a->strategies = v; break;   /* compare; plan, emit and sim with -s auto */
         case FLAG_RECOMPUTE: a->recompute = 1; break;
-        case FLAG_LUA_MIB: if (parse_int(f, v, 1, 1 << 20, &a->lua_max_mib)) return -1; break;
-        case FLAG_LUA_MINSTR: if (parse_int(f, v, 1, 1 << 20, &a->lua_max_minstr)) return -1; break;
-        case FLAG_LUA_SECONDS: if (parse_int(f, v, 1, 86400, &a->lua_max_seconds)) return -1; break;
-        case FLAG_SEARCH_SECONDS: if (parse_int(f, v, 1, 1 << 20, &a->search_seconds)) return -1; break;
-        case FLAG_PRECISION: case FLAG_GRAD_PRECISION: case FLAG_WEIGHT_WIRE: {
-            WpDtype d;
-            if (!v || wp_dtype_parse(v, &d)) {
-                fprintf(stderr, "wpgen: %s: expected fp32 or bf16, got \"%s\"\n", f, v ? v : "");
-                return -1;
-            }
-            if (fl->id == FLAG_PRECISION) a->precision = v;
-            else if (fl->id == FLAG_GRAD_PRECISION) a->grad_precision = v;
-            else a->weight_wire = v;
-            break;
-        }
+        case FLAG_LUA_MIB: a->lua_max_mib = iv; break;
+        case FLAG_LUA_MINSTR: a->lua_max_minstr = iv; break;
+        case FLAG_LUA_SECONDS: a->lua_max_seconds = iv; break;
+        case FLAG_SEARCH_SECONDS: a->search_seconds = iv; break;
+        case FLAG_PRECISION: a->precision = v; break;
+        case FLAG_GRAD_PRECISION: a->grad_precision = v; break;
+        case FLAG_WEIGHT_WIRE: a->weight_wire = v; break;
         case FLAG_JSON: a->json = 1; break;
         case FLAG_CALIBRATION: a->calib_path = v; break;
         case FLAG_FORCE: a->force = 1; break;

@@ -10,7 +10,11 @@ typedef struct lua_State lua_State;
 /* Defaults of the limits, generous: the largest shipped plans stay far below (the 1,024-rank
  * bench plan: see sandbox.c). --lua-max-mib and --lua-max-instructions (in millions) change them.
  * For a large plan they grow with it (sandbox_plan_limits). */
-enum { SANDBOX_DEFAULT_MIB = 4096, SANDBOX_DEFAULT_MINSTR = 2000, SANDBOX_DEFAULT_SECONDS = 600 };
+#define SANDBOX_DEFAULT_MIB_N 4096       /* as numbers for the usage text (cli/flags.c) */
+#define SANDBOX_DEFAULT_MINSTR_N 2000
+#define SANDBOX_DEFAULT_SECONDS_N 600
+enum { SANDBOX_DEFAULT_MIB = SANDBOX_DEFAULT_MIB_N, SANDBOX_DEFAULT_MINSTR = SANDBOX_DEFAULT_MINSTR_N,
+       SANDBOX_DEFAULT_SECONDS = SANDBOX_DEFAULT_SECONDS_N };
 
 /* What a strategy may spend per unit of the plan asked for, a unit being one layer of one
  * micro-batch on one rank (ranks x micro-batches per rank x layers: a weight-passing strategy
