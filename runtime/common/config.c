@@ -92,27 +92,55 @@ WpLayerStashLayout wp_layer_stash_layout(const WpConfig *c) {
     return s;
 }
 
+/* One layer's stash as activation and statistic elements (rstd1, the attention's lse and rstd2
+ * are statistics). */
+static void layer_stash_count(const WpConfig *c, size_t *act, size_t *stat) {
+    WpLayerStashLayout l = wp_layer_stash_layout(c);
+    *stat = (l.qkv - l.rstd1) + (l.x2 - l.lse) + (l.gu - l.rstd2);
+    *act = l.end - *stat;
+}
+
 size_t wp_layer_stash_floats(const WpConfig *c) {
     return wp_layer_stash_layout(c).end;
+}
+
+size_t wp_layer_stash_bytes(const WpConfig *c, WpDtype act_dtype) {
+    size_t act, stat;
+    layer_stash_count(c, &act, &stat);
+    return act * wp_dtype_bytes(act_dtype) + stat * sizeof(float);
 }
 
 /* The stash of a chunk as activation and statistic elements. Each layer's part starts with its
  * input: layer 0's is the chunk's input, layer i's the output of layer i - 1. The last chunk
  * adds the final norm's input (the last layer's output) and rstd, and each token's log-sum-exp
- * of the logits: with it, backward recomputes the softmax one block of tokens at a time. */
+ * of the logits: with it, backward recomputes the softmax one block of tokens at a time.
+ * With recompute a layer's part is its input alone (Megatron's full recomputation by layer:
+ * backward recomputes one layer's part from it into the workspace's WP_WS_RESTASH just before
+ * that layer's backward), and the last chunk keeps the head's part as it is, so the head's
+ * backward needs no recomputing. A chunk without layers stashes its input either way. */
 static void stash_count(const WpConfig *c, const WpChunk *k, int recompute, size_t *act, size_t *stat) {
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden;
     *act = T * H;   /* the chunk's input (the embedding's output on the first chunk) */
     *stat = 0;
-    if (recompute) return;
     if (k->nlayers > 0) {
-        WpLayerStashLayout l = wp_layer_stash_layout(c);
-        size_t lstat = (l.qkv - l.rstd1) + (l.x2 - l.lse) + (l.gu - l.rstd2);
-        *act = (size_t)k->nlayers * (l.end - lstat);
+        size_t lact = T * H, lstat = 0;
+        if (!recompute) layer_stash_count(c, &lact, &lstat);
+        *act = (size_t)k->nlayers * lact;
         *stat = (size_t)k->nlayers * lstat;
         if (k->last) *act += T * H;   /* the last layer's output */
     }
     if (k->last) *stat += T + T;      /* final norm's rstd, log-sum-exp of the logits */
+}
+
+WpChunkStashLayout wp_chunk_stash_layout(const WpConfig *c, const WpChunk *k, int recompute) {
+    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden;
+    WpChunkStashLayout s;
+    s.layer = recompute ? T * H : wp_layer_stash_layout(c).end;
+    s.xf = (size_t)k->nlayers * s.layer;
+    s.rstdf = s.xf + T * H;
+    s.lse = s.rstdf + T;
+    s.end = wp_stash_floats(c, k, recompute);
+    return s;
 }
 
 size_t wp_stash_floats(const WpConfig *c, const WpChunk *k, int recompute) {
@@ -197,7 +225,7 @@ size_t wp_workspace_part_floats(const WpConfig *c, const WpChunk *k, int recompu
     case WP_WS_DQKV:    return layers ? T * width : 0;
     case WP_WS_ROPE:    return layers ? 2 * (size_t)c->seq * (c->head_dim / 2) : 0;
     case WP_WS_LOGITS:  return head ? (size_t)wp_ce_block_tokens(c) * c->vocab : 0;
-    case WP_WS_RESTASH: return recompute ? wp_stash_floats(c, k, 0) : 0;
+    case WP_WS_RESTASH: return recompute && layers ? wp_layer_stash_floats(c) : 0;
     case WP_WS_NPARTS:  break;
     }
     return 0;
@@ -210,10 +238,10 @@ size_t wp_workspace_floats(const WpConfig *c, const WpChunk *k, int recompute) {
 }
 
 /* Activations and their gradients at the run's precision; RoPE tables and logits fp32 (the
- * cross-entropy's softmax works on fp32 logits, model.c); the recompute stash as a stash. */
+ * cross-entropy's softmax works on fp32 logits, model.c); the recompute stash as one layer's stash. */
 size_t wp_workspace_part_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part, WpDtype act_dtype) {
     size_t e = wp_workspace_part_floats(c, k, recompute, part);
-    if (part == WP_WS_RESTASH) return e ? wp_stash_bytes(c, k, 0, act_dtype) : 0;
+    if (part == WP_WS_RESTASH) return e ? wp_layer_stash_bytes(c, act_dtype) : 0;
     if (part == WP_WS_ROPE || part == WP_WS_LOGITS) return e * sizeof(float);
     return e * wp_dtype_bytes(act_dtype);
 }

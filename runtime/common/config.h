@@ -95,12 +95,26 @@ typedef struct WpLayerStashLayout {
     size_t x, rstd1, qkv, att, lse, x2, rstd2, gu, end;
 } WpLayerStashLayout;
 WpLayerStashLayout wp_layer_stash_layout(const WpConfig *c);
+/* One layer's part, in elements and in bytes at activation format act (statistics fp32): the
+ * recompute stash of the workspace (WP_WS_RESTASH) is one. */
+size_t wp_layer_stash_floats(const WpConfig *c);
+size_t wp_layer_stash_bytes(const WpConfig *c, WpDtype act);
 
-/* Elements kept from the forward of one chunk on one micro-batch for its backward pass
- * (recompute: only the chunk's input is kept). */
+/* Elements kept from the forward of one chunk on one micro-batch for its backward pass. Without
+ * recompute, every layer's part (WpLayerStashLayout); with recompute, each layer's input [T*H]
+ * only (backward recomputes the rest of one layer's part at a time into the workspace). Either
+ * way the last chunk adds the head's part: xf [T*H] (the last layer's output), rstdf [T], lse [T]
+ * (the logits' log-sum-exp per token). A chunk without layers keeps its input. */
 size_t wp_stash_floats(const WpConfig *c, const WpChunk *k, int recompute);
 /* The same stash in bytes when activations are stored as act (statistics stay fp32). */
 size_t wp_stash_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtype act);
+/* Where the parts of a chunk's stash begin, in elements (the CPU's fp32 containers; the CUDA
+ * model's byte layout is layout_cuda.h's wc_chunk_stash, which follows this one): layer i's part
+ * (its input first) at i * layer, the head's xf, rstdf, lse on the last chunk; end = wp_stash_floats. */
+typedef struct WpChunkStashLayout {
+    size_t layer, xf, rstdf, lse, end;
+} WpChunkStashLayout;
+WpChunkStashLayout wp_chunk_stash_layout(const WpConfig *c, const WpChunk *k, int recompute);
 
 /* What the split backward keeps between its two halves (model.h, wp_chunk_backward_input and
  * wp_chunk_backward_weights, which say what BWD_B computes into each part): beside the stash, which
@@ -151,12 +165,13 @@ typedef enum {
     WP_WS_DQKV,      /* [T, (heads + 2 kv)*hd]                     activation gradient */
     WP_WS_ROPE,      /* [S, hd/2] twice: RoPE's cos and sin        fp32 */
     WP_WS_LOGITS,    /* [wp_ce_block_tokens, V] a block of logits  fp32 */
-    WP_WS_RESTASH,   /* recompute: the chunk's full stash, refilled before its backward */
+    WP_WS_RESTASH,   /* recompute: one layer's stash, refilled before that layer's backward */
     WP_WS_NPARTS
 } WpWorkspacePart;
 size_t wp_workspace_part_floats(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part);
 /* The same part in bytes when activations are stored as act (RoPE tables and logits stay fp32,
- * the recompute stash is a stash). wp_workspace_bytes is the sum over the parts. */
+ * the recompute stash is one layer's stash, wp_layer_stash_bytes). wp_workspace_bytes is the sum
+ * over the parts. */
 size_t wp_workspace_part_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part, WpDtype act);
 size_t wp_workspace_floats(const WpConfig *c, const WpChunk *k, int recompute);
 size_t wp_workspace_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtype act);

@@ -140,7 +140,4 @@ void crossentropy_backward(float *logits, const float *lse, const int *targets, 
 void embedding_forward(float *x, const int *tokens, const float *table, int T, int H, int V);
 void embedding_backward(float *dtable, const float *dx, const int *tokens, int T, int H);
 
-/* config.c: floats of one layer's part of the stash (the layout is in model.c). */
-size_t wp_layer_stash_floats(const WpConfig *c);
-
 #endif

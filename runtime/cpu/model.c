@@ -20,8 +20,13 @@
  *   x2 [T*H] | rstd2 [T] | gu [T*2F]
  * then, on the last chunk, xf [T*H] (the last layer's output) | rstdf [T] | lse of the logits [T].
  * Each part begins with its input, so layer i writes its output where layer i + 1's part begins.
- * With recompute only the chunk's input is stashed; backward re-runs the forward into a full
- * stash inside the scratch first.
+ * With recompute (Megatron's full recomputation, by layer) only each layer's x is stashed, one
+ * after the other, and on the last chunk the head's part as it is (config.c's
+ * wp_chunk_stash_layout): the forward computes each layer's other parts into the scratch's
+ * one-layer recompute stash, and backward, layer by layer from the last, re-runs that layer's
+ * forward from its kept x into the same one-layer stash just before the layer's backward (without
+ * the down product: its output y is already kept, or not needed). The split backward's B half
+ * rebuilds the whole chunk's stash into the keep instead, since W reads it and gets no weights.
  *
  * The zero-bubble schedules split backward in two (wp_chunk_backward_input, then
  * wp_chunk_backward_weights; model.h lists what the first keeps for the second): the same
@@ -97,7 +102,7 @@ struct WpScratch {
     WpDtype dtype;           /* WP_BF16: the rounding points of the header apply */
     void (*progress)(void *);   /* called between layers: lets posted transfers move */
     void *progress_ud;
-    float *restash;          /* the full stash of a recomputed chunk */
+    float *restash;          /* recompute: one layer's stash, refilled before its backward */
     /* the workspace, one buffer per part of config.c's WpWorkspacePart */
     float *xn;               /* [T, H] a norm's output */
     float *h;                /* [T, F] silu(gate) * up */
@@ -127,13 +132,13 @@ static LayerParams layer_params(const WpConfig *c, float *p) {
 
 /* Pointers into one layer's part of the stash (its layout is config.c's). */
 typedef struct {
-    float *x, *rstd1, *qkv, *att, *lse, *x2, *rstd2, *gu, *end;
+    float *x, *rstd1, *qkv, *att, *lse, *x2, *rstd2, *gu;
 } LayerStash;
 
 static LayerStash layer_stash(const WpConfig *c, float *b) {
     WpLayerStashLayout l = wp_layer_stash_layout(c);
     LayerStash s = { b + l.x, b + l.rstd1, b + l.qkv, b + l.att, b + l.lse, b + l.x2, b + l.rstd2,
-                     b + l.gu, b + l.end };
+                     b + l.gu };
     return s;
 }
 
@@ -155,6 +160,15 @@ size_t wp_scratch_bytes(const WpConfig *c, int max_layers) {
     return (scratch_restash_floats(c, &big) + scratch_block_floats(c, &big, omp_get_max_threads())) * sizeof(float);
 }
 
+/* Layer i's part of a chunk's stash st laid out as sl: with recompute, x is the kept input and
+ * the rest is the scratch's one-layer recompute stash. */
+static LayerStash chunk_layer_stash(const WpConfig *c, const WpChunkStashLayout *sl, float *st, int i,
+                                    int recompute, WpScratch *s) {
+    LayerStash ls = layer_stash(c, recompute ? s->restash : st + (size_t)i * sl->layer);
+    ls.x = st + (size_t)i * sl->layer;
+    return ls;
+}
+
 WpScratch *wp_scratch_new(const WpConfig *c, int max_layers) {
     WpScratch *s = calloc(1, sizeof *s);
     if (!s) return NULL;
@@ -169,8 +183,9 @@ WpScratch *wp_scratch_new(const WpConfig *c, int max_layers) {
     /* The recompute stash is an allocation of its own: a run without recompute never touches
      * it, so its pages are never made resident. Likewise the logits block of a rank that runs
      * no LM head. */
-    s->restash = aligned_alloc(64, scratch_restash_floats(c, &big) * sizeof(float));
-    if (!s->restash) { free(s); return NULL; }
+    size_t nre = scratch_restash_floats(c, &big);
+    s->restash = nre ? aligned_alloc(64, nre * sizeof(float)) : NULL;
+    if (nre && !s->restash) { free(s); return NULL; }
     float **part[WP_WS_NPARTS] = {
         [WP_WS_XN] = &s->xn, [WP_WS_H] = &s->h, [WP_WS_DH] = &s->dh, [WP_WS_DGU] = &s->dgu,
         [WP_WS_DXN] = &s->dxn, [WP_WS_DRES] = &s->dres, [WP_WS_DATT] = &s->datt,
@@ -259,6 +274,8 @@ static void check_call(const WpConfig *c, const WpChunk *k, const WpScratch *s) 
     matmul_set_bf16_work(s->mm_work, s->mm_work_elems);
 }
 
+/* y: the layer's output; NULL when only the stash is wanted (recompute before the layer's
+ * backward), which skips the MLP's down product. */
 static void layer_forward(const WpConfig *c, const LayerParams *p, const LayerStash *st, float *y,
                           WpScratch *s) {
     int T = c->mbs * c->seq, H = c->hidden, F = c->ffn, hd = c->head_dim;
@@ -276,6 +293,7 @@ static void layer_forward(const WpConfig *c, const LayerParams *p, const LayerSt
     rmsnorm_forward(s->xn, st->rstd2, st->x2, p->ln2, T, H, c->eps);
     store_bf16(s, s->xn, (size_t)T * H);
     matmul_forward(st->gu, s->xn, p->wgu, T, H, 2 * F, 0, mm);
+    if (!y) return;
     swiglu_forward(s->h, st->gu, T, F);
     store_bf16(s, s->h, (size_t)T * F);
     memcpy(y, st->x2, (size_t)T * H * sizeof(float));
@@ -369,28 +387,27 @@ static void head_backward(const WpConfig *c, const WpChunk *k, const float *para
     store_bf16(s, s->dres, (size_t)T * H);
 }
 
-/* The forward after the chunk's input is in st (layer 0's x): the layers, then on the last
- * chunk the head and the loss. y: the non-last chunk's output. */
-static void chunk_forward_from_stash(const WpConfig *c, const WpChunk *k, const float *params,
-                                     const int *targets, float *st, float *y, WpScratch *s,
-                                     double *loss_sum) {
+/* The forward after the chunk's input is in st (layer 0's x), st laid out as
+ * wp_chunk_stash_layout(c, k, recompute) says: the layers, each writing its output where the next
+ * layer's x (or the head's xf) is kept, then on the last chunk the head and the loss. y: the
+ * non-last chunk's output. */
+static void chunk_forward(const WpConfig *c, const WpChunk *k, const float *params, const int *targets,
+                          float *st, int recompute, float *y, WpScratch *s, double *loss_sum) {
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden;
-    float *pp = (float *)params;   /* read only; the pointer helpers serve dparams too */
-    float *lp = first_layer(c, k, pp), *b = st;
+    WpChunkStashLayout sl = wp_chunk_stash_layout(c, k, recompute);
+    float *lp = first_layer(c, k, (float *)params);   /* read only; the helpers serve dparams too */
     for (int i = 0; i < k->nlayers; i++) {
         LayerParams p = layer_params(c, lp + (size_t)i * wp_layer_nparams(c));
-        LayerStash ls = layer_stash(c, b);
-        float *out = (i == k->nlayers - 1 && !k->last) ? y : ls.end;
+        LayerStash ls = chunk_layer_stash(c, &sl, st, i, recompute, s);
+        float *out = (i == k->nlayers - 1 && !k->last) ? y : st + (size_t)(i + 1) * sl.layer;
         layer_forward(c, &p, &ls, out, s);
         progress(s);
-        b = ls.end;
     }
     if (!k->last) {
         if (k->nlayers == 0) memcpy(y, st, T * H * sizeof(float));
         return;
     }
-    float *xf = b, *rstdf = xf + T * H, *lse = rstdf + T;
-    double l = head_forward(c, k, params, targets, xf, rstdf, lse, s);
+    double l = head_forward(c, k, params, targets, st + sl.xf, st + sl.rstdf, st + sl.lse, s);
     if (loss_sum) *loss_sum += l;
 }
 
@@ -399,12 +416,10 @@ void wp_chunk_forward(const WpConfig *c, const WpChunk *k, const float *params,
                       float *stash, int recompute, WpScratch *s, double *loss_sum) {
     check_call(c, k, s);
     size_t TH = (size_t)c->mbs * c->seq * c->hidden;
-    float *st = recompute ? s->restash : stash;
-    if (k->first) embedding_forward(st, tokens, params, c->mbs * c->seq, c->hidden, c->vocab);
-    else memcpy(st, x_in, TH * sizeof(float));
-    store_bf16(s, st, TH);   /* x: bf16 already when the weights and the sender are */
-    if (recompute) memcpy(stash, st, TH * sizeof(float));
-    chunk_forward_from_stash(c, k, params, targets, st, x_out, s, loss_sum);
+    if (k->first) embedding_forward(stash, tokens, params, c->mbs * c->seq, c->hidden, c->vocab);
+    else memcpy(stash, x_in, TH * sizeof(float));
+    store_bf16(s, stash, TH);   /* x: bf16 already when the weights and the sender are */
+    chunk_forward(c, k, params, targets, stash, recompute, x_out, s, loss_sum);
 }
 
 void wp_chunk_backward(const WpConfig *c, const WpChunk *k, const float *params,
@@ -414,18 +429,10 @@ void wp_chunk_backward(const WpConfig *c, const WpChunk *k, const float *params,
     check_call(c, k, s);
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden;
     float *st = (float *)stash;   /* read only in backward */
-    if (recompute) {
-        /* the forward again, into the scratch's stash; a non-last chunk's output goes to dres,
-         * which is set below */
-        memcpy(s->restash, stash, T * H * sizeof(float));
-        chunk_forward_from_stash(c, k, params, targets, s->restash, s->dres, s, NULL);
-        st = s->restash;
-    }
+    WpChunkStashLayout sl = wp_chunk_stash_layout(c, k, recompute);
     float *pp = (float *)params;
-    size_t lstash = wp_layer_stash_floats(c);
     if (k->last) {
-        float *xf = st + (size_t)k->nlayers * lstash, *rstdf = xf + T * H, *lse = rstdf + T;
-        head_backward(c, k, params, targets, xf, rstdf, lse, dparams, loss_scale, s);
+        head_backward(c, k, params, targets, st + sl.xf, st + sl.rstdf, st + sl.lse, dparams, loss_scale, s);
     } else {
         memcpy(s->dres, dx_out, T * H * sizeof(float));
         store_bf16(s, s->dres, T * H);   /* dL/dy: bf16 already when the sender is */
@@ -434,7 +441,8 @@ void wp_chunk_backward(const WpConfig *c, const WpChunk *k, const float *params,
     for (int i = k->nlayers - 1; i >= 0; i--) {
         LayerParams p = layer_params(c, lp + (size_t)i * wp_layer_nparams(c));
         LayerParams dp = layer_params(c, dlp + (size_t)i * wp_layer_nparams(c));
-        LayerStash ls = layer_stash(c, st + (size_t)i * lstash);
+        LayerStash ls = chunk_layer_stash(c, &sl, st, i, recompute, s);
+        if (recompute) layer_forward(c, &p, &ls, NULL, s);   /* this layer's stash again, the same bits */
         layer_backward(c, &p, &dp, &ls, s);
         progress(s);
     }
@@ -569,6 +577,24 @@ static void head_backward_weights(const WpConfig *c, const WpChunk *k, const int
     sum_add(final_norm(c, k, dparams), keep + kl->dlnf, H);
 }
 
+/* With recompute, the chunk's full stash (wp_chunk_stash_layout(c, k, 0)) from the kept one
+ * (wp_chunk_stash_layout(c, k, 1)): each layer's kept x copied in and the rest of its part
+ * recomputed, the head's part copied. */
+static void restash_chunk(const WpConfig *c, const WpChunk *k, const float *params, const float *kept,
+                          float *full, WpScratch *s) {
+    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden;
+    WpChunkStashLayout fl = wp_chunk_stash_layout(c, k, 0), kl = wp_chunk_stash_layout(c, k, 1);
+    float *lp = first_layer(c, k, (float *)params);
+    for (int i = 0; i < k->nlayers; i++) {
+        LayerParams p = layer_params(c, lp + (size_t)i * wp_layer_nparams(c));
+        LayerStash ls = layer_stash(c, full + (size_t)i * fl.layer);
+        memcpy(ls.x, kept + (size_t)i * kl.layer, T * H * sizeof(float));
+        layer_forward(c, &p, &ls, NULL, s);
+        progress(s);
+    }
+    if (k->last) memcpy(full + fl.xf, kept + kl.xf, (T * H + 2 * T) * sizeof(float));
+}
+
 void wp_chunk_backward_input(const WpConfig *c, const WpChunk *k, const float *params,
                              const int *targets, float *stash, int recompute,
                              const float *dx_out, float *dx_in, float *keep, float loss_scale,
@@ -576,17 +602,17 @@ void wp_chunk_backward_input(const WpConfig *c, const WpChunk *k, const float *p
     check_call(c, k, s);
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden;
     WpKeepLayout kl = wp_keep_layout(c, k, recompute);
+    WpChunkStashLayout sl = wp_chunk_stash_layout(c, k, 0);
     float *st = stash;
     if (recompute) {
-        /* the forward again, into the keep: the W half reads this full stash */
+        /* the whole chunk's stash again, into the keep: the W half reads it (and gets no
+         * weights to recompute a layer's with) */
         st = keep + kl.restash;
-        memcpy(st, stash, T * H * sizeof(float));
-        chunk_forward_from_stash(c, k, params, targets, st, s->dres, s, NULL);
+        restash_chunk(c, k, params, stash, st, s);
     }
-    size_t lstash = wp_layer_stash_floats(c), lkeep = wp_layer_keep_layout(c).end;
+    size_t lkeep = wp_layer_keep_layout(c).end;
     if (k->last) {
-        float *xf = st + (size_t)k->nlayers * lstash, *rstdf = xf + T * H, *lse = rstdf + T;
-        head_backward_input(c, k, params, targets, xf, rstdf, lse, keep, &kl, loss_scale, s);
+        head_backward_input(c, k, params, targets, st + sl.xf, st + sl.rstdf, st + sl.lse, keep, &kl, loss_scale, s);
     } else {
         memcpy(s->dres, dx_out, T * H * sizeof(float));
         store_bf16(s, s->dres, T * H);   /* dL/dy: bf16 already when the sender is */
@@ -594,7 +620,7 @@ void wp_chunk_backward_input(const WpConfig *c, const WpChunk *k, const float *p
     float *lp = first_layer(c, k, (float *)params);
     for (int i = k->nlayers - 1; i >= 0; i--) {
         LayerParams p = layer_params(c, lp + (size_t)i * wp_layer_nparams(c));
-        LayerStash ls = layer_stash(c, st + (size_t)i * lstash);
+        LayerStash ls = layer_stash(c, st + (size_t)i * sl.layer);
         LayerKeep kp = layer_keep(c, keep + kl.layers + (size_t)i * lkeep);
         layer_backward_input(c, &p, &ls, &kp, s);
         progress(s);
@@ -609,16 +635,15 @@ void wp_chunk_backward_weights(const WpConfig *c, const WpChunk *k, const int *t
     check_call(c, k, s);
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden;
     WpKeepLayout kl = wp_keep_layout(c, k, recompute);
-    const float *st = recompute ? keep + kl.restash : stash;
-    size_t lstash = wp_layer_stash_floats(c), lkeep = wp_layer_keep_layout(c).end;
-    if (k->last) {
-        const float *xf = st + (size_t)k->nlayers * lstash, *rstdf = xf + T * H, *lse = rstdf + T;
-        head_backward_weights(c, k, targets, xf, rstdf, lse, keep, &kl, dparams, loss_scale, s);
-    }
+    const float *st = recompute ? keep + kl.restash : stash;   /* the full stash either way */
+    WpChunkStashLayout sl = wp_chunk_stash_layout(c, k, 0);
+    size_t lkeep = wp_layer_keep_layout(c).end;
+    if (k->last)
+        head_backward_weights(c, k, targets, st + sl.xf, st + sl.rstdf, st + sl.lse, keep, &kl, dparams, loss_scale, s);
     float *dlp = first_layer(c, k, dparams);
     for (int i = k->nlayers - 1; i >= 0; i--) {
         LayerParams dp = layer_params(c, dlp + (size_t)i * wp_layer_nparams(c));
-        LayerStash ls = layer_stash(c, (float *)st + (size_t)i * lstash);
+        LayerStash ls = layer_stash(c, (float *)st + (size_t)i * sl.layer);
         LayerKeep kp = layer_keep(c, (float *)keep + kl.layers + (size_t)i * lkeep);
         layer_backward_weights(c, &dp, &ls, &kp, s);
         progress(s);

@@ -48,10 +48,12 @@ static inline WcLayerStash wc_layer_stash(const WpConfig *c) {
     return s;
 }
 
-/* A chunk's stash in bytes, without recompute (with recompute the stash holds only x [T*H] bf16,
- * and this layout is that of the recompute stash in the workspace): layer i's part at i * layer,
- * then on the last chunk the last layer's output xf [T*H] bf16, the final norm's rstd [T] fp32 and
- * each token's log-sum-exp of the logits [T] fp32. total: the whole (recompute: the input only). */
+/* A chunk's stash in bytes (config.c's wp_chunk_stash_layout at these element sizes): layer i's
+ * part at i * layer, then on the last chunk the last layer's output xf [T*H] bf16, the final
+ * norm's rstd [T] fp32 and each token's log-sum-exp of the logits [T] fp32. Without recompute a
+ * layer's part is wc_layer_stash; with recompute it is the layer's input x [T*H] bf16 alone (the
+ * rest of one layer's part is recomputed into the workspace's recompute stash, a wc_layer_stash,
+ * before the layer's backward). total: the whole, wp_stash_bytes(c, k, recompute, WP_BF16). */
 typedef struct WcChunkStash {
     size_t layer, xf, rstdf, lse, total;
 } WcChunkStash;
@@ -59,12 +61,12 @@ typedef struct WcChunkStash {
 static inline WcChunkStash wc_chunk_stash(const WpConfig *c, const WpChunk *k, int recompute) {
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden;
     WcChunkStash s;
-    s.layer = wc_layer_stash(c).end;
+    s.layer = recompute ? 2 * T * H : wc_layer_stash(c).end;
     s.xf = (size_t)k->nlayers * s.layer;
     s.rstdf = s.xf + 2 * T * H;
     s.lse = s.rstdf + 4 * T;
     /* a chunk without layers still stashes its input x (layer 0's x, or xf on the last chunk) */
-    s.total = recompute ? 2 * T * H : k->last ? s.lse + 4 * T : k->nlayers > 0 ? s.xf : 2 * T * H;
+    s.total = k->last ? s.lse + 4 * T : k->nlayers > 0 ? s.xf : 2 * T * H;
     return s;
 }
 
@@ -128,7 +130,7 @@ enum { WC_WS_NORM = WP_WS_NPARTS, WC_WS_LOSSES, WC_WS_SUMSQ, WC_WS_NPARTS };
 /* Byte offsets of the parts of the one workspace allocation of a model serving chunks of at most
  * max_layers layers (with the LM head if has_head): part i is [off[i], off[i + 1]), off[WC_WS_NPARTS]
  * the total. Each config.c part at wp_workspace_part_bytes(..., WP_BF16) (bf16 activations, fp32
- * RoPE tables and logits, the recompute stash as a stash), each rounded up to WC_WS_ALIGN. */
+ * RoPE tables and logits, the recompute stash as one layer's stash), each rounded up to WC_WS_ALIGN. */
 typedef struct WcWorkspace {
     size_t off[WC_WS_NPARTS + 1];
 } WcWorkspace;

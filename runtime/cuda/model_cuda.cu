@@ -6,7 +6,7 @@
  * Memory, reserved once by wc_model_new and never inside a step:
  *  - the workspace (layout_cuda.h's wc_workspace): the parts of common/config.c's WpWorkspacePart
  *    at their bf16 sizes (wp_workspace_part_bytes(..., WP_BF16)), each rounded up to 256 bytes for
- *    alignment; the recompute stash among them when recompute is set; then
+ *    alignment; the recompute stash (one layer's stash) among them when recompute is set; then
  *  - a reduction area: the row-range partial sums of the norms' weight gradients, the per-token
  *    losses of one LM-head block and the partial sums of wc_sumsq (WC_NORM_SPLITS * H floats,
  *    wp_ce_block_tokens doubles, WC_SUMSQ_BLOCKS doubles: 0.3 MiB at hidden 2048);
@@ -18,8 +18,11 @@
  *   x [T*H] | qkv [T*width] | att [T*qd] | x2 [T*H] | gu [T*2F] | rstd1 [T] | lse [G*heads*S] | rstd2 [T]
  * so that layer i's output, the next layer's x, begins the next part; then on the last chunk
  *   xf [T*H] bf16 | rstdf [T] fp32 | lse of the logits [T] fp32.
- * With recompute only x is stashed, and backward first re-runs the forward into the workspace's
- * recompute stash, rounding as the first time: the same bits. */
+ * With recompute (by layer, as cpu/model.c) only each layer's x is stashed, at a stride of T*H bf16,
+ * then the head's part as above; the forward writes the rest of each layer's part into the
+ * workspace's one-layer recompute stash, and backward re-runs one layer's forward (without the
+ * down product) into it just before that layer's backward, rounding as the first time: the same
+ * bits. The split backward's B half rebuilds the whole stash into the keep, which W reads. */
 #include <math.h>
 #include <string.h>
 #include "cuda/common_cuda.cuh"
@@ -46,7 +49,7 @@ struct WcModel {
     uint16_t *xn, *h, *dh, *dgu, *dxn, *dres, *datt, *dqkv;   /* workspace, bf16 */
     float *cos_t, *sin_t;         /* [S, hd/2] RoPE tables */
     float *logits;                /* [ce_block, V] fp32; the bf16 dlogits in place in backward */
-    char *restash;                /* recompute: the full stash */
+    char *restash;                /* recompute: one layer's stash */
     float *norm_partials;         /* [WC_NORM_SPLITS * H] */
     double *losses;               /* [ce_block] */
     double *sumsq_partials;       /* [WC_SUMSQ_BLOCKS] */
@@ -76,7 +79,6 @@ template <typename E> static E *final_norm(const WpConfig *c, const WpChunk *k, 
 struct LayerStash {
     uint16_t *x, *qkv, *att, *x2, *gu;
     float *rstd1, *lse, *rstd2;
-    char *end;
 };
 
 static LayerStash layer_stash(const WpConfig *c, char *b) {
@@ -90,8 +92,15 @@ static LayerStash layer_stash(const WpConfig *c, char *b) {
     s.rstd1 = (float *)(b + l.rstd1);
     s.lse = (float *)(b + l.lse);
     s.rstd2 = (float *)(b + l.rstd2);
-    s.end = b + l.end;
     return s;
+}
+
+/* Layer i's part of a chunk's stash st laid out as cs: with recompute, x is the kept input and
+ * the rest is the workspace's one-layer recompute stash. */
+static LayerStash chunk_layer_stash(const WcModel *m, const WcChunkStash &cs, char *st, int i) {
+    LayerStash ls = layer_stash(&m->cfg, m->recompute ? m->restash : st + (size_t)i * cs.layer);
+    ls.x = (uint16_t *)(st + (size_t)i * cs.layer);
+    return ls;
 }
 
 static int plan_products(WcModel *m, char *err, size_t errlen) {
@@ -223,6 +232,8 @@ static void copy_d2d(void *dst, const void *src, size_t bytes, cudaStream_t s) {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
 }
 
+/* y: the layer's output; NULL when only the stash is wanted (recompute before the layer's
+ * backward), which skips the MLP's down product. */
 static void layer_forward(WcModel *m, const LayerParams<const uint16_t> &p, const LayerStash &st, uint16_t *y) {
     const WpConfig *c = &m->cfg;
     int T = c->mbs * c->seq, H = c->hidden, F = c->ffn;
@@ -234,6 +245,7 @@ static void layer_forward(WcModel *m, const LayerParams<const uint16_t> &p, cons
     wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_O_F], st.att, p.wo, st.x, st.x2, s);        /* x2 = x + att Wo^T */
     wc_rmsnorm_forward(m->xn, st.rstd2, st.x2, p.ln2, T, H, c->eps, s);
     wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_GU_F], m->xn, p.wgu, NULL, st.gu, s);
+    if (!y) return;
     wc_swiglu_forward(m->h, st.gu, T, F, s);
     wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_DOWN_F], m->h, p.wdown, st.x2, y, s);       /* y = x2 + h Wdown^T */
 }
@@ -304,18 +316,19 @@ static void head_backward(WcModel *m, const WpChunk *k, const uint16_t *params, 
     wc_rmsnorm_backward(m->dres, 0, final_norm(c, k, dparams), m->dxn, xf, wf, rstdf, T, H, m->norm_partials, s);
 }
 
-/* The forward after the chunk's input is in st (layer 0's x). y: a non-last chunk's output. */
-static void forward_from_stash(WcModel *m, const WpChunk *k, const uint16_t *params, const int *targets,
-                               char *st, uint16_t *y, double *loss_sum) {
+/* The forward after the chunk's input is in st (layer 0's x), st laid out as
+ * wc_chunk_stash(c, k, m->recompute): the layers, each writing its output where the next layer's
+ * x (or the head's xf) is kept, then on the last chunk the head. y: a non-last chunk's output. */
+static void chunk_forward(WcModel *m, const WpChunk *k, const uint16_t *params, const int *targets,
+                          char *st, uint16_t *y, double *loss_sum) {
     const WpConfig *c = &m->cfg;
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, np = wp_layer_nparams(c);
-    WcChunkStash cs = wc_chunk_stash(c, k, 0);
+    WcChunkStash cs = wc_chunk_stash(c, k, m->recompute);
     const uint16_t *lp = first_layer(c, k, params);
     for (int i = 0; i < k->nlayers; i++) {
         LayerParams<const uint16_t> p = layer_params(c, lp + (size_t)i * np);
-        LayerStash ls = layer_stash(c, st + (size_t)i * cs.layer);
-        /* the output is the next part's x, the last layer's xf at cs.xf */
-        uint16_t *out = (i == k->nlayers - 1 && !k->last) ? y : (uint16_t *)ls.end;
+        LayerStash ls = chunk_layer_stash(m, cs, st, i);
+        uint16_t *out = (i == k->nlayers - 1 && !k->last) ? y : (uint16_t *)(st + (size_t)(i + 1) * cs.layer);
         layer_forward(m, p, ls, out);
     }
     if (!k->last) {
@@ -332,11 +345,10 @@ void wc_chunk_forward(WcModel *m, const WpChunk *k, const uint16_t *params, cons
     check_call(m, k, stash);
     const WpConfig *c = &m->cfg;
     size_t TH = (size_t)c->mbs * c->seq * c->hidden;
-    char *st = m->recompute ? m->restash : (char *)stash;
+    char *st = (char *)stash;
     if (k->first) wc_embedding_forward((uint16_t *)st, tokens, params, c->mbs * c->seq, c->hidden, c->vocab, m->stream);
     else copy_d2d(st, x_in, TH * sizeof(uint16_t), m->stream);   /* bf16 already: no rounding */
-    if (m->recompute) copy_d2d(stash, st, TH * sizeof(uint16_t), m->stream);
-    forward_from_stash(m, k, params, targets, st, x_out, loss_sum);
+    chunk_forward(m, k, params, targets, st, x_out, loss_sum);
 }
 
 void wc_chunk_backward(WcModel *m, const WpChunk *k, const uint16_t *params, const int *tokens,
@@ -346,14 +358,7 @@ void wc_chunk_backward(WcModel *m, const WpChunk *k, const uint16_t *params, con
     const WpConfig *c = &m->cfg;
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, np = wp_layer_nparams(c);
     char *st = (char *)stash;   /* read only in backward */
-    if (m->recompute) {
-        /* the forward again into the recompute stash; a non-last chunk's output goes to dres,
-         * which is set below */
-        copy_d2d(m->restash, stash, T * H * sizeof(uint16_t), m->stream);
-        forward_from_stash(m, k, params, targets, m->restash, m->dres, NULL);
-        st = m->restash;
-    }
-    WcChunkStash cs = wc_chunk_stash(c, k, 0);
+    WcChunkStash cs = wc_chunk_stash(c, k, m->recompute);
     if (k->last)
         head_backward(m, k, params, targets, (const uint16_t *)(st + cs.xf), (const float *)(st + cs.rstdf),
                       (const float *)(st + cs.lse), dparams, loss_scale);
@@ -364,7 +369,8 @@ void wc_chunk_backward(WcModel *m, const WpChunk *k, const uint16_t *params, con
     for (int i = k->nlayers - 1; i >= 0; i--) {
         LayerParams<const uint16_t> p = layer_params(c, lp + (size_t)i * np);
         LayerParams<float> dp = layer_params(c, dlp + (size_t)i * np);
-        LayerStash ls = layer_stash(c, st + (size_t)i * cs.layer);
+        LayerStash ls = chunk_layer_stash(m, cs, st, i);
+        if (m->recompute) layer_forward(m, p, ls, NULL);   /* this layer's stash again, the same bits */
         layer_backward(m, p, dp, ls);
     }
     if (k->first) wc_embedding_backward(dparams, m->dres, tokens, (int)T, (int)H, c->vocab, m->stream);
@@ -482,6 +488,23 @@ static void head_backward_weights(WcModel *m, const WpChunk *k, const int *targe
     wc_acc_launch(final_norm(c, k, dparams), WP_FP32, keep + kl.dlnf, WP_FP32, (size_t)H, 0, s);
 }
 
+/* With recompute, the chunk's full stash (wc_chunk_stash(c, k, 0)) from the kept one
+ * (wc_chunk_stash(c, k, 1)): each layer's kept x copied in and the rest of its part recomputed,
+ * the head's part copied. */
+static void restash_chunk(WcModel *m, const WpChunk *k, const uint16_t *params, const char *kept, char *full) {
+    const WpConfig *c = &m->cfg;
+    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, np = wp_layer_nparams(c);
+    WcChunkStash fl = wc_chunk_stash(c, k, 0), kl = wc_chunk_stash(c, k, 1);
+    const uint16_t *lp = first_layer(c, k, params);
+    for (int i = 0; i < k->nlayers; i++) {
+        LayerParams<const uint16_t> p = layer_params(c, lp + (size_t)i * np);
+        LayerStash ls = layer_stash(c, full + (size_t)i * fl.layer);
+        copy_d2d(ls.x, kept + (size_t)i * kl.layer, T * H * sizeof(uint16_t), m->stream);
+        layer_forward(m, p, ls, NULL);
+    }
+    if (k->last) copy_d2d(full + fl.xf, kept + kl.xf, fl.total - fl.xf, m->stream);   /* xf, rstdf, lse */
+}
+
 void wc_chunk_backward_input(WcModel *m, const WpChunk *k, const uint16_t *params, const int *targets,
                              void *stash, const uint16_t *dx_out, uint16_t *dx_in, void *keep,
                              float loss_scale) {
@@ -491,10 +514,10 @@ void wc_chunk_backward_input(WcModel *m, const WpChunk *k, const uint16_t *param
     WcChunkKeep kl = wc_chunk_keep(c, k, m->recompute);
     char *kp = (char *)keep, *st = (char *)stash;
     if (m->recompute) {
-        /* the forward again, into the keep: the W half reads this full stash */
+        /* the whole chunk's stash again, into the keep: the W half reads it (and gets no weights
+         * to recompute a layer's with) */
         st = kp + kl.restash;
-        copy_d2d(st, stash, T * H * sizeof(uint16_t), m->stream);
-        forward_from_stash(m, k, params, targets, st, m->dres, NULL);
+        restash_chunk(m, k, params, (const char *)stash, st);
     }
     WcChunkStash cs = wc_chunk_stash(c, k, 0);
     if (k->last)

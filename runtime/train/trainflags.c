@@ -58,7 +58,7 @@ const char train_flags_usage[] =
     "                          stop signal wait for it; wp-ref always writes before the next step)\n"
     "  --log FILE              one JSON object per step\n"
     "  --trace FILE            Chrome trace (chrome://tracing, Perfetto) of the steps\n"
-    "  --recompute             keep only each chunk's input; recompute activations in backward\n";
+    "  --recompute             keep each layer's input; recompute its activations before its backward\n";
 
 static int parse_long(const char *flag, const char *s, long lo, long hi, long *out, char *err, size_t errlen) {
     char *end;

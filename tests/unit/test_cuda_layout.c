@@ -1,13 +1,14 @@
 /* The CUDA model's host-side arithmetic (runtime/cuda/layout_cuda.h), checked where no GPU runs:
  *  - the device stash: every chunk's (first, middle, last, no layers, tied; with and without
  *    recompute) adds up to wp_stash_bytes(..., WP_BF16), the planner's count; each part is the CPU
- *    stash's part (config.c) at its element size; every fp32 statistic on a 4-byte boundary, and
+ *    stash's part (config.c, wp_chunk_stash_layout with and without recompute) at its element
+ *    size; every fp32 statistic on a 4-byte boundary, and
  *    shapes that would break that are refused;
  *  - the B-to-W keep of the split backward: every chunk's adds up to wp_keep_bytes(..., WP_BF16),
  *    each part is the CPU keep's part (config.c) at its element size, the fp32 parts on 4-byte
  *    boundaries, the parts in order and inside the keep;
  *  - the workspace: each part on a 256-byte boundary, none overlapping, each at least what
- *    config.c counts (the recompute stash at least the full stash the GPU writes there);
+ *    config.c counts (the recompute stash at least the one layer's stash the GPU writes there);
  *  - the matrix products: each description handed to cuBLASLt, run through cuBLASLt's documented
  *    definition (D = alpha op(A) op(B) + beta C, column-major, with the layouts' leading
  *    dimensions) by a plain loop here, gives what cpu/matmul.c gives for the same row-major product
@@ -69,6 +70,12 @@ static void test_stash(void) {
                         CHECK(s.total == want, "config %d, %d layers, first %d last %d recompute %d: %zu bytes, "
                               "the planner counts %zu", ci, nl, first, last, rec, s.total, want);
                         WcChunkStash full = wc_chunk_stash(c, &k, 0);
+                        /* where each part begins: the CPU's layout, activations at 2 bytes */
+                        WpChunkStashLayout cl = wp_chunk_stash_layout(c, &k, rec);
+                        CHECK(s.layer == (rec ? 2 * cl.layer : g.end) && s.xf == (size_t)nl * s.layer &&
+                              s.rstdf - s.xf == 2 * (cl.rstdf - cl.xf) && s.lse - s.rstdf == 4 * (cl.lse - cl.rstdf),
+                              "config %d, %d layers, first %d last %d recompute %d: the parts", ci, nl, first, last, rec);
+                        if (last) CHECK(s.rstdf % 4 == 0 && s.lse % 4 == 0, "config %d: the head's statistics (recompute %d)", ci, rec);
                         /* every statistic of every layer, and the head's, on a 4-byte boundary */
                         for (int i = 0; i < nl; i++) {
                             size_t b = (size_t)i * full.layer;
@@ -157,10 +164,12 @@ static void test_workspace(void) {
                     /* what the GPU writes there: the full stash of the largest chunk, fp32 logits of
                      * a block, both RoPE tables, the activations the kernels write */
                     size_t T = (size_t)c->mbs * c->seq;
-                    if (rec) {
-                        WcChunkStash s = wc_chunk_stash(c, &big, 0);
-                        CHECK(w.off[WP_WS_RESTASH + 1] - w.off[WP_WS_RESTASH] >= s.total,
-                              "config %d: the recompute stash holds the full stash (%zu bytes)", ci, s.total);
+                    if (rec && nl) {
+                        size_t one = wc_layer_stash(c).end;
+                        CHECK(w.off[WP_WS_RESTASH + 1] - w.off[WP_WS_RESTASH] >= one &&
+                              w.off[WP_WS_RESTASH + 1] - w.off[WP_WS_RESTASH] < one + WC_WS_ALIGN,
+                              "config %d: the recompute stash holds one layer's stash (%zu bytes), %zu", ci, one,
+                              w.off[WP_WS_RESTASH + 1] - w.off[WP_WS_RESTASH]);
                     }
                     if (head)
                         CHECK(w.off[WP_WS_LOGITS + 1] - w.off[WP_WS_LOGITS] >=

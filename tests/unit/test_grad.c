@@ -371,6 +371,28 @@ static void test_model_fd(int tied) {
     free(t); free(params); free(grad); free(pd); free(fd);
 }
 
+/* Recompute by layer on chunks of several layers gives the same bits as no recompute: loss and
+ * every gradient (each recomputed tensor rounded as the first time; in fp32, the same operations). */
+static void test_recompute_identical(void) {
+    WpConfig c = tiny_config(0);
+    c.layers = 4;
+    WpChunk k = wp_chunk_make(&c, 0, 0, c.layers, 1, 1);
+    float *params = malloc(k.nparams * 4), *g0 = calloc(k.nparams, 4), *g = calloc(k.nparams, 4);
+    int tokens[14], targets[14];
+    test_params(&c, &k, params);
+    make_batch(&c, tokens, targets);
+    double l0 = run_chunked(&c, params, tokens, targets, (int[]){ 4 }, 1, 0, g0);
+    const int splits[3][3] = { { 4 }, { 3, 1 }, { 1, 3 } }, n[3] = { 1, 2, 2 };
+    for (int w = 0; w < 3; w++) {
+        memset(g, 0, k.nparams * 4);
+        double l = run_chunked(&c, params, tokens, targets, splits[w], n[w], 1, g);
+        CHECK(l == l0 && !memcmp(g, g0, k.nparams * 4),
+              "4 layers as %d chunk(s) of %d first, recompute: loss %.9g vs %.9g, gradient differs by %g",
+              n[w], splits[w][0], l, l0, max_rel_diff(g, g0, k.nparams));
+    }
+    free(params); free(g0); free(g);
+}
+
 static void test_chunking_and_recompute(void) {
     WpConfig c = tiny_config(0);
     WpChunk k = wp_chunk_make(&c, 0, 0, c.layers, 1, 1);
@@ -504,9 +526,26 @@ static void test_memory_sizes(void) {
     CHECK(B == 256 && logits == (size_t)B * c.vocab, "H1024 S4096 G16: blocks of %d tokens, %zu logits", B, logits);
     CHECK(logits * 4 <= ((size_t)32 << 20), "a logits block is %zu bytes", logits * 4);
     CHECK(wp_workspace_part_floats(&c, &mid, 0, WP_WS_LOGITS) == 0, "no logits off the LM-head chunk");
+    /* recompute by layer: the stash keeps each layer's input (and the head's part), the workspace
+     * one layer's stash, refilled before that layer's backward */
     CHECK(wp_workspace_part_floats(&c, &mid, 0, WP_WS_RESTASH) == 0 &&
-          wp_workspace_part_floats(&c, &mid, 1, WP_WS_RESTASH) == wp_stash_floats(&c, &mid, 0),
-          "the recompute stash is the chunk's full stash, with recompute only");
+          wp_workspace_part_floats(&c, &mid, 1, WP_WS_RESTASH) == wp_layer_stash_floats(&c) &&
+          wp_workspace_part_floats(&c, &last, 1, WP_WS_RESTASH) == wp_layer_stash_floats(&c),
+          "the recompute stash is one layer's stash (%zu floats), with recompute only: %zu",
+          wp_layer_stash_floats(&c), wp_workspace_part_floats(&c, &mid, 1, WP_WS_RESTASH));
+    CHECK(wp_workspace_part_floats(&c, &head, 1, WP_WS_RESTASH) == 0, "a chunk without layers recomputes nothing");
+    WpChunk one = wp_chunk_make(&c, 1, 8, 1, 0, 0);
+    CHECK(wp_workspace_part_bytes(&c, &mid, 1, WP_WS_RESTASH, WP_BF16) == wp_layer_stash_bytes(&c, WP_BF16) &&
+          wp_layer_stash_bytes(&c, WP_BF16) == wp_stash_bytes(&c, &one, 0, WP_BF16),
+          "the recompute stash in bytes is one layer's stash");
+    CHECK(wp_stash_floats(&c, &mid, 1) == 8 * T * H, "recompute: a middle chunk keeps its 8 layers' inputs");
+    CHECK(wp_stash_floats(&c, &last, 1) == 8 * T * H + T * H + 2 * T && wp_stash_floats(&c, &head, 1) == T * H + 2 * T,
+          "recompute: the last chunk keeps its layers' inputs and the head's part (xf, rstd, lse)");
+    CHECK(wp_stash_bytes(&c, &last, 1, WP_BF16) == 2 * 9 * T * H + 4 * 2 * T, "recompute: bf16 stash bytes");
+    WpChunkStashLayout rl = wp_chunk_stash_layout(&c, &last, 1), fl = wp_chunk_stash_layout(&c, &last, 0);
+    CHECK(rl.layer == T * H && rl.xf == 8 * T * H && rl.lse == rl.rstdf + T && rl.end == wp_stash_floats(&c, &last, 1) &&
+          fl.layer == wp_layer_stash_floats(&c) && fl.xf == 8 * fl.layer && fl.end == wp_stash_floats(&c, &last, 0) &&
+          fl.lse + T == fl.end && rl.lse + T == rl.end, "the stash layouts with and without recompute");
     CHECK(wp_stash_floats(&c, &head, 0) == T * H + 2 * T, "head-only stash: xf, rstd, lse");
     CHECK(wp_stash_floats(&c, &last, 0) == wp_stash_floats(&c, &mid, 0) + T * H + 2 * T,
           "last chunk's stash: its layers, then xf, rstd, lse");
@@ -546,5 +585,6 @@ int main(void) {
     test_accumulation();
     test_ce_blocks();
     test_memory_sizes();
+    test_recompute_identical();   /* last: its draws would change the inputs of the others */
     return check_summary("test_grad");
 }
