@@ -17,9 +17,10 @@ Build and run
     make -j$(nproc)
     mpirun -np ${P.nranks} --rankfile rankfile ./train --synthetic --steps 10
 
-On one machine, without the rankfile's host names:
+On one machine, without the rankfile's host names (run.sh builds ./train, starts mpirun with the
+flags it needs and turns SIGTERM or Ctrl-C into the ranks' stop-and-save; its top says how):
 
-    mpirun -np ${P.nranks} --oversubscribe ./train --synthetic --steps 10
+    ./run.sh --synthetic --steps 10
 
 Other flags: --data SPEC (token shards from `wpgen data`, llm.c's, a list, a glob or their
 directory; or a file read as bytes), --no-shuffle, --val-data SPEC, --val-every N, --lr, --min-lr,
@@ -52,6 +53,7 @@ Files
     schedule.txt        every rank's turns, one line each (the notation is at its top)
     plan.json           the whole plan: model, chunks, owners, groups, buffers, operations
     rankfile            Open MPI rankfile: which node and slot runs which rank
+    run.sh              the launch on this machine: ./run.sh TRAIN-FLAGS... (its top says what it does)
     job.sbatch          the Slurm batch script: sbatch job.sbatch TRAIN-FLAGS... (its top says what it does)
     runtime/            the wpgen runtime: model, communication, optimizer, data, checkpoints
 

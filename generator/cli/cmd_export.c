@@ -60,8 +60,8 @@ int cmd_export(int argc, char **argv) {
         return rc;
     }
     printf("export: %d tensors (%.1f MB in %s) of %s into %s: %d file%s of tensors%s, config.json%s%d tokenizer file%s; "
-           "read %d layer%s at a time\n", r.tensors, (double)r.bytes / 1e6, o.bf16 ? "bf16" : "fp32", o.checkpoint, o.out,
+           "read %d layer%s at a time; token ids: %s\n", r.tensors, (double)r.bytes / 1e6, o.bf16 ? "bf16" : "fp32", o.checkpoint, o.out,
            r.shards, r.shards == 1 ? "" : "s", r.shards > 1 ? " with model.safetensors.index.json" : "", ", ", r.copied,
-           r.copied == 1 ? "" : "s", r.layers_per_read, r.layers_per_read == 1 ? "" : "s");
+           r.copied == 1 ? "" : "s", r.layers_per_read, r.layers_per_read == 1 ? "" : "s", r.ids);
     return 0;
 }

@@ -72,6 +72,16 @@ static int write_file(const char *dir, const char *name, const char *data, size_
     return write_parts(dir, name, 1, &data, &len, err, errlen);
 }
 
+/* dir/name runnable by whoever may read it (run.sh): x where the umask left r. */
+static int make_executable(const char *dir, const char *name, char *err, size_t errlen) {
+    char path[PATHLEN];
+    struct stat st;
+    if (join_path(path, dir, name, err, errlen)) return -1;
+    if (stat(path, &st) || chmod(path, (st.st_mode & 07777) | ((st.st_mode & 0444) >> 2)))
+        return errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    return 0;
+}
+
 /* Names the templates give files: plain names inside DIR, nothing that climbs out of it. */
 static int safe_name(const char *s) {
     if (!*s || *s == '.') return 0;
@@ -478,11 +488,13 @@ static int write_plan_files(lua_State *L, int M, Job *job, char *err, size_t err
         lua_rawgeti(L, -1, i);
         lua_rawgeti(L, -1, 1);
         lua_rawgeti(L, -2, 2);
-        const char *name = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-        const char *data = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+        lua_rawgeti(L, -3, 3);
+        const char *name = lua_type(L, -3) == LUA_TSTRING ? lua_tostring(L, -3) : NULL;
+        const char *data = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &len) : NULL;
         if (!name || !data || !safe_name(name)) rc = errmsg(err, errlen, "emit.lua: files()[%lld]: expected {name, text}", (long long)i);
         else rc = write_file(job->dir, name, data, len, err, errlen);
-        lua_pop(L, 3);
+        if (rc == 0 && lua_toboolean(L, -1)) rc = make_executable(job->dir, name, err, errlen);
+        lua_pop(L, 4);
     }
     lua_pop(L, 1);
     return rc;

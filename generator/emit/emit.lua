@@ -12,7 +12,7 @@ local fmt, concat = string.format, table.concat
 local M = {}
 local P           -- the plan (M.begin)
 local tpl = {}    -- compiled templates, by file name
-local sbatch_body   -- job.sbatch's shell part (templates/job.sbatch.body)
+local bodies = {}  -- the shell scripts' plan-free parts (templates/NAME.body), by file name
 
 -- ---- text helpers ----
 
@@ -384,7 +384,7 @@ function M.begin(plan)
     P.header_hash = "# The plan at a glance (strategy, cluster, model, chunks, traffic, prediction): README"
     P.width = math.max(3, #tostring(P.nranks - 1))
     for _, name in ipairs({ "rank.c", "plan.h", "plan_desc.c", "main.c", "Makefile", "README", "rankfile", "job.sbatch",
-                            "schedule.txt" }) do
+                            "run.sh", "schedule.txt" }) do
         local path = P.templates .. "/" .. name .. ".tpl"
         local f = assert(io.open(path, "rb"))
         local text = f:read("a")
@@ -394,11 +394,13 @@ function M.begin(plan)
         if not ct then error(name .. ".tpl: " .. tostring(err), 0) end
         tpl[name] = ct
     end
-    -- job.sbatch's plan-free part, a shell script as it is (its ${...} are the shell's, not the
-    -- template's): appended to the rendered head
-    local f = assert(io.open(P.templates .. "/job.sbatch.body", "rb"))
-    sbatch_body = f:read("a")
-    f:close()
+    -- the shell scripts' plan-free parts, as they are (their ${...} are the shell's, not the
+    -- template's): appended to the rendered heads
+    for _, name in ipairs({ "job.sbatch", "run.sh" }) do
+        local f = assert(io.open(P.templates .. "/" .. name .. ".body", "rb"))
+        bodies[name] = f:read("a")
+        f:close()
+    end
 end
 
 local function render(name, env)
@@ -479,17 +481,18 @@ function M.rank(r, nbusy, has_body)
 end
 
 -- The files that need every rank, given as M.rank gets them but without their operations:
--- { {name, text}, ... } in a fixed order.
+-- { {name, text, executable}, ... } in a fixed order.
 function M.files(ranks)
     for _, d in ipairs(ranks) do
         buffer_ids(d.bufs)
         d.id = fmt("%0" .. P.width .. "d", d.rank)
     end
     local files = {}
-    for _, name in ipairs({ "plan.h", "plan_desc.c", "main.c", "Makefile", "README", "rankfile", "job.sbatch" }) do
+    for _, name in ipairs({ "plan.h", "plan_desc.c", "main.c", "Makefile", "README", "rankfile", "job.sbatch",
+                            "run.sh" }) do
         local text = render(name, { ranks = ranks, plural = plural })
-        if name == "job.sbatch" then text = text .. sbatch_body end
-        files[#files + 1] = { name, text }
+        if bodies[name] then text = text .. bodies[name] end
+        files[#files + 1] = { name, text, name == "run.sh" }
     end
     return files
 end

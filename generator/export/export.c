@@ -3,7 +3,9 @@
  * model-0000k-of-0000n.safetensors and model.safetensors.index.json (transformers' layout: a
  * shard takes tensors in order until the next would pass the limit; a tensor larger than the
  * limit is a shard of its own), in bf16 or fp32, with config.json (the checkpoint's, torch_dtype
- * set) and the tokenizer's files that lie beside the checkpoint.
+ * set, the bos/eos ids kept), generation_config.json with those ids (special_tokens.c says where
+ * they come from; a generation_config.json beside the checkpoint is copied instead) and the
+ * tokenizer's files that lie beside the checkpoint.
  *
  * Bounded memory, and independent of the checkpoint's format: it reads the checkpoint only through
  * runtime/train/checkpoint.h, ckpt_load of one chunk of a few layers at a time (the embedding with
@@ -33,6 +35,7 @@
 #include <unistd.h>
 #include <jansson.h>
 #include "export/export.h"
+#include "export/special_tokens.h"
 #include "emit/manifest.h"
 #include "emit/outdir.h"
 #include "util/interrupt.h"
@@ -362,14 +365,20 @@ static int real_of(const char *path, char *out) {
 
 /* ---- the export ---- */
 
-/* config.json: the checkpoint's, every key as it was, torch_dtype the export's. */
-static int write_config(const char *from, const char *to, int bf16, char *err, size_t errlen) {
-    json_error_t je;
-    json_t *o = json_load_file(from, 0, &je);
-    if (!json_is_object(o)) { json_decref(o); return errmsg(err, errlen, "%s: %s", from, je.text); }
-    int bad = json_object_set_new(o, "torch_dtype", json_string(bf16 ? "bfloat16" : "float32"));
-    char *text = bad ? NULL : json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
-    json_decref(o);
+/* The report's words for the ids: "bos 1 (tokenizer.json), eos 2 (config.json)". */
+static void id_phrase(char *out, size_t len, const SpecialIds *ids) {
+    char b[64] = "none", e[64] = "none";
+    char *bt = ids->bos ? json_dumps(ids->bos, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    char *et = ids->eos ? json_dumps(ids->eos, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    if (bt) snprintf(b, sizeof b, "%s (%s)", bt, ids->bos_from);
+    if (et) snprintf(e, sizeof e, "%s (%s)", et, ids->eos_from);
+    free(bt), free(et);
+    snprintf(out, len, "bos %s, eos %s", b, e);
+}
+
+/* o as a JSON file, to. */
+static int write_json(json_t *o, const char *to, char *err, size_t errlen) {
+    char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
     if (!text) return errmsg(err, errlen, "%s: out of memory", to);
     size_t n = strlen(text);
     char *nl = realloc(text, n + 2);
@@ -377,6 +386,32 @@ static int write_config(const char *from, const char *to, int bf16, char *err, s
     nl[n] = '\n'; nl[n + 1] = 0;
     int rc = write_text(to, nl, err, errlen);
     free(nl);
+    return rc;
+}
+
+/* The special-token ids into o (where known). */
+static int set_ids(json_t *o, const SpecialIds *ids) {
+    return (ids->bos && json_object_set(o, "bos_token_id", ids->bos)) || (ids->eos && json_object_set(o, "eos_token_id", ids->eos));
+}
+
+/* config.json: the checkpoint's, every key as it was, torch_dtype the export's, the token ids. */
+static int write_config(const char *from, const char *to, int bf16, const SpecialIds *ids, char *err, size_t errlen) {
+    json_error_t je;
+    json_t *o = json_load_file(from, 0, &je);
+    if (!json_is_object(o)) { json_decref(o); return errmsg(err, errlen, "%s: %s", from, je.text); }
+    int bad = json_object_set_new(o, "torch_dtype", json_string(bf16 ? "bfloat16" : "float32")) || set_ids(o, ids);
+    int rc = bad ? errmsg(err, errlen, "%s: out of memory", to) : write_json(o, to, err, errlen);
+    json_decref(o);
+    return rc;
+}
+
+/* generation_config.json: the token ids, as transformers writes it for a model without sampling
+ * settings of its own. */
+static int write_generation_config(const char *to, const SpecialIds *ids, char *err, size_t errlen) {
+    json_t *o = json_object();
+    int bad = !o || set_ids(o, ids) || json_object_set_new(o, "_from_model_config", json_true());
+    int rc = bad ? errmsg(err, errlen, "%s: out of memory", to) : write_json(o, to, err, errlen);
+    json_decref(o);
     return rc;
 }
 
@@ -422,8 +457,8 @@ static int write_owned(const char *tmp, const Owned *o, char *err, size_t errlen
 }
 
 /* Everything of the export into tmp (a new folder), listed in o. */
-static int build(const ExportOptions *opt, const char *model, const char *ckdir, const WpConfig *c, const char *tmp,
-                 Owned *o, ExportReport *rep, int *read_failed, char *err, size_t errlen) {
+static int build(const ExportOptions *opt, const char *model, const char *ckdir, const WpConfig *c, const SpecialIds *ids,
+                 const char *tmp, Owned *o, ExportReport *rep, int *read_failed, char *err, size_t errlen) {
     Reader r = { .path = model, .c = c, .cur = -1, .bf16 = opt->bf16 };
     int rc = plan_reads(c, &r, err, errlen);
     int nshards = rc ? 0 : plan_shards(r.e, r.ne, opt->max_shard);
@@ -451,8 +486,14 @@ static int build(const ExportOptions *opt, const char *model, const char *ckdir,
         if (rc == 0) rc = own(o, tmp, "model.safetensors.index.json", err, errlen);
     }
     if (rc == 0) rc = join(from, ckdir, "config.json", err, errlen) || join(path, tmp, "config.json", err, errlen);
-    if (rc == 0) rc = write_config(from, path, opt->bf16, err, errlen);
+    if (rc == 0) rc = write_config(from, path, opt->bf16, ids, err, errlen);
     if (rc == 0) rc = own(o, tmp, "config.json", err, errlen);
+    struct stat gst;
+    if (rc == 0) rc = join(from, ckdir, "generation_config.json", err, errlen) || join(path, tmp, "generation_config.json", err, errlen);
+    if (rc == 0 && stat(from, &gst) && (ids->bos || ids->eos)) {   /* one beside the checkpoint is copied below */
+        rc = write_generation_config(path, ids, err, errlen);
+        if (rc == 0) rc = own(o, tmp, "generation_config.json", err, errlen);
+    }
     int copied = 0;
     for (int k = 0; tokenizer_files[k] && rc == 0; k++) {
         struct stat st;
@@ -519,14 +560,26 @@ int export_checkpoint(const ExportOptions *opt, ExportReport *rep, char *err, si
     char tmp[PATHLEN], marker[PATHLEN];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-%ld", out, (long)getpid()) >= sizeof tmp || join(marker, tmp, BUILDING, err, errlen))
         return errmsg(err, errlen, "-o %s: path too long", out), EXPORT_BAD_INPUT;
+    /* the special-token ids, from the config or the tokenizer beside it (refused before anything is written) */
+    SpecialIds ids;
+    json_t *cfg = json_load_file(cfgpath, 0, NULL);
+    int idrc = special_ids(ckdir, cfg, c.vocab, &ids, err, errlen);
+    json_decref(cfg);
+    if (idrc) return EXPORT_BAD_INPUT;
+    id_phrase(rep->ids, sizeof rep->ids, &ids);
     outdir_sweep_stale(out, BUILDING, "wpgen export");
     interrupt_begin();   /* a signal from here stops the build, which is removed (util/interrupt.h) */
-    if (mkdir(tmp, 0755)) { interrupt_end(); return errmsg(err, errlen, "%s: %s", tmp, strerror(errno)), EXPORT_FAILED; }
+    if (mkdir(tmp, 0755)) {
+        interrupt_end();
+        special_ids_free(&ids);
+        return errmsg(err, errlen, "%s: %s", tmp, strerror(errno)), EXPORT_FAILED;
+    }
     Owned o = { 0 };
     int read_failed = 0;
     int rc = write_text(marker, "wpgen export is building this folder; a later export removes it once its process is gone\n",
                         err, errlen);
-    if (rc == 0) rc = build(opt, model, ckdir, &c, tmp, &o, rep, &read_failed, err, errlen);
+    if (rc == 0) rc = build(opt, model, ckdir, &c, &ids, tmp, &o, rep, &read_failed, err, errlen);
+    special_ids_free(&ids);
     if (rc == 0 && unlink(marker)) rc = errmsg(err, errlen, "%s: %s", marker, strerror(errno));
     if (rc == 0 && interrupt_pending()) rc = errmsg(err, errlen, "interrupted");
     if (rc == 0) {

@@ -18,6 +18,7 @@ typedef struct ExportReport {
     int tensors, shards, copied;   /* copied: the tokenizer's (and generation's) files */
     uint64_t bytes;                /* of the tensors */
     int layers_per_read;           /* layers of each ckpt_load */
+    char ids[160];                 /* the special-token ids written and where from (special_tokens.c) */
 } ExportReport;
 
 /* Bad input (exit 2): a checkpoint that cannot be read, -o in the way; failure (exit 1): writing

@@ -55,6 +55,18 @@ long loop_end(const TrainFlags *o) {
 
 /* The summary compares the mean loss of the first and the last this many steps. */
 enum { SUMMARY_STEPS = 10 };
+/* The step line's ETA to --steps: the mean wall time of the last ETA_STEPS steps (their
+ * validation and saves included), so that the first steps' warm-up fades out of it. */
+enum { ETA_STEPS = 20 };
+
+/* seconds as the step line's ETA: 45s, 2m31s, 3h07m, 2d05h */
+static void format_eta(char *out, size_t len, double sec) {
+    long t = sec > 0 && sec < 1e12 ? (long)(sec + 0.5) : 0;
+    if (t < 60) snprintf(out, len, "%lds", t);
+    else if (t < 3600) snprintf(out, len, "%ldm%02lds", t / 60, t % 60);
+    else if (t < 86400) snprintf(out, len, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else snprintf(out, len, "%ldd%02ldh", t / 86400, t / 3600 % 24);
+}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -202,6 +214,7 @@ int loop_run(const WpLoop *L) {
     /* the losses of the first and the last SUMMARY_STEPS steps, for the summary's means: one
      * step's loss is too noisy to compare */
     double t_begin = L->now(L->ud), head[SUMMARY_STEPS], tail[SUMMARY_STEPS], min_loss = INFINITY;
+    double t_prev = t_begin, recent[ETA_STEPS], recent_sum = 0;   /* wall seconds of the last steps */
     for (long s = start; s < end; s++) {
         double t0 = L->now(L->ud);
         double red[4] = { 0, 0, 0, 0 };
@@ -263,6 +276,13 @@ int loop_run(const WpLoop *L) {
         double val_loss = NAN, val_ms = 0;
         if (L->validate && ((o->val_every && (s + 1) % o->val_every == 0) || s + 1 == end)) val_loss = validate(L, s + 1, &val_ms);
         if (L->printer) {
+            double t_now = L->now(L->ud);
+            if (done > ETA_STEPS) recent_sum -= recent[(done - 1) % ETA_STEPS];
+            recent[(done - 1) % ETA_STEPS] = t_now - t_prev;
+            recent_sum += t_now - t_prev;
+            t_prev = t_now;
+            char eta[32];
+            format_eta(eta, sizeof eta, recent_sum / (done < ETA_STEPS ? done : ETA_STEPS) * (double)(o->steps - (s + 1)));
             char mfu_log[48] = "", mfu_line[32] = "";
             if (L->peak_flops > 0 && flops_per_step > 0) {
                 double mfu = flops_per_step / (ms * 1e-3) / L->peak_flops;
@@ -278,8 +298,8 @@ int loop_run(const WpLoop *L) {
                 fprintf(L->log, "}\n");
                 fflush(L->log);
             }
-            printf("step %5ld/%ld | loss %.6f | lr %.3e | grad norm %.4f | %8.1f ms | %9.0f tok/s%s\n", s + 1, o->steps,
-                   loss, lr, norm, ms, tokens_per_step / (ms * 1e-3), mfu_line);
+            printf("step %5ld/%ld | loss %.6f | lr %.3e | grad norm %.4f | %8.1f ms | %9.0f tok/s%s | eta %s\n", s + 1,
+                   o->steps, loss, lr, norm, ms, tokens_per_step / (ms * 1e-3), mfu_line, eta);
             if (!isnan(val_loss)) print_val(L, s + 1, val_loss, val_ms);
             save_line(L, &sv);
             /* the data's end is said, not wrapped over in silence */
