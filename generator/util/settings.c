@@ -1,6 +1,4 @@
 /* wpgen's settings from the environment: the table (settings.h). */
-#include <stdio.h>
-#include <stdlib.h>
 #include "util/settings.h"
 
 const WpSetting wpgen_settings[] = {
@@ -20,30 +18,3 @@ const WpSetting wpgen_settings[] = {
       "layers `wpgen export` reads at a time, at most the model's (a test hook: a small model on the path of a large one)" },
 };
 const int wpgen_nsettings = (int)(sizeof wpgen_settings / sizeof wpgen_settings[0]);
-
-static const WpSetting *row(const char *name) {
-    const WpSetting *s = wp_setting_find(wpgen_settings, wpgen_nsettings, name);
-    if (!s) {
-        fprintf(stderr, "wpgen: internal error: %s is not in the table of settings (generator/util/settings.c)\n", name);
-        abort();
-    }
-    return s;
-}
-
-double wpgen_env_number(const char *name) {
-    char err[512];
-    double v;
-    if (wp_setting_number(row(name), &v, NULL, err, sizeof err)) {
-        fprintf(stderr, "wpgen: %s\n", err);
-        exit(2);
-    }
-    return v;
-}
-
-const char *wpgen_env_text(const char *name) { return wp_setting_text(row(name), NULL); }
-
-int wpgen_env_given(const char *name) {
-    int given;
-    wp_setting_text(row(name), &given);
-    return given;
-}

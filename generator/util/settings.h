@@ -9,10 +9,9 @@
 extern const WpSetting wpgen_settings[];
 extern const int wpgen_nsettings;
 
-/* A variable of the table by name: its number (exit 2 on a bad value, the message naming it), its
- * text (NULL unset and without default), whether the environment sets it. */
-double wpgen_env_number(const char *name);
-const char *wpgen_env_text(const char *name);
-int wpgen_env_given(const char *name);
+/* A variable of the table by name (runtime/common/settings.h's readers on this table). */
+#define wpgen_env_number(name) wp_settings_number(wpgen_settings, wpgen_nsettings, (name), "wpgen: ")
+#define wpgen_env_text(name) wp_settings_text(wpgen_settings, wpgen_nsettings, (name))
+#define wpgen_env_given(name) wp_settings_given(wpgen_settings, wpgen_nsettings, (name))
 
 #endif

@@ -120,30 +120,30 @@ const char *wp_setting_text(const WpSetting *s, int *given) {
     return v && *v ? v : NULL;
 }
 
-static const WpSetting *runtime_row(const char *name) {
-    const WpSetting *s = wp_setting_find(wp_runtime_settings, wp_runtime_nsettings, name);
+static const WpSetting *row(const WpSetting *table, int n, const char *name) {
+    const WpSetting *s = wp_setting_find(table, n, name);
     if (!s) {
-        fprintf(stderr, "internal error: %s is not in the runtime's table of settings (common/settings.c)\n", name);
+        fprintf(stderr, "internal error: %s is in no table of settings (runtime/common/settings.c, generator/util/settings.c)\n", name);
         abort();
     }
     return s;
 }
 
-double wp_env_number(const char *name) {
+double wp_settings_number(const WpSetting *table, int n, const char *name, const char *prog) {
     char err[512];
     double v;
-    if (wp_setting_number(runtime_row(name), &v, NULL, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
+    if (wp_setting_number(row(table, n, name), &v, NULL, err, sizeof err)) {
+        fprintf(stderr, "%s%s\n", prog, err);
         exit(2);
     }
     return v;
 }
 
-const char *wp_env_text(const char *name) { return wp_setting_text(runtime_row(name), NULL); }
+const char *wp_settings_text(const WpSetting *table, int n, const char *name) { return wp_setting_text(row(table, n, name), NULL); }
 
-int wp_env_given(const char *name) {
+int wp_settings_given(const WpSetting *table, int n, const char *name) {
     int given;
-    raw(runtime_row(name), &given);
+    raw(row(table, n, name), &given);
     return given;
 }
 

@@ -50,11 +50,17 @@ const WpSetting *wp_setting_find(const WpSetting *table, int n, const char *name
 int wp_setting_number(const WpSetting *s, double *out, int *given, char *err, size_t errlen);
 const char *wp_setting_text(const WpSetting *s, int *given);
 
-/* The runtime's variables by name, exiting with status 2 on a bad value (the message names it). */
-double wp_env_number(const char *name);
-const char *wp_env_text(const char *name);
-/* Whether name is set (not empty) in the environment: a setting "decided by the program" when not. */
-int wp_env_given(const char *name);
+/* A variable of table by name (an undeclared name is a bug: it aborts): its number, exiting with
+ * status 2 on a bad value (the message, prefixed by prog, names it); its text (NULL unset and
+ * without default); whether the environment sets it (not empty). */
+double wp_settings_number(const WpSetting *table, int n, const char *name, const char *prog);
+const char *wp_settings_text(const WpSetting *table, int n, const char *name);
+int wp_settings_given(const WpSetting *table, int n, const char *name);
+
+/* The same for the runtime's table. */
+#define wp_env_number(name) wp_settings_number(wp_runtime_settings, wp_runtime_nsettings, (name), "")
+#define wp_env_text(name) wp_settings_text(wp_runtime_settings, wp_runtime_nsettings, (name))
+#define wp_env_given(name) wp_settings_given(wp_runtime_settings, wp_runtime_nsettings, (name))
 
 /* The rows as --help prints them: "  NAME=VALUE   what it does (default D; range)". */
 void wp_settings_print(FILE *f, const WpSetting *table, int n);

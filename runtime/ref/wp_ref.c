@@ -187,6 +187,27 @@ static double ref_now(void *ud) {
 
 /* ---- --eval: a checkpoint's held-out loss, no training ---------------------------------- */
 
+/* The run's buffers, allocated once (a step allocates nothing): the weights, their bf16 working
+ * copy, one micro-batch's stash, the batch, the scratch; with train also the gradients and AdamW's
+ * moments. Dies (exit 1) when memory runs out. */
+static void alloc_run(Run *r, const WpConfig *c, size_t nstash, int G, int S, int train) {
+    size_t np = r->k.nparams;
+    r->params = malloc(np * sizeof *r->params);
+    if (train) {
+        r->grads = calloc(np, sizeof *r->grads);
+        r->m = calloc(np, sizeof *r->m);
+        r->v = calloc(np, sizeof *r->v);
+    }
+    r->stash = malloc(nstash * sizeof *r->stash);
+    r->tokens = malloc((size_t)G * S * sizeof *r->tokens);
+    r->targets = malloc((size_t)G * S * sizeof *r->targets);
+    r->scratch = wp_scratch_new(c, c->layers);
+    r->work = r->precision == WP_BF16 ? malloc(np * sizeof *r->work) : r->params;
+    if (r->scratch && wp_scratch_set_precision(r->scratch, r->precision)) die(1, "out of memory for the bf16 workspace");
+    if (!r->params || !r->work || (train && (!r->grads || !r->m || !r->v)) || !r->stash || !r->tokens || !r->targets || !r->scratch)
+        die(1, "out of memory: %zu parameters and %zu floats of activations", np, nstash);
+}
+
 static const char eval_usage[] =
     "usage: wp-ref --eval CHECKPOINT --data SPEC [--val-steps K] [-m MODEL] [--precision fp32|bf16]\n"
     "  --eval CHECKPOINT       a checkpoint's manifest (DIR/checkpoint.json, DIR/checkpoint.STEP.json) of\n"
@@ -265,15 +286,7 @@ static int eval_main(int argc, char **argv, Run *r) {
     double need = (double)np * sizeof(float) * (r->precision == WP_BF16 ? 2 : 1) + (double)nstash * sizeof(float) +
                   (double)wp_scratch_bytes(c, c->layers) + 2.0 * G * S * sizeof(int);
     if (wp_host_mem_check((uint64_t)need, "weights, activations and workspace", err, sizeof err)) die(2, "%s", err);
-    r->params = malloc(np * sizeof *r->params);
-    r->stash = malloc(nstash * sizeof *r->stash);
-    r->tokens = malloc((size_t)G * S * sizeof *r->tokens);
-    r->targets = malloc((size_t)G * S * sizeof *r->targets);
-    r->scratch = wp_scratch_new(c, c->layers);
-    r->work = r->precision == WP_BF16 ? malloc(np * sizeof *r->work) : r->params;
-    if (r->scratch && wp_scratch_set_precision(r->scratch, r->precision)) die(1, "out of memory for the bf16 workspace");
-    if (!r->params || !r->work || !r->stash || !r->tokens || !r->targets || !r->scratch)
-        die(1, "out of memory: %zu parameters and %zu floats of activations", np, nstash);
+    alloc_run(r, c, nstash, G, S, 0);
     if (ckpt_load(ckpt, c, &r->k, 1, &r->params, NULL, NULL, NULL, err, sizeof err)) die(2, "--eval %s", err);
 
     printf("wp-ref: eval %s (step %ld), model %s (%.2fM parameters%s); data %s\n", ckpt, st.step, name, np / 1e6,
@@ -355,18 +368,7 @@ int main(int argc, char **argv) {
     snprintf(what, sizeof what, "weights, gradients and AdamW's moments %s, activations %s, workspace %s",
              wp_size_str(state, s1, sizeof s1), wp_size_str(acts, s2, sizeof s2), wp_size_str(work, s3, sizeof s3));
     if (wp_host_mem_check((uint64_t)(state + acts + work), what, err, sizeof err)) die(2, "%s", err);
-    r->params = malloc(np * sizeof *r->params);
-    r->grads = calloc(np, sizeof *r->grads);
-    r->m = calloc(np, sizeof *r->m);
-    r->v = calloc(np, sizeof *r->v);
-    r->stash = malloc(nstash * sizeof *r->stash);
-    r->tokens = malloc((size_t)G * S * sizeof *r->tokens);
-    r->targets = malloc((size_t)G * S * sizeof *r->targets);
-    r->scratch = wp_scratch_new(c, c->layers);
-    r->work = r->precision == WP_BF16 ? malloc(np * sizeof *r->work) : r->params;
-    if (r->scratch && wp_scratch_set_precision(r->scratch, r->precision)) die(1, "out of memory for the bf16 workspace");
-    if (!r->params || !r->work || !r->grads || !r->m || !r->v || !r->stash || !r->tokens || !r->targets || !r->scratch)
-        die(1, "out of memory: %zu parameters and %zu floats of activations", np, nstash);
+    alloc_run(r, c, nstash, G, S, 1);
 
     long start = 0;
     uint64_t data_seq0 = 0;
