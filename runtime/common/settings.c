@@ -73,7 +73,7 @@ static int refuse(const WpSetting *s, const char *v, char *err, size_t errlen) {
     return -1;
 }
 
-int wp_setting_number(const WpSetting *s, double *out, int *given, char *err, size_t errlen) {
+static int parse_number(const WpSetting *s, double *out, int *given, char *err, size_t errlen) {
     const char *v = raw(s, given);
     *out = 0;
     if (!v || !*v) return 0;   /* no default: "decided by the program" */
@@ -113,6 +113,14 @@ int wp_setting_number(const WpSetting *s, double *out, int *given, char *err, si
         return refuse(s, v, err, errlen);   /* a text is read with wp_setting_text */
     }
     return refuse(s, v, err, errlen);
+}
+
+/* errno as the caller had it: a setting read between a failed call and its message (the save's
+ * test hook, say) must not change what the message says. */
+int wp_setting_number(const WpSetting *s, double *out, int *given, char *err, size_t errlen) {
+    int saved = errno, rc = parse_number(s, out, given, err, errlen);
+    errno = saved;
+    return rc;
 }
 
 const char *wp_setting_text(const WpSetting *s, int *given) {

@@ -5,6 +5,7 @@
  * runtime or the templates reads a WP_ or WPGEN_ variable with getenv outside the tables. Run
  * from the repository's root (tests/run.sh does). */
 #include <dirent.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -85,6 +86,13 @@ static void test_kinds(void) {
     CHECK(wp_env_given("WP_SBGEMM") && wp_env_number("WP_SBGEMM") == 0, "WP_SBGEMM=0 given and 0");
     unsetenv("WP_SBGEMM");
     (void)given;
+    /* a read leaves errno as it was (a setting read between a failed write and its message) */
+    errno = ENOSPC;
+    read_as("WP_SAVE_DELAY_MS", "5", &rc, err, sizeof err);
+    CHECK(errno == ENOSPC, "errno kept across a read: %d", errno);
+    errno = ENOSPC;
+    read_as("WP_SAVE_DELAY_MS", "x", &rc, err, sizeof err);
+    CHECK(errno == ENOSPC, "errno kept across a refused read: %d", errno);
     setenv("WPGEN_PYTHON", "/opt/py", 1);
     CHECK(wpgen_env_text("WPGEN_PYTHON") && !strcmp(wpgen_env_text("WPGEN_PYTHON"), "/opt/py"), "text read");
     unsetenv("WPGEN_PYTHON");
