@@ -17,9 +17,10 @@
 # Where a plan sums across ranks in another order than the reference (fsdp's reduce-scatter,
 # tawpipe's node reduce and all-reduce, the replicated ends' all-reduce), the sums of n terms
 # differ by up to about n fp32 ulps; in fp32 that moves the losses by far less than 1e-5 and the
-# weights by far less than 1e-4 relative (measured: 2.2e-7 to 9.3e-7 of a tensor over OpenBLAS's
-# Haswell, Zen, SkylakeX, Cooperlake and Sandybridge kernels on an AMD EPYC, 2026-12-03: fsdp on 6
-# ranks, weipipe with 3 micro-batches per rank, replicas). In bf16 it does not stay small: a value
+# weights by far less than 1e-4 relative (measured on an AMD EPYC, 2026-12-03, make test-blas: the
+# whole matrix at most 3.0e-6 of a tensor under OpenBLAS's Haswell and SkylakeX kernels; fsdp on 6
+# ranks, weipipe with 3 micro-batches per rank and replicas 2.2e-7 to 9.3e-7 under Haswell, Zen,
+# SkylakeX, Cooperlake and Sandybridge). In bf16 it does not stay small: a value
 # one fp32 ulp either side of a rounding point is stored as one of two bf16 neighbours, 2^-8
 # apart, and which elements sit that close to a rounding point is chance. On this model such
 # flips moved the weights by 1.4e-6 relative on every OpenBLAS core type of an AMD EPYC (Zen 4) and
