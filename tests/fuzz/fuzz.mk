@@ -48,5 +48,5 @@ fuzz: fuzz-build
 	        -artifact_prefix=$(BUILD)/fuzz/artifacts/$$t/ $(BUILD)/fuzz/corpus/$$t tests/fuzz/corpus/$$t \
 	        tests/fuzz/seeds/$$t $(FUZZ_SEEDS_$$t) 2>$(BUILD)/fuzz/$$t.log || \
 	        { tail -n 40 $(BUILD)/fuzz/$$t.log; exit 1; }; \
-	    grep -E '^stat::number_of_executed_units|^stat::new_units_added' $(BUILD)/fuzz/$$t.log | tr '\n' ' '; echo; \
+	    grep -aE '^stat::number_of_executed_units|^stat::new_units_added' $(BUILD)/fuzz/$$t.log | tr '\n' ' '; echo; \
 	done
