@@ -34,7 +34,7 @@ same_run fsdp-bf16 2 "$tmp/cpu-1x2.json" fsdp --precision bf16
 # the hook is bad input when it is no count: exit 2 naming it, nothing trained
 WP_COMM_MAX_ELEMS=x "${mpirun[@]}" -x WP_COMM_MAX_ELEMS -np 4 "$tmp/weipipe/train" "${run[@]}" >"$tmp/out" 2>&1
 rc=$?
-[ $rc = 2 ] && grep -q "WP_COMM_MAX_ELEMS=x: expected a number of elements from 1 to 2147483647" "$tmp/out" && ok ||
+[ $rc = 2 ] && grep -q "WP_COMM_MAX_ELEMS=x: expected a whole number from 1 to 2147483647" "$tmp/out" && ok ||
     bad "WP_COMM_MAX_ELEMS=x: exit $rc: $(head -2 "$tmp/out")"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
