@@ -16,17 +16,7 @@ trap 'rm -rf "$tmp"' EXIT
 fails=0; n=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
-# expect STATUS NEEDLE -- ARGS...: exit status and stderr's first line but warnings
-expect() {
-    local status=$1 needle=$2; shift 3
-    n=$((n + 1))
-    "$ref" "$@" >"$tmp/out" 2>"$tmp/err"
-    local rc=$?
-    local first; first=$(grep -v '^wp-ref: warning: ' "$tmp/err" | head -n 1)
-    if [ "$rc" -ne "$status" ] || [[ "$first" != *"$needle"* ]]; then
-        fail "wp-ref $*: exit $rc (want $status), stderr: $first (want: $needle)"
-    fi
-}
+. tests/ref/ref_lib.sh
 
 # Two folders as `wpgen data` writes them (runtime/train/data.h's header words), of two
 # tokenizers: train-*.bin, val-*.bin, tokenizer.json.
