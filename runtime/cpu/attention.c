@@ -19,17 +19,15 @@
 #include <math.h>
 #include <omp.h>
 #include "cpu/kernels.h"
+#include "cpu/attention_tiles.h"
 
 #pragma GCC optimize ("fp-contract=fast")
 
-enum { BR = 64, BC = 64 };   /* query rows and keys per tile; equal, so diagonal tiles align */
+enum { BR = ATT_BR, BC = ATT_BC };
 
-/* C[m, n] (+)= A[m, k] B[k, n] on small tiles, A(i, p) = A[i * ars + p * acs] (so A may be read
- * transposed), B's rows contiguous. This is most of the attention's arithmetic, so it has
+/* The tile products (attention_tiles.h) are most of the attention's arithmetic, so they have
  * register-blocked versions for AVX-512 (8 rows x 32 columns of C held in registers across the
  * whole k loop) and AVX2 (4 x 16), chosen once by what the CPU has, and a plain one. */
-typedef void TileMM(float *C, int ldc, const float *A, int ars, int acs, const float *B, int ldb,
-                    int m, int n, int k, int accumulate);
 
 static void tile_mm_plain(float *C, int ldc, const float *A, int ars, int acs, const float *B,
                           int ldb, int m, int n, int k, int accumulate) {
@@ -162,7 +160,7 @@ static const char *forced_tiles;   /* tests: "avx2" or "plain" instead of the be
 void attention_force_tiles(const char *which) { forced_tiles = which; }
 
 /* The best tile kernel this CPU runs. */
-static TileMM *tile_mm_pick(void) {
+TileMM *attention_tile_mm(void) {
     if (forced_tiles && !strcmp(forced_tiles, "plain")) return tile_mm_plain;
 #ifdef HAVE_X86_TILES
     __builtin_cpu_init();
@@ -177,9 +175,8 @@ static TileMM *tile_mm_pick(void) {
 /* The work area: K^T and V^T of every (sequence, kv head), [hd][Sp] each with Sp = S rounded up
  * to a whole tile (zeros past S), so that a tile's score loop runs along keys with unit stride;
  * then each thread's tiles. */
-static size_t padded(int S) { return (size_t)(S + BC - 1) / BC * BC; }
 static size_t shared_floats(int G, int S, int kv_heads, int hd) {
-    return 2 * (size_t)G * kv_heads * hd * padded(S);
+    return 2 * (size_t)G * kv_heads * hd * attention_padded(S);
 }
 static size_t thread_floats(int S, int heads, int kv_heads, int hd) {
     /* forward: Q block, scores, output block, m and l;
@@ -192,11 +189,10 @@ size_t attention_work_floats(int G, int S, int heads, int kv_heads, int hd, int 
     return shared_floats(G, S, kv_heads, hd) + (size_t)nthreads * thread_floats(S, heads, kv_heads, hd);
 }
 
-/* dst[(g * kv + j) * hd + d][s] = qkv[g, s, off + j * hd + d], zero for S <= s < Sp; in 16 x 16
- * blocks so that both sides stay in cache. Called inside a parallel region. */
-static void transpose_heads(float *dst, const float *qkv, size_t off, int G, int S, int kv_heads,
-                            int hd, size_t width) {
-    size_t Sp = padded(S);
+/* attention_tiles.h; in 16 x 16 blocks so that both sides stay in cache. */
+void attention_transpose_heads(float *dst, const float *qkv, size_t off, int G, int S, int kv_heads,
+                               int hd, size_t width) {
+    size_t Sp = attention_padded(S);
     int nsb = (int)(Sp / 16), ndb = (hd + 15) / 16;
     #pragma omp for schedule(static) collapse(2)
     for (int gj = 0; gj < G * kv_heads; gj++)
@@ -214,14 +210,14 @@ static void transpose_heads(float *dst, const float *qkv, size_t off, int G, int
 WP_HOT
 void attention_forward(float *out, float *lse, const float *qkv, int G, int S, int heads,
                        int kv_heads, int hd, float *work, int nthreads, int bf16) {
-    size_t width = (size_t)(heads + 2 * kv_heads) * hd, qd = (size_t)heads * hd, Sp = padded(S);
+    size_t width = (size_t)(heads + 2 * kv_heads) * hd, qd = (size_t)heads * hd, Sp = attention_padded(S);
     int rep = heads / kv_heads, nqb = (S + BR - 1) / BR;
     float scale = 1.0f / sqrtf((float)hd);
     float *KT = work;
-    TileMM *tile_mm = tile_mm_pick();
+    TileMM *tile_mm = attention_tile_mm();
     #pragma omp parallel num_threads(nthreads)
     {
-        transpose_heads(KT, qkv, (size_t)heads * hd, G, S, kv_heads, hd, width);   /* ends in a barrier */
+        attention_transpose_heads(KT, qkv, (size_t)heads * hd, G, S, kv_heads, hd, width);   /* ends in a barrier */
         float *Qs = work + shared_floats(G, S, kv_heads, hd)
                   + (size_t)omp_get_thread_num() * thread_floats(S, heads, kv_heads, hd);
         float *Sc = Qs + (size_t)BR * hd, *O = Sc + BR * BC;
@@ -245,26 +241,9 @@ void attention_forward(float *out, float *lse, const float *qkv, int G, int S, i
                     int j0 = kb * BC, nc = S - j0 < BC ? S - j0 : BC;
                     tile_mm(Sc, BC, Qs, hd, 1, kt + j0, (int)Sp, nr, BC, hd, 0);
                     for (int r = 0; r < nr; r++) {
-                        float *s = Sc + r * BC;
                         /* keys past the row (diagonal tile) or past S: no weight */
                         int lim = kb == qb ? r + 1 : nc;
-                        float mx = m[r];
-                        #pragma omp simd reduction(max:mx)
-                        for (int c = 0; c < BC; c++) mx = c < lim && s[c] > mx ? s[c] : mx;
-                        float corr = wp_expf(m[r] - mx), sum = 0.0f;
-                        #pragma omp simd reduction(+:sum)
-                        for (int c = 0; c < BC; c++) {
-                            s[c] = c < lim ? wp_expf(s[c] - mx) : 0.0f;
-                            sum += s[c];
-                        }
-                        l[r] = l[r] * corr + sum;
-                        m[r] = mx;
-                        if (bf16) wp_bf16_round_serial(s, BC);   /* P as the P V product takes it */
-                        if (corr != 1.0f) {
-                            float *o = O + (size_t)r * hd;
-                            #pragma omp simd
-                            for (int d = 0; d < hd; d++) o[d] *= corr;
-                        }
+                        attention_softmax_row(Sc + r * BC, lim, &m[r], &l[r], O + (size_t)r * hd, hd, bf16);
                     }
                     tile_mm(O, hd, Sc, BC, 1, vbase + (size_t)j0 * width, (int)width, nr, hd, nc, 1);
                 }
@@ -283,18 +262,18 @@ WP_HOT
 void attention_backward(float *dqkv, const float *dout, const float *out, const float *lse,
                         const float *qkv, int G, int S, int heads, int kv_heads, int hd,
                         float *work, int nthreads, int bf16) {
-    size_t width = (size_t)(heads + 2 * kv_heads) * hd, qd = (size_t)heads * hd, Sp = padded(S);
+    size_t width = (size_t)(heads + 2 * kv_heads) * hd, qd = (size_t)heads * hd, Sp = attention_padded(S);
     int rep = heads / kv_heads, nb = (S + BR - 1) / BR;
     float scale = 1.0f / sqrtf((float)hd);
     /* bf16: dS is rounded before its products without the 1/sqrt(hd), which dQ and dK take after
      * their sums, as flash attention does (the rounding of dS does not depend on hd then) */
     float dscale = bf16 ? 1.0f : scale;
     float *KT = work, *VT = work + shared_floats(G, S, kv_heads, hd) / 2;
-    TileMM *tile_mm = tile_mm_pick();
+    TileMM *tile_mm = attention_tile_mm();
     #pragma omp parallel num_threads(nthreads)
     {
-        transpose_heads(KT, qkv, (size_t)heads * hd, G, S, kv_heads, hd, width);
-        transpose_heads(VT, qkv, (size_t)(heads + kv_heads) * hd, G, S, kv_heads, hd, width);
+        attention_transpose_heads(KT, qkv, (size_t)heads * hd, G, S, kv_heads, hd, width);
+        attention_transpose_heads(VT, qkv, (size_t)(heads + kv_heads) * hd, G, S, kv_heads, hd, width);
         float *P = work + shared_floats(G, S, kv_heads, hd)
                  + (size_t)omp_get_thread_num() * thread_floats(S, heads, kv_heads, hd);
         float *dS = P + BR * BC, *dK = dS + BR * BC, *dV = dK + (size_t)BC * hd, *D = dV + (size_t)BC * hd;
