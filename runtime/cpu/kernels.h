@@ -121,6 +121,31 @@ void attention_backward(float *dqkv, const float *dout, const float *out, const 
 /* For tests: use the "avx2" or the "plain" tile kernel instead of the best one; NULL: the best. */
 void attention_force_tiles(const char *which);
 
+/* attention_block.c: one block of ring attention (docs/architecture.md, "Ring attention"): n
+ * queries against m keys and values of one sequence, fp32. q: rows of ldq floats, query head h at
+ * h * hd (a fused qkv's rows, ldq its width); kv: rows of ldkv floats, kv_heads keys then kv_heads
+ * values (a fused qkv + heads * hd, or a received [m, 2 kv_heads hd] block). diag: the blocks are
+ * the same positions (n = m), causal inside; else full: every key lies before every query. out
+ * [n, heads * hd]; lse[h * ldl + i] the log-sum-exp of query i's scores under head h (scaled by
+ * 1/sqrt(hd), as attention_forward's). work: attention_block_work_floats(), for either. */
+size_t attention_block_work_floats(int n, int m, int heads, int kv_heads, int hd, int nthreads);
+void attention_block_forward(float *out, float *lse, int ldl, const float *q, int ldq,
+                             const float *kv, int ldkv, int n, int m, int heads, int kv_heads,
+                             int hd, int diag, float *work, int nthreads);
+/* The exact merge of two partial results of the same queries over disjoint keys, into the first:
+ * lse = log(exp(lse) + exp(lse_b)), out = out * exp(lse_a - lse) + out_b * exp(lse_b - lse),
+ * computed from the larger lse so that nothing overflows; a row whose lse are both -inf (no keys
+ * yet: how a running result starts) stays as it is. */
+void attention_block_merge(float *out, float *lse, int ldl, const float *out_b, const float *lse_b,
+                           int ldlb, int n, int heads, int hd);
+/* A block's share of the backward, from the final (merged) out and lse and dout [n, heads * hd]:
+ * dq (rows of lddq, as q) and dkv (rows of lddkv, as kv) accumulated (+=); summed over every
+ * block of the forward, the gradient of the whole attention. */
+void attention_block_backward(float *dq, int lddq, float *dkv, int lddkv, const float *dout,
+                              const float *out, const float *lse, int ldl, const float *q, int ldq,
+                              const float *kv, int ldkv, int n, int m, int heads, int kv_heads,
+                              int hd, int diag, float *work, int nthreads);
+
 /* swiglu.c: h = silu(g) * u from gu [T, 2F] (gate then up in each row). */
 void swiglu_forward(float *h, const float *gu, int T, int F);
 /* dgu from dh. */
