@@ -105,6 +105,18 @@ void wc_attention_cc_backward(uint16_t *dqkv, const uint16_t *dout, const uint16
                               const uint16_t *qkv, int G, int S, int heads, int kv_heads, int hd,
                               cudaStream_t s);
 
+/* attention_block_cuda.cu: ring attention's blocks, the contracts of cpu/kernels.h's
+ * attention_block_* (lse [heads][ldl], strides in elements) with q, kv and dout bf16 and the
+ * partial results fp32: out [n, heads * hd] and lse written; the merge in place; dq, dkv
+ * accumulated (+=), to be rounded by the caller once every block has added. hd <= 128. D: scratch
+ * of heads * n floats (D = rowsum(dO * O), recomputed per call). Reference kernels, not tuned. */
+void wc_attention_block_forward(float *out, float *lse, int ldl, const uint16_t *q, int ldq, const uint16_t *kv,
+                                int ldkv, int n, int m, int heads, int kv_heads, int hd, int diag, cudaStream_t s);
+void wc_attention_block_merge(float *out, float *lse, int ldl, const float *out_b, const float *lse_b, int ldlb,
+                              int n, int heads, int hd, cudaStream_t s);
+void wc_attention_block_backward(float *dq, int lddq, float *dkv, int lddkv, const uint16_t *dout, const float *out,
+                                 const float *lse, int ldl, const uint16_t *q, int ldq, const uint16_t *kv, int ldkv,
+                                 int n, int m, int heads, int kv_heads, int hd, int diag, float *D, cudaStream_t s);
 /* attention_cudnn.cu: the same attention through cuDNN's fused flash attention (cudnn-frontend
  * graphs, libcudnn.so.9 loaded at run time). wc_cudnn_load: 1 when cuDNN is usable, else 0, with
  * why (its version, or why not) in why. wc_cudnn_attention_plan builds and caches one shape's

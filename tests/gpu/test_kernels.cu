@@ -1,17 +1,17 @@
 /* The CUDA model against the CPU runtime's bf16 reference (runtime/cpu in bf16 mode, whose table
  * of rounding points in cpu/model.c the GPU follows): every kernel on its own (attention in both
  * of its implementations, CUDA cores and tensor cores, each against the CPU, the tensor-core one
- * against the CUDA-core one and against itself run again, and the dispatch between them), the
- * cuBLASLt products (aligned operands and not), and whole chunks (first, middle, last, several
- * layers in one chunk, tied embeddings, chunks without layers, Llama 3.1's RoPE scaling with an explicit
- * head_dim; with and without recompute), one line per
- * check with the largest absolute and relative error and the tolerance. Exit 1 if any check
- * fails, 0 otherwise; without a CUDA device it says so and exits 0.
+ * against the CUDA-core one and against itself run again, and the dispatch between them; ring
+ * attention's blocks against the CPU's fp32 ones), the cuBLASLt products (aligned operands and
+ * not), and whole chunks (first, middle, last, several layers in one chunk, tied embeddings,
+ * chunks without layers, Llama 3.1's RoPE scaling with an explicit head_dim; with and without
+ * recompute), one line per check with the largest absolute and relative error and the
+ * tolerance. Exit 1 if any check fails, 0 otherwise; without a CUDA device it says so and exits 0.
  *
  * Build and run (from the repository root, after `make`):
  *   nvcc -O3 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
  *        -Iruntime -Xcompiler -fopenmp tests/gpu/test_kernels.cu \
- *        runtime/cuda/{model_cuda,gemm_cublaslt,attention_cuda,attention_tc_cuda,crossentropy_cuda,embedding_cuda,rmsnorm_cuda,rope_cuda,swiglu_cuda,adamw_cuda,convert_cuda}.cu \
+ *        runtime/cuda/{model_cuda,gemm_cublaslt,attention_cuda,attention_tc_cuda,attention_block_cuda,crossentropy_cuda,embedding_cuda,rmsnorm_cuda,rope_cuda,swiglu_cuda,adamw_cuda,convert_cuda}.cu \
  *        build/libwprt-cpu.a build/libwprt-common.a -o build/gpu/test_kernels \
  *        -lcublasLt -lcublas -lcudart -L/usr/lib/x86_64-linux-gnu/openblas-pthread -lopenblas -lgomp -lm
  *   build/gpu/test_kernels
@@ -397,6 +397,66 @@ static void test_attention(int G, int S, int heads, int kv, int hd) {
                said);
 }
 
+/* Ring attention's blocks (attention_block_cuda.cu) against the CPU's (attention_block.c, fp32 on
+ * the same bf16 values): a sequence of two chunks of L tokens as one member holds them; chunk 0's
+ * queries against itself (diagonal); chunk 1's against chunk 0 (full) merged with itself
+ * (diagonal), K/V read from a packed [2L, 2 kv hd] copy as the ring sends it; then each block's
+ * backward from the merged result, dq and dkv accumulated in fp32. Both sides compute the same
+ * fp32 expressions: only the summation order (per key against per tile) and exp differ, so the
+ * tolerance is the reordering bound of sums over at most 2L keys plus hd, in fp32 ulps of the
+ * element or the rms (a gradient element is a difference of larger terms). */
+static void test_attention_block(int L, int heads, int kv, int hd) {
+    char name[120];
+    const int width = (heads + 2 * kv) * hd, qd = heads * hd, kvw = 2 * kv * hd, S = 2 * L, nt = omp_get_max_threads();
+    std::vector<float> qkv = rand_bf16((size_t)S * width, 1.5), kvp((size_t)S * kvw), dO = rand_bf16((size_t)S * qd, 1.0);
+    for (int t = 0; t < S; t++)
+        memcpy(&kvp[(size_t)t * kvw], &qkv[(size_t)t * width + qd], (size_t)kvw * sizeof(float));
+    /* the CPU: out, lse [heads][S] of the sequence's two query chunks; then dq [S, width] (q part), dkv [S, kvw] */
+    std::vector<float> out((size_t)S * qd, 0.0f), lse((size_t)heads * S, -INFINITY), bo((size_t)L * qd), bl((size_t)heads * L);
+    std::vector<float> dq((size_t)S * width, 0.0f), dkv((size_t)S * kvw, 0.0f);
+    std::vector<float> work(attention_block_work_floats(L, L, heads, kv, hd, nt));
+    const int blocks[3][3] = { { 0, 0, 1 }, { 1, 0, 0 }, { 1, 1, 1 } };   /* query chunk, K/V chunk, diagonal */
+    for (auto &b : blocks) {
+        attention_block_forward(bo.data(), bl.data(), L, &qkv[(size_t)b[0] * L * width], width, &kvp[(size_t)b[1] * L * kvw],
+                                kvw, L, L, heads, kv, hd, b[2], work.data(), nt);
+        attention_block_merge(&out[(size_t)b[0] * L * qd], &lse[(size_t)b[0] * L], S, bo.data(), bl.data(), L, L, heads, hd);
+    }
+    for (auto &b : blocks)
+        attention_block_backward(&dq[(size_t)b[0] * L * width], width, &dkv[(size_t)b[1] * L * kvw], kvw,
+                                 &dO[(size_t)b[0] * L * qd], &out[(size_t)b[0] * L * qd], &lse[(size_t)b[0] * L], S,
+                                 &qkv[(size_t)b[0] * L * width], width, &kvp[(size_t)b[1] * L * kvw], kvw, L, L, heads,
+                                 kv, hd, b[2], work.data(), nt);
+    /* the GPU, the same blocks */
+    uint16_t *gq = up_bf16(qkv), *gkv = up_bf16(kvp), *gdo = up_bf16(dO);
+    float *gout = up(std::vector<float>((size_t)S * qd, 0.0f)), *glse = up(std::vector<float>((size_t)heads * S, -INFINITY));
+    float *gbo = dev_alloc<float>((size_t)L * qd), *gbl = dev_alloc<float>((size_t)heads * L), *gD = dev_alloc<float>((size_t)heads * L);
+    float *gdq = dev_alloc<float>((size_t)S * width), *gdkv = dev_alloc<float>((size_t)S * kvw);
+    for (auto &b : blocks) {
+        wc_attention_block_forward(gbo, gbl, L, gq + (size_t)b[0] * L * width, width, gkv + (size_t)b[1] * L * kvw, kvw,
+                                   L, L, heads, kv, hd, b[2], stream);
+        wc_attention_block_merge(gout + (size_t)b[0] * L * qd, glse + (size_t)b[0] * L, S, gbo, gbl, L, L, heads, hd, stream);
+    }
+    for (auto &b : blocks)
+        wc_attention_block_backward(gdq + (size_t)b[0] * L * width, width, gdkv + (size_t)b[1] * L * kvw, kvw,
+                                    gdo + (size_t)b[0] * L * qd, gout + (size_t)b[0] * L * qd, glse + (size_t)b[0] * L, S,
+                                    gq + (size_t)b[0] * L * width, width, gkv + (size_t)b[1] * L * kvw, kvw, L, L, heads,
+                                    kv, hd, b[2], gD, stream);
+    std::vector<float> rout = down(gout, out.size()), rlse = down(glse, lse.size());
+    std::vector<float> rdq = down(gdq, dq.size()), rdkv = down(gdkv, dkv.size());
+    double ulps = 4.0 * (S + hd);
+    snprintf(name, sizeof name, "attention block L%d h%d kv%d hd%d: out", L, heads, kv, hd);
+    check(name, rout, out, ulps, FP32, RMS, "per-key online softmax against tiles, expf against wp_expf");
+    snprintf(name, sizeof name, "attention block L%d h%d kv%d hd%d: lse", L, heads, kv, hd);
+    check(name, rlse, lse, ulps, FP32, OWN, "the softmax's sum in another order");
+    snprintf(name, sizeof name, "attention block L%d h%d kv%d hd%d: dq", L, heads, kv, hd);
+    check(name, rdq, dq, 2 * ulps, FP32, RMS, "sums over keys in another order (dP - D cancels)");
+    snprintf(name, sizeof name, "attention block L%d h%d kv%d hd%d: dkv", L, heads, kv, hd);
+    check(name, rdkv, dkv, 2 * ulps, FP32, RMS, "sums over queries and heads in another order");
+    CUDA_CHECK(cudaFree(gq)); CUDA_CHECK(cudaFree(gkv)); CUDA_CHECK(cudaFree(gdo)); CUDA_CHECK(cudaFree(gout));
+    CUDA_CHECK(cudaFree(glse)); CUDA_CHECK(cudaFree(gbo)); CUDA_CHECK(cudaFree(gbl)); CUDA_CHECK(cudaFree(gD));
+    CUDA_CHECK(cudaFree(gdq)); CUDA_CHECK(cudaFree(gdkv));
+}
+
 /* Each kind of product at one shape, against cpu/matmul.c with the same bf16 flags. */
 static void test_gemm(int T, int K, int N) {
     char name[96], err[200];
@@ -780,6 +840,9 @@ int main(void) {
     test_attention(2, 100, 4, 2, 128);   /* the largest head dimension, GQA 2 */
     test_attention(2, 130, 4, 1, 128);   /* one kv head, GQA 4 */
     test_attention(1, 517, 4, 2, 128);   /* nine tiles, the double-buffered loads in steady state */
+    test_attention_block(40, 4, 2, 16);   /* ring attention's blocks: GQA, a chunk inside one tile */
+    test_attention_block(100, 4, 4, 128); /* MHA, the largest head dimension, chunks across two tiles */
+    test_attention_block(70, 6, 1, 64);   /* multi-query */
     test_chunks("3 chunks of 1 layer", 0, std::vector<int>{ 1, 1, 1 });     /* first, middle, last */
     test_chunks("1 chunk of 3 layers, tied", 1, std::vector<int>{ 3 });     /* layers' stash parts in sequence;
                                                                              * the head's dW into the embedding's */
