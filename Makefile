@@ -163,6 +163,12 @@ $(EMU_TC): tests/gpu/emulate_attention_tc.cpp runtime/cuda/attention_tc_cuda.cu 
 	@mkdir -p $(@D)
 	$(CXX) -std=c++17 -O1 -pthread -fno-strict-aliasing -Wno-unknown-pragmas -Iruntime $< -o $@ \
 		$(BUILD)/libwprt-cpu.a $(BUILD)/libwprt-common.a $(BLAS_LIBS) -fopenmp -lm
+# ring attention's CUDA block kernels the same way (tests/gpu/emulate_attention_block.cpp)
+EMU_BLOCK := $(BUILD)/tests/test_attention_block_emulated
+$(EMU_BLOCK): tests/gpu/emulate_attention_block.cpp runtime/cuda/attention_block_cuda.cu $(BUILD)/libwprt-cpu.a $(BUILD)/libwprt-common.a
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 -O1 -Wno-unknown-pragmas -Iruntime $< -o $@ \
+		$(BUILD)/libwprt-cpu.a $(BUILD)/libwprt-common.a $(BLAS_LIBS) -fopenmp -lm
 
 # -Werror=switch: the generator's switches over operation kinds have no default, so a kind added to
 # the op table stops the build at each place it must be written (docs/extending.md, "An operation")
@@ -210,13 +216,13 @@ $(BUILD)/tests/test_cuda_mem: $(BUILD)/obj/runtime/cuda/cuda_mem.o
 
 # scripts/test_deps.sh installs what the tests need beyond the build (PyTorch, transformers,
 # tokenizers) before any test runs
-test: all $(UNIT_BINS) $(MPI_BINS) $(TOOL_BINS) $(EMU_TC)
+test: all $(UNIT_BINS) $(MPI_BINS) $(TOOL_BINS) $(EMU_TC) $(EMU_BLOCK)
 	@bash scripts/test_deps.sh $(BUILD)
 	@bash tests/run.sh $(BUILD)
 
 # The suite under every OpenBLAS core type this CPU runs, and the spread of each tolerance-bound
 # figure across them (scripts/test_blas.sh; not in `make test`: one suite per core type)
-test-blas: all $(UNIT_BINS) $(MPI_BINS) $(TOOL_BINS) $(EMU_TC)
+test-blas: all $(UNIT_BINS) $(MPI_BINS) $(TOOL_BINS) $(EMU_TC) $(EMU_BLOCK)
 	@bash scripts/test_deps.sh $(BUILD)
 	@bash scripts/test_blas.sh $(BUILD)
 

@@ -16,7 +16,9 @@
  * (forward) or P = exp(S - lse) (backward), lanes over the head dimension, a warp sum per dot
  * product. Simple enough to be right without a device to try them on; every sum has one owner and
  * a fixed order (no atomics, the same bits each run). The tiled, tensor-core and cuDNN forms (with
- * cuDNN's Stats as the lse) are to follow once the plan's ring operations call these. */
+ * cuDNN's Stats as the lse) are to follow once the plan's ring operations call these.
+ * tests/gpu/emulate_attention_block.cpp runs these kernels on the CPU (a unit test without a GPU);
+ * tests/gpu/test_kernels.cu checks them on a device. */
 #include <math.h>
 #include <stdint.h>
 #include "cuda/common_cuda.cuh"
@@ -194,6 +196,7 @@ static __global__ void __launch_bounds__(THREADS) block_backward_kv_kernel(
     }
 }
 
+#ifndef WC_BLOCK_HOST_EMULATION   /* tests/gpu/emulate_attention_block.cpp runs the kernels above on the host */
 static BlockGeo block_geo(int n, int m, int heads, int kv_heads, int hd, int diag, int ldq, int ldkv) {
     BlockGeo g = { n, m, heads, kv_heads, hd, heads / kv_heads, diag, ldq, ldkv, 1.0f / sqrtf((float)hd) };
     return g;
@@ -226,3 +229,4 @@ void wc_attention_block_backward(float *dq, int lddq, float *dkv, int lddkv, con
                                                                                           D, q, kv, g);
     CUDA_CHECK_LAUNCH("block_backward_kv_kernel");
 }
+#endif
