@@ -14,11 +14,12 @@
  * These are reference kernels: one warp per (query row, head) in forward and for dQ, one per
  * (key row, kv head) for dK and dV, each walking the other side's rows with the online softmax
  * (forward) or P = exp(S - lse) (backward), lanes over the head dimension, a warp sum per dot
- * product. Simple enough to be right without a device to try them on; every sum has one owner and
- * a fixed order (no atomics, the same bits each run). The tiled, tensor-core and cuDNN forms (with
- * cuDNN's Stats as the lse) are to follow once the plan's ring operations call these.
- * tests/gpu/emulate_attention_block.cpp runs these kernels on the CPU (a unit test without a GPU);
- * tests/gpu/test_kernels.cu checks them on a device. */
+ * product: simple enough to check without a device (below), and every sum has one owner and a
+ * fixed order (no atomics, the same bits each run). Slow: each warp reads the other side's rows
+ * from memory once per row, where a tiled kernel shares them through shared memory. The tiled,
+ * tensor-core and cuDNN forms (with cuDNN's Stats as the lse) are to follow once the plan's ring
+ * operations call these. tests/gpu/emulate_attention_block.cpp runs these kernels on the CPU (a
+ * unit test without a GPU); tests/gpu/test_kernels.cu checks them on a device. */
 #include <math.h>
 #include <stdint.h>
 #include "cuda/common_cuda.cuh"
