@@ -63,7 +63,7 @@ static inline void ring_attention(Ring *r, const float *qkv, const float *dout, 
                         if (pass == 0) {
                             attention_block_forward(bo, bl, L, q, width, k, kvw, L, L, heads, kv, hd,
                                                     blk == CP_DIAG, work, nt);
-                            attention_block_merge(o, l, n, bo, bl, L, L, heads, hd);
+                            attention_block_merge(o, l, n, bo, bl, L, L, heads, hd, nt);
                         } else {   /* backward: dQ stays, dK and dV go back to their owner */
                             attention_block_backward(dq + ((size_t)i * n + (size_t)a * L) * width, width,
                                                      dkv + ((size_t)src * n + (size_t)b * L) * kvw, kvw,

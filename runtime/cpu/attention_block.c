@@ -94,10 +94,12 @@ void attention_block_forward(float *out, float *lse, int ldl, const float *q, in
 }
 
 void attention_block_merge(float *out, float *lse, int ldl, const float *out_b, const float *lse_b,
-                           int ldlb, int n, int heads, int hd) {
+                           int ldlb, int n, int heads, int hd, int nthreads) {
     size_t qd = (size_t)heads * hd;
-    for (int h = 0; h < heads; h++)
-        for (int i = 0; i < n; i++) {
+    /* a row of out holds every head: rows split over the threads, each read and written once */
+    #pragma omp parallel for schedule(static) num_threads(nthreads)
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < heads; h++) {
             float *la = lse + (size_t)h * ldl + i, lb = lse_b[(size_t)h * ldlb + i];
             float mx = *la > lb ? *la : lb;
             if (mx == -INFINITY) continue;   /* neither saw a key: nothing to weigh */

@@ -137,7 +137,7 @@ void attention_block_forward(float *out, float *lse, int ldl, const float *q, in
  * computed from the larger lse so that nothing overflows; a row whose lse are both -inf (no keys
  * yet: how a running result starts) stays as it is. */
 void attention_block_merge(float *out, float *lse, int ldl, const float *out_b, const float *lse_b,
-                           int ldlb, int n, int heads, int hd);
+                           int ldlb, int n, int heads, int hd, int nthreads);
 /* A block's share of the backward, from the final (merged) out and lse and dout [n, heads * hd]:
  * dq (rows of lddq, as q) and dkv (rows of lddkv, as kv) accumulated (+=); summed over every
  * block of the forward, the gradient of the whole attention. */

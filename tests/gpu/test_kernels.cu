@@ -419,7 +419,7 @@ static void test_attention_block(int L, int heads, int kv, int hd) {
     for (auto &b : blocks) {
         attention_block_forward(bo.data(), bl.data(), L, &qkv[(size_t)b[0] * L * width], width, &kvp[(size_t)b[1] * L * kvw],
                                 kvw, L, L, heads, kv, hd, b[2], work.data(), nt);
-        attention_block_merge(&out[(size_t)b[0] * L * qd], &lse[(size_t)b[0] * L], S, bo.data(), bl.data(), L, L, heads, hd);
+        attention_block_merge(&out[(size_t)b[0] * L * qd], &lse[(size_t)b[0] * L], S, bo.data(), bl.data(), L, L, heads, hd, nt);
     }
     for (auto &b : blocks)
         attention_block_backward(&dq[(size_t)b[0] * L * width], width, &dkv[(size_t)b[1] * L * kvw], kvw,
