@@ -21,12 +21,12 @@ typedef struct {
     float *out, *lse, *dqkv;
 } Ring;
 
-/* Ring attention over C members in one process. drop: a (member, step) whose FULL blocks are left
- * out (-1: none), to show that the comparison sees a missing block. */
+/* Ring attention over C members in one process, the kernels on nt threads. drop: a (member, step)
+ * whose FULL blocks are left out (-1: none), to show that the comparison sees a missing block. */
 static inline void ring_attention(Ring *r, const float *qkv, const float *dout, int S, int C, int heads,
-                                  int kv, int hd, int drop_member, int drop_step) {
+                                  int kv, int hd, int nt, int drop_member, int drop_step) {
     int width = (heads + 2 * kv) * hd, qd = heads * hd, kvw = 2 * kv * hd;
-    int n = S / C, L = cp_chunk_len(S, C), nt = omp_get_max_threads();
+    int n = S / C, L = cp_chunk_len(S, C);
     float *work = malloc(attention_block_work_floats(L, L, heads, kv, hd, nt) * sizeof(float));
     int *pos = malloc((size_t)C * n * sizeof *pos);
     float *lq = malloc((size_t)C * n * width * 4), *ldo = malloc((size_t)C * n * qd * 4);

@@ -28,7 +28,7 @@ int main(int argc, char **argv) {
         if (i < nq) qkv[i] = 2.0f * u; else dout[i - nq] = u;
     }
     Ring r = { malloc(no * 4), malloc(nl * 4), malloc(nq * 4) };
-    ring_attention(&r, qkv, dout, S, C, heads, kv, hd, -1, -1);
+    ring_attention(&r, qkv, dout, S, C, heads, kv, hd, nt, -1, -1);
     float *work = malloc(attention_block_work_floats(L, L, heads, kv, hd, nt) * 4);
     float *bo[2], *bl[2];
     for (int b = 0; b < 2; b++) {   /* b = 0: chunk 0 against itself; 1: chunk 1 against chunk 0 */
