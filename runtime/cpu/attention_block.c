@@ -11,9 +11,12 @@
  * share is computed alone: P = exp(S - lse) is the final softmax's restriction to the block,
  * D = rowsum(dO * O) the final output's, and dV += P^T dO, dS = P * (dP - D), dQ += dS K,
  * dK += dS^T Q (both times 1/sqrt(hd)). Summed over the blocks this is the whole sequence's
- * gradient. Two schedules, by how many kv heads there are for the threads (at the backward).
+ * gradient, in one of two schedules by how the kv heads compare with the threads (described at
+ * attention_block_backward).
  *
- * fp32 only: the bf16 mode's roundings (kernels.h) are not applied here. */
+ * fp32 only: the bf16 mode's roundings (kernels.h) are not applied here. Where a ring rounds in
+ * bf16 (each partial output, or the merged one; dS scaled or not) is to be decided with the GPU's
+ * per-block kernels (cuDNN's), which the CPU reference must then follow. */
 #include <math.h>
 #include <omp.h>
 #include "cpu/kernels.h"
