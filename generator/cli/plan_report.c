@@ -26,6 +26,8 @@ void print_summary(const Plan *p, const char *model_name, double intra, double i
            p->model.mbs > 1 ? "s" : "");
     printf("batch       %d micro-batches per step (%d per rank), %ld tokens\n", p->total_mbs, p->micro_batches,
            (long)p->total_mbs * p->model.mbs * p->model.seq);
+    printf("tiles       mlp tile %d tokens, LM head %d tokens a block\n", wp_mlp_tile_tokens(&p->model),
+           wp_ce_block_tokens(&p->model));
     printf("precision   %s weights in flight, activations and their gradients; %s weight gradients; fp32 masters and AdamW%s\n",
            wp_dtype_name(p->precision), wp_dtype_name(p->grad_precision),
            p->weight_wire_fp32 ? "; weights on the wire in fp32" : "");

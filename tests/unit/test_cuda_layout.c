@@ -165,7 +165,7 @@ static void test_workspace(void) {
                      * a block, both RoPE tables, the activations the kernels write */
                     size_t T = (size_t)c->mbs * c->seq;
                     if (rec && nl) {
-                        size_t one = wc_layer_stash(c).end;
+                        size_t one = wc_layer_restash(c).end;
                         CHECK(w.off[WP_WS_RESTASH + 1] - w.off[WP_WS_RESTASH] >= one &&
                               w.off[WP_WS_RESTASH + 1] - w.off[WP_WS_RESTASH] < one + WC_WS_ALIGN,
                               "config %d: the recompute stash holds one layer's stash (%zu bytes), %zu", ci, one,
