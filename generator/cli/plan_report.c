@@ -78,6 +78,7 @@ json_t *plan_json(const Plan *p, double intra, double inter, int fits) {
     json_object_set_new(o, "precision", json_string(wp_dtype_name(p->precision)));
     json_object_set_new(o, "grad_precision", json_string(wp_dtype_name(p->grad_precision)));
     json_object_set_new(o, "weight_wire", json_string(wp_dtype_name(plan_carried_dtype(p, WHAT_W))));
+    json_object_set_new(o, "mlp_tile_tokens", json_integer(wp_mlp_tile_tokens(&p->model)));
     const PlanMem *m = &p->ranks[p->peak_rank].mem;
     json_t *mem = json_object();
     json_object_set_new(mem, "rank", json_integer(p->peak_rank));
