@@ -15,6 +15,14 @@
  * dlogits W and dW += dlogits^T xn_blk. One more head product in backward buys memory that no
  * longer grows with the vocabulary.
  *
+ * The MLP runs in tiles of wp_mlp_tile_tokens (config.c) tokens, the last shorter, so that no
+ * [T, F] temporary exists: per tile, gu = xn Wgu^T, h = silu(g) * u and y += h Wdown^T forward;
+ * backward h again, dh = dy Wdown, dgu, dxn = dgu Wgu, and dWdown, dWgu added into dparams tile
+ * after tile (the sum over the tokens in another order than one product's: the same up to
+ * rounding). Every row is computed and rounded as untiled. gu is a layer's stash part [T, 2F]
+ * without recompute; with recompute the one-layer recompute stash holds one tile of it, and
+ * backward recomputes gu tile by tile from xn (the same bits as the forward's tile).
+ *
  * Stash layout (config.c's wp_layer_stash_layout and wp_stash_floats count the same): per layer,
  *   x [T*H] | rstd1 [T] | qkv [T*(heads+2kv)*hd] | att [T*heads*hd] | lse [G*heads*S] |
  *   x2 [T*H] | rstd2 [T] | gu [T*2F]
