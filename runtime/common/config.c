@@ -80,7 +80,7 @@ WpChunk wp_chunk_make(const WpConfig *c, int index, int layer0, int nlayers, int
  * gate/up per tile would add a third of the MLP's forward products to every backward), and the
  * split backward's W half, which gets no weights, reads it. With recompute the workspace's
  * one-layer stash holds one MLP tile of it (wp_layer_restash_floats), last in the part so that
- * the cut is its end. */
+ * the cut is its end, and begins after x, first, which the kept input replaces. */
 WpLayerStashLayout wp_layer_stash_layout(const WpConfig *c) {
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
     size_t q = (size_t)c->heads * c->head_dim, kv = (size_t)c->kv_heads * c->head_dim;
@@ -125,10 +125,11 @@ int wp_mlp_tile_tokens(const WpConfig *c) {
     return (int)t;
 }
 
-/* What the gu part of one layer's recompute stash drops: its rows beyond one tile. */
+/* What one layer's recompute stash drops of its part, all activations: x [T*H] (the kept input
+ * is read in its place) and gu's rows beyond one tile. */
 static size_t restash_cut(const WpConfig *c) {
-    size_t T = (size_t)c->mbs * c->seq, F = (size_t)c->ffn;
-    return (T - (size_t)wp_mlp_tile_tokens(c)) * 2 * F;
+    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
+    return T * H + (T - (size_t)wp_mlp_tile_tokens(c)) * 2 * F;
 }
 
 size_t wp_layer_restash_floats(const WpConfig *c) {

@@ -100,8 +100,9 @@ WpLayerStashLayout wp_layer_stash_layout(const WpConfig *c);
 /* One layer's part, in elements and in bytes at activation format act (statistics fp32). */
 size_t wp_layer_stash_floats(const WpConfig *c);
 size_t wp_layer_stash_bytes(const WpConfig *c, WpDtype act);
-/* The recompute stash of the workspace (WP_WS_RESTASH): one layer's part with its gu cut to one
- * MLP tile [wp_mlp_tile_tokens, 2F] (backward recomputes gate and up tile by tile). */
+/* The recompute stash of the workspace (WP_WS_RESTASH): one layer's part from rstd1 on (its x is
+ * the kept input, in the chunk's stash), with its gu cut to one MLP tile [wp_mlp_tile_tokens, 2F]
+ * (backward recomputes gate and up tile by tile). */
 size_t wp_layer_restash_floats(const WpConfig *c);
 size_t wp_layer_restash_bytes(const WpConfig *c, WpDtype act);
 

@@ -152,6 +152,16 @@ static LayerStash layer_stash(const WpConfig *c, float *b) {
     return s;
 }
 
+/* The one-layer recompute stash at b: the layer's part from rstd1 on, gu one tile (config.c's
+ * wp_layer_restash_floats); x is the caller's, the kept input. */
+static LayerStash restash_layer(const WpConfig *c, float *b) {
+    WpLayerStashLayout l = wp_layer_stash_layout(c);
+    size_t o = l.rstd1;
+    LayerStash s = { NULL, b + (l.rstd1 - o), b + (l.qkv - o), b + (l.att - o), b + (l.lse - o), b + (l.x2 - o),
+                     b + (l.rstd2 - o), b + (l.gu - o), 1 };
+    return s;
+}
+
 /* Where tile t0's gate and up are: the tile's rows of a whole gu, or the one tile's place. */
 static float *gu_rows(const LayerStash *st, int t0, int F) {
     return st->gu + (st->gu_tile ? 0 : (size_t)t0 * 2 * F);
@@ -179,9 +189,8 @@ size_t wp_scratch_bytes(const WpConfig *c, int max_layers) {
  * the rest is the scratch's one-layer recompute stash. */
 static LayerStash chunk_layer_stash(const WpConfig *c, const WpChunkStashLayout *sl, float *st, int i,
                                     int recompute, WpScratch *s) {
-    LayerStash ls = layer_stash(c, recompute ? s->restash : st + (size_t)i * sl->layer);
+    LayerStash ls = recompute ? restash_layer(c, s->restash) : layer_stash(c, st + (size_t)i * sl->layer);
     ls.x = st + (size_t)i * sl->layer;
-    ls.gu_tile = recompute;
     return ls;
 }
 

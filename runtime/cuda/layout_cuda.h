@@ -54,8 +54,14 @@ static inline WcLayerStash wc_layer_stash(const WpConfig *c) {
     return wc_layer_stash_rows(c, (size_t)c->mbs * c->seq);
 }
 
+/* The workspace's one-layer recompute stash: a layer's part from qkv on, gu one MLP tile. x is
+ * not in it (0 here, never used): the kept input, in the chunk's stash, is read in its place. */
 static inline WcLayerStash wc_layer_restash(const WpConfig *c) {
-    return wc_layer_stash_rows(c, (size_t)wp_mlp_tile_tokens(c));
+    WcLayerStash s = wc_layer_stash_rows(c, (size_t)wp_mlp_tile_tokens(c));
+    size_t o = s.qkv;
+    s.qkv -= o; s.att -= o; s.x2 -= o; s.gu -= o; s.rstd1 -= o; s.lse -= o; s.rstd2 -= o; s.end -= o;
+    s.x = 0;
+    return s;
 }
 
 /* A chunk's stash in bytes (config.c's wp_chunk_stash_layout at these element sizes): layer i's

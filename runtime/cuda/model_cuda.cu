@@ -26,7 +26,8 @@
  *
  * The MLP runs one tile of wp_mlp_tile_tokens tokens at a time, as cpu/model.c's (its products
  * planned at the tile's rows and the last, shorter tile's: mlp_mm); the one-layer recompute stash
- * holds one tile of gu (wc_layer_restash), which backward recomputes tile by tile. */
+ * holds one tile of gu and not x, which the kept input serves (wc_layer_restash); backward
+ * recomputes gu tile by tile. */
 #include <math.h>
 #include <string.h>
 #include "cuda/common_cuda.cuh"

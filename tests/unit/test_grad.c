@@ -561,12 +561,12 @@ static void test_memory_sizes(void) {
     CHECK(wp_workspace_part_floats(&c, &mid, 0, WP_WS_LOGITS) == 0, "no logits off the LM-head chunk");
     /* recompute by layer: the stash keeps each layer's input (and the head's part), the workspace
      * one layer's stash with one MLP tile of gu, refilled before that layer's backward */
-    size_t F = c.ffn, tile = (size_t)wp_mlp_tile_tokens(&c), cut = (T - tile) * 2 * F;
+    size_t F = c.ffn, tile = (size_t)wp_mlp_tile_tokens(&c), cut = T * H + (T - tile) * 2 * F;   /* x, gu beyond a tile */
     CHECK(tile == WP_MLP_TILE_DEFAULT, "T = 65536: MLP tiles of %zu tokens", tile);
     CHECK(wp_workspace_part_floats(&c, &mid, 0, WP_WS_RESTASH) == 0 &&
           wp_workspace_part_floats(&c, &mid, 1, WP_WS_RESTASH) == wp_layer_stash_floats(&c) - cut &&
           wp_workspace_part_floats(&c, &last, 1, WP_WS_RESTASH) == wp_layer_stash_floats(&c) - cut,
-          "the recompute stash is one layer's stash with one tile of gu (%zu floats), with recompute only: %zu",
+          "the recompute stash is one layer's stash without x, with one tile of gu (%zu floats), with recompute only: %zu",
           wp_layer_stash_floats(&c) - cut, wp_workspace_part_floats(&c, &mid, 1, WP_WS_RESTASH));
     CHECK(wp_workspace_part_floats(&c, &head, 1, WP_WS_RESTASH) == 0, "a chunk without layers recomputes nothing");
     WpChunk one = wp_chunk_make(&c, 1, 8, 1, 0, 0);
