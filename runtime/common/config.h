@@ -139,10 +139,12 @@ WpChunkStashLayout wp_chunk_stash_layout(const WpConfig *c, const WpChunk *k, in
  * tokens (BWD_W adds them to the chunk's gradient). Per layer, in elements from the layer's part:
  * dy = dL/dy [T*H] (down_proj's output gradient), dh [T*F] (down_proj's input gradient, before
  * SwiGLU's backward), dx2 = dL/dx2 [T*H] (o_proj's output gradient), ln1, ln2 [H] (the norms'
- * weights), dln1, dln2 [H] (their gradients for this micro-batch). dh stays [T*F] and the stash
- * the split reads keeps gu [T*2F]: BWD_W gets no weights, so it cannot recompute gate/up or dh
- * tile by tile as the whole backward does; keeping copies of Wgu and Wdown [3FH] instead (as the
- * head's whead) would be smaller once T > 3H, and is not done yet. */
+ * weights), dln1, dln2 [H] (their gradients for this micro-batch). The split is not tiled in
+ * memory: dh stays [T*F], and the stash W reads keeps gu [T*2F] per layer (with recompute, the
+ * restash part below rebuilds it whole). BWD_W gets no weights, so it cannot recompute gate/up
+ * or dh tile by tile as the whole backward does. Keeping copies of Wgu and Wdown [3FH] per layer
+ * instead, as the head's whead, would let it, and is smaller only once T > 3H (llama2-7b: above
+ * 12,288 tokens); not done. */
 typedef struct WpLayerKeepLayout {
     size_t dy, dh, dx2, ln1, ln2, dln1, dln2, end;
 } WpLayerKeepLayout;
