@@ -71,6 +71,7 @@ const WpPlanDesc WP_PLAN = {
     .model = { .hidden = ${P.model.hidden}, .layers = ${P.model.layers}, .heads = ${P.model.heads}, .kv_heads = ${P.model.kv_heads},
                .head_dim = ${P.model.head_dim}, .ffn = ${P.model.ffn}, .vocab = ${P.model.vocab}, .eps = ${c_float(P.model.eps)},
                .rope_theta = ${c_float(P.model.rope_theta)}, .tied = ${P.model.tied}, .seq = ${P.model.seq}, .mbs = ${P.model.mbs},
+               .mlp_tile = ${P.model.mlp_tile},
 @ local r = P.model.rope_scaling
 @ if r then
                .rope_scaling = { .factor = ${c_float(r.factor)}, .low_freq_factor = ${c_float(r.low_freq_factor)},

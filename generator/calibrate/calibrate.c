@@ -39,6 +39,7 @@ static int rebuild(CalibRun *r, char *err, size_t errlen) {
     json_object_del(cfg, "name");
     json_object_del(cfg, "seq_len");
     json_object_del(cfg, "micro_batch_size");
+    json_object_del(cfg, "mlp_tile_tokens");
     char *text = json_dumps(cfg, JSON_COMPACT);
     json_decref(cfg);
     char merr[1024];
@@ -47,6 +48,9 @@ static int rebuild(CalibRun *r, char *err, size_t errlen) {
     if (mrc) { snprintf(err, errlen, "%s (model)", merr); goto done; }
     r->model.seq = (int)json_integer_value(json_object_get(model, "seq_len"));
     r->model.mbs = (int)json_integer_value(json_object_get(model, "micro_batch_size"));
+    /* absent from plan.json files written before the MLP's tiles: those programs ran it untiled */
+    json_t *tile = json_object_get(model, "mlp_tile_tokens");
+    r->model.mlp_tile = tile ? (int)json_integer_value(tile) : r->model.seq * r->model.mbs;
     snprintf(r->model_name, sizeof r->model_name, "%s", json_string_value(json_object_get(model, "name")) ? json_string_value(json_object_get(model, "name")) : "model");
     if (model_check(&r->model, merr, sizeof merr)) { snprintf(err, errlen, "%s: model: %s", r->plan_path, merr); goto done; }
     StrategyOpts o = { .micro_batches = (int)json_integer_value(mbr), .replicas = (int)json_integer_value(rep),

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cli.h"
+#include "common/config.h"
 #include "common/modelcfg.h"
 #include "common/precision.h"
 #include "lua/sandbox.h"
@@ -33,6 +34,7 @@ const CliFlag cli_flags[] = {
     { FLAG_COMM,       "--comm",            NULL,          FV_TEXT,  0, 0,                  1, NULL,     "mpi|nccl",   "emit: the communication backend (default: the compute backend's)" },
     { FLAG_SEQ,        "--seq",             NULL,          FV_INT,   1, MAX_SHAPE,          1, NULL,     "S",          "tokens a sequence (default " WP_DEFAULT_SEQ_RULE ")" },
     { FLAG_MBS,        "--micro-batch-size", NULL,         FV_INT,   1, MAX_SHAPE,          1, NULL,     "G",          "sequences a micro-batch (default: the model's)" },
+    { FLAG_MLP_TILE,   "--mlp-tile",        NULL,          FV_INT,   WP_MLP_TILE_MIN, WP_MLP_TILE_MAX, 1, NULL, "N",       "tokens per tile of the MLP's products and their backward (default " STR(WP_MLP_TILE_DEFAULT) ", or the micro-batch's tokens when fewer)" },
     { FLAG_MICRO_BATCHES, "--micro-batches", NULL,         FV_INT,   1, MAX_MICRO_BATCHES,  1, NULL,     "N",          "micro-batches per rank and step (default 4)" },
     { FLAG_REPLICAS,   "--replicas",        NULL,          FV_INT,   1, MAX_RANKS_FLAG,     1, NULL,     "R",          "data-parallel replicas of the pipeline (default 1)" },
     { FLAG_CHUNKS,     "--chunks",          NULL,          FV_INT,   0, MAX_RANKS_FLAG,     1, NULL,     "C",          "chunks of layers (0: the strategy's default; compare and -s auto then do not search them)" },

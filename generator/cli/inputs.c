@@ -70,6 +70,7 @@ int load_inputs(const Args *a, Topology *topo, WpConfig *model, char *name, size
     if (model_load(a->model, model, name, namelen, err, sizeof err)) { topology_free(topo); return bad("%s%s", err, ""); }
     if (a->seq) model->seq = a->seq;
     if (a->mbs) model->mbs = a->mbs;
+    if (a->mlp_tile) model->mlp_tile = a->mlp_tile;
     if (model_check(model, err, sizeof err)) { topology_free(topo); return bad("%s%s", err, ""); }
     return 0;
 }

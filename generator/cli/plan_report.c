@@ -26,6 +26,8 @@ void print_summary(const Plan *p, const char *model_name, double intra, double i
            p->model.mbs > 1 ? "s" : "");
     printf("batch       %d micro-batches per step (%d per rank), %ld tokens\n", p->total_mbs, p->micro_batches,
            (long)p->total_mbs * p->model.mbs * p->model.seq);
+    printf("tiles       mlp tile %d tokens, LM head %d tokens a block\n", wp_mlp_tile_tokens(&p->model),
+           wp_ce_block_tokens(&p->model));
     printf("precision   %s weights in flight, activations and their gradients; %s weight gradients; fp32 masters and AdamW%s\n",
            wp_dtype_name(p->precision), wp_dtype_name(p->grad_precision),
            p->weight_wire_fp32 ? "; weights on the wire in fp32" : "");
@@ -76,6 +78,7 @@ json_t *plan_json(const Plan *p, double intra, double inter, int fits) {
     json_object_set_new(o, "precision", json_string(wp_dtype_name(p->precision)));
     json_object_set_new(o, "grad_precision", json_string(wp_dtype_name(p->grad_precision)));
     json_object_set_new(o, "weight_wire", json_string(wp_dtype_name(plan_carried_dtype(p, WHAT_W))));
+    json_object_set_new(o, "mlp_tile_tokens", json_integer(wp_mlp_tile_tokens(&p->model)));
     const PlanMem *m = &p->ranks[p->peak_rank].mem;
     json_t *mem = json_object();
     json_object_set_new(mem, "rank", json_integer(p->peak_rank));

@@ -44,6 +44,8 @@ uint64_t plan_hash(const Plan *p) {
         fnv_float(&f, r->factor); fnv_float(&f, r->low_freq_factor); fnv_float(&f, r->high_freq_factor);
         fnv_int(&f, r->original_max_position_embeddings);
     }
+    /* the MLP's tile only where it splits the tokens: the hashes of untiled plans stay as they were */
+    if (wp_mlp_tile_tokens(m) < m->seq * m->mbs) { fnv_str(&f, "mlp tile"); fnv_int(&f, wp_mlp_tile_tokens(m)); }
     fnv_str(&f, p->strategy);
     fnv_str(&f, p->topo ? p->topo->name : "");
     /* the formats too: a bf16 plan and an fp32 plan of the same operations are different programs */
@@ -149,6 +151,7 @@ void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const cha
     lua_set_int(L, "kv_heads", m->kv_heads); lua_set_int(L, "head_dim", m->head_dim); lua_set_int(L, "ffn", m->ffn);
     lua_set_int(L, "vocab", m->vocab); lua_set_num(L, "eps", m->eps); lua_set_num(L, "rope_theta", m->rope_theta);
     lua_set_int(L, "tied", m->tied); lua_set_int(L, "seq", m->seq); lua_set_int(L, "mbs", m->mbs);
+    lua_set_int(L, "mlp_tile", wp_mlp_tile_tokens(m));
     if (m->rope_scaling.factor != 0) {   /* absent (nil) when unscaled */
         const WpRopeScaling *r = &m->rope_scaling;
         lua_createtable(L, 0, 4);
@@ -336,6 +339,7 @@ int emit_json_head(FILE *f, const Plan *p, const EmitInfo *info, const char *has
                               "tie_word_embeddings", m->tied, "seq_len", m->seq, "micro_batch_size", m->mbs);
     /* head_dim: it may differ from hidden / heads; rope_scaling only where set, as in config.json */
     if (model && json_object_set_new(model, "head_dim", json_integer(m->head_dim))) { json_decref(model); model = NULL; }
+    if (model && json_object_set_new(model, "mlp_tile_tokens", json_integer(wp_mlp_tile_tokens(m)))) { json_decref(model); model = NULL; }
     const WpRopeScaling *r = &m->rope_scaling;
     json_t *rs = r->factor != 0 ? json_pack("{s:f, s:f, s:f, s:i, s:s}", "factor", (double)r->factor, "low_freq_factor",
                                             (double)r->low_freq_factor, "high_freq_factor", (double)r->high_freq_factor,

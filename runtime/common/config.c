@@ -75,7 +75,12 @@ WpChunk wp_chunk_make(const WpConfig *c, int index, int layer0, int nlayers, int
 /* What one layer keeps for backward (model.c, "stash layout"): its input x, the attention's
  * q/k (after RoPE), v, output and per-row log-sum-exp, the residual after attention, the two
  * norms' 1/rms, and the MLP's gate and up pre-activations. Normalised inputs and silu(g)*u are
- * recomputed in backward: they cost one pass over memory each. */
+ * recomputed in backward: they cost one pass over memory each. gu [T, 2F] stays in a layer's
+ * stash without recompute, a stash choice: such a run has chosen memory for speed (recomputing
+ * gate/up per tile would add a third of the MLP's forward products to every backward), and the
+ * split backward's W half, which gets no weights, reads it. With recompute the workspace's
+ * one-layer stash holds one MLP tile of it (wp_layer_restash_floats), last in the part so that
+ * the cut is its end, and begins after x, first, which the kept input replaces. */
 WpLayerStashLayout wp_layer_stash_layout(const WpConfig *c) {
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
     size_t q = (size_t)c->heads * c->head_dim, kv = (size_t)c->kv_heads * c->head_dim;
@@ -108,6 +113,31 @@ size_t wp_layer_stash_bytes(const WpConfig *c, WpDtype act_dtype) {
     size_t act, stat;
     layer_stash_count(c, &act, &stat);
     return act * wp_dtype_bytes(act_dtype) + stat * sizeof(float);
+}
+
+/* The default keeps a tile's [tile, 2F] gate/up and its gradient modest (llama2-7b: 344 MiB each
+ * in fp32, 172 MiB in bf16) while each MLP product keeps thousands of rows, deep enough for
+ * full-speed BLAS and tensor-core tiles (generator/cost models the loss below that). */
+int wp_mlp_tile_tokens(const WpConfig *c) {
+    size_t T = (size_t)c->mbs * c->seq;
+    size_t t = c->mlp_tile > 0 ? (size_t)c->mlp_tile : WP_MLP_TILE_DEFAULT;
+    if (t > T) t = T;
+    return (int)t;
+}
+
+/* What one layer's recompute stash drops of its part, all activations: x [T*H] (the kept input
+ * is read in its place) and gu's rows beyond one tile. */
+static size_t restash_cut(const WpConfig *c) {
+    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
+    return T * H + (T - (size_t)wp_mlp_tile_tokens(c)) * 2 * F;
+}
+
+size_t wp_layer_restash_floats(const WpConfig *c) {
+    return wp_layer_stash_floats(c) - restash_cut(c);
+}
+
+size_t wp_layer_restash_bytes(const WpConfig *c, WpDtype act_dtype) {
+    return wp_layer_stash_bytes(c, act_dtype) - restash_cut(c) * wp_dtype_bytes(act_dtype);
 }
 
 /* The stash of a chunk as activation and statistic elements. Each layer's part starts with its
@@ -211,21 +241,22 @@ int wp_ce_block_tokens(const WpConfig *c) {
 
 size_t wp_workspace_part_floats(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part) {
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
+    size_t tile = (size_t)wp_mlp_tile_tokens(c);
     size_t qd = (size_t)c->heads * c->head_dim;
     size_t width = (size_t)(c->heads + 2 * c->kv_heads) * c->head_dim;
     int layers = k->nlayers > 0, head = k->last;
     switch (part) {
     case WP_WS_XN:      return layers || head ? T * H : 0;
-    case WP_WS_H:       return layers ? T * F : 0;
-    case WP_WS_DH:      return layers ? T * F : 0;
-    case WP_WS_DGU:     return layers ? 2 * T * F : 0;
+    case WP_WS_H:       return layers ? tile * F : 0;
+    case WP_WS_DH:      return layers ? tile * F : 0;
+    case WP_WS_DGU:     return layers ? 2 * tile * F : 0;
     case WP_WS_DXN:     return layers || head ? T * H : 0;
     case WP_WS_DRES:    return T * H;   /* also carries dx_out to dx_in of a chunk without layers */
     case WP_WS_DATT:    return layers ? T * qd : 0;
     case WP_WS_DQKV:    return layers ? T * width : 0;
     case WP_WS_ROPE:    return layers ? 2 * (size_t)c->seq * (c->head_dim / 2) : 0;
     case WP_WS_LOGITS:  return head ? (size_t)wp_ce_block_tokens(c) * c->vocab : 0;
-    case WP_WS_RESTASH: return recompute && layers ? wp_layer_stash_floats(c) : 0;
+    case WP_WS_RESTASH: return recompute && layers ? wp_layer_restash_floats(c) : 0;
     case WP_WS_NPARTS:  break;
     }
     return 0;
@@ -238,10 +269,11 @@ size_t wp_workspace_floats(const WpConfig *c, const WpChunk *k, int recompute) {
 }
 
 /* Activations and their gradients at the run's precision; RoPE tables and logits fp32 (the
- * cross-entropy's softmax works on fp32 logits, model.c); the recompute stash as one layer's stash. */
+ * cross-entropy's softmax works on fp32 logits, model.c); the recompute stash as one layer's
+ * stash with one tile of gu. */
 size_t wp_workspace_part_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part, WpDtype act_dtype) {
     size_t e = wp_workspace_part_floats(c, k, recompute, part);
-    if (part == WP_WS_RESTASH) return e ? wp_layer_stash_bytes(c, act_dtype) : 0;
+    if (part == WP_WS_RESTASH) return e ? wp_layer_restash_bytes(c, act_dtype) : 0;
     if (part == WP_WS_ROPE || part == WP_WS_LOGITS) return e * sizeof(float);
     return e * wp_dtype_bytes(act_dtype);
 }

@@ -37,6 +37,8 @@ typedef struct WpConfig {
     int tied;          /* tie_word_embeddings */
     int seq;           /* S: tokens per sequence */
     int mbs;           /* G: sequences per micro-batch */
+    int mlp_tile;      /* tokens per tile of the MLP (wp_mlp_tile_tokens); 0: its default. A plan
+                          setting, not the model's: plan.json's "mlp_tile_tokens", wpgen's --mlp-tile */
 } WpConfig;
 
 /* A chunk is layers [layer0, layer0 + nlayers); the first chunk also holds the embedding, the
@@ -95,10 +97,23 @@ typedef struct WpLayerStashLayout {
     size_t x, rstd1, qkv, att, lse, x2, rstd2, gu, end;
 } WpLayerStashLayout;
 WpLayerStashLayout wp_layer_stash_layout(const WpConfig *c);
-/* One layer's part, in elements and in bytes at activation format act (statistics fp32): the
- * recompute stash of the workspace (WP_WS_RESTASH) is one. */
+/* One layer's part, in elements and in bytes at activation format act (statistics fp32). */
 size_t wp_layer_stash_floats(const WpConfig *c);
 size_t wp_layer_stash_bytes(const WpConfig *c, WpDtype act);
+/* The recompute stash of the workspace (WP_WS_RESTASH): one layer's part from rstd1 on (its x is
+ * the kept input, in the chunk's stash), with its gu cut to one MLP tile [wp_mlp_tile_tokens, 2F]
+ * (backward recomputes gate and up tile by tile). */
+size_t wp_layer_restash_floats(const WpConfig *c);
+size_t wp_layer_restash_bytes(const WpConfig *c, WpDtype act);
+
+/* Tokens per tile of the MLP: gate/up, SwiGLU and down products and their backward run on this
+ * many of the micro-batch's T = G*S tokens at a time (the last tile shorter), so that no [T, F]
+ * buffer exists (model.c, "the MLP"). c->mlp_tile when set (capped at T), else
+ * WP_MLP_TILE_DEFAULT tokens or T when smaller. WP_MLP_TILE_MIN, MAX: --mlp-tile's range. */
+#define WP_MLP_TILE_DEFAULT 4096
+#define WP_MLP_TILE_MIN 1
+#define WP_MLP_TILE_MAX (1 << 24)
+int wp_mlp_tile_tokens(const WpConfig *c);
 
 /* Elements kept from the forward of one chunk on one micro-batch for its backward pass. Without
  * recompute, every layer's part (WpLayerStashLayout); with recompute, each layer's input [T*H]
@@ -124,7 +139,12 @@ WpChunkStashLayout wp_chunk_stash_layout(const WpConfig *c, const WpChunk *k, in
  * tokens (BWD_W adds them to the chunk's gradient). Per layer, in elements from the layer's part:
  * dy = dL/dy [T*H] (down_proj's output gradient), dh [T*F] (down_proj's input gradient, before
  * SwiGLU's backward), dx2 = dL/dx2 [T*H] (o_proj's output gradient), ln1, ln2 [H] (the norms'
- * weights), dln1, dln2 [H] (their gradients for this micro-batch). */
+ * weights), dln1, dln2 [H] (their gradients for this micro-batch). The split is not tiled in
+ * memory: dh stays [T*F], and the stash W reads keeps gu [T*2F] per layer (with recompute, the
+ * restash part below rebuilds it whole). BWD_W gets no weights, so it cannot recompute gate/up
+ * or dh tile by tile as the whole backward does. Keeping copies of Wgu and Wdown [3FH] per layer
+ * instead, as the head's whead, would let it, and is smaller only once T > 3H (llama2-7b: above
+ * 12,288 tokens); not done. */
 typedef struct WpLayerKeepLayout {
     size_t dy, dh, dx2, ln1, ln2, dln1, dln2, end;
 } WpLayerKeepLayout;
@@ -156,21 +176,21 @@ int wp_ce_block_tokens(const WpConfig *c);
  * per-thread tiles, attention_work_floats; a flash-attention GPU kernel needs none). */
 typedef enum {
     WP_WS_XN,        /* [T, H] a norm's output                     activation */
-    WP_WS_H,         /* [T, F] silu(gate) * up                     activation */
-    WP_WS_DH,        /* [T, F]                                     activation gradient */
-    WP_WS_DGU,       /* [T, 2F]                                    activation gradient */
+    WP_WS_H,         /* [tile, F] silu(gate) * up, one MLP tile    activation */
+    WP_WS_DH,        /* [tile, F]                                  activation gradient */
+    WP_WS_DGU,       /* [tile, 2F]                                 activation gradient */
     WP_WS_DXN,       /* [T, H] gradient of a norm's output         activation gradient */
     WP_WS_DRES,      /* [T, H] gradient of the residual stream     activation gradient */
     WP_WS_DATT,      /* [T, heads*hd]                              activation gradient */
     WP_WS_DQKV,      /* [T, (heads + 2 kv)*hd]                     activation gradient */
     WP_WS_ROPE,      /* [S, hd/2] twice: RoPE's cos and sin        fp32 */
     WP_WS_LOGITS,    /* [wp_ce_block_tokens, V] a block of logits  fp32 */
-    WP_WS_RESTASH,   /* recompute: one layer's stash, refilled before that layer's backward */
+    WP_WS_RESTASH,   /* recompute: one layer's stash, its gu one tile (wp_layer_restash_floats) */
     WP_WS_NPARTS
 } WpWorkspacePart;
 size_t wp_workspace_part_floats(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part);
 /* The same part in bytes when activations are stored as act (RoPE tables and logits stay fp32,
- * the recompute stash is one layer's stash, wp_layer_stash_bytes). wp_workspace_bytes is the sum
+ * the recompute stash wp_layer_restash_bytes). wp_workspace_bytes is the sum
  * over the parts. */
 size_t wp_workspace_part_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part, WpDtype act);
 size_t wp_workspace_floats(const WpConfig *c, const WpChunk *k, int recompute);

@@ -15,6 +15,14 @@
  * dlogits W and dW += dlogits^T xn_blk. One more head product in backward buys memory that no
  * longer grows with the vocabulary.
  *
+ * The MLP runs in tiles of wp_mlp_tile_tokens (config.c) tokens, the last shorter, so that no
+ * [T, F] temporary exists: per tile, gu = xn Wgu^T, h = silu(g) * u and y += h Wdown^T forward;
+ * backward h again, dh = dy Wdown, dgu, dxn = dgu Wgu, and dWdown, dWgu added into dparams tile
+ * after tile (the sum over the tokens in another order than one product's: the same up to
+ * rounding). Every row is computed and rounded as untiled. gu is a layer's stash part [T, 2F]
+ * without recompute; with recompute the one-layer recompute stash holds one tile of it, and
+ * backward recomputes gu tile by tile from xn (the same bits as the forward's tile).
+ *
  * Stash layout (config.c's wp_layer_stash_layout and wp_stash_floats count the same): per layer,
  *   x [T*H] | rstd1 [T] | qkv [T*(heads+2kv)*hd] | att [T*heads*hd] | lse [G*heads*S] |
  *   x2 [T*H] | rstd2 [T] | gu [T*2F]
@@ -130,16 +138,33 @@ static LayerParams layer_params(const WpConfig *c, float *p) {
     return (LayerParams){ p + o.ln1, p + o.wqkv, p + o.wo, p + o.ln2, p + o.wgu, p + o.wdown };
 }
 
-/* Pointers into one layer's part of the stash (its layout is config.c's). */
+/* Pointers into one layer's part of the stash (its layout is config.c's). gu_tile: gu holds one
+ * MLP tile, not the T tokens (the one-layer recompute stash, config.c's wp_layer_restash_floats). */
 typedef struct {
     float *x, *rstd1, *qkv, *att, *lse, *x2, *rstd2, *gu;
+    int gu_tile;
 } LayerStash;
 
 static LayerStash layer_stash(const WpConfig *c, float *b) {
     WpLayerStashLayout l = wp_layer_stash_layout(c);
     LayerStash s = { b + l.x, b + l.rstd1, b + l.qkv, b + l.att, b + l.lse, b + l.x2, b + l.rstd2,
-                     b + l.gu };
+                     b + l.gu, 0 };
     return s;
+}
+
+/* The one-layer recompute stash at b: the layer's part from rstd1 on, gu one tile (config.c's
+ * wp_layer_restash_floats); x is the caller's, the kept input. */
+static LayerStash restash_layer(const WpConfig *c, float *b) {
+    WpLayerStashLayout l = wp_layer_stash_layout(c);
+    size_t o = l.rstd1;
+    LayerStash s = { NULL, b + (l.rstd1 - o), b + (l.qkv - o), b + (l.att - o), b + (l.lse - o), b + (l.x2 - o),
+                     b + (l.rstd2 - o), b + (l.gu - o), 1 };
+    return s;
+}
+
+/* Where tile t0's gate and up are: the tile's rows of a whole gu, or the one tile's place. */
+static float *gu_rows(const LayerStash *st, int t0, int F) {
+    return st->gu + (st->gu_tile ? 0 : (size_t)t0 * 2 * F);
 }
 
 /* The scratch's two allocations in floats, each part rounded to 64 bytes (what wp_scratch_new
@@ -164,7 +189,7 @@ size_t wp_scratch_bytes(const WpConfig *c, int max_layers) {
  * the rest is the scratch's one-layer recompute stash. */
 static LayerStash chunk_layer_stash(const WpConfig *c, const WpChunkStashLayout *sl, float *st, int i,
                                     int recompute, WpScratch *s) {
-    LayerStash ls = layer_stash(c, recompute ? s->restash : st + (size_t)i * sl->layer);
+    LayerStash ls = recompute ? restash_layer(c, s->restash) : layer_stash(c, st + (size_t)i * sl->layer);
     ls.x = st + (size_t)i * sl->layer;
     return ls;
 }
@@ -213,11 +238,11 @@ int wp_scratch_set_precision(WpScratch *s, WpDtype dtype) {
     /* a bf16 GEMM, if the BLAS has one, needs 16-bit copies of the largest product's operands */
     const WpConfig *c = &s->cfg;
     int T = c->mbs * c->seq, H = c->hidden, F = c->ffn, qd = c->heads * c->head_dim;
-    int width = (c->heads + 2 * c->kv_heads) * c->head_dim;
+    int width = (c->heads + 2 * c->kv_heads) * c->head_dim, tile = wp_mlp_tile_tokens(c);
     size_t need = matmul_bf16_work(s->ce_block, H, c->vocab);
     if (s->max_layers > 0) {
         size_t layer[4] = { matmul_bf16_work(T, H, width), matmul_bf16_work(T, qd, H),
-                            matmul_bf16_work(T, H, 2 * F), matmul_bf16_work(T, F, H) };
+                            matmul_bf16_work(tile, H, 2 * F), matmul_bf16_work(tile, F, H) };
         for (int i = 0; i < 4; i++) need = layer[i] > need ? layer[i] : need;
     }
     if (need == 0) return 0;   /* no bf16 GEMM: the conversion path needs nothing */
@@ -265,6 +290,7 @@ static void check_call(const WpConfig *c, const WpChunk *k, const WpScratch *s) 
     if (k->nlayers > s->max_layers || s->cfg.seq != c->seq || s->cfg.mbs != c->mbs ||
         s->cfg.hidden != c->hidden || s->cfg.ffn != c->ffn || s->cfg.vocab != c->vocab ||
         s->cfg.heads != c->heads || s->cfg.kv_heads != c->kv_heads || s->cfg.head_dim != c->head_dim ||
+        wp_mlp_tile_tokens(&s->cfg) != wp_mlp_tile_tokens(c) ||
         s->cfg.rope_theta != c->rope_theta || !wp_rope_scaling_equal(&s->cfg.rope_scaling, &c->rope_scaling)) {
         fprintf(stderr, "wp_chunk: chunk %d (%d layers) does not fit the scratch (%d layers) or its shape\n",
                 k->index, k->nlayers, s->max_layers);
@@ -292,12 +318,18 @@ static void layer_forward(const WpConfig *c, const LayerParams *p, const LayerSt
     matmul_forward(st->x2, st->att, p->wo, T, qd, H, 1, mm);        /* x2 = x + att Wo^T */
     rmsnorm_forward(s->xn, st->rstd2, st->x2, p->ln2, T, H, c->eps);
     store_bf16(s, s->xn, (size_t)T * H);
-    matmul_forward(st->gu, s->xn, p->wgu, T, H, 2 * F, 0, mm);
-    if (!y) return;
-    swiglu_forward(s->h, st->gu, T, F);
-    store_bf16(s, s->h, (size_t)T * F);
-    memcpy(y, st->x2, (size_t)T * H * sizeof(float));
-    matmul_forward(y, s->h, p->wdown, T, F, H, 1, mm);              /* y = x2 + h Wdown^T */
+    if (!y && st->gu_tile) return;   /* recompute: backward redoes gate/up tile by tile */
+    if (y) memcpy(y, st->x2, (size_t)T * H * sizeof(float));
+    int B = wp_mlp_tile_tokens(c);
+    for (int t0 = 0; t0 < T; t0 += B) {
+        int n = T - t0 < B ? T - t0 : B;
+        float *gu = gu_rows(st, t0, F);
+        matmul_forward(gu, s->xn + (size_t)t0 * H, p->wgu, n, H, 2 * F, 0, mm);
+        if (!y) continue;
+        swiglu_forward(s->h, gu, n, F);
+        store_bf16(s, s->h, (size_t)n * F);
+        matmul_forward(y + (size_t)t0 * H, s->h, p->wdown, n, F, H, 1, mm);   /* y = x2 + h Wdown^T */
+    }
 }
 
 /* On entry s->dres holds dL/dy; on return dL/dx. */
@@ -306,15 +338,22 @@ static void layer_backward(const WpConfig *c, const LayerParams *p, LayerParams 
     int T = c->mbs * c->seq, H = c->hidden, F = c->ffn, hd = c->head_dim;
     int qd = c->heads * hd, width = (c->heads + 2 * c->kv_heads) * hd, mm = mm_flags(s);
     int bf16 = s->dtype == WP_BF16;
-    /* MLP: y = x2 + h Wdown^T, h = silu(g) * u, gu = rmsnorm(x2) Wgu^T */
-    swiglu_forward(s->h, st->gu, T, F);
-    store_bf16(s, s->h, (size_t)T * F);
-    matmul_backward(s->dh, dp->wdown, s->dres, s->h, p->wdown, T, F, H, 0, mm);
-    swiglu_backward(s->dgu, s->dh, st->gu, T, F);
-    store_bf16(s, s->dgu, (size_t)T * 2 * F);
+    /* MLP: y = x2 + h Wdown^T, h = silu(g) * u, gu = rmsnorm(x2) Wgu^T; tile by tile, the
+     * weight gradients summed over the tiles (gu recomputed per tile with recompute) */
     rmsnorm_recompute(s->xn, st->x2, p->ln2, st->rstd2, T, H);
     store_bf16(s, s->xn, (size_t)T * H);
-    matmul_backward(s->dxn, dp->wgu, s->dgu, s->xn, p->wgu, T, H, 2 * F, 0, mm);
+    int B = wp_mlp_tile_tokens(c);
+    for (int t0 = 0; t0 < T; t0 += B) {
+        int n = T - t0 < B ? T - t0 : B;
+        float *gu = gu_rows(st, t0, F), *xn = s->xn + (size_t)t0 * H;
+        if (st->gu_tile) matmul_forward(gu, xn, p->wgu, n, H, 2 * F, 0, mm);   /* as in forward */
+        swiglu_forward(s->h, gu, n, F);
+        store_bf16(s, s->h, (size_t)n * F);
+        matmul_backward(s->dh, dp->wdown, s->dres + (size_t)t0 * H, s->h, p->wdown, n, F, H, 0, mm);
+        swiglu_backward(s->dgu, s->dh, gu, n, F);
+        store_bf16(s, s->dgu, (size_t)n * 2 * F);
+        matmul_backward(s->dxn + (size_t)t0 * H, dp->wgu, s->dgu, xn, p->wgu, n, H, 2 * F, 0, mm);
+    }
     rmsnorm_backward(s->dres, dp->ln2, s->dxn, st->x2, p->ln2, st->rstd2, T, H);   /* dres: dL/dx2 */
     store_bf16(s, s->dres, (size_t)T * H);
     /* attention: x2 = x + att Wo^T */
@@ -497,10 +536,15 @@ static void layer_backward_input(const WpConfig *c, const LayerParams *p, const 
     memcpy(kp->ln1, p->ln1, (size_t)H * sizeof(float));
     memcpy(kp->ln2, p->ln2, (size_t)H * sizeof(float));
     memcpy(kp->dy, s->dres, (size_t)T * H * sizeof(float));
-    matmul_backward(kp->dh, NULL, s->dres, NULL, p->wdown, T, F, H, 0, mm);
-    swiglu_backward(s->dgu, kp->dh, st->gu, T, F);
-    store_bf16(s, s->dgu, (size_t)T * 2 * F);
-    matmul_backward(s->dxn, NULL, s->dgu, NULL, p->wgu, T, H, 2 * F, 0, mm);
+    int B = wp_mlp_tile_tokens(c);
+    for (int t0 = 0; t0 < T; t0 += B) {
+        int n = T - t0 < B ? T - t0 : B;
+        float *dh = kp->dh + (size_t)t0 * F;
+        matmul_backward(dh, NULL, s->dres + (size_t)t0 * H, NULL, p->wdown, n, F, H, 0, mm);
+        swiglu_backward(s->dgu, dh, gu_rows(st, t0, F), n, F);
+        store_bf16(s, s->dgu, (size_t)n * 2 * F);
+        matmul_backward(s->dxn + (size_t)t0 * H, NULL, s->dgu, NULL, p->wgu, n, H, 2 * F, 0, mm);
+    }
     sum_start(kp->dln2, H);
     rmsnorm_backward(s->dres, kp->dln2, s->dxn, st->x2, p->ln2, st->rstd2, T, H);   /* dres: dL/dx2 */
     store_bf16(s, s->dres, (size_t)T * H);
@@ -522,14 +566,19 @@ static void layer_backward_weights(const WpConfig *c, LayerParams *dp, const Lay
                                    const LayerKeep *kp, WpScratch *s) {
     int T = c->mbs * c->seq, H = c->hidden, F = c->ffn, hd = c->head_dim;
     int qd = c->heads * hd, width = (c->heads + 2 * c->kv_heads) * hd, mm = mm_flags(s);
-    swiglu_forward(s->h, st->gu, T, F);
-    store_bf16(s, s->h, (size_t)T * F);
-    matmul_backward(NULL, dp->wdown, kp->dy, s->h, NULL, T, F, H, 0, mm);
-    swiglu_backward(s->dgu, kp->dh, st->gu, T, F);   /* as B computed it */
-    store_bf16(s, s->dgu, (size_t)T * 2 * F);
     rmsnorm_recompute(s->xn, st->x2, kp->ln2, st->rstd2, T, H);
     store_bf16(s, s->xn, (size_t)T * H);
-    matmul_backward(NULL, dp->wgu, s->dgu, s->xn, NULL, T, H, 2 * F, 0, mm);
+    int B = wp_mlp_tile_tokens(c);
+    for (int t0 = 0; t0 < T; t0 += B) {   /* the whole backward's tiles, in its order */
+        int n = T - t0 < B ? T - t0 : B;
+        const float *gu = gu_rows(st, t0, F), *dh = kp->dh + (size_t)t0 * F;
+        swiglu_forward(s->h, gu, n, F);
+        store_bf16(s, s->h, (size_t)n * F);
+        matmul_backward(NULL, dp->wdown, kp->dy + (size_t)t0 * H, s->h, NULL, n, F, H, 0, mm);
+        swiglu_backward(s->dgu, dh, gu, n, F);   /* as B computed it */
+        store_bf16(s, s->dgu, (size_t)n * 2 * F);
+        matmul_backward(NULL, dp->wgu, s->dgu, s->xn + (size_t)t0 * H, NULL, n, H, 2 * F, 0, mm);
+    }
     sum_add(dp->ln2, kp->dln2, H);
     matmul_backward(NULL, dp->wo, kp->dx2, st->att, NULL, T, qd, H, 0, mm);
     rmsnorm_recompute(s->xn, st->x, kp->ln1, st->rstd1, T, H);

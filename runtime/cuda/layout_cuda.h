@@ -32,7 +32,9 @@ typedef struct WcLayerStash {
     size_t end;
 } WcLayerStash;
 
-static inline WcLayerStash wc_layer_stash(const WpConfig *c) {
+/* gu_rows: the tokens gu holds, T in a chunk's stash, one MLP tile (wp_mlp_tile_tokens) in the
+ * workspace's one-layer recompute stash (wc_layer_restash; its size is wp_layer_restash_bytes). */
+static inline WcLayerStash wc_layer_stash_rows(const WpConfig *c, size_t gu_rows) {
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
     size_t qd = (size_t)c->heads * c->head_dim, width = (size_t)(c->heads + 2 * c->kv_heads) * c->head_dim;
     WcLayerStash s;
@@ -41,10 +43,24 @@ static inline WcLayerStash wc_layer_stash(const WpConfig *c) {
     s.att = s.qkv + 2 * T * width;
     s.x2 = s.att + 2 * T * qd;
     s.gu = s.x2 + 2 * T * H;
-    s.rstd1 = s.gu + 2 * T * 2 * F;
+    s.rstd1 = s.gu + 2 * gu_rows * 2 * F;
     s.lse = s.rstd1 + 4 * T;
     s.rstd2 = s.lse + 4 * (size_t)c->mbs * c->heads * c->seq;
     s.end = s.rstd2 + 4 * T;
+    return s;
+}
+
+static inline WcLayerStash wc_layer_stash(const WpConfig *c) {
+    return wc_layer_stash_rows(c, (size_t)c->mbs * c->seq);
+}
+
+/* The workspace's one-layer recompute stash: a layer's part from qkv on, gu one MLP tile. x is
+ * not in it (0 here, never used): the kept input, in the chunk's stash, is read in its place. */
+static inline WcLayerStash wc_layer_restash(const WpConfig *c) {
+    WcLayerStash s = wc_layer_stash_rows(c, (size_t)wp_mlp_tile_tokens(c));
+    size_t o = s.qkv;
+    s.qkv -= o; s.att -= o; s.x2 -= o; s.gu -= o; s.rstd1 -= o; s.lse -= o; s.rstd2 -= o; s.end -= o;
+    s.x = 0;
     return s;
 }
 
@@ -52,7 +68,7 @@ static inline WcLayerStash wc_layer_stash(const WpConfig *c) {
  * part at i * layer, then on the last chunk the last layer's output xf [T*H] bf16, the final
  * norm's rstd [T] fp32 and each token's log-sum-exp of the logits [T] fp32. Without recompute a
  * layer's part is wc_layer_stash; with recompute it is the layer's input x [T*H] bf16 alone (the
- * rest of one layer's part is recomputed into the workspace's recompute stash, a wc_layer_stash,
+ * rest of one layer's part is recomputed into the workspace's recompute stash, a wc_layer_restash,
  * before the layer's backward). total: the whole, wp_stash_bytes(c, k, recompute, WP_BF16). */
 typedef struct WcChunkStash {
     size_t layer, xf, rstdf, lse, total;
@@ -234,7 +250,8 @@ static inline int wc_gemm_desc(WcGemmDesc *d, WcMmKind kind, int T, int K, int N
 }
 
 /* The products model_cuda.cu plans at start: a layer's twelve and the LM head's three (for one
- * block of tokens; T is the block's). K, N: W's [N, K] (the fused q|k|v and gate|up weights are one
+ * block of tokens; T is the block's). The MLP's six (wc_mm_is_mlp) run on one MLP tile of tokens
+ * (T is the tile's). K, N: W's [N, K] (the fused q|k|v and gate|up weights are one
  * W each); ld_act as wc_gemm_desc's. The head's dlogits are bf16 written over the fp32 logits in
  * place (crossentropy_cuda.cu), so their rows are 2V elements apart. */
 enum {
@@ -243,6 +260,11 @@ enum {
     WC_MM_LAYER_N
 };
 enum { WC_HEAD_F, WC_HEAD_DX, WC_HEAD_DW, WC_HEAD_N };
+
+static inline int wc_mm_is_mlp(int i) {
+    return i == WC_MM_GU_F || i == WC_MM_DOWN_F || i == WC_MM_GU_DX || i == WC_MM_GU_DW || i == WC_MM_DOWN_DX ||
+           i == WC_MM_DOWN_DW;
+}
 
 typedef struct WcProduct {
     WcMmKind kind;

@@ -22,7 +22,12 @@
  * then the head's part as above; the forward writes the rest of each layer's part into the
  * workspace's one-layer recompute stash, and backward re-runs one layer's forward (without the
  * down product) into it just before that layer's backward, rounding as the first time: the same
- * bits. The split backward's B half rebuilds the whole stash into the keep, which W reads. */
+ * bits. The split backward's B half rebuilds the whole stash into the keep, which W reads.
+ *
+ * The MLP runs one tile of wp_mlp_tile_tokens tokens at a time, as cpu/model.c's (its products
+ * planned at the tile's rows and the last, shorter tile's: mlp_mm); the one-layer recompute stash
+ * holds one tile of gu and not x, which the kept input serves (wc_layer_restash); backward
+ * recomputes gu tile by tile. */
 #include <math.h>
 #include <string.h>
 #include "cuda/common_cuda.cuh"
@@ -41,7 +46,9 @@ struct WcModel {
     int ce_block;                 /* tokens per LM-head block */
     cudaStream_t stream;
     WcLt lt;
-    WcGemm layer_mm[WC_MM_LAYER_N];   /* layout_cuda.h's wc_layer_products */
+    WcGemm layer_mm[WC_MM_LAYER_N];   /* layout_cuda.h's wc_layer_products, but the MLP's */
+    WcGemm mlp_mm[2][WC_MM_LAYER_N];  /* the MLP's: [0] a tile of mlp_tile tokens, [1] the last, shorter one */
+    int mlp_tile;                 /* tokens per MLP tile (wp_mlp_tile_tokens) */
     WcGemm head_mm[2][WC_HEAD_N];    /* [0] a block of ce_block tokens, [1] the last, shorter one */
     char attention[640];          /* which attention runs, for the start-up line (wc_attention_plan) */
     char *block;                  /* the one allocation below point into */
@@ -79,10 +86,10 @@ template <typename E> static E *final_norm(const WpConfig *c, const WpChunk *k, 
 struct LayerStash {
     uint16_t *x, *qkv, *att, *x2, *gu;
     float *rstd1, *lse, *rstd2;
+    int gu_tile;   /* gu holds one MLP tile (the recompute stash), not T tokens */
 };
 
-static LayerStash layer_stash(const WpConfig *c, char *b) {
-    WcLayerStash l = wc_layer_stash(c);
+static LayerStash layer_stash_at(const WcLayerStash &l, char *b, int gu_tile) {
     LayerStash s;
     s.x = (uint16_t *)(b + l.x);
     s.qkv = (uint16_t *)(b + l.qkv);
@@ -92,13 +99,29 @@ static LayerStash layer_stash(const WpConfig *c, char *b) {
     s.rstd1 = (float *)(b + l.rstd1);
     s.lse = (float *)(b + l.lse);
     s.rstd2 = (float *)(b + l.rstd2);
+    s.gu_tile = gu_tile;
     return s;
+}
+
+static LayerStash layer_stash(const WpConfig *c, char *b) {
+    return layer_stash_at(wc_layer_stash(c), b, 0);
+}
+
+/* Where tile t0's gate and up are: the tile's rows of a whole gu, or the one tile's place. */
+static uint16_t *gu_rows(const LayerStash &st, int t0, int F) {
+    return st.gu + (st.gu_tile ? 0 : (size_t)t0 * 2 * F);
+}
+
+/* The MLP's product i planned for a tile of n tokens. */
+static const WcGemm *mlp_gemm(const WcModel *m, int n, int i) {
+    return &m->mlp_mm[n == m->mlp_tile ? 0 : 1][i];
 }
 
 /* Layer i's part of a chunk's stash st laid out as cs: with recompute, x is the kept input and
  * the rest is the workspace's one-layer recompute stash. */
 static LayerStash chunk_layer_stash(const WcModel *m, const WcChunkStash &cs, char *st, int i) {
-    LayerStash ls = layer_stash(&m->cfg, m->recompute ? m->restash : st + (size_t)i * cs.layer);
+    LayerStash ls = m->recompute ? layer_stash_at(wc_layer_restash(&m->cfg), m->restash, 1)
+                                 : layer_stash(&m->cfg, st + (size_t)i * cs.layer);
     ls.x = (uint16_t *)(st + (size_t)i * cs.layer);
     return ls;
 }
@@ -109,10 +132,16 @@ static int plan_products(WcModel *m, char *err, size_t errlen) {
     if (m->max_layers > 0) {
         WcProduct p[WC_MM_LAYER_N];
         wc_layer_products(c, p);
+        int rows[2] = { m->mlp_tile, T % m->mlp_tile };   /* the MLP's: a full tile, the last shorter one */
         for (int i = 0; i < WC_MM_LAYER_N; i++)
-            if (wc_gemm_plan(&m->lt, &m->layer_mm[i], p[i].kind, T, p[i].K, p[i].N, p[i].ld_act, p[i].out_f32,
-                             p[i].beta_c, err, errlen))
-                return -1;
+            for (int b = 0; b < (wc_mm_is_mlp(i) ? 2 : 1); b++) {
+                WcGemm *g = wc_mm_is_mlp(i) ? &m->mlp_mm[b][i] : &m->layer_mm[i];
+                int n = wc_mm_is_mlp(i) ? rows[b] : T;
+                if (n == 0) continue;   /* T is a whole number of tiles */
+                if (wc_gemm_plan(&m->lt, g, p[i].kind, n, p[i].K, p[i].N, p[i].ld_act, p[i].out_f32, p[i].beta_c,
+                                 err, errlen))
+                    return -1;
+            }
     }
     if (m->has_head) {
         WcProduct p[WC_HEAD_N];
@@ -145,6 +174,7 @@ WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recom
     m->has_head = has_head;
     m->recompute = recompute;
     m->ce_block = wp_ce_block_tokens(c);
+    m->mlp_tile = wp_mlp_tile_tokens(c);
     m->stream = (cudaStream_t)stream;
     /* cuDNN's graphs for the one attention shape, built now (their workspace is reserved here too) */
     if (max_layers > 0 && wc_attention_plan(c->mbs, c->seq, c->heads, c->kv_heads, c->head_dim, m->attention,
@@ -191,6 +221,8 @@ WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recom
 void wc_model_free(WcModel *m) {
     if (!m) return;
     for (int i = 0; i < WC_MM_LAYER_N; i++) if (m->layer_mm[i].planned) wc_gemm_free(&m->layer_mm[i]);
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < WC_MM_LAYER_N; i++) if (m->mlp_mm[b][i].planned) wc_gemm_free(&m->mlp_mm[b][i]);
     for (int b = 0; b < 2; b++)
         for (int i = 0; i < WC_HEAD_N; i++) if (m->head_mm[b][i].planned) wc_gemm_free(&m->head_mm[b][i]);
     if (m->block) CUDA_CHECK(cudaFree(m->block));
@@ -244,10 +276,16 @@ static void layer_forward(WcModel *m, const LayerParams<const uint16_t> &p, cons
     wc_attention_forward(st.att, st.lse, st.qkv, c->mbs, c->seq, c->heads, c->kv_heads, c->head_dim, s);
     wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_O_F], st.att, p.wo, st.x, st.x2, s);        /* x2 = x + att Wo^T */
     wc_rmsnorm_forward(m->xn, st.rstd2, st.x2, p.ln2, T, H, c->eps, s);
-    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_GU_F], m->xn, p.wgu, NULL, st.gu, s);
-    if (!y) return;
-    wc_swiglu_forward(m->h, st.gu, T, F, s);
-    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_DOWN_F], m->h, p.wdown, st.x2, y, s);       /* y = x2 + h Wdown^T */
+    if (!y && st.gu_tile) return;   /* recompute: backward redoes gate/up tile by tile */
+    for (int t0 = 0; t0 < T; t0 += m->mlp_tile) {
+        int n = T - t0 < m->mlp_tile ? T - t0 : m->mlp_tile;
+        uint16_t *gu = gu_rows(st, t0, F);
+        size_t r = (size_t)t0 * H;
+        wc_gemm_run(&m->lt, mlp_gemm(m, n, WC_MM_GU_F), m->xn + r, p.wgu, NULL, gu, s);
+        if (!y) continue;
+        wc_swiglu_forward(m->h, gu, n, F, s);
+        wc_gemm_run(&m->lt, mlp_gemm(m, n, WC_MM_DOWN_F), m->h, p.wdown, st.x2 + r, y + r, s);   /* y = x2 + h Wdown^T */
+    }
 }
 
 /* On entry m->dres holds dL/dy; on return dL/dx. */
@@ -256,14 +294,21 @@ static void layer_backward(WcModel *m, const LayerParams<const uint16_t> &p, con
     const WpConfig *c = &m->cfg;
     int T = c->mbs * c->seq, H = c->hidden, F = c->ffn;
     cudaStream_t s = m->stream;
-    /* MLP: y = x2 + h Wdown^T, h = silu(g) * u, gu = rmsnorm(x2) Wgu^T */
-    wc_swiglu_forward(m->h, st.gu, T, F, s);
-    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_DOWN_DX], m->dres, p.wdown, NULL, m->dh, s);
-    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_DOWN_DW], m->dres, m->h, NULL, dp.wdown, s);
-    wc_swiglu_backward(m->dgu, m->dh, st.gu, T, F, s);
+    /* MLP: y = x2 + h Wdown^T, h = silu(g) * u, gu = rmsnorm(x2) Wgu^T; tile by tile, the weight
+     * gradients summed over the tiles (beta 1), gu recomputed per tile with recompute */
     wc_rmsnorm_recompute(m->xn, st.x2, p.ln2, st.rstd2, T, H, s);
-    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_GU_DX], m->dgu, p.wgu, NULL, m->dxn, s);
-    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_GU_DW], m->dgu, m->xn, NULL, dp.wgu, s);
+    for (int t0 = 0; t0 < T; t0 += m->mlp_tile) {
+        int n = T - t0 < m->mlp_tile ? T - t0 : m->mlp_tile;
+        uint16_t *gu = gu_rows(st, t0, F);
+        size_t r = (size_t)t0 * H;
+        if (st.gu_tile) wc_gemm_run(&m->lt, mlp_gemm(m, n, WC_MM_GU_F), m->xn + r, p.wgu, NULL, gu, s);   /* as in forward */
+        wc_swiglu_forward(m->h, gu, n, F, s);
+        wc_gemm_run(&m->lt, mlp_gemm(m, n, WC_MM_DOWN_DX), m->dres + r, p.wdown, NULL, m->dh, s);
+        wc_gemm_run(&m->lt, mlp_gemm(m, n, WC_MM_DOWN_DW), m->dres + r, m->h, NULL, dp.wdown, s);
+        wc_swiglu_backward(m->dgu, m->dh, gu, n, F, s);
+        wc_gemm_run(&m->lt, mlp_gemm(m, n, WC_MM_GU_DX), m->dgu, p.wgu, NULL, m->dxn + r, s);
+        wc_gemm_run(&m->lt, mlp_gemm(m, n, WC_MM_GU_DW), m->dgu, m->xn + r, NULL, dp.wgu, s);
+    }
     wc_rmsnorm_backward(m->dres, 1, dp.ln2, m->dxn, st.x2, p.ln2, st.rstd2, T, H, m->norm_partials, s);
     /* attention: x2 = x + att Wo^T */
     wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_O_DX], m->dres, p.wo, NULL, m->datt, s);
@@ -410,9 +455,14 @@ static void layer_backward_input(WcModel *m, const LayerParams<const uint16_t> &
     copy_d2d(kp.ln1, p.ln1, (size_t)H * sizeof(uint16_t), s);
     copy_d2d(kp.ln2, p.ln2, (size_t)H * sizeof(uint16_t), s);
     copy_d2d(kp.dy, m->dres, (size_t)T * H * sizeof(uint16_t), s);
-    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_DOWN_DX], m->dres, p.wdown, NULL, kp.dh, s);
-    wc_swiglu_backward(m->dgu, kp.dh, st.gu, T, F, s);
-    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_GU_DX], m->dgu, p.wgu, NULL, m->dxn, s);
+    for (int t0 = 0; t0 < T; t0 += m->mlp_tile) {
+        int n = T - t0 < m->mlp_tile ? T - t0 : m->mlp_tile;
+        uint16_t *dh = kp.dh + (size_t)t0 * F;
+        size_t r = (size_t)t0 * H;
+        wc_gemm_run(&m->lt, mlp_gemm(m, n, WC_MM_DOWN_DX), m->dres + r, p.wdown, NULL, dh, s);
+        wc_swiglu_backward(m->dgu, dh, gu_rows(st, t0, F), n, F, s);
+        wc_gemm_run(&m->lt, mlp_gemm(m, n, WC_MM_GU_DX), m->dgu, p.wgu, NULL, m->dxn + r, s);
+    }
     wc_fill_f32(kp.dln2, -0.0f, (size_t)H, s);
     wc_rmsnorm_backward(m->dres, 1, kp.dln2, m->dxn, st.x2, p.ln2, st.rstd2, T, H, m->norm_partials, s);
     copy_d2d(kp.dx2, m->dres, (size_t)T * H * sizeof(uint16_t), s);
@@ -432,11 +482,16 @@ static void layer_backward_weights(WcModel *m, const LayerParams<float> &dp, con
     const WpConfig *c = &m->cfg;
     int T = c->mbs * c->seq, H = c->hidden, F = c->ffn;
     cudaStream_t s = m->stream;
-    wc_swiglu_forward(m->h, st.gu, T, F, s);
-    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_DOWN_DW], kp.dy, m->h, NULL, dp.wdown, s);
-    wc_swiglu_backward(m->dgu, kp.dh, st.gu, T, F, s);   /* as B computed it */
     wc_rmsnorm_recompute(m->xn, st.x2, kp.ln2, st.rstd2, T, H, s);
-    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_GU_DW], m->dgu, m->xn, NULL, dp.wgu, s);
+    for (int t0 = 0; t0 < T; t0 += m->mlp_tile) {   /* the whole backward's tiles, in its order */
+        int n = T - t0 < m->mlp_tile ? T - t0 : m->mlp_tile;
+        const uint16_t *gu = gu_rows(st, t0, F), *dh = kp.dh + (size_t)t0 * F;
+        size_t r = (size_t)t0 * H;
+        wc_swiglu_forward(m->h, gu, n, F, s);
+        wc_gemm_run(&m->lt, mlp_gemm(m, n, WC_MM_DOWN_DW), kp.dy + r, m->h, NULL, dp.wdown, s);
+        wc_swiglu_backward(m->dgu, dh, gu, n, F, s);   /* as B computed it */
+        wc_gemm_run(&m->lt, mlp_gemm(m, n, WC_MM_GU_DW), m->dgu, m->xn + r, NULL, dp.wgu, s);
+    }
     wc_acc_launch(dp.ln2, WP_FP32, kp.dln2, WP_FP32, (size_t)H, 0, s);
     wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_O_DW], kp.dx2, st.att, NULL, dp.wo, s);
     wc_rmsnorm_recompute(m->xn, st.x, kp.ln1, st.rstd1, T, H, s);

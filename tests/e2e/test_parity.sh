@@ -92,6 +92,14 @@ case_ zb1 topologies/cpu-2x2.json 4 2 --replicas 2
 case_ 1f1b topologies/cpu-2x2.json 4 2 --first-stage-layers 1 --last-stage-layers 1
 case_ zb1 topologies/cpu-2x2.json 4 2 --last-stage-layers 1
 case_ zb1 "$(topo_for 3)" 3 2 --first-stage-layers 2
+# the MLP in tiles of tokens (--mlp-tile; runtime/cpu/model.c): 96 tokens a micro-batch in tiles of
+# 40 (the last 16) and of 32, with recomputation (gate/up recomputed tile by tile) and the split
+# backward; the reference untiled. Tiling changes only the order in which the weight gradients
+# sum over the tokens: in fp32 a sum of n terms moves by about n ulps, far below 1e-5 and 1e-4
+case_ weipipe-interleave topologies/cpu-2x2.json 4 1 --mlp-tile 40
+case_ weipipe-interleave topologies/cpu-2x2.json 4 2 --mlp-tile 40 --recompute
+case_ 1f1b topologies/cpu-2x2.json 4 1 --mlp-tile 32
+case_ zb1 topologies/cpu-2x2.json 4 2 --mlp-tile 40 --recompute
 # a strategy that is not shipped, with an option of its own (tests/cli/test_declare.sh)
 case_ tests/data/strategies/buckets.lua topologies/cpu-2x2.json 4 2 --replicas 4 --buckets 2
 export PREC="bf16 fp32"
@@ -102,6 +110,8 @@ done
 LOSS_TOL=1e-3 WEIGHT_TOL=3.9e-3 case_ fsdp topologies/cpu-2x2.json 4 1
 LOSS_TOL=1e-3 WEIGHT_TOL=3.9e-3 case_ tawpipe topologies/cpu-2x2.json 4 1
 LOSS_TOL=1e-3 WEIGHT_TOL=3.9e-3 case_ tawpipe topologies/cpu-uneven.json 6 1
+# the MLP in tiles: its weight gradients summed in another order than the untiled reference's
+LOSS_TOL=1e-3 WEIGHT_TOL=3.9e-3 case_ weipipe-interleave topologies/cpu-2x2.json 4 1 --mlp-tile 40
 # several micro-batches per rank: the gradient chain sums them in another order than the reference.
 # AdamW's first steps move each weight by about lr * sign(gradient), so a gradient near 0 whose
 # sign the order flips moves its weight by 2 lr: on some CPUs (OpenBLAS's Haswell kernels, this

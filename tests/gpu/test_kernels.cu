@@ -4,9 +4,10 @@
  * against the CUDA-core one and against itself run again, and the dispatch between them; ring
  * attention's blocks against the CPU's fp32 ones), the cuBLASLt products (aligned operands and
  * not), and whole chunks (first, middle, last, several layers in one chunk, tied embeddings,
- * chunks without layers, Llama 3.1's RoPE scaling with an explicit head_dim; with and without
- * recompute), one line per check with the largest absolute and relative error and the
- * tolerance. Exit 1 if any check fails, 0 otherwise; without a CUDA device it says so and exits 0.
+ * chunks without layers, Llama 3.1's RoPE scaling with an explicit head_dim, the MLP in tiles of
+ * tokens; with and without recompute), one line per check with the largest absolute and relative
+ * error and the tolerance. Exit 1 if any check fails, 0 otherwise; without a CUDA device it says
+ * so and exits 0.
  *
  * Build and run (from the repository root, after `make`):
  *   nvcc -O3 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
@@ -739,12 +740,14 @@ static const char *CHAIN = "roundings one ulp apart (sums in another order) carr
  * recompute: each chunk's output and input gradient, the mean loss, every tensor's gradient; and
  * the GPU's recomputed run the same bits as its plain one. llama3: as Llama 3.1 and Qwen 3 have
  * it, RoPE scaled (an original context of 32, so that the frequencies fall in all three of the
- * rule's bands) and an explicit head_dim of 64 (q 256 wide against a hidden size of 128). */
-static void test_chunks(const char *label, int tied, const std::vector<int> &layers, int llama3 = 0) {
+ * rule's bands) and an explicit head_dim of 64 (q 256 wide against a hidden size of 128).
+ * mlp_tile: the MLP in tiles of that many of the 200 tokens (config.h's mlp_tile; 0: untiled). */
+static void test_chunks(const char *label, int tied, const std::vector<int> &layers, int llama3 = 0, int mlp_tile = 0) {
     WpConfig c;
     memset(&c, 0, sizeof c);
     c.hidden = 128; c.layers = 3; c.heads = 4; c.kv_heads = 2; c.head_dim = 32; c.ffn = 352; c.vocab = 512;
     c.eps = 1e-5f; c.rope_theta = 10000.0f; c.tied = tied; c.seq = 100; c.mbs = 2;
+    c.mlp_tile = mlp_tile;
     if (llama3) {
         c.head_dim = 64;
         c.rope_scaling.factor = 8; c.rope_scaling.low_freq_factor = 1; c.rope_scaling.high_freq_factor = 4;
@@ -848,6 +851,7 @@ int main(void) {
                                                                              * the head's dW into the embedding's */
     test_chunks("no-layer chunks", 0, std::vector<int>{ 0, 2, 0 });         /* the embedding alone, the head alone */
     test_chunks("3 chunks, RoPE scaled, head_dim 64", 0, std::vector<int>{ 1, 1, 1 }, 1);
+    test_chunks("3 chunks, MLP in tiles of 48", 0, std::vector<int>{ 1, 2, 1 }, 0, 48);   /* 4 x 48 + 8 */
     CUDA_CHECK(cudaStreamDestroy(stream));
     printf("test_kernels: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;

@@ -1,6 +1,7 @@
 /* The C side of the PyTorch parity test: builds a small model (several layers, grouped-query
  * attention, untied head, byte vocabulary; or a tied, multi-query one with S = 100; or the first
- * with Llama 3.1's RoPE scaling; or with an explicit head_dim, heads x head_dim != hidden), runs
+ * with Llama 3.1's RoPE scaling; or with an explicit head_dim, heads x head_dim != hidden; or the
+ * first with its MLP in tiles of 10 of the 66 tokens, the last 6, with recompute too), runs
  * one forward and backward of a micro-batch, and writes everything PyTorch needs to redo it into
  * one safetensors file: the weights under their Hugging Face names, tokens, targets, the shape
  * (metadata), and the results: loss, each token's log-sum-exp of the logits, and the gradient of
@@ -8,7 +9,7 @@
  * `dump OUT CHECKPOINT` runs the same batch (2 sequences of 33) on the weights of a checkpoint
  * instead, the model's shape from the config.json beside it: what tests/export/test_export.sh
  * compares transformers' logits of an export with.
- * usage: dump OUT.safetensors [untied | tied | llama3 | head_dim | CHECKPOINT] */
+ * usage: dump OUT.safetensors [untied | tied | llama3 | head_dim | mlp_tile | mlp_tile_rc | CHECKPOINT] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,10 +20,13 @@
 #include "train/safetensors.h"
 
 int main(int argc, char **argv) {
-    if (argc < 2) { fprintf(stderr, "usage: %s OUT.safetensors [untied | tied | llama3 | head_dim | CHECKPOINT]\n", argv[0]); return 2; }
+    if (argc < 2) { fprintf(stderr, "usage: %s OUT.safetensors [untied | tied | llama3 | head_dim | mlp_tile | mlp_tile_rc | CHECKPOINT]\n", argv[0]); return 2; }
     const char *variant = argc > 2 ? argv[2] : "untied";
     int tied = !strcmp(variant, "tied");
-    const char *ckpt = !tied && strcmp(variant, "untied") && strcmp(variant, "llama3") && strcmp(variant, "head_dim") ? variant : NULL;
+    /* mlp_tile, mlp_tile_rc: the MLP in tiles (config.h's mlp_tile), the second with recompute (gate
+     * and up recomputed tile by tile in backward) */
+    int tiled = !strcmp(variant, "mlp_tile") || !strcmp(variant, "mlp_tile_rc"), recompute = !strcmp(variant, "mlp_tile_rc");
+    const char *ckpt = !tied && !tiled && strcmp(variant, "untied") && strcmp(variant, "llama3") && strcmp(variant, "head_dim") ? variant : NULL;
     WpConfig c = { .hidden = 64, .layers = 3, .heads = 4, .kv_heads = 2, .head_dim = 16, .ffn = 176,
                    .vocab = 256, .eps = 1e-5f, .rope_theta = 10000.0f, .tied = 0, .seq = 33, .mbs = 2 };
     /* tied: also multi-query, another theta and eps, and S over two attention tiles */
@@ -35,6 +39,7 @@ int main(int argc, char **argv) {
                                           .original_max_position_embeddings = 256 };
     /* head_dim: q is 4 x 24 = 96 wide against a hidden size of 64, k and v 2 x 24 */
     if (!strcmp(variant, "head_dim")) c.head_dim = 24;
+    if (tiled) c.mlp_tile = 10;
     char err[1024], name[256], cfgpath[4200];
     if (ckpt) {
         const char *slash = strrchr(ckpt, '/');
@@ -49,7 +54,7 @@ int main(int argc, char **argv) {
     WpTensor *ts = malloc(nt * sizeof *ts);
     wp_chunk_tensors(&c, &k, ts);
     float *params = malloc(k.nparams * sizeof(float)), *grad = calloc(k.nparams, sizeof(float));
-    size_t nstash = wp_stash_floats(&c, &k, 0);
+    size_t nstash = wp_stash_floats(&c, &k, recompute);
     float *stash = malloc(nstash * sizeof(float));
     wp_chunk_init(&c, &k, params, 2024);
     if (ckpt && ckpt_load(ckpt, &c, &k, 1, &params, NULL, NULL, NULL, err, sizeof err)) { fprintf(stderr, "dump: %s\n", err); return 2; }
@@ -69,8 +74,8 @@ int main(int argc, char **argv) {
 
     WpScratch *s = wp_scratch_new(&c, c.layers);
     double loss_sum = 0;
-    wp_chunk_forward(&c, &k, params, tokens, targets, NULL, NULL, stash, 0, s, &loss_sum);
-    wp_chunk_backward(&c, &k, params, tokens, targets, stash, 0, NULL, NULL, grad, 1.0f / T, s);
+    wp_chunk_forward(&c, &k, params, tokens, targets, NULL, NULL, stash, recompute, s, &loss_sum);
+    wp_chunk_backward(&c, &k, params, tokens, targets, stash, recompute, NULL, NULL, grad, 1.0f / T, s);
     wp_scratch_free(s);
 
     WpStWriter *w = wp_st_writer_new();

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# PyTorch parity of the CPU model: tests/torch/dump.c runs the C model and writes weights, batch,
+# PyTorch parity of the CPU model (its MLP untiled and in tiles of tokens, the PyTorch side untiled):
+# tests/torch/dump.c runs the C model and writes weights, batch,
 # loss, log-sum-exp of the logits and gradients; tests/torch/parity.py redoes it in PyTorch and compares (the
 # tolerances are stated there). Then a tied model's step through a pipelined plan under mpirun
 # against PyTorch (tests/torch/pipelined_tied.py). Uses Debian's python3-torch through /usr/bin/python3 (not a
@@ -17,7 +18,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 gcc -O2 -std=c11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -fopenmp -Iruntime \
     tests/torch/dump.c "$build/libwprt.a" -lopenblas -ljansson -lm -o "$tmp/dump"
 status=0
-for variant in untied tied llama3 head_dim; do
+for variant in untied tied llama3 head_dim mlp_tile mlp_tile_rc; do
     "$tmp/dump" "$tmp/$variant.safetensors" $variant
     (cd tests/torch && $py parity.py "$tmp/$variant.safetensors") || status=1
 done
@@ -45,5 +46,5 @@ for s in weipipe-interleave 1f1b; do
         echo "FAIL  the tied pipelined run under $s: $(tail -5 "$tmp/out")"; status=1
     fi
 done
-[ $status = 0 ] && echo "torch parity: loss, log-sum-exp and every gradient match (untied GQA, tied MQA, Llama 3.1 RoPE scaling, explicit head_dim; a tied model through weipipe-interleave and 1f1b)"
+[ $status = 0 ] && echo "torch parity: loss, log-sum-exp and every gradient match (untied GQA, tied MQA, Llama 3.1 RoPE scaling, explicit head_dim, the MLP in tiles with and without recompute; a tied model through weipipe-interleave and 1f1b)"
 exit $status

@@ -37,6 +37,7 @@ static WpConfig configs[5];
 static void make_configs(void) {
     configs[0] = cfg(128, 4, 2, 32, 352, 512, 100, 2, 0);
     configs[1] = cfg(72, 3, 3, 24, 200, 1001, 37, 3, 1);
+    configs[1].mlp_tile = 10;   /* MLP tiles of 10 of 111 tokens: the recompute stash's gu is one */
     configs[2] = cfg(2048, 16, 16, 128, 5632, 32000, 4096, 1, 0);
     configs[3] = cfg(2048, 16, 4, 128, 5632, 32000, 16384, 4, 0);
     configs[4] = cfg(64, 2, 1, 48, 100, 300, 9, 2, 0);   /* heads x head_dim != hidden */
@@ -165,7 +166,7 @@ static void test_workspace(void) {
                      * a block, both RoPE tables, the activations the kernels write */
                     size_t T = (size_t)c->mbs * c->seq;
                     if (rec && nl) {
-                        size_t one = wc_layer_stash(c).end;
+                        size_t one = wc_layer_restash(c).end;
                         CHECK(w.off[WP_WS_RESTASH + 1] - w.off[WP_WS_RESTASH] >= one &&
                               w.off[WP_WS_RESTASH + 1] - w.off[WP_WS_RESTASH] < one + WC_WS_ALIGN,
                               "config %d: the recompute stash holds one layer's stash (%zu bytes), %zu", ci, one,
@@ -177,7 +178,11 @@ static void test_workspace(void) {
                     if (nl) {
                         CHECK(w.off[WP_WS_ROPE + 1] - w.off[WP_WS_ROPE] >= 2 * (size_t)c->seq * (c->head_dim / 2) * 4,
                               "config %d: rope tables", ci);
-                        CHECK(w.off[WP_WS_DGU + 1] - w.off[WP_WS_DGU] >= 2 * T * 2 * c->ffn, "config %d: dgu", ci);
+                        /* the MLP's temporaries hold one tile of tokens (config 3: 4096 of 65536) */
+                        size_t tile = (size_t)wp_mlp_tile_tokens(c);
+                        CHECK(w.off[WP_WS_DGU + 1] - w.off[WP_WS_DGU] >= 2 * tile * 2 * c->ffn &&
+                              w.off[WP_WS_H + 1] - w.off[WP_WS_H] >= 2 * tile * c->ffn &&
+                              w.off[WP_WS_DH + 1] - w.off[WP_WS_DH] >= 2 * tile * c->ffn, "config %d: h, dh, dgu", ci);
                         CHECK(w.off[WP_WS_DQKV + 1] - w.off[WP_WS_DQKV] >=
                               2 * T * (c->heads + 2 * c->kv_heads) * c->head_dim, "config %d: dqkv", ci);
                     }

@@ -512,6 +512,39 @@ static void test_ce_blocks(void) {
     free(params); free(g1); free(g5); free(gb); free(g5r);
 }
 
+/* The MLP in tiles of tokens (5 of 14: a shorter last tile; and 1) gives the untiled loss and
+ * gradients up to the order of the weight gradients' sums over the tokens (fp32: relative 1e-6),
+ * and with recompute (gate/up recomputed tile by tile) the tiled run's bits. */
+static void test_mlp_tiles(void) {
+    WpConfig c = tiny_config(0);
+    WpChunk k = wp_chunk_make(&c, 0, 0, c.layers, 1, 1);
+    CHECK(wp_mlp_tile_tokens(&c) == c.mbs * c.seq, "tiny model: one MLP tile (%d tokens)", wp_mlp_tile_tokens(&c));
+    float *params = malloc(k.nparams * 4), *g1 = calloc(k.nparams, 4), *g5 = calloc(k.nparams, 4);
+    float *gt1 = calloc(k.nparams, 4), *g5r = calloc(k.nparams, 4);
+    int tokens[14], targets[14];
+    test_params(&c, &k, params);
+    make_batch(&c, tokens, targets);
+    int one[1] = { 2 }, two[2] = { 1, 1 };
+    double l1 = run_chunked(&c, params, tokens, targets, one, 1, 0, g1);
+    WpConfig c5 = c, ct1 = c;
+    c5.mlp_tile = 5;
+    ct1.mlp_tile = 1;
+    CHECK(wp_mlp_tile_tokens(&c5) == 5 && wp_workspace_part_floats(&c5, &k, 0, WP_WS_DGU) == 5 * 2 * (size_t)c.ffn,
+          "tiles of 5: the SwiGLU gradient is one tile's");
+    double l5 = run_chunked(&c5, params, tokens, targets, two, 2, 0, g5);
+    double lt1 = run_chunked(&ct1, params, tokens, targets, one, 1, 0, gt1);
+    double l5r = run_chunked(&c5, params, tokens, targets, two, 2, 1, g5r);
+    CHECK_CLOSE(l5, l1, 1e-6, 0, "loss: MLP in tiles of 5 tokens vs untiled");
+    CHECK_CLOSE(lt1, l1, 1e-6, 0, "loss: MLP in tiles of 1 token vs untiled");
+    double d5 = max_rel_diff(g5, g1, k.nparams), dt1 = max_rel_diff(gt1, g1, k.nparams);
+    CHECK(d5 <= 1e-6 && dt1 <= 1e-6, "gradient: MLP in tiles vs untiled differ by %g (5), %g (1)", d5, dt1);
+    CHECK(l5r == l5 && !memcmp(g5r, g5, k.nparams * 4),
+          "tiles of 5 with recompute: not the bits of tiles of 5 without (gradient differs by %g)",
+          max_rel_diff(g5r, g5, k.nparams));
+    printf("MLP in tiles: |tiles of 5 - untiled| %.3g, |tiles of 1 - untiled| %.3g\n", d5, dt1);
+    free(params); free(g1); free(g5); free(gt1); free(g5r);
+}
+
 /* The sizes the planner reads: the logits exist one block at a time, the stash keeps a
  * log-sum-exp per token instead of the softmax, and the bf16 byte counts halve activations only. */
 static void test_memory_sizes(void) {
@@ -527,17 +560,22 @@ static void test_memory_sizes(void) {
     CHECK(logits * 4 <= ((size_t)32 << 20), "a logits block is %zu bytes", logits * 4);
     CHECK(wp_workspace_part_floats(&c, &mid, 0, WP_WS_LOGITS) == 0, "no logits off the LM-head chunk");
     /* recompute by layer: the stash keeps each layer's input (and the head's part), the workspace
-     * one layer's stash, refilled before that layer's backward */
+     * one layer's stash with one MLP tile of gu, refilled before that layer's backward */
+    size_t F = c.ffn, tile = (size_t)wp_mlp_tile_tokens(&c), cut = T * H + (T - tile) * 2 * F;   /* x, gu beyond a tile */
+    CHECK(tile == WP_MLP_TILE_DEFAULT, "T = 65536: MLP tiles of %zu tokens", tile);
     CHECK(wp_workspace_part_floats(&c, &mid, 0, WP_WS_RESTASH) == 0 &&
-          wp_workspace_part_floats(&c, &mid, 1, WP_WS_RESTASH) == wp_layer_stash_floats(&c) &&
-          wp_workspace_part_floats(&c, &last, 1, WP_WS_RESTASH) == wp_layer_stash_floats(&c),
-          "the recompute stash is one layer's stash (%zu floats), with recompute only: %zu",
-          wp_layer_stash_floats(&c), wp_workspace_part_floats(&c, &mid, 1, WP_WS_RESTASH));
+          wp_workspace_part_floats(&c, &mid, 1, WP_WS_RESTASH) == wp_layer_stash_floats(&c) - cut &&
+          wp_workspace_part_floats(&c, &last, 1, WP_WS_RESTASH) == wp_layer_stash_floats(&c) - cut,
+          "the recompute stash is one layer's stash without x, with one tile of gu (%zu floats), with recompute only: %zu",
+          wp_layer_stash_floats(&c) - cut, wp_workspace_part_floats(&c, &mid, 1, WP_WS_RESTASH));
     CHECK(wp_workspace_part_floats(&c, &head, 1, WP_WS_RESTASH) == 0, "a chunk without layers recomputes nothing");
     WpChunk one = wp_chunk_make(&c, 1, 8, 1, 0, 0);
-    CHECK(wp_workspace_part_bytes(&c, &mid, 1, WP_WS_RESTASH, WP_BF16) == wp_layer_stash_bytes(&c, WP_BF16) &&
+    CHECK(wp_workspace_part_bytes(&c, &mid, 1, WP_WS_RESTASH, WP_BF16) == wp_layer_stash_bytes(&c, WP_BF16) - 2 * cut &&
           wp_layer_stash_bytes(&c, WP_BF16) == wp_stash_bytes(&c, &one, 0, WP_BF16),
-          "the recompute stash in bytes is one layer's stash");
+          "the recompute stash in bytes is one layer's stash with one tile of gu");
+    /* no [T, F] temporary: the MLP's are one tile's */
+    CHECK(wp_workspace_part_floats(&c, &mid, 1, WP_WS_H) == tile * F && wp_workspace_part_floats(&c, &mid, 1, WP_WS_DH) == tile * F &&
+          wp_workspace_part_floats(&c, &mid, 1, WP_WS_DGU) == 2 * tile * F, "the MLP's temporaries are one tile's");
     CHECK(wp_stash_floats(&c, &mid, 1) == 8 * T * H, "recompute: a middle chunk keeps its 8 layers' inputs");
     CHECK(wp_stash_floats(&c, &last, 1) == 8 * T * H + T * H + 2 * T && wp_stash_floats(&c, &head, 1) == T * H + 2 * T,
           "recompute: the last chunk keeps its layers' inputs and the head's part (xf, rstd, lse)");
@@ -584,6 +622,7 @@ int main(void) {
     test_chunking_and_recompute();
     test_accumulation();
     test_ce_blocks();
+    test_mlp_tiles();
     test_memory_sizes();
     test_recompute_identical();   /* last: its draws would change the inputs of the others */
     return check_summary("test_grad");

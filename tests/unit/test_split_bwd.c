@@ -6,7 +6,8 @@
  * earlier micro-batches, and when other chunks' computations run on the same scratch between
  * the two halves (as a schedule interleaves them), and in bf16 through a bf16 GEMM too. The keep
  * is exactly wp_keep_floats long; W reads no part of it B did not write (it starts as NaN), no
- * weights (B's copy of them is NaN once B returns) and no attention log-sum-exps (likewise). */
+ * weights (B's copy of them is NaN once B returns) and no attention log-sum-exps (likewise).
+ * Each case runs untiled and with the MLP in tiles of 4 of the 14 tokens (the last one shorter). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #define GUARD 64
 
 static int sbgemm_forced;   /* the products run through plain_sbgemm (the label says so) */
+static int mlp_tile;        /* WpConfig's mlp_tile for the case (0: untiled at 14 tokens) */
 #define GUARD_VAL 4321.5f
 
 /* Chunk k of the given split, its parameters from params of the whole model (single-chunk
@@ -44,11 +46,12 @@ static float *chunk_params(const WpConfig *c, const WpChunk *k, const float *par
  * both ways from the same stash and output gradient. */
 static void check_split(int tied, const int *split, int nchunks, int recompute, WpDtype dtype, int ce_block) {
     WpConfig c = tiny_config(tied);
+    c.mlp_tile = mlp_tile;
     int T = c.mbs * c.seq, H = c.hidden;
-    char what[96];
-    snprintf(what, sizeof what, "%s%d chunk%s, %s, recompute %d, ce block %d", tied ? "tied, " : "", nchunks,
+    char what[112];
+    snprintf(what, sizeof what, "%s%d chunk%s, %s, recompute %d, ce block %d, mlp tile %d", tied ? "tied, " : "", nchunks,
              nchunks > 1 ? "s" : "", dtype != WP_BF16 ? "fp32" : sbgemm_forced ? "bf16 (bf16 GEMM)" : "bf16",
-             recompute, ce_block);
+             recompute, ce_block, wp_mlp_tile_tokens(&c));
     WpChunk whole = wp_chunk_make(&c, 0, 0, c.layers, 1, 1);
     float *params = malloc(whole.nparams * 4);
     int tokens[14], targets[14], tokens2[14], targets2[14];
@@ -171,8 +174,10 @@ static void check_keep_sizes(void) {
 int main(void) {
     int one[1] = { 2 }, two[2] = { 1, 1 }, three[3] = { 1, 1, 0 };
     check_keep_sizes();
+    for (int tile = 0; tile <= 4; tile += 4)
     for (int bf = 0; bf < 2; bf++)
         for (int rc = 0; rc < 2; rc++) {
+            mlp_tile = tile;
             WpDtype dt = bf ? WP_BF16 : WP_FP32;
             check_split(0, one, 1, rc, dt, 0);
             check_split(0, two, 2, rc, dt, 5);     /* the head in blocks of 5 of 14 tokens */
@@ -186,6 +191,9 @@ int main(void) {
     sbgemm_forced = 1;
     sbgemm_calls = 0;
     check_split(0, two, 2, 0, WP_BF16, 5);
+    mlp_tile = 4;
+    check_split(0, two, 2, 1, WP_BF16, 5);
+    mlp_tile = 0;
     check_split(0, three, 3, 1, WP_BF16, 0);
     check_split(1, one, 1, 0, WP_BF16, 4);
     matmul_force_bf16_gemm(NULL);
