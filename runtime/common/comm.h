@@ -2,7 +2,8 @@
  * over groups of ranks for the plan IR's SEND/RECV/BCAST/REDUCE/ALLREDUCE/ALLGATHER/REDUCE_SCATTER,
  * all non-blocking, plus the few blocking calls a trainer needs around the step (barrier, scalar
  * sums, checkpoint gather/scatter). Implementations: runtime/mpi/ (MPI, host buffers) and
- * runtime/nccl/ (NCCL on device buffers, bootstrapped and with its blocking calls over MPI).
+ * runtime/nccl/ (NCCL on device buffers, bootstrapped over MPI), both with the blocking calls
+ * and the world of runtime/hostmpi/.
  *
  * How emitted code uses it, one turn:
  *
@@ -46,8 +47,9 @@
  * seconds, or comm_set_timeout), except comm_bcast_bytes_save's, which waits for rank 0 to write
  * a checkpoint and has its own (WP_SAVE_TIMEOUT; default none). When it passes, the rank prints one line to stderr naming
  * itself, the turn, the operation, the peer or group and the label still pending, and aborts the
- * whole job (exit status COMM_ABORT_STATUS) instead of hanging. A failing MPI call does likewise,
- * naming the call and MPI's error string.
+ * whole job (exit status COMM_ABORT_STATUS) instead of hanging. A failing MPI or NCCL call does
+ * likewise, naming the rank, the file and line, the call and the library's error text (every
+ * failure of the runtime ends through common/fail.h).
  *
  * Calls are made from one thread (the compute may use OpenMP inside; MPI_THREAD_FUNNELED). */
 #ifndef WP_COMM_H
