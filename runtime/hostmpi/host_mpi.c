@@ -31,6 +31,35 @@ void *hm_alloc(void *p, size_t bytes) {
     return q;
 }
 
+/* --- What every layer has alike (host_mpi.h): counters, clock, settings, failing ----------- */
+
+double comm_now(const Comm *c) { return hm_now(comm_host(c)); }
+int comm_rank(const Comm *c) { return comm_host(c)->rank; }
+int comm_size(const Comm *c) { return comm_host(c)->size; }
+int comm_local_size(const Comm *c) { return comm_host(c)->local_size; }
+const CommStats *comm_stats(const Comm *c) { return &comm_host(c)->stats; }
+void comm_reset_stats(Comm *c) { memset(&comm_host(c)->stats, 0, sizeof(CommStats)); }
+void comm_set_save_timeout(Comm *c, double seconds) { hm_set_timeout(comm_host(c), seconds, 1); }
+
+void hm_check_peer(const CommGroups *t, CommKind kind, int peer, const CommInfo *info) {
+    char err[320];
+    if (cb_check_peer(t, kind, peer, info, err, sizeof err)) comm_fail("%s", err);
+}
+
+const CommGroup *hm_member(const CommGroups *t, CommKind kind, int g, const CommInfo *info) {
+    char err[320];
+    const CommGroup *gr = cb_member(t, kind, g, info, err, sizeof err);
+    if (!gr) comm_fail("%s", err);
+    return gr;
+}
+
+int hm_root(const CommGroups *t, CommKind kind, int g, int root, const CommInfo *info) {
+    char err[320];
+    int r = cb_root(t, kind, g, root, info, err, sizeof err);
+    if (r < 0) comm_fail("%s", err);
+    return r;
+}
+
 /* Both layers' comm_abort: the job's failure path, whichever layer runs it. */
 void comm_abort(Comm *c, int status, const char *fmt, ...) {
     (void)c;
@@ -124,21 +153,21 @@ static void wait_plain(HostMpi *h, MPI_Request *req, const char *what) {
 
 /* --- The blocking calls -------------------------------------------------------------------- */
 
-void hm_barrier(HostMpi *h) {
+static void hm_barrier(HostMpi *h) {
     cb_count(&h->stats, COMM_UTIL, 0);
     MPI_Request r;
     MPI_CHECK(MPI_Ibarrier(h->world, &r));
     wait_plain(h, &r, "BARRIER");
 }
 
-void hm_allreduce_double(HostMpi *h, double *x, int n) {
+static void hm_allreduce_double(HostMpi *h, double *x, int n) {
     cb_count(&h->stats, COMM_UTIL, (size_t)n * sizeof(double));
     MPI_Request r;
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, h->world, &r));
     wait_plain(h, &r, "ALLREDUCE_DOUBLE");
 }
 
-void hm_bcast_bytes(HostMpi *h, void *buf, size_t nbytes, int root, int save) {
+static void hm_bcast_bytes(HostMpi *h, void *buf, size_t nbytes, int root, int save) {
     if (root < 0 || root >= h->size) comm_fail("comm_bcast_bytes: root %d outside the world of %d ranks", root, h->size);
     cb_count(&h->stats, COMM_UTIL, nbytes);
     char what[64];
@@ -169,7 +198,7 @@ static void part(HostMpi *h, const char *name, void *buf, size_t n, size_t esize
     size_t np = cb_pieces(n, h->max_elems), len;
     for (size_t k = 0; k < np; k++) {
         char *at = (char *)buf + cb_piece(n, h->max_elems, k, &len) * esize;
-        char what[128], piece[48] = "";
+        char what[192], piece[64] = "";
         if (np > 1) snprintf(piece, sizeof piece, ", piece %zu of %zu", k + 1, np);
         snprintf(what, sizeof what, "%s part %s rank %d (%zu bytes)%s", name, recv ? "from" : "to", peer, n * esize, piece);
         MPI_Request r;
@@ -186,8 +215,8 @@ static uint64_t *counts_at_root(HostMpi *h) {
     return cnt;
 }
 
-size_t hm_gather(HostMpi *h, const char *name, const void *mine, size_t n, size_t esize, MPI_Datatype type, void *all,
-                 size_t cap, size_t *counts) {
+static size_t hm_gather(HostMpi *h, const char *name, const void *mine, size_t n, size_t esize, MPI_Datatype type,
+                        void *all, size_t cap, size_t *counts) {
     cb_count(&h->stats, COMM_UTIL, n * esize);
     uint64_t *cnt = counts_at_root(h);
     gather_counts(h, name, n, cnt);
@@ -211,7 +240,7 @@ size_t hm_gather(HostMpi *h, const char *name, const void *mine, size_t n, size_
     return total;
 }
 
-void hm_scatter(HostMpi *h, const float *all, size_t total, float *mine, size_t n) {
+static void hm_scatter(HostMpi *h, const float *all, size_t total, float *mine, size_t n) {
     cb_count(&h->stats, COMM_UTIL, n * sizeof(float));
     uint64_t *cnt = counts_at_root(h);
     gather_counts(h, "SCATTER", n, cnt);
@@ -230,4 +259,34 @@ void hm_scatter(HostMpi *h, const float *all, size_t total, float *mine, size_t 
         part(h, "SCATTER", mine, n, sizeof(float), MPI_FLOAT, 0, 1);
     }
     free(cnt);
+}
+
+/* --- comm.h's blocking calls, the layer's step completed first ------------------------------- */
+
+void comm_barrier(Comm *c) { comm_complete_step(c); hm_barrier(comm_host(c)); }
+void comm_allreduce_double(Comm *c, double *x, int n) { comm_complete_step(c); hm_allreduce_double(comm_host(c), x, n); }
+
+void comm_bcast_bytes(Comm *c, void *buf, size_t nbytes, int root) {
+    comm_complete_step(c);
+    hm_bcast_bytes(comm_host(c), buf, nbytes, root, 0);
+}
+
+void comm_bcast_bytes_save(Comm *c, void *buf, size_t nbytes, int root) {
+    comm_complete_step(c);
+    hm_bcast_bytes(comm_host(c), buf, nbytes, root, 1);
+}
+
+size_t comm_gather(Comm *c, const float *mine, size_t n, float *all, size_t cap, size_t *counts) {
+    comm_complete_step(c);
+    return hm_gather(comm_host(c), "GATHER", mine, n, sizeof(float), MPI_FLOAT, all, cap, counts);
+}
+
+size_t comm_gather_bytes(Comm *c, const void *mine, size_t n, void *all, size_t cap, size_t *counts) {
+    comm_complete_step(c);
+    return hm_gather(comm_host(c), "GATHER_BYTES", mine, n, 1, MPI_BYTE, all, cap, counts);
+}
+
+void comm_scatter(Comm *c, const float *all, size_t total, float *mine, size_t n) {
+    comm_complete_step(c);
+    hm_scatter(comm_host(c), all, total, mine, n);
 }

@@ -5,8 +5,10 @@
  * the step (common/comm.h: barrier, sums of doubles, byte broadcasts, gather and scatter), and
  * failing: MPI_CHECK, comm_fail and the job's abort (common/fail.h).
  *
- * A layer keeps a HostMpi in its Comm, completes its own step operations before each blocking
- * call (they run alone on the world), and passes the rest here. The blocking calls poll their
+ * A layer keeps a HostMpi in its Comm and gives it to this file (comm_host), which defines the
+ * functions of comm.h every layer has alike: the counters, the clock, the blocking calls (each
+ * first completes the layer's step operations, comm_complete_step: they run alone on the world)
+ * and comm_abort. The checks of a step operation's arguments (common/comm_book.h) fail here too. The blocking calls poll their
  * requests with the timeout (the save timeout for comm_bcast_bytes_save), napping so that waiting
  * ranks leave the cores to ranks still computing, and count as COMM_UTIL. Gather and scatter move
  * each rank's part between it and rank 0 as messages of a piece each (common/comm_book.h: MPI's
@@ -50,6 +52,10 @@ typedef struct HostMpi {
     CommStats stats;
 } HostMpi;
 
+/* What each layer defines for this file: its HostMpi, and completing everything it posted. */
+HostMpi *comm_host(const Comm *c);
+void comm_complete_step(Comm *c);
+
 /* Starts MPI (unless started: MPI_THREAD_FUNNELED, only the main thread calls MPI) and the world,
  * and reads the settings (a bad value ends the job as bad input, COMM_BAD_INPUT_STATUS). From here
  * a failure ends the whole job (hm_abort_job) unless the layer says otherwise (wp_fail_setup). */
@@ -65,14 +71,10 @@ void hm_set_timeout(HostMpi *h, double seconds, int save);
 /* Seconds since hm_init. */
 double hm_now(const HostMpi *h);
 
-/* The blocking calls of common/comm.h, the layer's step operations completed before. */
-void hm_barrier(HostMpi *h);
-void hm_allreduce_double(HostMpi *h, double *x, int n);
-/* save: the save timeout (comm_bcast_bytes_save) instead of the communication one. */
-void hm_bcast_bytes(HostMpi *h, void *buf, size_t nbytes, int root, int save);
-/* comm_gather: n elements of esize bytes, MPI type `type`; name says which call in messages. */
-size_t hm_gather(HostMpi *h, const char *name, const void *mine, size_t n, size_t esize, MPI_Datatype type, void *all,
-                 size_t cap, size_t *counts);
-void hm_scatter(HostMpi *h, const float *all, size_t total, float *mine, size_t n);
+/* The checks every layer makes (common/comm_book.c), ending the job as comm_fail does: a step
+ * operation's peer, a collective's group (this rank a member) and root (its index returned). */
+void hm_check_peer(const CommGroups *t, CommKind kind, int peer, const CommInfo *info);
+const CommGroup *hm_member(const CommGroups *t, CommKind kind, int g, const CommInfo *info);
+int hm_root(const CommGroups *t, CommKind kind, int g, int root, const CommInfo *info);
 
 #endif

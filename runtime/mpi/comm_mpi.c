@@ -101,16 +101,9 @@ struct Comm {
     int nheld, nunposted;
 };
 
-double comm_now(const Comm *c) { return hm_now(&c->h); }
-
-int comm_rank(const Comm *c) { return c->h.rank; }
-int comm_size(const Comm *c) { return c->h.size; }
-int comm_local_size(const Comm *c) { return c->h.local_size; }
-const CommStats *comm_stats(const Comm *c) { return &c->h.stats; }
-void comm_reset_stats(Comm *c) { memset(&c->h.stats, 0, sizeof c->h.stats); }
+HostMpi *comm_host(const Comm *c) { return (HostMpi *)&c->h; }
 void comm_set_trace(Comm *c, CommTraceFn fn, void *ud) { c->trace = fn; c->trace_ud = ud; }
 void comm_set_timeout(Comm *c, double seconds) { hm_set_timeout(&c->h, seconds, 0); }
-void comm_set_save_timeout(Comm *c, double seconds) { hm_set_timeout(&c->h, seconds, 1); }
 
 /* --- Formats ----------------------------------------------------------------------------- */
 
@@ -466,11 +459,6 @@ void comm_progress(Comm *c) {
 
 /* --- The step's operations ----------------------------------------------------------------- */
 
-/* The check every layer makes (common/comm_book.c), failing as this layer fails. */
-static void check_peer(const Comm *c, CommKind kind, int peer, const CommInfo *info) {
-    char err[320];
-    if (cb_check_peer(&c->groups, kind, peer, info, err, sizeof err)) comm_fail("%s", err);
-}
 
 /* An emulated send: started now, its companion (when the link delivers it, start_at on this rank's
  * clock) on TAG_ARRIVAL beside it; see the top of this file. */
@@ -488,7 +476,7 @@ static void send_emulated(Comm *c, int i, double start_at, const void *buf, int 
 
 /* The link to or from `peer` goes between emulated nodes, through their NICs. */
 void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const CommInfo *info) {
-    check_peer(c, COMM_SEND, peer, info);
+    hm_check_peer(&c->groups, COMM_SEND, peer, info);
     size_t es = wp_dtype_bytes(dt), np = cb_pieces(n, c->h.max_elems), len;
     int lead = -1;
     for (size_t k = 0; k < np; k++) {
@@ -500,7 +488,7 @@ void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const C
 }
 
 void comm_recv(Comm *c, void *buf, size_t n, WpDtype dt, int peer, const CommInfo *info) {
-    check_peer(c, COMM_RECV, peer, info);
+    hm_check_peer(&c->groups, COMM_RECV, peer, info);
     size_t es = wp_dtype_bytes(dt), np = cb_pieces(n, c->h.max_elems), len;
     int lead = -1;
     for (size_t k = 0; k < np; k++) {
@@ -525,20 +513,6 @@ void comm_recv(Comm *c, void *buf, size_t n, WpDtype dt, int peer, const CommInf
     }
 }
 
-/* The checks every layer makes (common/comm_book.c), failing as this layer fails. */
-static const CommGroup *member_group(Comm *c, CommKind kind, int g, const CommInfo *info) {
-    char err[320];
-    const CommGroup *gr = cb_member(&c->groups, kind, g, info, err, sizeof err);
-    if (!gr) comm_fail("%s", err);
-    return gr;
-}
-
-static int root_index(Comm *c, CommKind kind, int g, int root, const CommInfo *info) {
-    char err[320];
-    int r = cb_root(&c->groups, kind, g, root, info, err, sizeof err);
-    if (r < 0) comm_fail("%s", err);
-    return r;
-}
 
 /* The MPI call of one piece of a collective: `at`, `len` elements at the piece's place in the
  * operation's buffer (and `to` in a reduce's result, NULL where it is in place). */
@@ -577,21 +551,21 @@ static void allreduce_piece(Comm *c, int g, char *at, char *to, int len, WpDtype
 }
 
 void comm_bcast(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, const CommInfo *info) {
-    member_group(c, COMM_BCAST, g, info);
-    int r = root_index(c, COMM_BCAST, g, root, info), lead = -1;
+    hm_member(&c->groups, COMM_BCAST, g, info);
+    int r = hm_root(&c->groups, COMM_BCAST, g, root, info), lead = -1;
     post_pieces(c, COMM_BCAST, g, buf, NULL, n, dt, r, root, info, n * wp_dtype_bytes(dt), 0, cb_pieces(n, c->h.max_elems),
                 &lead, bcast_piece);
 }
 
 void comm_reduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, const CommInfo *info) {
-    member_group(c, COMM_REDUCE, g, info);
-    int r = root_index(c, COMM_REDUCE, g, root, info), lead = -1;
+    hm_member(&c->groups, COMM_REDUCE, g, info);
+    int r = hm_root(&c->groups, COMM_REDUCE, g, root, info), lead = -1;
     post_pieces(c, COMM_REDUCE, g, buf, NULL, n, dt, r, root, info, n * wp_dtype_bytes(dt), 0, cb_pieces(n, c->h.max_elems),
                 &lead, reduce_piece);
 }
 
 void comm_allreduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, const CommInfo *info) {
-    member_group(c, COMM_ALLREDUCE, g, info);
+    hm_member(&c->groups, COMM_ALLREDUCE, g, info);
     int lead = -1;
     post_pieces(c, COMM_ALLREDUCE, g, buf, NULL, n, dt, -1, -1, info, n * wp_dtype_bytes(dt), 0, cb_pieces(n, c->h.max_elems),
                 &lead, allreduce_piece);
@@ -633,7 +607,7 @@ static void per_member(Comm *c, CommKind kind, int g, char *full, char *to, size
 }
 
 void comm_allgather(Comm *c, int g, const void *shard, void *full, size_t n, WpDtype dt, const CommInfo *info) {
-    const CommGroup *gr = member_group(c, COMM_ALLGATHER, g, info);
+    const CommGroup *gr = hm_member(&c->groups, COMM_ALLGATHER, g, info);
     int me = gr->me, in_place;
     size_t es = wp_dtype_bytes(dt);
     char err[320];
@@ -651,7 +625,7 @@ void comm_allgather(Comm *c, int g, const void *shard, void *full, size_t n, WpD
 }
 
 void comm_reduce_scatter(Comm *c, int g, const void *full, void *shard, size_t n, WpDtype dt, const CommInfo *info) {
-    const CommGroup *gr = member_group(c, COMM_REDUCE_SCATTER, g, info);
+    const CommGroup *gr = hm_member(&c->groups, COMM_REDUCE_SCATTER, g, info);
     size_t es = wp_dtype_bytes(dt);
     char err[320];
     if (cb_check_reduce_scatter(gr, full, shard, n, es, info, err, sizeof err)) comm_fail("%s", err);
@@ -669,21 +643,5 @@ void comm_turn_posted(Comm *c) { (void)c; }
 int comm_device_buffers(const Comm *c) { (void)c; return 0; }
 void comm_set_stream(Comm *c, void *stream) { (void)c; (void)stream; }
 
-/* --- Blocking calls over the world (hostmpi/host_mpi.c), the step's operations completed first -- */
-
-void comm_barrier(Comm *c) { wait_all(c); hm_barrier(&c->h); }
-void comm_allreduce_double(Comm *c, double *x, int n) { wait_all(c); hm_allreduce_double(&c->h, x, n); }
-void comm_bcast_bytes(Comm *c, void *buf, size_t nbytes, int root) { wait_all(c); hm_bcast_bytes(&c->h, buf, nbytes, root, 0); }
-void comm_bcast_bytes_save(Comm *c, void *buf, size_t nbytes, int root) { wait_all(c); hm_bcast_bytes(&c->h, buf, nbytes, root, 1); }
-
-size_t comm_gather(Comm *c, const float *mine, size_t n, float *all, size_t cap, size_t *counts) {
-    wait_all(c);
-    return hm_gather(&c->h, "GATHER", mine, n, sizeof(float), MPI_FLOAT, all, cap, counts);
-}
-
-size_t comm_gather_bytes(Comm *c, const void *mine, size_t n, void *all, size_t cap, size_t *counts) {
-    wait_all(c);
-    return hm_gather(&c->h, "GATHER_BYTES", mine, n, 1, MPI_BYTE, all, cap, counts);
-}
-
-void comm_scatter(Comm *c, const float *all, size_t total, float *mine, size_t n) { wait_all(c); hm_scatter(&c->h, all, total, mine, n); }
+/* The blocking calls (hostmpi/host_mpi.c) run alone on the world: everything posted completes first. */
+void comm_complete_step(Comm *c) { wait_all(c); }

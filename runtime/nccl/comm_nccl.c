@@ -78,14 +78,8 @@ struct Comm {
     void *trace_ud;
 };
 
-double comm_now(const Comm *c) { return hm_now(&c->h); }
-
-int comm_rank(const Comm *c) { return c->h.rank; }
-int comm_size(const Comm *c) { return c->h.size; }
-int comm_local_size(const Comm *c) { return c->h.local_size; }
+HostMpi *comm_host(const Comm *c) { return (HostMpi *)&c->h; }
 int comm_device_buffers(const Comm *c) { (void)c; return 1; }
-const CommStats *comm_stats(const Comm *c) { return &c->h.stats; }
-void comm_reset_stats(Comm *c) { memset(&c->h.stats, 0, sizeof c->h.stats); }
 void comm_set_trace(Comm *c, CommTraceFn fn, void *ud) { c->trace = fn; c->trace_ud = ud; }
 void comm_set_stream(Comm *c, void *stream) { c->compute = (cudaStream_t)stream; }
 
@@ -101,8 +95,6 @@ void comm_set_timeout(Comm *c, double seconds) {
     c->book.timeout = seconds;
     pthread_mutex_unlock(&c->lock);
 }
-
-void comm_set_save_timeout(Comm *c, double seconds) { hm_set_timeout(&c->h, seconds, 1); }
 
 /* --- The watchdog -------------------------------------------------------------------------- */
 
@@ -335,25 +327,7 @@ static void post(Comm *c, CommKind kind, const CommInfo *info, int peer, int gro
     cb_count(&c->h.stats, kind, bytes);
 }
 
-/* The checks every layer makes (common/comm_book.c), failing as this layer fails. */
-static const CommGroup *member_group(Comm *c, CommKind kind, int g, const CommInfo *info) {
-    char err[320];
-    const CommGroup *gr = cb_member(&c->book.groups, kind, g, info, err, sizeof err);
-    if (!gr) comm_fail("%s", err);
-    return gr;
-}
 
-static int root_index(Comm *c, CommKind kind, int g, int root, const CommInfo *info) {
-    char err[320];
-    int r = cb_root(&c->book.groups, kind, g, root, info, err, sizeof err);
-    if (r < 0) comm_fail("%s", err);
-    return r;
-}
-
-static void check_peer(const Comm *c, CommKind kind, int peer, const CommInfo *info) {
-    char err[320];
-    if (cb_check_peer(&c->book.groups, kind, peer, info, err, sizeof err)) comm_fail("%s", err);
-}
 
 /* One NCCL call of a piece: len elements at `at` (and `to`: a reduce's result at its root, the
  * group's member root; a send's or receive's peer). */
@@ -394,7 +368,7 @@ static void allreduce_piece(Comm *c, int g, char *at, char *to, size_t len, WpDt
 }
 
 void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const CommInfo *info) {
-    check_peer(c, COMM_SEND, peer, info);
+    hm_check_peer(&c->book.groups, COMM_SEND, peer, info);
     pthread_mutex_lock(&c->lock);
     post(c, COMM_SEND, info, peer, -1, n * wp_dtype_bytes(dt));
     pieces(c, -1, (char *)buf, NULL, n, dt, peer, send_piece);
@@ -402,7 +376,7 @@ void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const C
 }
 
 void comm_recv(Comm *c, void *buf, size_t n, WpDtype dt, int peer, const CommInfo *info) {
-    check_peer(c, COMM_RECV, peer, info);
+    hm_check_peer(&c->book.groups, COMM_RECV, peer, info);
     pthread_mutex_lock(&c->lock);
     post(c, COMM_RECV, info, peer, -1, n * wp_dtype_bytes(dt));
     pieces(c, -1, buf, NULL, n, dt, peer, recv_piece);
@@ -410,8 +384,8 @@ void comm_recv(Comm *c, void *buf, size_t n, WpDtype dt, int peer, const CommInf
 }
 
 void comm_bcast(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, const CommInfo *info) {
-    member_group(c, COMM_BCAST, g, info);
-    int r = root_index(c, COMM_BCAST, g, root, info);
+    hm_member(&c->book.groups, COMM_BCAST, g, info);
+    int r = hm_root(&c->book.groups, COMM_BCAST, g, root, info);
     pthread_mutex_lock(&c->lock);
     post(c, COMM_BCAST, info, root, g, n * wp_dtype_bytes(dt));
     pieces(c, g, buf, NULL, n, dt, r, bcast_piece);
@@ -419,8 +393,8 @@ void comm_bcast(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, const
 }
 
 void comm_reduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, const CommInfo *info) {
-    member_group(c, COMM_REDUCE, g, info);
-    int r = root_index(c, COMM_REDUCE, g, root, info);
+    hm_member(&c->book.groups, COMM_REDUCE, g, info);
+    int r = hm_root(&c->book.groups, COMM_REDUCE, g, root, info);
     pthread_mutex_lock(&c->lock);
     post(c, COMM_REDUCE, info, root, g, n * wp_dtype_bytes(dt));
     pieces(c, g, buf, NULL, n, dt, r, reduce_piece);
@@ -428,7 +402,7 @@ void comm_reduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, cons
 }
 
 void comm_allreduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, const CommInfo *info) {
-    member_group(c, COMM_ALLREDUCE, g, info);
+    hm_member(&c->book.groups, COMM_ALLREDUCE, g, info);
     pthread_mutex_lock(&c->lock);
     post(c, COMM_ALLREDUCE, info, -1, g, n * wp_dtype_bytes(dt));
     pieces(c, g, buf, NULL, n, dt, -1, allreduce_piece);
@@ -436,7 +410,7 @@ void comm_allreduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, const CommI
 }
 
 void comm_allgather(Comm *c, int g, const void *shard, void *full, size_t n, WpDtype dt, const CommInfo *info) {
-    const CommGroup *gr = member_group(c, COMM_ALLGATHER, g, info);
+    const CommGroup *gr = hm_member(&c->book.groups, COMM_ALLGATHER, g, info);
     size_t es = wp_dtype_bytes(dt), k = (size_t)gr->n;
     char err[320], *fullb = full;
     const char *own = fullb + comm_shard_offset(n, gr->n, gr->me) * es;
@@ -462,7 +436,7 @@ void comm_allgather(Comm *c, int g, const void *shard, void *full, size_t n, WpD
 }
 
 void comm_reduce_scatter(Comm *c, int g, const void *full, void *shard, size_t n, WpDtype dt, const CommInfo *info) {
-    const CommGroup *gr = member_group(c, COMM_REDUCE_SCATTER, g, info);
+    const CommGroup *gr = hm_member(&c->book.groups, COMM_REDUCE_SCATTER, g, info);
     size_t es = wp_dtype_bytes(dt), k = (size_t)gr->n;
     char err[320];
     if (cb_check_reduce_scatter(gr, full, shard, n, es, info, err, sizeof err)) comm_fail("%s", err);
@@ -504,21 +478,5 @@ void comm_progress(Comm *c) {
     pthread_mutex_unlock(&c->lock);
 }
 
-/* --- Blocking calls over the world (hostmpi/host_mpi.c), the stream drained first ---------- */
-
-void comm_barrier(Comm *c) { drain(c); hm_barrier(&c->h); }
-void comm_allreduce_double(Comm *c, double *x, int n) { drain(c); hm_allreduce_double(&c->h, x, n); }
-void comm_bcast_bytes(Comm *c, void *buf, size_t nbytes, int root) { drain(c); hm_bcast_bytes(&c->h, buf, nbytes, root, 0); }
-void comm_bcast_bytes_save(Comm *c, void *buf, size_t nbytes, int root) { drain(c); hm_bcast_bytes(&c->h, buf, nbytes, root, 1); }
-
-size_t comm_gather(Comm *c, const float *mine, size_t n, float *all, size_t cap, size_t *counts) {
-    drain(c);
-    return hm_gather(&c->h, "GATHER", mine, n, sizeof(float), MPI_FLOAT, all, cap, counts);
-}
-
-size_t comm_gather_bytes(Comm *c, const void *mine, size_t n, void *all, size_t cap, size_t *counts) {
-    drain(c);
-    return hm_gather(&c->h, "GATHER_BYTES", mine, n, 1, MPI_BYTE, all, cap, counts);
-}
-
-void comm_scatter(Comm *c, const float *all, size_t total, float *mine, size_t n) { drain(c); hm_scatter(&c->h, all, total, mine, n); }
+/* The blocking calls (hostmpi/host_mpi.c) run alone on the world: everything posted completes first. */
+void comm_complete_step(Comm *c) { drain(c); }
