@@ -79,6 +79,7 @@ static double env_seconds(const char *name) {
 void hm_init(HostMpi *h, int *argc, char ***argv) {
     memset(h, 0, sizeof *h);
     clock_gettime(CLOCK_MONOTONIC, &h->t0);
+    wp_fail_setup(-1, hm_abort_job);   /* MPI's own failures from here end the job, the rank not known yet */
     int inited = 0;
     MPI_CHECK(MPI_Initialized(&inited));
     if (!inited) {
