@@ -213,7 +213,7 @@ void comm_set_link(Comm *c, int peer, double alpha, double beta);
  * node_of_rank[r] is rank r's emulated node. Sends between nodes share their nodes' NICs (one per
  * node, net_beta seconds per byte each way, net_alpha latency) instead of a link per peer, and
  * collectives complete only after the time the simulator's collective model gives them (ring or
- * chain over intra_* links inside a node and the NICs between). comm_mpi.c says how. */
+ * chain over intra_* links inside a node and the NICs between). runtime/mpi/emulate.h says how. */
 void comm_emulate(Comm *c, const int *node_of_rank, double net_alpha, double net_beta, double intra_alpha, double intra_beta);
 
 #endif
