@@ -194,19 +194,24 @@ static void gather_counts(HostMpi *h, const char *name, size_t n, uint64_t *coun
 }
 
 /* One rank's part, n elements of esize bytes (MPI type `type`) at buf, sent to `peer` or (recv)
- * received from it, a piece a message, in order on TAG_UTIL. */
+ * received from it, a piece a message, in order on TAG_UTIL: every piece posted, then each waited
+ * for (a wait per piece made a part in pieces a round trip each). */
 static void part(HostMpi *h, const char *name, void *buf, size_t n, size_t esize, MPI_Datatype type, int peer, int recv) {
     size_t np = cb_pieces(n, h->max_elems), len;
+    MPI_Request *reqs = hm_alloc(NULL, np * sizeof *reqs);
     for (size_t k = 0; k < np; k++) {
         char *at = (char *)buf + cb_piece(n, h->max_elems, k, &len) * esize;
+        if (recv) MPI_CHECK(MPI_Irecv(at, (int)len, type, peer, TAG_UTIL, h->world, &reqs[k]));
+        else MPI_CHECK(MPI_Isend(at, (int)len, type, peer, TAG_UTIL, h->world, &reqs[k]));
+    }
+    for (size_t k = 0; k < np; k++) {
+        cb_piece(n, h->max_elems, k, &len);
         char what[192], piece[64] = "";
         if (np > 1) snprintf(piece, sizeof piece, ", piece %zu of %zu", k + 1, np);
         snprintf(what, sizeof what, "%s part %s rank %d (%zu bytes)%s", name, recv ? "from" : "to", peer, n * esize, piece);
-        MPI_Request r;
-        if (recv) MPI_CHECK(MPI_Irecv(at, (int)len, type, peer, TAG_UTIL, h->world, &r));
-        else MPI_CHECK(MPI_Isend(at, (int)len, type, peer, TAG_UTIL, h->world, &r));
-        wait_one(h, &r, what, h->timeout, "WP_COMM_TIMEOUT", recv ? (long)(len * esize) : -1, type, esize);
+        wait_one(h, &reqs[k], what, h->timeout, "WP_COMM_TIMEOUT", recv ? (long)(len * esize) : -1, type, esize);
     }
+    free(reqs);
 }
 
 static uint64_t *counts_at_root(HostMpi *h) {
