@@ -67,6 +67,7 @@ endef
 $(eval $(call runtime_lib,common,$(CC)))
 $(eval $(call runtime_lib,train,$(CC)))
 $(eval $(call runtime_lib,cpu,$(CC),$$(BLAS_CFLAGS)))
+$(eval $(call runtime_lib,hostmpi,$(MPICC)))
 $(eval $(call runtime_lib,mpi,$(MPICC)))
 # ar keeps one member per file name: the runtime's file names must differ across its folders
 ifneq ($(words $(notdir $(RT_OBJ))),$(words $(sort $(notdir $(RT_OBJ)))))

@@ -21,7 +21,7 @@ import sys
 LAYERS = {
     'generator': ['util', 'input', 'ir', 'verify', 'place', 'cost', 'lua', 'plan', 'sim', 'search',
                   'emit', 'calibrate', 'export', 'cli'],
-    'runtime': ['common', 'train', 'cpu', 'cuda', 'mpi', 'nccl', 'ref'],
+    'runtime': ['common', 'train', 'cpu', 'cuda', 'hostmpi', 'mpi', 'nccl', 'ref'],
 }
 # runtime headers a generator file may include (folder/ for a whole folder)
 RUNTIME_FOR_GENERATOR = ['common/', 'train/checkpoint.h', 'train/safetensors.h']

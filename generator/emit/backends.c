@@ -14,10 +14,10 @@ static const Backend backends[] = {
     { "cpu", BACKEND_COMPUTE, (const char *const[]){ "cpu", NULL }, c_files, NULL, "mpi", 0, 0 },
     /* GPUs: bf16 on device buffers, cuBLASLt and kernels of our own (runtime/cuda) */
     { "cuda", BACKEND_COMPUTE, (const char *const[]){ "cuda", NULL }, cuda_files, NULL, "nccl", 1, 1 },
-    /* MPI (Open MPI) between host buffers */
-    { "mpi", BACKEND_COMM, (const char *const[]){ "mpi", NULL }, c_files, NULL, NULL, 0, 0 },
-    /* NCCL between GPU buffers, bootstrapped over MPI (runtime/nccl) */
-    { "nccl", BACKEND_COMM, (const char *const[]){ "nccl", NULL }, c_files, NULL, NULL, 1, 0 },
+    /* MPI (Open MPI) between host buffers; hostmpi: the world and the blocking calls, shared with nccl */
+    { "mpi", BACKEND_COMM, (const char *const[]){ "hostmpi", "mpi", NULL }, c_files, NULL, NULL, 0, 0 },
+    /* NCCL between GPU buffers, bootstrapped over MPI (runtime/nccl), its blocking calls over hostmpi */
+    { "nccl", BACKEND_COMM, (const char *const[]){ "hostmpi", "nccl", NULL }, c_files, NULL, NULL, 1, 0 },
 };
 enum { NBACKENDS = sizeof backends / sizeof backends[0] };
 

@@ -9,6 +9,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 #include "emit/emit_data.h"
+#include "common/hash64.h"
 #include "common/step.h"
 #include "lua/bridge.h"
 #include "emit/backends.h"
@@ -17,10 +18,7 @@
 
 typedef struct { uint64_t h; } Fnv;
 
-static void fnv_bytes(Fnv *f, const void *data, size_t n) {
-    const unsigned char *b = data;
-    for (size_t i = 0; i < n; i++) f->h = (f->h ^ b[i]) * 0x100000001b3ULL;
-}
+static void fnv_bytes(Fnv *f, const void *data, size_t n) { f->h = wp_fnv1a(f->h, data, n); }
 static void fnv_int(Fnv *f, int64_t v) { fnv_bytes(f, &v, sizeof v); }
 static void fnv_float(Fnv *f, float v) { fnv_bytes(f, &v, sizeof v); }
 static void fnv_str(Fnv *f, const char *s) {
@@ -30,7 +28,7 @@ static void fnv_str(Fnv *f, const char *s) {
 }
 
 uint64_t plan_hash(const Plan *p) {
-    Fnv f = { 0xcbf29ce484222325ULL };
+    Fnv f = { WP_FNV_OFFSET };
     const WpConfig *m = &p->model;
     int64_t shape[] = { m->hidden, m->layers, m->heads, m->kv_heads, m->head_dim, m->ffn, m->vocab, m->tied,
                         m->seq, m->mbs };

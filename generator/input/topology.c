@@ -19,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 #include <jansson.h>
+#include "common/hash64.h"
 #include "input/topology.h"
 #include "common/errmsg.h"
 
@@ -46,11 +47,7 @@ typedef struct NameIndex {
     size_t cap;         /* a power of two, at least twice the entries */
 } NameIndex;
 
-static uint64_t name_hash(const char *s) {
-    uint64_t h = 1469598103934665603ULL;   /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
+static uint64_t name_hash(const char *s) { return wp_fnv1a_str(WP_FNV_OFFSET, s); }
 
 static int names_init(NameIndex *ix, size_t n) {
     ix->cap = 16;

@@ -2,7 +2,8 @@
  * over groups of ranks for the plan IR's SEND/RECV/BCAST/REDUCE/ALLREDUCE/ALLGATHER/REDUCE_SCATTER,
  * all non-blocking, plus the few blocking calls a trainer needs around the step (barrier, scalar
  * sums, checkpoint gather/scatter). Implementations: runtime/mpi/ (MPI, host buffers) and
- * runtime/nccl/ (NCCL on device buffers, bootstrapped and with its blocking calls over MPI).
+ * runtime/nccl/ (NCCL on device buffers, bootstrapped over MPI), both with the blocking calls
+ * and the world of runtime/hostmpi/.
  *
  * How emitted code uses it, one turn:
  *
@@ -46,8 +47,9 @@
  * seconds, or comm_set_timeout), except comm_bcast_bytes_save's, which waits for rank 0 to write
  * a checkpoint and has its own (WP_SAVE_TIMEOUT; default none). When it passes, the rank prints one line to stderr naming
  * itself, the turn, the operation, the peer or group and the label still pending, and aborts the
- * whole job (exit status COMM_ABORT_STATUS) instead of hanging. A failing MPI call does likewise,
- * naming the call and MPI's error string.
+ * whole job (exit status COMM_ABORT_STATUS) instead of hanging. A failing MPI or NCCL call does
+ * likewise, naming the rank, the file and line, the call and the library's error text (every
+ * failure of the runtime ends through common/fail.h).
  *
  * Calls are made from one thread (the compute may use OpenMP inside; MPI_THREAD_FUNNELED). */
 #ifndef WP_COMM_H
@@ -211,7 +213,7 @@ void comm_set_link(Comm *c, int peer, double alpha, double beta);
  * node_of_rank[r] is rank r's emulated node. Sends between nodes share their nodes' NICs (one per
  * node, net_beta seconds per byte each way, net_alpha latency) instead of a link per peer, and
  * collectives complete only after the time the simulator's collective model gives them (ring or
- * chain over intra_* links inside a node and the NICs between). comm_mpi.c says how. */
+ * chain over intra_* links inside a node and the NICs between). runtime/mpi/emulate.h says how. */
 void comm_emulate(Comm *c, const int *node_of_rank, double net_alpha, double net_beta, double intra_alpha, double intra_beta);
 
 #endif

@@ -144,6 +144,13 @@ int cb_root(const CommGroups *t, CommKind kind, int g, int root, const CommInfo 
     return r;
 }
 
+int cb_check_peer(const CommGroups *t, CommKind kind, int peer, const CommInfo *info, char *err, size_t errlen) {
+    if (peer >= 0 && peer < t->size) return 0;
+    snprintf(err, errlen, "%s \"%s\" in turn %d: peer %d outside the world of %d ranks", comm_kind_names[kind],
+             cb_label(info), cb_turn(info), peer, t->size);
+    return -1;
+}
+
 /* Byte ranges [a, a + na) and [b, b + nb) share a byte. */
 static int overlaps(const void *a, size_t na, const void *b, size_t nb) {
     const char *x = a, *y = b;

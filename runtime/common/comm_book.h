@@ -56,6 +56,9 @@ void cb_count(CommStats *s, CommKind kind, size_t bytes);
 
 /* ---- checks of a call's arguments ---- */
 
+/* A send's or receive's peer: a rank of the world, this one included (MPI and NCCL both send to
+ * self; that a plan never does is the verifier's rule, not the layer's). */
+int cb_check_peer(const CommGroups *t, CommKind kind, int peer, const CommInfo *info, char *err, size_t errlen);
 /* Group g of a collective, which this rank must be a member of. */
 const CommGroup *cb_member(const CommGroups *t, CommKind kind, int g, const CommInfo *info, char *err, size_t errlen);
 /* The root's index in group g (which cb_member checked). */

@@ -5,27 +5,18 @@
  * chunk's "lm_head.weight" when that chunk is not the first) takes the embedding's stream. */
 #include <math.h>
 #include <stdlib.h>
+#include "common/hash64.h"
 #include "common/init.h"
 
-/* splitmix64: a full-period 64-bit generator whose outputs are well mixed even for nearby seeds */
-static uint64_t splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* FNV-1a of the name, mixed with the seed */
+/* FNV-1a of the name, mixed with the seed (splitmix64: outputs well mixed even for nearby seeds) */
 static uint64_t stream_seed(uint64_t seed, const char *name) {
-    uint64_t h = 0xCBF29CE484222325ull;
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * 0x100000001B3ull;
-    uint64_t s = seed ^ h;
-    return splitmix64(&s);
+    uint64_t s = seed ^ wp_fnv1a_str(WP_FNV_OFFSET, name);
+    return wp_splitmix64_next(&s);
 }
 
 /* uniform in (0, 1]: 53 random bits, never 0 (Box-Muller takes its log) */
 static double uniform(uint64_t *state) {
-    return ((splitmix64(state) >> 11) + 1.0) * (1.0 / 9007199254740992.0);
+    return ((wp_splitmix64_next(state) >> 11) + 1.0) * (1.0 / 9007199254740992.0);
 }
 
 static void fill_normal(float *x, size_t n, double std, uint64_t *state) {

@@ -256,15 +256,11 @@ static const Graphs &graphs(int G, int S, int heads, int kv_heads, int hd) {
 
 static void run(fe::graph::Graph &g, std::unordered_map<fe::graph::Tensor_attributes::uid_t, void *> &pack,
                 cudaStream_t s, const char *what) {
-    if (fe::detail::set_stream(handle, s) != CUDNN_STATUS_SUCCESS) {
-        fprintf(stderr, "attention: cudnnSetStream failed\n");
-        exit(1);
-    }
+    /* a failure ends the job as any CUDA call's does (cuda_check.h) */
+    if (fe::detail::set_stream(handle, s) != CUDNN_STATUS_SUCCESS)
+        wp_call_failed(CUDA_FAIL_STATUS, __FILE__, __LINE__, "cudnnSetStream", "cuDNN refused the stream");
     auto st = g.execute(handle, pack, workspace);
-    if (!st.is_good()) {
-        fprintf(stderr, "attention: cuDNN %s failed: %s\n", what, st.get_message().c_str());
-        exit(1);
-    }
+    if (!st.is_good()) wp_call_failed(CUDA_FAIL_STATUS, __FILE__, __LINE__, what, st.get_message().c_str());
 }
 
 void wc_cudnn_attention_forward(uint16_t *out, float *lse, const uint16_t *qkv, int G, int S, int heads,
@@ -276,7 +272,7 @@ void wc_cudnn_attention_forward(uint16_t *out, float *lse, const uint16_t *qkv, 
         { U_Q, q }, { U_K, q + (size_t)heads * hd }, { U_V, q + (size_t)(heads + kv_heads) * hd },
         { U_O, out }, { U_STATS, lse },
     };
-    run(*gr.fwd, pack, s, "forward");
+    run(*gr.fwd, pack, s, "the cuDNN attention graph (forward)");
 }
 
 void wc_cudnn_attention_backward(uint16_t *dqkv, const uint16_t *dout, const uint16_t *out, const float *lse,
@@ -290,7 +286,7 @@ void wc_cudnn_attention_backward(uint16_t *dqkv, const uint16_t *dout, const uin
         { U_Q, q }, { U_K, q + ko }, { U_V, q + vo }, { U_O, (void *)out }, { U_DO, (void *)dout },
         { U_STATS, (void *)lse }, { U_DQ, dqkv }, { U_DK, dqkv + ko }, { U_DV, dqkv + vo },
     };
-    run(*gr.bwd, pack, s, "backward");
+    run(*gr.bwd, pack, s, "the cuDNN attention graph (backward)");
 }
 
 #endif

@@ -1,7 +1,7 @@
-/* What every CUDA file of the model shares: the error-checking macros (each names the failed
- * call, the file and the line, and exits with status 1: a CUDA error in a step is a broken
- * device or a bug, not bad input) and the bf16 rounding rule of common/precision.h on the device,
- * bit for bit, so that the GPU rounds exactly where and how the CPU reference rounds. */
+/* What every CUDA file of the model shares: the checks of CUDA and cuBLASLt calls (cuda_check.h:
+ * each names the failed call, the file and the line, and ends the job with status 1) and the bf16
+ * rounding rule of common/precision.h on the device, bit for bit, so that the GPU rounds exactly
+ * where and how the CPU reference rounds. */
 #ifndef WP_COMMON_CUDA_CUH
 #define WP_COMMON_CUDA_CUH
 
@@ -10,32 +10,7 @@
 #include <stdlib.h>
 #include <cuda_runtime.h>
 #include <cublasLt.h>
-
-#define CUDA_CHECK(call) do { \
-        cudaError_t err_ = (call); \
-        if (err_ != cudaSuccess) { \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_)); \
-            exit(1); \
-        } \
-    } while (0)
-
-#define CUBLAS_CHECK(call) do { \
-        cublasStatus_t st_ = (call); \
-        if (st_ != CUBLAS_STATUS_SUCCESS) { \
-            fprintf(stderr, "%s:%d: %s failed: cuBLAS status %d (%s)\n", __FILE__, __LINE__, #call, (int)st_, \
-                    cublasLtGetStatusName(st_)); \
-            exit(1); \
-        } \
-    } while (0)
-
-/* After a kernel launch: a bad configuration is reported at once, naming the kernel. */
-#define CUDA_CHECK_LAUNCH(name) do { \
-        cudaError_t err_ = cudaGetLastError(); \
-        if (err_ != cudaSuccess) { \
-            fprintf(stderr, "%s:%d: launch of %s failed: %s\n", __FILE__, __LINE__, name, cudaGetErrorString(err_)); \
-            exit(1); \
-        } \
-    } while (0)
+#include "cuda/cuda_check.h"
 
 /* A bf16 value is kept as its 16 bits (uint16_t), as the plan's buffers keep it; the kernels widen
  * and round with these two, never with cuda_bf16.h's conversions, so that NaN payloads and ties

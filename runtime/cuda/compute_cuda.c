@@ -31,14 +31,14 @@ static int pick_device(WpRank *R) {
                    "and needs a GPU)", e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found none");
     int dev = 0;
     if (comm_device_buffers(R->comm)) {
-        CUDA_CHECK(R, cudaGetDevice(&dev));
+        CUDA_CHECK(cudaGetDevice(&dev));
         return dev;
     }
     const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");   /* mpirun (Open MPI) */
     if (!local) local = getenv("SLURM_LOCALID");                 /* srun */
     if (!local) local = getenv("MPI_LOCALRANKID");               /* MPICH's Hydra */
     dev = (local ? atoi(local) : R->rank) % ndev;
-    CUDA_CHECK(R, cudaSetDevice(dev));
+    CUDA_CHECK(cudaSetDevice(dev));
     return dev;
 }
 
@@ -51,9 +51,9 @@ void compute_setup(WpRank *R) {
                    wp_dtype_name((WpDtype)P->precision));
     D->device = pick_device(R);
     struct cudaDeviceProp prop;
-    CUDA_CHECK(R, cudaGetDeviceProperties(&prop, D->device));
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, D->device));
     snprintf(D->device_name, sizeof D->device_name, "%s", prop.name);
-    CUDA_CHECK(R, cudaStreamCreateWithFlags(&D->stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&D->stream, cudaStreamNonBlocking));
     D->staged = !comm_device_buffers(R->comm);
     comm_set_stream(R->comm, D->stream);
 
@@ -64,7 +64,7 @@ void compute_setup(WpRank *R) {
     if (cm_plan(&D->mem, P, R->rank, R->chunks, R->recompute))
         comm_abort(R->comm, 1, "out of memory planning the device memory");
     size_t free_b = 0, total_b = 0;
-    CUDA_CHECK(R, cudaMemGetInfo(&free_b, &total_b));
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     char err[512] = "";
     D->model = wc_model_new(&R->cfg, maxl, 1, R->recompute, D->stream, err, sizeof err);
     if (!D->model)
@@ -77,7 +77,7 @@ void compute_setup(WpRank *R) {
                    "(buffers %.2f, masters+AdamW %.2f, activations/stashes %.2f, staging %.2f, workspace %.2f), "
                    "%.2f GiB free of %.2f", D->device, D->device_name, gib(m->total + ws), gib(m->b_buffers),
                    gib(m->b_masters), gib(m->b_acts), gib(m->b_staging), gib(ws), gib(free_b), gib(total_b));
-    CUDA_CHECK(R, cudaMemsetAsync(D->pool, 0, m->total, D->stream));
+    CUDA_CHECK(cudaMemsetAsync(D->pool, 0, m->total, D->stream));
 
     int nb = R->me->nbufs;
     D->buf = rank_calloc(R, (size_t)nb + 1, sizeof *D->buf, "the plan's buffers");
@@ -102,16 +102,16 @@ void compute_setup(WpRank *R) {
     /* pinned host memory: the token rings, the loss and norm, and staging when the comm layer
      * takes host memory */
     size_t T = (size_t)R->cfg.mbs * R->cfg.seq, host_bytes = 0;
-    CUDA_CHECK(R, cudaHostAlloc((void **)&D->h_tokens, (size_t)m->ntok * T * sizeof(int), cudaHostAllocDefault));
-    CUDA_CHECK(R, cudaHostAlloc((void **)&D->h_targets, (size_t)m->ntok * T * sizeof(int), cudaHostAllocDefault));
-    CUDA_CHECK(R, cudaHostAlloc((void **)&D->h_loss, 2 * sizeof(double), cudaHostAllocDefault));
+    CUDA_CHECK(cudaHostAlloc((void **)&D->h_tokens, (size_t)m->ntok * T * sizeof(int), cudaHostAllocDefault));
+    CUDA_CHECK(cudaHostAlloc((void **)&D->h_targets, (size_t)m->ntok * T * sizeof(int), cudaHostAllocDefault));
+    CUDA_CHECK(cudaHostAlloc((void **)&D->h_loss, 2 * sizeof(double), cudaHostAllocDefault));
     D->h_sumsq = D->h_loss + 1;
     D->tok_copied = rank_calloc(R, (size_t)m->ntok, sizeof *D->tok_copied, "the token ring");
     D->tok_step = rank_calloc(R, (size_t)m->ntok, sizeof *D->tok_step, "the token ring");
     D->tok_mb = rank_calloc(R, (size_t)m->ntok, sizeof *D->tok_mb, "the token ring");
     D->tok_src = rank_calloc(R, (size_t)m->ntok, sizeof *D->tok_src, "the token ring");
     for (int i = 0; i < m->ntok; i++) {
-        CUDA_CHECK(R, cudaEventCreateWithFlags(&D->tok_copied[i], cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(&D->tok_copied[i], cudaEventDisableTiming));
         D->tok_step[i] = -1;
     }
     if (D->staged) {
@@ -120,14 +120,14 @@ void compute_setup(WpRank *R) {
         host_bytes += (size_t)m->nacts * m->act_bytes;
         D->host.block = rank_calloc(R, 1, sizeof *D->host.block, "staging");
         D->host.size = rank_calloc(R, 1, sizeof *D->host.size, "staging");
-        CUDA_CHECK(R, cudaHostAlloc((void **)&D->host.block[0], host_bytes, cudaHostAllocDefault));
+        CUDA_CHECK(cudaHostAlloc((void **)&D->host.block[0], host_bytes, cudaHostAllocDefault));
         D->host.size[0] = host_bytes;
         D->host.nblocks = 1;
     }
     D->used[PART_ACTS] = rank_calloc(R, (size_t)m->nacts + 1, 1, "activation slots");
     D->used[PART_STASHES] = rank_calloc(R, (size_t)m->nstashes + 1, 1, "stash slots");
     D->used[PART_KEEPS] = rank_calloc(R, (size_t)m->nkeeps + 1, 1, "keep slots");
-    CUDA_CHECK(R, cudaStreamSynchronize(D->stream));
+    CUDA_CHECK(cudaStreamSynchronize(D->stream));
 
     printf("rank %d: device %d (%s): reserved %.3f GiB: buffers %.3f, masters+AdamW %.3f, %d activations x %.1f MiB + "
            "%d stashes x %.1f MiB + %d B-to-W keeps x %.1f MiB = %.3f, staging %.3f, workspace %.3f%s; %.2f GiB were free of %.2f\n",
@@ -174,15 +174,15 @@ static float *master_array(WpRank *R, int buf, int what) {
 
 void compute_master_set(WpRank *R, int buf, int what, const float *host, size_t n) {
     WpCompute *D = R->dev;
-    CUDA_CHECK(R, cudaMemcpyAsync(master_array(R, buf, what), host, n * sizeof(float), cudaMemcpyHostToDevice, D->stream));
+    CUDA_CHECK(cudaMemcpyAsync(master_array(R, buf, what), host, n * sizeof(float), cudaMemcpyHostToDevice, D->stream));
     if (what == WP_MASTER_W && D->copy[buf]) wc_f32_to_bf16(D->model, D->copy[buf], D->buf[buf], n);
-    CUDA_CHECK(R, cudaStreamSynchronize(D->stream));   /* host is the caller's */
+    CUDA_CHECK(cudaStreamSynchronize(D->stream));   /* host is the caller's */
 }
 
 void compute_master_get(WpRank *R, int buf, int what, float *host, size_t n) {
     WpCompute *D = R->dev;
-    CUDA_CHECK(R, cudaMemcpyAsync(host, master_array(R, buf, what), n * sizeof(float), cudaMemcpyDeviceToHost, D->stream));
-    CUDA_CHECK(R, cudaStreamSynchronize(D->stream));
+    CUDA_CHECK(cudaMemcpyAsync(host, master_array(R, buf, what), n * sizeof(float), cudaMemcpyDeviceToHost, D->stream));
+    CUDA_CHECK(cudaStreamSynchronize(D->stream));
 }
 
 /* Pinned where the system grants it (a 7B model's shard on an 8-GPU node is about 10 GiB per
@@ -206,8 +206,8 @@ void compute_host_free(WpRank *R, void *p) {
 double compute_sumsq(WpRank *R, int buf, size_t n) {
     WpCompute *D = R->dev;
     wc_sumsq(D->model, (const float *)D->buf[buf], n, D->sumsq);
-    CUDA_CHECK(R, cudaMemcpyAsync(D->h_sumsq, D->sumsq, sizeof(double), cudaMemcpyDeviceToHost, D->stream));
-    CUDA_CHECK(R, cudaStreamSynchronize(D->stream));
+    CUDA_CHECK(cudaMemcpyAsync(D->h_sumsq, D->sumsq, sizeof(double), cudaMemcpyDeviceToHost, D->stream));
+    CUDA_CHECK(cudaStreamSynchronize(D->stream));
     return *D->h_sumsq;
 }
 
@@ -221,10 +221,10 @@ void compute_adamw(WpRank *R, const WpAdamW *opt, int master, int grad, size_t o
 /* The step's loss, summed on the device by the last chunk's forwards: read once, here. */
 void compute_step_end(WpRank *R) {
     WpCompute *D = R->dev;
-    CUDA_CHECK(R, cudaMemcpyAsync(D->h_loss, D->loss, sizeof(double), cudaMemcpyDeviceToHost, D->stream));
-    CUDA_CHECK(R, cudaMemsetAsync(D->loss, 0, sizeof(double), D->stream));
-    CUDA_CHECK(R, cudaStreamSynchronize(D->stream));
-    CUDA_CHECK(R, cudaGetLastError());
+    CUDA_CHECK(cudaMemcpyAsync(D->h_loss, D->loss, sizeof(double), cudaMemcpyDeviceToHost, D->stream));
+    CUDA_CHECK(cudaMemsetAsync(D->loss, 0, sizeof(double), D->stream));
+    CUDA_CHECK(cudaStreamSynchronize(D->stream));
+    CUDA_CHECK(cudaGetLastError());
     R->loss_sum += *D->h_loss;
     cuda_trace_resolve(R);
 }
@@ -232,7 +232,7 @@ void compute_step_end(WpRank *R) {
 /* The host's spans (AdamW, checkpoints) bracket work the stream runs later: when tracing, the
  * clock is read with the stream idle. */
 void compute_sync(WpRank *R) {
-    if (R->dev && R->tracing) CUDA_CHECK(R, cudaStreamSynchronize(R->dev->stream));
+    if (R->dev && R->tracing) CUDA_CHECK(cudaStreamSynchronize(R->dev->stream));
 }
 
 /* ---- device-timed trace spans ---- */
@@ -240,10 +240,10 @@ void compute_sync(WpRank *R) {
 /* A base event on the idle stream, and the host's clock when it ran. */
 static void trace_rebase(WpRank *R) {
     WpCompute *D = R->dev;
-    if (!D->trace_base) CUDA_CHECK(R, cudaEventCreate(&D->trace_base));
-    CUDA_CHECK(R, cudaStreamSynchronize(D->stream));
-    CUDA_CHECK(R, cudaEventRecord(D->trace_base, D->stream));
-    CUDA_CHECK(R, cudaEventSynchronize(D->trace_base));
+    if (!D->trace_base) CUDA_CHECK(cudaEventCreate(&D->trace_base));
+    CUDA_CHECK(cudaStreamSynchronize(D->stream));
+    CUDA_CHECK(cudaEventRecord(D->trace_base, D->stream));
+    CUDA_CHECK(cudaEventSynchronize(D->trace_base));
     D->trace_base_s = comm_now(R->comm);
 }
 
@@ -252,16 +252,16 @@ cudaEvent_t cuda_span_start(WpRank *R) {
     if (!R->tracing) return NULL;
     if (!D->trace_base) trace_rebase(R);   /* the run's first span: the stream has run nothing of the step yet */
     cudaEvent_t e;
-    CUDA_CHECK(R, cudaEventCreate(&e));
-    CUDA_CHECK(R, cudaEventRecord(e, D->stream));
+    CUDA_CHECK(cudaEventCreate(&e));
+    CUDA_CHECK(cudaEventRecord(e, D->stream));
     return e;
 }
 
 void cuda_span_end(WpRank *R, cudaEvent_t t0, const char *cat, const char *name) {
     WpCompute *D = R->dev;
     cudaEvent_t t1;
-    CUDA_CHECK(R, cudaEventCreate(&t1));
-    CUDA_CHECK(R, cudaEventRecord(t1, D->stream));
+    CUDA_CHECK(cudaEventCreate(&t1));
+    CUDA_CHECK(cudaEventRecord(t1, D->stream));
     if (D->ngspans == D->capgspans) {
         D->capgspans = D->capgspans ? 2 * D->capgspans : 256;
         D->gspans = rank_realloc(R, D->gspans, (size_t)D->capgspans * sizeof *D->gspans, "the trace's device spans");
@@ -278,8 +278,8 @@ void cuda_trace_resolve(WpRank *R) {
     for (int i = 0; i < D->ngspans; i++) {
         struct GpuSpan *g = &D->gspans[i];
         float ms0 = 0, ms1 = 0;
-        CUDA_CHECK(R, cudaEventElapsedTime(&ms0, D->trace_base, g->t0));
-        CUDA_CHECK(R, cudaEventElapsedTime(&ms1, D->trace_base, g->t1));
+        CUDA_CHECK(cudaEventElapsedTime(&ms0, D->trace_base, g->t0));
+        CUDA_CHECK(cudaEventElapsedTime(&ms1, D->trace_base, g->t1));
         if (R->tracing && (size_t)g->event < R->nevents) {   /* a trace that ran out of memory stopped */
             R->events[g->event].t0 = D->trace_base_s + ms0 * 1e-3;
             R->events[g->event].t1 = D->trace_base_s + ms1 * 1e-3;

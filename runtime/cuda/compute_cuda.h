@@ -11,12 +11,10 @@
 #include <cuda_runtime.h>
 #include "train/rank.h"
 #include "train/step_backend.h"
+#include "cuda/cuda_check.h"
 #include "cuda/cuda_mem.h"
 #include "cuda/model_cuda.h"
 
-/* Every CUDA call that can fail ends the job naming it (and the rank, through comm_abort). */
-#define CUDA_CHECK(R, call) do { cudaError_t rc_ = (call); if (rc_ != cudaSuccess) \
-    comm_abort((R)->comm, 1, "%s:%d: %s failed: %s", __FILE__, __LINE__, #call, cudaGetErrorString(rc_)); } while (0)
 
 /* The parts of the pool the slots train/step_ops.c holds take (step_cuda.c says which kind takes
  * which: activations and their gradients share one). */

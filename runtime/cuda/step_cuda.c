@@ -89,7 +89,7 @@ static void *host_take(WpRank *R, size_t bytes) {
         size_t size = room > 2 * h->size[h->nblocks - 1] ? room : 2 * h->size[h->nblocks - 1];
         h->block = rank_realloc(R, h->block, (size_t)(h->nblocks + 1) * sizeof *h->block, "staging");
         h->size = rank_realloc(R, h->size, (size_t)(h->nblocks + 1) * sizeof *h->size, "staging");
-        CUDA_CHECK(R, cudaHostAlloc((void **)&h->block[h->nblocks], size, cudaHostAllocDefault));
+        CUDA_CHECK(cudaHostAlloc((void **)&h->block[h->nblocks], size, cudaHostAllocDefault));
         h->size[h->nblocks++] = size;
         h->used = 0;
     }
@@ -105,8 +105,8 @@ static void *comm_ptr(WpRank *R, void *dev, size_t bytes, int in, int out) {
     if (!D->staged) return dev;
     void *h = host_take(R, bytes);
     if (in && bytes) {
-        CUDA_CHECK(R, cudaMemcpyAsync(h, dev, bytes, cudaMemcpyDeviceToHost, D->stream));
-        CUDA_CHECK(R, cudaStreamSynchronize(D->stream));
+        CUDA_CHECK(cudaMemcpyAsync(h, dev, bytes, cudaMemcpyDeviceToHost, D->stream));
+        CUDA_CHECK(cudaStreamSynchronize(D->stream));
     }
     if (out && bytes) after_add(R, (After){ AFTER_UPLOAD, dev, h, bytes });
     return h;
@@ -116,7 +116,7 @@ static void *comm_ptr(WpRank *R, void *dev, size_t bytes, int in, int out) {
 static void convert(WpRank *R, void *dst, int ddt, const void *src, int sdt, size_t n) {
     WpCompute *D = R->dev;
     if (!n) return;
-    if (ddt == sdt) CUDA_CHECK(R, cudaMemcpyAsync(dst, src, n * wp_dtype_bytes((WpDtype)ddt), cudaMemcpyDeviceToDevice, D->stream));
+    if (ddt == sdt) CUDA_CHECK(cudaMemcpyAsync(dst, src, n * wp_dtype_bytes((WpDtype)ddt), cudaMemcpyDeviceToDevice, D->stream));
     else if (ddt == WP_BF16) wc_f32_to_bf16(D->model, dst, src, n);
     else wc_bf16_to_f32(D->model, dst, src, n);
 }
@@ -159,14 +159,14 @@ void step_turn_done(WpRank *R) {
     /* staged data back first, then the conversions that read it */
     for (int i = 0; i < D->nafter; i++)
         if (D->after[i].kind == AFTER_UPLOAD)
-            CUDA_CHECK(R, cudaMemcpyAsync(D->after[i].dst, D->after[i].src, D->after[i].n, cudaMemcpyHostToDevice, D->stream));
+            CUDA_CHECK(cudaMemcpyAsync(D->after[i].dst, D->after[i].src, D->after[i].n, cudaMemcpyHostToDevice, D->stream));
     for (int i = 0; i < D->nafter; i++) {
         const After *a = &D->after[i];
         if (a->kind == AFTER_WIDEN) wc_bf16_to_f32(D->model, a->dst, a->src, a->n);
         else if (a->kind == AFTER_ROUND) wc_f32_to_bf16(D->model, a->dst, a->src, a->n);
     }
     /* the staging memory is reused next turn: its uploads must be done */
-    if (D->staged && D->nafter) CUDA_CHECK(R, cudaStreamSynchronize(D->stream));
+    if (D->staged && D->nafter) CUDA_CHECK(cudaStreamSynchronize(D->stream));
     D->nafter = 0;
     D->xfer_used = 0;
     D->host.cur = 0;
@@ -188,12 +188,12 @@ void step_batch(WpRank *R, int mb, const int **tokens, const int **targets) {
         i = D->tok_next;
         D->tok_next = (D->tok_next + 1) % D->mem.ntok;
         /* the slot's last upload was queued ntok reads ago: done long since, unless the host is far ahead */
-        CUDA_CHECK(R, cudaEventSynchronize(D->tok_copied[i]));
+        CUDA_CHECK(cudaEventSynchronize(D->tok_copied[i]));
         data_read_batch(R->data, R->step, mb, R->plan->total_mbs, R->cfg.mbs, R->cfg.seq, D->h_tokens + i * T,
                         D->h_targets + i * T);
-        CUDA_CHECK(R, cudaMemcpyAsync(D->tokens + i * T, D->h_tokens + i * T, T * sizeof(int), cudaMemcpyHostToDevice, D->stream));
-        CUDA_CHECK(R, cudaMemcpyAsync(D->targets + i * T, D->h_targets + i * T, T * sizeof(int), cudaMemcpyHostToDevice, D->stream));
-        CUDA_CHECK(R, cudaEventRecord(D->tok_copied[i], D->stream));
+        CUDA_CHECK(cudaMemcpyAsync(D->tokens + i * T, D->h_tokens + i * T, T * sizeof(int), cudaMemcpyHostToDevice, D->stream));
+        CUDA_CHECK(cudaMemcpyAsync(D->targets + i * T, D->h_targets + i * T, T * sizeof(int), cudaMemcpyHostToDevice, D->stream));
+        CUDA_CHECK(cudaEventRecord(D->tok_copied[i], D->stream));
         D->tok_step[i] = R->step;
         D->tok_mb[i] = mb;
         D->tok_src[i] = R->data;
@@ -216,7 +216,7 @@ float *step_grad_open(WpRank *R, int d, size_t n, int first) {
     WpCompute *D = R->dev;
     int g16 = R->me->bufs[d].dtype == WP_BF16;
     float *grad = g16 ? D->gstage : D->buf[d];
-    if (first) CUDA_CHECK(R, cudaMemsetAsync(grad, 0, n * sizeof(float), D->stream));
+    if (first) CUDA_CHECK(cudaMemsetAsync(grad, 0, n * sizeof(float), D->stream));
     else if (g16) wc_bf16_to_f32(D->model, grad, D->buf[d], n);
     return grad;
 }

@@ -3,51 +3,10 @@
  * is; comm_wait_turn polls the list until it is empty, and when the timeout passes names the first
  * operation still pending and aborts the job. Collectives run on one communicator per group,
  * created once at start. Optionally, sends are held back by an emulated link (latency + bytes /
- * bandwidth per peer) so that topology effects can be measured on one machine.
- *
- * An emulated send is started for real at once, with a companion message of 8 bytes on its own
- * tag that carries when the emulated link delivers it (absolute CLOCK_MONOTONIC seconds). The
- * receiver posts the receive itself only at its first MPI call after that time, so MPI copies
- * the bytes then, as the simulator says a CPU rank does once they arrived; the sender's send
- * completes no sooner than that time either. The link is the sender's to book (its NIC's, its
- * earlier sends', from its post); the rest is the receiver's, so a sender busy computing does
- * not delay it: a send held back at the sender started only at the sender's next MPI call, up
- * to a layer later than its link delivered it, which the simulator does not model (bench-sim,
- * zb1 on 2 emulated nodes: each activation and gradient 3-4 ms late, the step 10% over the
- * model). The simulator starts a transfer at the receiver's first call instead of the sender's
- * post; the emulation does not (booking the link at the receiver's call, its sends complete
- * only once the receiver copied, which the simulator does not claim: the emulated weight
- * passing of bench-sim's zero-bubble regime measured 13-19% over the model that way).
- *
- * The emulated cluster (comm_emulate, WP_EMULATE=1), what the simulator (generator/sim) claims:
- *  - NICs. Each emulated node has one NIC, a transmit and a receive side, shared by all its
- *    ranks. A send between nodes reserves its bytes' time (bytes x seconds per byte of the
- *    network) on the sender's node's transmit side and the receiver's node's receive side, first
- *    come first served: it starts when both are free (and after this rank's earlier sends to that
- *    peer), holds both until it ends, and is delivered latency after that end.
- *    Two ranks of a node sending at once to another node so take twice as long as one: the time
- *    the simulator's fair sharing of a NIC gives the pair (each at half the bandwidth).
- *    The ranks of a node are processes: the book of when each NIC side is free is a window of
- *    shared memory (MPI_Win_allocate_shared over the ranks on this machine), absolute
- *    CLOCK_MONOTONIC times as doubles, updated under a spinlock in the same window. Emulated
- *    nodes are meant to be ranks of one machine (make bench-sim); ranks on other machines keep
- *    their own book, and traffic of ranks on another machine is not seen.
- *  - Collectives. When the MPI collective completes, its completion is held back by the time the
- *    simulator's collective model gives it (sim/collective.h, the same rows here): NCCL's ring
- *    (chains for broadcast and reduce), every edge at once, the most loaded of the ranks' ports
- *    (inside a node) and the nodes' NIC sides (between nodes) deciding the time, plus the latency
- *    steps (ring or tree, the fewer) at the slowest link's latency, counted from the rank's first
- *    MPI call after posting it (the simulator's start: once every member has called MPI after the
- *    last one posted; libnbc's later rounds wait for later calls, which the simulator does not
- *    model, so counting from the real completion made the emulation slower than the model by
- *    those calls: 75 ms against 66 in fsdp's backward turns). Each rank also books its own
- *    edge between nodes, if it has one, on the NICs' book from then, as a send: two collectives
- *    at once (fsdp's backward turns: a reduce-scatter and the next all-gather), or a collective
- *    and a send, take the NIC in turn, as the simulator shares it between them. The members then
- *    agree on the latest of their releases (an all-reduce of one double, MAX): a collective ends
- *    for all its members at once, as in the simulator. Without the booking two such collectives
- *    took 46 ms in a turn the simulator gives 65 (bench-sim, fsdp on 2 emulated nodes, 0.05
- *    GB/s: the step 7.6% over its measured time).
+ * bandwidth per peer, or a cluster of nodes sharing NICs; emulate.c books them, the pending list
+ * here holds the operations back until then) so that topology effects can be measured on one
+ * machine. The world, the blocking calls outside the step and failing are hostmpi/host_mpi.c's,
+ * shared with the NCCL layer.
  *
  * Pieces. MPI counts elements and displacements in ints, so an operation of more than INT_MAX
  * elements (WP_COMM_MAX_ELEMS, a test hook, sets fewer) is several MPI calls of a piece each
@@ -68,72 +27,13 @@
 #endif
 #include <mpi.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
 #include <time.h>
 #include "common/comm_book.h"
-
-/* Point-to-point traffic of the step uses one tag, so MPI's non-overtaking rule gives the plan's
- * matching (k-th send a->b with k-th receive at b from a). The blocking gather/scatter use their
- * own tag: they can never be confused with the step's messages. */
-enum { TAG_STEP = 1, TAG_UTIL = 2, TAG_ARRIVAL = 3 };
-
-/* --- Failing loudly ---------------------------------------------------------------------- */
-
-static int g_rank = -1;   /* for messages from MPI_CHECK, which has no Comm at hand */
-
-static void __attribute__((noreturn)) die_status(int status) {
-    fflush(stdout);
-    fflush(stderr);
-    int inited = 0, finished = 0;
-    MPI_Initialized(&inited);
-    MPI_Finalized(&finished);
-    if (inited && !finished) MPI_Abort(MPI_COMM_WORLD, status);
-    exit(status);
-}
-#define die() die_status(COMM_ABORT_STATUS)
-
-static void __attribute__((noreturn, format(printf, 2, 3))) fail_status(int status, const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "comm: rank %d: %s\n", g_rank, msg);
-    die_status(status);
-}
-#define comm_fail(...) fail_status(COMM_ABORT_STATUS, __VA_ARGS__)
-
-static void mpi_fail(const char *call, int rc, const char *file, int line) {
-    char err[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, err, &len) != MPI_SUCCESS) snprintf(err, sizeof err, "error %d", rc);
-    comm_fail("%s:%d: %s failed: %s", file, line, call, err);
-}
-
-/* Every MPI call goes through this: our communicators return errors instead of aborting
- * anonymously (MPI_ERRORS_RETURN), so the message can name the call. */
-#define MPI_CHECK(call) do { int rc_ = (call); if (rc_ != MPI_SUCCESS) mpi_fail(#call, rc_, __FILE__, __LINE__); } while (0)
-
-void comm_abort(Comm *c, int status, const char *fmt, ...) {
-    (void)c;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "rank %d: %s\n", g_rank, msg);
-    fflush(stdout);
-    fflush(stderr);
-    int inited = 0, finished = 0;
-    MPI_Initialized(&inited);
-    MPI_Finalized(&finished);
-    if (inited && !finished) MPI_Abort(MPI_COMM_WORLD, status);
-    exit(status);
-}
+#include "hostmpi/host_mpi.h"
+#include "mpi/emulate.h"
 
 /* --- State ------------------------------------------------------------------------------- */
 
@@ -180,14 +80,7 @@ typedef struct Pending {
 } Pending;
 
 struct Comm {
-    MPI_Comm world;     /* our own duplicate of MPI_COMM_WORLD, errors returned */
-    int rank, size;
-    int local_size;     /* ranks on this node (sharing its memory) */
-    int started_mpi;    /* comm_init called MPI_Init, so comm_finalize calls MPI_Finalize */
-    double timeout;
-    double save_timeout;   /* comm_bcast_bytes_save's; 0: none */
-    size_t max_elems;      /* elements of one MPI call at most: INT_MAX, or WP_COMM_MAX_ELEMS */
-    struct timespec t0;
+    HostMpi h;          /* the world, the settings, the counters (hostmpi/host_mpi.h) */
 
     CommGroups groups;  /* the plan's groups: their members (common/comm_book.h) */
     Group *comms;       /* [groups.n]: MPI's side of each */
@@ -199,57 +92,18 @@ struct Comm {
     MPI_Status *statuses;
     int *indices;
 
-    CommStats stats;
     CommTraceFn trace;
     void *trace_ud;
 
     MPI_Op bf16_sum;    /* sums of MPI_UINT16_T holding bf16 values */
 
-    /* Emulated links, per peer (NULL until comm_set_link). */
-    double *alpha, *beta, *link_free;
-
-    /* The emulated cluster (comm_emulate; emu_node NULL until then) */
-    int *emu_node, emu_nnodes;
-    double net_alpha, net_beta, intra_alpha, intra_beta;
-    double t0_abs;              /* c->t0 in absolute CLOCK_MONOTONIC seconds */
-    MPI_Win nic_win;            /* the shared book: a lock, then tx and rx free times per node */
-    volatile int *nic_lock;
-    double *nic_free;           /* [2 * emu_nnodes]: tx of node k at 2k, rx at 2k + 1 */
+    MpiEmu emu;         /* emulated links and cluster (emulate.h) */
     int nheld, nunposted;
 };
 
-double comm_now(const Comm *c) { return cb_since(&c->t0); }
-
-int comm_rank(const Comm *c) { return c->rank; }
-int comm_size(const Comm *c) { return c->size; }
-int comm_local_size(const Comm *c) { return c->local_size; }
-const CommStats *comm_stats(const Comm *c) { return &c->stats; }
-void comm_reset_stats(Comm *c) { memset(&c->stats, 0, sizeof c->stats); }
+HostMpi *comm_host(const Comm *c) { return (HostMpi *)&c->h; }
 void comm_set_trace(Comm *c, CommTraceFn fn, void *ud) { c->trace = fn; c->trace_ud = ud; }
-
-void comm_set_timeout(Comm *c, double seconds) {
-    if (!(seconds >= 0)) comm_fail("comm_set_timeout: %g: expected seconds >= 0", seconds);
-    c->timeout = seconds;
-}
-
-void comm_set_save_timeout(Comm *c, double seconds) {
-    if (!(seconds >= 0)) comm_fail("comm_set_save_timeout: %g: expected seconds >= 0", seconds);
-    c->save_timeout = seconds;
-}
-
-/* A timeout in seconds from the environment (its row in common/settings.c gives the default). */
-static double env_seconds(const char *name) {
-    char err[256];
-    double t;
-    if (cb_env_seconds(name, &t, err, sizeof err)) fail_status(COMM_BAD_INPUT_STATUS, "%s", err);   /* bad input */
-    return t;
-}
-
-static void *xrealloc(void *p, size_t bytes) {
-    void *q = realloc(p, bytes ? bytes : 1);
-    if (!q) comm_fail("out of memory (%zu bytes)", bytes);
-    return q;
-}
+void comm_set_timeout(Comm *c, double seconds) { hm_set_timeout(&c->h, seconds, 0); }
 
 /* --- Formats ----------------------------------------------------------------------------- */
 
@@ -281,38 +135,15 @@ static void prefer_unsegmented_collectives(void) {
 }
 
 Comm *comm_init(int *argc, char ***argv) {
-    Comm *c = xrealloc(NULL, sizeof *c);
+    Comm *c = hm_alloc(NULL, sizeof *c);
     memset(c, 0, sizeof *c);
-    clock_gettime(CLOCK_MONOTONIC, &c->t0);
-    c->t0_abs = (double)c->t0.tv_sec + 1e-9 * (double)c->t0.tv_nsec;   /* emulated times between ranks */
     int inited = 0;
     MPI_CHECK(MPI_Initialized(&inited));
-    if (!inited) {
-        prefer_unsegmented_collectives();
-        /* Compute may run OpenMP threads, but only the main thread calls MPI. */
-        int provided;
-        MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
-        c->started_mpi = 1;
-    }
-    MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c->world));
-    MPI_CHECK(MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN));
-    MPI_CHECK(MPI_Comm_rank(c->world, &c->rank));
-    MPI_CHECK(MPI_Comm_size(c->world, &c->size));
-    g_rank = c->rank;
-    cb_groups_init(&c->groups, c->rank, c->size);
-    /* the ranks sharing this node: what a compute backend divides the node's cores among */
-    MPI_Comm node;
-    MPI_CHECK(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-    MPI_CHECK(MPI_Comm_size(node, &c->local_size));
-    MPI_CHECK(MPI_Comm_free(&node));
-
+    if (!inited) prefer_unsegmented_collectives();
+    hm_init(&c->h, argc, argv);
+    cb_groups_init(&c->groups, c->h.rank, c->h.size);
+    emu_init(&c->emu, c->h.rank, c->h.size, &c->h.t0);
     MPI_CHECK(MPI_Op_create(bf16_sum, 1, &c->bf16_sum));
-
-    c->timeout = env_seconds("WP_COMM_TIMEOUT");
-    c->save_timeout = env_seconds("WP_SAVE_TIMEOUT");
-    char err[256];
-    if (cb_env_max_elems(&c->max_elems, err, sizeof err)) fail_status(COMM_BAD_INPUT_STATUS, "%s", err);   /* bad input */
     return c;
 }
 
@@ -331,20 +162,15 @@ void comm_finalize(Comm *c) {
             free(l);
         }
     }
-    if (c->emu_node) MPI_CHECK(MPI_Win_free(&c->nic_win));
-    MPI_CHECK(MPI_Comm_free(&c->world));
+    emu_free(&c->emu);
     MPI_CHECK(MPI_Op_free(&c->bf16_sum));
-    if (c->started_mpi) MPI_CHECK(MPI_Finalize());
+    hm_finalize(&c->h);
     cb_groups_free(&c->groups);
     free(c->comms);
     free(c->pend);
     free(c->reqs);
     free(c->statuses);
     free(c->indices);
-    free(c->alpha);
-    free(c->beta);
-    free(c->link_free);
-    free(c->emu_node);
     free(c);
 }
 
@@ -352,7 +178,7 @@ int comm_add_group(Comm *c, const int *ranks, int n) {
     char err[256];
     int index = cb_group_add(&c->groups, ranks, n, err, sizeof err);
     if (index < 0) comm_fail("%s", err);
-    c->comms = xrealloc(c->comms, (size_t)c->groups.n * sizeof *c->comms);
+    c->comms = hm_alloc(c->comms, (size_t)c->groups.n * sizeof *c->comms);
     Group *gr = &c->comms[index];
     gr->comm = MPI_COMM_NULL;
     gr->layouts = NULL;
@@ -361,9 +187,9 @@ int comm_add_group(Comm *c, const int *ranks, int n) {
          * the creations a rank takes part in come in one global order and cannot deadlock; the
          * tag tells them apart besides. Group order = member order, so shard i is on ranks[i]. */
         MPI_Group world_group, group;
-        MPI_CHECK(MPI_Comm_group(c->world, &world_group));
+        MPI_CHECK(MPI_Comm_group(c->h.world, &world_group));
         MPI_CHECK(MPI_Group_incl(world_group, n, ranks, &group));
-        MPI_CHECK(MPI_Comm_create_group(c->world, group, index, &gr->comm));
+        MPI_CHECK(MPI_Comm_create_group(c->h.world, group, index, &gr->comm));
         MPI_CHECK(MPI_Comm_set_errhandler(gr->comm, MPI_ERRORS_RETURN));
         MPI_CHECK(MPI_Group_free(&group));
         MPI_CHECK(MPI_Group_free(&world_group));
@@ -371,116 +197,10 @@ int comm_add_group(Comm *c, const int *ranks, int n) {
     return index;
 }
 
-void comm_set_link(Comm *c, int peer, double alpha, double beta) {
-    if (peer < -1 || peer >= c->size) comm_fail("comm_set_link: peer %d outside the world of %d", peer, c->size);
-    if (!(alpha >= 0) || !(beta >= 0)) comm_fail("comm_set_link: alpha %g, beta %g: expected >= 0", alpha, beta);
-    if (!c->alpha) {
-        c->alpha = xrealloc(NULL, (size_t)c->size * sizeof(double));
-        c->beta = xrealloc(NULL, (size_t)c->size * sizeof(double));
-        c->link_free = xrealloc(NULL, (size_t)c->size * sizeof(double));
-        for (int p = 0; p < c->size; p++) c->alpha[p] = c->beta[p] = c->link_free[p] = 0;
-    }
-    for (int p = 0; p < c->size; p++)
-        if (peer == -1 || p == peer) { c->alpha[p] = alpha; c->beta[p] = beta; }
-}
-
-/* --- The emulated cluster: NICs and collectives (see the top of this file) ------------------ */
+void comm_set_link(Comm *c, int peer, double alpha, double beta) { emu_set_link(&c->emu, peer, alpha, beta); }
 
 void comm_emulate(Comm *c, const int *node_of_rank, double net_alpha, double net_beta, double intra_alpha, double intra_beta) {
-    if (!(net_alpha >= 0) || !(net_beta >= 0) || !(intra_alpha >= 0) || !(intra_beta >= 0))
-        comm_fail("comm_emulate: latencies %g, %g and seconds per byte %g, %g: expected >= 0", net_alpha, intra_alpha, net_beta, intra_beta);
-    if (c->emu_node) comm_fail("comm_emulate: called twice");
-    c->emu_node = xrealloc(NULL, (size_t)c->size * sizeof(int));
-    c->emu_nnodes = 0;
-    for (int r = 0; r < c->size; r++) {
-        if (node_of_rank[r] < 0 || node_of_rank[r] >= c->size) comm_fail("comm_emulate: rank %d on node %d: expected 0 to %d", r, node_of_rank[r], c->size - 1);
-        c->emu_node[r] = node_of_rank[r];
-        if (node_of_rank[r] + 1 > c->emu_nnodes) c->emu_nnodes = node_of_rank[r] + 1;
-    }
-    c->net_alpha = net_alpha; c->net_beta = net_beta;
-    c->intra_alpha = intra_alpha; c->intra_beta = intra_beta;
-    /* the book, shared by the ranks on this machine: rank 0 of them allocates it, zeroed (a NIC
-     * free since the clock's start); the lock's int first, then the doubles, 8-byte aligned */
-    MPI_Comm local;
-    MPI_CHECK(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
-    int lrank;
-    MPI_CHECK(MPI_Comm_rank(local, &lrank));
-    MPI_Aint size = lrank == 0 ? (MPI_Aint)(sizeof(double) * (2 * (size_t)c->emu_nnodes + 1)) : 0;
-    void *base = NULL;
-    MPI_CHECK(MPI_Win_allocate_shared(size, sizeof(double), MPI_INFO_NULL, local, &base, &c->nic_win));
-    MPI_Aint got;
-    int disp;
-    MPI_CHECK(MPI_Win_shared_query(c->nic_win, 0, &got, &disp, &base));
-    if (lrank == 0) memset(base, 0, (size_t)got);
-    c->nic_lock = (volatile int *)base;
-    c->nic_free = (double *)base + 1;
-    MPI_CHECK(MPI_Barrier(local));   /* zeroed before anyone books */
-    MPI_CHECK(MPI_Comm_free(&local));
-}
-
-/* Books a transfer of `seconds` on node a's transmit side and node b's receive side, starting
- * no earlier than `ready` (this rank's clock); returns its end (this rank's clock). */
-static double nic_book(Comm *c, int a, int b, double ready, double seconds) {
-    while (__atomic_exchange_n(c->nic_lock, 1, __ATOMIC_ACQUIRE)) {
-        while (__atomic_load_n(c->nic_lock, __ATOMIC_RELAXED)) sched_yield();
-    }
-    double *tx = &c->nic_free[2 * a], *rx = &c->nic_free[2 * b + 1];
-    double start = ready + c->t0_abs;
-    if (*tx > start) start = *tx;
-    if (*rx > start) start = *rx;
-    *tx = *rx = start + seconds;
-    __atomic_store_n(c->nic_lock, 0, __ATOMIC_RELEASE);
-    return start + seconds - c->t0_abs;
-}
-
-/* This rank's edge between nodes in a collective: its seconds on the NICs, from node a to b,
- * and the collective's latency steps (seconds); seconds 0 if it has none. */
-typedef struct OwnEdge { double s, lat; int a, b; } OwnEdge;
-
-/* The time the simulator's collective model gives a collective of this rank's (0 for anything
- * else, or without comm_emulate): the rows of generator/sim/collective.c; and this rank's own
- * edge between nodes in it (*own). */
-static double emulated_collective_s(const Comm *c, const Pending *p, OwnEdge *own) {
-    memset(own, 0, sizeof *own);
-    if (!c->emu_node || p->op.group < 0) return 0;
-    static const struct { int chain, toward_root, tree; double passes; } algo[COMM__NKINDS] = {
-        [COMM_BCAST] = { 1, 0, 1, 1 }, [COMM_REDUCE] = { 1, 1, 1, 1 }, [COMM_ALLREDUCE] = { 0, 0, 1, 2 },
-        [COMM_ALLGATHER] = { 0, 0, 0, 1 }, [COMM_REDUCE_SCATTER] = { 0, 0, 0, 1 },
-    };
-    int kind = p->op.kind;
-    if (kind != COMM_BCAST && kind != COMM_REDUCE && kind != COMM_ALLREDUCE && kind != COMM_ALLGATHER &&
-        kind != COMM_REDUCE_SCATTER)
-        return 0;
-    const CommGroup *gr = &c->groups.g[p->op.group];
-    int n = gr->n;
-    if (n < 2) return 0;
-    int chain = algo[kind].chain, root = 0;
-    if (chain)
-        for (int i = 0; i < n; i++)
-            if (gr->ranks[i] == p->op.peer) root = i;
-    int nedges = chain ? n - 1 : n, lg = 0;
-    while ((1 << lg) < n) lg++;
-    double whole = (double)p->op.bytes, edge = chain ? whole : algo[kind].passes * (n - 1) / n * whole;
-    double ring = algo[kind].passes * (n - 1), tree = algo[kind].tree ? algo[kind].passes * lg : ring;
-    /* loads: seconds on each rank's send and receive ports (inside a node) and each node's NIC
-     * sides (between nodes); every edge at once, so the most loaded decides */
-    double *load = xrealloc(NULL, sizeof(double) * (2 * (size_t)c->size + 2 * (size_t)c->emu_nnodes));
-    memset(load, 0, sizeof(double) * (2 * (size_t)c->size + 2 * (size_t)c->emu_nnodes));
-    double lat = 0, worst = 0;
-    for (int h = 0; h < nedges; h++) {
-        int from = gr->ranks[(root + h) % n], to = gr->ranks[(root + h + 1) % n];
-        if (algo[kind].toward_root) { int t = from; from = to; to = t; }
-        int na = c->emu_node[from], nb = c->emu_node[to];
-        double s = na != nb ? edge * c->net_beta : edge * c->intra_beta, a = na != nb ? c->net_alpha : c->intra_alpha;
-        if (a > lat) lat = a;
-        double *l[2] = { &load[2 * from], &load[2 * to + 1] };
-        if (na != nb) { l[0] = &load[2 * c->size + 2 * na]; l[1] = &load[2 * c->size + 2 * nb + 1]; }
-        for (int k = 0; k < 2; k++) { *l[k] += s; if (*l[k] > worst) worst = *l[k]; }
-        if (from == c->rank && na != nb) own->s += s, own->a = na, own->b = nb;
-    }
-    free(load);
-    own->lat = (ring < tree ? ring : tree) * lat;
-    return own->lat + worst;
+    emu_cluster(&c->emu, c->h.world, node_of_rank, net_alpha, net_beta, intra_alpha, intra_beta);
 }
 
 /* --- The pending list -------------------------------------------------------------------- */
@@ -496,11 +216,11 @@ static int post(Comm *c, CommKind kind, const char *name, const CommInfo *info, 
     if (c->npend == c->cappend) {
         c->cappend = c->cappend ? 2 * c->cappend : 64;
         size_t cap = (size_t)c->cappend;
-        c->pend = xrealloc(c->pend, cap * sizeof *c->pend);
+        c->pend = hm_alloc(c->pend, cap * sizeof *c->pend);
         /* Requests are handles: moving them is fine while they are active. */
-        c->reqs = xrealloc(c->reqs, cap * sizeof *c->reqs);
-        c->statuses = xrealloc(c->statuses, cap * sizeof *c->statuses);
-        c->indices = xrealloc(c->indices, cap * sizeof *c->indices);
+        c->reqs = hm_alloc(c->reqs, cap * sizeof *c->reqs);
+        c->statuses = hm_alloc(c->statuses, cap * sizeof *c->statuses);
+        c->indices = hm_alloc(c->indices, cap * sizeof *c->indices);
     }
     int i = c->npend++;
     Pending *p = &c->pend[i];
@@ -524,7 +244,7 @@ static int post(Comm *c, CommKind kind, const char *name, const CommInfo *info, 
     p->companion = p->data = -1;
     p->arrival = NULL;
     c->reqs[i] = MPI_REQUEST_NULL;
-    if (kind != COMM_UTIL) cb_count(&c->stats, kind, bytes);
+    if (kind != COMM_UTIL) cb_count(&c->h.stats, kind, bytes);
     return i;
 }
 
@@ -596,7 +316,7 @@ static double start_due(Comm *c, double now) {
         Pending *p = &c->pend[i];
         if (p->unposted && c->pend[p->companion].done) {   /* its companion came: when it arrives */
             if (p->release_at <= now) {
-                MPI_CHECK(MPI_Irecv(p->rbuf, p->rcount, p->rtype, p->op.peer, TAG_STEP, c->world, &c->reqs[i]));
+                MPI_CHECK(MPI_Irecv(p->rbuf, p->rcount, p->rtype, p->op.peer, TAG_STEP, c->h.world, &c->reqs[i]));
                 p->unposted = 0;
                 c->nunposted--;
             } else if (next == 0 || p->release_at < next) {
@@ -629,7 +349,7 @@ static void hold(Comm *c, long i, double at) {
 
 static void poll_once(Comm *c) {
     if (c->ndone == c->npend) return;
-    if (c->emu_node) {   /* a collective's emulated time runs from here: its first call (see the top) */
+    if (c->emu.node) {   /* a collective's emulated time runs from here: its first call (see the top) */
         double now = comm_now(c);
         for (int i = 0; i < c->npend; i++)
             if (c->pend[i].op.group >= 0 && c->pend[i].t_call == 0) c->pend[i].t_call = now;
@@ -654,7 +374,7 @@ static void poll_once(Comm *c) {
         int i = c->indices[j];
         Pending *p = &c->pend[i];
         if (p->data >= 0 && p->op.kind == COMM_UTIL) {   /* a companion: its receive is posted at that time */
-            c->pend[p->data].release_at = *p->arrival - c->t0_abs;
+            c->pend[p->data].release_at = *p->arrival - c->emu.t0_abs;
             complete(c, i, NULL);
             start_due(c, comm_now(c));
             continue;
@@ -666,23 +386,24 @@ static void poll_once(Comm *c) {
         if (p->agreeing) {   /* the members' latest release: held until then */
             p->agreeing = 0;
             p->held = 1;
-            p->release_at = p->agree[1] - c->t0_abs;
+            p->release_at = p->agree[1] - c->emu.t0_abs;
             free(p->agree);
             p->agree = NULL;
             c->nheld++;
             continue;
         }
         OwnEdge own;
-        double d = emulated_collective_s(c, p, &own);
+        double d = emu_collective_s(&c->emu, p->op.group >= 0 ? &c->groups.g[p->op.group] : NULL, p->op.kind, p->op.peer,
+                                    p->op.bytes, &own);
         if (d > 0) {
             double now = comm_now(c), from = p->t_call > 0 ? p->t_call : now, at = from + d;
             if (own.s > 0) {   /* its edge between nodes, after what the NICs carry already */
-                double end = nic_book(c, own.a, own.b, from, own.s) + own.lat;
+                double end = emu_nic_book(&c->emu, own.a, own.b, from, own.s) + own.lat;
                 if (end > at) at = end;
             }
             if (at < now) at = now;
-            p->agree = xrealloc(NULL, 2 * sizeof(double));   /* apart from pend[], which may move */
-            p->agree[0] = at + c->t0_abs;
+            p->agree = hm_alloc(NULL, 2 * sizeof(double));   /* apart from pend[], which may move */
+            p->agree[0] = at + c->emu.t0_abs;
             p->agreeing = 1;
             MPI_CHECK(MPI_Iallreduce(&p->agree[0], &p->agree[1], 1, MPI_DOUBLE, MPI_MAX, c->comms[p->op.group].comm, &c->reqs[i]));
         } else {
@@ -723,11 +444,11 @@ static double wait_within(Comm *c, double timeout, const char *var) {
     }
     c->npend = c->ndone = 0;
     double waited = comm_now(c) - t0;
-    c->stats.wait_s += waited;
+    c->h.stats.wait_s += waited;
     return waited;
 }
 
-static double wait_all(Comm *c) { return wait_within(c, c->timeout, "WP_COMM_TIMEOUT"); }
+static double wait_all(Comm *c) { return wait_within(c, c->h.timeout, "WP_COMM_TIMEOUT"); }
 
 double comm_wait_turn(Comm *c) { return wait_all(c); }
 
@@ -738,11 +459,6 @@ void comm_progress(Comm *c) {
 
 /* --- The step's operations ----------------------------------------------------------------- */
 
-static void check_peer(const Comm *c, CommKind kind, int peer, const CommInfo *info) {
-    if (peer < 0 || peer >= c->size)
-        comm_fail("%s \"%s\" in turn %d: peer %d outside the world of %d ranks", comm_kind_names[kind],
-                  cb_label(info), cb_turn(info), peer, c->size);
-}
 
 /* An emulated send: started now, its companion (when the link delivers it, start_at on this rank's
  * clock) on TAG_ARRIVAL beside it; see the top of this file. */
@@ -750,62 +466,37 @@ static void send_emulated(Comm *c, int i, double start_at, const void *buf, int 
     Pending *p = &c->pend[i];
     p->timed = 1;
     p->release_at = start_at;
-    MPI_CHECK(MPI_Isend(buf, count, mpi_type(dt), p->op.peer, TAG_STEP, c->world, &c->reqs[i]));
+    MPI_CHECK(MPI_Isend(buf, count, mpi_type(dt), p->op.peer, TAG_STEP, c->h.world, &c->reqs[i]));
     int peer = p->op.peer, j = post(c, COMM_UTIL, "emulated arrival", NULL, peer, -1, sizeof(double));   /* p may move */
     Pending *q = &c->pend[j];
-    q->arrival = xrealloc(NULL, sizeof(double));
-    *q->arrival = start_at + c->t0_abs;
-    MPI_CHECK(MPI_Isend(q->arrival, 1, MPI_DOUBLE, peer, TAG_ARRIVAL, c->world, &c->reqs[j]));
+    q->arrival = hm_alloc(NULL, sizeof(double));
+    *q->arrival = start_at + c->emu.t0_abs;
+    MPI_CHECK(MPI_Isend(q->arrival, 1, MPI_DOUBLE, peer, TAG_ARRIVAL, c->h.world, &c->reqs[j]));
 }
 
 /* The link to or from `peer` goes between emulated nodes, through their NICs. */
-static int through_nics(const Comm *c, int peer) {
-    return c->emu_node && c->emu_node[peer] != c->emu_node[c->rank] && c->net_beta > 0;
-}
-
-/* The link to or from `peer` is emulated (both ends set it, comm.h): its sends carry a companion,
- * its receives wait for theirs. */
-static int emulated_link(const Comm *c, int peer) {
-    return through_nics(c, peer) || (c->alpha && (c->alpha[peer] > 0 || c->beta[peer] > 0));
-}
-
-/* When the emulated link delivers a send of `bytes` to `peer` posted at `posted` (this rank's
- * clock), booking it: between nodes through both nodes' NICs (see the top of this file), else on
- * the link, one send after the other (bandwidth), each arriving alpha after its last byte left
- * (latency); after this rank's earlier sends to that peer either way. */
-static double link_delivers(Comm *c, int peer, size_t bytes, double posted) {
-    double ready = c->link_free && c->link_free[peer] > posted ? c->link_free[peer] : posted;
-    if (through_nics(c, peer)) {
-        double end = nic_book(c, c->emu_node[c->rank], c->emu_node[peer], ready, (double)bytes * c->net_beta);
-        if (c->link_free) c->link_free[peer] = end;
-        return end + c->net_alpha;
-    }
-    c->link_free[peer] = ready + (double)bytes * c->beta[peer];
-    return c->link_free[peer] + c->alpha[peer];
-}
-
 void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const CommInfo *info) {
-    check_peer(c, COMM_SEND, peer, info);
-    size_t es = wp_dtype_bytes(dt), np = cb_pieces(n, c->max_elems), len;
+    hm_check_peer(&c->groups, COMM_SEND, peer, info);
+    size_t es = wp_dtype_bytes(dt), np = cb_pieces(n, c->h.max_elems), len;
     int lead = -1;
     for (size_t k = 0; k < np; k++) {
-        const char *at = (const char *)buf + cb_piece(n, c->max_elems, k, &len) * es;
+        const char *at = (const char *)buf + cb_piece(n, c->h.max_elems, k, &len) * es;
         int i = post_piece(c, COMM_SEND, NULL, info, peer, -1, n * es, len * es, k, np, &lead);
-        if (emulated_link(c, peer)) send_emulated(c, i, link_delivers(c, peer, len * es, c->pend[i].op.t_post), at, (int)len, dt);
-        else MPI_CHECK(MPI_Isend(at, (int)len, mpi_type(dt), peer, TAG_STEP, c->world, &c->reqs[i]));
+        if (emu_link(&c->emu, peer)) send_emulated(c, i, emu_delivers(&c->emu, peer, len * es, c->pend[i].op.t_post), at, (int)len, dt);
+        else MPI_CHECK(MPI_Isend(at, (int)len, mpi_type(dt), peer, TAG_STEP, c->h.world, &c->reqs[i]));
     }
 }
 
 void comm_recv(Comm *c, void *buf, size_t n, WpDtype dt, int peer, const CommInfo *info) {
-    check_peer(c, COMM_RECV, peer, info);
-    size_t es = wp_dtype_bytes(dt), np = cb_pieces(n, c->max_elems), len;
+    hm_check_peer(&c->groups, COMM_RECV, peer, info);
+    size_t es = wp_dtype_bytes(dt), np = cb_pieces(n, c->h.max_elems), len;
     int lead = -1;
     for (size_t k = 0; k < np; k++) {
-        char *at = (char *)buf + cb_piece(n, c->max_elems, k, &len) * es;
+        char *at = (char *)buf + cb_piece(n, c->h.max_elems, k, &len) * es;
         int i = post_piece(c, COMM_RECV, NULL, info, peer, -1, n * es, len * es, k, np, &lead);
         expect_size(c, i, len * es, mpi_type(dt), es);
-        if (!emulated_link(c, peer)) {
-            MPI_CHECK(MPI_Irecv(at, (int)len, mpi_type(dt), peer, TAG_STEP, c->world, &c->reqs[i]));
+        if (!emu_link(&c->emu, peer)) {
+            MPI_CHECK(MPI_Irecv(at, (int)len, mpi_type(dt), peer, TAG_STEP, c->h.world, &c->reqs[i]));
             continue;
         }
         /* over an emulated link: posted once it delivers, which its companion says (send_emulated) */
@@ -815,27 +506,13 @@ void comm_recv(Comm *c, void *buf, size_t n, WpDtype dt, int peer, const CommInf
         c->nunposted++;
         int j = post(c, COMM_UTIL, "emulated arrival", NULL, peer, -1, sizeof(double));
         Pending *q = &c->pend[j];
-        q->arrival = xrealloc(NULL, sizeof(double));
+        q->arrival = hm_alloc(NULL, sizeof(double));
         q->data = i;
         c->pend[i].companion = j;
-        MPI_CHECK(MPI_Irecv(q->arrival, 1, MPI_DOUBLE, peer, TAG_ARRIVAL, c->world, &c->reqs[j]));
+        MPI_CHECK(MPI_Irecv(q->arrival, 1, MPI_DOUBLE, peer, TAG_ARRIVAL, c->h.world, &c->reqs[j]));
     }
 }
 
-/* The checks every layer makes (common/comm_book.c), failing as this layer fails. */
-static const CommGroup *member_group(Comm *c, CommKind kind, int g, const CommInfo *info) {
-    char err[320];
-    const CommGroup *gr = cb_member(&c->groups, kind, g, info, err, sizeof err);
-    if (!gr) comm_fail("%s", err);
-    return gr;
-}
-
-static int root_index(Comm *c, CommKind kind, int g, int root, const CommInfo *info) {
-    char err[320];
-    int r = cb_root(&c->groups, kind, g, root, info, err, sizeof err);
-    if (r < 0) comm_fail("%s", err);
-    return r;
-}
 
 /* The MPI call of one piece of a collective: `at`, `len` elements at the piece's place in the
  * operation's buffer (and `to` in a reduce's result, NULL where it is in place). */
@@ -847,8 +524,8 @@ typedef void (*PieceFn)(Comm *c, int g, char *at, char *to, int len, WpDtype dt,
 static void post_pieces(Comm *c, CommKind kind, int g, char *buf, char *to, size_t n, WpDtype dt, int root, int peer,
                         const CommInfo *info, size_t whole, size_t k0, size_t np, int *lead, PieceFn fn) {
     size_t es = wp_dtype_bytes(dt), len;
-    for (size_t k = 0; k < cb_pieces(n, c->max_elems); k++) {
-        size_t off = cb_piece(n, c->max_elems, k, &len) * es;
+    for (size_t k = 0; k < cb_pieces(n, c->h.max_elems); k++) {
+        size_t off = cb_piece(n, c->h.max_elems, k, &len) * es;
         int i = post_piece(c, kind, NULL, info, peer, g, whole, len * es, k0 + k, np, lead);
         fn(c, g, buf + off, to ? to + off : NULL, (int)len, dt, root, &c->reqs[i]);
     }
@@ -874,23 +551,23 @@ static void allreduce_piece(Comm *c, int g, char *at, char *to, int len, WpDtype
 }
 
 void comm_bcast(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, const CommInfo *info) {
-    member_group(c, COMM_BCAST, g, info);
-    int r = root_index(c, COMM_BCAST, g, root, info), lead = -1;
-    post_pieces(c, COMM_BCAST, g, buf, NULL, n, dt, r, root, info, n * wp_dtype_bytes(dt), 0, cb_pieces(n, c->max_elems),
+    hm_member(&c->groups, COMM_BCAST, g, info);
+    int r = hm_root(&c->groups, COMM_BCAST, g, root, info), lead = -1;
+    post_pieces(c, COMM_BCAST, g, buf, NULL, n, dt, r, root, info, n * wp_dtype_bytes(dt), 0, cb_pieces(n, c->h.max_elems),
                 &lead, bcast_piece);
 }
 
 void comm_reduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, const CommInfo *info) {
-    member_group(c, COMM_REDUCE, g, info);
-    int r = root_index(c, COMM_REDUCE, g, root, info), lead = -1;
-    post_pieces(c, COMM_REDUCE, g, buf, NULL, n, dt, r, root, info, n * wp_dtype_bytes(dt), 0, cb_pieces(n, c->max_elems),
+    hm_member(&c->groups, COMM_REDUCE, g, info);
+    int r = hm_root(&c->groups, COMM_REDUCE, g, root, info), lead = -1;
+    post_pieces(c, COMM_REDUCE, g, buf, NULL, n, dt, r, root, info, n * wp_dtype_bytes(dt), 0, cb_pieces(n, c->h.max_elems),
                 &lead, reduce_piece);
 }
 
 void comm_allreduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, const CommInfo *info) {
-    member_group(c, COMM_ALLREDUCE, g, info);
+    hm_member(&c->groups, COMM_ALLREDUCE, g, info);
     int lead = -1;
-    post_pieces(c, COMM_ALLREDUCE, g, buf, NULL, n, dt, -1, -1, info, n * wp_dtype_bytes(dt), 0, cb_pieces(n, c->max_elems),
+    post_pieces(c, COMM_ALLREDUCE, g, buf, NULL, n, dt, -1, -1, info, n * wp_dtype_bytes(dt), 0, cb_pieces(n, c->h.max_elems),
                 &lead, allreduce_piece);
 }
 
@@ -899,10 +576,10 @@ void comm_allreduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, const CommI
 static const Layout *layout(Group *gr, int k, size_t n) {
     for (Layout *l = gr->layouts; l; l = l->next)
         if (l->n == n) return l;
-    Layout *l = xrealloc(NULL, sizeof *l);
+    Layout *l = hm_alloc(NULL, sizeof *l);
     l->n = n;
-    l->counts = xrealloc(NULL, (size_t)k * sizeof(int));
-    l->displs = xrealloc(NULL, (size_t)k * sizeof(int));
+    l->counts = hm_alloc(NULL, (size_t)k * sizeof(int));
+    l->displs = hm_alloc(NULL, (size_t)k * sizeof(int));
     for (int i = 0; i < k; i++) {
         l->displs[i] = (int)comm_shard_offset(n, k, i);
         l->counts[i] = (int)comm_shard_len(n, k, i);
@@ -919,23 +596,23 @@ static void per_member(Comm *c, CommKind kind, int g, char *full, char *to, size
                        PieceFn fn) {
     const CommGroup *gr = &c->groups.g[g];
     size_t es = wp_dtype_bytes(dt), np = 0, k0 = 0;
-    for (int m = 0; m < gr->n; m++) np += cb_pieces(comm_shard_len(n, gr->n, m), c->max_elems);
+    for (int m = 0; m < gr->n; m++) np += cb_pieces(comm_shard_len(n, gr->n, m), c->h.max_elems);
     int lead = -1;
     for (int m = 0; m < gr->n; m++) {
         size_t len = comm_shard_len(n, gr->n, m);
         post_pieces(c, kind, g, full + comm_shard_offset(n, gr->n, m) * es, m == gr->me ? to : NULL, len, dt, m, -1, info,
                     n * es, k0, np, &lead, fn);
-        k0 += cb_pieces(len, c->max_elems);
+        k0 += cb_pieces(len, c->h.max_elems);
     }
 }
 
 void comm_allgather(Comm *c, int g, const void *shard, void *full, size_t n, WpDtype dt, const CommInfo *info) {
-    const CommGroup *gr = member_group(c, COMM_ALLGATHER, g, info);
+    const CommGroup *gr = hm_member(&c->groups, COMM_ALLGATHER, g, info);
     int me = gr->me, in_place;
     size_t es = wp_dtype_bytes(dt);
     char err[320];
     if (cb_check_allgather(gr, shard, full, n, es, info, &in_place, err, sizeof err)) comm_fail("%s", err);
-    if (n > c->max_elems) {   /* each member broadcasts its shard from its place in full */
+    if (n > c->h.max_elems) {   /* each member broadcasts its shard from its place in full */
         char *own = (char *)full + comm_shard_offset(n, gr->n, me) * es;
         if (!in_place) memcpy(own, shard, comm_shard_len(n, gr->n, me) * es);
         per_member(c, COMM_ALLGATHER, g, full, NULL, n, dt, info, bcast_piece);
@@ -948,11 +625,11 @@ void comm_allgather(Comm *c, int g, const void *shard, void *full, size_t n, WpD
 }
 
 void comm_reduce_scatter(Comm *c, int g, const void *full, void *shard, size_t n, WpDtype dt, const CommInfo *info) {
-    const CommGroup *gr = member_group(c, COMM_REDUCE_SCATTER, g, info);
+    const CommGroup *gr = hm_member(&c->groups, COMM_REDUCE_SCATTER, g, info);
     size_t es = wp_dtype_bytes(dt);
     char err[320];
     if (cb_check_reduce_scatter(gr, full, shard, n, es, info, err, sizeof err)) comm_fail("%s", err);
-    if (n > c->max_elems) {   /* each member's shard of the sum reduced to it */
+    if (n > c->h.max_elems) {   /* each member's shard of the sum reduced to it */
         per_member(c, COMM_REDUCE_SCATTER, g, (char *)full, shard, n, dt, info, reduce_piece);
         return;
     }
@@ -966,137 +643,5 @@ void comm_turn_posted(Comm *c) { (void)c; }
 int comm_device_buffers(const Comm *c) { (void)c; return 0; }
 void comm_set_stream(Comm *c, void *stream) { (void)c; (void)stream; }
 
-/* --- Blocking calls over the world ------------------------------------------------------- */
-
-static void util_count(Comm *c, size_t bytes) {
-    cb_count(&c->stats, COMM_UTIL, bytes);
-}
-
-void comm_barrier(Comm *c) {
-    wait_all(c);
-    util_count(c, 0);
-    int i = post(c, COMM_UTIL, "BARRIER", NULL, -1, -1, 0);
-    MPI_CHECK(MPI_Ibarrier(c->world, &c->reqs[i]));
-    wait_all(c);
-}
-
-void comm_allreduce_double(Comm *c, double *x, int n) {
-    wait_all(c);
-    util_count(c, (size_t)n * sizeof(double));
-    int i = post(c, COMM_UTIL, "ALLREDUCE_DOUBLE", NULL, -1, -1, (size_t)n * sizeof(double));
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, c->world, &c->reqs[i]));
-    wait_all(c);
-}
-
-/* comm_bcast_bytes, its last wait with the given timeout. */
-static void bcast_bytes(Comm *c, void *buf, size_t nbytes, int root, double timeout, const char *var) {
-    CommInfo info = { -1, "bytes" };
-    check_peer(c, COMM_UTIL, root, &info);
-    wait_all(c);
-    util_count(c, nbytes);
-    size_t np = cb_pieces(nbytes, c->max_elems), len;
-    int lead = -1;
-    for (size_t k = 0; k < np; k++) {
-        size_t off = cb_piece(nbytes, c->max_elems, k, &len);
-        int i = post_piece(c, COMM_UTIL, "BCAST_BYTES", NULL, root, -1, nbytes, len, k, np, &lead);
-        MPI_CHECK(MPI_Ibcast((char *)buf + off, (int)len, MPI_BYTE, root, c->world, &c->reqs[i]));
-    }
-    wait_within(c, timeout, var);
-}
-
-void comm_bcast_bytes(Comm *c, void *buf, size_t nbytes, int root) {
-    bcast_bytes(c, buf, nbytes, root, c->timeout, "WP_COMM_TIMEOUT");
-}
-
-void comm_bcast_bytes_save(Comm *c, void *buf, size_t nbytes, int root) {
-    bcast_bytes(c, buf, nbytes, root, c->save_timeout, "WP_SAVE_TIMEOUT");
-}
-
-/* Every rank's n at rank 0 (counts: size entries there, NULL elsewhere). */
-static void gather_counts(Comm *c, const char *name, size_t n, uint64_t *counts) {
-    uint64_t mine = n;
-    CommInfo info = { -1, "sizes" };
-    int i = post(c, COMM_UTIL, name, &info, 0, -1, sizeof mine);
-    MPI_CHECK(MPI_Igather(&mine, 1, MPI_UINT64_T, counts, 1, MPI_UINT64_T, 0, c->world, &c->reqs[i]));
-    wait_all(c);
-}
-
-/* Gather and scatter move each rank's part between it and rank 0 as messages of a piece each, in
- * order on their own tag (not MPI_Gatherv, whose int displacements would limit a checkpoint to
- * 8 GiB in all). Elements of esize bytes, MPI type `type`; received sizes are checked against what
- * the sender announced. part_post posts one rank's part, n elements at buf, sent to `peer` or
- * (recv) received from it. */
-static void part_post(Comm *c, const char *name, void *buf, size_t n, size_t esize, MPI_Datatype type, int peer, int recv) {
-    CommInfo info = { -1, "part" };
-    size_t np = cb_pieces(n, c->max_elems), len;
-    int lead = -1;
-    for (size_t k = 0; k < np; k++) {
-        size_t off = cb_piece(n, c->max_elems, k, &len);
-        int i = post_piece(c, COMM_UTIL, name, &info, peer, -1, n * esize, len * esize, k, np, &lead);
-        char *at = (char *)buf + off * esize;
-        if (recv) {
-            expect_size(c, i, len * esize, type, esize);
-            MPI_CHECK(MPI_Irecv(at, (int)len, type, peer, TAG_UTIL, c->world, &c->reqs[i]));
-        } else {
-            MPI_CHECK(MPI_Isend(at, (int)len, type, peer, TAG_UTIL, c->world, &c->reqs[i]));
-        }
-    }
-}
-
-static size_t gather(Comm *c, const char *name, const void *mine, size_t n, size_t esize, MPI_Datatype type, void *all,
-                     size_t cap, size_t *counts) {
-    wait_all(c);
-    util_count(c, n * esize);
-    uint64_t *cnt = c->rank == 0 ? xrealloc(NULL, (size_t)c->size * sizeof *cnt) : NULL;
-    gather_counts(c, name, n, cnt);
-    size_t total = 0;
-    if (c->rank == 0) {
-        for (int r = 0; r < c->size; r++) total += cnt[r];
-        if (total > cap) comm_fail("%s: the ranks send %zu elements, rank 0 has room for %zu", name, total, cap);
-        size_t off = n;
-        if (n) memcpy(all, mine, n * esize);
-        for (int r = 1; r < c->size; r++) {
-            if (counts) counts[r] = (size_t)cnt[r];
-            if (!cnt[r]) continue;
-            part_post(c, name, (char *)all + off * esize, (size_t)cnt[r], esize, type, r, 1);
-            off += (size_t)cnt[r];
-        }
-        if (counts) counts[0] = n;
-    } else if (n) {
-        part_post(c, name, (void *)mine, n, esize, type, 0, 0);
-    }
-    wait_all(c);
-    free(cnt);
-    return total;
-}
-
-size_t comm_gather(Comm *c, const float *mine, size_t n, float *all, size_t cap, size_t *counts) {
-    return gather(c, "GATHER", mine, n, sizeof(float), MPI_FLOAT, all, cap, counts);
-}
-
-size_t comm_gather_bytes(Comm *c, const void *mine, size_t n, void *all, size_t cap, size_t *counts) {
-    return gather(c, "GATHER_BYTES", mine, n, 1, MPI_BYTE, all, cap, counts);
-}
-
-void comm_scatter(Comm *c, const float *all, size_t total, float *mine, size_t n) {
-    wait_all(c);
-    util_count(c, n * sizeof(float));
-    uint64_t *cnt = c->rank == 0 ? xrealloc(NULL, (size_t)c->size * sizeof *cnt) : NULL;
-    gather_counts(c, "SCATTER", n, cnt);
-    if (c->rank == 0) {
-        size_t sum = 0;
-        for (int r = 0; r < c->size; r++) sum += cnt[r];
-        if (sum != total) comm_fail("comm_scatter: the ranks ask for %zu floats, rank 0 has %zu", sum, total);
-        if (n) memcpy(mine, all, n * sizeof(float));
-        size_t off = n;
-        for (int r = 1; r < c->size; r++) {
-            if (!cnt[r]) continue;
-            part_post(c, "SCATTER", (void *)(all + off), (size_t)cnt[r], sizeof(float), MPI_FLOAT, r, 0);
-            off += (size_t)cnt[r];
-        }
-    } else if (n) {
-        part_post(c, "SCATTER", mine, n, sizeof(float), MPI_FLOAT, 0, 1);
-    }
-    wait_all(c);
-    free(cnt);
-}
+/* The blocking calls (hostmpi/host_mpi.c) run alone on the world: everything posted completes first. */
+void comm_complete_step(Comm *c) { wait_all(c); }

@@ -10,7 +10,9 @@
  * operations and the checks of arguments every layer's (common/comm_book.c).
  *
  * MPI bootstraps it (each communicator's ncclUniqueId is broadcast over MPI: the world's, then one
- * per plan group by ncclCommSplit) and carries the blocking calls outside the step on host memory.
+ * per plan group by ncclCommSplit) and carries the blocking calls outside the step on host memory
+ * (hostmpi/host_mpi.c, shared with the MPI layer). A failing call ends the job through
+ * common/fail.h, this layer's communicators aborted first.
  * Each rank uses GPU (its rank among the ranks of its node) mod (GPUs on the node): NCCL refuses
  * two ranks on one GPU, so run as many ranks per node as it has GPUs (the CUDA backend over the MPI
  * layer runs several ranks on one GPU, for tests).
@@ -26,9 +28,7 @@
 #include <mpi.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
-#include <limits.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,68 +37,30 @@
 #include "common/comm.h"
 #include "common/compute.h"
 #include "common/precision.h"
+#include "cuda/cuda_check.h"
+#include "hostmpi/host_mpi.h"
 #include "nccl/nccl_book.h"
 
-enum { TAG_UTIL = 2 };
+/* Every NCCL call: its failure ends the job as an MPI call's does (COMM_ABORT_STATUS), with NCCL's
+ * own text and its last error's. */
+#define NCCL_CHECK(call) do { ncclResult_t rc_ = (call); if (rc_ != ncclSuccess) nccl_failed(#call, rc_, __FILE__, __LINE__); } while (0)
 
-/* --- Failing loudly ---------------------------------------------------------------------- */
-
-static int g_rank = -1;
-
-static void __attribute__((noreturn)) die(int status) {
-    fflush(stdout);
-    fflush(stderr);
-    int inited = 0, finished = 0;
-    MPI_Initialized(&inited);
-    MPI_Finalized(&finished);
-    if (inited && !finished) MPI_Abort(MPI_COMM_WORLD, status);
-    exit(status);
-}
-
-static void __attribute__((noreturn, format(printf, 2, 3))) fail_status(int status, const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "comm: rank %d: %s\n", g_rank, msg);
-    die(status);
-}
-#define comm_fail(...) fail_status(COMM_ABORT_STATUS, __VA_ARGS__)
-
-#define MPI_CHECK(call) do { int rc_ = (call); if (rc_ != MPI_SUCCESS) { \
-    char e_[MPI_MAX_ERROR_STRING]; int l_ = 0; \
-    if (MPI_Error_string(rc_, e_, &l_) != MPI_SUCCESS) snprintf(e_, sizeof e_, "error %d", rc_); \
-    comm_fail("%s:%d: %s failed: %s", __FILE__, __LINE__, #call, e_); } } while (0)
-#define CUDA_CHECK(call) do { cudaError_t rc_ = (call); if (rc_ != cudaSuccess) \
-    comm_fail("%s:%d: %s failed: %s", __FILE__, __LINE__, #call, cudaGetErrorString(rc_)); } while (0)
-#define NCCL_CHECK(call) do { ncclResult_t rc_ = (call); if (rc_ != ncclSuccess) \
-    comm_fail("%s:%d: %s failed: %s (%s)", __FILE__, __LINE__, #call, ncclGetErrorString(rc_), \
-              ncclGetLastError(NULL) ? ncclGetLastError(NULL) : ""); } while (0)
-
-void comm_abort(Comm *c, int status, const char *fmt, ...) {
-    (void)c;
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "rank %d: %s\n", g_rank, msg);
-    die(status);
+static void __attribute__((noreturn)) nccl_failed(const char *call, ncclResult_t rc, const char *file, int line) {
+    char err[512];
+    const char *last = ncclGetLastError(NULL);
+    snprintf(err, sizeof err, "%s (%s)", ncclGetErrorString(rc), last ? last : "");
+    wp_call_failed(COMM_ABORT_STATUS, file, line, call, err);
 }
 
 /* --- State ------------------------------------------------------------------------------- */
 
 struct Comm {
-    MPI_Comm world;               /* our duplicate of MPI_COMM_WORLD, errors returned */
-    int rank, size, local_rank, local_size, device;
-    int started_mpi;
-    double timeout, save_timeout;
-    size_t max_elems;             /* elements of one NCCL or MPI call at most (common/comm_book.h) */
-    struct timespec t0;
+    HostMpi h;                    /* the world, the settings (max_elems: of one NCCL or MPI call), the counters */
+    int device;
 
     ncclComm_t nccl_world;
-    ncclComm_t *nccl_groups;      /* [book.groups.n]: NULL where this rank is not a member */
+    ncclComm_t *nccl_groups;      /* [nnccl]: NULL where this rank is not a member */
+    int nnccl;                    /* book.groups.n once comm_add_group has its slot */
     cudaStream_t stream;          /* the communication stream */
     cudaStream_t compute;         /* comm_set_stream's (0: the legacy default stream) */
     cudaEvent_t ev_compute;       /* the compute work queued before a turn's first post */
@@ -112,19 +74,12 @@ struct Comm {
     pthread_t watchdog;
     int watching, stop;
 
-    CommStats stats;
     CommTraceFn trace;
     void *trace_ud;
 };
 
-double comm_now(const Comm *c) { return cb_since(&c->t0); }
-
-int comm_rank(const Comm *c) { return c->rank; }
-int comm_size(const Comm *c) { return c->size; }
-int comm_local_size(const Comm *c) { return c->local_size; }
+HostMpi *comm_host(const Comm *c) { return (HostMpi *)&c->h; }
 int comm_device_buffers(const Comm *c) { (void)c; return 1; }
-const CommStats *comm_stats(const Comm *c) { return &c->stats; }
-void comm_reset_stats(Comm *c) { memset(&c->stats, 0, sizeof c->stats); }
 void comm_set_trace(Comm *c, CommTraceFn fn, void *ud) { c->trace = fn; c->trace_ud = ud; }
 void comm_set_stream(Comm *c, void *stream) { c->compute = (cudaStream_t)stream; }
 
@@ -135,22 +90,10 @@ void comm_emulate(Comm *c, const int *node_of_rank, double net_alpha, double net
 }
 
 void comm_set_timeout(Comm *c, double seconds) {
-    if (!(seconds >= 0)) comm_fail("comm_set_timeout: %g: expected seconds >= 0", seconds);
+    hm_set_timeout(&c->h, seconds, 0);
     pthread_mutex_lock(&c->lock);
-    c->timeout = c->book.timeout = seconds;
+    c->book.timeout = seconds;
     pthread_mutex_unlock(&c->lock);
-}
-
-void comm_set_save_timeout(Comm *c, double seconds) {
-    if (!(seconds >= 0)) comm_fail("comm_set_save_timeout: %g: expected seconds >= 0", seconds);
-    c->save_timeout = seconds;
-}
-
-static double env_seconds(const char *name) {
-    char err[256];
-    double t;
-    if (cb_env_seconds(name, &t, err, sizeof err)) fail_status(COMM_BAD_INPUT_STATUS, "%s", err);   /* bad input */
-    return t;
 }
 
 /* --- The watchdog -------------------------------------------------------------------------- */
@@ -169,7 +112,7 @@ static void __attribute__((noreturn)) watchdog_expired(Comm *c, int slot, double
     char d[320];
     cb_op_desc(&b->groups, &b->ops[first].op, d, sizeof d);
     fprintf(stderr, "comm: rank %d: timeout: %s still pending after %.1f s (%d of the %d operations pending on this "
-            "rank in its group of turn %d; WP_COMM_TIMEOUT=%g); aborting NCCL\n", g_rank, d, nb_age(b, slot, now),
+            "rank in its group of turn %d; WP_COMM_TIMEOUT=%g); aborting NCCL\n", c->h.rank, d, nb_age(b, slot, now),
             left, all, b->batches[slot].turn, b->timeout);
     fflush(stdout);
     fflush(stderr);
@@ -195,7 +138,7 @@ static void watchdog_pass(Comm *c) {
     if (s >= 0) watchdog_expired(c, s, now);
     ncclResult_t async = ncclSuccess;
     if (ncclCommGetAsyncError(c->nccl_world, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
-        fprintf(stderr, "comm: rank %d: NCCL failed: %s (%s); aborting\n", g_rank, ncclGetErrorString(async),
+        fprintf(stderr, "comm: rank %d: NCCL failed: %s (%s); aborting\n", c->h.rank, ncclGetErrorString(async),
                 ncclGetLastError(c->nccl_world) ? ncclGetLastError(c->nccl_world) : "");
         fflush(stderr);
         ncclCommAbort(c->nccl_world);
@@ -220,51 +163,38 @@ static void *watchdog_main(void *arg) {
 
 /* --- Setup ------------------------------------------------------------------------------- */
 
-static void *xcalloc(size_t n, size_t size) {
-    void *p = calloc(n ? n : 1, size);
-    if (!p) comm_fail("out of memory (%zu bytes)", n * size);
-    return p;
+/* The job's abort (common/fail.h) once this layer runs: NCCL's communicators first, so that no
+ * rank stays blocked in a collective of this one's, then MPI's. */
+static Comm *g_comm;
+
+static void __attribute__((noreturn)) abort_job(int status) {
+    Comm *c = g_comm;
+    for (int g = 0; c && g < c->nnccl; g++)
+        if (c->nccl_groups[g]) ncclCommAbort(c->nccl_groups[g]);
+    if (c && c->nccl_world) ncclCommAbort(c->nccl_world);
+    hm_abort_job(status);
 }
 
 Comm *comm_init(int *argc, char ***argv) {
-    Comm *c = xcalloc(1, sizeof *c);
-    clock_gettime(CLOCK_MONOTONIC, &c->t0);
-    int inited = 0;
-    MPI_CHECK(MPI_Initialized(&inited));
-    if (!inited) {
-        int provided;
-        MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
-        c->started_mpi = 1;
-    }
-    MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c->world));
-    MPI_CHECK(MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN));
-    MPI_CHECK(MPI_Comm_rank(c->world, &c->rank));
-    MPI_CHECK(MPI_Comm_size(c->world, &c->size));
-    g_rank = c->rank;
-    MPI_Comm node;
-    MPI_CHECK(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-    MPI_CHECK(MPI_Comm_size(node, &c->local_size));
-    MPI_CHECK(MPI_Comm_rank(node, &c->local_rank));
-    MPI_CHECK(MPI_Comm_free(&node));
-    c->timeout = env_seconds("WP_COMM_TIMEOUT");
-    c->save_timeout = env_seconds("WP_SAVE_TIMEOUT");
-    char err[256];
-    if (cb_env_max_elems(&c->max_elems, err, sizeof err)) fail_status(COMM_BAD_INPUT_STATUS, "%s", err);   /* bad input */
-    nb_init(&c->book, c->rank, c->size, c->timeout);
+    Comm *c = hm_alloc(NULL, sizeof *c);
+    memset(c, 0, sizeof *c);
+    hm_init(&c->h, argc, argv);
+    g_comm = c;
+    wp_fail_setup(c->h.rank, abort_job);
+    nb_init(&c->book, c->h.rank, c->h.size, c->h.timeout);
     pthread_mutex_init(&c->lock, NULL);
 
     /* the GPU: one per rank of the node */
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
     if (e != cudaSuccess || ndev == 0)
-        fail_status(COMPUTE_NO_DEVICE_STATUS, "no CUDA device (%s): the NCCL layer needs one GPU per rank "
-                    "(--comm mpi runs the CUDA backend on host-staged transfers)",
-                    e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found none");
-    if (c->local_size > ndev)
-        fail_status(COMPUTE_NO_DEVICE_STATUS, "%d ranks on this node but %d GPUs: NCCL needs a GPU per rank "
-                    "(for tests of several ranks on one GPU, emit with --comm mpi)", c->local_size, ndev);
-    c->device = c->local_rank % ndev;
+        wp_fail(COMPUTE_NO_DEVICE_STATUS, "comm", "no CUDA device (%s): the NCCL layer needs one GPU per rank "
+                "(--comm mpi runs the CUDA backend on host-staged transfers)",
+                e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found none");
+    if (c->h.local_size > ndev)
+        wp_fail(COMPUTE_NO_DEVICE_STATUS, "comm", "%d ranks on this node but %d GPUs: NCCL needs a GPU per rank "
+                "(for tests of several ranks on one GPU, emit with --comm mpi)", c->h.local_size, ndev);
+    c->device = c->h.local_rank % ndev;
     CUDA_CHECK(cudaSetDevice(c->device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_compute, cudaEventDisableTiming));
@@ -272,9 +202,11 @@ Comm *comm_init(int *argc, char ***argv) {
 
     /* the world's communicator: rank 0's unique id, broadcast over MPI */
     ncclUniqueId id;
-    if (c->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
-    MPI_CHECK(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, c->world));
-    NCCL_CHECK(ncclCommInitRank(&c->nccl_world, c->size, id, c->rank));
+    if (c->h.rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+    MPI_CHECK(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, c->h.world));
+    ncclComm_t world;   /* set once whole: a failure aborts only what exists (abort_job) */
+    NCCL_CHECK(ncclCommInitRank(&world, c->h.size, id, c->h.rank));
+    c->nccl_world = world;
 
     CUDA_CHECK(cudaEventRecord(c->ev_ref, c->stream));
     CUDA_CHECK(cudaEventSynchronize(c->ev_ref));
@@ -332,15 +264,15 @@ void comm_finalize(Comm *c) {
     c->stop = 1;
     pthread_mutex_unlock(&c->lock);
     if (c->watching) pthread_join(c->watchdog, NULL);
-    for (int g = 0; g < c->book.groups.n; g++)
+    g_comm = NULL;   /* from here a failure aborts MPI alone: the communicators are being destroyed */
+    for (int g = 0; g < c->nnccl; g++)
         if (c->nccl_groups[g]) NCCL_CHECK(ncclCommDestroy(c->nccl_groups[g]));
     NCCL_CHECK(ncclCommDestroy(c->nccl_world));
     for (int s = 0; s < c->nev; s++) { cudaEventDestroy(c->ev_start[s]); cudaEventDestroy(c->ev_end[s]); }
     cudaEventDestroy(c->ev_compute);
     cudaEventDestroy(c->ev_ref);
     cudaStreamDestroy(c->stream);
-    MPI_CHECK(MPI_Comm_free(&c->world));
-    if (c->started_mpi) MPI_CHECK(MPI_Finalize());
+    hm_finalize(&c->h);
     nb_free(&c->book);
     pthread_mutex_destroy(&c->lock);
     free(c->nccl_groups);
@@ -359,10 +291,13 @@ int comm_add_group(Comm *c, const int *ranks, int n) {
     if (!t) comm_fail("out of memory for group %d", g);
     c->nccl_groups = t;
     c->nccl_groups[g] = NULL;
+    c->nnccl = g + 1;
     /* collective over the whole world, in the plan's group order everywhere: the members get a
      * communicator whose rank i is member i (key), the others NCCL_SPLIT_NOCOLOR */
     int me = c->book.groups.g[g].me;
-    NCCL_CHECK(ncclCommSplit(c->nccl_world, me >= 0 ? g : NCCL_SPLIT_NOCOLOR, me >= 0 ? me : 0, &c->nccl_groups[g], NULL));
+    ncclComm_t split = NULL;
+    NCCL_CHECK(ncclCommSplit(c->nccl_world, me >= 0 ? g : NCCL_SPLIT_NOCOLOR, me >= 0 ? me : 0, &split, NULL));
+    c->nccl_groups[g] = split;
     return g;
 }
 
@@ -389,29 +324,10 @@ static void post(Comm *c, CommKind kind, const CommInfo *info, int peer, int gro
         c->nev = n;
     }
     if (opening) NCCL_CHECK(ncclGroupStart());   /* NCCL issues nothing until the group ends */
-    cb_count(&c->stats, kind, bytes);
+    cb_count(&c->h.stats, kind, bytes);
 }
 
-/* The checks every layer makes (common/comm_book.c), failing as this layer fails. */
-static const CommGroup *member_group(Comm *c, CommKind kind, int g, const CommInfo *info) {
-    char err[320];
-    const CommGroup *gr = cb_member(&c->book.groups, kind, g, info, err, sizeof err);
-    if (!gr) comm_fail("%s", err);
-    return gr;
-}
 
-static int root_index(Comm *c, CommKind kind, int g, int root, const CommInfo *info) {
-    char err[320];
-    int r = cb_root(&c->book.groups, kind, g, root, info, err, sizeof err);
-    if (r < 0) comm_fail("%s", err);
-    return r;
-}
-
-static void check_peer(const Comm *c, CommKind kind, int peer, const CommInfo *info) {
-    if (peer < 0 || peer >= c->size || peer == c->rank)
-        comm_fail("%s \"%s\" in turn %d: peer %d: expected another rank of the world of %d", comm_kind_names[kind],
-                  cb_label(info), cb_turn(info), peer, c->size);
-}
 
 /* One NCCL call of a piece: len elements at `at` (and `to`: a reduce's result at its root, the
  * group's member root; a send's or receive's peer). */
@@ -420,8 +336,8 @@ typedef void (*PieceFn)(Comm *c, int g, char *at, char *to, size_t len, WpDtype 
 /* Issues n elements at buf (and to) as pieces of fn, in order. Call with the lock held. */
 static void pieces(Comm *c, int g, char *buf, char *to, size_t n, WpDtype dt, int root, PieceFn fn) {
     size_t es = wp_dtype_bytes(dt), len;
-    for (size_t k = 0; k < cb_pieces(n, c->max_elems); k++) {
-        size_t off = cb_piece(n, c->max_elems, k, &len) * es;
+    for (size_t k = 0; k < cb_pieces(n, c->h.max_elems); k++) {
+        size_t off = cb_piece(n, c->h.max_elems, k, &len) * es;
         fn(c, g, buf + off, to ? to + off : NULL, len, dt, root);
     }
 }
@@ -452,7 +368,7 @@ static void allreduce_piece(Comm *c, int g, char *at, char *to, size_t len, WpDt
 }
 
 void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const CommInfo *info) {
-    check_peer(c, COMM_SEND, peer, info);
+    hm_check_peer(&c->book.groups, COMM_SEND, peer, info);
     pthread_mutex_lock(&c->lock);
     post(c, COMM_SEND, info, peer, -1, n * wp_dtype_bytes(dt));
     pieces(c, -1, (char *)buf, NULL, n, dt, peer, send_piece);
@@ -460,7 +376,7 @@ void comm_send(Comm *c, const void *buf, size_t n, WpDtype dt, int peer, const C
 }
 
 void comm_recv(Comm *c, void *buf, size_t n, WpDtype dt, int peer, const CommInfo *info) {
-    check_peer(c, COMM_RECV, peer, info);
+    hm_check_peer(&c->book.groups, COMM_RECV, peer, info);
     pthread_mutex_lock(&c->lock);
     post(c, COMM_RECV, info, peer, -1, n * wp_dtype_bytes(dt));
     pieces(c, -1, buf, NULL, n, dt, peer, recv_piece);
@@ -468,8 +384,8 @@ void comm_recv(Comm *c, void *buf, size_t n, WpDtype dt, int peer, const CommInf
 }
 
 void comm_bcast(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, const CommInfo *info) {
-    member_group(c, COMM_BCAST, g, info);
-    int r = root_index(c, COMM_BCAST, g, root, info);
+    hm_member(&c->book.groups, COMM_BCAST, g, info);
+    int r = hm_root(&c->book.groups, COMM_BCAST, g, root, info);
     pthread_mutex_lock(&c->lock);
     post(c, COMM_BCAST, info, root, g, n * wp_dtype_bytes(dt));
     pieces(c, g, buf, NULL, n, dt, r, bcast_piece);
@@ -477,8 +393,8 @@ void comm_bcast(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, const
 }
 
 void comm_reduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, const CommInfo *info) {
-    member_group(c, COMM_REDUCE, g, info);
-    int r = root_index(c, COMM_REDUCE, g, root, info);
+    hm_member(&c->book.groups, COMM_REDUCE, g, info);
+    int r = hm_root(&c->book.groups, COMM_REDUCE, g, root, info);
     pthread_mutex_lock(&c->lock);
     post(c, COMM_REDUCE, info, root, g, n * wp_dtype_bytes(dt));
     pieces(c, g, buf, NULL, n, dt, r, reduce_piece);
@@ -486,7 +402,7 @@ void comm_reduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, cons
 }
 
 void comm_allreduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, const CommInfo *info) {
-    member_group(c, COMM_ALLREDUCE, g, info);
+    hm_member(&c->book.groups, COMM_ALLREDUCE, g, info);
     pthread_mutex_lock(&c->lock);
     post(c, COMM_ALLREDUCE, info, -1, g, n * wp_dtype_bytes(dt));
     pieces(c, g, buf, NULL, n, dt, -1, allreduce_piece);
@@ -494,7 +410,7 @@ void comm_allreduce(Comm *c, int g, void *buf, size_t n, WpDtype dt, const CommI
 }
 
 void comm_allgather(Comm *c, int g, const void *shard, void *full, size_t n, WpDtype dt, const CommInfo *info) {
-    const CommGroup *gr = member_group(c, COMM_ALLGATHER, g, info);
+    const CommGroup *gr = hm_member(&c->book.groups, COMM_ALLGATHER, g, info);
     size_t es = wp_dtype_bytes(dt), k = (size_t)gr->n;
     char err[320], *fullb = full;
     const char *own = fullb + comm_shard_offset(n, gr->n, gr->me) * es;
@@ -503,7 +419,7 @@ void comm_allgather(Comm *c, int g, const void *shard, void *full, size_t n, WpD
     if (cb_check_allgather(gr, shard, full, n, es, info, &in_place, err, sizeof err)) comm_fail("%s", err);
     pthread_mutex_lock(&c->lock);
     post(c, COMM_ALLGATHER, info, -1, g, n * es);
-    if (n % k == 0 && n <= c->max_elems) {
+    if (n % k == 0 && n <= c->h.max_elems) {
         NCCL_CHECK(ncclAllGather(shard, full, n / k, nccl_type(dt), c->nccl_groups[g], c->stream));
     } else {
         /* shards of unequal sizes (NCCL's all-gather wants equal ones), or longer than a piece:
@@ -520,13 +436,13 @@ void comm_allgather(Comm *c, int g, const void *shard, void *full, size_t n, WpD
 }
 
 void comm_reduce_scatter(Comm *c, int g, const void *full, void *shard, size_t n, WpDtype dt, const CommInfo *info) {
-    const CommGroup *gr = member_group(c, COMM_REDUCE_SCATTER, g, info);
+    const CommGroup *gr = hm_member(&c->book.groups, COMM_REDUCE_SCATTER, g, info);
     size_t es = wp_dtype_bytes(dt), k = (size_t)gr->n;
     char err[320];
     if (cb_check_reduce_scatter(gr, full, shard, n, es, info, err, sizeof err)) comm_fail("%s", err);
     pthread_mutex_lock(&c->lock);
     post(c, COMM_REDUCE_SCATTER, info, -1, g, n * es);
-    if (n % k == 0 && n <= c->max_elems) {
+    if (n % k == 0 && n <= c->h.max_elems) {
         NCCL_CHECK(ncclReduceScatter(full, shard, n / k, nccl_type(dt), ncclSum, c->nccl_groups[g], c->stream));
     } else {
         /* unequal shards, or longer than a piece: one reduce per member, to it, of its part of
@@ -562,137 +478,5 @@ void comm_progress(Comm *c) {
     pthread_mutex_unlock(&c->lock);
 }
 
-/* --- Blocking calls over the world, on host memory, over MPI ------------------------------- */
-
-/* Waits for one MPI request, polling, with the timeout. */
-static void mpi_wait(Comm *c, MPI_Request *req, const char *name, double timeout, const char *var) {
-    double t0 = comm_now(c), nap = 2e-6;
-    for (;;) {
-        int done = 0;
-        MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
-        if (done) break;
-        double waited = comm_now(c) - t0;
-        if (timeout > 0 && waited > timeout)
-            comm_fail("timeout: %s outside the step still pending after %.1f s (%s=%g)", name, waited, var, timeout);
-        struct timespec ts = { 0, (long)(nap * 1e9) };
-        nanosleep(&ts, NULL);
-        if (nap < 500e-6) nap *= 2;
-    }
-    c->stats.wait_s += comm_now(c) - t0;
-}
-
-static void util_count(Comm *c, size_t bytes) {
-    cb_count(&c->stats, COMM_UTIL, bytes);
-}
-
-void comm_barrier(Comm *c) {
-    drain(c);
-    util_count(c, 0);
-    MPI_Request r;
-    MPI_CHECK(MPI_Ibarrier(c->world, &r));
-    mpi_wait(c, &r, "BARRIER", c->timeout, "WP_COMM_TIMEOUT");
-}
-
-void comm_allreduce_double(Comm *c, double *x, int n) {
-    drain(c);
-    util_count(c, (size_t)n * sizeof(double));
-    MPI_Request r;
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, c->world, &r));
-    mpi_wait(c, &r, "ALLREDUCE_DOUBLE", c->timeout, "WP_COMM_TIMEOUT");
-}
-
-static void bcast_bytes(Comm *c, void *buf, size_t nbytes, int root, double timeout, const char *var) {
-    if (root < 0 || root >= c->size) comm_fail("comm_bcast_bytes: root %d outside the world of %d", root, c->size);
-    drain(c);
-    util_count(c, nbytes);
-    size_t len;
-    for (size_t k = 0; k < cb_pieces(nbytes, c->max_elems); k++) {   /* MPI's int counts: in pieces */
-        size_t off = cb_piece(nbytes, c->max_elems, k, &len);
-        MPI_Request r;
-        MPI_CHECK(MPI_Ibcast((char *)buf + off, (int)len, MPI_BYTE, root, c->world, &r));
-        mpi_wait(c, &r, "BCAST_BYTES", timeout, var);
-    }
-}
-
-void comm_bcast_bytes(Comm *c, void *buf, size_t nbytes, int root) {
-    bcast_bytes(c, buf, nbytes, root, c->timeout, "WP_COMM_TIMEOUT");
-}
-
-void comm_bcast_bytes_save(Comm *c, void *buf, size_t nbytes, int root) {
-    bcast_bytes(c, buf, nbytes, root, c->save_timeout, "WP_SAVE_TIMEOUT");
-}
-
-/* One rank's part, n elements of esize bytes (MPI type `type`) at buf, sent to or received from
- * `peer` (on TAG_UTIL) as messages of a piece each, in order (MPI counts in ints). */
-static void part(Comm *c, const char *name, void *buf, size_t n, size_t esize, MPI_Datatype type, int peer, int send) {
-    size_t len;
-    for (size_t k = 0; k < cb_pieces(n, c->max_elems); k++) {
-        char *at = (char *)buf + cb_piece(n, c->max_elems, k, &len) * esize;
-        MPI_Request r;
-        if (send) MPI_CHECK(MPI_Isend(at, (int)len, type, peer, TAG_UTIL, c->world, &r));
-        else MPI_CHECK(MPI_Irecv(at, (int)len, type, peer, TAG_UTIL, c->world, &r));
-        mpi_wait(c, &r, name, c->timeout, "WP_COMM_TIMEOUT");
-    }
-}
-
-/* Each rank's part between it and rank 0, as the MPI layer does (no 8 GiB limit of int
- * displacements in all). */
-static size_t gather(Comm *c, const char *name, const void *mine, size_t n, size_t esize, MPI_Datatype type, void *all,
-                     size_t cap, size_t *counts) {
-    drain(c);
-    util_count(c, n * esize);
-    uint64_t me = n, *cnt = c->rank == 0 ? xcalloc((size_t)c->size, sizeof *cnt) : NULL;
-    MPI_Request r;
-    MPI_CHECK(MPI_Igather(&me, 1, MPI_UINT64_T, cnt, 1, MPI_UINT64_T, 0, c->world, &r));
-    mpi_wait(c, &r, name, c->timeout, "WP_COMM_TIMEOUT");
-    size_t total = 0;
-    if (c->rank == 0) {
-        for (int q = 0; q < c->size; q++) total += cnt[q];
-        if (total > cap) comm_fail("%s: the ranks send %zu elements, rank 0 has room for %zu", name, total, cap);
-        if (n) memcpy(all, mine, n * esize);
-        size_t off = n;
-        for (int q = 1; q < c->size; q++) {
-            if (counts) counts[q] = (size_t)cnt[q];
-            if (!cnt[q]) continue;
-            part(c, name, (char *)all + off * esize, (size_t)cnt[q], esize, type, q, 0);
-            off += (size_t)cnt[q];
-        }
-        if (counts) counts[0] = n;
-    } else if (n) {
-        part(c, name, (void *)mine, n, esize, type, 0, 1);
-    }
-    free(cnt);
-    return total;
-}
-
-size_t comm_gather(Comm *c, const float *mine, size_t n, float *all, size_t cap, size_t *counts) {
-    return gather(c, "GATHER", mine, n, sizeof(float), MPI_FLOAT, all, cap, counts);
-}
-
-size_t comm_gather_bytes(Comm *c, const void *mine, size_t n, void *all, size_t cap, size_t *counts) {
-    return gather(c, "GATHER_BYTES", mine, n, 1, MPI_BYTE, all, cap, counts);
-}
-
-void comm_scatter(Comm *c, const float *all, size_t total, float *mine, size_t n) {
-    drain(c);
-    util_count(c, n * sizeof(float));
-    uint64_t me = n, *cnt = c->rank == 0 ? xcalloc((size_t)c->size, sizeof *cnt) : NULL;
-    MPI_Request r;
-    MPI_CHECK(MPI_Igather(&me, 1, MPI_UINT64_T, cnt, 1, MPI_UINT64_T, 0, c->world, &r));
-    mpi_wait(c, &r, "SCATTER", c->timeout, "WP_COMM_TIMEOUT");
-    if (c->rank == 0) {
-        size_t sum = 0;
-        for (int q = 0; q < c->size; q++) sum += cnt[q];
-        if (sum != total) comm_fail("comm_scatter: the ranks ask for %zu floats, rank 0 has %zu", sum, total);
-        if (n) memcpy(mine, all, n * sizeof(float));
-        size_t off = n;
-        for (int q = 1; q < c->size; q++) {
-            if (!cnt[q]) continue;
-            part(c, "SCATTER", (void *)(all + off), (size_t)cnt[q], sizeof(float), MPI_FLOAT, q, 1);
-            off += (size_t)cnt[q];
-        }
-    } else if (n) {
-        part(c, "SCATTER", mine, n, sizeof(float), MPI_FLOAT, 0, 0);
-    }
-    free(cnt);
-}
+/* The blocking calls (hostmpi/host_mpi.c) run alone on the world: everything posted completes first. */
+void comm_complete_step(Comm *c) { drain(c); }

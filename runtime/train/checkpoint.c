@@ -4,6 +4,7 @@
  * See checkpoint.h for the layout and the guarantees. */
 #include "train/checkpoint.h"
 #include "common/errmsg.h"
+#include "common/hash64.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -143,24 +144,17 @@ static int is_stale_tmp(const char *name, const CkptNames *n) {
 /* The optimizer file is named by a hash of its content, so that the model file's reference to
  * it is also a check: whatever file has that name holds that state. And a save repeated with the
  * same state writes the same names, as every other output of wpgen is reproducible. */
-static uint64_t mix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 static uint64_t hash_bytes(uint64_t h, const void *data, size_t n) {
     const unsigned char *p = data;
     for (; n >= 8; p += 8, n -= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
-        h = (h ^ w) * 0x100000001b3ULL;
+        h = (h ^ w) * WP_FNV_PRIME;   /* FNV over 8-byte words */
         h ^= h >> 29;
     }
     uint64_t w = 0;
     memcpy(&w, p, n);
-    return mix64(h ^ w ^ ((uint64_t)n << 56));
+    return wp_splitmix64(h ^ w ^ ((uint64_t)n << 56));
 }
 
 /* ---- files ---------------------------------------------------------------------------------- */

@@ -1,6 +1,7 @@
 /* Training data sources and the fixed data order of the numerical contract; see data.h. */
 #include "train/data.h"
 #include "common/errmsg.h"
+#include "common/hash64.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -351,13 +352,6 @@ static int open_file(DataFile *f, int vocab, Tokenizer *tok, char *err, size_t e
 
 /* ---- the order: a keyed permutation of the sequences ---- */
 
-/* splitmix64: a good 64-bit mix, so that what follows from (seed, p) looks independent of p. */
-static uint64_t mix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
 
 /* A balanced Feistel network of 4 rounds on 2h bits is a bijection of [0, 4^h) whatever its
  * round function; walking the cycle (applying it again until the value falls below n) makes it
@@ -370,7 +364,7 @@ uint64_t data_permute(uint64_t x, uint64_t n, uint64_t key) {
     do {
         uint64_t l = x >> h, r = x & mask;
         for (int round = 0; round < 4; round++) {
-            uint64_t t = l ^ (mix64(r ^ mix64(key + (uint64_t)round)) & mask);
+            uint64_t t = l ^ (wp_splitmix64(r ^ wp_splitmix64(key + (uint64_t)round)) & mask);
             l = r;
             r = t;
         }
@@ -382,7 +376,7 @@ uint64_t data_permute(uint64_t x, uint64_t n, uint64_t key) {
 /* File order's sequence of the run's sequence q. */
 static uint64_t seq_of(const WpData *d, uint64_t q) {
     uint64_t epoch = q / d->nseq, pos = q % d->nseq;
-    return d->shuffle ? data_permute(pos, d->nseq, mix64(d->seed) ^ mix64(~epoch)) : pos;
+    return d->shuffle ? data_permute(pos, d->nseq, wp_splitmix64(d->seed) ^ wp_splitmix64(~epoch)) : pos;
 }
 
 /* The file holding file order's sequence k (binary search over first_seq). */
@@ -533,7 +527,7 @@ uint64_t data_seq_start(const WpData *d, uint64_t q, int S) {
 }
 
 static int synthetic_token(const WpData *d, uint64_t p) {
-    return (int)(mix64(mix64(d->seed) ^ p) % (uint64_t)d->vocab);
+    return (int)(wp_splitmix64(wp_splitmix64(d->seed) ^ p) % (uint64_t)d->vocab);
 }
 
 void data_read_batch(const WpData *d, long step, int g, int M, int G, int S, int *inputs, int *targets) {

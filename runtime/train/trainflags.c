@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "train/trainflags.h"
+#include "common/hash64.h"
 #include "common/settings.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
@@ -176,12 +177,7 @@ done:
 }
 
 /* FNV-1a over text, then mixed (splitmix64's finalizer). */
-static uint64_t hash_text(uint64_t h, const char *text) {
-    for (const unsigned char *p = (const unsigned char *)text; *p; p++) h = (h ^ *p) * 0x100000001b3ULL;
-    h ^= h >> 30; h *= 0xbf58476d1ce4e5b9ULL;
-    h ^= h >> 27; h *= 0x94d049bb133111ebULL;
-    return h ^ (h >> 31);
-}
+static uint64_t hash_text(uint64_t h, const char *text) { return wp_mix64(wp_fnv1a_str(h, text)); }
 
 /* A file as the run id counts it: its real path (however the flag spelled it) and size. */
 static uint64_t hash_file(uint64_t h, const char *what, const char *path) {
@@ -194,7 +190,7 @@ static uint64_t hash_file(uint64_t h, const char *what, const char *path) {
 
 uint64_t train_flags_run_id(const TrainFlags *o) {
     char line[256];
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = WP_FNV_OFFSET;
     snprintf(line, sizeof line, "seed %llu shape %d %d %d order %d", (unsigned long long)o->seed, o->seq, o->mbs,
              o->micro_batches, o->no_shuffle);
     h = hash_text(h, line);

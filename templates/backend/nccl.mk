@@ -1,8 +1,8 @@
-# The NCCL communication backend (runtime/nccl), its part of an emitted Makefile: NCCL between GPU
-# buffers, bootstrapped over MPI, so everything is compiled and linked by MPI's compiler wrapper
-# (`make MPICC=...` names another). nccl.h is found when make runs: in CUDA_HOME's include folder,
-# else /usr/include; `make NCCL_HOME=DIR` (DIR/include, DIR/lib: pip's nvidia-nccl wheel, say)
-# overrides, and NCCL_LIBS the link flags.
+# The NCCL communication backend (runtime/hostmpi, runtime/nccl), its part of an emitted Makefile:
+# NCCL between GPU buffers, bootstrapped over MPI, so everything is compiled and linked by MPI's
+# compiler wrapper (`make MPICC=...` names another). nccl.h is found when make runs: in CUDA_HOME's
+# include folder, else /usr/include; `make NCCL_HOME=DIR` (DIR/include, DIR/lib: pip's nvidia-nccl
+# wheel, say) overrides, and NCCL_LIBS the link flags.
 MPICC ?= mpicc
 CC = $(MPICC)
 CUDA_HOME ?= $(or $(patsubst %/bin/nvcc,%,$(realpath $(shell command -v nvcc 2>/dev/null))),/usr/local/cuda)

@@ -8,8 +8,9 @@
  * operation is counted and traced once, whole (test_whole); the emulated link is left out there
  * (a piece per few elements would post tens of thousands of delayed sends).
  *
- * `comm_test MODE` with MODE timeout-send, timeout-allreduce, mismatch or truncate runs one
- * failure on 2 ranks instead; tests/mpi/test_comm.sh checks that it aborts with a clear line. */
+ * `comm_test MODE` with MODE timeout-send, timeout-allreduce, mismatch, truncate, bad-peer or
+ * mpi-fail runs one failure on 2 ranks instead; tests/mpi/test_comm.sh checks that it aborts the
+ * job with a clear line. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -19,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "common/comm.h"
+#include "hostmpi/host_mpi.h"
 #include "check.h"
 
 static int R, P;   /* this rank, world size */
@@ -504,11 +506,21 @@ static int run_failure(Comm *c, const char *mode) {
         if (R == 0) comm_send(c, buf, 10, WP_FP32, 1, &(CommInfo){ 7, "A2" });
         if (R == 1) comm_recv(c, buf, mode[0] == 'm' ? 12 : 8, WP_FP32, 0, &(CommInfo){ 7, "A2" });
         comm_wait_turn(c);
+    } else if (strcmp(mode, "bad-peer") == 0) {
+        /* a peer outside the world: refused when posted, by the check both layers share */
+        if (R == 0) comm_send(c, buf, 10, WP_FP32, P, &(CommInfo){ 3, "W3" });
+    } else if (strcmp(mode, "mpi-fail") == 0) {
+        /* a failing MPI call on rank 1 ends the whole job (common/fail.h), rank 0 too */
+        if (R == 1) {
+            int x;
+            MPI_CHECK(MPI_Comm_rank(MPI_COMM_NULL, &x));
+        }
     } else {
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;
     }
-    if (R != 0 || strcmp(mode, "mismatch") == 0 || strcmp(mode, "truncate") == 0) sleep(30);   /* until the abort */
+    if (R != 0 || strcmp(mode, "mismatch") == 0 || strcmp(mode, "truncate") == 0 || strcmp(mode, "mpi-fail") == 0)
+        sleep(30);   /* until the abort */
     fprintf(stderr, "rank %d: %s: no abort\n", R, mode);
     return 1;
 }

@@ -1,4 +1,4 @@
-/* The emulated cluster of the MPI layer (comm_emulate, runtime/mpi/comm_mpi.c) on 4 ranks: two
+/* The emulated cluster of the MPI layer (comm_emulate, runtime/mpi/emulate.c) on 4 ranks: two
  * emulated nodes of two ranks (0, 1 | 2, 3) joined by one NIC each, as the simulator models them.
  *   - one rank sending B bytes to the other node takes about B x beta (+ latency); two ranks of a
  *     node sending B bytes each at once take about twice that: they share their node's NIC;

@@ -69,6 +69,13 @@ static void test_checks(void) {
     CHECK(cb_root(&t, COMM_REDUCE, 0, 2, &ci, err, sizeof err) == 2, "the root's index");
     CHECK(cb_root(&t, COMM_REDUCE, 0, 3, &ci, err, sizeof err) == -1 &&
           !strcmp(err, "REDUCE \"W2\" in turn 7: root rank 3 is not a member of group 0 (ranks 0,1,2)"), "%s", err);
+    /* a peer: any rank of the world, this one (1) included: both layers take a send to self */
+    CHECK(cb_check_peer(&t, COMM_SEND, 1, &ci, err, sizeof err) == 0 && cb_check_peer(&t, COMM_RECV, 3, &ci, err, sizeof err) == 0,
+          "self and the last rank are peers");
+    CHECK(cb_check_peer(&t, COMM_SEND, 4, &ci, err, sizeof err) == -1 &&
+          !strcmp(err, "SEND \"W2\" in turn 7: peer 4 outside the world of 4 ranks"), "%s", err);
+    CHECK(cb_check_peer(&t, COMM_RECV, -1, NULL, err, sizeof err) == -1 &&
+          !strcmp(err, "RECV \"\" in turn -1: peer -1 outside the world of 4 ranks"), "%s", err);
 
     /* shards of 10 elements over 3 members: 3, 3, 4; this rank holds [3, 6) */
     CHECK(comm_shard_offset(10, 3, 1) == 3 && comm_shard_len(10, 3, 1) == 3 && comm_shard_len(10, 3, 2) == 4,
