@@ -80,6 +80,8 @@ void compute_setup(WpRank *R) {
     wp_scratch_set_progress(D->scratch, progress_comm, R->comm);
     if (wp_scratch_set_precision(D->scratch, (WpDtype)R->plan->precision))
         comm_abort(R->comm, 1, "out of memory for the model's workspace in %s", wp_dtype_name((WpDtype)R->plan->precision));
+    if (R->recompute == WP_RECOMPUTE_OFFLOAD && wp_scratch_set_offload(D->scratch))
+        comm_abort(R->comm, 1, "out of memory for the offload's staging");
 }
 
 void compute_teardown(WpRank *R) {
@@ -87,6 +89,8 @@ void compute_teardown(WpRank *R) {
     if (!D) return;
     for (int b = 0; b < R->me->nbufs; b++) { free(D->buf[b]); free(D->adam_m[b]); free(D->adam_v[b]); }
     for (int i = 0; i < D->nfree; i++) free(D->free[i].p);
+    for (int i = 0; i < D->nhfree; i++) free(D->hfree[i].p);
+    free(D->hfree);
     free(D->buf); free(D->adam_m); free(D->adam_v);
     free(D->free); free(D->pend);
     free(D->wstage); free(D->gstage);
