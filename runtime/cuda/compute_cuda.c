@@ -49,6 +49,8 @@ void compute_setup(WpRank *R) {
     if (P->precision != WP_BF16)
         comm_abort(R->comm, 2, "the CUDA backend computes in bf16, and this plan is in %s (emit it with --precision bf16)",
                    wp_dtype_name((WpDtype)P->precision));
+    if (R->recompute == WP_RECOMPUTE_OFFLOAD)   /* wpgen emit refuses it too */
+        comm_abort(R->comm, 2, "the CUDA backend does not offload activations yet (the plan has --offload-activations; the CPU backend runs it)");
     D->device = pick_device(R);
     struct cudaDeviceProp prop;
     CUDA_CHECK(R, cudaGetDeviceProperties(&prop, D->device));
