@@ -27,7 +27,7 @@ int cmd_plan(const Args *a, int emit) {
         char after[200];
         cand_label(&best, &o, "picked-after", after, sizeof after);
         fprintf(stderr, "wpgen: auto picked %s, %d replica%s, %s chunks%s%s: %s\n", best.strategy, best.o.replicas,
-                best.o.replicas > 1 ? "s" : "", best.o.chunks ? "twice the default" : "default", best.o.recompute ? ", recomputation" : "",
+                best.o.replicas > 1 ? "s" : "", best.o.chunks ? "twice the default" : "default", best.o.recompute == WP_RECOMPUTE_OFFLOAD ? ", recomputation, offload" : best.o.recompute ? ", recomputation" : "",
                 after, best.why);
         char rates[600];
         TrustRates tr = trust_rates(a->calib, a->calib_path, &topo);
