@@ -289,7 +289,7 @@ int cmd_compare(const Args *a) {
         int nf = 0;
         if (!a->set_replicas) free_[nf++] = "replicas";
         if (!a->set_chunks) free_[nf++] = "chunks";
-        if (!a->offload) free_[nf++] = !a->recompute ? "recomputation (and offload where needed to fit)" : "offload (where needed to fit)";
+        if (!a->offload) free_[nf++] = !a->recompute ? "recomputation (offload where needed to fit)" : "offload (where needed to fit)";
         char over[160] = " (replicas, chunks, recomputation and offload given)";
         if (nf) snprintf(over, sizeof over, " over %s%s%s%s%s", free_[0], nf == 3 ? ", " : nf == 2 ? " and " : "", nf > 1 ? free_[1] : "",
                          nf == 3 ? " and " : "", nf == 3 ? free_[2] : "");
