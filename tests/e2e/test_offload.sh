@@ -95,6 +95,35 @@ then ok "plan memory with offload (exit $rc)"; else bad "plan memory with offloa
 "$build/wpgen" plan "${big[@]}" --offload-activations | grep -q "^host memory .* on node n0 of .*: fits" &&
     ok "summary's host memory line" || bad "summary's host memory line"
 
+# the simulator: the copies cost time on the host link where compute does not hide them. At the
+# default 55 GB/s only each chunk's first copy in and last out are exposed (a layer's compute at
+# 131k tokens far outlasts its 1 GiB copy); over a 0.5 GB/s link every copy is, and the step grows
+python3 - "$tmp/slow-host.json" <<'PY'
+import json, sys
+t = json.load(open("topologies/dgx-h100.json"))
+t["device_types"]["H100-SXM"]["host_GBps"] = 0.5
+json.dump(t, open(sys.argv[1], "w"))
+PY
+"$build/wpgen" sim "${big[@]}" --json >"$tmp/s0.json" 2>/dev/null
+"$build/wpgen" sim "${big[@]}" --offload-activations --json >"$tmp/s1.json" 2>/dev/null
+"$build/wpgen" sim "${big[@]/topologies\/dgx-h100.json/$tmp/slow-host.json}" --offload-activations --json >"$tmp/s2.json" 2>/dev/null
+if python3 - "$tmp/s0.json" "$tmp/s1.json" "$tmp/s2.json" <<'PY'
+import json, sys
+a, b, c = (json.load(open(f)) for f in sys.argv[1:4])
+x = lambda d: d.get("offload_exposed_s_per_rank", 0)
+# per rank: 32 chunk-micro-batch forwards and as many backwards, each with one whole copy
+# exposed: 1 GiB at 55 GB/s is 19.5 ms
+one = 2 ** 30 / 55e9
+checks = [
+    (x(a) == 0 and 0 < x(b) <= 2 * 32 * 2 * one * 1.01, "exposed %.3g s, %.3g s" % (x(a), x(b))),
+    (b["step_time_s"] >= a["step_time_s"], "step %.4g -> %.4g s" % (a["step_time_s"], b["step_time_s"])),
+    (x(c) > 20 * x(b) and c["step_time_s"] > b["step_time_s"] + 0.5 * x(c) / 2, "slow link: exposed %.4g s, step %.4g s" % (x(c), c["step_time_s"])),
+]
+print("; ".join(m for _, m in checks))
+sys.exit(0 if all(ok for ok, _ in checks) else 1)
+PY
+then ok "simulated offload copies"; else bad "simulated offload copies"; fi
+
 # a node whose host memory cannot hold the stashes: the plan does not fit, and says why
 python3 - "$tmp/small-host.json" <<'PY'
 import json, sys
