@@ -36,6 +36,10 @@ static void check_host_memory(WpRank *R) {
             if (u->master) { moments += 2.0 * (u->floats + 1) * sizeof(float); owner = 1; }
         }
         work += (double)wp_scratch_bytes(&R->cfg, maxl) + (bf16 ? 2.0 * maxp * sizeof(float) : 0);
+        if (R->recompute == WP_RECOMPUTE_OFFLOAD) {   /* wp_scratch_set_offload's staging */
+            WpChunk big = wp_chunk_make(&R->cfg, 0, 0, maxl, 1, 1);
+            work += (double)wp_workspace_part_floats(&R->cfg, &big, WP_RECOMPUTE_OFFLOAD, WP_WS_OFFLOAD) * sizeof(float);
+        }
         if (owner) init += (double)model * sizeof(float);   /* init_masters: the whole model, once */
     }
     char what[320], err[1024], s1[32], s2[32], s3[32], s4[32];
