@@ -54,7 +54,8 @@ static int rebuild(CalibRun *r, char *err, size_t errlen) {
     snprintf(r->model_name, sizeof r->model_name, "%s", json_string_value(json_object_get(model, "name")) ? json_string_value(json_object_get(model, "name")) : "model");
     if (model_check(&r->model, merr, sizeof merr)) { snprintf(err, errlen, "%s: model: %s", r->plan_path, merr); goto done; }
     StrategyOpts o = { .micro_batches = (int)json_integer_value(mbr), .replicas = (int)json_integer_value(rep),
-                       .recompute = json_is_true(json_object_get(pj, "recompute")) };
+                       .recompute = !json_is_true(json_object_get(pj, "recompute")) ? WP_KEEP_ALL
+                                    : json_is_true(json_object_get(pj, "offload_activations")) ? WP_RECOMPUTE_OFFLOAD : WP_RECOMPUTE };
     /* the strategy's options its notes record, as its declaration says (from_notes) */
     decl_from_notes(strategy_decl(strategy), json_string_value(json_object_get(pj, "notes")), &o);
     if (wp_dtype_parse(prec, &o.precision) || wp_dtype_parse(gprec, &o.grad_precision)) {

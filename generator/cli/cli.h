@@ -21,6 +21,7 @@ typedef struct Args {
     const char *cmd, *topo, *model, *strategy, *out, *backend, *comm;
     const char *trace, *svg, *strategies;   /* sim; compare */
     int seq, mbs, mlp_tile, micro_batches, replicas, chunks, recompute, json;
+    int offload;        /* --offload-activations (with --recompute): the stashes in host memory */
     int force;              /* emit: a plan that does not fit the devices' memory too */
     /* the strategies' own options as given (options.c checks them against the declarations) */
     int nraw;
@@ -42,7 +43,7 @@ typedef struct Args {
 typedef enum {
     FLAG_TOPO, FLAG_MODEL, FLAG_STRATEGY, FLAG_OUT, FLAG_BACKEND, FLAG_COMM, FLAG_SEQ, FLAG_MBS, FLAG_MLP_TILE, FLAG_MICRO_BATCHES,
     FLAG_REPLICAS, FLAG_CHUNKS, FLAG_PRECISION, FLAG_GRAD_PRECISION, FLAG_WEIGHT_WIRE, FLAG_CALIBRATION, FLAG_STRATEGIES,
-    FLAG_TRACE, FLAG_SVG, FLAG_LUA_MIB, FLAG_LUA_MINSTR, FLAG_LUA_SECONDS, FLAG_SEARCH_SECONDS, FLAG_RECOMPUTE, FLAG_JSON,
+    FLAG_TRACE, FLAG_SVG, FLAG_LUA_MIB, FLAG_LUA_MINSTR, FLAG_LUA_SECONDS, FLAG_SEARCH_SECONDS, FLAG_RECOMPUTE, FLAG_OFFLOAD, FLAG_JSON,
     FLAG_FORCE, FLAG_HELP, FLAG_COUNT
 } FlagId;
 /* How a flag's value reads: FV_NONE a switch (no value), FV_TEXT as given (a path, a name),

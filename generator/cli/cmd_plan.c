@@ -27,7 +27,7 @@ int cmd_plan(const Args *a, int emit) {
         char after[200];
         cand_label(&best, &o, "picked-after", after, sizeof after);
         fprintf(stderr, "wpgen: auto picked %s, %d replica%s, %s chunks%s%s: %s\n", best.strategy, best.o.replicas,
-                best.o.replicas > 1 ? "s" : "", best.o.chunks ? "twice the default" : "default", best.o.recompute ? ", recomputation" : "",
+                best.o.replicas > 1 ? "s" : "", best.o.chunks ? "twice the default" : "default", best.o.recompute == WP_RECOMPUTE_OFFLOAD ? ", recomputation, offload" : best.o.recompute ? ", recomputation" : "",
                 after, best.why);
         char rates[600];
         TrustRates tr = trust_rates(a->calib, a->calib_path, &topo);
@@ -42,8 +42,8 @@ int cmd_plan(const Args *a, int emit) {
             if (!a->out) rc = bad("emit: -o DIR is required%s%s", "", "");
             else if (!fits && !a->force) {
                 /* a program that would run out of memory: nothing is written, unless asked */
-                fprintf(stderr, "wpgen: the plan does not fit: rank %d needs %zu bytes; nothing written (--force emits it anyway)\n",
-                        p->peak_rank, p->peak_mem);
+                plan_misfit(p, err, sizeof err);
+                fprintf(stderr, "wpgen: the plan does not fit: %s; nothing written (--force emits it anyway)\n", err);
                 rc = EXIT_REJECTED;
             }
             else {
@@ -60,9 +60,10 @@ int cmd_plan(const Args *a, int emit) {
                 }
                 if (emit_plan(p, &info, a->out, err, sizeof err)) rc = bad("emit: %s%s", err, "");
                 else if (!a->json) printf("wpgen: wrote %s (%d ranks, plan %016llx)\n", a->out, p->nranks, (unsigned long long)plan_hash(p));
-                if (rc == 0 && !fits)
-                    fprintf(stderr, "wpgen: warning: the plan does not fit: rank %d needs %zu bytes (emitted: --force)\n",
-                            p->peak_rank, p->peak_mem);
+                if (rc == 0 && !fits) {
+                    plan_misfit(p, err, sizeof err);
+                    fprintf(stderr, "wpgen: warning: the plan does not fit: %s (emitted: --force)\n", err);
+                }
             }
         } else if (a->json) {
             json_t *j = plan_json(p, intra, inter, fits);
@@ -72,7 +73,8 @@ int cmd_plan(const Args *a, int emit) {
             json_decref(j);
         } else print_summary(p, name, intra, inter, fits);
         if (rc == 0 && !fits && !emit) {
-            fprintf(stderr, "wpgen: the plan does not fit: rank %d needs %zu bytes\n", p->peak_rank, p->peak_mem);
+            plan_misfit(p, err, sizeof err);
+            fprintf(stderr, "wpgen: the plan does not fit: %s\n", err);
             rc = EXIT_REJECTED;
         }
     }

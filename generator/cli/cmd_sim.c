@@ -18,6 +18,8 @@ static void sim_json_add(json_t *o, const Plan *p, const SimResult *s) {
     json_object_set_new(o, "compute_s_per_rank", json_real(s->compute_s / p->nranks));
     json_object_set_new(o, "comm_wait_s_per_rank", json_real(s->comm_exposed_s / p->nranks));
     json_object_set_new(o, "recompute", json_boolean(p->recompute));
+    json_object_set_new(o, "offload_activations", json_boolean(p->recompute == WP_RECOMPUTE_OFFLOAD));
+    json_object_set_new(o, "offload_exposed_s_per_rank", json_real(s->offload_exposed_s / p->nranks));
     json_t *links = json_object();
     for (int l = 0; l < LINK__COUNT; l++)
         if (s->link_bytes[l] > 0) json_object_set_new(links, link_type_name((LinkType)l), json_real(s->link_bytes[l]));
@@ -33,6 +35,9 @@ static void print_sim(const Plan *p, const SimResult *s, const TrustRates *tr) {
     printf("time        per rank (mean): %.4g s forward/backward, %.4g s waiting for transfers, %.4g s the rest\n",
            s->compute_s / p->nranks, s->comm_exposed_s / p->nranks,
            s->step_time - (s->compute_s + s->comm_exposed_s) / p->nranks);
+    if (p->recompute == WP_RECOMPUTE_OFFLOAD)
+        printf("offload     per rank (mean): %.4g s of the forward/backward is copies to and from host memory that compute does not hide\n",
+               s->offload_exposed_s / p->nranks);
     printf("links      ");
     int any = 0;
     for (int l = 0; l < LINK__COUNT; l++)
@@ -99,7 +104,7 @@ int cmd_sim(const Args *a) {
             cand_label(&best, &flags, "picked", picked, sizeof picked);
             cand_label(&best, &flags, "picked-after", after, sizeof after);
             printf("auto        picked %s%s, %d replica%s, %s chunks%s%s: %s\n", strategy, picked,
-                   o.replicas, o.replicas > 1 ? "s" : "", o.chunks ? "twice the default" : "default", o.recompute ? ", recomputation" : "",
+                   o.replicas, o.replicas > 1 ? "s" : "", o.chunks ? "twice the default" : "default", o.recompute == WP_RECOMPUTE_OFFLOAD ? ", recomputation, offload" : o.recompute ? ", recomputation" : "",
                    after, best.why);
         }
         print_summary(p, name, s.bytes_intra, s.bytes_inter, fits);
@@ -214,17 +219,20 @@ int cmd_compare(const Args *a) {
     int width = 22;
     for (int i = 0; i < ns; i++) {
         /* the label says where the search moved off the flags: /rN replicas, /2c twice the chunks, /rc
-         * recomputation, and what the strategy's declared label says of its own options */
+         * recomputation, /off offload, and what the strategy's declared label says of its own options */
         char extra[200] = "", head[160] = "", tail[160] = "";
+        int rc_ = c[i].o.recompute;   /* /rc recomputation, /off offload (which is with it) */
+        const char *rec = rc_ == o.recompute ? "" : rc_ == WP_RECOMPUTE ? "/rc" : o.recompute ? "/off" : "/rc/off";
+        const char *rec_any = rc_ == WP_RECOMPUTE_OFFLOAD ? "/rc/off" : rc_ ? "/rc" : "";
         if (!c[i].rc) {
             cand_label(&c[i], &o, !strcmp(names[i], "auto") ? "auto-row" : "row", tail, sizeof tail);
             if (strcmp(names[i], "auto")) cand_label(&c[i], &o, "name", head, sizeof head);
             snprintf(extra, sizeof extra, "%s%.0d%s%s%s", c[i].o.replicas != o.replicas ? "/r" : "", c[i].o.replicas != o.replicas ? c[i].o.replicas : 0,
-                     c[i].o.chunks != o.chunks ? "/2c" : "", c[i].o.recompute != o.recompute ? "/rc" : "", tail);
+                     c[i].o.chunks != o.chunks ? "/2c" : "", rec, tail);
         }
         if (!strcmp(names[i], "auto") && !c[i].rc)
             snprintf(shown[i], sizeof shown[i], "auto=%s/r%d%s%s%s", c[i].strategy, c[i].o.replicas, c[i].o.chunks ? "/2c" : "",
-                     c[i].o.recompute ? "/rc" : "", tail);
+                     rec_any, tail);
         else snprintf(shown[i], sizeof shown[i], "%.63s%s%s", names[i], head, extra);
         if ((int)strlen(shown[i]) > width) width = (int)strlen(shown[i]);
     }
@@ -281,8 +289,8 @@ int cmd_compare(const Args *a) {
         int nf = 0;
         if (!a->set_replicas) free_[nf++] = "replicas";
         if (!a->set_chunks) free_[nf++] = "chunks";
-        if (!a->recompute) free_[nf++] = "recomputation";
-        char over[80] = " (replicas, chunks and recomputation given)";
+        if (!a->offload) free_[nf++] = !a->recompute ? "recomputation (offload where needed to fit)" : "offload (where needed to fit)";
+        char over[160] = " (replicas, chunks, recomputation and offload given)";
         if (nf) snprintf(over, sizeof over, " over %s%s%s%s%s", free_[0], nf == 3 ? ", " : nf == 2 ? " and " : "", nf > 1 ? free_[1] : "",
                          nf == 3 ? " and " : "", nf == 3 ? free_[2] : "");
         printf("search: each strategy's fastest that fits%s; %s\n", over, counts);

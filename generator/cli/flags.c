@@ -50,6 +50,7 @@ const CliFlag cli_flags[] = {
     { FLAG_LUA_SECONDS, "--lua-max-seconds", NULL,         FV_INT,   1, 86400,              0, NULL,     "S",          "the strategy's seconds of wall clock (default " STR(SANDBOX_DEFAULT_SECONDS_N) ")" },
     { FLAG_SEARCH_SECONDS, "--search-seconds", NULL,       FV_INT,   1, 1 << 20,            0, NULL,     "S",          "compare, -s auto: once a plan fits, no new candidate after S seconds (default: search them all)" },
     { FLAG_RECOMPUTE,  "--recompute",       NULL,          FV_NONE,  0, 0,                  0, NULL,     NULL,         "keep each layer's input and recompute one layer's activations just before its backward" },
+    { FLAG_OFFLOAD,    "--offload-activations", NULL,      FV_NONE,  0, 0,                  0, NULL,     NULL,         "with --recompute: the kept layer inputs in host memory, each copied out after its layer's forward and back before its backward (docs/strategies.md)" },
     { FLAG_JSON,       "--json",            NULL,          FV_NONE,  0, 0,                  0, NULL,     NULL,         "plan, sim, compare: one JSON object on stdout" },
     { FLAG_FORCE,      "--force",           NULL,          FV_NONE,  0, 0,                  0, "emit",   NULL,         "emit: a plan that does not fit the devices' memory too" },
     { FLAG_HELP,       "-h",                "--help",      FV_NONE,  0, 0,                  0, NULL,     NULL,         "this text (with -s NAME: that strategy's options too)" },

@@ -31,7 +31,7 @@ static WpDtype default_precision(const Args *a, const Topology *topo) {
  * only round differently (wp-ref fp32 1.712, bf16 1.677). */
 StrategyOpts opts_of(const Args *a, const Topology *topo) {
     StrategyOpts o = { .micro_batches = a->micro_batches, .replicas = a->replicas, .chunks = a->chunks,
-                       .recompute = a->recompute, .lua_max_mib = a->lua_max_mib, .lua_max_minstr = a->lua_max_minstr, .lua_max_seconds = a->lua_max_seconds,
+                       .recompute = a->recompute ? (a->offload ? WP_RECOMPUTE_OFFLOAD : WP_RECOMPUTE) : WP_KEEP_ALL, .lua_max_mib = a->lua_max_mib, .lua_max_minstr = a->lua_max_minstr, .lua_max_seconds = a->lua_max_seconds,
                        .precision = default_precision(a, topo) };
     for (int i = 0; i < a->ngiven; i++) opts_set(&o, &a->given[i]);
     if (a->precision) wp_dtype_parse(a->precision, &o.precision);   /* checked by main.c */

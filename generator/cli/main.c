@@ -20,7 +20,7 @@ static void usage(FILE *f) {
     fprintf(f,
         "usage: wpgen list\n"
         "       wpgen plan -t TOPO.json -m MODEL [-s STRATEGY] [--seq S] [--micro-batch-size G] [--mlp-tile N]\n"
-        "                  [--micro-batches N] [--replicas R] [--chunks C] [--recompute] [--json]\n"
+        "                  [--micro-batches N] [--replicas R] [--chunks C] [--recompute [--offload-activations]] [--json]\n"
         "                  [--precision fp32|bf16] [--grad-precision fp32|bf16] [--weight-wire fp32|bf16]\n"
         "                  [--OPTION [VALUE] ...]   (the strategy's own options, as its file declares them:\n"
         "                  wpgen plan --help -s NAME prints them, wpgen list all of them)\n"
@@ -132,6 +132,7 @@ static int parse_args(int argc, char **argv, Args *a) {
         case FLAG_SVG: a->svg = v; break;
         case FLAG_STRATEGIES: a->strategies = v; break;   /* compare; plan, emit and sim with -s auto */
         case FLAG_RECOMPUTE: a->recompute = 1; break;
+        case FLAG_OFFLOAD: a->offload = 1; break;
         case FLAG_LUA_MIB: a->lua_max_mib = iv; break;
         case FLAG_LUA_MINSTR: a->lua_max_minstr = iv; break;
         case FLAG_LUA_SECONDS: a->lua_max_seconds = iv; break;
@@ -162,6 +163,10 @@ static int parse_args(int argc, char **argv, Args *a) {
     if (!a->topo) { fprintf(stderr, "wpgen %s: -t TOPO.json is required\n", a->cmd); return -1; }
     if (!a->model) { fprintf(stderr, "wpgen %s: -m MODEL is required\n", a->cmd); return -1; }
     if (check_outputs(a)) return -1;
+    if (a->offload && !a->recompute) {
+        fprintf(stderr, "wpgen: --offload-activations: expected --recompute too (offload moves the layer inputs that --recompute keeps)\n");
+        return -1;
+    }
     if (a->out && strcmp(a->cmd, "emit")) {
         fprintf(stderr, "wpgen %s: -o is emit's (%s prints to standard output; --json for one object)\n", a->cmd, a->cmd);
         return -1;
@@ -191,6 +196,7 @@ static int parse_args(int argc, char **argv, Args *a) {
         fprintf(stderr, "wpgen: %s\n", berr);
         return -1;
     }
+
     return 0;
 }
 

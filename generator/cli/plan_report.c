@@ -57,6 +57,14 @@ void print_summary(const Plan *p, const char *model_name, double intra, double i
     for (int i = 0; i < 5; i++) human_bytes((double)parts[i], e[i], sizeof e[i]);
     printf("            rank %d: working weights %s, gradients %s, masters and AdamW %s, activations %s, workspace %s\n",
            p->peak_rank, e[0], e[1], e[2], e[3], e[4]);
+    if (p->recompute == WP_RECOMPUTE_OFFLOAD) {
+        int n = plan_host_node(p);
+        human_bytes((double)plan_node_host(p, n), a, sizeof a);
+        human_bytes((double)m->host, b, sizeof b);
+        human_bytes(t->nodes[n].host_mem, c, sizeof c);
+        printf("host memory %s on node %s of %s: %s (offloaded stashes; rank %d: %s)\n", a, t->nodes[n].name, c,
+               (double)plan_node_host(p, n) <= t->nodes[n].host_mem ? "fits" : "DOES NOT FIT", p->peak_rank, b);
+    }
     if (p->notes) printf("notes       %s", p->notes);
 }
 
@@ -87,7 +95,13 @@ json_t *plan_json(const Plan *p, double intra, double inter, int fits) {
     json_object_set_new(mem, "masters_optimizer", json_integer((json_int_t)m->masters));
     json_object_set_new(mem, "activations", json_integer((json_int_t)m->acts));
     json_object_set_new(mem, "workspace", json_integer((json_int_t)m->workspace));
+    json_object_set_new(mem, "host", json_integer((json_int_t)m->host));
     json_object_set_new(o, "peak_mem_breakdown", mem);
+    int hn = plan_host_node(p);
+    json_object_set_new(o, "offload_activations", json_boolean(p->recompute == WP_RECOMPUTE_OFFLOAD));
+    json_object_set_new(o, "host_mem_bytes", json_integer((json_int_t)plan_node_host(p, hn)));
+    json_object_set_new(o, "host_mem_node", json_string(p->topo->nodes[hn].name));
+    json_object_set_new(o, "host_mem_capacity_bytes", json_real(p->topo->nodes[hn].host_mem));
     json_t *per = json_array();
     for (int r = 0; r < p->nranks; r++) json_array_append_new(per, json_integer((json_int_t)p->ranks[r].peak_mem));
     json_object_set_new(o, "peak_mem_bytes_per_rank", per);

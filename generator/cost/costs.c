@@ -139,8 +139,8 @@ void cost_compute_features(const WpConfig *m, int chunk, int layer0, int nlayers
     double fwd = 0, mm_bwd = 0, bwd_rest = 0;
     switch ((OpKind)kind) {
     case OP_FWD: fwd = 1; break;
-    case OP_BWD: mm_bwd = 2; bwd_rest = 1; fwd = recompute; break;
-    case OP_BWD_B: mm_bwd = 1; bwd_rest = 1; fwd = recompute; break;
+    case OP_BWD: mm_bwd = 2; bwd_rest = 1; fwd = recompute != 0; break;   /* any mode of config.h's but WP_KEEP_ALL */
+    case OP_BWD_B: mm_bwd = 1; bwd_rest = 1; fwd = recompute != 0; break;
     case OP_BWD_W: mm_bwd = 1; break;
     /* not compute: a transfer is costed on its links (sim/collective.c), a local operation by its
      * row's mem_passes (sim/sim.c). No default: a new kind is a -Wswitch error until it is costed. */

@@ -208,7 +208,8 @@ local function summary_lines()
     end
     lines[#lines + 1] = fmt("memory      peak %s (rank %d)", human(P.peak_mem), P.peak_rank)
     lines[#lines + 1] = fmt("backend     %s (compute), %s (communication)%s", P.backend, P.comm,
-        P.recompute ~= 0 and ", activations recomputed" or "")
+        P.recompute == 2 and ", activations recomputed, their stashes in host memory"
+        or P.recompute ~= 0 and ", activations recomputed" or "")
     for line in tostring(P.notes or ""):gmatch("[^\n]+") do lines[#lines + 1] = "notes       " .. line end
     -- long lines (a model's or a strategy's words) continue under the text of the first
     local out = {}

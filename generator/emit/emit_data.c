@@ -396,6 +396,7 @@ int emit_json_head(FILE *f, const Plan *p, const EmitInfo *info, const char *has
     if (!rc) rc = put_value(f, "micro_batches_per_rank", json_integer(p->micro_batches), 0);
     if (!rc) rc = put_value(f, "micro_batches", json_integer(p->total_mbs), 0);
     if (!rc) rc = put_value(f, "recompute", json_boolean(p->recompute), 0);
+    if (!rc) rc = put_value(f, "offload_activations", json_boolean(p->recompute == WP_RECOMPUTE_OFFLOAD), 0);
     if (!rc) rc = put_value(f, "precision", json_string(wp_dtype_name(p->precision)), 0);
     if (!rc) rc = put_value(f, "grad_precision", json_string(wp_dtype_name(p->grad_precision)), 0);
     if (!rc) rc = put_value(f, "weight_wire", json_string(wp_dtype_name(plan_carried_dtype(p, WHAT_W))), 0);

@@ -38,6 +38,21 @@ static const double LAT_RANGE[2] = { 0, 1e6 };          /* µs: up to a second *
 static const double TFLOPS_RANGE[2] = { 1e-6, 1e6 };    /* TFLOP/s: 1 MFLOP/s to an exaFLOP/s */
 static const double MEM_RANGE[2] = { 1e-3, 1e6 };       /* GB: 1 MB to 1 PB */
 
+/* A device type's host link (host_GBps) where the file gives none: what a pinned-memory copy
+ * reaches in one direction on the link such a device sits on. The first row whose name the type's
+ * name contains (any case) wins, so GH200 comes before H200. A GPU in no row gets PCIe 4 x16's;
+ * a CPU device (rated in fp32) its own memory bandwidth: its host memory is its memory. */
+static const struct { const char *name; double GBps; } host_link_defaults[] = {
+    { "GH200", 450 },   /* NVLink-C2C to the Grace CPU, 450 GB/s each way */
+    { "H100", 55 },     /* PCIe 5 x16: 64 GB/s raw, about 55 in a copy */
+    { "H200", 55 },
+    { "H800", 55 },
+    { "B200", 55 },
+    { "A100", 25 },     /* PCIe 4 x16: 32 GB/s raw, about 25 in a copy */
+    { "A800", 25 },
+};
+#define HOST_LINK_OTHER_GPU_GBPS 25
+
 /* Names seen so far -> their index (device types, nodes): an open-addressing hash table, so
  * that checking 10^5 node names for duplicates is linear (comparing every pair took 16 s).
  * Keys are borrowed: they live in the Topology being built. */
@@ -302,7 +317,7 @@ static int parse_device_types(Ctx *cx, const json_t *root, Topology *t) {
     t->types = calloc(n, sizeof *t->types);
     if (!t->types || names_init(&cx->type_names, n)) return fail(cx, "out of memory");
     static const char *const keys[] = {
-        "peak_tflops_bf16", "peak_tflops_fp32", "mem_gb", "hbm_GBps", "efficiency", NULL };
+        "peak_tflops_bf16", "peak_tflops_fp32", "mem_gb", "hbm_GBps", "efficiency", "host_GBps", NULL };
     const char *name = NULL;
     json_t *dt;
     json_object_foreach((json_t *)types, name, dt) {
@@ -323,6 +338,10 @@ static int parse_device_types(Ctx *cx, const json_t *root, Topology *t) {
         if (get_number(cx, dt, jpath, "mem_gb", POSITIVE, MEM_RANGE, 1, &mem)) return -1;
         if (get_number(cx, dt, jpath, "hbm_GBps", POSITIVE, BW_RANGE, 1, &hbm)) return -1;
         if (get_number(cx, dt, jpath, "efficiency", FRACTION, NULL, 0, &eff)) return -1;
+        double host = has_fp32 ? hbm : HOST_LINK_OTHER_GPU_GBPS;
+        for (size_t i = 0; !has_fp32 && i < sizeof host_link_defaults / sizeof *host_link_defaults; i++)
+            if (strcasestr(name, host_link_defaults[i].name)) { host = host_link_defaults[i].GBps; break; }
+        if (get_number(cx, dt, jpath, "host_GBps", POSITIVE, BW_RANGE, 0, &host)) return -1;
         if (!(d->name = dup_or_null(name))) return fail(cx, "out of memory");
         names_add(&cx->type_names, d->name, t->ntypes);   /* unique: the JSON has no duplicate keys */
         t->ntypes++;
@@ -332,12 +351,13 @@ static int parse_device_types(Ctx *cx, const json_t *root, Topology *t) {
         d->hbm_bw = hbm * GIGA;
         d->efficiency = eff;
         d->efficiency_set = json_object_get(dt, "efficiency") != NULL;
+        d->host_bw = host * GIGA;
     }
     return 0;
 }
 
 static int parse_node(Ctx *cx, const json_t *nv, const char *jpath, Topology *t, Node *node) {
-    static const char *const keys[] = { "name", "devices", "type", "intra", "islands", "cores", NULL };
+    static const char *const keys[] = { "name", "devices", "type", "intra", "islands", "cores", "host_mem_gb", NULL };
     static const char *const link_keys[] = { "type", "bw_GBps", "lat_us", NULL };
     static const LinkType intra_types[] = { LINK_NVL, LINK_PCI, LINK_SHM, LINK_LOC };
     if (!json_is_object(nv)) return expected(cx, jpath, "an object", nv);
@@ -378,6 +398,9 @@ static int parse_node(Ctx *cx, const json_t *nv, const char *jpath, Topology *t,
     }
     node->cores = 0;
     if (get_count(cx, nv, jpath, "cores", 0, &node->cores)) return -1;
+    double host_gb = HOST_MEM_DEFAULT_OF_DEVICES * node->ndevices * t->types[node->type].mem_bytes / GIGA;
+    if (get_number(cx, nv, jpath, "host_mem_gb", POSITIVE, MEM_RANGE, 0, &host_gb)) return -1;
+    node->host_mem = host_gb * GIGA;
     if (!(node->name = dup_or_null(name))) return fail(cx, "out of memory");
     names_add(&cx->node_names, node->name, (int)(node - t->nodes));
     return 0;

@@ -21,6 +21,8 @@ typedef struct DeviceType {
     double hbm_bw;      /* bytes per second */
     double efficiency;  /* fraction of peak that compute reaches; default 0.5 */
     int efficiency_set; /* given in the file (the simulator's cost table has its own default) */
+    double host_bw;     /* bytes per second, one direction, between a device and its node's host
+                           memory (host_GBps; default: topology.c's host_link_defaults) */
 } DeviceType;
 
 typedef struct Node {
@@ -32,7 +34,13 @@ typedef struct Node {
     int islands;        /* PCIe islands (groups of devices behind one switch); default 1 */
     int cores;          /* CPU cores its devices (ranks) share; 0: not given, each device its own
                            (the simulator shares compute when more ranks compute than cores) */
+    double host_mem;    /* bytes of host memory its ranks may keep offloaded stashes in
+                           (host_mem_gb; default HOST_MEM_DEFAULT_OF_DEVICES x its devices' memory) */
 } Node;
+
+/* A node's host memory where the file gives none, as a multiple of its devices' memory together:
+ * a DGX H100 has 2 TB beside 8 x 80 GB (3.1x); 2x leaves the rest to the OS and the data. */
+#define HOST_MEM_DEFAULT_OF_DEVICES 2.0
 
 typedef struct Topology {
     char *name;

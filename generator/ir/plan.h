@@ -91,6 +91,8 @@ typedef struct PlanMem {
                          * workspace, the largest over the chunks the rank computes; and the
                          * fp32 staging gradient where gradients are bf16 (plan_grad_stage_bytes)
                          * and the room for transfers in another format (plan_rank_xfer_bytes) */
+    size_t host;        /* host memory, not part of the device's peak: the most stashes kept there
+                         * at once (--offload-activations, config.h's wp_stash_host_bytes) */
 } PlanMem;
 
 /* What the verifier learnt about an operation, for the emitter and the simulator. */
@@ -133,7 +135,7 @@ typedef struct Plan {
     int nranks, replicas, nchunks, nturns;
     int micro_batches;  /* per rank (per pipeline rank for activation passing) */
     int total_mbs;      /* M: global micro-batches per step, all replicas */
-    int recompute;
+    int recompute;      /* config.h's WP_KEEP_ALL, WP_RECOMPUTE or WP_RECOMPUTE_OFFLOAD */
     WpDtype precision;      /* working weights, activations, activation gradients (see PlanBuf) */
     WpDtype grad_precision; /* weight gradients on the wire and in flight (see PlanBuf) */
     uint8_t weight_wire_fp32;   /* working weights move in fp32 whatever the precision (W transfers

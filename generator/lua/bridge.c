@@ -405,7 +405,7 @@ void strategy_push_opts(lua_State *L, const StrategyOpts *o, int nranks, int dec
     lua_set_int(L, "replicas", o->replicas);
     lua_set_int(L, "chunks", o->chunks);
     lua_set_int(L, "total_mbs", (long long)nranks * o->micro_batches);
-    lua_set_int(L, "recompute", o->recompute);
+    lua_set_int(L, "recompute", o->recompute != 0);   /* whether; offload is the runtime's, not the plan's shape */
     lua_set_str(L, "precision", wp_dtype_name(o->precision));
     lua_set_str(L, "grad_precision", wp_dtype_name(o->grad_precision));
     lua_set_str(L, "weight_wire", o->weight_wire ? o->weight_wire : wp_dtype_name(o->precision));

@@ -14,6 +14,13 @@ enum { EXIT_REJECTED_PLAN = 1, EXIT_BAD_PLAN_INPUT = 2 };
  * the message in err. */
 int make_plan(const char *strategy, const Topology *topo, const WpConfig *model, const char *name,
               const StrategyOpts *o, Plan **out, char *err, size_t errlen);
-int plan_fits(const Plan *p);   /* every rank's peak memory within its device's */
+/* Every rank's peak memory within its device's, and every node's host memory (its ranks' offloaded
+ * stashes, PlanMem.host, summed: each rank's peak, so a bound) within the node's. */
+int plan_fits(const Plan *p);
+size_t plan_node_host(const Plan *p, int node);   /* the host memory node's ranks keep at most */
+int plan_host_node(const Plan *p);                /* the node keeping the most */
+/* Why p does not fit, for "the plan does not fit: ...": the device's peak ("rank R needs N
+ * bytes") or, where that fits, the node's host memory. */
+void plan_misfit(const Plan *p, char *out, size_t len);
 
 #endif

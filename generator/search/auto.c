@@ -52,7 +52,7 @@ int auto_search(const SearchSpec *sp, const Topology *topo, const WpConfig *mode
     if (runner >= 0 && n < (int)sizeof b.why) {
         const Cand *r = &sr.best[runner].c;
         snprintf(b.why + n, sizeof b.why - n, "; the best other strategy simulated, %s (%d replica%s%s), takes %.4g s (+%.0f%%%s)", r->strategy,
-                 r->o.replicas, r->o.replicas > 1 ? "s" : "", r->o.recompute ? ", recomputation" : "", r->step, 100 * (r->step / b.step - 1),
+                 r->o.replicas, r->o.replicas > 1 ? "s" : "", r->o.recompute == WP_RECOMPUTE_OFFLOAD ? ", recomputation, offload" : r->o.recompute ? ", recomputation" : "", r->step, 100 * (r->step / b.step - 1),
                  trust_ties(r->step, b.step) ? ": a tie, within the error band" : "");
     }
     /* the plan is the caller's now; its simulation is not (search_free frees a best's simulation

@@ -124,6 +124,11 @@ void bound_ring_wait_buffers(int C, int P, int J, int *wbufs, int *dbufs) {
     free(dw); free(dd);
 }
 
+/* The part of a chunk's stash in device memory: none with offload (config.h). */
+static size_t dev_stash(const WpConfig *m, const WpChunk *k, int recompute, WpDtype prec) {
+    return wp_stash_bytes(m, k, recompute, prec) - wp_stash_host_bytes(m, k, recompute, prec);
+}
+
 double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model, const StrategyOpts *o) {
     int P = topo->ndevices, R = o->replicas > 0 ? o->replicas : 1, npipe = P / R;
     WpDtype prec = o->precision;
@@ -167,7 +172,7 @@ double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model,
         double acts = 0, keep = 0;
         for (int c = 0; c < C; c++) {
             WpChunk k = light_chunk(&tr, model, C, c);
-            acts += (double)wp_stash_bytes(model, &k, o->recompute, prec);
+            acts += (double)dev_stash(model, &k, o->recompute, prec);
             if (tr.split) keep += (double)wp_keep_bytes(model, &k, o->recompute, prec);
         }
         int K = tr.ring_rounds && tr.pass_k > 0 ? (tr.pass_k < o->micro_batches ? tr.pass_k : o->micro_batches) : 0;
@@ -223,7 +228,7 @@ double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model,
         long warm = v == 1 ? npipe : 2L * (npipe - 1) + (v - 1) * npipe + 1;
         long inflight = warm < m * v ? warm : m * v;
         double keep0 = tr.split ? (double)wp_keep_bytes(model, &k0, o->recompute, prec) : 0;
-        double s0 = (double)k0.nparams * per_param + inflight * (double)wp_stash_bytes(model, &k0, o->recompute, prec) + keep0 + ws;
+        double s0 = (double)k0.nparams * per_param + inflight * (double)dev_stash(model, &k0, o->recompute, prec) + keep0 + ws;
         if (s0 > b) b = s0;
         if (tr.split && v == 1 && m >= npipe) {
             /* ZB-H1: stage s runs npipe - s forwards, then s times a B and a forward,
@@ -231,7 +236,7 @@ double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model,
              * and s B-to-W keeps of its chunk s, whose masters it owns */
             for (int st = 1; st < npipe; st++) {
                 WpChunk k = light_chunk(&tr, model, C, st);
-                double x = (double)k.nparams * per_param + npipe * (double)wp_stash_bytes(model, &k, o->recompute, prec) +
+                double x = (double)k.nparams * per_param + npipe * (double)dev_stash(model, &k, o->recompute, prec) +
                            st * (double)wp_keep_bytes(model, &k, o->recompute, prec) + ws;
                 if (x > b) b = x;
             }
@@ -243,7 +248,7 @@ double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model,
             for (int st = 1; st < npipe; st++) {
                 WpChunk k = light_chunk(&tr, model, C, st);
                 long held = npipe - st < m ? npipe - st : m;
-                double x = (double)k.nparams * per_param + held * (double)wp_stash_bytes(model, &k, o->recompute, prec) + ws;
+                double x = (double)k.nparams * per_param + held * (double)dev_stash(model, &k, o->recompute, prec) + ws;
                 if (x > b) b = x;
             }
         }

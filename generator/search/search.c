@@ -10,6 +10,8 @@
  *   memory      a lower bound on the largest peak of a rank exceeds the device's memory (bounds.c);
  *   fp32        where bf16 is the default (more bytes, half the compute rate, more memory);
  *   dominated   recomputation where the same candidate fits without it (more compute, same plan);
+ *               offload (--offload-activations) where it fits without offload (the same plan
+ *               with copies added), so offload is tried only where it is needed to fit;
  *   slower      a lower bound on the step time (bounds.c) no better than the best simulated so
  *               far; candidates are tried in the order of that bound, and a simulation is stopped
  *               once its clock passes the best's step time;
@@ -29,7 +31,7 @@
 #include "util/settings.h"
 
 const char *const prune_names[PRUNE__COUNT] = {
-    [PRUNE_IMPOSSIBLE] = "impossible", [PRUNE_MEMORY] = "over the memory bound", [PRUNE_PRECISION] = "fp32 (bf16 is faster and smaller)", [PRUNE_DOMINATED] = "recomputation not needed",
+    [PRUNE_IMPOSSIBLE] = "impossible", [PRUNE_MEMORY] = "over the memory bound", [PRUNE_PRECISION] = "fp32 (bf16 is faster and smaller)", [PRUNE_DOMINATED] = "recomputation or offload not needed",
     [PRUNE_SLOWER] = "cannot win", [PRUNE_REFUSED] = "refused", [PRUNE_NO_FIT] = "built, do not fit", [PRUNE_TIME] = "not tried (--search-seconds)",
 };
 
@@ -170,9 +172,9 @@ void search_describe_strategy(const SearchBest *b, char *out, size_t len) {
     }
 }
 
-static int find_twin(const Cand2 *c, int n, const Cand2 *x) {   /* the same candidate without recomputation */
+static int find_twin(const Cand2 *c, int n, const Cand2 *x, int rec) {   /* the same candidate with recompute mode rec */
     for (int i = 0; i < n; i++)
-        if (c[i].si == x->si && c[i].R == x->R && c[i].chunks == x->chunks && c[i].prec == x->prec && c[i].set == x->set && !c[i].rec) return i;
+        if (c[i].si == x->si && c[i].R == x->R && c[i].chunks == x->chunks && c[i].prec == x->prec && c[i].set == x->set && c[i].rec == rec) return i;
     return -1;
 }
 
@@ -204,7 +206,7 @@ int search_run(const SearchSpec *sp, const Topology *topo, const WpConfig *model
                 DeclSearchCtx dc = { .micro_batches = base.micro_batches, .ranks = P / R, .layers = L, .chunks = chunks };
                 int nset = search_option_sets(names[si], &base, &dc, sets, SEARCH_MAX_SETS);
                 for (int set = 0; set < nset; set++)
-                for (int rec = base.recompute; rec < 2; rec++)
+                for (int rec = base.recompute; rec <= WP_RECOMPUTE_OFFLOAD; rec++)   /* config.h's modes */
                     for (int pf = 0; pf <= try_fp32; pf++) {
                         if (n == ncap) c = xrealloc(c, (size_t)(ncap *= 2) * sizeof *c);
                         Cand2 *x = &c[n];
@@ -254,9 +256,14 @@ int search_run(const SearchSpec *sp, const Topology *topo, const WpConfig *model
         if (C > L || (x->tr.stages_need_layers && npipe > L)) { DROP(PRUNE_IMPOSSIBLE); }
         if (x->prec == WP_FP32 && try_fp32) { DROP(PRUNE_PRECISION); }
         if (x->mem_lb > mem) { DROP(PRUNE_MEMORY); }
-        if (x->rec && !base.recompute && rule_holds(&x->tr, PRUNE_DOMINATED)) {
-            int tw = find_twin(c, n, x);
+        if (x->rec == WP_RECOMPUTE && !base.recompute && rule_holds(&x->tr, PRUNE_DOMINATED)) {
+            int tw = find_twin(c, n, x, WP_KEEP_ALL);
             if (tw >= 0 && c[tw].built_fits == 1) { DROP(PRUNE_DOMINATED); }
+        }
+        if (x->rec == WP_RECOMPUTE_OFFLOAD && base.recompute != WP_RECOMPUTE_OFFLOAD) {
+            /* tried after its twins (the same time bound, built first): offload only adds copies */
+            int t0 = find_twin(c, n, x, WP_KEEP_ALL), t1 = find_twin(c, n, x, WP_RECOMPUTE);
+            if ((t0 >= 0 && c[t0].built_fits == 1) || (t1 >= 0 && c[t1].built_fits == 1)) { DROP(PRUNE_DOMINATED); }
         }
         SearchBest *ref = per_strategy ? &out->best[x->si] : out->winner >= 0 ? &out->best[out->winner] : NULL;
         int have_ref = ref && ref->c.rc == 0;
@@ -281,7 +288,7 @@ int search_run(const SearchSpec *sp, const Topology *topo, const WpConfig *model
         int any_fits = out->winner >= 0 && out->best[out->winner].c.rc == 0;
         if (sp->search_seconds > 0 && any_fits && progress_now() - t0 > sp->search_seconds) { DROP(PRUNE_TIME); }
         progress("search: candidate %d of %d: %s, %d replica%s, %s chunks%s (%d simulated, best %.4g s)", i + 1, n, sname, x->R,
-                 x->R > 1 ? "s" : "", x->chunks ? "twice the default" : "default", x->rec ? ", recomputation" : "", st->simulated,
+                 x->R > 1 ? "s" : "", x->chunks ? "twice the default" : "default", x->rec == WP_RECOMPUTE_OFFLOAD ? ", recomputation, offload" : x->rec == WP_RECOMPUTE_OFFLOAD ? ", recomputation, offload" : x->rec ? ", recomputation" : "", st->simulated,
                  out->winner >= 0 ? out->best[out->winner].c.step : 0.0);
         Cand cd = { .o = x->o };
         snprintf(cd.strategy, sizeof cd.strategy, "%.63s", sname);

@@ -73,7 +73,8 @@ double sim_op_seconds_calib(const Plan *p, const Topology *t, const Calibration 
     double f[COST__COUNT], c[COST__COUNT];
     op_features(p, t, rank, op, note, f);
     calib_coefs(calib, rank_type(p, t, rank), p->precision, c);
-    return cost_seconds(f, c);
+    double s = cost_seconds(f, c);
+    return s + sim_offload_exposed(p, t, rank, op, s);
 }
 
 double sim_op_seconds(const Plan *p, const Topology *t, int rank, const Op *op, const OpNote *note) {
@@ -148,11 +149,19 @@ typedef struct Sim {
     int nact; int *act;                /* the ranks simulated: all, or replica 0's */
 } Sim;
 
-/* Seconds of a compute or local operation on its rank's device type. */
-static double op_seconds(const Sim *S, int r, const Op *op, const OpNote *note) {
+/* Seconds of a compute or local operation on its rank's device type: its work, and offload's
+ * copies where the work does not hide them (*exposed, when not NULL). */
+static double op_seconds_of(const Sim *S, int r, const Op *op, const OpNote *note, double *exposed) {
     double f[COST__COUNT];
     op_features(S->p, S->t, r, op, note, f);
-    return cost_seconds(f, S->coef[S->t->nodes[S->p->ranks[r].node].type]);
+    double s = cost_seconds(f, S->coef[S->t->nodes[S->p->ranks[r].node].type]);
+    double x = sim_offload_exposed(S->p, S->t, r, op, s);
+    if (exposed) *exposed = x;
+    return s + x;
+}
+
+static double op_seconds(const Sim *S, int r, const Op *op, const OpNote *note) {
+    return op_seconds_of(S, r, op, note, NULL);
 }
 
 /* Ranks that share cores. A node with more ranks than cores (the topology's "cores") runs one
@@ -952,6 +961,12 @@ int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, siz
         }
         res->step_time = step;
         res->compute_s = busy;
+        for (int r = 0; r < n && p->recompute == WP_RECOMPUTE_OFFLOAD; r++)
+            for (int i = 0; i < p->ranks[r].nops; i++) {
+                double x = 0;
+                if (op_is_compute(p->ranks[r].ops[i].kind)) op_seconds_of(&S, r, &p->ranks[r].ops[i], &p->ranks[r].notes[i], &x);
+                res->offload_exposed_s += x;
+            }
         double tokens = (double)p->total_mbs * p->model.mbs * p->model.seq;
         res->tokens_per_s_per_device = step > 0 ? tokens / step / n : 0;
         res->bubble_ratio = step > 0 ? 1 - busy / (n * step) : 0;

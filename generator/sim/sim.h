@@ -85,6 +85,8 @@ typedef struct SimResult {
     double bytes_intra, bytes_inter;    /* per step, all ranks, as plan_traffic counts them */
     double link_bytes[LINK__COUNT];     /* bytes the simulated flows put on each link class */
     double compute_s, comm_exposed_s;   /* sums over ranks: FWD/BWD time; time waiting on transfers */
+    double offload_exposed_s;           /* the part of compute_s that is offload's copies not hidden
+                                           behind compute (sim/offload.c); 0 without offload */
     double *rank_busy;                  /* [nranks] FWD/BWD seconds */
     double *rank_end;                   /* [nranks] when each rank finished its step */
     double **turn_t;                    /* [nranks][nturns + 1]: turn t of rank r runs [turn_t[r][t], turn_t[r][t+1]) */
@@ -107,6 +109,10 @@ void sim_result_free(SimResult *r);
 double sim_op_seconds(const Plan *p, const Topology *t, int rank, const Op *op, const OpNote *note);
 double sim_op_seconds_calib(const Plan *p, const Topology *t, const Calibration *calib, int rank, const Op *op,
                             const OpNote *note);
+/* Seconds of offload's copies (--offload-activations) that compute_s, the compute operation's
+ * own time on its rank, does not hide (sim/offload.c); 0 without offload. Part of what
+ * sim_op_seconds says. */
+double sim_offload_exposed(const Plan *p, const Topology *t, int rank, const Op *op, double compute_s);
 /* What an operation does, per class of work (cost/costs.h): calibrate fits rates to these. */
 void sim_op_features(const Plan *p, int rank, const Op *op, const OpNote *note, double f[COST__COUNT]);
 

@@ -513,7 +513,7 @@ static void account_memory(Verifier *V) {
         memset(computes, 0, (size_t)p->nchunks);
         for (int i = 0; i < rk->nops; i++)
             if (op_is_compute(rk->ops[i].kind)) computes[rk->ops[i].chunk] = 1;
-        PlanMem m = { .acts = V->rs[r].act_peak, .workspace = plan_workspace_bytes(p, computes) + plan_grad_stage_bytes(p, r)
+        PlanMem m = { .acts = V->rs[r].act_peak, .host = V->rs[r].host_peak, .workspace = plan_workspace_bytes(p, computes) + plan_grad_stage_bytes(p, r)
                                                                       + plan_rank_xfer_bytes(p, r, WP_XFER_ALIGN) };
         for (int b = 0; b < rk->nbufs; b++) plan_buf_mem(&rk->bufs[b], &m);
         rk->mem = m;

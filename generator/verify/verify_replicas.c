@@ -184,6 +184,7 @@ int replicas_finish(Verifier *V) {
             rk->notes[i] = n;
         }
         V->rs[r].act_peak = V->rs[r0].act_peak;
+        V->rs[r].host_peak = V->rs[r0].host_peak;
     }
     return 0;
 }

@@ -111,12 +111,17 @@ int verr(Verifier *V, int rank, int opi, const char *fmt, ...) {
 
 /* ---- what a rank keeps between operations ---- */
 
-static size_t keep_bytes(Verifier *V, uint64_t key) {
+/* What key keeps in device memory and, with offload, in host memory (*host): a stash offload
+ * keeps in host memory is there from its chunk's forward to its backward (to BWD_W, with the
+ * split backward); the device holds it only in the workspace's staging while computed. */
+static size_t keep_bytes(Verifier *V, uint64_t key, size_t *host) {
     int kind = (int)(key >> 60), chunk = (int)((key >> 32) & 0xfffffff);
+    *host = 0;
     if (kind == K_ACT || kind == K_GRAD) return plan_act_bytes(V->p);
     const PlanChunk *c = &V->p->chunks[chunk];
     WpChunk k = wp_chunk_make(&V->p->model, chunk, c->layer0, c->nlayers, chunk == 0, chunk == V->p->nchunks - 1);
-    size_t stash = wp_stash_bytes(&V->p->model, &k, V->p->recompute, V->p->precision);
+    *host = wp_stash_host_bytes(&V->p->model, &k, V->p->recompute, V->p->precision);
+    size_t stash = wp_stash_bytes(&V->p->model, &k, V->p->recompute, V->p->precision) - *host;
     /* between BWD_B and BWD_W: the stash, and what the B pass keeps for the W pass (config.h) */
     if (kind == K_STASHW) return stash + wp_keep_bytes(&V->p->model, &k, V->p->recompute, V->p->precision);
     return stash;
@@ -124,14 +129,19 @@ static size_t keep_bytes(Verifier *V, uint64_t key) {
 
 void keep_add(Verifier *V, int r, uint64_t key) {
     RankState *s = &V->rs[r];
+    size_t host;
     keyset_add(&s->keep, key);
-    s->act_bytes += keep_bytes(V, key);
+    s->act_bytes += keep_bytes(V, key, &host);
+    s->host_bytes += host;
     if (s->act_bytes > s->act_peak) s->act_peak = s->act_bytes;
+    if (s->host_bytes > s->host_peak) s->host_peak = s->host_bytes;
 }
 
 int keep_take(Verifier *V, int r, uint64_t key) {
     if (!keyset_del(&V->rs[r].keep, key)) return 0;
-    V->rs[r].act_bytes -= keep_bytes(V, key);
+    size_t host;
+    V->rs[r].act_bytes -= keep_bytes(V, key, &host);
+    V->rs[r].host_bytes -= host;
     return 1;
 }
 

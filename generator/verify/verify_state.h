@@ -52,6 +52,7 @@ typedef struct RankState {
     Pending *sends; int nsends, capsends;   /* sends to this rank not yet received */
     Pending *recvs; int nrecvs, caprecvs;   /* receives of this rank not yet matched */
     size_t act_bytes, act_peak;             /* activations kept, and their peak */
+    size_t host_bytes, host_peak;           /* the same in host memory (offload's stashes) */
     uint16_t *touch;        /* hazard check: per buffer, how ops of the turn use it */
 } RankState;
 

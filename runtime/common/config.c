@@ -185,6 +185,10 @@ size_t wp_stash_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtyp
     return act * wp_dtype_bytes(act_dtype) + stat * sizeof(float);
 }
 
+size_t wp_stash_host_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtype act_dtype) {
+    return recompute == WP_RECOMPUTE_OFFLOAD ? wp_stash_bytes(c, k, recompute, act_dtype) : 0;
+}
+
 WpLayerKeepLayout wp_layer_keep_layout(const WpConfig *c) {
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
     WpLayerKeepLayout l;
@@ -257,6 +261,9 @@ size_t wp_workspace_part_floats(const WpConfig *c, const WpChunk *k, int recompu
     case WP_WS_ROPE:    return layers ? 2 * (size_t)c->seq * (c->head_dim / 2) : 0;
     case WP_WS_LOGITS:  return head ? (size_t)wp_ce_block_tokens(c) * c->vocab : 0;
     case WP_WS_RESTASH: return recompute && layers ? wp_layer_restash_floats(c) : 0;
+    /* offload's staging (model.c, "offload"): two layer inputs, the one a layer computes from
+     * and the one copied out (forward) or in (backward) meanwhile, and the head's part */
+    case WP_WS_OFFLOAD: return recompute == WP_RECOMPUTE_OFFLOAD ? 2 * T * H + (head ? T * H + 2 * T : 0) : 0;
     case WP_WS_NPARTS:  break;
     }
     return 0;
@@ -273,7 +280,10 @@ size_t wp_workspace_floats(const WpConfig *c, const WpChunk *k, int recompute) {
  * stash with one tile of gu. */
 size_t wp_workspace_part_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part, WpDtype act_dtype) {
     size_t e = wp_workspace_part_floats(c, k, recompute, part);
+    size_t T = (size_t)c->mbs * c->seq;
+    int head = k->last;   /* the head's rstdf and lse: statistics, fp32 */
     if (part == WP_WS_RESTASH) return e ? wp_layer_restash_bytes(c, act_dtype) : 0;
+    if (part == WP_WS_OFFLOAD) return e ? (e - (head ? 2 * T : 0)) * wp_dtype_bytes(act_dtype) + (head ? 2 * T : 0) * sizeof(float) : 0;
     if (part == WP_WS_ROPE || part == WP_WS_LOGITS) return e * sizeof(float);
     return e * wp_dtype_bytes(act_dtype);
 }

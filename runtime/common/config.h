@@ -115,6 +115,17 @@ size_t wp_layer_restash_bytes(const WpConfig *c, WpDtype act);
 #define WP_MLP_TILE_MAX (1 << 24)
 int wp_mlp_tile_tokens(const WpConfig *c);
 
+/* How a run keeps what backward needs: the `recompute` argument of the functions below (and
+ * Plan.recompute, WpPlanDesc.recompute, WpRank.recompute) is one of these. Every mode but the
+ * first is recompute (a true value), so a test of recompute alone reads them all alike.
+ *   WP_KEEP_ALL            every layer's activations, in the stash
+ *   WP_RECOMPUTE           each layer's input only (--recompute)
+ *   WP_RECOMPUTE_OFFLOAD   the same stash, kept in host memory (--offload-activations): each
+ *                          layer's input copied out after that layer's forward and back before
+ *                          its backward, through the workspace's staging (WP_WS_OFFLOAD), the
+ *                          head's part likewise; device memory holds no stash */
+enum { WP_KEEP_ALL = 0, WP_RECOMPUTE = 1, WP_RECOMPUTE_OFFLOAD = 2 };
+
 /* Elements kept from the forward of one chunk on one micro-batch for its backward pass. Without
  * recompute, every layer's part (WpLayerStashLayout); with recompute, each layer's input [T*H]
  * only (backward recomputes the rest of one layer's part at a time into the workspace). Either
@@ -130,6 +141,9 @@ typedef struct WpChunkStashLayout {
     size_t layer, xf, rstdf, lse, end;
 } WpChunkStashLayout;
 WpChunkStashLayout wp_chunk_stash_layout(const WpConfig *c, const WpChunk *k, int recompute);
+/* Bytes of that stash kept in host memory instead of the device's: all of it with
+ * WP_RECOMPUTE_OFFLOAD, else 0. */
+size_t wp_stash_host_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtype act);
 
 /* What the split backward keeps between its two halves (model.h, wp_chunk_backward_input and
  * wp_chunk_backward_weights, which say what BWD_B computes into each part): beside the stash, which
@@ -186,6 +200,8 @@ typedef enum {
     WP_WS_ROPE,      /* [S, hd/2] twice: RoPE's cos and sin        fp32 */
     WP_WS_LOGITS,    /* [wp_ce_block_tokens, V] a block of logits  fp32 */
     WP_WS_RESTASH,   /* recompute: one layer's stash, its gu one tile (wp_layer_restash_floats) */
+    WP_WS_OFFLOAD,   /* offload: [T, H] twice, and the head's xf, rstdf, lse: the staging of the
+                      * stash, which lives in host memory (WP_RECOMPUTE_OFFLOAD) */
     WP_WS_NPARTS
 } WpWorkspacePart;
 size_t wp_workspace_part_floats(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part);

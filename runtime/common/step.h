@@ -59,7 +59,7 @@ typedef struct WpPlanDesc {
     const char *wpgen_version, *plan_hash, *strategy, *model_name, *topo_name;
     WpConfig model;
     int nranks, nnodes, nchunks, ngroups, nturns;
-    int micro_batches, total_mbs, recompute;
+    int micro_batches, total_mbs, recompute;   /* recompute: config.h's WP_KEEP_ALL, WP_RECOMPUTE, ... */
     int precision;              /* WpDtype of working weights, activations and their gradients */
     int grad_precision;         /* WpDtype of weight gradients on the wire (Plan.grad_precision) */
     int weight_wire_fp32;       /* working weights on the wire in fp32 whatever the precision

@@ -36,6 +36,10 @@ static void check_host_memory(WpRank *R) {
             if (u->master) { moments += 2.0 * (u->floats + 1) * sizeof(float); owner = 1; }
         }
         work += (double)wp_scratch_bytes(&R->cfg, maxl) + (bf16 ? 2.0 * maxp * sizeof(float) : 0);
+        if (R->recompute == WP_RECOMPUTE_OFFLOAD) {   /* wp_scratch_set_offload's staging */
+            WpChunk big = wp_chunk_make(&R->cfg, 0, 0, maxl, 1, 1);
+            work += (double)wp_workspace_part_floats(&R->cfg, &big, WP_RECOMPUTE_OFFLOAD, WP_WS_OFFLOAD) * sizeof(float);
+        }
         if (owner) init += (double)model * sizeof(float);   /* init_masters: the whole model, once */
     }
     char what[320], err[1024], s1[32], s2[32], s3[32], s4[32];
@@ -80,6 +84,8 @@ void compute_setup(WpRank *R) {
     wp_scratch_set_progress(D->scratch, progress_comm, R->comm);
     if (wp_scratch_set_precision(D->scratch, (WpDtype)R->plan->precision))
         comm_abort(R->comm, 1, "out of memory for the model's workspace in %s", wp_dtype_name((WpDtype)R->plan->precision));
+    if (R->recompute == WP_RECOMPUTE_OFFLOAD && wp_scratch_set_offload(D->scratch))
+        comm_abort(R->comm, 1, "out of memory for the offload's staging");
 }
 
 void compute_teardown(WpRank *R) {
@@ -87,6 +93,8 @@ void compute_teardown(WpRank *R) {
     if (!D) return;
     for (int b = 0; b < R->me->nbufs; b++) { free(D->buf[b]); free(D->adam_m[b]); free(D->adam_v[b]); }
     for (int i = 0; i < D->nfree; i++) free(D->free[i].p);
+    for (int i = 0; i < D->nhfree; i++) free(D->hfree[i].p);
+    free(D->hfree);
     free(D->buf); free(D->adam_m); free(D->adam_v);
     free(D->free); free(D->pend);
     free(D->wstage); free(D->gstage);

@@ -26,6 +26,8 @@ struct WpCompute {
     WpScratch *scratch;
     int *tokens, *targets;        /* one micro-batch */
     Block *free; int nfree, capfree;          /* released blocks, reused by size */
+    Block *hfree; int nhfree, caphfree;       /* offload: the stashes' host pool, released blocks of its
+                                               * own (never lent to the device's slots) */
     Pending *pend; int npend, cappend;        /* conversions and temporaries finished after the wait */
 };
 

@@ -36,6 +36,15 @@
  * the down product: its output y is already kept, or not needed). The split backward's B half
  * rebuilds the whole chunk's stash into the keep instead, since W reads it and gets no weights.
  *
+ * Offload (config.h's WP_RECOMPUTE_OFFLOAD; wp_scratch_set_offload): the stash the caller gives
+ * is host memory (the CUDA backend's pinned memory; here a pool of its own, step_cpu.c), and the
+ * chunk computes in the scratch's staging (config.c's WP_WS_OFFLOAD): layer i's input in stage
+ * slot i % 2, copied out to the stash once the layer's forward has run (a GPU overlaps that copy
+ * with layer i + 1) and copied back before the layer's backward (a GPU prefetches it during layer
+ * i + 1's); the head's part through the staging's third slot. The copies are exact, so the
+ * result is the same bits as without offload. The split backward's B half copies each layer's
+ * input from the stash into the keep's rebuilt stash, as it does without offload.
+ *
  * The zero-bubble schedules split backward in two (wp_chunk_backward_input, then
  * wp_chunk_backward_weights; model.h lists what the first keeps for the second): the same
  * operations as wp_chunk_backward in the same order, the weight products' dW halves moved to the
@@ -111,6 +120,7 @@ struct WpScratch {
     void (*progress)(void *);   /* called between layers: lets posted transfers move */
     void *progress_ud;
     float *restash;          /* recompute: one layer's stash, refilled before its backward */
+    float *stage;            /* offload: [T, H] twice, then the head's xf | rstdf | lse (config.c) */
     /* the workspace, one buffer per part of config.c's WpWorkspacePart */
     float *xn;               /* [T, H] a norm's output */
     float *h;                /* [T, F] silu(gate) * up */
@@ -274,8 +284,29 @@ void wp_scratch_free(WpScratch *s) {
     free(s->mm_work);
     free(s->block);
     free(s->restash);
+    free(s->stage);
     free(s);
 }
+
+int wp_scratch_set_offload(WpScratch *s) {
+    if (s->stage) return 0;
+    WpChunk big = wp_chunk_make(&s->cfg, 0, 0, s->max_layers, 1, 1);
+    size_t n = wp_workspace_part_floats(&s->cfg, &big, WP_RECOMPUTE_OFFLOAD, WP_WS_OFFLOAD);
+    s->stage = aligned_alloc(64, (n + 15) / 16 * 16 * sizeof(float));
+    return s->stage ? 0 : -1;
+}
+
+/* Offload's staging: layer i's input, and the head's part (xf | rstdf | lse). A last chunk
+ * without layers takes its input where the head reads it. */
+static float *stage_x(const WpScratch *s, int i) {
+    return s->stage + (size_t)(i & 1) * s->cfg.mbs * s->cfg.seq * s->cfg.hidden;
+}
+static float *stage_head(const WpScratch *s) { return stage_x(s, 0) + 2 * (size_t)s->cfg.mbs * s->cfg.seq * s->cfg.hidden; }
+static float *stage_in(const WpScratch *s, const WpChunk *k) { return k->last && k->nlayers == 0 ? stage_head(s) : stage_x(s, 0); }
+
+/* The copies between the staging and the stash in host memory: plain copies on the CPU, where the
+ * CUDA backend's are on its copy stream. */
+static void offload_copy(float *dst, const float *src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
 
 /* A rounding point of the header's table: the n floats at x are stored as bf16 (in bf16 mode). */
 static void store_bf16(const WpScratch *s, float *x, size_t n) {
@@ -435,18 +466,27 @@ static void chunk_forward(const WpConfig *c, const WpChunk *k, const float *para
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden;
     WpChunkStashLayout sl = wp_chunk_stash_layout(c, k, recompute);
     float *lp = first_layer(c, k, (float *)params);   /* read only; the helpers serve dparams too */
+    int off = recompute == WP_RECOMPUTE_OFFLOAD;
+    float *head = off ? stage_head(s) : st + sl.xf;   /* xf, then rstdf and lse: the layout's order */
     for (int i = 0; i < k->nlayers; i++) {
         LayerParams p = layer_params(c, lp + (size_t)i * wp_layer_nparams(c));
         LayerStash ls = chunk_layer_stash(c, &sl, st, i, recompute, s);
-        float *out = (i == k->nlayers - 1 && !k->last) ? y : st + (size_t)(i + 1) * sl.layer;
+        if (off) ls.x = stage_x(s, i);
+        float *out = (i == k->nlayers - 1 && !k->last) ? y : i == k->nlayers - 1 ? head
+                   : off ? stage_x(s, i + 1) : st + (size_t)(i + 1) * sl.layer;
         layer_forward(c, &p, &ls, out, s);
+        if (off) offload_copy(st + (size_t)i * sl.layer, ls.x, T * H);   /* copy out */
         progress(s);
     }
     if (!k->last) {
-        if (k->nlayers == 0) memcpy(y, st, T * H * sizeof(float));
+        if (k->nlayers == 0) {
+            memcpy(y, off ? stage_x(s, 0) : st, T * H * sizeof(float));
+            if (off) offload_copy(st, stage_x(s, 0), T * H);
+        }
         return;
     }
-    double l = head_forward(c, k, params, targets, st + sl.xf, st + sl.rstdf, st + sl.lse, s);
+    double l = head_forward(c, k, params, targets, head, head + T * H, head + T * H + T, s);
+    if (off) offload_copy(st + sl.xf, head, T * H + 2 * T);
     if (loss_sum) *loss_sum += l;
 }
 
@@ -455,9 +495,10 @@ void wp_chunk_forward(const WpConfig *c, const WpChunk *k, const float *params,
                       float *stash, int recompute, WpScratch *s, double *loss_sum) {
     check_call(c, k, s);
     size_t TH = (size_t)c->mbs * c->seq * c->hidden;
-    if (k->first) embedding_forward(stash, tokens, params, c->mbs * c->seq, c->hidden, c->vocab);
-    else memcpy(stash, x_in, TH * sizeof(float));
-    store_bf16(s, stash, TH);   /* x: bf16 already when the weights and the sender are */
+    float *x = recompute == WP_RECOMPUTE_OFFLOAD ? stage_in(s, k) : stash;
+    if (k->first) embedding_forward(x, tokens, params, c->mbs * c->seq, c->hidden, c->vocab);
+    else memcpy(x, x_in, TH * sizeof(float));
+    store_bf16(s, x, TH);   /* x: bf16 already when the weights and the sender are */
     chunk_forward(c, k, params, targets, stash, recompute, x_out, s, loss_sum);
 }
 
@@ -470,8 +511,11 @@ void wp_chunk_backward(const WpConfig *c, const WpChunk *k, const float *params,
     float *st = (float *)stash;   /* read only in backward */
     WpChunkStashLayout sl = wp_chunk_stash_layout(c, k, recompute);
     float *pp = (float *)params;
+    int off = recompute == WP_RECOMPUTE_OFFLOAD;
     if (k->last) {
-        head_backward(c, k, params, targets, st + sl.xf, st + sl.rstdf, st + sl.lse, dparams, loss_scale, s);
+        float *head = st + sl.xf;
+        if (off) offload_copy(head = stage_head(s), st + sl.xf, T * H + 2 * T);   /* copy in */
+        head_backward(c, k, params, targets, head, head + T * H, head + T * H + T, dparams, loss_scale, s);
     } else {
         memcpy(s->dres, dx_out, T * H * sizeof(float));
         store_bf16(s, s->dres, T * H);   /* dL/dy: bf16 already when the sender is */
@@ -481,6 +525,7 @@ void wp_chunk_backward(const WpConfig *c, const WpChunk *k, const float *params,
         LayerParams p = layer_params(c, lp + (size_t)i * wp_layer_nparams(c));
         LayerParams dp = layer_params(c, dlp + (size_t)i * wp_layer_nparams(c));
         LayerStash ls = chunk_layer_stash(c, &sl, st, i, recompute, s);
+        if (off) offload_copy(ls.x = stage_x(s, i), st + (size_t)i * sl.layer, T * H);   /* copy in */
         if (recompute) layer_forward(c, &p, &ls, NULL, s);   /* this layer's stash again, the same bits */
         layer_backward(c, &p, &dp, &ls, s);
         progress(s);

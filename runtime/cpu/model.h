@@ -32,6 +32,10 @@ void wp_scratch_set_ce_block(WpScratch *s, int tokens);
  * transfers only move inside its own calls (MPI without a progress thread) overlaps them with
  * compute for real. NULL: none. */
 void wp_scratch_set_progress(WpScratch *s, void (*fn)(void *), void *ud);
+/* Allocates the staging of offload (config.c's WP_WS_OFFLOAD, for the largest chunk): needed
+ * before a chunk runs with recompute = WP_RECOMPUTE_OFFLOAD, whose stash is then host memory
+ * (model.c, "offload"). Returns 0, or -1 when out of memory. */
+int wp_scratch_set_offload(WpScratch *s);
 
 /* Forward of chunk k on one micro-batch of G sequences of S tokens.
  *   tokens  [G*S]   inputs (first chunk only; may be NULL otherwise)

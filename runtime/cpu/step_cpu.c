@@ -9,7 +9,11 @@
  * into a staging copy for it, an fp32 master is rounded to bf16 where the plan reads its working
  * copy (compute, sends, COPY), a gradient is summed in fp32 within one backward and rounded where
  * it is stored into a bf16 buffer. A transfer in another format than its buffer's goes through a
- * temporary block in the carried format, converted back after the turn's wait. */
+ * temporary block in the carried format, converted back after the turn's wait.
+ *
+ * Offload (config.h's WP_RECOMPUTE_OFFLOAD): stash slots come from a host pool of blocks of
+ * their own, standing for the CUDA backend's pinned host memory; the model copies each layer's
+ * input between it and the scratch's staging (model.c, "offload"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,23 +22,27 @@
 
 /* ---- blocks: storage of slots and temporaries ---- */
 
-/* Storage is recycled: after the first step every allocation finds a released block of its size. */
-static float *block_get(WpRank *R, size_t n) {
-    WpCompute *D = R->dev;
-    for (int i = 0; i < D->nfree; i++)
-        if (D->free[i].n == n) {
-            float *p = D->free[i].p;
-            D->free[i] = D->free[--D->nfree];
+/* Storage is recycled: after the first step every allocation finds a released block of its size,
+ * in its pool (the device's, or offload's host pool). */
+static float *pool_get(WpRank *R, Block *pool, int *npool, size_t n) {
+    for (int i = 0; i < *npool; i++)
+        if (pool[i].n == n) {
+            float *p = pool[i].p;
+            pool[i] = pool[--*npool];
             return p;
         }
     return rank_realloc(R, NULL, n * sizeof(float), "activations");
 }
+
+static float *block_get(WpRank *R, size_t n) { return pool_get(R, R->dev->free, &R->dev->nfree, n); }
 
 static void block_put(WpRank *R, float *p, size_t n) {
     WpCompute *D = R->dev;
     D->free = rank_grow(R, D->free, D->nfree, &D->capfree, 16, sizeof *D->free, "activation blocks");
     D->free[D->nfree++] = (Block){ p, n };
 }
+
+static int in_host_pool(const WpRank *R, int kind) { return kind == SLOT_STASH && R->recompute == WP_RECOMPUTE_OFFLOAD; }
 
 /* A slot's tag is its block's size in floats: activations and their gradients, fp32. */
 void *step_slot_take(WpRank *R, int kind, int chunk, int mb, size_t *tag) {
@@ -44,12 +52,14 @@ void *step_slot_take(WpRank *R, int kind, int chunk, int mb, size_t *tag) {
              : kind == SLOT_KEEP ? wp_keep_floats(&R->cfg, k, R->recompute)
              : (size_t)R->cfg.mbs * R->cfg.seq * R->cfg.hidden;
     *tag = n;
-    return block_get(R, n);
+    return in_host_pool(R, kind) ? pool_get(R, R->dev->hfree, &R->dev->nhfree, n) : block_get(R, n);
 }
 
 void step_slot_give(WpRank *R, int kind, void *p, size_t tag) {
-    (void)kind;
-    block_put(R, p, tag);
+    WpCompute *D = R->dev;
+    if (!in_host_pool(R, kind)) { block_put(R, p, tag); return; }
+    D->hfree = rank_grow(R, D->hfree, D->nhfree, &D->caphfree, 16, sizeof *D->hfree, "offload's host blocks");
+    D->hfree[D->nhfree++] = (Block){ p, tag };
 }
 
 /* ---- formats ---- */

@@ -105,6 +105,9 @@ void compute_setup(WpRank *R) {
     CUDA_CHECK(cudaHostAlloc((void **)&D->h_tokens, (size_t)m->ntok * T * sizeof(int), cudaHostAllocDefault));
     CUDA_CHECK(cudaHostAlloc((void **)&D->h_targets, (size_t)m->ntok * T * sizeof(int), cudaHostAllocDefault));
     CUDA_CHECK(cudaHostAlloc((void **)&D->h_loss, 2 * sizeof(double), cudaHostAllocDefault));
+    if (m->stashes_host && cudaHostAlloc((void **)&D->h_stashes, m->stash_bytes * (size_t)m->nstashes + 1, cudaHostAllocDefault) != cudaSuccess)
+        comm_abort(R->comm, 2, "offload: %d stashes x %.1f MiB of pinned host memory could not be allocated (%s)", m->nstashes,
+                   (double)m->stash_bytes / 1048576.0, cudaGetErrorString(cudaGetLastError()));
     D->h_sumsq = D->h_loss + 1;
     D->tok_copied = rank_calloc(R, (size_t)m->ntok, sizeof *D->tok_copied, "the token ring");
     D->tok_step = rank_calloc(R, (size_t)m->ntok, sizeof *D->tok_step, "the token ring");
@@ -130,9 +133,9 @@ void compute_setup(WpRank *R) {
     CUDA_CHECK(cudaStreamSynchronize(D->stream));
 
     printf("rank %d: device %d (%s): reserved %.3f GiB: buffers %.3f, masters+AdamW %.3f, %d activations x %.1f MiB + "
-           "%d stashes x %.1f MiB + %d B-to-W keeps x %.1f MiB = %.3f, staging %.3f, workspace %.3f%s; %.2f GiB were free of %.2f\n",
+           "%d stashes x %.1f MiB%s + %d B-to-W keeps x %.1f MiB = %.3f, staging %.3f, workspace %.3f%s; %.2f GiB were free of %.2f\n",
            R->rank, D->device, D->device_name, gib(m->total + ws), gib(m->b_buffers), gib(m->b_masters), m->nacts,
-           (double)m->act_bytes / 1048576.0, m->nstashes, (double)m->stash_bytes / 1048576.0, m->nkeeps, (double)m->keep_bytes / 1048576.0, gib(m->b_acts),
+           (double)m->act_bytes / 1048576.0, m->nstashes, (double)m->stash_bytes / 1048576.0, m->stashes_host ? " (in pinned host memory: offload)" : "", m->nkeeps, (double)m->keep_bytes / 1048576.0, gib(m->b_acts),
            gib(m->b_staging), gib(ws), D->staged ? " (+ pinned host staging: transfers through MPI)" : "",
            gib(free_b), gib(total_b));
     if (R->rank == 0 && *wc_model_attention(D->model)) printf("train: %s\n", wc_model_attention(D->model));
@@ -154,6 +157,7 @@ void compute_teardown(WpRank *R) {
     cudaFreeHost(D->h_tokens);
     cudaFreeHost(D->h_targets);
     cudaFreeHost(D->h_loss);
+    if (D->h_stashes) cudaFreeHost(D->h_stashes);
     for (int i = 0; D->tok_copied && i < D->mem.ntok; i++) cudaEventDestroy(D->tok_copied[i]);
     for (int i = 0; i < D->host.nblocks; i++) cudaFreeHost(D->host.block[i]);
     free(D->host.block); free(D->host.size);

@@ -36,6 +36,7 @@ struct WpCompute {
     WcModel *model;
     CudaMemPlan mem;
     char *pool;
+    char *h_stashes;              /* offload: the stash slots, pinned host memory (CudaMemPlan.stashes_host) */
     void **buf;                   /* [nbufs]: at the buffer's dtype */
     uint16_t **copy;              /* masters' bf16 working copies, NULL elsewhere */
     float **adam_m, **adam_v;

@@ -76,7 +76,8 @@ int cm_plan(CudaMemPlan *m, const WpPlanDesc *P, int rank, const WpChunk *chunks
     m->act_bytes = (m->act_bytes + CM_ALIGN - 1) / CM_ALIGN * CM_ALIGN;
     m->stash_bytes = (m->stash_bytes + CM_ALIGN - 1) / CM_ALIGN * CM_ALIGN;
     m->acts = take(m, &m->b_acts, m->act_bytes * (size_t)m->nacts);
-    m->stashes = take(m, &m->b_acts, m->stash_bytes * (size_t)m->nstashes);
+    m->stashes_host = recompute == WP_RECOMPUTE_OFFLOAD;
+    m->stashes = m->stashes_host ? SIZE_MAX : take(m, &m->b_acts, m->stash_bytes * (size_t)m->nstashes);
     m->nkeeps = me->max_keeps;
     m->keep_bytes = (keep + CM_ALIGN - 1) / CM_ALIGN * CM_ALIGN;
     m->keeps = m->nkeeps ? take(m, &m->b_acts, m->keep_bytes * (size_t)m->nkeeps) : SIZE_MAX;

@@ -7,7 +7,8 @@
  *   buffers      each buffer of the plan at its format; a master's working copy (bf16) beside it
  *   masters      AdamW's m and v (fp32) of every master (the fp32 weights are among the buffers)
  *   activations  max_acts slots of one micro-batch's [T, H] in bf16 (chunk inputs, their
- *                gradients), max_stashes stashes of the largest chunk (wp_stash_bytes, bf16) and
+ *                gradients), max_stashes stashes of the largest chunk (wp_stash_bytes, bf16; with
+ *                offload in pinned host memory instead, compute_cuda.c) and
  *                max_keeps B-to-W keeps of the largest chunk (wp_keep_bytes, bf16: the split
  *                backward's), the counts wpgen emitted (WpRankDesc.max_acts, max_stashes, max_keeps)
  *   staging      an fp32 gradient of the largest chunk where some gradient buffer is bf16 (the
@@ -29,7 +30,9 @@ typedef struct CudaMemPlan {
      * SIZE_MAX) */
     size_t *buf, *copy, *adam_m, *adam_v;
     size_t acts, act_bytes; int nacts;          /* nacts slots of act_bytes from offset acts */
-    size_t stashes, stash_bytes; int nstashes;
+    size_t stashes, stash_bytes; int nstashes;   /* stashes: SIZE_MAX where stashes_host */
+    int stashes_host;                           /* offload (config.h's WP_RECOMPUTE_OFFLOAD): the
+                                                 * nstashes slots are pinned host memory, not the pool's */
     size_t keeps, keep_bytes; int nkeeps;       /* 0 slots without a split backward */
     size_t gstage;                              /* fp32 [max_params], or SIZE_MAX */
     size_t xfer, xfer_bytes;                    /* transfer copies in another format */

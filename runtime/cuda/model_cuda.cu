@@ -57,6 +57,9 @@ struct WcModel {
     float *cos_t, *sin_t;         /* [S, hd/2] RoPE tables */
     float *logits;                /* [ce_block, V] fp32; the bf16 dlogits in place in backward */
     char *restash;                /* recompute: one layer's stash */
+    char *stage;                  /* offload: [T, H] bf16 twice, then the head's xf | rstdf | lse (WP_WS_OFFLOAD) */
+    cudaStream_t copy_stream;     /* offload: the copies between the staging and the host stash */
+    cudaEvent_t ready, copied[2], head_copied;   /* offload: ordering between the two streams */
     float *norm_partials;         /* [WC_NORM_SPLITS * H] */
     double *losses;               /* [ce_block] */
     double *sumsq_partials;       /* [WC_SUMSQ_BLOCKS] */
@@ -197,7 +200,7 @@ WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recom
         [WP_WS_XN] = (void **)&m->xn, [WP_WS_H] = (void **)&m->h, [WP_WS_DH] = (void **)&m->dh,
         [WP_WS_DGU] = (void **)&m->dgu, [WP_WS_DXN] = (void **)&m->dxn, [WP_WS_DRES] = (void **)&m->dres,
         [WP_WS_DATT] = (void **)&m->datt, [WP_WS_DQKV] = (void **)&m->dqkv, [WP_WS_ROPE] = (void **)&m->cos_t,
-        [WP_WS_LOGITS] = (void **)&m->logits, [WP_WS_RESTASH] = (void **)&m->restash,
+        [WP_WS_LOGITS] = (void **)&m->logits, [WP_WS_RESTASH] = (void **)&m->restash, [WP_WS_OFFLOAD] = (void **)&m->stage,
         [WC_WS_NORM] = (void **)&m->norm_partials, [WC_WS_LOSSES] = (void **)&m->losses,
         [WC_WS_SUMSQ] = (void **)&m->sumsq_partials,
     };
@@ -214,6 +217,18 @@ WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recom
         CUDA_CHECK(cudaStreamSynchronize(m->stream));
         free(host);
     }
+    if (recompute == WP_RECOMPUTE_OFFLOAD) {
+        int ok = cudaStreamCreateWithFlags(&m->copy_stream, cudaStreamNonBlocking) == cudaSuccess &&
+                 cudaEventCreateWithFlags(&m->ready, cudaEventDisableTiming) == cudaSuccess &&
+                 cudaEventCreateWithFlags(&m->copied[0], cudaEventDisableTiming) == cudaSuccess &&
+                 cudaEventCreateWithFlags(&m->copied[1], cudaEventDisableTiming) == cudaSuccess &&
+                 cudaEventCreateWithFlags(&m->head_copied, cudaEventDisableTiming) == cudaSuccess;
+        if (!ok) {
+            snprintf(err, errlen, "CUDA model: the offload's copy stream: %s", cudaGetErrorString(cudaGetLastError()));
+            wc_model_free(m);
+            return NULL;
+        }
+    }
     if (plan_products(m, err, errlen)) { wc_model_free(m); return NULL; }
     return m;
 }
@@ -226,6 +241,9 @@ void wc_model_free(WcModel *m) {
     for (int b = 0; b < 2; b++)
         for (int i = 0; i < WC_HEAD_N; i++) if (m->head_mm[b][i].planned) wc_gemm_free(&m->head_mm[b][i]);
     if (m->block) CUDA_CHECK(cudaFree(m->block));
+    if (m->copy_stream) cudaStreamDestroy(m->copy_stream);
+    cudaEvent_t ev[4] = { m->ready, m->copied[0], m->copied[1], m->head_copied };
+    for (int i = 0; i < 4; i++) if (ev[i]) cudaEventDestroy(ev[i]);
     wc_lt_free(&m->lt);
     free(m);
 }
@@ -262,6 +280,33 @@ static void check_call(const WcModel *m, const WpChunk *k, const void *stash) {
 
 static void copy_d2d(void *dst, const void *src, size_t bytes, cudaStream_t s) {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+}
+
+/* ---- offload (config.h's WP_RECOMPUTE_OFFLOAD; cpu/model.c, "offload", is the reference) ----
+ * The stash is pinned host memory (compute_cuda.c); a chunk computes in the staging: layer i's
+ * input in slot i % 2, the head's part after both. The forward copies layer i's input out on the
+ * copy stream while layer i computes (it only reads it) and waits for that copy before layer
+ * i + 1 writes its output over the slot; the backward copies layer i - 1's input in while layer
+ * i computes its backward and waits for it before layer i - 1. Every copy is waited for by the
+ * compute stream before the call returns, so whatever the compute stream queues next finds the
+ * staging free and the host stash complete. */
+static char *stage_x(const WcModel *m, int i) {
+    return m->stage + (size_t)(i & 1) * 2 * m->cfg.mbs * m->cfg.seq * m->cfg.hidden;
+}
+static char *stage_head(const WcModel *m) { return stage_x(m, 0) + 4 * (size_t)m->cfg.mbs * m->cfg.seq * m->cfg.hidden; }
+static char *stage_in(const WcModel *m, const WpChunk *k) { return k->last && k->nlayers == 0 ? stage_head(m) : stage_x(m, 0); }
+
+/* bytes from src to dst on the copy stream, once the compute stream has queued all it has so far;
+ * done marks the copy's end */
+static void offload_copy(WcModel *m, void *dst, const void *src, size_t bytes, cudaEvent_t done) {
+    CUDA_CHECK(cudaEventRecord(m->ready, m->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(m->copy_stream, m->ready, 0));
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, m->copy_stream));
+    CUDA_CHECK(cudaEventRecord(done, m->copy_stream));
+}
+
+static void offload_wait(WcModel *m, cudaEvent_t done) {
+    CUDA_CHECK(cudaStreamWaitEvent(m->stream, done, 0));   /* an event never recorded: no wait */
 }
 
 /* y: the layer's output; NULL when only the stash is wanted (recompute before the layer's
@@ -370,18 +415,35 @@ static void chunk_forward(WcModel *m, const WpChunk *k, const uint16_t *params, 
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, np = wp_layer_nparams(c);
     WcChunkStash cs = wc_chunk_stash(c, k, m->recompute);
     const uint16_t *lp = first_layer(c, k, params);
+    int off = m->recompute == WP_RECOMPUTE_OFFLOAD;
+    char *head = off ? stage_head(m) : st + cs.xf;   /* xf, then rstdf and lse: the layout's order */
     for (int i = 0; i < k->nlayers; i++) {
         LayerParams<const uint16_t> p = layer_params(c, lp + (size_t)i * np);
         LayerStash ls = chunk_layer_stash(m, cs, st, i);
-        uint16_t *out = (i == k->nlayers - 1 && !k->last) ? y : (uint16_t *)(st + (size_t)(i + 1) * cs.layer);
+        uint16_t *out = (i == k->nlayers - 1 && !k->last) ? y : i == k->nlayers - 1 ? (uint16_t *)head
+                      : (uint16_t *)(off ? stage_x(m, i + 1) : st + (size_t)(i + 1) * cs.layer);
+        if (off) {
+            ls.x = (uint16_t *)stage_x(m, i);
+            offload_copy(m, st + (size_t)i * cs.layer, ls.x, T * H * sizeof(uint16_t), m->copied[i & 1]);   /* out */
+            offload_wait(m, m->copied[(i + 1) & 1]);   /* layer i - 1's input, which out overwrites */
+        }
         layer_forward(m, p, ls, out);
     }
     if (!k->last) {
-        if (k->nlayers == 0) copy_d2d(y, st, T * H * sizeof(uint16_t), m->stream);
-        return;
+        if (k->nlayers == 0) {
+            copy_d2d(y, off ? stage_x(m, 0) : st, T * H * sizeof(uint16_t), m->stream);
+            if (off) offload_copy(m, st, stage_x(m, 0), T * H * sizeof(uint16_t), m->copied[0]);
+        }
+    } else {
+        head_forward(m, k, params, targets, (const uint16_t *)head, (float *)(head + 2 * T * H),
+                     (float *)(head + 2 * T * H + 4 * T), loss_sum);
+        if (off) offload_copy(m, st + cs.xf, head, cs.total - cs.xf, m->head_copied);
     }
-    head_forward(m, k, params, targets, (const uint16_t *)(st + cs.xf), (float *)(st + cs.rstdf),
-                 (float *)(st + cs.lse), loss_sum);
+    if (off) {   /* the last copies out: no compute left to hide them */
+        offload_wait(m, m->copied[0]);
+        offload_wait(m, m->copied[1]);
+        offload_wait(m, m->head_copied);
+    }
 }
 
 void wc_chunk_forward(WcModel *m, const WpChunk *k, const uint16_t *params, const int *tokens,
@@ -390,9 +452,9 @@ void wc_chunk_forward(WcModel *m, const WpChunk *k, const uint16_t *params, cons
     check_call(m, k, stash);
     const WpConfig *c = &m->cfg;
     size_t TH = (size_t)c->mbs * c->seq * c->hidden;
-    char *st = (char *)stash;
-    if (k->first) wc_embedding_forward((uint16_t *)st, tokens, params, c->mbs * c->seq, c->hidden, c->vocab, m->stream);
-    else copy_d2d(st, x_in, TH * sizeof(uint16_t), m->stream);   /* bf16 already: no rounding */
+    char *st = (char *)stash, *x = m->recompute == WP_RECOMPUTE_OFFLOAD ? stage_in(m, k) : st;
+    if (k->first) wc_embedding_forward((uint16_t *)x, tokens, params, c->mbs * c->seq, c->hidden, c->vocab, m->stream);
+    else copy_d2d(x, x_in, TH * sizeof(uint16_t), m->stream);   /* bf16 already: no rounding */
     chunk_forward(m, k, params, targets, st, x_out, loss_sum);
 }
 
@@ -404,9 +466,15 @@ void wc_chunk_backward(WcModel *m, const WpChunk *k, const uint16_t *params, con
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, np = wp_layer_nparams(c);
     char *st = (char *)stash;   /* read only in backward */
     WcChunkStash cs = wc_chunk_stash(c, k, m->recompute);
+    int off = m->recompute == WP_RECOMPUTE_OFFLOAD, L = k->nlayers;
+    size_t xb = T * H * sizeof(uint16_t);
+    if (off && k->last)   /* the head's part first, with nothing to hide it */
+        CUDA_CHECK(cudaMemcpyAsync(stage_head(m), st + cs.xf, cs.total - cs.xf, cudaMemcpyDefault, m->stream));
+    if (off && L > 0) offload_copy(m, stage_x(m, L - 1), st + (size_t)(L - 1) * cs.layer, xb, m->copied[(L - 1) & 1]);
+    const char *head = off ? stage_head(m) : st + cs.xf;
     if (k->last)
-        head_backward(m, k, params, targets, (const uint16_t *)(st + cs.xf), (const float *)(st + cs.rstdf),
-                      (const float *)(st + cs.lse), dparams, loss_scale);
+        head_backward(m, k, params, targets, (const uint16_t *)head, (const float *)(head + 2 * T * H),
+                      (const float *)(head + 2 * T * H + 4 * T), dparams, loss_scale);
     else
         copy_d2d(m->dres, dx_out, T * H * sizeof(uint16_t), m->stream);   /* bf16 already: no rounding */
     const uint16_t *lp = first_layer(c, k, params);
@@ -415,6 +483,11 @@ void wc_chunk_backward(WcModel *m, const WpChunk *k, const uint16_t *params, con
         LayerParams<const uint16_t> p = layer_params(c, lp + (size_t)i * np);
         LayerParams<float> dp = layer_params(c, dlp + (size_t)i * np);
         LayerStash ls = chunk_layer_stash(m, cs, st, i);
+        if (off) {
+            offload_wait(m, m->copied[i & 1]);   /* layer i's input is in */
+            if (i > 0) offload_copy(m, stage_x(m, i - 1), st + (size_t)(i - 1) * cs.layer, xb, m->copied[(i - 1) & 1]);
+            ls.x = (uint16_t *)stage_x(m, i);
+        }
         if (m->recompute) layer_forward(m, p, ls, NULL);   /* this layer's stash again, the same bits */
         layer_backward(m, p, dp, ls);
     }
@@ -554,10 +627,12 @@ static void restash_chunk(WcModel *m, const WpChunk *k, const uint16_t *params, 
     for (int i = 0; i < k->nlayers; i++) {
         LayerParams<const uint16_t> p = layer_params(c, lp + (size_t)i * np);
         LayerStash ls = layer_stash(c, full + (size_t)i * fl.layer);
-        copy_d2d(ls.x, kept + (size_t)i * kl.layer, T * H * sizeof(uint16_t), m->stream);
+        /* cudaMemcpyDefault: with offload the kept stash is pinned host memory */
+        CUDA_CHECK(cudaMemcpyAsync(ls.x, kept + (size_t)i * kl.layer, T * H * sizeof(uint16_t), cudaMemcpyDefault, m->stream));
         layer_forward(m, p, ls, NULL);
     }
-    if (k->last) copy_d2d(full + fl.xf, kept + kl.xf, fl.total - fl.xf, m->stream);   /* xf, rstdf, lse */
+    if (k->last)   /* xf, rstdf, lse */
+        CUDA_CHECK(cudaMemcpyAsync(full + fl.xf, kept + kl.xf, fl.total - fl.xf, cudaMemcpyDefault, m->stream));
 }
 
 void wc_chunk_backward_input(WcModel *m, const WpChunk *k, const uint16_t *params, const int *targets,

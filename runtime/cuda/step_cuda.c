@@ -49,6 +49,7 @@ void *step_slot_take(WpRank *R, int kind, int chunk, int mb, size_t *tag) {
                    part_names[part]);
     used[i] = 1;
     *tag = (size_t)i;
+    if (part == PART_STASHES && D->mem.stashes_host) return D->h_stashes + (size_t)i * bytes;   /* offload */
     return D->pool + off + (size_t)i * bytes;
 }
 

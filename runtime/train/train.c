@@ -323,7 +323,7 @@ static void setup(WpRank *R, const WpPlanDesc *P, const TrainFlags *o) {
     R->plan = P;
     R->me = &P->ranks[R->rank];
     R->cfg = P->model;
-    R->recompute = P->recompute || o->recompute;
+    R->recompute = P->recompute ? P->recompute : o->recompute ? WP_RECOMPUTE : WP_KEEP_ALL;   /* config.h's modes */
     R->chunks = rank_realloc(R, NULL, (size_t)P->nchunks * sizeof *R->chunks, "the chunks' descriptions");
     R->tensors = rank_realloc(R, NULL, (size_t)P->nchunks * sizeof *R->tensors, "the chunks' descriptions");
     R->ntensors = rank_realloc(R, NULL, (size_t)P->nchunks * sizeof *R->ntensors, "the chunks' descriptions");

@@ -63,7 +63,7 @@ static void test_stash(void) {
         for (int nl = 0; nl <= 3; nl++)
             for (int first = 0; first <= 1; first++)
                 for (int last = 0; last <= 1; last++)
-                    for (int rec = 0; rec <= 1; rec++) {
+                    for (int rec = 0; rec <= WP_RECOMPUTE_OFFLOAD; rec++) {   /* config.h's modes */
                         if (c->tied && last && !first) continue;   /* refused by the generator */
                         WpChunk k = wp_chunk_make(c, 0, 0, nl, first, last);
                         WcChunkStash s = wc_chunk_stash(c, &k, rec);
@@ -108,7 +108,7 @@ static void test_keep(void) {
         for (int nl = 0; nl <= 3; nl++)
             for (int first = 0; first <= 1; first++)
                 for (int last = 0; last <= 1; last++)
-                    for (int rec = 0; rec <= 1; rec++) {
+                    for (int rec = 0; rec <= WP_RECOMPUTE_OFFLOAD; rec++) {   /* config.h's modes */
                         if (c->tied && last && !first) continue;
                         WpChunk k = wp_chunk_make(c, 0, 0, nl, first, last);
                         WcChunkKeep g = wc_chunk_keep(c, &k, rec);
@@ -148,7 +148,7 @@ static void test_workspace(void) {
         const WpConfig *c = &configs[ci];
         for (int nl = 0; nl <= 2; nl++)
             for (int head = 0; head <= 1; head++)
-                for (int rec = 0; rec <= 1; rec++) {
+                for (int rec = 0; rec <= WP_RECOMPUTE_OFFLOAD; rec++) {   /* config.h's modes */
                     WcWorkspace w = wc_workspace(c, nl, head, rec);
                     WpChunk big = wp_chunk_make(c, 0, 0, nl, 1, head);
                     for (int i = 0; i < WC_WS_NPARTS; i++) {

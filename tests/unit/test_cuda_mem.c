@@ -78,7 +78,14 @@ static void check_rank(const Plan *p, const Desc *d, int r, const char *what) {
         CHECK((m.copy[b] != SIZE_MAX) == (bd->master && bd->copy_dtype != bd->dtype), "%s rank %d buf %s: a copy iff a master in another format", what, r, bd->name);
     }
     rg[n++] = (Range){ m.acts, m.act_bytes * (size_t)m.nacts };
-    rg[n++] = (Range){ m.stashes, m.stash_bytes * (size_t)m.nstashes };
+    /* offload: the stashes are pinned host memory, none of the pool's (the verifier's device
+     * activations hold none) */
+    CHECK(m.stashes_host == (p->recompute == WP_RECOMPUTE_OFFLOAD) && (m.stashes == SIZE_MAX) == m.stashes_host,
+          "%s rank %d: stashes in host memory iff offload", what, r);
+    if (!m.stashes_host) rg[n++] = (Range){ m.stashes, m.stash_bytes * (size_t)m.nstashes };
+    else CHECK(m.stash_bytes * (size_t)m.nstashes + CM_ALIGN * (size_t)m.nstashes >= rk->mem.host,
+               "%s rank %d: %d host stashes of %zu bytes hold less than the verifier's host peak of %zu", what, r,
+               m.nstashes, m.stash_bytes, rk->mem.host);
     if (m.nkeeps) rg[n++] = (Range){ m.keeps, m.keep_bytes * (size_t)m.nkeeps };
     CHECK((m.nkeeps > 0) == (m.keeps != SIZE_MAX), "%s rank %d: keep slots iff the plan holds keeps", what, r);
     if (m.gstage != SIZE_MAX) rg[n++] = (Range){ m.gstage, m.max_params * 4 };
@@ -139,16 +146,16 @@ static void check_rank(const Plan *p, const Desc *d, int r, const char *what) {
     cm_free(&m);
 }
 
-static void check_strategy(const char *s, int nodes, const int *per, int mbs, WpDtype grads, int wire32) {
+static void check_strategy(const char *s, int nodes, const int *per, int mbs, WpDtype grads, int wire32, int rec) {
     Topology t;
     if (fixture_topology(&t, nodes, per)) { CHECK(0, "topology"); return; }
     WpConfig m = fixture_model(8);
     char err[1024], what[128];
     StrategyOpts o = { .micro_batches = mbs, .replicas = 1, .precision = WP_BF16, .grad_precision = grads,
-                       .weight_wire = wire32 ? "fp32" : NULL };
+                       .weight_wire = wire32 ? "fp32" : NULL, .recompute = rec };
     Plan *p = fixture_plan_opts(&t, &m, s, &o, err, sizeof err);
-    snprintf(what, sizeof what, "%s on %d ranks (gradients %s, weights on the wire %s)", s, t.ndevices, wp_dtype_name(grads),
-             wire32 ? "fp32" : "bf16");
+    snprintf(what, sizeof what, "%s on %d ranks (gradients %s, weights on the wire %s%s)", s, t.ndevices, wp_dtype_name(grads),
+             wire32 ? "fp32" : "bf16", rec == WP_RECOMPUTE_OFFLOAD ? ", offload" : "");
     CHECK(p != NULL, "%s: %s", what, err);
     if (!p) { topology_free(&t); return; }
     Desc d;
@@ -178,10 +185,14 @@ int main(void) {
     for (int i = 0; i < 8; i++)
         for (int g = 0; g < 3; g++) {   /* gradients bf16, fp32, fp32 with weights on the wire in fp32 */
             WpDtype gd = g ? WP_FP32 : WP_BF16;
-            check_strategy(strategies[i], 1, (int[]){ 4 }, 2, gd, g == 2);
-            check_strategy(strategies[i], 2, (int[]){ 2, 2 }, 3, gd, g == 2);
-            check_strategy(strategies[i], 1, (int[]){ 1 }, 1, gd, g == 2);
+            check_strategy(strategies[i], 1, (int[]){ 4 }, 2, gd, g == 2, 0);
+            check_strategy(strategies[i], 2, (int[]){ 2, 2 }, 3, gd, g == 2, 0);
+            check_strategy(strategies[i], 1, (int[]){ 1 }, 1, gd, g == 2, 0);
         }
+    for (int i = 0; i < 8; i++) {   /* offload: the stashes in pinned host memory */
+        check_strategy(strategies[i], 1, (int[]){ 4 }, 2, WP_BF16, 0, WP_RECOMPUTE_OFFLOAD);
+        check_strategy(strategies[i], 2, (int[]){ 2, 2 }, 3, WP_BF16, 0, WP_RECOMPUTE_OFFLOAD);
+    }
     fixture_done();
     return check_summary("test_cuda_mem");
 }

@@ -3,7 +3,7 @@
  * the one the search chose (per strategy too, as compare uses it); and each pruning rule holds on
  * every candidate: the memory bound is below the verifier's peak, the time bound below the
  * simulated step, the one-replica run fits whenever the candidate does and is no slower, fp32 is
- * no faster and no smaller than bf16, recomputation no faster than none; over the micro-batches
+ * no faster and no smaller than bf16, recomputation (with offload or not) no faster than none; over the micro-batches
  * per weight pass and the rounds the search tries too (weipipe-interleave's K, tawpipe's rounds).
  * The turn-by-turn bounds of weipipe's ring and of tawpipe are also checked to come close to the
  * step (each case's least ratio), so that they cannot fall back to the compute unnoticed; the
@@ -95,7 +95,7 @@ static void run_case(const Case *k) {
                 const OptVal *kv = opts_get(&sets[ki], "pass_micro_batches");
                 if (!kv) kv = opts_get(&sets[ki], "rounds");
                 int kk = kv ? (int)kv->i : 0;
-                for (int rec = 0; rec < 2; rec++) {
+                for (int rec = 0; rec <= WP_RECOMPUTE_OFFLOAD; rec++) {   /* config.h's modes: none, recompute, offload */
                     Cand cd = { .o = sets[ki] };
                     cd.o.replicas = R; cd.o.chunks = dc.chunks; cd.o.recompute = rec;
                     if (cm >= 2) opts_set_str(&cd.o, "fsdp_overlap", "off");
@@ -225,7 +225,7 @@ static void ends_bounds(const Case *k, int tied) {
                 StrategyOpts sets[SEARCH_MAX_SETS];
                 int nk = search_option_sets(names[si], &base, &dc, sets, SEARCH_MAX_SETS);
                 for (int ki = 0; ki < nk; ki++)
-                    for (int rec = 0; rec < 2; rec++) {
+                    for (int rec = 0; rec <= WP_RECOMPUTE_OFFLOAD; rec++) {   /* config.h's modes: none, recompute, offload */
                         const OptVal *kv = opts_get(&sets[ki], "pass_micro_batches");
                         int kk = kv ? (int)kv->i : 0;
                         Cand cd = { .o = sets[ki] };

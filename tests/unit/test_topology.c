@@ -57,6 +57,9 @@ static void test_design_example(void) {
     CHECK_CLOSE(t.types[0].mem_bytes, 80e9, 1e-12, 0, "memory bytes");
     CHECK_CLOSE(t.types[0].hbm_bw, 2039e9, 1e-12, 0, "HBM bytes/s");
     CHECK_CLOSE(t.types[0].efficiency, 0.5, 0, 0, "default efficiency");
+    /* the defaults of the host link (an A800 is on PCIe 4 x16) and of a node's host memory */
+    CHECK_CLOSE(t.types[0].host_bw, 25e9, 1e-12, 0, "default host link of an A800");
+    CHECK_CLOSE(t.nodes[0].host_mem, HOST_MEM_DEFAULT_OF_DEVICES * 8 * 80e9, 1e-12, 0, "default host memory");
     CHECK(t.nnodes == 2 && t.ndevices == 16, "%d nodes, %d devices", t.nnodes, t.ndevices);
     CHECK(strcmp(t.nodes[1].name, "n1") == 0 && t.nodes[1].first_device == 8 && t.nodes[1].islands == 1, "node n1");
     CHECK(t.nodes[0].intra.type == LINK_NVL, "intra type");
@@ -100,6 +103,10 @@ static void test_uneven_and_single(void) {
     if (rc == 0) topology_free(&t);
     rc = topology_load("topologies/h100-16x8-ib400.json", &t, err, sizeof err);
     CHECK(rc == 0 && t.ndevices == 128 && t.nics_per_node == 8 && t.net.bw == 50e9, "h100 cluster: %s", err);
+    CHECK(rc != 0 || t.types[0].host_bw == 55e9, "an H100's host link: PCIe 5 x16's 55 GB/s by default");
+    if (rc == 0) topology_free(&t);
+    rc = topology_load("topologies/cpu-2x2.json", &t, err, sizeof err);
+    CHECK(rc == 0 && t.types[0].host_bw == t.types[0].hbm_bw, "a CPU device's host link: its memory's bandwidth: %s", err);
     if (rc == 0) topology_free(&t);
 
     /* what people write for the link classes loads as the class (docs/topology.md), in any case */
@@ -167,7 +174,7 @@ static const struct { const char *name, *json, *message; } bad[] = {
     { "efficiency-big", DOC("'device_types': {'A800': {'peak_tflops_bf16': 312, 'mem_gb': 80, 'hbm_GBps': 2039, 'efficiency': 1.5}}, 'nodes': [" NODE("n0") "]"),
       "device_types.A800.efficiency: expected a number in (0, 1], got 1.5" },
     { "type-typo-key", DOC("'device_types': {'A800': {'peak_tflops_bf16': 312, 'mem_gb': 80, 'hbm_gbps': 2039}}, 'nodes': [" NODE("n0") "]"),
-      "device_types.A800: expected only the keys peak_tflops_bf16, peak_tflops_fp32, mem_gb, hbm_GBps, efficiency, got \"hbm_gbps\"" },
+      "device_types.A800: expected only the keys peak_tflops_bf16, peak_tflops_fp32, mem_gb, hbm_GBps, efficiency, host_GBps, got \"hbm_gbps\"" },
     { "no-nodes", DOC(TYPES), "nodes: expected a non-empty array, got nothing" },
     { "empty-nodes", DOC(TYPES ", 'nodes': []"), "nodes: expected a non-empty array, got an empty array" },
     { "node-not-object", DOC(TYPES ", 'nodes': [" NODE("n0") ", 'n1'], " NET), "nodes[1]: expected an object, got \"n1\"" },
@@ -180,7 +187,7 @@ static const struct { const char *name, *json, *message; } bad[] = {
     { "no-devices", DOC(TYPES ", 'nodes': [{'name': 'n0', 'type': 'A800', " INTRA "}]"),
       "nodes[0].devices: expected an integer in [1, 131072], got nothing" },
     { "node-typo-key", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devcies': 8, 'type': 'A800', " INTRA "}]"),
-      "nodes[0]: expected only the keys name, devices, type, intra, islands, cores, got \"devcies\"" },
+      "nodes[0]: expected only the keys name, devices, type, intra, islands, cores, host_mem_gb, got \"devcies\"" },
     { "unknown-device-type", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 8, 'type': 'H100', " INTRA "}]"),
       "nodes[0].type: expected a device type from device_types (A800), got \"H100\"" },
     { "duplicate-node", DOC(TYPES ", 'nodes': [" NODE("n0") ", " NODE("n1") ", " NODE("n0") "], " NET),
@@ -203,6 +210,16 @@ static const struct { const char *name, *json, *message; } bad[] = {
       "nodes[0].islands: expected a divisor of devices (8), got 3" },
     { "cores-zero", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 8, 'type': 'A800', " INTRA ", 'cores': 0}]"),
       "nodes[0].cores: expected an integer in [1, 131072], got 0" },
+    { "host-mem-zero", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 8, 'type': 'A800', " INTRA ", 'host_mem_gb': 0}]"),
+      "nodes[0].host_mem_gb: expected a positive number, got 0" },
+    { "host-mem-huge", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 8, 'type': 'A800', " INTRA ", 'host_mem_gb': 2e6}]"),
+      "nodes[0].host_mem_gb: expected a number in [0.001, 1e+06], got 2000000.0" },
+    { "host-mem-string", DOC(TYPES ", 'nodes': [{'name': 'n0', 'devices': 8, 'type': 'A800', " INTRA ", 'host_mem_gb': '2TB'}]"),
+      "nodes[0].host_mem_gb: expected a positive number, got \"2TB\"" },
+    { "host-bw-negative", DOC("'device_types': {'A800': {'peak_tflops_bf16': 312, 'mem_gb': 80, 'hbm_GBps': 2039, 'host_GBps': -25}}, 'nodes': [" NODE("n0") "]"),
+      "device_types.A800.host_GBps: expected a positive number, got -25" },
+    { "host-bw-huge", DOC("'device_types': {'A800': {'peak_tflops_bf16': 312, 'mem_gb': 80, 'hbm_GBps': 2039, 'host_GBps': 1e7}}, 'nodes': [" NODE("n0") "]"),
+      "device_types.A800.host_GBps: expected a number in [0.001, 1e+06], got 10000000.0" },
     { "no-network", DOC(TYPES ", 'nodes': [" NODE("n0") ", " NODE("n1") "]"),
       "network: expected an object (required with more than one node), got nothing" },
     { "network-nvl", DOC(TYPES ", 'nodes': [" NODE("n0") ", " NODE("n1") "], 'network': {'type': 'NVL', 'bw_GBps': 1, 'lat_us': 1}"),
