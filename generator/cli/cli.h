@@ -111,7 +111,12 @@ void cand_label(const Cand *c, const StrategyOpts *flags, const char *how, char 
 void cand_label_json(const Cand *c, const StrategyOpts *flags, const char *how, json_t *obj);
 
 /* the commands */
-int cmd_list(void);
+/* -h or --help anywhere after the command: it prints its help and exits 0 without reading the
+ * other flags (as git and argparse do), whatever they are; the one argument a help reads is
+ * checked: plan, emit, sim and compare's -s NAME, whose options it prints (exit 2 for a strategy
+ * that is not there). Every command follows this rule. */
+int cli_help_asked(int argc, char **argv);
+int cmd_list(int argc, char **argv);
 int cmd_plan(const Args *a, int emit);   /* plan, or emit with emit set */
 int cmd_sim(const Args *a);
 int cmd_compare(const Args *a);

@@ -43,6 +43,8 @@ static void usage(FILE *f) {
         "fastest plan that fits. A file or folder named like a preset wins over it, saying so. fp32 master weights\n"
         "and AdamW's state stay at their owner whatever the --precision. emit writes nothing for a plan that does\n"
         "not fit the devices' memory, unless --force.\n"
+        "-h anywhere after a command prints its help (exit 0) without reading its other flags; with -s NAME\n"
+        "it prints that strategy's options, and a NAME that is no strategy is refused (exit 2).\n"
         "Exit status: 0 done, 1 plan rejected or does not fit, 2 bad input.\n");
     fprintf(f, "\nEnvironment (generator/util/settings.c; unset or empty: the default):\n");
     wp_settings_print(f, wpgen_settings, wpgen_nsettings);
@@ -70,12 +72,6 @@ static int check_outputs(const Args *a) {
     return 0;
 }
 
-static int j_strategy_given(int argc, char **argv) {
-    for (int j = 2; j + 1 < argc; j++)
-        if (!strcmp(argv[j], "-s") || !strcmp(argv[j], "--strategy")) return 1;
-    return 0;
-}
-
 /* Flags that take one value (the table's once): given twice, which one was meant is a guess, so
  * neither is taken. */
 static int check_repeats(int argc, char **argv) {
@@ -94,6 +90,27 @@ static int check_repeats(int argc, char **argv) {
     return 0;
 }
 
+/* -h anywhere on the line: the help, the other flags not read (cli.h says the rule), except the
+ * strategy whose options it prints: an unknown one is refused as it is without -h. Exits 0. */
+static int help(int argc, char **argv) {
+    const char *s = NULL;
+    for (int j = 2; j + 1 < argc; j++)
+        if (!strcmp(argv[j], "-s") || !strcmp(argv[j], "--strategy")) s = argv[j + 1];
+    if (s && strcmp(s, "auto") && !strategy_decl(s)->ok) {
+        fprintf(stderr, "wpgen: %s\n", strategy_decl(s)->err);
+        return -1;
+    }
+    usage(stdout);
+    strategy_options_help(stdout, s);
+    exit(0);
+}
+
+int cli_help_asked(int argc, char **argv) {
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, Args *a) {
     memset(a, 0, sizeof *a);
     a->argc = argc;
@@ -104,6 +121,7 @@ static int parse_args(int argc, char **argv, Args *a) {
     a->micro_batches = 4;
     a->replicas = 1;
     a->cmd = argv[1];
+    if (cli_help_asked(argc, argv)) return help(argc, argv);
     if (check_repeats(argc, argv)) return -1;
     /* the strategies named, before the loop: their declarations say which other flags exist */
     for (int i = 2; i + 1 < argc; i++) {
@@ -141,10 +159,7 @@ static int parse_args(int argc, char **argv, Args *a) {
         case FLAG_JSON: a->json = 1; break;
         case FLAG_CALIBRATION: a->calib_path = v; break;
         case FLAG_FORCE: a->force = 1; break;
-        case FLAG_HELP:
-            usage(stdout);
-            strategy_options_help(stdout, j_strategy_given(argc, argv) ? a->strategy : NULL);
-            exit(0);
+        case FLAG_HELP: break;   /* answered before the loop */
         case FLAG_COUNT: break;
         }
         else if (!strncmp(f, "--", 2) && strategy_flag_known(a, f, &takes)) {
@@ -223,7 +238,7 @@ int wpgen_main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
     if (!strcmp(cmd, "--version")) { printf("wpgen %s\n", WPGEN_VERSION); return 0; }
-    if (!strcmp(cmd, "list")) return cmd_list();
+    if (!strcmp(cmd, "list")) return cmd_list(argc, argv);
     if (!strcmp(cmd, "calibrate")) return cmd_calibrate(argc, argv);
     if (!strcmp(cmd, "probe")) return cmd_probe(argc, argv);
     if (!strcmp(cmd, "export")) return cmd_export(argc, argv);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What a new user meets first (issue 42): `wpgen list` and `plan --help` say --replicate-ends is
-# on for tied models; docs/topology.md's example plans, and a link type written as users write it
+# What a new user meets first (issue 42): -h on every command (the help wins, -s NAME checked);
+# `wpgen list` and `plan --help` say --replicate-ends is on for tied models; docs/topology.md's example plans, and a link type written as users write it
 # (IB, NVLink) loads while one a link may not be is refused listing the classes and their names;
 # a model folder named like a preset is loaded, saying so (an empty folder of that name is not a
 # model: the preset); the default sequence length; an unknown strategy name lists the strategies
@@ -19,6 +19,18 @@ cd "$(dirname "$0")/../.."
 "$wpgen" plan --help -s weipipe-interleave >"$tmp/help" 2>&1
 grep -q -- '--replicate-ends .*default on for tied models, off otherwise' "$tmp/help" && ok ||
     bad "plan --help: $(grep -- --replicate-ends "$tmp/help")"
+
+# -h anywhere: the help, exit 0, the other flags not read, on every command; the one argument a
+# help reads (-s NAME, whose options it prints) is checked: an unknown strategy is refused
+for c in plan emit sim compare calibrate probe export data replan list; do
+    "$wpgen" $c --bogus --help >"$tmp/out" 2>"$tmp/err" && "$wpgen" $c --help --bogus >/dev/null 2>&1 &&
+        grep -qi usage "$tmp/out" && ok || bad "$c --bogus --help: not the help, exit 0: $(head -2 "$tmp/err")"
+done
+expect 2 'wpgen: strategy "nope": not one of 1f1b,' -- plan --help -s nope
+expect 2 'wpgen: strategy "nope": not one of 1f1b,' -- sim -s nope -h
+expect 0 '' -- compare --seq abc --help -s 1f1b
+grep -q "^Options of 1f1b" "$tmp/out" && ok || bad "compare --help -s 1f1b: $(tail -2 "$tmp/out")"
+expect 2 'wpgen list: takes no arguments, got "tiny"' -- list tiny
 
 # docs/topology.md's example, as written there (IB between nodes, NVLink inside, 4 NICs a node)
 awk '/^```json/ {on=1; next} /^```/ {on=0} on' docs/topology.md >"$tmp/topo.json"
