@@ -22,6 +22,17 @@ static inline int wp_rope_scaling_equal(const WpRopeScaling *a, const WpRopeScal
            a->original_max_position_embeddings == b->original_max_position_embeddings;
 }
 
+/* The special-token ids of the config.json a model was read from (bos_token_id, eos_token_id,
+ * pad_token_id): no weight depends on them, but how the model is used does (where generate()
+ * starts and stops), so the config.json a checkpoint writes keeps them (modelcfg.c). A count of 0:
+ * absent or null; eos_token_id may be a list (Llama 3's), eos_list then set. */
+#define WP_MAX_EOS_IDS 8
+typedef struct WpTokenIds {
+    int nbos, bos;
+    int npad, pad;
+    int neos, eos[WP_MAX_EOS_IDS], eos_list;
+} WpTokenIds;
+
 typedef struct WpConfig {
     int hidden;        /* H */
     int layers;        /* L */
@@ -37,6 +48,7 @@ typedef struct WpConfig {
     int tied;          /* tie_word_embeddings */
     int seq;           /* S: tokens per sequence */
     int mbs;           /* G: sequences per micro-batch */
+    WpTokenIds ids;    /* carried into the config.json written, no part of the shape (model_same) */
 } WpConfig;
 
 /* A chunk is layers [layer0, layer0 + nlayers); the first chunk also holds the embedding, the
