@@ -27,7 +27,8 @@ static void usage(FILE *f) {
         "                  [--lua-max-mib N] [--lua-max-instructions M] [--lua-max-seconds S]   (the strategy's limits)\n"
         "       wpgen emit -t TOPO.json -m MODEL [-s STRATEGY] [...] -o DIR [--backend cpu|cuda] [--comm mpi|nccl] [--force]\n"
         "       wpgen sim -t TOPO.json -m MODEL [-s STRATEGY|auto] [...] [--trace FILE.json] [--svg FILE.svg] [--json]\n"
-        "       wpgen compare -t TOPO.json -m MODEL [--strategies a,b,...] [...] [--json]\n"
+        "                 [--tokens N [--gpu-hour-price X]]   (the step as a run: hours, GPU-hours, cost; also compare, -s auto)\n"
+        "       wpgen compare -t TOPO.json -m MODEL [--strategies a,b,...] [...] [--json] [--tokens N [--gpu-hour-price X]]\n"
         "       wpgen calibrate -t TOPO.json --trace RUN/trace.json [...] [--held-out ...] [--links L.json] -o CALIB.json\n"
         "       wpgen probe [-o OUT.json] [--sysroot DIR] | --merge HOST1.json HOST2.json ... [-o OUT.json]\n"
         "       wpgen export CHECKPOINT -o DIR [--dtype bf16|fp32] [--max-shard-size SIZE]   (for transformers)\n"
@@ -121,6 +122,7 @@ static int parse_args(int argc, char **argv, Args *a) {
     a->micro_batches = 4;
     a->replicas = 1;
     a->cmd = argv[1];
+    a->gpu_hour_price = -1;
     if (cli_help_asked(argc, argv)) return help(argc, argv);
     if (check_repeats(argc, argv)) return -1;
     /* the strategies named, before the loop: their declarations say which other flags exist */
@@ -132,7 +134,8 @@ static int parse_args(int argc, char **argv, Args *a) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         const CliFlag *fl = cli_flag(a->cmd, f);
         int takes = fl ? fl->value != FV_NONE : 1, iv = 0;
-        if (fl && cli_flag_read(fl, f, v, &iv)) return -1;
+        double rv = 0;
+        if (fl && cli_flag_read(fl, f, v, &iv, &rv)) return -1;
         if (fl) switch (fl->id) {
         case FLAG_TOPO: a->topo = v; break;
         case FLAG_MODEL: a->model = v; break;
@@ -159,6 +162,8 @@ static int parse_args(int argc, char **argv, Args *a) {
         case FLAG_JSON: a->json = 1; break;
         case FLAG_CALIBRATION: a->calib_path = v; break;
         case FLAG_FORCE: a->force = 1; break;
+        case FLAG_TOKENS: a->tokens = rv; break;
+        case FLAG_PRICE: a->gpu_hour_price = rv; break;
         case FLAG_HELP: break;   /* answered before the loop */
         case FLAG_COUNT: break;
         }
@@ -192,6 +197,15 @@ static int parse_args(int argc, char **argv, Args *a) {
     }
     if (a->strategies && strcmp(a->cmd, "compare") && strcmp(a->strategy, "auto")) {
         fprintf(stderr, "wpgen: --strategies: for compare, or -s auto (the strategies it searches)\n");
+        return -1;
+    }
+    /* a budget needs a predicted step: sim's, compare's or the one -s auto picks by */
+    if (a->tokens > 0 && (!strcmp(a->cmd, "plan") || !strcmp(a->cmd, "emit")) && strcmp(a->strategy, "auto")) {
+        fprintf(stderr, "wpgen %s: --tokens: for sim, compare and -s auto, which predict the step (or wpgen sim with the same flags)\n", a->cmd);
+        return -1;
+    }
+    if (a->gpu_hour_price >= 0 && a->tokens <= 0) {
+        fprintf(stderr, "wpgen: --gpu-hour-price: prices the budget of --tokens N; give --tokens too\n");
         return -1;
     }
     if (strategy_options_check(a)) return -1;
