@@ -38,8 +38,7 @@ static void human_count(double x, char *out, size_t len) {
     snprintf(out, len, "%.0f", x);
 }
 
-/* an amount: whole from 100 up, else three digits */
-static void human_amount(double x, char *out, size_t len) {
+void budget_amount(double x, char *out, size_t len) {
     snprintf(out, len, x >= 100 ? "%.0f" : "%.3g", x);
 }
 
@@ -48,11 +47,11 @@ void budget_describe(const Budget *b, char *out, size_t len) {
     human_count(b->tokens, tokens, sizeof tokens);
     human_time(b->wall_s, wall, sizeof wall);
     human_time(b->wall_s * b->upper, wall_hi, sizeof wall_hi);
-    human_amount(b->gpu_hours, gh, sizeof gh);
-    human_amount(b->gpu_hours * b->upper, gh_hi, sizeof gh_hi);
+    budget_amount(b->gpu_hours, gh, sizeof gh);
+    budget_amount(b->gpu_hours * b->upper, gh_hi, sizeof gh_hi);
     if (b->cost >= 0) {
-        human_amount(b->cost, c, sizeof c);
-        human_amount(b->cost * b->upper, c_hi, sizeof c_hi);
+        budget_amount(b->cost, c, sizeof c);
+        budget_amount(b->cost * b->upper, c_hi, sizeof c_hi);
         snprintf(cost, sizeof cost, ", cost %s at %g per GPU-hour", c, b->price);
         snprintf(cost_hi, sizeof cost_hi, ", cost %s", c_hi);
     }

@@ -115,6 +115,8 @@ int budget_of(const Args *a, const Plan *p, double step_s, const TrustRates *tr,
 /* One line: "100B tokens = 95368 steps of 1048576 tokens: 29.6 h, 947 GPU-hours on 32 devices, ..." */
 void budget_describe(const Budget *b, char *out, size_t len);
 json_t *budget_json(const Budget *b);
+/* An amount (hours, GPU-hours, cost) as the budget prints it: whole from 100 up, else three digits. */
+void budget_amount(double x, char *out, size_t len);
 
 /* options.c */
 /* Where a flag main.c does not know may be a strategy's own: 1 if some strategy declares it (*takes

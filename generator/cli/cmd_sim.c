@@ -283,8 +283,12 @@ int cmd_compare(const Args *a) {
                    s->bytes_inter / (1 << 30), (double)p->peak_mem / (1 << 30));
             Budget bu;
             if (budget_of(a, p, s->step_time, &tr, &bu)) {
-                printf(" %10.1f %10.1f", bu.wall_s / 3600, bu.gpu_hours);
-                if (bu.cost >= 0) printf(" %10.2f", bu.cost);
+                char h[32], gh[32], c[32];
+                budget_amount(bu.wall_s / 3600, h, sizeof h);
+                budget_amount(bu.gpu_hours, gh, sizeof gh);
+                budget_amount(bu.cost, c, sizeof c);
+                printf(" %10s %10s", h, gh);
+                if (bu.cost >= 0) printf(" %10s", c);
             }
             printf("%s%s\n", mark ? "  " : "", mark ? mark : "");
         }
