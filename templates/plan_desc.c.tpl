@@ -79,7 +79,7 @@ const WpPlanDesc WP_PLAN = {
 @ local ids = P.model.ids
 @ if #ids.bos + #ids.pad + #ids.eos > 0 then
                .ids = { .nbos = ${#ids.bos}, .bos = ${ids.bos[1] or 0}, .npad = ${#ids.pad}, .pad = ${ids.pad[1] or 0},
-                        .neos = ${#ids.eos}, .eos = { ${table.concat(ids.eos, ", ")} }, .eos_list = ${ids.eos_list} },
+                        .neos = ${#ids.eos}, .eos = { ${#ids.eos > 0 and table.concat(ids.eos, ", ") or "0"} }, .eos_list = ${ids.eos_list} },
 @ end
              },
     .nranks = ${P.nranks}, .nnodes = ${P.nnodes}, .nchunks = ${#P.chunks}, .ngroups = ${#P.groups}, .nturns = ${P.nturns},
