@@ -13,7 +13,7 @@ LUA_INC  := -I/usr/include/lua5.4
 .DEFAULT_GOAL := all
 # keep objects make considers intermediate (test objects): no rebuild on the next make test
 .SECONDARY:
-.PHONY: all deps test test-blas test-slurm demo bench-gen bench-cpu bench-sim bench-scale bench-save clean
+.PHONY: all deps test test-quick test-blas test-slurm demo bench-gen bench-cpu bench-sim bench-scale bench-save clean
 
 # The probe runs once; delete build/config.mk to run it again. It sets BLAS_CFLAGS and BLAS_LIBS.
 $(BUILD)/config.mk: scripts/deps.sh
@@ -220,6 +220,12 @@ $(BUILD)/tests/test_cuda_mem: $(BUILD)/obj/runtime/cuda/cuda_mem.o
 test: all $(UNIT_BINS) $(MPI_BINS) $(TOOL_BINS) $(EMU_TC) $(EMU_BLOCK)
 	@bash scripts/test_deps.sh $(BUILD)
 	@bash tests/run.sh $(BUILD)
+
+# The fast part of the suite, for a check before a commit (a few minutes): the unit tests but the
+# PTX emulator's, and the CLI tests but the three slowest (tests/README.md)
+QUICK_SKIP := unit/test_attention_tc_emulated cli/test_sandbox cli/test_emit_owned cli/test_interrupt
+test-quick: all $(UNIT_BINS) $(TOOL_BINS)
+	@TESTS="unit/ cli/" SKIP="$(QUICK_SKIP)" bash tests/run.sh $(BUILD)
 
 # The suite under every OpenBLAS core type this CPU runs, and the spread of each tolerance-bound
 # figure across them (scripts/test_blas.sh; not in `make test`: one suite per core type)

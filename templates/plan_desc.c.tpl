@@ -77,6 +77,11 @@ const WpPlanDesc WP_PLAN = {
                .rope_scaling = { .factor = ${c_float(r.factor)}, .low_freq_factor = ${c_float(r.low_freq_factor)},
                                  .high_freq_factor = ${c_float(r.high_freq_factor)}, .original_max_position_embeddings = ${r.original_max_position_embeddings} },
 @ end
+@ local ids = P.model.ids
+@ if #ids.bos + #ids.pad + #ids.eos > 0 then
+               .ids = { .nbos = ${#ids.bos}, .bos = ${ids.bos[1] or 0}, .npad = ${#ids.pad}, .pad = ${ids.pad[1] or 0},
+                        .neos = ${#ids.eos}, .eos = { ${#ids.eos > 0 and table.concat(ids.eos, ", ") or "0"} }, .eos_list = ${ids.eos_list} },
+@ end
              },
     .nranks = ${P.nranks}, .nnodes = ${P.nnodes}, .nchunks = ${#P.chunks}, .ngroups = ${#P.groups}, .nturns = ${P.nturns},
     .micro_batches = ${P.micro_batches}, .total_mbs = ${P.total_mbs}, .recompute = ${P.recompute},

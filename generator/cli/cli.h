@@ -14,6 +14,7 @@
 #include "sim/sim.h"
 #include "cost/calib.h"
 #include "search/search.h"
+#include "cost/trust.h"
 
 enum { EXIT_REJECTED = 1, EXIT_FAILED = 1, EXIT_BAD_INPUT = 2 };   /* EXIT_FAILED: data could not be written */
 
@@ -33,6 +34,8 @@ typedef struct Args {
     int lua_max_mib, lua_max_minstr, lua_max_seconds;   /* the strategy sandbox's limits; 0: its defaults */
     int search_seconds;     /* compare, -s auto: no new candidate after this long (once one fits); 0: no limit */
     int set_micro_batches, set_replicas, set_chunks;   /* given on the command line (auto keeps them) */
+    double tokens;          /* --tokens: the training budget the prediction is turned into (budget.c); 0: none */
+    double gpu_hour_price;  /* --gpu-hour-price: per device and hour; < 0: none */
     const char *calib_path;    /* --calibration FILE (plan, emit, sim, compare) */
     const Calibration *calib;  /* loaded by main.c; NULL: the cost table's defaults */
     int argc;               /* the command line, for plan.json's "command" (wpgen replan reads it) */
@@ -44,11 +47,12 @@ typedef enum {
     FLAG_TOPO, FLAG_MODEL, FLAG_STRATEGY, FLAG_OUT, FLAG_BACKEND, FLAG_COMM, FLAG_SEQ, FLAG_MBS, FLAG_MLP_TILE, FLAG_MICRO_BATCHES,
     FLAG_REPLICAS, FLAG_CHUNKS, FLAG_PRECISION, FLAG_GRAD_PRECISION, FLAG_WEIGHT_WIRE, FLAG_CALIBRATION, FLAG_STRATEGIES,
     FLAG_TRACE, FLAG_SVG, FLAG_LUA_MIB, FLAG_LUA_MINSTR, FLAG_LUA_SECONDS, FLAG_SEARCH_SECONDS, FLAG_RECOMPUTE, FLAG_OFFLOAD, FLAG_JSON,
-    FLAG_FORCE, FLAG_HELP, FLAG_COUNT
+    FLAG_FORCE, FLAG_TOKENS, FLAG_PRICE, FLAG_HELP, FLAG_COUNT
 } FlagId;
 /* How a flag's value reads: FV_NONE a switch (no value), FV_TEXT as given (a path, a name),
- * FV_INT a whole number in [lo, hi], FV_DTYPE fp32 or bf16. */
-typedef enum { FV_NONE, FV_TEXT, FV_INT, FV_DTYPE } FlagValue;
+ * FV_INT a whole number in [lo, hi], FV_DTYPE fp32 or bf16, FV_COUNT a count in [lo, hi] written
+ * as people write token budgets (100B, 2.5T, 1e9: cli_count_parse), FV_REAL a number in [lo, hi]. */
+typedef enum { FV_NONE, FV_TEXT, FV_INT, FV_DTYPE, FV_COUNT, FV_REAL } FlagValue;
 typedef struct CliFlag {
     FlagId id;
     const char *name, *alias;   /* "-t", "--topology" */
@@ -63,9 +67,13 @@ extern const CliFlag cli_flags[];
 extern const int cli_nflags;
 /* The flags' lines of the usage text, from the table. */
 void cli_flags_usage(FILE *f);
-/* A flag's value read as its row says: FV_INT into *out (else *out untouched). 0, or -1 with one
- * line on stderr naming the flag, what it expects and what it got. */
-int cli_flag_read(const CliFlag *fl, const char *word, const char *v, int *out);
+/* A flag's value read as its row says: FV_INT into *out, FV_COUNT and FV_REAL into *real (else
+ * both untouched). 0, or -1 with one line on stderr naming the flag, what it expects and what it
+ * got. */
+int cli_flag_read(const CliFlag *fl, const char *word, const char *v, int *out, double *real);
+/* A count as people write one: a number (1000000, 2.5e12) with an optional suffix K, M, B (or G)
+ * or T for thousand, million, billion, trillion, either case. 0, or -1 when text is none. */
+int cli_count_parse(const char *text, double *out);
 /* The row of word (a name or an alias) for command cmd (NULL: any command); NULL if none. */
 const CliFlag *cli_flag(const char *cmd, const char *word);
 /* Word as a flag of a->cmd with a->strategy's (or a->strategies') options: 1 if it takes the next
@@ -97,6 +105,20 @@ json_t *plan_json(const Plan *p, double intra, double inter, int fits);
 void print_summary(const Plan *p, const char *model_name, double intra, double inter, int fits);
 void human_bytes(double b, char *out, size_t len);   /* "512 B", "1.50 GiB" */
 
+/* budget.c: the predicted step turned into wall time, GPU-hours and cost for --tokens */
+typedef struct Budget {
+    double tokens, tokens_per_step, steps, wall_s, gpu_hours, price, cost;   /* price, cost: < 0 without a price */
+    double upper;   /* what the rates' band says a step may take at most, as a factor of the prediction */
+    int devices;
+} Budget;
+/* 0 when a asks for none (no --tokens). */
+int budget_of(const Args *a, const Plan *p, double step_s, const TrustRates *tr, Budget *b);
+/* One line: "100B tokens = 95368 steps of 1048576 tokens: 29.6 h, 947 GPU-hours on 32 devices, ..." */
+void budget_describe(const Budget *b, char *out, size_t len);
+json_t *budget_json(const Budget *b);
+/* An amount (hours, GPU-hours, cost) as the budget prints it: whole from 100 up, else three digits. */
+void budget_amount(double x, char *out, size_t len);
+
 /* options.c */
 /* Where a flag main.c does not know may be a strategy's own: 1 if some strategy declares it (*takes
  * a value unless it is a bool), 0 if none. */
@@ -112,7 +134,12 @@ void cand_label(const Cand *c, const StrategyOpts *flags, const char *how, char 
 void cand_label_json(const Cand *c, const StrategyOpts *flags, const char *how, json_t *obj);
 
 /* the commands */
-int cmd_list(void);
+/* -h or --help anywhere after the command: it prints its help and exits 0 without reading the
+ * other flags (as git and argparse do), whatever they are; the one argument a help reads is
+ * checked: plan, emit, sim and compare's -s NAME, whose options it prints (exit 2 for a strategy
+ * that is not there). Every command follows this rule. */
+int cli_help_asked(int argc, char **argv);
+int cmd_list(int argc, char **argv);
 int cmd_plan(const Args *a, int emit);   /* plan, or emit with emit set */
 int cmd_sim(const Args *a);
 int cmd_compare(const Args *a);

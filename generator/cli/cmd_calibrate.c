@@ -68,9 +68,9 @@ int cmd_calibrate(int argc, char **argv) {
     CalibRun *runs = xcalloc((size_t)argc, sizeof *runs);
     int nruns = 0, force = 0, rc = 0;
     const char *topo = NULL, *plan = NULL, *out = NULL, *links = NULL;
+    if (cli_help_asked(argc, argv)) { usage(stdout); free(runs); return 0; }
     for (int i = 2; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(stdout); free(runs); return 0; }
         if (!strcmp(f, "--force")) { force = 1; continue; }
         if (!v) { fprintf(stderr, "wpgen calibrate: %s needs a value\n", f); free(runs); return EXIT_BAD_INPUT; }
         i++;

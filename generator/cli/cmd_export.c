@@ -16,9 +16,9 @@ static void export_usage(FILE *f) {
 int cmd_export(int argc, char **argv) {
     ExportOptions o = { .bf16 = 1, .max_shard = EXPORT_DEFAULT_MAX_SHARD };
     int seen_dtype = 0, seen_size = 0;
+    if (cli_help_asked(argc, argv)) { export_usage(stdout); return 0; }
     for (int i = 2; i < argc; i++) {
         const char *f = argv[i];
-        if (!strcmp(f, "-h") || !strcmp(f, "--help")) { export_usage(stdout); return 0; }
         int takes = !strcmp(f, "-o") || !strcmp(f, "--dtype") || !strcmp(f, "--max-shard-size");
         if (takes && i + 1 >= argc) { fprintf(stderr, "wpgen export: %s: expected a value\n", f); return 2; }
         if (!strcmp(f, "-o")) {

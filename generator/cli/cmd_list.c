@@ -9,7 +9,15 @@
 #include "lua/declare.h"
 #include "cli/cli.h"
 
-int cmd_list(void) {
+int cmd_list(int argc, char **argv) {
+    if (cli_help_asked(argc, argv)) {
+        printf("usage: wpgen list   (the model presets, the strategies with their options, the topologies)\n");
+        return 0;
+    }
+    if (argc > 2) {
+        fprintf(stderr, "wpgen list: takes no arguments, got \"%s\"\n", argv[2]);
+        return EXIT_BAD_INPUT;
+    }
     int n;
     const ModelPreset *m = model_presets(&n);
     printf("Models (-m NAME, or a Hugging Face config.json):\n");

@@ -19,6 +19,7 @@ int cmd_plan(const Args *a, int emit) {
     StrategyOpts o = opts_of(a, &topo);
     Cand best;
     int is_auto = !strcmp(a->strategy, "auto");
+    Budget bu = { 0 };   /* -s auto with --tokens: its predicted step as a run */
     SearchSpec sp = search_spec_of(a, &topo);
     if (is_auto) rc = auto_search(&sp, &topo, &model, name, &best, &p);   /* its plan, verified */
     if (rc == 0 && !p && (rc = make_plan(is_auto ? best.strategy : a->strategy, &topo, &model, name, is_auto ? &best.o : &o, &p, err, sizeof err)))
@@ -33,6 +34,11 @@ int cmd_plan(const Args *a, int emit) {
         TrustRates tr = trust_rates(a->calib, a->calib_path, &topo);
         trust_describe(&tr, rates, sizeof rates);
         fprintf(stderr, "wpgen: auto: rates %s\n", rates);
+        if (budget_of(a, p, best.step, &tr, &bu)) {
+            char line[600];
+            budget_describe(&bu, line, sizeof line);
+            fprintf(stderr, "wpgen: auto: budget %s\n", line);
+        }
     }
     if (rc == 0) {
         double intra, inter;
@@ -67,6 +73,7 @@ int cmd_plan(const Args *a, int emit) {
             }
         } else if (a->json) {
             json_t *j = plan_json(p, intra, inter, fits);
+            if (bu.tokens > 0) json_object_set_new(j, "budget", budget_json(&bu));
             char *s = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
             printf("%s\n", s);
             free(s);

@@ -38,11 +38,11 @@ int cmd_probe(int argc, char **argv) {
     double tflops = 0, hbm = 0;
     int force = 0, merge = 0, nin = 0;
     const char **inputs = xcalloc((size_t)argc, sizeof *inputs);
+    if (cli_help_asked(argc, argv)) { usage(stdout); free(inputs); return 0; }
     for (int i = 2; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int rc = 0;
-        if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(stdout); free(inputs); return 0; }
-        else if (!strcmp(f, "--force")) force = 1;
+        if (!strcmp(f, "--force")) force = 1;
         else if (!strcmp(f, "--merge")) merge = 1;
         else if (f[0] != '-' && merge) inputs[nin++] = f;
         else if (!v) { fprintf(stderr, "wpgen probe: %s needs a value\n", f); rc = 1; }

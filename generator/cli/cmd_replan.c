@@ -178,17 +178,17 @@ int cmd_replan(int argc, char **argv) {
     json_t *plan = NULL;
     Names wn = { 0 };
     if (!extra || !xval) { fprintf(stderr, "wpgen replan: out of memory\n"); rc = EXIT_FAILED; goto done; }
+    if (cli_help_asked(argc, argv)) {
+        printf("usage: wpgen replan OLD_DIR {-t TOPO.json | --without NODE[,NODE...]} -o NEW_DIR [FLAG [VALUE] ...]\n"
+               "Emits OLD_DIR's plan again for TOPO.json into NEW_DIR: the same strategy, model, options and\n"
+               "global batch (the nearest the new ranks can run where it does not divide, said on stderr);\n"
+               "flags given here replace the old command's. --without plans for the topology (-t's, else the\n"
+               "one OLD_DIR was planned for) less the nodes named. Resume NEW_DIR/train from OLD_DIR's checkpoint.\n");
+        rc = 0;
+        goto done;
+    }
     for (int i = 2; i < argc; i++) {
         const CliFlag *fl = cli_flag("emit", argv[i]);
-        if (fl && fl->id == FLAG_HELP) {
-            printf("usage: wpgen replan OLD_DIR {-t TOPO.json | --without NODE[,NODE...]} -o NEW_DIR [FLAG [VALUE] ...]\n"
-                   "Emits OLD_DIR's plan again for TOPO.json into NEW_DIR: the same strategy, model, options and\n"
-                   "global batch (the nearest the new ranks can run where it does not divide, said on stderr);\n"
-                   "flags given here replace the old command's. --without plans for the topology (-t's, else the\n"
-                   "one OLD_DIR was planned for) less the nodes named. Resume NEW_DIR/train from OLD_DIR's checkpoint.\n");
-            rc = 0;
-            goto done;
-        }
         if (fl && (fl->id == FLAG_TOPO || fl->id == FLAG_OUT) && i + 1 < argc) {
             const char **slot = fl->id == FLAG_TOPO ? &topo_path : &out;
             if (*slot) { fprintf(stderr, "wpgen replan: %s given twice\n", fl->name); goto done; }

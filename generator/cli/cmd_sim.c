@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <math.h>
 #include <jansson.h>
 #include "cli/cli.h"
 #include "util/xalloc.h"
@@ -26,12 +27,16 @@ static void sim_json_add(json_t *o, const Plan *p, const SimResult *s) {
     json_object_set_new(o, "bytes_by_link", links);
 }
 
-static void print_sim(const Plan *p, const SimResult *s, const TrustRates *tr) {
-    char b[32], rates[600];
+static void print_sim(const Plan *p, const SimResult *s, const TrustRates *tr, const Budget *bu) {
+    char b[32], rates[600], budget[600];
     printf("step        %.4g s predicted: %.5g tokens/s per device, bubble %.1f%%, MFU %.1f%%\n", s->step_time,
            s->tokens_per_s_per_device, 100 * s->bubble_ratio, 100 * trust_mfu(p, s->step_time));
     trust_describe(tr, rates, sizeof rates);
     printf("rates       %s\n", rates);
+    if (bu->tokens > 0) {
+        budget_describe(bu, budget, sizeof budget);
+        printf("budget      %s\n", budget);
+    }
     printf("time        per rank (mean): %.4g s forward/backward, %.4g s waiting for transfers, %.4g s the rest\n",
            s->compute_s / p->nranks, s->comm_exposed_s / p->nranks,
            s->step_time - (s->compute_s + s->comm_exposed_s) / p->nranks);
@@ -80,10 +85,13 @@ int cmd_sim(const Args *a) {
     }
     int fits = plan_fits(p);
     TrustRates tr = trust_rates(a->calib, a->calib_path, &topo);
+    Budget bu;
+    budget_of(a, p, s.step_time, &tr, &bu);
     if (a->json) {
         json_t *j = plan_json(p, s.bytes_intra, s.bytes_inter, fits);
         sim_json_add(j, p, &s);
         json_object_set_new(j, "rates", trust_json(&tr));
+        if (bu.tokens > 0) json_object_set_new(j, "budget", budget_json(&bu));
         if (is_auto) {
             json_t *au = json_object();
             json_object_set_new(au, "replicas", json_integer(o.replicas));
@@ -109,7 +117,7 @@ int cmd_sim(const Args *a) {
         }
         print_summary(p, name, s.bytes_intra, s.bytes_inter, fits);
         if (p->notes && p->notes[0] && p->notes[strlen(p->notes) - 1] != '\n') printf("\n");
-        print_sim(p, &s, &tr);
+        print_sim(p, &s, &tr, &bu);
     }
     if (a->trace && sim_write_trace(p, &s, a->trace)) rc = bad("sim: cannot write %s: %s", a->trace, strerror(errno));
     if (!rc && a->svg) {
@@ -244,8 +252,10 @@ int cmd_compare(const Args *a) {
         char rates[600];
         trust_describe(&tr, rates, sizeof rates);
         printf("rates: %s\n", rates);
-        printf("%-*s %10s %13s %6s %7s %11s %11s %10s\n", width, "strategy", "step s", "tokens/s/dev", "MFU", "bubble", "intra GiB",
+        printf("%-*s %10s %13s %6s %7s %11s %11s %10s", width, "strategy", "step s", "tokens/s/dev", "MFU", "bubble", "intra GiB",
                "inter GiB", "peak GiB");
+        if (a->tokens > 0) printf(" %10s %10s%s", "run hours", "GPU-hours", a->gpu_hour_price >= 0 ? "       cost" : "");
+        printf("\n");
     }
     for (int i = 0; i < ns; i++) {
         const char *label = names[i];
@@ -269,14 +279,26 @@ int cmd_compare(const Args *a) {
             json_object_set_new(j, "ties_fastest", json_boolean(best >= 0 && i != best && c[i].fits &&
                                                                 trust_ties(s->step_time, res[best].step_time)));
             cand_label_json(&c[i], &o, "json", j);
+            Budget bu;
+            if (budget_of(a, p, s->step_time, &tr, &bu)) json_object_set_new(j, "budget", budget_json(&bu));
             if (!strcmp(names[i], "auto")) json_object_set_new(j, "picked_by", json_string("auto"));
             json_array_append_new(arr, j);
         } else {
             int ties = best >= 0 && i != best && c[i].fits && trust_ties(s->step_time, res[best].step_time);
             const char *mark = !c[i].fits ? "OOM" : i == best ? (nties ? "<- fastest, ties with ~" : "<- fastest") : ties ? "~ ties" : NULL;
-            printf("%-*s %10.4g %13.5g %5.1f%% %6.1f%% %11.2f %11.2f %10.2f%s%s\n", width, shown[i], s->step_time,
+            printf("%-*s %10.4g %13.5g %5.1f%% %6.1f%% %11.2f %11.2f %10.2f", width, shown[i], s->step_time,
                    s->tokens_per_s_per_device, 100 * trust_mfu(p, s->step_time), 100 * s->bubble_ratio, s->bytes_intra / (1 << 30),
-                   s->bytes_inter / (1 << 30), (double)p->peak_mem / (1 << 30), mark ? "  " : "", mark ? mark : "");
+                   s->bytes_inter / (1 << 30), (double)p->peak_mem / (1 << 30));
+            Budget bu;
+            if (budget_of(a, p, s->step_time, &tr, &bu)) {
+                char h[32], gh[32], c[32];
+                budget_amount(bu.wall_s / 3600, h, sizeof h);
+                budget_amount(bu.gpu_hours, gh, sizeof gh);
+                budget_amount(bu.cost, c, sizeof c);
+                printf(" %10s %10s", h, gh);
+                if (bu.cost >= 0) printf(" %10s", c);
+            }
+            printf("%s%s\n", mark ? "  " : "", mark ? mark : "");
         }
     }
     if (a->json) {
@@ -294,6 +316,12 @@ int cmd_compare(const Args *a) {
         if (nf) snprintf(over, sizeof over, " over %s%s%s%s%s", free_[0], nf == 3 ? ", " : nf == 2 ? " and " : "", nf > 1 ? free_[1] : "",
                          nf == 3 ? " and " : "", nf == 3 ? free_[2] : "");
         printf("search: each strategy's fastest that fits%s; %s\n", over, counts);
+        if (a->tokens > 0) {
+            char price[64] = "";
+            if (a->gpu_hour_price >= 0) snprintf(price, sizeof price, ", cost at %g per GPU-hour", a->gpu_hour_price);
+            printf("budget: %.0f tokens%s; a step may take up to %.2fx the prediction (the rates' band), and so the run%s\n",
+                   round(a->tokens), price, trust_upper(&tr), price[0] ? " and its cost" : "");
+        }
         if (nties)
             printf("ties: the rows marked ~ are within %.0f%% of the fastest step, the error band of calibrated predictions: "
                    "the simulator does not rank them\n", 100 * TRUST_TIE_BAND);

@@ -5,6 +5,8 @@
  * reads a recorded command and replaces its flags with the ones given) all read this table, so a
  * flag added here is known to all four. The strategies' own flags are their declarations'
  * (options.c). */
+#include <ctype.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cli.h"
@@ -20,6 +22,10 @@ enum {
     MAX_RANKS_FLAG = 1 << 17,      /* --replicas, --chunks: the topology's limit on devices */
     MAX_SHAPE = 1 << 24,           /* --seq, --micro-batch-size: the model's limits check further */
 };
+/* A quintillion tokens and a million per device-hour: beyond any budget, within a double's
+ * exact whole numbers. */
+#define MAX_TOKENS 1000000000000000000L
+#define MAX_PRICE 1000000L
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -53,6 +59,8 @@ const CliFlag cli_flags[] = {
     { FLAG_OFFLOAD,    "--offload-activations", NULL,      FV_NONE,  0, 0,                  0, NULL,     NULL,         "with --recompute: the kept layer inputs in host memory, each copied out after its layer's forward and back before its backward (docs/strategies.md)" },
     { FLAG_JSON,       "--json",            NULL,          FV_NONE,  0, 0,                  0, NULL,     NULL,         "plan, sim, compare: one JSON object on stdout" },
     { FLAG_FORCE,      "--force",           NULL,          FV_NONE,  0, 0,                  0, "emit",   NULL,         "emit: a plan that does not fit the devices' memory too" },
+    { FLAG_TOKENS,     "--tokens",          NULL,          FV_COUNT, 1, MAX_TOKENS,         1, NULL,     "N",          "sim, compare, -s auto: the tokens to train (100B, 2.5T, 1e9): the predicted step as wall time and GPU-hours" },
+    { FLAG_PRICE,      "--gpu-hour-price",  NULL,          FV_REAL,  0, MAX_PRICE,          1, NULL,     "X",          "with --tokens: the price of one device for an hour, for the budget's cost" },
     { FLAG_HELP,       "-h",                "--help",      FV_NONE,  0, 0,                  0, NULL,     NULL,         "this text (with -s NAME: that strategy's options too)" },
 };
 const int cli_nflags = (int)(sizeof cli_flags / sizeof cli_flags[0]);
@@ -66,12 +74,28 @@ void cli_flags_usage(FILE *f) {
         snprintf(names, sizeof names, "%s%s%s%s%s", fl->name, fl->alias ? ", " : "", fl->alias ? fl->alias : "",
                  fl->meta ? " " : "", fl->meta ? fl->meta : "");
         fprintf(f, "  %-34s %s", names, fl->help);
-        if (fl->value == FV_INT) fprintf(f, "; %ld to %ld", fl->lo, fl->hi);
+        if (fl->value == FV_INT || fl->value == FV_REAL) fprintf(f, "; %ld to %ld", fl->lo, fl->hi);
+        if (fl->value == FV_COUNT) fprintf(f, "; %ld to %.0e", fl->lo, (double)fl->hi);
         fprintf(f, "\n");
     }
 }
 
-int cli_flag_read(const CliFlag *fl, const char *word, const char *v, int *out) {
+int cli_count_parse(const char *text, double *out) {
+    static const struct { char c; double scale; } suffix[] = {
+        { 'K', 1e3 }, { 'M', 1e6 }, { 'B', 1e9 }, { 'G', 1e9 }, { 'T', 1e12 },
+    };
+    char *end;
+    if (!text || !*text || isspace((unsigned char)*text)) return -1;
+    double x = strtod(text, &end);
+    if (end == text || !isfinite(x)) return -1;
+    for (size_t i = 0; *end && i < sizeof suffix / sizeof suffix[0]; i++)
+        if (toupper((unsigned char)*end) == suffix[i].c) { x *= suffix[i].scale; end++; break; }
+    if (*end) return -1;
+    *out = x;
+    return 0;
+}
+
+int cli_flag_read(const CliFlag *fl, const char *word, const char *v, int *out, double *real) {
     switch (fl->value) {
     case FV_NONE:
     case FV_TEXT:
@@ -84,6 +108,21 @@ int cli_flag_read(const CliFlag *fl, const char *word, const char *v, int *out) 
             return -1;
         }
         *out = (int)x;
+        return 0;
+    }
+    case FV_COUNT:
+    case FV_REAL: {
+        double x = 0;
+        char *end = NULL;
+        int okv = v && (fl->value == FV_COUNT ? cli_count_parse(v, &x) == 0 : (x = strtod(v, &end), *v && end != v && !*end && isfinite(x)));
+        if (!okv || x < fl->lo || x > fl->hi) {
+            if (fl->value == FV_COUNT)
+                fprintf(stderr, "wpgen: %s: expected a count from %ld to %.0e, a number with K, M, B or T after it if you like "
+                        "(100B, 2.5T, 1e9), got \"%s\"\n", word, fl->lo, (double)fl->hi, v ? v : "");
+            else fprintf(stderr, "wpgen: %s: expected a number in [%ld, %ld], got \"%s\"\n", word, fl->lo, fl->hi, v ? v : "");
+            return -1;
+        }
+        *real = x;
         return 0;
     }
     case FV_DTYPE: {

@@ -27,7 +27,8 @@ static void usage(FILE *f) {
         "                  [--lua-max-mib N] [--lua-max-instructions M] [--lua-max-seconds S]   (the strategy's limits)\n"
         "       wpgen emit -t TOPO.json -m MODEL [-s STRATEGY] [...] -o DIR [--backend cpu|cuda] [--comm mpi|nccl] [--force]\n"
         "       wpgen sim -t TOPO.json -m MODEL [-s STRATEGY|auto] [...] [--trace FILE.json] [--svg FILE.svg] [--json]\n"
-        "       wpgen compare -t TOPO.json -m MODEL [--strategies a,b,...] [...] [--json]\n"
+        "                 [--tokens N [--gpu-hour-price X]]   (the step as a run: hours, GPU-hours, cost; also compare, -s auto)\n"
+        "       wpgen compare -t TOPO.json -m MODEL [--strategies a,b,...] [...] [--json] [--tokens N [--gpu-hour-price X]]\n"
         "       wpgen calibrate -t TOPO.json --trace RUN/trace.json [...] [--held-out ...] [--links L.json] -o CALIB.json\n"
         "       wpgen probe [-o OUT.json] [--sysroot DIR] | --merge HOST1.json HOST2.json ... [-o OUT.json]\n"
         "       wpgen export CHECKPOINT -o DIR [--dtype bf16|fp32] [--max-shard-size SIZE]   (for transformers)\n"
@@ -43,6 +44,8 @@ static void usage(FILE *f) {
         "fastest plan that fits. A file or folder named like a preset wins over it, saying so. fp32 master weights\n"
         "and AdamW's state stay at their owner whatever the --precision. emit writes nothing for a plan that does\n"
         "not fit the devices' memory, unless --force.\n"
+        "-h anywhere after a command prints its help (exit 0) without reading its other flags; with -s NAME\n"
+        "it prints that strategy's options, and a NAME that is no strategy is refused (exit 2).\n"
         "Exit status: 0 done, 1 plan rejected or does not fit, 2 bad input.\n");
     fprintf(f, "\nEnvironment (generator/util/settings.c; unset or empty: the default):\n");
     wp_settings_print(f, wpgen_settings, wpgen_nsettings);
@@ -70,12 +73,6 @@ static int check_outputs(const Args *a) {
     return 0;
 }
 
-static int j_strategy_given(int argc, char **argv) {
-    for (int j = 2; j + 1 < argc; j++)
-        if (!strcmp(argv[j], "-s") || !strcmp(argv[j], "--strategy")) return 1;
-    return 0;
-}
-
 /* Flags that take one value (the table's once): given twice, which one was meant is a guess, so
  * neither is taken. */
 static int check_repeats(int argc, char **argv) {
@@ -94,6 +91,27 @@ static int check_repeats(int argc, char **argv) {
     return 0;
 }
 
+/* -h anywhere on the line: the help, the other flags not read (cli.h says the rule), except the
+ * strategy whose options it prints: an unknown one is refused as it is without -h. Exits 0. */
+static int help(int argc, char **argv) {
+    const char *s = NULL;
+    for (int j = 2; j + 1 < argc; j++)
+        if (!strcmp(argv[j], "-s") || !strcmp(argv[j], "--strategy")) s = argv[j + 1];
+    if (s && strcmp(s, "auto") && !strategy_decl(s)->ok) {
+        fprintf(stderr, "wpgen: %s\n", strategy_decl(s)->err);
+        return -1;
+    }
+    usage(stdout);
+    strategy_options_help(stdout, s);
+    exit(0);
+}
+
+int cli_help_asked(int argc, char **argv) {
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, Args *a) {
     memset(a, 0, sizeof *a);
     a->argc = argc;
@@ -104,6 +122,8 @@ static int parse_args(int argc, char **argv, Args *a) {
     a->micro_batches = 4;
     a->replicas = 1;
     a->cmd = argv[1];
+    a->gpu_hour_price = -1;
+    if (cli_help_asked(argc, argv)) return help(argc, argv);
     if (check_repeats(argc, argv)) return -1;
     /* the strategies named, before the loop: their declarations say which other flags exist */
     for (int i = 2; i + 1 < argc; i++) {
@@ -114,7 +134,8 @@ static int parse_args(int argc, char **argv, Args *a) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         const CliFlag *fl = cli_flag(a->cmd, f);
         int takes = fl ? fl->value != FV_NONE : 1, iv = 0;
-        if (fl && cli_flag_read(fl, f, v, &iv)) return -1;
+        double rv = 0;
+        if (fl && cli_flag_read(fl, f, v, &iv, &rv)) return -1;
         if (fl) switch (fl->id) {
         case FLAG_TOPO: a->topo = v; break;
         case FLAG_MODEL: a->model = v; break;
@@ -143,10 +164,9 @@ static int parse_args(int argc, char **argv, Args *a) {
         case FLAG_JSON: a->json = 1; break;
         case FLAG_CALIBRATION: a->calib_path = v; break;
         case FLAG_FORCE: a->force = 1; break;
-        case FLAG_HELP:
-            usage(stdout);
-            strategy_options_help(stdout, j_strategy_given(argc, argv) ? a->strategy : NULL);
-            exit(0);
+        case FLAG_TOKENS: a->tokens = rv; break;
+        case FLAG_PRICE: a->gpu_hour_price = rv; break;
+        case FLAG_HELP: break;   /* answered before the loop */
         case FLAG_COUNT: break;
         }
         else if (!strncmp(f, "--", 2) && strategy_flag_known(a, f, &takes)) {
@@ -183,6 +203,15 @@ static int parse_args(int argc, char **argv, Args *a) {
     }
     if (a->strategies && strcmp(a->cmd, "compare") && strcmp(a->strategy, "auto")) {
         fprintf(stderr, "wpgen: --strategies: for compare, or -s auto (the strategies it searches)\n");
+        return -1;
+    }
+    /* a budget needs a predicted step: sim's, compare's or the one -s auto picks by */
+    if (a->tokens > 0 && (!strcmp(a->cmd, "plan") || !strcmp(a->cmd, "emit")) && strcmp(a->strategy, "auto")) {
+        fprintf(stderr, "wpgen %s: --tokens: for sim, compare and -s auto, which predict the step (or wpgen sim with the same flags)\n", a->cmd);
+        return -1;
+    }
+    if (a->gpu_hour_price >= 0 && a->tokens <= 0) {
+        fprintf(stderr, "wpgen: --gpu-hour-price: prices the budget of --tokens N; give --tokens too\n");
         return -1;
     }
     if (strategy_options_check(a)) return -1;
@@ -230,7 +259,7 @@ int wpgen_main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
     if (!strcmp(cmd, "--version")) { printf("wpgen %s\n", WPGEN_VERSION); return 0; }
-    if (!strcmp(cmd, "list")) return cmd_list();
+    if (!strcmp(cmd, "list")) return cmd_list(argc, argv);
     if (!strcmp(cmd, "calibrate")) return cmd_calibrate(argc, argv);
     if (!strcmp(cmd, "probe")) return cmd_probe(argc, argv);
     if (!strcmp(cmd, "export")) return cmd_export(argc, argv);

@@ -22,6 +22,11 @@ void trust_describe(const TrustRates *r, char *out, size_t len) {
                  100 * TRUST_DEFAULTS_SHORT_LO, 100 * TRUST_DEFAULTS_SHORT_HI, 100 * TRUST_BAND_CALIBRATED);
 }
 
+double trust_upper(const TrustRates *r) {
+    int all = r->ncalibrated == r->ntypes && r->ntypes > 0;
+    return all ? 1 + TRUST_BAND_CALIBRATED : 1 / (1 - TRUST_DEFAULTS_SHORT_HI);
+}
+
 json_t *trust_json(const TrustRates *r) {
     int all = r->ncalibrated == r->ntypes && r->ntypes > 0;
     json_t *j = json_object();

@@ -37,6 +37,11 @@ void trust_describe(const TrustRates *r, char *out, size_t len);
 struct json_t;
 struct json_t *trust_json(const TrustRates *r);
 
+/* The most a step may take, as a factor of the prediction, by the band that applies: 1.1 when
+ * calibrated; with the defaults, whose predictions were up to TRUST_DEFAULTS_SHORT_HI short,
+ * 1 / (1 - 0.54) = 2.17. */
+double trust_upper(const TrustRates *r);
+
 /* Does a step of `step` seconds tie with the fastest, `best`? (TRUST_TIE_BAND) */
 int trust_ties(double step, double best);
 

@@ -158,6 +158,20 @@ void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const cha
         lua_set_int(L, "original_max_position_embeddings", r->original_max_position_embeddings);
         lua_setfield(L, -2, "rope_scaling");
     }
+    /* the special-token ids, for the config.json a checkpoint writes: { bos = {1}, eos = {2, 3}, eos_list = 1 } */
+    const WpTokenIds *ti = &m->ids;
+    lua_createtable(L, 0, 4);
+    lua_createtable(L, ti->nbos, 0);
+    if (ti->nbos) { lua_pushinteger(L, ti->bos); lua_rawseti(L, -2, 1); }
+    lua_setfield(L, -2, "bos");
+    lua_createtable(L, ti->npad, 0);
+    if (ti->npad) { lua_pushinteger(L, ti->pad); lua_rawseti(L, -2, 1); }
+    lua_setfield(L, -2, "pad");
+    lua_createtable(L, ti->neos, 0);
+    for (int i = 0; i < ti->neos; i++) { lua_pushinteger(L, ti->eos[i]); lua_rawseti(L, -2, i + 1); }
+    lua_setfield(L, -2, "eos");
+    lua_set_int(L, "eos_list", ti->eos_list);
+    lua_setfield(L, -2, "ids");
     lua_setfield(L, -2, "model");
 
     lua_createtable(L, p->nchunks, 0);

@@ -7,7 +7,7 @@
  *   3. tokenizer.json beside the checkpoint: its added tokens marked special, by the names
  *      tokenizers give them (NAMES below, in order).
  * An id the model cannot emit (outside its vocabulary) is refused: generation would index past
- * the head. */
+ * the head (the config's ids are checked where any config.json is read: runtime/common/modelcfg.c). */
 #include <stdio.h>
 #include <string.h>
 #include "export/special_tokens.h"
@@ -19,14 +19,9 @@ enum { PATHLEN = 4096 };
 static const char *const BOS_NAMES[] = { "<|begin_of_text|>", "<s>", "<bos>", "<|startoftext|>", "[BOS]", NULL };
 static const char *const EOS_NAMES[] = { "<|end_of_text|>", "</s>", "<eos>", "<|endoftext|>", "[EOS]", NULL };
 
-/* v: an integer id in [0, vocab), or (list_ok) a non-empty list of them. */
-static int valid_id(const json_t *v, long vocab, int list_ok) {
-    if (json_is_integer(v)) return json_integer_value(v) >= 0 && json_integer_value(v) < vocab;
-    if (!list_ok || !json_is_array(v) || json_array_size(v) == 0) return 0;
-    size_t i;
-    const json_t *e;
-    json_array_foreach(v, i, e) if (!valid_id(e, vocab, 0)) return 0;
-    return 1;
+/* v: an integer id in [0, vocab). */
+static int valid_id(const json_t *v, long vocab) {
+    return json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) < vocab;
 }
 
 /* dir/name as JSON; NULL when absent; -1 in *bad (and err) when there but not JSON. */
@@ -62,10 +57,7 @@ static json_t *added_id(const json_t *tok, const char *name, int special) {
 static int find(const json_t *cfg, const json_t *tcfg, const json_t *tok, const char *key, const char *key_name,
                 const char *const *names, long vocab, json_t **id, const char **from, char *err, size_t errlen) {
     const json_t *v = json_object_get(cfg, key);
-    if (v && !json_is_null(v)) {
-        if (!valid_id(v, vocab, 1))
-            return errmsg(err, errlen, "the checkpoint's config.json: %s: expected a token id in [0, %ld] (vocab_size %ld)%s",
-                          key, vocab - 1, vocab, json_is_array(v) ? " or a list of them" : "");
+    if (v && !json_is_null(v)) {   /* checked when the checkpoint's model was read (modelcfg.c) */
         *id = json_incref((json_t *)v), *from = "config.json";
         return 0;
     }
@@ -75,7 +67,7 @@ static int find(const json_t *cfg, const json_t *tcfg, const json_t *tok, const 
     const char *name = json_string_value(n);
     if (name) *id = added_id(tok, name, 0), *from = "tokenizer_config.json";
     for (int k = 0; !*id && names[k]; k++) *id = added_id(tok, names[k], 1), *from = "tokenizer.json", name = names[k];
-    if (*id && !valid_id(*id, vocab, 0))
+    if (*id && !valid_id(*id, vocab))
         return errmsg(err, errlen, "%s: %s \"%s\" is token %lld, outside the model's vocabulary [0, %ld] (vocab_size %ld)",
                       *from, key_name, name, (long long)json_integer_value(*id), vocab - 1, vocab);
     if (!*id) *from = NULL;

@@ -22,6 +22,17 @@ static inline int wp_rope_scaling_equal(const WpRopeScaling *a, const WpRopeScal
            a->original_max_position_embeddings == b->original_max_position_embeddings;
 }
 
+/* The special-token ids of the config.json a model was read from (bos_token_id, eos_token_id,
+ * pad_token_id): no weight depends on them, but how the model is used does (where generate()
+ * starts and stops), so the config.json a checkpoint writes keeps them (modelcfg.c). A count of 0:
+ * absent or null; eos_token_id may be a list (Llama 3's), eos_list then set. */
+#define WP_MAX_EOS_IDS 8
+typedef struct WpTokenIds {
+    int nbos, bos;
+    int npad, pad;
+    int neos, eos[WP_MAX_EOS_IDS], eos_list;
+} WpTokenIds;
+
 typedef struct WpConfig {
     int hidden;        /* H */
     int layers;        /* L */
@@ -39,6 +50,7 @@ typedef struct WpConfig {
     int mbs;           /* G: sequences per micro-batch */
     int mlp_tile;      /* tokens per tile of the MLP (wp_mlp_tile_tokens); 0: its default. A plan
                           setting, not the model's: plan.json's "mlp_tile_tokens", wpgen's --mlp-tile */
+    WpTokenIds ids;    /* carried into the config.json written, no part of the shape (model_same) */
 } WpConfig;
 
 /* A chunk is layers [layer0, layer0 + nlayers); the first chunk also holds the embedding, the

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The environment variable that skips the check (set to 1): the README documents it. */
+/* The environment variable that skips the check (set to 1): docs/exit-status.md documents it. */
 #define WP_HOSTMEM_SKIP_ENV "WP_SKIP_MEM_CHECK"
 
 /* Bytes this process may still allocate: MemAvailable of /proc/meminfo, lowered to the room left

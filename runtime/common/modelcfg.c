@@ -72,11 +72,12 @@ static int expected(const char *file, const char *key, const char *what, const j
 }
 
 /* Every key of a config.json that wpgen knows, written once: read into the shape (with the range
- * it may take), pinned to the one value the runtime implements, or known not to change the
- * trained model (generation settings, token ids, metadata). A key that is none of these is
+ * it may take), pinned to the one value the runtime implements, a special-token id (carried into
+ * the config.json written), or known not to change the trained model (generation settings,
+ * metadata). A key that is none of these is
  * refused with its name: a key that would change the model is never ignored, and wpgen cannot
  * tell one it does not know from one that does. */
-enum { KEY_INT, KEY_REAL, KEY_BOOL, KEY_PINNED, KEY_HARMLESS, KEY_OBJECT };
+enum { KEY_INT, KEY_REAL, KEY_BOOL, KEY_PINNED, KEY_HARMLESS, KEY_OBJECT, KEY_TOKEN_ID };
 typedef struct HfKey {
     const char *key;
     int kind;
@@ -120,11 +121,15 @@ static const HfKey hf_keys[] = {
     PIN("use_sliding_window", "false", "full causal attention"),
     PIN("quantization_config", "null", "unquantized weights"),
     PIN("auto_map", "null", "transformers' own model code"),
-    /* do not change what is trained: metadata, token ids, inference and generation settings,
+    /* token ids: read (a null, an id in [0, vocab_size), eos_token_id also a list of them) and
+     * written back into a checkpoint's config.json (WpTokenIds): they change the model's use */
+    { "bos_token_id", KEY_TOKEN_ID, 0, 0, NULL, NULL }, { "eos_token_id", KEY_TOKEN_ID, 0, 0, NULL, NULL },
+    { "pad_token_id", KEY_TOKEN_ID, 0, 0, NULL, NULL },
+    /* do not change what is trained: metadata, inference and generation settings (wpgen export
+     * writes generation_config.json from the token ids and the tokenizer's files),
      * tensor-parallel slicing (pretraining_tp: the same product), the initialisation's scale
      * (wpgen initialises as its reference trainer does: docs/architecture.md) */
     SAME("torch_dtype"), SAME("dtype"), SAME("transformers_version"),
-    SAME("bos_token_id"), SAME("eos_token_id"), SAME("pad_token_id"),
     SAME("use_cache"), SAME("initializer_range"), SAME("pretraining_tp"),
     SAME("_name_or_path"), SAME("_attn_implementation"),
     SAME("attn_implementation"), SAME("output_attentions"),
@@ -252,6 +257,30 @@ static int read_rope_scaling(const char *file, const json_t *rs, WpRopeScaling *
     return 0;
 }
 
+/* One special-token id: null or absent (*n stays 0), an id in [0, vocab), or where list_max > 1
+ * a list of 1 to list_max of them (*is_list set). */
+static int read_token_id(const char *file, const json_t *root, const char *key, int vocab, int list_max, int *n,
+                         int *ids, int *is_list, char *err, size_t errlen) {
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) return 0;
+    size_t k = json_is_array(v) ? json_array_size(v) : 1;
+    int ok = json_is_integer(v) || (list_max > 1 && json_is_array(v) && k >= 1 && k <= (size_t)list_max);
+    for (size_t i = 0; ok && i < k; i++) {
+        json_t *e = json_is_array(v) ? json_array_get(v, i) : v;
+        ok = json_is_integer(e) && json_integer_value(e) >= 0 && json_integer_value(e) < vocab;
+        if (ok) ids[i] = (int)json_integer_value(e);
+    }
+    if (!ok) {
+        char what[160];
+        snprintf(what, sizeof what, "null or a token id in [0, %d] (vocab_size %d)%s", vocab - 1, vocab,
+                 list_max > 1 ? ", or a list of 1 to " WP_STR(WP_MAX_EOS_IDS) " of them" : "");
+        return expected(file, key, what, v, err, errlen);
+    }
+    *n = (int)k;
+    if (is_list) *is_list = json_is_array(v);
+    return 0;
+}
+
 static int read_bool(const char *file, const json_t *root, const char *key, int *out, char *err, size_t errlen) {
     json_t *v = json_object_get(root, key);
     if (!v || json_is_null(v)) return 0;
@@ -282,6 +311,11 @@ static int read_hf_config(const char *path, json_t *root, const json_error_t *je
     if (read_int(path, &top_table, root, "num_key_value_heads", 0, &c->kv_heads, err, errlen)) goto done;
     if (read_int(path, &top_table, root, "intermediate_size", 1, &c->ffn, err, errlen)) goto done;
     if (read_int(path, &top_table, root, "vocab_size", 1, &c->vocab, err, errlen)) goto done;
+    WpTokenIds *t = &c->ids;
+    if (read_token_id(path, root, "bos_token_id", c->vocab, 1, &t->nbos, &t->bos, NULL, err, errlen) ||
+        read_token_id(path, root, "pad_token_id", c->vocab, 1, &t->npad, &t->pad, NULL, err, errlen) ||
+        read_token_id(path, root, "eos_token_id", c->vocab, WP_MAX_EOS_IDS, &t->neos, t->eos, &t->eos_list, err, errlen))
+        goto done;
     if (read_real(path, &top_table, root, "rms_norm_eps", 0, &c->eps, err, errlen)) goto done;
     if (read_real(path, &top_table, root, "rope_theta", 0, &c->rope_theta, err, errlen)) goto done;
     if (read_bool(path, root, "tie_word_embeddings", &c->tied, err, errlen)) goto done;
@@ -352,6 +386,17 @@ char *model_config_text(const WpConfig *c, const char *written_by) {
                           float_decimal(c->rope_theta), "rope_scaling", rope_scaling_json(&c->rope_scaling),
                           "tie_word_embeddings", c->tied, "vocab_size", c->vocab, "attention_bias", 0, "mlp_bias", 0,
                           "torch_dtype", "float32");
+    /* the token ids as they were read (eos a list where it was one) */
+    const WpTokenIds *t = &c->ids;
+    json_t *eos = t->eos_list ? json_array() : t->neos ? json_integer(t->eos[0]) : NULL;
+    for (int i = 0; t->eos_list && i < t->neos; i++) json_array_append_new(eos, json_integer(t->eos[i]));
+    if (!o) json_decref(eos);
+    if (o && ((t->nbos && json_object_set_new(o, "bos_token_id", json_integer(t->bos))) ||
+              (eos && json_object_set_new(o, "eos_token_id", eos)) ||
+              (t->npad && json_object_set_new(o, "pad_token_id", json_integer(t->pad))))) {
+        json_decref(o);
+        o = NULL;
+    }
     /* transformers keeps unknown keys as attributes: harmless, and it tells the writer's file
      * from a config.json someone else wrote */
     if (o && written_by && json_object_set_new(o, "written_by", json_string(written_by))) {

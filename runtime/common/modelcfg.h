@@ -39,7 +39,8 @@ int model_config_parse(const char *name, const char *text, size_t len, WpConfig 
 
 /* The config.json of c, as transformers reads it (LlamaConfig's keys: every one that changes the
  * model, so that model_config_parse reads back a model model_same calls c; rope_scaling null when
- * unscaled) with a written_by key when it is not NULL; malloc'd, ending in a newline; NULL when
+ * unscaled), the special-token ids c was read with (c->ids: bos_token_id, eos_token_id,
+ * pad_token_id, each only where the config had it), with a written_by key when it is not NULL; malloc'd, ending in a newline; NULL when
  * out of memory. */
 char *model_config_text(const WpConfig *c, const char *written_by);
 /* 1 when a and b are the same model (every field but the training shape, seq and mbs). */

@@ -19,7 +19,7 @@
 #include "train/checkpoint.h"
 #include "train/trainflags.h"
 
-/* Exit statuses of train and wp-ref (README, "Exit status"). */
+/* Exit statuses of train and wp-ref (docs/exit-status.md). */
 enum {
     WP_EXIT_OK = 0,
     WP_EXIT_FAILED = 1,      /* the loss or gradient norm not finite, a checkpoint not written */

@@ -263,7 +263,7 @@ static int fsync_dir_of(const char *path) {
     return rc;
 }
 
-/* WP_SAVE_DELAY_MS=N, a test hook (README, "Checkpoints"): every file written here keeps its
+/* WP_SAVE_DELAY_MS=N, a test hook (docs/training.md, checkpoints): every file written here keeps its
  * temporary N more milliseconds before the rename, so that a test can kill a process in the middle
  * of a save, or see training go on while one is written, on a model whose files take no time. */
 static void hold_for_tests(void) {

@@ -49,7 +49,7 @@ const char train_flags_usage[] =
     "  --allow-batch-change    with --resume: accept another global batch (micro-batches x sequences, or\n"
     "                          --seq) than the checkpoint's, going on from its data position\n"
     "  --save FILE             write a checkpoint at the end: the manifest FILE (say DIR/checkpoint.json),\n"
-    "                          each process's shard and config.json beside it, committed as one (README)\n"
+    "                          each process's shard and config.json beside it, committed as one (docs/training.md)\n"
     "  --save-every N          and every N steps\n"
     "  --keep N|all            keep the last N checkpoints (default all): each also as DIR/STEM.STEP.json,\n"
     "                          resumable by that name; FILE is the latest; 1: FILE alone. Another run's\n"

@@ -16,25 +16,9 @@ set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
 . tests/e2e/train_lib.sh
-text=/usr/share/common-licenses/GPL-3
-[ -f "$text" ] || text=$(ls /usr/share/common-licenses/* | head -n 1)
 
-# the tokenizers package, where wpgen data takes it from (installing it if missing)
-py=(env PYTHONPATH="$PWD/scripts" python3)
-"${py[@]}" -c 'import tokenize_data; tokenize_data.import_tokenizers()' || { echo "FAIL: no tokenizers package"; echo "0 passed, 1 failed"; exit 1; }
-"${py[@]}" - "$text" "$tmp" <<'PY' || { echo "FAIL: tokenizer"; echo "0 passed, 1 failed"; exit 1; }
-import json, sys, tokenize_data
-tk = tokenize_data.import_tokenizers()
-text = open(sys.argv[1], encoding="utf-8").read()
-paras = [p.strip() for p in text.split("\n\n") if p.strip()]
-with open(f"{sys.argv[2]}/corpus.jsonl", "w") as f:
-    for p in paras:
-        f.write(json.dumps({"body": p}) + "\n")
-tok = tk.Tokenizer(tk.models.BPE())
-tok.pre_tokenizer = tk.pre_tokenizers.Whitespace()
-tok.train_from_iterator(paras, tk.trainers.BpeTrainer(vocab_size=250, special_tokens=["<|endoftext|>"], show_progress=False))
-tok.save(f"{sys.argv[2]}/tokenizer.json")
-PY
+# the GPL's paragraphs as a JSONL corpus (field "body") and a BPE tokenizer trained on them
+corpus_and_tokenizer "$tmp" body || { echo "FAIL: tokenizer"; echo "0 passed, 1 failed"; exit 1; }
 
 # uint32 shards of 4096 tokens and a tenth of the documents held out
 data=$tmp/shards
