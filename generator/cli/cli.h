@@ -32,6 +32,7 @@ typedef struct Args {
     int lua_max_mib, lua_max_minstr, lua_max_seconds;   /* the strategy sandbox's limits; 0: its defaults */
     int search_seconds;     /* compare, -s auto: no new candidate after this long (once one fits); 0: no limit */
     int set_micro_batches, set_replicas, set_chunks;   /* given on the command line (auto keeps them) */
+    int context_parallel, set_context_parallel;   /* --context-parallel C (0: not given, 1) */
     const char *calib_path;    /* --calibration FILE (plan, emit, sim, compare) */
     const Calibration *calib;  /* loaded by main.c; NULL: the cost table's defaults */
     int argc;               /* the command line, for plan.json's "command" (wpgen replan reads it) */
@@ -42,7 +43,7 @@ typedef struct Args {
 typedef enum {
     FLAG_TOPO, FLAG_MODEL, FLAG_STRATEGY, FLAG_OUT, FLAG_BACKEND, FLAG_COMM, FLAG_SEQ, FLAG_MBS, FLAG_MICRO_BATCHES,
     FLAG_REPLICAS, FLAG_CHUNKS, FLAG_PRECISION, FLAG_GRAD_PRECISION, FLAG_WEIGHT_WIRE, FLAG_CALIBRATION, FLAG_STRATEGIES,
-    FLAG_TRACE, FLAG_SVG, FLAG_LUA_MIB, FLAG_LUA_MINSTR, FLAG_LUA_SECONDS, FLAG_SEARCH_SECONDS, FLAG_RECOMPUTE, FLAG_JSON,
+    FLAG_TRACE, FLAG_SVG, FLAG_LUA_MIB, FLAG_LUA_MINSTR, FLAG_LUA_SECONDS, FLAG_SEARCH_SECONDS, FLAG_CONTEXT_PARALLEL, FLAG_RECOMPUTE, FLAG_JSON,
     FLAG_FORCE, FLAG_HELP, FLAG_COUNT
 } FlagId;
 /* How a flag's value reads: FV_NONE a switch (no value), FV_TEXT as given (a path, a name),

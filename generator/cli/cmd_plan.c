@@ -40,6 +40,11 @@ int cmd_plan(const Args *a, int emit) {
         int fits = plan_fits(p);
         if (emit) {
             if (!a->out) rc = bad("emit: -o DIR is required%s%s", "", "");
+            else if (wp_cp(&p->model) > 1) {
+                char c[16];
+                snprintf(c, sizeof c, "%d", wp_cp(&p->model));
+                rc = bad("emit: --context-parallel %s: context-parallel plans cannot be emitted yet: the runtime's ring attention is not built (plan, sim and compare cost them: docs/context-parallel.md)%s", c, "");
+            }
             else if (!fits && !a->force) {
                 /* a program that would run out of memory: nothing is written, unless asked */
                 fprintf(stderr, "wpgen: the plan does not fit: rank %d needs %zu bytes; nothing written (--force emits it anyway)\n",

@@ -18,6 +18,7 @@ static void sim_json_add(json_t *o, const Plan *p, const SimResult *s) {
     json_object_set_new(o, "compute_s_per_rank", json_real(s->compute_s / p->nranks));
     json_object_set_new(o, "comm_wait_s_per_rank", json_real(s->comm_exposed_s / p->nranks));
     json_object_set_new(o, "recompute", json_boolean(p->recompute));
+    json_object_set_new(o, "context_parallel", json_integer(wp_cp(&p->model)));
     json_t *links = json_object();
     for (int l = 0; l < LINK__COUNT; l++)
         if (s->link_bytes[l] > 0) json_object_set_new(links, link_type_name((LinkType)l), json_real(s->link_bytes[l]));

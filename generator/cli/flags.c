@@ -47,6 +47,7 @@ const CliFlag cli_flags[] = {
     { FLAG_LUA_MINSTR, "--lua-max-instructions", NULL,     FV_INT,   1, 1 << 20,            0, NULL,     "M",          "the strategy's millions of Lua instructions (default " STR(SANDBOX_DEFAULT_MINSTR_N) ")" },
     { FLAG_LUA_SECONDS, "--lua-max-seconds", NULL,         FV_INT,   1, 86400,              0, NULL,     "S",          "the strategy's seconds of wall clock (default " STR(SANDBOX_DEFAULT_SECONDS_N) ")" },
     { FLAG_SEARCH_SECONDS, "--search-seconds", NULL,       FV_INT,   1, 1 << 20,            0, NULL,     "S",          "compare, -s auto: once a plan fits, no new candidate after S seconds (default: search them all)" },
+    { FLAG_CONTEXT_PARALLEL, "--context-parallel", NULL,   FV_INT,   1, MAX_RANKS_FLAG,     1, NULL,     "C",          "groups of C ranks inside a node share each micro-batch, S/C tokens each, K/V passed round the group (docs/context-parallel.md; default 1; compare and -s auto then do not search it)" },
     { FLAG_RECOMPUTE,  "--recompute",       NULL,          FV_NONE,  0, 0,                  0, NULL,     NULL,         "keep each layer's input and recompute one layer's activations just before its backward" },
     { FLAG_JSON,       "--json",            NULL,          FV_NONE,  0, 0,                  0, NULL,     NULL,         "plan, sim, compare: one JSON object on stdout" },
     { FLAG_FORCE,      "--force",           NULL,          FV_NONE,  0, 0,                  0, "emit",   NULL,         "emit: a plan that does not fit the devices' memory too" },

@@ -42,6 +42,8 @@ typedef struct Topology {
     Link net;           /* between nodes */
     int nics_per_node;
     int ndevices;       /* sum over nodes */
+    int group;          /* a topology of context-parallel groups (topology_groups): each device
+                           stands for this many of the cluster's; 0: the cluster's own devices */
 } Topology;
 
 /* Loads and checks path. On error returns -1 and writes one line to err:
@@ -61,6 +63,14 @@ void topology_free(Topology *t);
  * reaches TOPOLOGY_GPU_FP32_OF_BF16 in fp32; a CPU's rating is its fp32 rate either way. The
  * simulator's rates and the trainers' MFU start from it. */
 double topology_peak_flops(const DeviceType *d, int fp32);
+
+/* The topology a context-parallel plan is planned over (docs/context-parallel.md): each node's
+ * devices in consecutive groups of C, each group one device of out, whose port inside the node is
+ * its C members' ports together (C times the bandwidth: a transfer between two groups moves 1/C
+ * from each member to its peer); the network between nodes, its NICs and their bandwidth as they
+ * are (the bytes leaving a node do not change). C must divide every node's devices and, on a node
+ * of PCIe islands, an island's. 0, or -1 with one line in err naming --context-parallel. */
+int topology_groups(const Topology *t, int C, Topology *out, char *err, size_t errlen);
 
 /* Node of a global device index. */
 int topology_node_of(const Topology *t, int device);

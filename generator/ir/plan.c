@@ -54,6 +54,7 @@ void plan_free(Plan *p) {
     free(p->ranks); free(p->op_turn); free(p->chunks); free(p->groups);
     for (int i = 0; i < p->nsources; i++) free(p->sources[i]);
     free(p->strategy); free(p->notes); free(p->sources);
+    if (p->own_topo) { topology_free(p->own_topo); free(p->own_topo); }
     free(p);
 }
 
@@ -435,7 +436,7 @@ size_t plan_shard_elems(const Plan *p, int chunk, int nshards) {
 }
 
 size_t plan_act_bytes(const Plan *p) {
-    return (size_t)p->model.mbs * p->model.seq * p->model.hidden * wp_dtype_bytes(p->precision);
+    return wp_rank_tokens(&p->model) * p->model.hidden * wp_dtype_bytes(p->precision);
 }
 
 int plan_op_carries(const Plan *p, int rank, const Op *op) {

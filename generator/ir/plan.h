@@ -127,7 +127,8 @@ typedef struct PlanGroup {
 
 /* Per-op turn is kept while building; plan_finish sorts ops by turn (stable). */
 typedef struct Plan {
-    const Topology *topo;
+    const Topology *topo;   /* with model.cp > 1 a topology of context-parallel groups (topology_groups) */
+    Topology *own_topo;     /* that topology, when the plan owns it (make_plan); freed with the plan */
     WpConfig model;
     char *strategy;
     int nranks, replicas, nchunks, nturns;
@@ -195,7 +196,8 @@ void plan_traffic(const Plan *p, double *intra, double *inter);
 int op_format(const Plan *p, int rank, const Op *op, char *out, size_t len);
 size_t plan_chunk_params(const Plan *p, int chunk);  /* parameters of one chunk */
 size_t plan_chunk_bytes(const Plan *p, int chunk);   /* one chunk's parameters at 4 bytes (its fp32 master) */
-size_t plan_act_bytes(const Plan *p);                /* one activation, G*S*H elements at the precision */
+size_t plan_act_bytes(const Plan *p);                /* one activation a rank holds, G*S*H elements (a context-parallel
+                                                         * member's G*S/C*H) at the precision */
 /* One of nshards shards of n elements: split evenly, rounded up (the last shard is padded);
  * nshards < 1 counts as 1. */
 size_t shard_elems(size_t n, int nshards);

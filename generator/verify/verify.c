@@ -502,7 +502,8 @@ static int check_end(Verifier *V) {
  * copy), the most activations it keeps at once, and the workspace of the chunks it computes
  * (config.c's: the logits block only where the LM head runs) with, where gradients are bf16,
  * the fp32 staging gradient, and the room for transfers in another format than their buffers'
- * (both as the CUDA backend reserves them); by what holds it. */
+ * (both as the CUDA backend reserves them); by what holds it. A context-parallel plan's rank is
+ * a group: its figures are one member's. */
 static void account_memory(Verifier *V) {
     Plan *p = V->p;
     p->peak_mem = 0;
@@ -516,6 +517,10 @@ static void account_memory(Verifier *V) {
         PlanMem m = { .acts = V->rs[r].act_peak, .workspace = plan_workspace_bytes(p, computes) + plan_grad_stage_bytes(p, r)
                                                                       + plan_rank_xfer_bytes(p, r, WP_XFER_ALIGN) };
         for (int b = 0; b < rk->nbufs; b++) plan_buf_mem(&rk->bufs[b], &m);
+        /* a context-parallel group's master and AdamW state are sharded over its members, each
+         * updating the 1/C its reduce-scatter gives it (docs/context-parallel.md); the rest is
+         * a member's own (config.c's sizes are its share of the tokens already) */
+        m.masters /= (size_t)wp_cp(&p->model);
         rk->mem = m;
         rk->peak_mem = plan_mem_total(&m);
         if (rk->peak_mem > p->peak_mem) { p->peak_mem = rk->peak_mem; p->peak_rank = r; }

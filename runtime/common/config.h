@@ -37,7 +37,15 @@ typedef struct WpConfig {
     int tied;          /* tie_word_embeddings */
     int seq;           /* S: tokens per sequence */
     int mbs;           /* G: sequences per micro-batch */
+    int cp;            /* context parallelism: a group of cp ranks shares each micro-batch, a rank
+                          holding seq / cp of each sequence's tokens (docs/context-parallel.md);
+                          0 or 1: none. Every token-dependent size below is a rank's share. */
 } WpConfig;
+
+/* The context-parallel group size (1 where none), and a rank's tokens of one micro-batch:
+ * mbs * seq / cp. Every size of config.c that grows with the tokens starts from it. */
+static inline int wp_cp(const WpConfig *c) { return c->cp > 1 ? c->cp : 1; }
+static inline size_t wp_rank_tokens(const WpConfig *c) { return (size_t)c->mbs * c->seq / (size_t)wp_cp(c); }
 
 /* A chunk is layers [layer0, layer0 + nlayers); the first chunk also holds the embedding, the
  * last the final norm and the LM head. Its parameters are one contiguous float array in the
@@ -166,6 +174,8 @@ typedef enum {
     WP_WS_ROPE,      /* [S, hd/2] twice: RoPE's cos and sin        fp32 */
     WP_WS_LOGITS,    /* [wp_ce_block_tokens, V] a block of logits  fp32 */
     WP_WS_RESTASH,   /* recompute: one layer's stash, refilled before that layer's backward */
+    WP_WS_KV_RING,   /* context parallelism: the ring attention's blocks in flight, double-buffered:
+                        2 x (K, V, dK, dV) of a rank's T tokens, [T, kv*hd] each   activation */
     WP_WS_NPARTS
 } WpWorkspacePart;
 size_t wp_workspace_part_floats(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part);

@@ -171,7 +171,9 @@ WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recom
         [WC_WS_NORM] = (void **)&m->norm_partials, [WC_WS_LOSSES] = (void **)&m->losses,
         [WC_WS_SUMSQ] = (void **)&m->sumsq_partials,
     };
-    for (int i = 0; i < WC_WS_NPARTS; i++) *ptr[i] = m->block + ws.off[i];
+    /* a part without a pointer here (the ring attention's K/V blocks: context parallelism is
+     * not run yet) is empty at cp 1 */
+    for (int i = 0; i < WC_WS_NPARTS; i++) if (ptr[i]) *ptr[i] = m->block + ws.off[i];
     if (max_layers > 0) {
         size_t n = (size_t)c->seq * (c->head_dim / 2);
         m->sin_t = m->cos_t + n;
