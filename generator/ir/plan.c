@@ -463,6 +463,25 @@ size_t plan_carried_bytes(const Plan *p, int what, int chunk, int nshards) {
     return n * wp_dtype_bytes(plan_carried_dtype(p, what));
 }
 
+double plan_cp_ring_bytes(const Plan *p, const Op *op, double *steps) {
+    int C = wp_cp(&p->model);
+    *steps = 0;
+    if (C == 1 || !op_is_compute(op->kind)) return 0;
+    const OpInfo *in = op_info(op->kind);
+    /* forward passes (K, V) and input-gradient passes (K, V, dK, dV): BWD_W computes no attention */
+    double fwd = op->kind == OP_FWD ? 1 : op->kind == OP_BWD_W ? 0 : p->recompute ? in->recompute_units : 0;
+    double bwd = op->kind == OP_BWD || op->kind == OP_BWD_B;
+    double per = (double)p->chunks[op->chunk].nlayers * (C - 1);
+    double block = (double)wp_rank_tokens(&p->model) * p->model.kv_heads * p->model.head_dim * wp_dtype_bytes(p->precision);
+    *steps = per * (fwd + bwd);
+    return per * (fwd * 2 * block + bwd * 4 * block);
+}
+
+double plan_cp_gather_bytes(const Plan *p, double bytes) {
+    int C = wp_cp(&p->model);
+    return bytes * (C - 1) / C;
+}
+
 size_t plan_buf_mem(const PlanBuf *b, PlanMem *m) {
     size_t n = b->bytes;
     if (b->kind == BUF_D) m->grads += b->bytes;

@@ -191,6 +191,10 @@ int plan_verify(Plan *p, char *err, size_t errlen);
 /* Bytes moved in one step, summed over ranks, split by whether the link leaves the node;
  * collectives counted as NCCL's ring algorithms move them (sim/traffic.c, sim/collective.h). */
 void plan_traffic(const Plan *p, double *intra, double *inter);
+/* Of that, what a context-parallel plan adds inside the nodes (docs/context-parallel.md): every
+ * member's ring attention blocks and the all-gathers and reduce-scatters inside the groups that
+ * W and D transfers and collectives take; between the nodes it moves the group plan's bytes. */
+double plan_cp_traffic(const Plan *p);
 
 /* One line, "FWD chunk 3 mb 5 with w0", as the row's format says; returns what snprintf does. */
 int op_format(const Plan *p, int rank, const Op *op, char *out, size_t len);
@@ -214,6 +218,16 @@ WpDtype plan_carried_dtype(const Plan *p, int what);
  * D, one activation or activation gradient for A and G, the V*H embedding for T (chunk and
  * nshards unused for A, G and T). */
 size_t plan_carried_bytes(const Plan *p, int what, int chunk, int nshards);
+
+/* Context parallelism (docs/context-parallel.md): what one member of a group of C moves inside its
+ * group beside the group plan's operations. The ring attention of a compute operation: per layer
+ * C-1 steps, each passing a block of S/C tokens' K and V (a forward pass) or K, V, dK and dV (a
+ * backward's input-gradient pass) at the precision; *steps the steps, the bytes one member sends
+ * (and receives) in all. 0 for other operations and where cp is 1. */
+double plan_cp_ring_bytes(const Plan *p, const Op *op, double *steps);
+/* The all-gather (a W) or reduce-scatter (a D) inside the group that a W or D transfer or
+ * collective of `bytes` (the group's, plan_carried_bytes) takes: (C-1)/C of it per member. */
+double plan_cp_gather_bytes(const Plan *p, double bytes);
 
 /* Adds the memory one buffer takes on its rank to m: its elements, and a master's AdamW state and
  * working copy. Returns the bytes added. */

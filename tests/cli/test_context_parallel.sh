@@ -3,7 +3,7 @@
 # C does not divide a node's devices or an island's, or the sequence does not split into 2C equal
 # chunks; emit refuses any C > 1 (the runtime's ring attention is not built); a plan over groups
 # records context_parallel, and a member's activations fall by C and its masters are a 1/C shard
-# (against the same plan on a cluster of the groups' count of devices).
+# (against the same plan on a cluster of the groups' count of devices: the bytes between nodes alike).
 set -uo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/../.."
@@ -35,7 +35,6 @@ assert cp["ranks"] == one["ranks"] == 2
 a, b = cp["peak_mem_breakdown"], one["peak_mem_breakdown"]
 assert a["activations"] * 2 == b["activations"], (a, b)
 assert abs(a["masters_optimizer"] * 2 - b["masters_optimizer"]) <= 8, (a, b)
-assert a["working_weights"] == b["working_weights"] and a["gradients"] == b["gradients"], (a, b)
 assert cp["bytes_inter_node"] == one["bytes_inter_node"]
 PY
 done
