@@ -217,15 +217,16 @@ int cmd_compare(const Args *a) {
         /* the label says where the search moved off the flags: /rN replicas, /2c twice the chunks, /rc
          * recomputation, and what the strategy's declared label says of its own options */
         char extra[200] = "", head[160] = "", tail[160] = "";
+        char cp[16] = "";   /* /cp8: groups of 8 devices share each micro-batch (docs/context-parallel.md) */
+        if (!c[i].rc && c[i].o.context_parallel > 1) snprintf(cp, sizeof cp, "/cp%d", c[i].o.context_parallel);
         if (!c[i].rc) {
             cand_label(&c[i], &o, !strcmp(names[i], "auto") ? "auto-row" : "row", tail, sizeof tail);
             if (strcmp(names[i], "auto")) cand_label(&c[i], &o, "name", head, sizeof head);
-            snprintf(extra, sizeof extra, "%s%.0d%s%s%s", c[i].o.replicas != o.replicas ? "/r" : "", c[i].o.replicas != o.replicas ? c[i].o.replicas : 0,
+            snprintf(extra, sizeof extra, "%s%s%.0d%s%s%s", cp, c[i].o.replicas != o.replicas ? "/r" : "", c[i].o.replicas != o.replicas ? c[i].o.replicas : 0,
                      c[i].o.chunks != o.chunks ? "/2c" : "", c[i].o.recompute != o.recompute ? "/rc" : "", tail);
         }
         if (!strcmp(names[i], "auto") && !c[i].rc)
-            snprintf(shown[i], sizeof shown[i], "auto=%s/r%d%s%s%s", c[i].strategy, c[i].o.replicas, c[i].o.chunks ? "/2c" : "",
-                     c[i].o.recompute ? "/rc" : "", tail);
+            snprintf(shown[i], sizeof shown[i], "auto=%s%s/r%d%s%s%s", c[i].strategy, cp, c[i].o.replicas, c[i].o.chunks ? "/2c" : "", c[i].o.recompute ? "/rc" : "", tail);
         else snprintf(shown[i], sizeof shown[i], "%.63s%s%s", names[i], head, extra);
         if ((int)strlen(shown[i]) > width) width = (int)strlen(shown[i]);
     }

@@ -43,7 +43,9 @@ StrategyOpts opts_of(const Args *a, const Topology *topo) {
 }
 
 SearchSpec search_spec_of(const Args *a, const Topology *topo) {
+    /* emit runs no context-parallel plan yet: its -s auto keeps C = 1 unless told otherwise */
     SearchSpec sp = { .base = opts_of(a, topo), .fixed_replicas = a->set_replicas, .fixed_chunks = a->set_chunks,
+                      .fixed_context_parallel = a->set_context_parallel || !strcmp(a->cmd, "emit"),
                       .fixed_precision = a->precision != NULL, .fixed_grad_precision = a->grad_precision != NULL,
                       .search_seconds = a->search_seconds, .calib = a->calib,
                       .strategies = strcmp(a->cmd, "compare") ? a->strategies : NULL };

@@ -463,18 +463,23 @@ size_t plan_carried_bytes(const Plan *p, int what, int chunk, int nshards) {
     return n * wp_dtype_bytes(plan_carried_dtype(p, what));
 }
 
-double plan_cp_ring_bytes(const Plan *p, const Op *op, double *steps) {
-    int C = wp_cp(&p->model);
+double cp_ring_bytes(const WpConfig *m, WpDtype prec, int nlayers, int kind, int recompute, double *steps) {
+    int C = wp_cp(m);
     *steps = 0;
-    if (C == 1 || !op_is_compute(op->kind)) return 0;
-    const OpInfo *in = op_info(op->kind);
+    if (C == 1 || !op_is_compute(kind)) return 0;
     /* forward passes (K, V) and input-gradient passes (K, V, dK, dV): BWD_W computes no attention */
-    double fwd = op->kind == OP_FWD ? 1 : op->kind == OP_BWD_W ? 0 : p->recompute ? in->recompute_units : 0;
-    double bwd = op->kind == OP_BWD || op->kind == OP_BWD_B;
-    double per = (double)p->chunks[op->chunk].nlayers * (C - 1);
-    double block = (double)wp_rank_tokens(&p->model) * p->model.kv_heads * p->model.head_dim * wp_dtype_bytes(p->precision);
+    double fwd = kind == OP_FWD ? 1 : kind == OP_BWD_W ? 0 : recompute ? op_info(kind)->recompute_units : 0;
+    double bwd = kind == OP_BWD || kind == OP_BWD_B;
+    double per = (double)nlayers * (C - 1);
+    double block = (double)wp_rank_tokens(m) * m->kv_heads * m->head_dim * wp_dtype_bytes(prec);
     *steps = per * (fwd + bwd);
     return per * (fwd * 2 * block + bwd * 4 * block);
+}
+
+double plan_cp_ring_bytes(const Plan *p, const Op *op, double *steps) {
+    *steps = 0;
+    if (!op_is_compute(op->kind)) return 0;
+    return cp_ring_bytes(&p->model, p->precision, p->chunks[op->chunk].nlayers, op->kind, p->recompute, steps);
 }
 
 double plan_cp_gather_bytes(const Plan *p, double bytes) {

@@ -225,6 +225,8 @@ size_t plan_carried_bytes(const Plan *p, int what, int chunk, int nshards);
  * backward's input-gradient pass) at the precision; *steps the steps, the bytes one member sends
  * (and receives) in all. 0 for other operations and where cp is 1. */
 double plan_cp_ring_bytes(const Plan *p, const Op *op, double *steps);
+/* The same for a compute operation of kind on nlayers layers of model m (the search's bounds). */
+double cp_ring_bytes(const WpConfig *m, WpDtype prec, int nlayers, int kind, int recompute, double *steps);
 /* The all-gather (a W) or reduce-scatter (a D) inside the group that a W or D transfer or
  * collective of `bytes` (the group's, plan_carried_bytes) takes: (C-1)/C of it per member. */
 double plan_cp_gather_bytes(const Plan *p, double bytes);

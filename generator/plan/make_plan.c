@@ -24,7 +24,13 @@ int make_plan(const char *strategy, const Topology *topo, const WpConfig *model,
     Topology *groups = NULL;
     WpConfig m = *model;
     m.cp = C;
+    StrategyOpts og = *o;
     if (C > 1) {
+        /* the step's batch stays the devices' (--micro-batches per device): a group of C runs C
+         * times as many micro-batches, each of them shared by its members (so plans of every C
+         * compare step for step) */
+        og.micro_batches = o->micro_batches * C;
+        o = &og;
         groups = calloc(1, sizeof *groups);
         if (!groups) { snprintf(err, errlen, "out of memory"); return EXIT_BAD_PLAN_INPUT; }
         if (cp_check(topo, model, C, groups, err, errlen)) { free(groups); return EXIT_BAD_PLAN_INPUT; }
