@@ -61,8 +61,9 @@ static void run_case(const Case *k) {
     WpConfig model;
     if (load_case(k, &topo, &model, name, sizeof name)) return;
     model.tied = tied_models;
+    /* the candidates enumerated here are of C = 1 (tests/search/test_cp_search.sh checks the search over C) */
     Args a = { .cmd = "sim", .strategy = "auto", .backend = backend_default(BACKEND_COMPUTE), .comm = backend_default(BACKEND_COMM),
-               .micro_batches = k->micro_batches, .replicas = 1 };
+               .micro_batches = k->micro_batches, .replicas = 1, .context_parallel = 1, .set_context_parallel = 1 };
     char names[32][64];
     int ns = shipped_strategies(names, 32);
     SearchResult all, each;
@@ -211,8 +212,9 @@ static void ends_bounds(const Case *k, int tied) {
     WpConfig model;
     if (load_case(k, &topo, &model, name, sizeof name)) return;
     model.tied = tied;
+    /* the candidates enumerated here are of C = 1 (tests/search/test_cp_search.sh checks the search over C) */
     Args a = { .cmd = "sim", .strategy = "auto", .backend = backend_default(BACKEND_COMPUTE), .comm = backend_default(BACKEND_COMM),
-               .micro_batches = k->micro_batches, .replicas = 1 };
+               .micro_batches = k->micro_batches, .replicas = 1, .context_parallel = 1, .set_context_parallel = 1 };
     StrategyOpts base = opts_of(&a, &topo);
     if (!tied) opts_set_bool(&base, "replicate_ends", 1);
     const char *names[] = { "weipipe-interleave", "weipipe-naive", "weipipe-zb1", "weipipe-zb2" };
