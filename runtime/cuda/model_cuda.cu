@@ -167,7 +167,7 @@ WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recom
         [WP_WS_XN] = (void **)&m->xn, [WP_WS_H] = (void **)&m->h, [WP_WS_DH] = (void **)&m->dh,
         [WP_WS_DGU] = (void **)&m->dgu, [WP_WS_DXN] = (void **)&m->dxn, [WP_WS_DRES] = (void **)&m->dres,
         [WP_WS_DATT] = (void **)&m->datt, [WP_WS_DQKV] = (void **)&m->dqkv, [WP_WS_ROPE] = (void **)&m->cos_t,
-        [WP_WS_LOGITS] = (void **)&m->logits, [WP_WS_RESTASH] = (void **)&m->restash,
+        [WP_WS_LOGITS] = (void **)&m->logits, [WP_WS_RESTASH] = (void **)&m->restash, [WP_WS_KV_RING] = NULL,
         [WC_WS_NORM] = (void **)&m->norm_partials, [WC_WS_LOSSES] = (void **)&m->losses,
         [WC_WS_SUMSQ] = (void **)&m->sumsq_partials,
     };
