@@ -26,12 +26,13 @@ expect 2 "emit: --context-parallel 2: context-parallel plans cannot be emitted y
 sed 's/"devices": 4/"devices": 2/; s/"bw_GBps": 10,/"bw_GBps": 20,/' topologies/cpu-1x4.json >"$tmp/1x2.json"
 for s in weipipe-interleave 1f1b fsdp; do
     "$wpgen" plan -t topologies/cpu-1x4.json -m tiny -s $s --context-parallel 2 --json >"$tmp/cp.json" 2>"$tmp/err" || { bad "$s cp2: $(cat "$tmp/err")"; continue; }
-    "$wpgen" plan -t "$tmp/1x2.json" -m tiny -s $s --json >"$tmp/one.json" 2>"$tmp/err" || { bad "$s 1x2: $(cat "$tmp/err")"; continue; }
+    # (a group runs C x --micro-batches: the step's batch stays the devices')
+    "$wpgen" plan -t "$tmp/1x2.json" -m tiny -s $s --micro-batches 8 --json >"$tmp/one.json" 2>"$tmp/err" || { bad "$s 1x2: $(cat "$tmp/err")"; continue; }
     python3 - "$tmp/cp.json" "$tmp/one.json" <<'PY' && ok || bad "$s: a member's memory against the group plan's"
 import json, sys
 cp, one = (json.load(open(f)) for f in sys.argv[1:])
 assert cp["context_parallel"] == 2 and one["context_parallel"] == 1, (cp["context_parallel"], one["context_parallel"])
-assert cp["ranks"] == one["ranks"] == 2
+assert cp["ranks"] == one["ranks"] == 2 and cp["micro_batches"] == one["micro_batches"] == 16
 a, b = cp["peak_mem_breakdown"], one["peak_mem_breakdown"]
 assert a["activations"] * 2 == b["activations"], (a, b)
 assert abs(a["masters_optimizer"] * 2 - b["masters_optimizer"]) <= 8, (a, b)
