@@ -513,7 +513,6 @@ int topology_groups(const Topology *t, int C, Topology *out, char *err, size_t e
         return -1;
     }
     *out = *t;
-    out->group = C;
     out->name = strdup(t->name ? t->name : "");
     out->path = t->path ? strdup(t->path) : NULL;
     out->types = calloc((size_t)t->ntypes, sizeof *out->types);

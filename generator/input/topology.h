@@ -42,8 +42,6 @@ typedef struct Topology {
     Link net;           /* between nodes */
     int nics_per_node;
     int ndevices;       /* sum over nodes */
-    int group;          /* a topology of context-parallel groups (topology_groups): each device
-                           stands for this many of the cluster's; 0: the cluster's own devices */
 } Topology;
 
 /* Loads and checks path. On error returns -1 and writes one line to err:
