@@ -41,7 +41,8 @@ printf '%-5s %-6s %-3s | %9s %9s %9s | %9s %9s %9s | %13s %13s | %s\n' H S G "1F
 printf '%-16s | %29s | %29s | %13s %13s |\n' "" "paper, tokens/s per GPU" "ours (simulated)" "ours (paper)" "ours (paper)"
 within=0; ranked=0; both=0; total=0
 while read -r H S G p1 pf pw; do
-    args=(-t "$topo" -m "llama-h$H" --seq "$S" --micro-batch-size "$G" --recompute --replicas 1 "${mb[@]}" ${EXTRA:-} --json)
+    # the paper's setup: no context parallelism (compare would search it)
+    args=(-t "$topo" -m "llama-h$H" --seq "$S" --micro-batch-size "$G" --recompute --replicas 1 --context-parallel 1 "${mb[@]}" ${EXTRA:-} --json)
     # the paper's one chunk per rank (compare also tries twice the chunks where not given:
     # interleaved 1F1B, a longer ring)
     out=$("$wpgen" compare "${args[@]}" --chunks 16 --strategies 1f1b,weipipe-interleave ${WEIPIPE_FLAGS:-} 2>&1) ||

@@ -53,9 +53,14 @@ static int rebuild(CalibRun *r, char *err, size_t errlen) {
     r->model.mlp_tile = tile ? (int)json_integer_value(tile) : r->model.seq * r->model.mbs;
     snprintf(r->model_name, sizeof r->model_name, "%s", json_string_value(json_object_get(model, "name")) ? json_string_value(json_object_get(model, "name")) : "model");
     if (model_check(&r->model, merr, sizeof merr)) { snprintf(err, errlen, "%s: model: %s", r->plan_path, merr); goto done; }
-    StrategyOpts o = { .micro_batches = (int)json_integer_value(mbr), .replicas = (int)json_integer_value(rep),
+    /* context_parallel: absent from plan.json files written before it (1); a group's micro-batches are
+     * C times the flag's (make_plan) */
+    json_t *cpj = json_object_get(pj, "context_parallel");
+    int cp = json_is_integer(cpj) && json_integer_value(cpj) > 1 ? (int)json_integer_value(cpj) : 1;
+    StrategyOpts o = { .micro_batches = (int)json_integer_value(mbr) / cp, .replicas = (int)json_integer_value(rep),
                        .recompute = !json_is_true(json_object_get(pj, "recompute")) ? WP_KEEP_ALL
-                                    : json_is_true(json_object_get(pj, "offload_activations")) ? WP_RECOMPUTE_OFFLOAD : WP_RECOMPUTE };
+                                    : json_is_true(json_object_get(pj, "offload_activations")) ? WP_RECOMPUTE_OFFLOAD : WP_RECOMPUTE,
+                       .context_parallel = cp };
     /* the strategy's options its notes record, as its declaration says (from_notes) */
     decl_from_notes(strategy_decl(strategy), json_string_value(json_object_get(pj, "notes")), &o);
     if (wp_dtype_parse(prec, &o.precision) || wp_dtype_parse(gprec, &o.grad_precision)) {

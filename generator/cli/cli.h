@@ -36,6 +36,7 @@ typedef struct Args {
     int set_micro_batches, set_replicas, set_chunks;   /* given on the command line (auto keeps them) */
     double tokens;          /* --tokens: the training budget the prediction is turned into (budget.c); 0: none */
     double gpu_hour_price;  /* --gpu-hour-price: per device and hour; < 0: none */
+    int context_parallel, set_context_parallel;   /* --context-parallel C (0: not given, 1) */
     const char *calib_path;    /* --calibration FILE (plan, emit, sim, compare) */
     const Calibration *calib;  /* loaded by main.c; NULL: the cost table's defaults */
     int argc;               /* the command line, for plan.json's "command" (wpgen replan reads it) */
@@ -46,7 +47,7 @@ typedef struct Args {
 typedef enum {
     FLAG_TOPO, FLAG_MODEL, FLAG_STRATEGY, FLAG_OUT, FLAG_BACKEND, FLAG_COMM, FLAG_SEQ, FLAG_MBS, FLAG_MLP_TILE, FLAG_MICRO_BATCHES,
     FLAG_REPLICAS, FLAG_CHUNKS, FLAG_PRECISION, FLAG_GRAD_PRECISION, FLAG_WEIGHT_WIRE, FLAG_CALIBRATION, FLAG_STRATEGIES,
-    FLAG_TRACE, FLAG_SVG, FLAG_LUA_MIB, FLAG_LUA_MINSTR, FLAG_LUA_SECONDS, FLAG_SEARCH_SECONDS, FLAG_RECOMPUTE, FLAG_OFFLOAD, FLAG_JSON,
+    FLAG_TRACE, FLAG_SVG, FLAG_LUA_MIB, FLAG_LUA_MINSTR, FLAG_LUA_SECONDS, FLAG_SEARCH_SECONDS, FLAG_CONTEXT_PARALLEL, FLAG_RECOMPUTE, FLAG_OFFLOAD, FLAG_JSON,
     FLAG_FORCE, FLAG_TOKENS, FLAG_PRICE, FLAG_HELP, FLAG_COUNT
 } FlagId;
 /* How a flag's value reads: FV_NONE a switch (no value), FV_TEXT as given (a path, a name),

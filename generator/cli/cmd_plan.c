@@ -25,11 +25,13 @@ int cmd_plan(const Args *a, int emit) {
     if (rc == 0 && !p && (rc = make_plan(is_auto ? best.strategy : a->strategy, &topo, &model, name, is_auto ? &best.o : &o, &p, err, sizeof err)))
         fprintf(stderr, "wpgen: %s\n", err);
     if (rc == 0 && is_auto) {
-        char after[200];
+        char after[200], cp[48] = "";
         cand_label(&best, &o, "picked-after", after, sizeof after);
-        fprintf(stderr, "wpgen: auto picked %s, %d replica%s, %s chunks%s%s: %s\n", best.strategy, best.o.replicas,
-                best.o.replicas > 1 ? "s" : "", best.o.chunks ? "twice the default" : "default", best.o.recompute == WP_RECOMPUTE_OFFLOAD ? ", recomputation, offload" : best.o.recompute ? ", recomputation" : "",
-                after, best.why);
+        if (best.o.context_parallel > 1) snprintf(cp, sizeof cp, ", context parallel %d", best.o.context_parallel);
+        fprintf(stderr, "wpgen: auto picked %s, %d replica%s, %s chunks%s%s%s: %s\n", best.strategy, best.o.replicas,
+                best.o.replicas > 1 ? "s" : "", best.o.chunks ? "twice the default" : "default",
+                best.o.recompute == WP_RECOMPUTE_OFFLOAD ? ", recomputation, offload" : best.o.recompute ? ", recomputation" : "",
+                cp, after, best.why);
         char rates[600];
         TrustRates tr = trust_rates(a->calib, a->calib_path, &topo);
         trust_describe(&tr, rates, sizeof rates);
@@ -46,6 +48,11 @@ int cmd_plan(const Args *a, int emit) {
         int fits = plan_fits(p);
         if (emit) {
             if (!a->out) rc = bad("emit: -o DIR is required%s%s", "", "");
+            else if (wp_cp(&p->model) > 1) {
+                char c[16];
+                snprintf(c, sizeof c, "%d", wp_cp(&p->model));
+                rc = bad("emit: --context-parallel %s: context-parallel plans cannot be emitted yet: the runtime's ring attention is not built (plan, sim and compare cost them: docs/context-parallel.md)%s", c, "");
+            }
             else if (!fits && !a->force) {
                 /* a program that would run out of memory: nothing is written, unless asked */
                 plan_misfit(p, err, sizeof err);

@@ -21,6 +21,7 @@ static void sim_json_add(json_t *o, const Plan *p, const SimResult *s) {
     json_object_set_new(o, "recompute", json_boolean(p->recompute));
     json_object_set_new(o, "offload_activations", json_boolean(p->recompute == WP_RECOMPUTE_OFFLOAD));
     json_object_set_new(o, "offload_exposed_s_per_rank", json_real(s->offload_exposed_s / p->nranks));
+    json_object_set_new(o, "context_parallel", json_integer(wp_cp(&p->model)));
     json_t *links = json_object();
     for (int l = 0; l < LINK__COUNT; l++)
         if (s->link_bytes[l] > 0) json_object_set_new(links, link_type_name((LinkType)l), json_real(s->link_bytes[l]));
@@ -232,14 +233,16 @@ int cmd_compare(const Args *a) {
         int rc_ = c[i].o.recompute;   /* /rc recomputation, /off offload (which is with it) */
         const char *rec = rc_ == o.recompute ? "" : rc_ == WP_RECOMPUTE ? "/rc" : o.recompute ? "/off" : "/rc/off";
         const char *rec_any = rc_ == WP_RECOMPUTE_OFFLOAD ? "/rc/off" : rc_ ? "/rc" : "";
+        char cp[16] = "";   /* /cp8: groups of 8 devices share each micro-batch (docs/context-parallel.md) */
+        if (!c[i].rc && c[i].o.context_parallel > 1) snprintf(cp, sizeof cp, "/cp%d", c[i].o.context_parallel);
         if (!c[i].rc) {
             cand_label(&c[i], &o, !strcmp(names[i], "auto") ? "auto-row" : "row", tail, sizeof tail);
             if (strcmp(names[i], "auto")) cand_label(&c[i], &o, "name", head, sizeof head);
-            snprintf(extra, sizeof extra, "%s%.0d%s%s%s", c[i].o.replicas != o.replicas ? "/r" : "", c[i].o.replicas != o.replicas ? c[i].o.replicas : 0,
+            snprintf(extra, sizeof extra, "%s%s%.0d%s%s%s", cp, c[i].o.replicas != o.replicas ? "/r" : "", c[i].o.replicas != o.replicas ? c[i].o.replicas : 0,
                      c[i].o.chunks != o.chunks ? "/2c" : "", rec, tail);
         }
         if (!strcmp(names[i], "auto") && !c[i].rc)
-            snprintf(shown[i], sizeof shown[i], "auto=%s/r%d%s%s%s", c[i].strategy, c[i].o.replicas, c[i].o.chunks ? "/2c" : "",
+            snprintf(shown[i], sizeof shown[i], "auto=%s%s/r%d%s%s%s", c[i].strategy, cp, c[i].o.replicas, c[i].o.chunks ? "/2c" : "",
                      rec_any, tail);
         else snprintf(shown[i], sizeof shown[i], "%.63s%s%s", names[i], head, extra);
         if ((int)strlen(shown[i]) > width) width = (int)strlen(shown[i]);

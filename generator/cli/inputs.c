@@ -6,6 +6,7 @@
 #include "input/topology.h"
 #include "common/modelcfg.h"
 #include "cli/cli.h"
+#include "plan/make_plan.h"
 
 int bad(const char *fmt, const char *a, const char *b) {
     fprintf(stderr, "wpgen: ");
@@ -31,7 +32,7 @@ static WpDtype default_precision(const Args *a, const Topology *topo) {
  * only round differently (wp-ref fp32 1.712, bf16 1.677). */
 StrategyOpts opts_of(const Args *a, const Topology *topo) {
     StrategyOpts o = { .micro_batches = a->micro_batches, .replicas = a->replicas, .chunks = a->chunks,
-                       .recompute = a->recompute ? (a->offload ? WP_RECOMPUTE_OFFLOAD : WP_RECOMPUTE) : WP_KEEP_ALL, .lua_max_mib = a->lua_max_mib, .lua_max_minstr = a->lua_max_minstr, .lua_max_seconds = a->lua_max_seconds,
+                       .recompute = a->recompute ? (a->offload ? WP_RECOMPUTE_OFFLOAD : WP_RECOMPUTE) : WP_KEEP_ALL, .context_parallel = a->context_parallel > 1 ? a->context_parallel : 1, .lua_max_mib = a->lua_max_mib, .lua_max_minstr = a->lua_max_minstr, .lua_max_seconds = a->lua_max_seconds,
                        .precision = default_precision(a, topo) };
     for (int i = 0; i < a->ngiven; i++) opts_set(&o, &a->given[i]);
     if (a->precision) wp_dtype_parse(a->precision, &o.precision);   /* checked by main.c */
@@ -42,7 +43,9 @@ StrategyOpts opts_of(const Args *a, const Topology *topo) {
 }
 
 SearchSpec search_spec_of(const Args *a, const Topology *topo) {
+    /* emit runs no context-parallel plan yet: its -s auto keeps C = 1 unless told otherwise */
     SearchSpec sp = { .base = opts_of(a, topo), .fixed_replicas = a->set_replicas, .fixed_chunks = a->set_chunks,
+                      .fixed_context_parallel = a->set_context_parallel || !strcmp(a->cmd, "emit"),
                       .fixed_precision = a->precision != NULL, .fixed_grad_precision = a->grad_precision != NULL,
                       .search_seconds = a->search_seconds, .calib = a->calib,
                       .strategies = strcmp(a->cmd, "compare") ? a->strategies : NULL };
@@ -72,5 +75,13 @@ int load_inputs(const Args *a, Topology *topo, WpConfig *model, char *name, size
     if (a->mbs) model->mbs = a->mbs;
     if (a->mlp_tile) model->mlp_tile = a->mlp_tile;
     if (model_check(model, err, sizeof err)) { topology_free(topo); return bad("%s%s", err, ""); }
+    /* a group size the cluster or the sequence cannot take is the flag's error, before any
+     * strategy (compare and -s auto would else report every strategy refused) */
+    Topology groups;
+    if (a->context_parallel > 1 && cp_check(topo, model, a->context_parallel, &groups, err, sizeof err)) {
+        topology_free(topo);
+        return bad("%s%s", err, "");
+    }
+    if (a->context_parallel > 1) topology_free(&groups);
     return 0;
 }

@@ -154,6 +154,7 @@ static int parse_args(int argc, char **argv, Args *a) {
         case FLAG_STRATEGIES: a->strategies = v; break;   /* compare; plan, emit and sim with -s auto */
         case FLAG_RECOMPUTE: a->recompute = 1; break;
         case FLAG_OFFLOAD: a->offload = 1; break;
+        case FLAG_CONTEXT_PARALLEL: a->context_parallel = iv; a->set_context_parallel = 1; break;
         case FLAG_LUA_MIB: a->lua_max_mib = iv; break;
         case FLAG_LUA_MINSTR: a->lua_max_minstr = iv; break;
         case FLAG_LUA_SECONDS: a->lua_max_seconds = iv; break;

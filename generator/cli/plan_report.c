@@ -21,6 +21,9 @@ void print_summary(const Plan *p, const char *model_name, double intra, double i
     printf("strategy    %s\n", p->strategy);
     printf("cluster     %s: %d ranks on %d nodes, %d replica%s of %d\n", t->name, p->nranks, t->nnodes, p->replicas,
            p->replicas > 1 ? "s" : "", p->nranks / p->replicas);
+    if (wp_cp(&p->model) > 1)
+        printf("context     parallel %d: each rank is a group of %d devices of a node sharing each micro-batch, %zu tokens each; figures per member (docs/context-parallel.md)\n",
+               wp_cp(&p->model), wp_cp(&p->model), wp_rank_tokens(&p->model));
     printf("model       %s: H=%d, %d layers, %d heads (%d kv), seq %d, %d sequence%s per micro-batch\n", model_name,
            p->model.hidden, p->model.layers, p->model.heads, p->model.kv_heads, p->model.seq, p->model.mbs,
            p->model.mbs > 1 ? "s" : "");
@@ -74,6 +77,7 @@ json_t *plan_json(const Plan *p, double intra, double inter, int fits) {
     json_object_set_new(o, "ranks", json_integer(p->nranks));
     json_object_set_new(o, "nodes", json_integer(p->topo->nnodes));
     json_object_set_new(o, "replicas", json_integer(p->replicas));
+    json_object_set_new(o, "context_parallel", json_integer(wp_cp(&p->model)));
     json_object_set_new(o, "chunks", json_integer(p->nchunks));
     json_object_set_new(o, "micro_batches_per_rank", json_integer(p->micro_batches));
     json_object_set_new(o, "micro_batches", json_integer(p->total_mbs));

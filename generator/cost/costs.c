@@ -91,7 +91,7 @@ CostRates cost_rates_of(const double c[COST__COUNT]) {
     return r;
 }
 
-/* The forward of a chunk: its products (m tokens, n outputs, k inputs; q, k, v, o, gate, up,
+/* The forward of a chunk (a context-parallel member's: its S/C tokens): its products (m tokens, n outputs, k inputs; q, k, v, o, gate, up,
  * down per layer, the LM head in the last chunk; the products wp_chunk_fwd_flops counts), its
  * attention (the same S^2 terms) and its elementwise bytes: per token and layer two RMSNorms (read
  * and write H each), two residual adds (3H each), RoPE on q and k (read and write), attention's
@@ -104,7 +104,7 @@ CostRates cost_rates_of(const double c[COST__COUNT]) {
  * 4096 tokens keeps 99.5% of the rate, one of 64 tokens 74%. */
 static void forward_parts(const WpConfig *m, int nlayers, int first, int last, double act_bytes, double *mm, double *calls,
                           double *attn, double *bytes) {
-    double T = (double)m->mbs * m->seq, H = m->hidden, F = m->ffn, V = m->vocab;
+    double T = (double)wp_rank_tokens(m), H = m->hidden, F = m->ffn, V = m->vocab;
     double q = (double)m->heads * m->head_dim, kv = (double)m->kv_heads * m->head_dim, S = m->seq;
     double mnk[] = { T * q * H, T * kv * H, T * kv * H, T * H * q, T * F * H, T * F * H, T * H * F };
     double layer_mm = 0;
@@ -112,7 +112,8 @@ static void forward_parts(const WpConfig *m, int nlayers, int first, int last, d
     *mm = nlayers * layer_mm + (last ? 2 * T * H * V : 0);
     double tile = wp_mlp_tile_tokens(m), tiles = ceil(T / (tile > 0 ? tile : 1));
     *calls = nlayers * (4.0 + 3.0 * tiles) + (last ? 1 : 0);
-    *attn = nlayers * (double)m->mbs * m->heads * (S * (S + 1) / 2) * 4.0 * m->head_dim;
+    /* a context-parallel member's share of the causal pairs: 1/C of them in the balanced layout */
+    *attn = nlayers * (double)m->mbs * m->heads * (S * (S + 1) / 2) * 4.0 * m->head_dim / wp_cp(m);
     double per_layer = 2 * 2 * H + 2 * 3 * H + 2 * (q + kv) + (2 * q + 2 * kv) + 3 * F;
     *bytes = act_bytes * T * (nlayers * per_layer + (first ? H : 0) + (last ? 2 * H + 3 * V : 0));
 }
@@ -149,7 +150,7 @@ void cost_compute_features(const WpConfig *m, int chunk, int layer0, int nlayers
     case OP_FREE: case OP__COUNT: return;
     }
     int last = chunk == nchunks - 1, again = last && kind != OP_FWD;
-    double T = (double)m->mbs * m->seq;
+    double T = (double)wp_rank_tokens(m);
     f[COST_MM_FLOPS] = (fwd + mm_bwd) * mm + (again ? 2 * T * m->hidden * m->vocab : 0);
     f[COST_MM_CALLS] = (fwd + mm_bwd) * calls + again;
     f[COST_ATTN_FWD] = fwd * attn;

@@ -47,7 +47,8 @@ double trust_mfu(const Plan *p, double step_time) {
     double peak = 0;
     for (int r = 0; r < p->nranks; r++) {
         int node = topology_node_of(t, p->ranks[r].device);
-        if (node >= 0) peak += topology_peak_flops(&t->types[t->nodes[node].type], p->precision == WP_FP32);
+        /* a context-parallel rank is a group of cp devices */
+        if (node >= 0) peak += wp_cp(&p->model) * topology_peak_flops(&t->types[t->nodes[node].type], p->precision == WP_FP32);
     }
     double tokens = (double)p->total_mbs * p->model.mbs * p->model.seq;
     double flops = wp_model_flops_per_token(&p->model, p->model.seq) * tokens;

@@ -57,6 +57,7 @@ uint64_t plan_hash(const Plan *p) {
         if (ch->replicated) fnv_int(&f, -1);   /* only where set: the hashes of other plans stay as they were */
     }
     if (p->weight_wire_fp32) fnv_str(&f, "weight wire fp32");   /* the same */
+    if (wp_cp(&p->model) > 1) { fnv_str(&f, "context parallel"); fnv_int(&f, wp_cp(&p->model)); }   /* the same */
     fnv_int(&f, p->ngroups);
     for (int g = 0; g < p->ngroups; g++) {
         fnv_int(&f, p->groups[g].n);
@@ -411,6 +412,7 @@ int emit_json_head(FILE *f, const Plan *p, const EmitInfo *info, const char *has
     if (!rc) rc = put_value(f, "micro_batches", json_integer(p->total_mbs), 0);
     if (!rc) rc = put_value(f, "recompute", json_boolean(p->recompute), 0);
     if (!rc) rc = put_value(f, "offload_activations", json_boolean(p->recompute == WP_RECOMPUTE_OFFLOAD), 0);
+    if (!rc) rc = put_value(f, "context_parallel", json_integer(wp_cp(&p->model)), 0);
     if (!rc) rc = put_value(f, "precision", json_string(wp_dtype_name(p->precision)), 0);
     if (!rc) rc = put_value(f, "grad_precision", json_string(wp_dtype_name(p->grad_precision)), 0);
     if (!rc) rc = put_value(f, "weight_wire", json_string(wp_dtype_name(plan_carried_dtype(p, WHAT_W))), 0);

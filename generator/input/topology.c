@@ -518,6 +518,46 @@ void topology_free(Topology *t) {
     memset(t, 0, sizeof *t);
 }
 
+int topology_groups(const Topology *t, int C, Topology *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < t->nnodes; i++) {
+        const Node *n = &t->nodes[i];
+        int per_island = n->ndevices / (n->islands > 0 ? n->islands : 1);
+        if (C > 0 && n->ndevices % C == 0 && per_island % C == 0) continue;
+        if (n->islands > 1 && n->ndevices % C == 0)
+            snprintf(err, errlen, "--context-parallel %d: a group must stay inside one PCIe island, and node %s's islands hold %d devices each (%s: nodes[%d].islands); C must divide %d",
+                     C, n->name, per_island, t->path ? t->path : t->name, i, per_island);
+        else
+            snprintf(err, errlen, "--context-parallel %d: does not divide node %s's %d devices (%s: nodes[%d].devices); a group of C ranks must fit inside one node",
+                     C, n->name, n->ndevices, t->path ? t->path : t->name, i);
+        return -1;
+    }
+    *out = *t;
+    out->name = strdup(t->name ? t->name : "");
+    out->path = t->path ? strdup(t->path) : NULL;
+    out->types = calloc((size_t)t->ntypes, sizeof *out->types);
+    out->nodes = calloc((size_t)t->nnodes, sizeof *out->nodes);
+    if (!out->name || !out->types || !out->nodes) { topology_free(out); snprintf(err, errlen, "out of memory"); return -1; }
+    for (int i = 0; i < t->ntypes; i++) {
+        out->types[i] = t->types[i];
+        out->types[i].name = strdup(t->types[i].name);
+    }
+    int first = 0;
+    for (int i = 0; i < t->nnodes; i++) {
+        Node *n = &out->nodes[i];
+        *n = t->nodes[i];
+        n->name = strdup(t->nodes[i].name);
+        n->ndevices /= C;
+        n->first_device = first;
+        first += n->ndevices;
+        n->intra.bw *= C;
+        /* C ranks of a CPU node still share its cores: a group stands for C of them */
+        if (n->cores > 0) n->cores = n->cores / C > 0 ? n->cores / C : 1;
+    }
+    out->ndevices = first;
+    return 0;
+}
+
 int topology_node_of(const Topology *t, int device) {
     if (device < 0 || device >= t->ndevices) return -1;
     /* Nodes are in device order: binary search on first_device. */

@@ -70,6 +70,14 @@ void topology_free(Topology *t);
  * simulator's rates and the trainers' MFU start from it. */
 double topology_peak_flops(const DeviceType *d, int fp32);
 
+/* The topology a context-parallel plan is planned over (docs/context-parallel.md): each node's
+ * devices in consecutive groups of C, each group one device of out, whose port inside the node is
+ * its C members' ports together (C times the bandwidth: a transfer between two groups moves 1/C
+ * from each member to its peer); the network between nodes, its NICs and their bandwidth as they
+ * are (the bytes leaving a node do not change). C must divide every node's devices and, on a node
+ * of PCIe islands, an island's. 0, or -1 with one line in err naming --context-parallel. */
+int topology_groups(const Topology *t, int C, Topology *out, char *err, size_t errlen);
+
 /* Node of a global device index. */
 int topology_node_of(const Topology *t, int device);
 /* The link a transfer between two devices uses (LOC for a device with itself). */

@@ -54,6 +54,7 @@ void plan_free(Plan *p) {
     free(p->ranks); free(p->op_turn); free(p->chunks); free(p->groups);
     for (int i = 0; i < p->nsources; i++) free(p->sources[i]);
     free(p->strategy); free(p->notes); free(p->sources);
+    if (p->own_topo) { topology_free(p->own_topo); free(p->own_topo); }
     free(p);
 }
 
@@ -435,7 +436,7 @@ size_t plan_shard_elems(const Plan *p, int chunk, int nshards) {
 }
 
 size_t plan_act_bytes(const Plan *p) {
-    return (size_t)p->model.mbs * p->model.seq * p->model.hidden * wp_dtype_bytes(p->precision);
+    return wp_rank_tokens(&p->model) * p->model.hidden * wp_dtype_bytes(p->precision);
 }
 
 int plan_op_carries(const Plan *p, int rank, const Op *op) {
@@ -460,6 +461,30 @@ size_t plan_carried_bytes(const Plan *p, int what, int chunk, int nshards) {
              : what == WHAT_T                   ? (size_t)p->model.vocab * p->model.hidden
                                                 : plan_shard_elems(p, chunk, nshards);
     return n * wp_dtype_bytes(plan_carried_dtype(p, what));
+}
+
+double cp_ring_bytes(const WpConfig *m, WpDtype prec, int nlayers, int kind, int recompute, double *steps) {
+    int C = wp_cp(m);
+    *steps = 0;
+    if (C == 1 || !op_is_compute(kind)) return 0;
+    /* forward passes (K, V) and input-gradient passes (K, V, dK, dV): BWD_W computes no attention */
+    double fwd = kind == OP_FWD ? 1 : kind == OP_BWD_W ? 0 : recompute ? op_info(kind)->recompute_units : 0;
+    double bwd = kind == OP_BWD || kind == OP_BWD_B;
+    double per = (double)nlayers * (C - 1);
+    double block = (double)wp_rank_tokens(m) * m->kv_heads * m->head_dim * wp_dtype_bytes(prec);
+    *steps = per * (fwd + bwd);
+    return per * (fwd * 2 * block + bwd * 4 * block);
+}
+
+double plan_cp_ring_bytes(const Plan *p, const Op *op, double *steps) {
+    *steps = 0;
+    if (!op_is_compute(op->kind)) return 0;
+    return cp_ring_bytes(&p->model, p->precision, p->chunks[op->chunk].nlayers, op->kind, p->recompute, steps);
+}
+
+double plan_cp_gather_bytes(const Plan *p, double bytes) {
+    int C = wp_cp(&p->model);
+    return bytes * (C - 1) / C;
 }
 
 size_t plan_buf_mem(const PlanBuf *b, PlanMem *m) {

@@ -129,7 +129,8 @@ typedef struct PlanGroup {
 
 /* Per-op turn is kept while building; plan_finish sorts ops by turn (stable). */
 typedef struct Plan {
-    const Topology *topo;
+    const Topology *topo;   /* with model.cp > 1 a topology of context-parallel groups (topology_groups) */
+    Topology *own_topo;     /* that topology, when the plan owns it (make_plan); freed with the plan */
     WpConfig model;
     char *strategy;
     int nranks, replicas, nchunks, nturns;
@@ -192,12 +193,17 @@ int plan_verify(Plan *p, char *err, size_t errlen);
 /* Bytes moved in one step, summed over ranks, split by whether the link leaves the node;
  * collectives counted as NCCL's ring algorithms move them (sim/traffic.c, sim/collective.h). */
 void plan_traffic(const Plan *p, double *intra, double *inter);
+/* Of that, what a context-parallel plan adds inside the nodes (docs/context-parallel.md): every
+ * member's ring attention blocks and the all-gathers and reduce-scatters inside the groups that
+ * W and D transfers and collectives take; between the nodes it moves the group plan's bytes. */
+double plan_cp_traffic(const Plan *p);
 
 /* One line, "FWD chunk 3 mb 5 with w0", as the row's format says; returns what snprintf does. */
 int op_format(const Plan *p, int rank, const Op *op, char *out, size_t len);
 size_t plan_chunk_params(const Plan *p, int chunk);  /* parameters of one chunk */
 size_t plan_chunk_bytes(const Plan *p, int chunk);   /* one chunk's parameters at 4 bytes (its fp32 master) */
-size_t plan_act_bytes(const Plan *p);                /* one activation, G*S*H elements at the precision */
+size_t plan_act_bytes(const Plan *p);                /* one activation a rank holds, G*S*H elements (a context-parallel
+                                                         * member's G*S/C*H) at the precision */
 /* One of nshards shards of n elements: split evenly, rounded up (the last shard is padded);
  * nshards < 1 counts as 1. */
 size_t shard_elems(size_t n, int nshards);
@@ -214,6 +220,18 @@ WpDtype plan_carried_dtype(const Plan *p, int what);
  * D, one activation or activation gradient for A and G, the V*H embedding for T (chunk and
  * nshards unused for A, G and T). */
 size_t plan_carried_bytes(const Plan *p, int what, int chunk, int nshards);
+
+/* Context parallelism (docs/context-parallel.md): what one member of a group of C moves inside its
+ * group beside the group plan's operations. The ring attention of a compute operation: per layer
+ * C-1 steps, each passing a block of S/C tokens' K and V (a forward pass) or K, V, dK and dV (a
+ * backward's input-gradient pass) at the precision; *steps the steps, the bytes one member sends
+ * (and receives) in all. 0 for other operations and where cp is 1. */
+double plan_cp_ring_bytes(const Plan *p, const Op *op, double *steps);
+/* The same for a compute operation of kind on nlayers layers of model m (the search's bounds). */
+double cp_ring_bytes(const WpConfig *m, WpDtype prec, int nlayers, int kind, int recompute, double *steps);
+/* The all-gather (a W) or reduce-scatter (a D) inside the group that a W or D transfer or
+ * collective of `bytes` (the group's, plan_carried_bytes) takes: (C-1)/C of it per member. */
+double plan_cp_gather_bytes(const Plan *p, double bytes);
 
 /* Adds the memory one buffer takes on its rank to m: its elements, and a master's AdamW state and
  * working copy. Returns the bytes added. */

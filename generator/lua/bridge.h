@@ -26,6 +26,8 @@ typedef struct StrategyOpts {
     int replicas;
     int chunks;         /* 0: the strategy's default */
     int recompute;
+    int context_parallel;   /* C: groups of C ranks in a node share each micro-batch (make_plan plans
+                             * over the groups: docs/context-parallel.md); 0 or 1: none */
     /* the strategies' own options given (the command line, or the search's choice), by name: a
      * strategy gets in ctx.opts those it declares, each from here or its declared default, and
      * never sees the others */

@@ -22,5 +22,9 @@ int plan_host_node(const Plan *p);                /* the node keeping the most *
 /* Why p does not fit, for "the plan does not fit: ...": the device's peak ("rank R needs N
  * bytes") or, where that fits, the node's host memory. */
 void plan_misfit(const Plan *p, char *out, size_t len);
+/* Whether a context-parallel group size C fits the inputs: the sequence splits into 2C equal
+ * chunks and C divides every node's devices (and island's); then groups holds the topology of
+ * the groups (topology_groups). 0, or EXIT_BAD_PLAN_INPUT with one line in err naming the flag. */
+int cp_check(const Topology *topo, const WpConfig *model, int C, Topology *groups, char *err, size_t errlen);
 
 #endif

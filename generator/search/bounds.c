@@ -132,8 +132,12 @@ static size_t dev_stash(const WpConfig *m, const WpChunk *k, int recompute, WpDt
 double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model, const StrategyOpts *o) {
     int P = topo->ndevices, R = o->replicas > 0 ? o->replicas : 1, npipe = P / R;
     WpDtype prec = o->precision;
-    /* the masters: fp32 weights, AdamW's m and v, and a working copy when the precision is not fp32 */
-    double per_param = 12 + (prec != WP_FP32 ? (double)wp_dtype_bytes(prec) : 0);
+    /* the masters: fp32 weights, AdamW's m and v, and a working copy when the precision is not fp32.
+     * A context-parallel member (model->cp: planned over groups, docs/context-parallel.md) keeps
+     * 1/C of every buffer of weights or gradients (verify.c's account_memory; it adds one whole
+     * working chunk and gradient, left out of this bound), and config.c's sizes are its S/C tokens */
+    double pc = 1.0 / wp_cp(model), fl = sizeof(float) * pc;
+    double per_param = (12 + (prec != WP_FP32 ? (double)wp_dtype_bytes(prec) : 0)) * pc;
     double masters = params_total(model) * per_param / npipe;
     const Traits tr = *trp;
     int C = bound_chunk_count(&tr, model, npipe, o->chunks);
@@ -184,17 +188,17 @@ double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model,
              * masters, AdamW state and fp32 gradients; the layers' masters are shared out */
             WpChunk e = wp_chunk_make(model, 0, 0, 0, 1, 0), h = wp_chunk_make(model, 1, 0, 0, 0, 1);
             double ends = (double)(e.nparams + h.nparams);
-            masters = (params_total(model) - ends) * per_param / npipe + ends * (per_param + sizeof(float));
+            masters = (params_total(model) - ends) * per_param / npipe + ends * (per_param + fl);
         } else if (!tr.gathers) {
             /* one owner per chunk and replica holds its whole masters, AdamW state and the fp32
              * gradient OPT reads: at least the heavier of the first chunk (the embedding) and the
              * last (the head), on one rank */
             WpChunk k0 = light_chunk(&tr, model, C, 0), kl = light_chunk(&tr, model, C, C - 1);
-            double heavy = (double)(k0.nparams > kl.nparams ? k0.nparams : kl.nparams) * (per_param + sizeof(float));
+            double heavy = (double)(k0.nparams > kl.nparams ? k0.nparams : kl.nparams) * (per_param + fl);
             if (heavy > masters) masters = heavy;
         }
         WpChunk k0 = light_chunk(&tr, model, C, 0), kl = light_chunk(&tr, model, C, C - 1);
-        double big = (double)(k0.nparams > kl.nparams ? k0.nparams : kl.nparams);
+        double big = (double)(k0.nparams > kl.nparams ? k0.nparams : kl.nparams) * pc;
         if (tr.gathers)   /* gathers' w0, w1, d0, d1: whole chunks, sized for the largest */
             bufs = 2 * big * (double)(wp_dtype_bytes(prec) + wp_dtype_bytes(o->grad_precision));
         /* bf16 gradients: a gathering plan's whole-chunk gradient and the ring's travelling ones are bf16
@@ -210,7 +214,7 @@ double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model,
             int k = K ? K : tr.pass_k_default;
             int wn, dn;
             bound_ring_wait_buffers(C, npipe, (o->micro_batches + k - 1) / k, &wn, &dn);
-            double r0 = (double)k0.nparams * (per_param + sizeof(float)) + acts + keep + ws + bufs +
+            double r0 = (double)k0.nparams * (per_param + fl) + acts + keep + ws + bufs +
                         big * (wn * (double)wp_dtype_bytes(prec) + dn * (double)wp_dtype_bytes(o->grad_precision));
             if (r0 > b) b = r0;
         }
@@ -257,7 +261,8 @@ double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model,
 }
 
 /* Seconds of a forward (kind OP_FWD) or a whole backward (OP_BWD) of a chunk of nlayers layers on
- * the device type that does it fastest, at the simulator's costs (cost/costs.h) and calibration. */
+ * the device type that does it fastest, at the simulator's costs (cost/costs.h) and calibration;
+ * with context parallelism, no less than its ring attention's blocks take. */
 static double chunk_seconds(const Topology *topo, const WpConfig *model, int chunk, int nlayers, int nchunks, int kind,
                             const StrategyOpts *o, const Calibration *calib) {
     double best = INFINITY;
@@ -268,7 +273,15 @@ static double chunk_seconds(const Topology *topo, const WpConfig *model, int chu
         double t = cost_seconds(f, c);
         if (t < best) best = t;
     }
-    return best;
+    /* a context-parallel member's K/V ring inside the node, overlapped with the compute (the
+     * simulator's cp_overlap): at least the ring on the fastest node's link */
+    double steps, ring_bytes = cp_ring_bytes(model, o->precision, nlayers, kind, o->recompute, &steps), ring = INFINITY;
+    for (int i = 0; ring_bytes > 0 && i < topo->nnodes; i++) {
+        const Link *l = &topo->nodes[i].intra;
+        double x = steps * l->lat + ring_bytes / (l->bw / wp_cp(model));
+        if (x < ring) ring = x;
+    }
+    return ring_bytes > 0 && ring > best ? ring : best;
 }
 
 /* Bytes of a weight element on the wire: the precision's, or fp32's where the weights move in fp32

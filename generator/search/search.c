@@ -130,6 +130,7 @@ int search_one_replica_bound(const Cand *cd, const Topology *topo, const WpConfi
 
 typedef struct Cand2 {
     int si, R, chunks, rec;
+    int ci;                 /* its context-parallel group size: the ci-th of the search's (CpSpace) */
     int set;                /* its strategy's own options: the set-th of search_option_sets */
     StrategyOpts o;         /* all its options */
     Traits tr;              /* its strategy's traits for them */
@@ -174,9 +175,43 @@ void search_describe_strategy(const SearchBest *b, char *out, size_t len) {
 
 static int find_twin(const Cand2 *c, int n, const Cand2 *x, int rec) {   /* the same candidate with recompute mode rec */
     for (int i = 0; i < n; i++)
-        if (c[i].si == x->si && c[i].R == x->R && c[i].chunks == x->chunks && c[i].prec == x->prec && c[i].set == x->set && c[i].rec == rec) return i;
+        if (c[i].si == x->si && c[i].ci == x->ci && c[i].R == x->R && c[i].chunks == x->chunks && c[i].prec == x->prec && c[i].set == x->set && c[i].rec == rec) return i;
     return -1;
 }
+
+/* The context-parallel group sizes a search tries (docs/context-parallel.md): every C that divides
+ * the devices of each node and island and whose 2C divides the sequence (cp_check), 1 first;
+ * only the given one where fixed. Each with the topology of its groups and the model of a member,
+ * which the strategies' traits and the bounds see (what make_plan gives the strategy). */
+enum { CP_MAX = 16 };
+typedef struct CpSpace {
+    int n, c[CP_MAX];
+    Topology groups[CP_MAX];   /* c[i] > 1: its groups (freed by cp_space_free); c[i] == 1: unused */
+    WpConfig model[CP_MAX];
+} CpSpace;
+
+static void cp_space(const SearchSpec *sp, const Topology *topo, const WpConfig *model, CpSpace *cs) {
+    memset(cs, 0, sizeof *cs);
+    int most = topo->ndevices;
+    for (int i = 0; i < topo->nnodes; i++)
+        if (topo->nodes[i].ndevices < most) most = topo->nodes[i].ndevices;
+    for (int C = 1; C <= most && cs->n < CP_MAX; C++) {
+        int want = sp->fixed_context_parallel ? (sp->base.context_parallel > 1 ? sp->base.context_parallel : 1) : 0;
+        if (want && C != want) continue;
+        char err[512];
+        if (C > 1 && cp_check(topo, model, C, &cs->groups[cs->n], err, sizeof err)) continue;
+        cs->model[cs->n] = *model;
+        cs->model[cs->n].cp = C;
+        cs->c[cs->n++] = C;
+    }
+}
+
+static void cp_space_free(CpSpace *cs) {
+    for (int i = 0; i < cs->n; i++)
+        if (cs->c[i] > 1) topology_free(&cs->groups[i]);
+}
+
+static const Topology *cp_topo(const CpSpace *cs, int ci, const Topology *topo) { return cs->c[ci] > 1 ? &cs->groups[ci] : topo; }
 
 int search_run(const SearchSpec *sp, const Topology *topo, const WpConfig *model, const char *name,
                char names[][64], int ns, int per_strategy, SearchResult *out) {
@@ -190,34 +225,47 @@ int search_run(const SearchSpec *sp, const Topology *topo, const WpConfig *model
     for (int i = 0; i < ns; i++) out->best[i].c.rc = -1;
     out->winner = -1;
     const StrategyOpts base = sp->base;
-    int P = topo->ndevices, L = model->layers;
+    int L = model->layers;
+    CpSpace cps;
+    cp_space(sp, topo, model, &cps);
+    const Topology *const orig = topo;
+    const WpConfig *const orig_model = model;
     /* precision: bf16 where it is the default and not fixed; fp32 then only counted, dominated */
     int try_fp32 = !sp->fixed_precision && base.precision != WP_FP32;
     double mem = device_mem_max(topo);
     int ncap = 64, n = 0;
     Cand2 *c = xcalloc((size_t)ncap, sizeof *c);
     StrategyOpts *sets = xcalloc(SEARCH_MAX_SETS, sizeof *sets);
-    for (int si = 0; si < ns; si++)
+    for (int ci = 0; ci < cps.n; ci++)
+    for (int si = 0; si < ns; si++) {
+        /* a context-parallel candidate is bounded as make_plan plans it: over its groups */
+        const Topology *topo = cp_topo(&cps, ci, orig);
+        const WpConfig *model = &cps.model[ci];
+        int P = topo->ndevices;
         for (int R = 1; R <= P && strcmp(names[si], "auto"); R++) {   /* "auto" is the search itself */
             if (P % R || (sp->fixed_replicas && R != base.replicas)) continue;
             for (int cm = 0; cm < (sp->fixed_chunks ? 1 : 2); cm++) {
                 int chunks = sp->fixed_chunks ? base.chunks : cm ? 2 * (P / R) : 0;
                 /* the strategy's own options: the values its declaration has the search try */
-                DeclSearchCtx dc = { .micro_batches = base.micro_batches, .ranks = P / R, .layers = L, .chunks = chunks };
+                DeclSearchCtx dc = { .micro_batches = base.micro_batches * cps.c[ci], .ranks = P / R, .layers = L, .chunks = chunks };
                 int nset = search_option_sets(names[si], &base, &dc, sets, SEARCH_MAX_SETS);
                 for (int set = 0; set < nset; set++)
                 for (int rec = base.recompute; rec <= WP_RECOMPUTE_OFFLOAD; rec++)   /* config.h's modes */
                     for (int pf = 0; pf <= try_fp32; pf++) {
                         if (n == ncap) c = xrealloc(c, (size_t)(ncap *= 2) * sizeof *c);
                         Cand2 *x = &c[n];
-                        *x = (Cand2){ .si = si, .R = R, .chunks = chunks, .rec = rec, .set = set, .order = n, .built_fits = -1,
+                        *x = (Cand2){ .si = si, .ci = ci, .R = R, .chunks = chunks, .rec = rec, .set = set, .order = n, .built_fits = -1,
                                       .prec = pf ? WP_FP32 : base.precision };
                         StrategyOpts *o = &x->o;
                         *o = sets[set];
                         o->replicas = R; o->chunks = chunks; o->recompute = rec; o->precision = x->prec;
+                        o->context_parallel = cps.c[ci];
                         if (pf && !sp->fixed_grad_precision) o->grad_precision = WP_FP32;
-                        x->tr = strategy_traits(names[si], o, P, L);
-                        x->mem_lb = bound_mem(&x->tr, topo, model, o);
+                        /* bounded as make_plan plans it: a group runs C times the micro-batches */
+                        StrategyOpts ob = *o;
+                        ob.micro_batches *= cps.c[ci];
+                        x->tr = strategy_traits(names[si], &ob, P, L);
+                        x->mem_lb = bound_mem(&x->tr, topo, model, &ob);
                         /* what building it costs, for the order among equal bounds: ranks x chunks */
                         int npipe = P / R, C = bound_chunk_count(&x->tr, model, npipe, chunks);
                         /* the bounds that walk every turn only for what the checks below leave, and for
@@ -225,12 +273,13 @@ int search_run(const SearchSpec *sp, const Topology *topo, const WpConfig *model
                          * (their cheaper bounds, by which they are ordered, often rule them out) */
                         int dropped = C > L || (x->prec == WP_FP32 && try_fp32) || x->mem_lb > mem;
                         x->refine = !dropped && npipe > REFINE_LATER_RANKS;
-                        x->time_lb = bound_time(&x->tr, topo, model, o, sp->calib, dropped || x->refine ? 0 : RING_CELLS_MAX);
+                        x->time_lb = bound_time(&x->tr, topo, model, &ob, sp->calib, dropped || x->refine ? 0 : RING_CELLS_MAX);
                         x->cost = (double)(R > 1 && rule_holds(&x->tr, RULE_ONE_REPLICA) ? npipe : P) * (C > 0 ? C : model->layers);
                         n++;
                     }
             }
         }
+    }
     free(sets);
     for (int i = 0; i < n; i++) out->best[c[i].si].considered++;
     qsort(c, (size_t)n, sizeof *c, cand2_cmp);
@@ -251,7 +300,9 @@ int search_run(const SearchSpec *sp, const Topology *topo, const WpConfig *model
         Cand2 *x = &c[i];
         tc = progress_now();
         const char *sname = names[x->si];
-        int npipe = P / x->R;
+        const Topology *topo = cp_topo(&cps, x->ci, orig);   /* its groups (bounds); make_plan takes orig */
+        const WpConfig *model = &cps.model[x->ci];
+        int npipe = topo->ndevices / x->R;
         int C = bound_chunk_count(&x->tr, model, npipe, x->chunks);
         if (C > L || (x->tr.stages_need_layers && npipe > L)) { DROP(PRUNE_IMPOSSIBLE); }
         if (x->prec == WP_FP32 && try_fp32) { DROP(PRUNE_PRECISION); }
@@ -269,7 +320,9 @@ int search_run(const SearchSpec *sp, const Topology *topo, const WpConfig *model
         int have_ref = ref && ref->c.rc == 0;
         if (have_ref && x->time_lb >= ref->c.step * (1 - 1e-9)) { DROP(PRUNE_SLOWER); }
         if (x->refine) {
-            double lb = bound_time(&x->tr, topo, model, &x->o, sp->calib, RING_CELLS_MAX);
+            StrategyOpts ob = x->o;
+            ob.micro_batches *= cps.c[x->ci];
+            double lb = bound_time(&x->tr, topo, model, &ob, sp->calib, RING_CELLS_MAX);
             if (lb > x->time_lb) x->time_lb = lb;
             x->refine = 0;
             if (have_ref && x->time_lb >= ref->c.step * (1 - 1e-9)) { DROP(PRUNE_SLOWER); }
@@ -295,13 +348,13 @@ int search_run(const SearchSpec *sp, const Topology *topo, const WpConfig *model
         if (x->R > 1 && rule_holds(&x->tr, RULE_ONE_REPLICA)) {
             int f1;
             double lb1;
-            if (search_one_replica_bound(&cd, topo, model, name, have_ref ? ref->c.step : 0, sp->calib, &f1, &lb1)) { DROP(PRUNE_REFUSED); }
+            if (search_one_replica_bound(&cd, orig, orig_model, name, have_ref ? ref->c.step : 0, sp->calib, &f1, &lb1)) { DROP(PRUNE_REFUSED); }
             if (!f1) { st->one_replica++; x->built_fits = 0; DROP(PRUNE_NO_FIT); }
             if (have_ref && (lb1 == 0 || lb1 >= ref->c.step * (1 - 1e-9))) { st->one_replica++; DROP(PRUNE_SLOWER); }
         }
         Plan *p = NULL;
         char err[4096];
-        cd.rc = make_plan(cd.strategy, topo, model, name, &cd.o, &p, err, sizeof err);
+        cd.rc = make_plan(cd.strategy, orig, orig_model, name, &cd.o, &p, err, sizeof err);
         if (cd.rc) { DROP(PRUNE_REFUSED); }
         cd.fits = plan_fits(p);
         x->built_fits = cd.fits;
@@ -335,6 +388,7 @@ int search_run(const SearchSpec *sp, const Topology *topo, const WpConfig *model
     }
 #undef DROP
     free(c);
+    cp_space_free(&cps);
     progress_end();
     st->seconds = progress_now() - t0;
     return 0;

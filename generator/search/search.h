@@ -26,6 +26,7 @@ typedef struct Cand {
 typedef struct SearchSpec {
     StrategyOpts base;
     int fixed_replicas, fixed_chunks;   /* --replicas, --chunks given: not searched */
+    int fixed_context_parallel;         /* --context-parallel given (or emit, which runs none yet): not searched */
     int fixed_precision, fixed_grad_precision;
     int search_seconds;                 /* no new candidate after this long once one fits; 0: no limit */
     const Calibration *calib;
@@ -87,8 +88,9 @@ typedef struct SearchResult {
     SearchStats stats;
 } SearchResult;
 
-/* Searches the strategies names[0..ns) over replicas (every divisor of the ranks), chunks (the
- * default and twice the pipeline's ranks), recomputation and precision, each only where the flags
+/* Searches the strategies names[0..ns) over context-parallel groups (every C dividing the devices
+ * of each node and island, and 2C the sequence: docs/context-parallel.md), replicas (every divisor
+ * of the ranks), chunks (the default and twice the pipeline's ranks), recomputation and precision, each only where the flags
  * do not fix it. per_strategy: each strategy's best is wanted (compare), so a candidate is
  * dropped as slower only against its own strategy's best; else against the best of all. Progress
  * on stderr when it takes more than a couple of seconds. Returns 0 (even when nothing fits:

@@ -19,7 +19,7 @@ double sim_offload_exposed(const Plan *p, const Topology *t, int rank, const Op 
     const PlanChunk *c = &p->chunks[op->chunk];
     int last = op->chunk == p->nchunks - 1;
     double bw = t->types[t->nodes[p->ranks[rank].node].type].host_bw;
-    double T = (double)p->model.mbs * p->model.seq, x = T * p->model.hidden * wp_dtype_bytes(p->precision) / bw;
+    double T = (double)wp_rank_tokens(&p->model), x = T * p->model.hidden * wp_dtype_bytes(p->precision) / bw;
     double head = x + 2 * T * sizeof(float) / bw;
     /* the copies in the order they run, and the compute each can hide behind */
     int n = c->nlayers + (last || c->nlayers == 0);

@@ -68,12 +68,35 @@ void sim_op_features(const Plan *p, int rank, const Op *op, const OpNote *note, 
     op_features(p, p->topo, rank, op, note, f);
 }
 
+/* Context parallelism (docs/context-parallel.md): a group rank stands for each of its C members.
+ * A member's ring attention (plan_cp_ring_bytes) moves on its own port of the node's link, the
+ * group's being C of them, while it computes the blocks it has: a compute operation takes the
+ * longer of its compute and its ring. */
+static double cp_overlap(const Plan *p, const Topology *t, int r, const Op *op, double compute) {
+    double steps, bytes = plan_cp_ring_bytes(p, op, &steps);
+    if (bytes <= 0) return compute;
+    const Link *l = &t->nodes[p->ranks[r].node].intra;
+    double ring = steps * l->lat + bytes / (l->bw / wp_cp(&p->model));
+    return ring > compute ? ring : compute;
+}
+
+/* The all-gather or reduce-scatter inside the group that a W or D transfer or collective adds
+ * (plan_cp_gather_bytes): C-1 steps on a member's port of the node's link. */
+static double cp_gather_seconds(const Plan *p, const Topology *t, int r, int opi) {
+    int C = wp_cp(&p->model);
+    const Op *op = &p->ranks[r].ops[opi];
+    int what = plan_op_carries(p, r, op);
+    if (C == 1 || (what != WHAT_W && what != WHAT_D)) return 0;
+    const Link *l = &t->nodes[p->ranks[r].node].intra;
+    return (C - 1) * l->lat + plan_cp_gather_bytes(p, sim_op_bytes(p, r, opi)) / (l->bw / C);
+}
+
 double sim_op_seconds_calib(const Plan *p, const Topology *t, const Calibration *calib, int rank, const Op *op,
                             const OpNote *note) {
     double f[COST__COUNT], c[COST__COUNT];
     op_features(p, t, rank, op, note, f);
     calib_coefs(calib, rank_type(p, t, rank), p->precision, c);
-    double s = cost_seconds(f, c);
+    double s = cp_overlap(p, t, rank, op, cost_seconds(f, c));
     return s + sim_offload_exposed(p, t, rank, op, s);
 }
 
@@ -154,7 +177,7 @@ typedef struct Sim {
 static double op_seconds_of(const Sim *S, int r, const Op *op, const OpNote *note, double *exposed) {
     double f[COST__COUNT];
     op_features(S->p, S->t, r, op, note, f);
-    double s = cost_seconds(f, S->coef[S->t->nodes[S->p->ranks[r].node].type]);
+    double s = cp_overlap(S->p, S->t, r, op, cost_seconds(f, S->coef[S->t->nodes[S->p->ranks[r].node].type]));
     double x = sim_offload_exposed(S->p, S->t, r, op, s);
     if (exposed) *exposed = x;
     return s + x;
@@ -581,7 +604,7 @@ static void obj_start(Sim *S, int id) {
         }
         from = o->await_rank >= 0 ? INFINITY : o->t_calls;
     }
-    double lat = o->lat;
+    double lat = o->lat + cp_gather_seconds(S->p, S->t, o->ranks[0], o->ops[0]);
     for (int h = 0; h < o->nedges; h++) add_flow(S, id, o->src[h], o->dst[h], o->edge_bytes, from + lat);
     if (o->flows_left == 0) obj_complete(S, id);
     else S->rates_dirty = 1;
@@ -968,9 +991,10 @@ int sim_run(const Plan *p, const SimOptions *opt, SimResult *res, char *err, siz
                 res->offload_exposed_s += x;
             }
         double tokens = (double)p->total_mbs * p->model.mbs * p->model.seq;
-        res->tokens_per_s_per_device = step > 0 ? tokens / step / n : 0;
+        res->tokens_per_s_per_device = step > 0 ? tokens / step / (n * wp_cp(&p->model)) : 0;   /* a group: C devices */
         res->bubble_ratio = step > 0 ? 1 - busy / (n * step) : 0;
         plan_traffic(p, &res->bytes_intra, &res->bytes_inter);
+        if (p->nranks > 0) res->link_bytes[S.t->nodes[0].intra.type] += plan_cp_traffic(p);   /* costed beside the flows */
         if (opt->record) {
             long total = 0;
             for (int r = 0; r < n; r++) total += p->ranks[r].nops;

@@ -12,6 +12,27 @@ static void add_edge(const Plan *p, int a, int b, double bytes, double *intra, d
     else *inter += bytes;
 }
 
+double plan_cp_traffic(const Plan *p) {
+    int C = wp_cp(&p->model);
+    double n = 0;
+    if (C == 1) return 0;
+    for (int r = 0; r < p->nranks; r++) {
+        const PlanRank *rk = &p->ranks[r];
+        for (int i = 0; i < rk->nops; i++) {
+            const Op *op = &rk->ops[i];
+            const OpInfo *in = op_info(op->kind);
+            double steps;
+            n += C * plan_cp_ring_bytes(p, op, &steps);   /* every member's ring */
+            int what = plan_op_carries(p, r, op);
+            if (what != WHAT_W && what != WHAT_D) continue;
+            /* a transfer once (at its sender), a collective once per member group */
+            if (in->p2p == P2P_SEND || in->coll)
+                n += C * plan_cp_gather_bytes(p, (double)plan_carried_bytes(p, what, rk->notes[i].chunk, rk->notes[i].nshards));
+        }
+    }
+    return n;
+}
+
 void plan_traffic(const Plan *p, double *intra, double *inter) {
     *intra = *inter = 0;
     for (int r = 0; r < p->nranks; r++) {
@@ -21,7 +42,8 @@ void plan_traffic(const Plan *p, double *intra, double *inter) {
             const OpNote *note = &rk->notes[i];
             const OpInfo *in = op_info(op->kind);
             if (in->p2p == P2P_SEND) {
-                add_edge(p, r, op->peer, (double)plan_carried_bytes(p, op->what, note->chunk, note->nshards), intra, inter);
+                double bytes = (double)plan_carried_bytes(p, op->what, note->chunk, note->nshards);
+                add_edge(p, r, op->peer, bytes, intra, inter);
                 continue;
             }
             if (!in->coll) continue;
@@ -40,4 +62,5 @@ void plan_traffic(const Plan *p, double *intra, double *inter) {
             }
         }
     }
+    *intra += plan_cp_traffic(p);
 }

@@ -502,7 +502,8 @@ static int check_end(Verifier *V) {
  * copy), the most activations it keeps at once, and the workspace of the chunks it computes
  * (config.c's: the logits block only where the LM head runs) with, where gradients are bf16,
  * the fp32 staging gradient, and the room for transfers in another format than their buffers'
- * (both as the CUDA backend reserves them); by what holds it. */
+ * (both as the CUDA backend reserves them); by what holds it. A context-parallel plan's rank is
+ * a group: its figures are one member's. */
 static void account_memory(Verifier *V) {
     Plan *p = V->p;
     p->peak_mem = 0;
@@ -516,6 +517,20 @@ static void account_memory(Verifier *V) {
         PlanMem m = { .acts = V->rs[r].act_peak, .host = V->rs[r].host_peak, .workspace = plan_workspace_bytes(p, computes) + plan_grad_stage_bytes(p, r)
                                                                       + plan_rank_xfer_bytes(p, r, WP_XFER_ALIGN) };
         for (int b = 0; b < rk->nbufs; b++) plan_buf_mem(&rk->bufs[b], &m);
+        /* a context-parallel group keeps its buffers sharded over its members, each holding
+         * the 1/C it passes on and, for a master, updates (docs/context-parallel.md); a member
+         * gathers the weights of the chunk it computes into one whole working buffer and writes
+         * its whole gradient before the group reduce-scatters it. Activations and workspace are
+         * a member's already (config.c's sizes are its share of the tokens). */
+        size_t C = (size_t)wp_cp(&p->model);
+        if (C > 1) {
+            size_t most = 0;
+            for (int c = 0; c < p->nchunks; c++)
+                if (computes[c] && plan_chunk_params(p, c) > most) most = plan_chunk_params(p, c);
+            m.masters /= C;
+            m.weights = m.weights / C + most * wp_dtype_bytes(p->precision);
+            m.grads = m.grads / C + most * wp_dtype_bytes(p->grad_precision);
+        }
         rk->mem = m;
         rk->peak_mem = plan_mem_total(&m);
         if (rk->peak_mem > p->peak_mem) { p->peak_mem = rk->peak_mem; p->peak_rank = r; }

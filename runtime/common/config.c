@@ -82,7 +82,7 @@ WpChunk wp_chunk_make(const WpConfig *c, int index, int layer0, int nlayers, int
  * one-layer stash holds one MLP tile of it (wp_layer_restash_floats), last in the part so that
  * the cut is its end, and begins after x, first, which the kept input replaces. */
 WpLayerStashLayout wp_layer_stash_layout(const WpConfig *c) {
-    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
+    size_t T = wp_rank_tokens(c), H = (size_t)c->hidden, F = (size_t)c->ffn;
     size_t q = (size_t)c->heads * c->head_dim, kv = (size_t)c->kv_heads * c->head_dim;
     WpLayerStashLayout s;
     s.x = 0;                              /* layer input */
@@ -90,7 +90,7 @@ WpLayerStashLayout wp_layer_stash_layout(const WpConfig *c) {
     s.qkv = s.rstd1 + T;                  /* q, k (rotated), v */
     s.att = s.qkv + T * (q + 2 * kv);     /* attention output, before o_proj */
     s.lse = s.att + T * q;                /* log-sum-exp per (sequence, head, row) */
-    s.x2 = s.lse + (size_t)c->mbs * c->heads * c->seq;   /* x + attention: the MLP's input */
+    s.x2 = s.lse + T * c->heads;   /* x + attention: the MLP's input */
     s.rstd2 = s.x2 + T * H;               /* rstd of post_attention_layernorm */
     s.gu = s.rstd2 + T;                   /* gate and up pre-activations */
     s.end = s.gu + 2 * T * F;
@@ -119,7 +119,7 @@ size_t wp_layer_stash_bytes(const WpConfig *c, WpDtype act_dtype) {
  * in fp32, 172 MiB in bf16) while each MLP product keeps thousands of rows, deep enough for
  * full-speed BLAS and tensor-core tiles (generator/cost models the loss below that). */
 int wp_mlp_tile_tokens(const WpConfig *c) {
-    size_t T = (size_t)c->mbs * c->seq;
+    size_t T = wp_rank_tokens(c);
     size_t t = c->mlp_tile > 0 ? (size_t)c->mlp_tile : WP_MLP_TILE_DEFAULT;
     if (t > T) t = T;
     return (int)t;
@@ -128,7 +128,7 @@ int wp_mlp_tile_tokens(const WpConfig *c) {
 /* What one layer's recompute stash drops of its part, all activations: x [T*H] (the kept input
  * is read in its place) and gu's rows beyond one tile. */
 static size_t restash_cut(const WpConfig *c) {
-    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
+    size_t T = wp_rank_tokens(c), H = (size_t)c->hidden, F = (size_t)c->ffn;
     return T * H + (T - (size_t)wp_mlp_tile_tokens(c)) * 2 * F;
 }
 
@@ -149,7 +149,7 @@ size_t wp_layer_restash_bytes(const WpConfig *c, WpDtype act_dtype) {
  * that layer's backward), and the last chunk keeps the head's part as it is, so the head's
  * backward needs no recomputing. A chunk without layers stashes its input either way. */
 static void stash_count(const WpConfig *c, const WpChunk *k, int recompute, size_t *act, size_t *stat) {
-    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden;
+    size_t T = wp_rank_tokens(c), H = (size_t)c->hidden;
     *act = T * H;   /* the chunk's input (the embedding's output on the first chunk) */
     *stat = 0;
     if (k->nlayers > 0) {
@@ -163,7 +163,7 @@ static void stash_count(const WpConfig *c, const WpChunk *k, int recompute, size
 }
 
 WpChunkStashLayout wp_chunk_stash_layout(const WpConfig *c, const WpChunk *k, int recompute) {
-    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden;
+    size_t T = wp_rank_tokens(c), H = (size_t)c->hidden;
     WpChunkStashLayout s;
     s.layer = recompute ? T * H : wp_layer_stash_layout(c).end;
     s.xf = (size_t)k->nlayers * s.layer;
@@ -190,7 +190,7 @@ size_t wp_stash_host_bytes(const WpConfig *c, const WpChunk *k, int recompute, W
 }
 
 WpLayerKeepLayout wp_layer_keep_layout(const WpConfig *c) {
-    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
+    size_t T = wp_rank_tokens(c), H = (size_t)c->hidden, F = (size_t)c->ffn;
     WpLayerKeepLayout l;
     l.dy = 0;
     l.dh = l.dy + T * H;
@@ -204,7 +204,7 @@ WpLayerKeepLayout wp_layer_keep_layout(const WpConfig *c) {
 }
 
 WpKeepLayout wp_keep_layout(const WpConfig *c, const WpChunk *k, int recompute) {
-    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, V = (size_t)c->vocab;
+    size_t T = wp_rank_tokens(c), H = (size_t)c->hidden, V = (size_t)c->vocab;
     WpKeepLayout l;
     l.restash = 0;
     l.layers = l.restash + (recompute ? wp_stash_floats(c, k, 0) : 0);
@@ -236,7 +236,7 @@ size_t wp_keep_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtype
 #define CE_BLOCK_BYTES ((size_t)32 << 20)
 
 int wp_ce_block_tokens(const WpConfig *c) {
-    size_t T = (size_t)c->mbs * c->seq, V = c->vocab > 0 ? (size_t)c->vocab : 1;
+    size_t T = wp_rank_tokens(c), V = c->vocab > 0 ? (size_t)c->vocab : 1;
     size_t b = CE_BLOCK_BYTES / (V * sizeof(float)) / 64 * 64;
     if (b < 64) b = 64;
     if (b > T) b = T;
@@ -244,7 +244,7 @@ int wp_ce_block_tokens(const WpConfig *c) {
 }
 
 size_t wp_workspace_part_floats(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part) {
-    size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden, F = (size_t)c->ffn;
+    size_t T = wp_rank_tokens(c), H = (size_t)c->hidden, F = (size_t)c->ffn;
     size_t tile = (size_t)wp_mlp_tile_tokens(c);
     size_t qd = (size_t)c->heads * c->head_dim;
     size_t width = (size_t)(c->heads + 2 * c->kv_heads) * c->head_dim;
@@ -258,12 +258,13 @@ size_t wp_workspace_part_floats(const WpConfig *c, const WpChunk *k, int recompu
     case WP_WS_DRES:    return T * H;   /* also carries dx_out to dx_in of a chunk without layers */
     case WP_WS_DATT:    return layers ? T * qd : 0;
     case WP_WS_DQKV:    return layers ? T * width : 0;
-    case WP_WS_ROPE:    return layers ? 2 * (size_t)c->seq * (c->head_dim / 2) : 0;
+    case WP_WS_ROPE:    return layers ? 2 * ((size_t)c->seq / wp_cp(c)) * (c->head_dim / 2) : 0;   /* a rank's positions */
     case WP_WS_LOGITS:  return head ? (size_t)wp_ce_block_tokens(c) * c->vocab : 0;
     case WP_WS_RESTASH: return recompute && layers ? wp_layer_restash_floats(c) : 0;
     /* offload's staging (model.c, "offload"): two layer inputs, the one a layer computes from
      * and the one copied out (forward) or in (backward) meanwhile, and the head's part */
     case WP_WS_OFFLOAD: return recompute == WP_RECOMPUTE_OFFLOAD ? 2 * T * H + (head ? T * H + 2 * T : 0) : 0;
+    case WP_WS_KV_RING: return layers && wp_cp(c) > 1 ? 2 * 4 * T * ((size_t)c->kv_heads * c->head_dim) : 0;
     case WP_WS_NPARTS:  break;
     }
     return 0;
@@ -280,7 +281,7 @@ size_t wp_workspace_floats(const WpConfig *c, const WpChunk *k, int recompute) {
  * stash with one tile of gu. */
 size_t wp_workspace_part_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part, WpDtype act_dtype) {
     size_t e = wp_workspace_part_floats(c, k, recompute, part);
-    size_t T = (size_t)c->mbs * c->seq;
+    size_t T = wp_rank_tokens(c);
     int head = k->last;   /* the head's rstdf and lse: statistics, fp32 */
     if (part == WP_WS_RESTASH) return e ? wp_layer_restash_bytes(c, act_dtype) : 0;
     if (part == WP_WS_OFFLOAD) return e ? (e - (head ? 2 * T : 0)) * wp_dtype_bytes(act_dtype) + (head ? 2 * T : 0) * sizeof(float) : 0;

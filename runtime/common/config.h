@@ -51,7 +51,15 @@ typedef struct WpConfig {
     int mlp_tile;      /* tokens per tile of the MLP (wp_mlp_tile_tokens); 0: its default. A plan
                           setting, not the model's: plan.json's "mlp_tile_tokens", wpgen's --mlp-tile */
     WpTokenIds ids;    /* carried into the config.json written, no part of the shape (model_same) */
+    int cp;            /* context parallelism: a group of cp ranks shares each micro-batch, a rank
+                          holding seq / cp of each sequence's tokens (docs/context-parallel.md);
+                          0 or 1: none. Every token-dependent size below is a rank's share. */
 } WpConfig;
+
+/* The context-parallel group size (1 where none), and a rank's tokens of one micro-batch:
+ * mbs * seq / cp. Every size of config.c that grows with the tokens starts from it. */
+static inline int wp_cp(const WpConfig *c) { return c->cp > 1 ? c->cp : 1; }
+static inline size_t wp_rank_tokens(const WpConfig *c) { return (size_t)c->mbs * c->seq / (size_t)wp_cp(c); }
 
 /* A chunk is layers [layer0, layer0 + nlayers); the first chunk also holds the embedding, the
  * last the final norm and the LM head. Its parameters are one contiguous float array in the
@@ -214,6 +222,8 @@ typedef enum {
     WP_WS_RESTASH,   /* recompute: one layer's stash, its gu one tile (wp_layer_restash_floats) */
     WP_WS_OFFLOAD,   /* offload: [T, H] twice, and the head's xf, rstdf, lse: the staging of the
                       * stash, which lives in host memory (WP_RECOMPUTE_OFFLOAD) */
+    WP_WS_KV_RING,   /* context parallelism: the ring attention's blocks in flight, double-buffered:
+                        2 x (K, V, dK, dV) of a rank's T tokens, [T, kv*hd] each   activation */
     WP_WS_NPARTS
 } WpWorkspacePart;
 size_t wp_workspace_part_floats(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part);

@@ -201,10 +201,13 @@ WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recom
         [WP_WS_DGU] = (void **)&m->dgu, [WP_WS_DXN] = (void **)&m->dxn, [WP_WS_DRES] = (void **)&m->dres,
         [WP_WS_DATT] = (void **)&m->datt, [WP_WS_DQKV] = (void **)&m->dqkv, [WP_WS_ROPE] = (void **)&m->cos_t,
         [WP_WS_LOGITS] = (void **)&m->logits, [WP_WS_RESTASH] = (void **)&m->restash, [WP_WS_OFFLOAD] = (void **)&m->stage,
+        [WP_WS_KV_RING] = NULL,
         [WC_WS_NORM] = (void **)&m->norm_partials, [WC_WS_LOSSES] = (void **)&m->losses,
         [WC_WS_SUMSQ] = (void **)&m->sumsq_partials,
     };
-    for (int i = 0; i < WC_WS_NPARTS; i++) *ptr[i] = m->block + ws.off[i];
+    /* a part without a pointer here (the ring attention's K/V blocks: context parallelism is
+     * not run yet) is empty at cp 1 */
+    for (int i = 0; i < WC_WS_NPARTS; i++) if (ptr[i]) *ptr[i] = m->block + ws.off[i];
     if (max_layers > 0) {
         size_t n = (size_t)c->seq * (c->head_dim / 2);
         m->sin_t = m->cos_t + n;

@@ -153,9 +153,9 @@ k4=$(inter -s weipipe-interleave --pass-micro-batches 4) naive=$(inter -s weipip
 h1=$(grep -o '"plan_hash": *"[0-9a-f]*"' "$tmp/k1a/plan.json") h2=$(grep -o '"plan_hash": *"[0-9a-f]*"' "$tmp/k1b/plan.json")
 # compare searches K (weipipe-interleave: 1, 2, 4 of 8) and names the one it chose; on the WeiPipe
 # Table 2 setup at G = 16 with the default 16 chunks it is 2 (17.31 s against 19.58 s at K = 1 and
-# 22.97 s at K = 8, naive; compare searches the chunks too, so they are fixed here)
+# 22.97 s at K = 8, naive; compare searches the chunks and context parallelism too, so they are fixed here)
 "$wpgen" compare -t topologies/weipipe-2x8-a800-nvlink-10gbe.json -m llama-h1024 --seq 4096 --micro-batch-size 16 --recompute --micro-batches 8 \
-    --replicas 1 --chunks 16 --strategies weipipe-interleave,weipipe-naive >"$tmp/out" 2>&1 && grep -q "^weipipe-interleave/k2 " "$tmp/out" &&
+    --replicas 1 --chunks 16 --context-parallel 1 --strategies weipipe-interleave,weipipe-naive >"$tmp/out" 2>&1 && grep -q "^weipipe-interleave/k2 " "$tmp/out" &&
     grep -q "^weipipe-naive  " "$tmp/out" && ok || bad "compare does not show weipipe-interleave/k2: $(cat "$tmp/out")"
 # compare searches the chunks (/2c: twice the pipeline's ranks) unless --chunks fixes them; --chunks 0
 # is each strategy's default

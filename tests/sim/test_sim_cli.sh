@@ -67,8 +67,8 @@ python3 -c "import json; a=json.load(open('$tmp/c2')); assert [d['strategy'] for
 # half the bytes between nodes of fp32 (+-1%) and needs less memory; with bf16 weights and
 # activations but fp32 gradients the activation-passing 1F1B still halves, the others land between
 # half and all of fp32; the default on this GPU cluster is bf16, gradients too.
-# (--replicas 1 fixed: compare would otherwise pick each precision's own best replica count)
-shape="-t topologies/weipipe-2x8-a800-nvlink-10gbe.json -m llama-h1024 --seq 4096 --micro-batch-size 16 --recompute --replicas 1"
+# (--replicas 1 and --context-parallel 1 fixed: compare would otherwise pick each precision's own best)
+shape="-t topologies/weipipe-2x8-a800-nvlink-10gbe.json -m llama-h1024 --seq 4096 --micro-batch-size 16 --recompute --replicas 1 --context-parallel 1"
 "$wpgen" compare $shape --precision fp32 --json >"$tmp/p32" 2>"$tmp/e" && ok || bad "compare --precision fp32: $(head -2 "$tmp/e")"
 "$wpgen" compare $shape --precision bf16 --grad-precision bf16 --json >"$tmp/p16" 2>"$tmp/e" && ok || bad "compare bf16: $(head -2 "$tmp/e")"
 "$wpgen" compare $shape --precision bf16 --grad-precision fp32 --json >"$tmp/p16g" 2>"$tmp/e" && ok || bad "compare bf16, fp32 gradients: $(head -2 "$tmp/e")"

@@ -61,8 +61,9 @@ static void run_case(const Case *k) {
     WpConfig model;
     if (load_case(k, &topo, &model, name, sizeof name)) return;
     model.tied = tied_models;
+    /* the candidates enumerated here are of C = 1 (cp_bounds below, tests/sim/test_cp_search.sh: over C) */
     Args a = { .cmd = "sim", .strategy = "auto", .backend = backend_default(BACKEND_COMPUTE), .comm = backend_default(BACKEND_COMM),
-               .micro_batches = k->micro_batches, .replicas = 1 };
+               .micro_batches = k->micro_batches, .replicas = 1, .context_parallel = 1, .set_context_parallel = 1 };
     char names[32][64];
     int ns = shipped_strategies(names, 32);
     SearchResult all, each;
@@ -212,7 +213,7 @@ static void ends_bounds(const Case *k, int tied) {
     if (load_case(k, &topo, &model, name, sizeof name)) return;
     model.tied = tied;
     Args a = { .cmd = "sim", .strategy = "auto", .backend = backend_default(BACKEND_COMPUTE), .comm = backend_default(BACKEND_COMM),
-               .micro_batches = k->micro_batches, .replicas = 1 };
+               .micro_batches = k->micro_batches, .replicas = 1, .context_parallel = 1, .set_context_parallel = 1 };
     StrategyOpts base = opts_of(&a, &topo);
     if (!tied) opts_set_bool(&base, "replicate_ends", 1);
     const char *names[] = { "weipipe-interleave", "weipipe-naive", "weipipe-zb1", "weipipe-zb2" };
@@ -303,6 +304,47 @@ static void wire_bounds(const Case *k) {
     topology_free(&topo);
 }
 
+/* Context parallelism (docs/context-parallel.md): every strategy's plan at each C that divides the
+ * case's nodes, with and without recomputation, against the bounds the search takes for it (over
+ * the groups, a member's model, a group's C x micro-batches): memory and step time no lower. */
+static void cp_bounds(const Case *k) {
+    char err[4096], name[256];
+    Topology topo;
+    WpConfig model;
+    if (load_case(k, &topo, &model, name, sizeof name)) return;
+    char names[32][64];
+    int ns = shipped_strategies(names, 32), nbuilt = 0;
+    for (int C = 2; C <= topo.nodes[0].ndevices; C++) {
+        Topology groups;
+        if (cp_check(&topo, &model, C, &groups, err, sizeof err)) continue;
+        WpConfig m = model;
+        m.cp = C;
+        Args a = { .cmd = "sim", .strategy = "auto", .backend = backend_default(BACKEND_COMPUTE), .comm = backend_default(BACKEND_COMM),
+                   .micro_batches = k->micro_batches, .replicas = 1, .context_parallel = C, .set_context_parallel = 1 };
+        for (int si = 0; si < ns; si++)
+            for (int rec = 0; rec < 2; rec++) {
+                StrategyOpts o = opts_of(&a, &topo), ob;
+                o.recompute = rec;
+                ob = o;
+                ob.micro_batches *= C;
+                double mem_lb = search_mem_bound(names[si], &groups, &m, &ob), time_lb = search_time_bound(names[si], &groups, &m, &ob, NULL);
+                Plan *p = NULL;
+                if (make_plan(names[si], &topo, &model, name, &o, &p, err, sizeof err)) continue;
+                nbuilt++;
+                CHECK(mem_lb <= (double)p->peak_mem, "%s %s cp%d rc%d: memory bound %.4g above the peak %zu", k->topo, names[si], C, rec, mem_lb, p->peak_mem);
+                if (plan_fits(p)) {
+                    double step = simulate(p);
+                    CHECK(time_lb <= step * (1 + 1e-12), "%s %s cp%d rc%d: time bound %.6g above the step %.6g", k->topo, names[si], C, rec, time_lb, step);
+                }
+                plan_free(p);
+            }
+        topology_free(&groups);
+    }
+    printf("%s %s: %d context-parallel plans against their bounds\n", k->topo, k->model, nbuilt);
+    CHECK(nbuilt > 0, "%s: no context-parallel plan built", k->topo);
+    topology_free(&topo);
+}
+
 int main(void) {
     fixture_init();
     (void)fixture_model; (void)fixture_topology;   /* the fixture's other helpers, unused here */
@@ -333,6 +375,8 @@ int main(void) {
     ends_bounds(&cases[3], 1);   /* tied: a GPU cluster and a CPU one */
     ends_bounds(&cases[5], 1);
     for (size_t i = 0; i < 3; i++) wire_bounds(&cases[i]);   /* the bf16 clusters with a network */
+    cp_bounds(&cases[3]);   /* context parallelism: a GPU node and a CPU one */
+    cp_bounds(&cases[5]);
     fixture_done();
     return check_summary("test_search");
 }
