@@ -34,6 +34,8 @@ typedef struct Args {
     int lua_max_mib, lua_max_minstr, lua_max_seconds;   /* the strategy sandbox's limits; 0: its defaults */
     int search_seconds;     /* compare, -s auto: no new candidate after this long (once one fits); 0: no limit */
     int set_micro_batches, set_replicas, set_chunks;   /* given on the command line (auto keeps them) */
+    long global_batch, global_batch_tokens;   /* --global-batch B, --global-batch-tokens T (0: not given);
+                                                 load_inputs derives micro_batches from them (train/batch.h) */
     double tokens;          /* --tokens: the training budget the prediction is turned into (budget.c); 0: none */
     double gpu_hour_price;  /* --gpu-hour-price: per device and hour; < 0: none */
     int context_parallel, set_context_parallel;   /* --context-parallel C (0: not given, 1) */
@@ -45,7 +47,7 @@ typedef struct Args {
 
 /* flags.c: wpgen's own flags of plan, emit, sim and compare */
 typedef enum {
-    FLAG_TOPO, FLAG_MODEL, FLAG_STRATEGY, FLAG_OUT, FLAG_BACKEND, FLAG_COMM, FLAG_SEQ, FLAG_MBS, FLAG_MLP_TILE, FLAG_MICRO_BATCHES,
+    FLAG_TOPO, FLAG_MODEL, FLAG_STRATEGY, FLAG_OUT, FLAG_BACKEND, FLAG_COMM, FLAG_SEQ, FLAG_MBS, FLAG_MLP_TILE, FLAG_MICRO_BATCHES, FLAG_GLOBAL_BATCH, FLAG_GLOBAL_BATCH_TOKENS,
     FLAG_REPLICAS, FLAG_CHUNKS, FLAG_PRECISION, FLAG_GRAD_PRECISION, FLAG_WEIGHT_WIRE, FLAG_CALIBRATION, FLAG_STRATEGIES,
     FLAG_TRACE, FLAG_SVG, FLAG_LUA_MIB, FLAG_LUA_MINSTR, FLAG_LUA_SECONDS, FLAG_SEARCH_SECONDS, FLAG_CONTEXT_PARALLEL, FLAG_RECOMPUTE, FLAG_OFFLOAD, FLAG_JSON,
     FLAG_FORCE, FLAG_TOKENS, FLAG_PRICE, FLAG_HELP, FLAG_COUNT
@@ -99,8 +101,9 @@ int bad(const char *fmt, const char *a, const char *b);
 StrategyOpts opts_of(const Args *a, const Topology *topo);
 /* What the search may vary, as the flags say. */
 SearchSpec search_spec_of(const Args *a, const Topology *topo);
-/* The topology and the model of the flags, loaded and checked. 0, or EXIT_BAD_INPUT said. */
-int load_inputs(const Args *a, Topology *topo, WpConfig *model, char *name, size_t namelen);
+/* The topology and the model of the flags, loaded and checked, and the micro-batches per rank of
+ * --global-batch (or --global-batch-tokens) set in a. 0, or EXIT_BAD_INPUT said. */
+int load_inputs(Args *a, Topology *topo, WpConfig *model, char *name, size_t namelen);
 /* plan_report.c */
 json_t *plan_json(const Plan *p, double intra, double inter, int fits);
 void print_summary(const Plan *p, const char *model_name, double intra, double inter, int fits);
@@ -141,9 +144,9 @@ void cand_label_json(const Cand *c, const StrategyOpts *flags, const char *how, 
  * that is not there). Every command follows this rule. */
 int cli_help_asked(int argc, char **argv);
 int cmd_list(int argc, char **argv);
-int cmd_plan(const Args *a, int emit);   /* plan, or emit with emit set */
-int cmd_sim(const Args *a);
-int cmd_compare(const Args *a);
+int cmd_plan(Args *a, int emit);   /* plan, or emit with emit set */
+int cmd_sim(Args *a);
+int cmd_compare(Args *a);
 int cmd_calibrate(int argc, char **argv);   /* its own flags (cmd_calibrate.c) */
 int cmd_probe(int argc, char **argv);       /* its own flags (cmd_probe.c) */
 int cmd_export(int argc, char **argv);      /* its own flags (cmd_export.c) */

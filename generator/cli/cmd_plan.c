@@ -9,7 +9,7 @@
 #include "cli/cli.h"
 #include "cost/trust.h"
 
-int cmd_plan(const Args *a, int emit) {
+int cmd_plan(Args *a, int emit) {
     char err[4096], name[256];
     Topology topo;
     WpConfig model;

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <jansson.h>
 #include "cli/cli.h"
+#include "train/batch.h"
 #include "util/xalloc.h"
 #include "cost/trust.h"
 
@@ -54,7 +55,7 @@ static void print_sim(const Plan *p, const SimResult *s, const TrustRates *tr, c
     printf("\n");
 }
 
-int cmd_sim(const Args *a) {
+int cmd_sim(Args *a) {
     char err[4096], name[256];
     Topology topo;
     WpConfig model;
@@ -146,7 +147,7 @@ int cmd_sim(const Args *a) {
  * nothing instead (search_describe_strategy). "auto" in --strategies is the full search's pick. */
 enum { COMPARE_BUILD_MAX = 64 };
 
-int cmd_compare(const Args *a) {
+int cmd_compare(Args *a) {
     char names[64][64];
     int ns = 0;
     if (a->strategies) {
@@ -248,9 +249,11 @@ int cmd_compare(const Args *a) {
         if ((int)strlen(shown[i]) > width) width = (int)strlen(shown[i]);
     }
     if (!a->json) {
-        printf("cluster %s (%d devices on %d node%s); model %s, seq %d, %d sequence%s per micro-batch, %d micro-batches per rank; "
+        char gb[96];   /* the same for every candidate: micro-batches per device stay the flags' */
+        wp_batch_describe((long)a->micro_batches * topo.ndevices * model.mbs, model.seq, gb, sizeof gb);
+        printf("cluster %s (%d devices on %d node%s); model %s, seq %d, %d sequence%s per micro-batch, %d micro-batches per rank, %s; "
                "precision %s, gradients %s%s\n", topo.name, topo.ndevices, topo.nnodes, topo.nnodes > 1 ? "s" : "", name, model.seq,
-               model.mbs, model.mbs > 1 ? "s" : "", a->micro_batches, wp_dtype_name(o.precision), wp_dtype_name(o.grad_precision),
+               model.mbs, model.mbs > 1 ? "s" : "", a->micro_batches, gb, wp_dtype_name(o.precision), wp_dtype_name(o.grad_precision),
                opts_weight_wire_fp32(&o) ? ", weights on the wire fp32" : "");
         char rates[600];
         trust_describe(&tr, rates, sizeof rates);

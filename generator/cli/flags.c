@@ -14,6 +14,7 @@
 #include "common/modelcfg.h"
 #include "common/precision.h"
 #include "lua/sandbox.h"
+#include "train/batch.h"
 
 /* Limits no real run reaches: past them a plan would take minutes or all memory to build
  * (--micro-batches 100000 per rank took 48 s), so they are refused at once. */
@@ -41,7 +42,9 @@ const CliFlag cli_flags[] = {
     { FLAG_SEQ,        "--seq",             NULL,          FV_INT,   1, MAX_SHAPE,          1, NULL,     "S",          "tokens a sequence (default " WP_DEFAULT_SEQ_RULE ")" },
     { FLAG_MBS,        "--micro-batch-size", NULL,         FV_INT,   1, MAX_SHAPE,          1, NULL,     "G",          "sequences a micro-batch (default: the model's)" },
     { FLAG_MLP_TILE,   "--mlp-tile",        NULL,          FV_INT,   WP_MLP_TILE_MIN, WP_MLP_TILE_MAX, 1, NULL, "N",       "tokens per tile of the MLP's products and their backward (default " STR(WP_MLP_TILE_DEFAULT) ", or the micro-batch's tokens when fewer)" },
-    { FLAG_MICRO_BATCHES, "--micro-batches", NULL,         FV_INT,   1, MAX_MICRO_BATCHES,  1, NULL,     "N",          "micro-batches per rank and step (default 4)" },
+    { FLAG_MICRO_BATCHES, "--micro-batches", NULL,         FV_INT,   1, MAX_MICRO_BATCHES,  1, NULL,     "N",          "micro-batches per rank and step (default 4, or --global-batch's)" },
+    { FLAG_GLOBAL_BATCH, "--global-batch",  NULL,          FV_INT,   1, WP_BATCH_MAX,       1, NULL,     "B",          "sequences per step, all ranks: micro-batches per rank = B / (devices x --micro-batch-size) (docs/planning.md)" },
+    { FLAG_GLOBAL_BATCH_TOKENS, "--global-batch-tokens", NULL, FV_INT, 1, WP_BATCH_MAX,     1, NULL,     "T",          "the same in tokens: T / --seq sequences" },
     { FLAG_REPLICAS,   "--replicas",        NULL,          FV_INT,   1, MAX_RANKS_FLAG,     1, NULL,     "R",          "data-parallel replicas of the pipeline (default 1)" },
     { FLAG_CHUNKS,     "--chunks",          NULL,          FV_INT,   0, MAX_RANKS_FLAG,     1, NULL,     "C",          "chunks of layers (0: the strategy's default; compare and -s auto then do not search them)" },
     { FLAG_PRECISION,  "--precision",       NULL,          FV_DTYPE, 0, 0,                  1, NULL,     "fp32|bf16",  "working weights, activations and their gradients (default bf16 on GPUs and --backend cuda, fp32 on CPUs)" },

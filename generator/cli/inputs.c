@@ -7,6 +7,7 @@
 #include "common/modelcfg.h"
 #include "cli/cli.h"
 #include "plan/make_plan.h"
+#include "train/batch.h"
 
 int bad(const char *fmt, const char *a, const char *b) {
     fprintf(stderr, "wpgen: ");
@@ -52,7 +53,7 @@ SearchSpec search_spec_of(const Args *a, const Topology *topo) {
     return sp;
 }
 
-int load_inputs(const Args *a, Topology *topo, WpConfig *model, char *name, size_t namelen) {
+int load_inputs(Args *a, Topology *topo, WpConfig *model, char *name, size_t namelen) {
     char err[4096];
     if (topology_load(a->topo, topo, err, sizeof err)) return bad("%s%s", err, "");
     if (a->calib) {
@@ -75,6 +76,23 @@ int load_inputs(const Args *a, Topology *topo, WpConfig *model, char *name, size
     if (a->mbs) model->mbs = a->mbs;
     if (a->mlp_tile) model->mlp_tile = a->mlp_tile;
     if (model_check(model, err, sizeof err)) { topology_free(topo); return bad("%s%s", err, ""); }
+    /* --global-batch: the micro-batches per rank, by the one rule every tool uses (train/batch.h) */
+    long seqs;
+    int per = a->micro_batches;
+    if (wp_batch_split(a->global_batch, a->global_batch_tokens, model->seq, topo->ndevices, model->mbs,
+                       (int)cli_flag(NULL, "--micro-batches")->hi, &seqs, &per, err, sizeof err)) {
+        topology_free(topo);
+        return bad("%s%s", err, "");
+    }
+    if (seqs && a->set_micro_batches && per != a->micro_batches) {
+        snprintf(err, sizeof err, "--micro-batches %d and %s %ld disagree: %ld sequences on %d devices of %d "
+                 "sequence%s a micro-batch are %d micro-batches per rank; give one of them", a->micro_batches,
+                 a->global_batch ? "--global-batch" : "--global-batch-tokens", a->global_batch ? seqs : seqs * model->seq, seqs,
+                 topo->ndevices, model->mbs, model->mbs == 1 ? "" : "s", per);
+        topology_free(topo);
+        return bad("%s%s", err, "");
+    }
+    a->micro_batches = per;
     /* a group size the cluster or the sequence cannot take is the flag's error, before any
      * strategy (compare and -s auto would else report every strategy refused) */
     Topology groups;

@@ -20,7 +20,7 @@ static void usage(FILE *f) {
     fprintf(f,
         "usage: wpgen list\n"
         "       wpgen plan -t TOPO.json -m MODEL [-s STRATEGY] [--seq S] [--micro-batch-size G] [--mlp-tile N]\n"
-        "                  [--micro-batches N] [--replicas R] [--chunks C] [--recompute [--offload-activations]] [--json]\n"
+        "                  [--global-batch B | --micro-batches N] [--replicas R] [--chunks C] [--recompute [--offload-activations]] [--json]\n"
         "                  [--precision fp32|bf16] [--grad-precision fp32|bf16] [--weight-wire fp32|bf16]\n"
         "                  [--OPTION [VALUE] ...]   (the strategy's own options, as its file declares them:\n"
         "                  wpgen plan --help -s NAME prints them, wpgen list all of them)\n"
@@ -147,6 +147,8 @@ static int parse_args(int argc, char **argv, Args *a) {
         case FLAG_MBS: a->mbs = iv; break;
         case FLAG_MLP_TILE: a->mlp_tile = iv; break;
         case FLAG_MICRO_BATCHES: a->micro_batches = iv; a->set_micro_batches = 1; break;
+        case FLAG_GLOBAL_BATCH: a->global_batch = iv; break;
+        case FLAG_GLOBAL_BATCH_TOKENS: a->global_batch_tokens = iv; break;
         case FLAG_REPLICAS: a->replicas = iv; a->set_replicas = 1; break;
         case FLAG_CHUNKS: a->chunks = iv; a->set_chunks = 1; break;
         case FLAG_TRACE: a->trace = v; break;

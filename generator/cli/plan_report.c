@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <jansson.h>
 #include "cli/cli.h"
+#include "train/batch.h"
 
 void human_bytes(double b, char *out, size_t len) {
     const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
@@ -27,8 +28,9 @@ void print_summary(const Plan *p, const char *model_name, double intra, double i
     printf("model       %s: H=%d, %d layers, %d heads (%d kv), seq %d, %d sequence%s per micro-batch\n", model_name,
            p->model.hidden, p->model.layers, p->model.heads, p->model.kv_heads, p->model.seq, p->model.mbs,
            p->model.mbs > 1 ? "s" : "");
-    printf("batch       %d micro-batches per step (%d per rank), %ld tokens\n", p->total_mbs, p->micro_batches,
-           (long)p->total_mbs * p->model.mbs * p->model.seq);
+    char gb[96];
+    wp_batch_describe((long)p->total_mbs * p->model.mbs, p->model.seq, gb, sizeof gb);
+    printf("batch       %s: %d micro-batches per step (%d per rank)\n", gb, p->total_mbs, p->micro_batches);
     printf("tiles       mlp tile %d tokens, LM head %d tokens a block\n", wp_mlp_tile_tokens(&p->model),
            wp_ce_block_tokens(&p->model));
     printf("precision   %s weights in flight, activations and their gradients; %s weight gradients; fp32 masters and AdamW%s\n",
@@ -81,6 +83,8 @@ json_t *plan_json(const Plan *p, double intra, double inter, int fits) {
     json_object_set_new(o, "chunks", json_integer(p->nchunks));
     json_object_set_new(o, "micro_batches_per_rank", json_integer(p->micro_batches));
     json_object_set_new(o, "micro_batches", json_integer(p->total_mbs));
+    json_object_set_new(o, "global_batch", json_integer((json_int_t)p->total_mbs * p->model.mbs));   /* sequences */
+    json_object_set_new(o, "global_batch_tokens", json_integer((json_int_t)p->total_mbs * p->model.mbs * p->model.seq));
     json_object_set_new(o, "turns", json_integer(p->nturns));
     json_object_set_new(o, "bytes_intra_node", json_real(intra));
     json_object_set_new(o, "bytes_inter_node", json_real(inter));
