@@ -161,9 +161,12 @@ static const char *flag_value(char **w, const char *isval, int n, const char *fl
     return v;
 }
 
-/* Does the new command give flag anew (replan's -t, -o and --micro-batches, or one of extra's)? */
+/* Does the new command give flag anew (replan's -t, -o and --micro-batches, or one of extra's)?
+ * The old --global-batch (or its tokens) goes with --micro-batches: replan's micro-batches per rank
+ * keep that batch on the new ranks, and a batch the new ranks cannot run would be refused. */
 static int replaced(const char *flag, char **extra, const char *isval, int nextra) {
-    if (cli_same_flag(flag, "-t") || cli_same_flag(flag, "-o") || cli_same_flag(flag, "--micro-batches")) return 1;
+    if (cli_same_flag(flag, "-t") || cli_same_flag(flag, "-o") || cli_same_flag(flag, "--micro-batches") ||
+        cli_same_flag(flag, "--global-batch") || cli_same_flag(flag, "--global-batch-tokens")) return 1;
     for (int i = 0; i < nextra; i++)
         if (!isval[i] && cli_same_flag(flag, extra[i])) return 1;
     return 0;
@@ -312,7 +315,10 @@ int cmd_replan(int argc, char **argv) {
     }
     args[n++] = "-t"; args[n++] = (char *)topo_path;
     args[n++] = "-o"; args[n++] = (char *)out;
-    args[n++] = "--micro-batches"; args[n++] = per_s;
+    /* a --global-batch given here is the new batch: the micro-batches are its */
+    if (!flag_value(extra, xval, nextra, "--global-batch") && !flag_value(extra, xval, nextra, "--global-batch-tokens")) {
+        args[n++] = "--micro-batches"; args[n++] = per_s;
+    }
     for (int i = 0; i < nextra; i++) args[n++] = extra[i];
     args[n] = NULL;
     fprintf(stderr, "wpgen replan: %s for %d ranks (was %lld in %s):", kept ? "the same global batch" : "another global batch",

@@ -40,6 +40,7 @@
 #include "cpu/threads.h"
 #include "common/modelcfg.h"
 #include "train/trainflags.h"
+#include "train/batch.h"
 
 static const char usage_head[] =
     "usage: wp-ref -m MODEL (--data FILE | --synthetic) [options]\n"
@@ -47,7 +48,7 @@ static const char usage_head[] =
     "  -m MODEL                preset (wpgen list) or a Hugging Face config.json path\n"
     "  --seq S                 tokens per sequence (default: " WP_DEFAULT_SEQ_RULE ")\n"
     "  --micro-batch-size G    sequences per micro-batch (default: the model's)\n"
-    "  --micro-batches M       micro-batches per step, in all (default 1)\n"
+    "  --micro-batches M       micro-batches per step, in all (default 1, or --global-batch / G)\n"
     "  --precision P           fp32 (default) or bf16: working weights, activations and their gradients\n"
     "  --grad-precision P      fp32 or bf16 (default: --precision's): the weight gradient, rounded once per micro-batch\n"
     "  --peak-tflops X         this machine's peak TFLOP/s, in (0, 1e6]: MFU beside tokens/s (default: no MFU)\n";
@@ -334,7 +335,6 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--eval")) return eval_main(argc, argv, r);
     if (train_flags_parse(argc, argv, 1, usage_head, &o, err, sizeof err)) die(2, "%s\n(wp-ref --help lists the flags)", err);
-    if (!o.micro_batches) o.micro_batches = 1;
     /* --resume: the run's own seed (the data's order depends on it), and its optimizer's settings
      * checked, before anything is set up */
     WpTrainState resumed = { 0 };
@@ -344,6 +344,16 @@ int main(int argc, char **argv) {
     if (o.seq) c->seq = o.seq;
     if (o.mbs) c->mbs = o.mbs;
     if (model_check(c, err, sizeof err)) die(2, "%s", err);
+    /* --global-batch: the micro-batches, by the rule every tool uses (train/batch.h; wp-ref is one device) */
+    long gb;
+    int per = 1;
+    if (wp_batch_split(o.global_batch, o.global_batch_tokens, c->seq, 1, c->mbs, 1 << 20, &gb, &per, err, sizeof err))
+        die(2, "%s", err);
+    if (gb && o.micro_batches && o.micro_batches != per)
+        die(2, "--micro-batches %d and %s %ld disagree: %ld sequences of %d a micro-batch are %d micro-batches; give one of them",
+            o.micro_batches, o.global_batch ? "--global-batch" : "--global-batch-tokens",
+            o.global_batch ? gb : gb * c->seq, gb, c->mbs, per);
+    if (!o.micro_batches) o.micro_batches = per;
     if (o.save && ckpt_claim(o.save, c, err, sizeof err)) die(2, "--save %s", err);
     const int S = c->seq, G = c->mbs, M = o.micro_batches;
 
@@ -393,8 +403,10 @@ int main(int argc, char **argv) {
     printf("wp-ref: model %s: hidden %d, %d layers, %d heads (%d kv), ffn %d, vocab %d%s; %.2fM parameters\n",
            o.model, c->hidden, c->layers, c->heads, c->kv_heads, c->ffn, c->vocab, c->tied ? ", tied" : "", np / 1e6);
     const char *wait = getenv("OMP_WAIT_POLICY");
-    printf("wp-ref: data %s; %d micro-batches x %d sequences x %d tokens = %.0f tokens per step; %d threads%s%s%s\n",
-           data_describe(r->data), M, G, S, (double)M * G * S, omp_get_max_threads(), wait && *wait ? ", OMP_WAIT_POLICY=" : "",
+    char gbs[96];
+    wp_batch_describe((long)M * G, S, gbs, sizeof gbs);
+    printf("wp-ref: data %s; %s: %d micro-batches x %d sequences x %d tokens per step; %d threads%s%s%s\n",
+           data_describe(r->data), gbs, M, G, S, omp_get_max_threads(), wait && *wait ? ", OMP_WAIT_POLICY=" : "",
            wait && *wait ? wait : "", o.recompute ? "; recompute" : "");
     if (r->precision != WP_FP32 || r->grad_precision != WP_FP32)
         printf("wp-ref: precision %s, weight gradients %s\n", wp_dtype_name(r->precision), wp_dtype_name(r->grad_precision));

@@ -20,6 +20,7 @@
 #include "train/saver.h"
 #include "train/step_backend.h"
 #include "train/trainflags.h"
+#include "train/batch.h"
 
 static const char usage_head[] =
     "usage: mpirun -np P ./train (--data FILE | --synthetic) [options]\n"
@@ -358,6 +359,24 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
         comm_finalize(comm);
         return WP_EXIT_BAD_INPUT;
     }
+    /* --global-batch: the plan's, or refused (the batch is fixed when the program is emitted) */
+    long plan_seqs = (long)P->total_mbs * P->model.mbs, gb;
+    int per;
+    char gbs[96];
+    wp_batch_describe(plan_seqs, P->model.seq, gbs, sizeof gbs);
+    if (wp_batch_split(o.global_batch, o.global_batch_tokens, P->model.seq, 1, 1, WP_BATCH_MAX, &gb, &per, err, sizeof err) == 0 &&
+        gb && gb != plan_seqs)
+        snprintf(err, sizeof err, "%s %ld: this program's plan (%s) runs a %s per step (%d micro-batches of %d sequences "
+                 "on %d ranks); for another, emit it again with the same flags and %s %ld (plan.json's \"command\")",
+                 o.global_batch ? "--global-batch" : "--global-batch-tokens", o.global_batch ? o.global_batch : o.global_batch_tokens,
+                 P->plan_hash, gbs, P->total_mbs, P->model.mbs, P->nranks,
+                 o.global_batch ? "--global-batch" : "--global-batch-tokens", o.global_batch ? o.global_batch : o.global_batch_tokens);
+    else err[0] = 0;
+    if (err[0]) {
+        if (R->rank == 0) fprintf(stderr, "train: %s\n", err);
+        comm_finalize(comm);
+        return WP_EXIT_BAD_INPUT;
+    }
     /* --resume: the run goes on with its own seed (its synthetic data), not the default or --seed's */
     WpTrainState resumed = { 0 };
     uint64_t data_seq0 = 0;
@@ -436,8 +455,8 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
         return WP_EXIT_BAD_INPUT;
     }
     if (R->rank == 0)
-        printf("train: %s on %d ranks (%s, plan %s), model %s, %d micro-batches of %d x %d tokens per step, %s, %s\n",
-               P->strategy, P->nranks, P->topo_name, P->plan_hash, P->model_name, P->total_mbs, R->cfg.mbs, R->cfg.seq,
+        printf("train: %s on %d ranks (%s, plan %s), model %s, %s: %d micro-batches x %d sequences x %d tokens per step, %s, %s\n",
+               P->strategy, P->nranks, P->topo_name, P->plan_hash, P->model_name, gbs, P->total_mbs, R->cfg.mbs, R->cfg.seq,
                data_describe(R->data), threads);
     loop_catch_signals();
     /* MFU against the devices the plan was made for (the topology's ratings, in wpgen's plan) */

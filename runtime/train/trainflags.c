@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "train/trainflags.h"
+#include "train/batch.h"
 #include "common/hash64.h"
 #include "common/settings.h"
 #include "train/checkpoint.h"
@@ -46,6 +47,8 @@ const char train_flags_usage[] =
     "  --init FILE             start from these weights (a checkpoint, or a Hugging Face safetensors file)\n"
     "  --resume FILE           continue a run from its checkpoint (the manifest FILE and the shards it\n"
     "                          names; the run's seed and data position come from the checkpoint)\n"
+    "  --global-batch B        sequences per step, all ranks (wp-ref: micro-batches = B / --micro-batch-size;\n"
+    "                          train: checked against its plan's); --global-batch-tokens T: the same in tokens\n"
     "  --allow-batch-change    with --resume: accept another global batch (micro-batches x sequences, or\n"
     "                          --seq) than the checkpoint's, going on from its data position\n"
     "  --save FILE             write a checkpoint at the end: the manifest FILE (say DIR/checkpoint.json),\n"
@@ -194,6 +197,10 @@ uint64_t train_flags_run_id(const TrainFlags *o) {
     snprintf(line, sizeof line, "seed %llu shape %d %d %d order %d", (unsigned long long)o->seed, o->seq, o->mbs,
              o->micro_batches, o->no_shuffle);
     h = hash_text(h, line);
+    if (o->global_batch || o->global_batch_tokens) {   /* only where given: the ids of runs without stay as they were */
+        snprintf(line, sizeof line, "global batch %ld %ld", o->global_batch, o->global_batch_tokens);
+        h = hash_text(h, line);
+    }
     if (o->model) h = hash_file(h, "model", o->model);   /* a preset's name, or its config.json */
     for (int i = 0; i < wp_adamw_nsettings; i++) {
         adamw_setting_format(&o->opt, &wp_adamw_settings[i], 1, line, sizeof line);
@@ -273,7 +280,7 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
         }
         static const char *const model_flags[] = { "-m", "--model", "--seq", "--micro-batch-size", "--micro-batches" };
         static const char *const valued[] = { "--data", "--val-data", "--val-every", "--val-steps", "--stop-at", "--seed",
-            "--init", "--resume", "--save", "--save-every", "--keep", "--log", "--trace" };
+            "--init", "--resume", "--save", "--save-every", "--keep", "--log", "--trace", "--global-batch", "--global-batch-tokens" };
         const WpAdamWSetting *set = setting_of(flag);
         int known = set != NULL, is_model = 0;
         for (size_t j = 0; j < sizeof valued / sizeof valued[0]; j++) known |= !strcmp(flag, valued[j]);
@@ -294,6 +301,8 @@ int train_flags_parse(int argc, char **argv, int with_model, const char *usage_h
         else if (!strcmp(flag, "--seq")) { rc = parse_long(flag, val, 1, 1 << 24, &x, err, errlen); o->seq = (int)x; }
         else if (!strcmp(flag, "--micro-batch-size")) { rc = parse_long(flag, val, 1, 1 << 20, &x, err, errlen); o->mbs = (int)x; }
         else if (!strcmp(flag, "--micro-batches")) { rc = parse_long(flag, val, 1, 1 << 20, &x, err, errlen); o->micro_batches = (int)x; }
+        else if (!strcmp(flag, "--global-batch")) rc = parse_long(flag, val, 1, WP_BATCH_MAX, &o->global_batch, err, errlen);
+        else if (!strcmp(flag, "--global-batch-tokens")) rc = parse_long(flag, val, 1, WP_BATCH_MAX, &o->global_batch_tokens, err, errlen);
         else if (set) {
             /* --steps among them: the schedule counts steps in an int, so a larger --steps would wrap */
             if (adamw_setting_parse(&o->opt, set, val)) {
