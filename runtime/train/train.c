@@ -364,15 +364,17 @@ int wp_main(int argc, char **argv, const WpPlanDesc *P) {
     int per;
     char gbs[96];
     wp_batch_describe(plan_seqs, P->model.seq, gbs, sizeof gbs);
-    if (wp_batch_split(o.global_batch, o.global_batch_tokens, P->model.seq, 1, 1, WP_BATCH_MAX, &gb, &per, err, sizeof err) == 0 &&
-        gb && gb != plan_seqs)
-        snprintf(err, sizeof err, "%s %ld: this program's plan (%s) runs a %s per step (%d micro-batches of %d sequences "
+    int bad_batch = wp_batch_split(o.global_batch, o.global_batch_tokens, P->model.seq, P->nranks, P->model.mbs, WP_BATCH_MAX,
+                                   &gb, &per, err, sizeof err);
+    if (!bad_batch && gb && gb != plan_seqs) {
+        bad_batch = 1;
+        snprintf(err, sizeof err, "%s %ld: this program's plan (%s) runs the %s per step (%d micro-batches of %d sequences "
                  "on %d ranks); for another, emit it again with the same flags and %s %ld (plan.json's \"command\")",
                  o.global_batch ? "--global-batch" : "--global-batch-tokens", o.global_batch ? o.global_batch : o.global_batch_tokens,
                  P->plan_hash, gbs, P->total_mbs, P->model.mbs, P->nranks,
                  o.global_batch ? "--global-batch" : "--global-batch-tokens", o.global_batch ? o.global_batch : o.global_batch_tokens);
-    else err[0] = 0;
-    if (err[0]) {
+    }
+    if (bad_batch) {
         if (R->rank == 0) fprintf(stderr, "train: %s\n", err);
         comm_finalize(comm);
         return WP_EXIT_BAD_INPUT;
