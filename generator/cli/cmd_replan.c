@@ -3,7 +3,8 @@
  * It runs the command that emitted OLD_DIR (plan.json's "command": strategy, model, its options,
  * precision, backend) again with the new topology and output, and with the micro-batches per rank
  * that keep the old global batch on the new number of ranks; where that does not divide, the
- * nearest batch the new ranks can run, said on stderr. Flags after the directory replace the old
+ * nearest batch the new ranks can run, said on stderr (the old command's --global-batch goes: the
+ * micro-batches replace it; a --global-batch given here is the new batch instead). Flags after the directory replace the old
  * command's own (a -m whose path has moved, say; --model replaces -m). --without NODE[,NODE...]
  * plans for the topology less those nodes: -t's, or without -t the one OLD_DIR was planned for
  * (plan.json's "topology_json"), which is what job.sbatch does when a node is lost.
@@ -293,7 +294,9 @@ int cmd_replan(int argc, char **argv) {
     long per = (long)(total / ndev), kept = total % ndev == 0;
     if (!kept && (total - per * ndev) * 2 > ndev) per++;
     if (per < 1) per = 1;
-    if (!kept)
+    /* a --global-batch given here is the new batch: the micro-batches are its */
+    int given_batch = flag_value(extra, xval, nextra, "--global-batch") || flag_value(extra, xval, nextra, "--global-batch-tokens");
+    if (!kept && !given_batch)
         fprintf(stderr, "wpgen replan: warning: the old plan's %lld micro-batches per step do not divide over %d ranks: "
                 "the new plan runs %ld per rank, %ld per step (the checkpoint's resume must be told the batch changed)\n",
                 (long long)total, ndev, per, per * ndev);
@@ -315,13 +318,10 @@ int cmd_replan(int argc, char **argv) {
     }
     args[n++] = "-t"; args[n++] = (char *)topo_path;
     args[n++] = "-o"; args[n++] = (char *)out;
-    /* a --global-batch given here is the new batch: the micro-batches are its */
-    if (!flag_value(extra, xval, nextra, "--global-batch") && !flag_value(extra, xval, nextra, "--global-batch-tokens")) {
-        args[n++] = "--micro-batches"; args[n++] = per_s;
-    }
+    if (!given_batch) { args[n++] = "--micro-batches"; args[n++] = per_s; }
     for (int i = 0; i < nextra; i++) args[n++] = extra[i];
     args[n] = NULL;
-    fprintf(stderr, "wpgen replan: %s for %d ranks (was %lld in %s):", kept ? "the same global batch" : "another global batch",
+    fprintf(stderr, "wpgen replan: %s for %d ranks (was %lld in %s):", given_batch ? "the global batch given" : kept ? "the same global batch" : "another global batch",
             ndev, (long long)json_integer_value(json_object_get(plan, "nranks")), old);
     for (int i = 1; i < n; i++) fprintf(stderr, " %s", args[i]);
     fprintf(stderr, "\n");
