@@ -195,7 +195,7 @@ local function summary_lines()
             plural(P.replicas, "replica"), per),
         fmt("model       %s: H=%d, %d layers, %d heads (%d kv), ffn %d, vocab %d, seq %d, %s per micro-batch",
             P.model_name, m.hidden, m.layers, m.heads, m.kv_heads, m.ffn, m.vocab, m.seq, plural(m.mbs, "sequence")),
-        fmt("batch       %d micro-batches per step (%d per rank), %d turns, %s", P.total_mbs, P.micro_batches,
+        fmt("batch       %s: %d micro-batches per step (%d per rank), %d turns, %s", P.global_batch, P.total_mbs, P.micro_batches,
             P.nturns, plural(P.nops, "operation")),
     }
     local shown = math.min(#P.chunks, 64)
