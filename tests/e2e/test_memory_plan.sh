@@ -12,7 +12,7 @@
 # plan's host figure exactly, and the device peak without it must fall. The plan leaves out the CPU
 # attention kernel's work area (config.h, "Not counted": K and V transposed, 2 T kv hd floats, and
 # per thread a row of (heads / kv) S floats; a flash-attention GPU kernel needs none): added here
-# from that formula, the one term this test adds to the plan's figures.
+# (memory_lib.sh's MEM_ATTN), the one term this test adds to the plan's figures.
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
@@ -24,10 +24,7 @@ ok() { pass=$((pass + 1)); echo "ok   $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 flags=(-m small -s fsdp --micro-batch-size 1 --micro-batches 1)
 S0=512 S1=2048
-# the attention work area's growth from S0 to S1 tokens (small: 8 heads, 4 kv of 32; one thread)
-attn=$(( (2 * (S1 - S0) * 4 * 32 + 2 * (S1 - S0)) * 4 ))
-
-declare -A plan rss host pool
+declare -A plan rss host pool attn
 for label in rc tile off; do
     case $label in
         rc) extra=(--recompute) ;;
@@ -36,12 +33,14 @@ for label in rc tile off; do
     esac
     for s in $S0 $S1; do
         if ! mem_case "$label-$s" "$s" "${flags[@]}" "${extra[@]}"; then bad "$label at $s tokens: $MEM_ERR"; continue 2; fi
-        plan[$label-$s]=$MEM_PLAN rss[$label-$s]=$MEM_RSS host[$label-$s]=$MEM_HOST pool[$label-$s]=$MEM_POOL
+        plan[$label-$s]=$MEM_PLAN rss[$label-$s]=$MEM_RSS host[$label-$s]=$MEM_HOST pool[$label-$s]=$MEM_POOL attn[$label-$s]=$MEM_ATTN
     done
     if python3 - "${plan[$label-$S0]}" "${host[$label-$S0]}" "${rss[$label-$S0]}" \
-                 "${plan[$label-$S1]}" "${host[$label-$S1]}" "${rss[$label-$S1]}" "$attn" <<'PY'
+                 "${plan[$label-$S1]}" "${host[$label-$S1]}" "${rss[$label-$S1]}" \
+                 "${attn[$label-$S0]}" "${attn[$label-$S1]}" <<'PY'
 import sys
-p0, h0, r0, p1, h1, r1, attn = map(int, sys.argv[1:])
+p0, h0, r0, p1, h1, r1, a0, a1 = map(int, sys.argv[1:])
+attn = a1 - a0
 planned, measured = (p1 + h1) - (p0 + h0) + attn, r1 - r0
 MiB = 2 ** 20
 print("  planned growth %.2f MiB (device %.2f, host %.2f, attention's work %.2f), measured %.2f MiB: %+.1f%%"
