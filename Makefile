@@ -13,7 +13,7 @@ LUA_INC  := -I/usr/include/lua5.4
 .DEFAULT_GOAL := all
 # keep objects make considers intermediate (test objects): no rebuild on the next make test
 .SECONDARY:
-.PHONY: all deps test test-quick test-blas test-slurm demo bench-gen bench-cpu bench-sim bench-scale bench-save clean
+.PHONY: all deps test test-quick test-blas test-slurm demo bench-gen bench-cpu bench-sim bench-scale bench-save bench-memory clean
 
 # The probe runs once; delete build/config.mk to run it again. It sets BLAS_CFLAGS and BLAS_LIBS.
 $(BUILD)/config.mk: scripts/deps.sh
@@ -255,6 +255,10 @@ bench-scale: all
 
 bench-save: all
 	@bash scripts/bench_save.sh $(BUILD)
+
+# planned against measured peak memory of emitted CPU programs over sequence lengths (not in make test)
+bench-memory: all
+	@bash scripts/bench_memory.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

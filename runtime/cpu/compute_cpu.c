@@ -1,5 +1,6 @@
 /* The CPU compute backend's side of common/compute.h: buffers as host fp32 arrays, masters copied
  * as they are, AdamW through cpu/adamw.c. Its host threads: threads.c. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cpu/compute_cpu.h"
@@ -91,6 +92,9 @@ void compute_setup(WpRank *R) {
 void compute_teardown(WpRank *R) {
     WpCompute *D = R->dev;
     if (!D) return;
+    /* the plan's host memory of the rank (peak_mem_breakdown.host), as the run used it: on the CPU
+     * the pool is the process's memory too, so its peak resident set cannot tell the two apart */
+    if (D->hbytes) fprintf(stderr, "train: rank %d: offload's host pool %zu bytes\n", R->rank, D->hbytes);
     for (int b = 0; b < R->me->nbufs; b++) { free(D->buf[b]); free(D->adam_m[b]); free(D->adam_v[b]); }
     for (int i = 0; i < D->nfree; i++) free(D->free[i].p);
     for (int i = 0; i < D->nhfree; i++) free(D->hfree[i].p);

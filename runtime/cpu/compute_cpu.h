@@ -28,6 +28,7 @@ struct WpCompute {
     Block *free; int nfree, capfree;          /* released blocks, reused by size */
     Block *hfree; int nhfree, caphfree;       /* offload: the stashes' host pool, released blocks of its
                                                * own (never lent to the device's slots) */
+    size_t hbytes;                            /* offload: the bytes that host pool allocated */
     Pending *pend; int npend, cappend;        /* conversions and temporaries finished after the wait */
 };
 

@@ -23,18 +23,20 @@
 /* ---- blocks: storage of slots and temporaries ---- */
 
 /* Storage is recycled: after the first step every allocation finds a released block of its size,
- * in its pool (the device's, or offload's host pool). */
-static float *pool_get(WpRank *R, Block *pool, int *npool, size_t n) {
+ * in its pool (the device's, or offload's host pool). *held, where given, counts the bytes the
+ * pool allocated: blocks are never freed before the end, so that is the pool's peak. */
+static float *pool_get(WpRank *R, Block *pool, int *npool, size_t n, size_t *held) {
     for (int i = 0; i < *npool; i++)
         if (pool[i].n == n) {
             float *p = pool[i].p;
             pool[i] = pool[--*npool];
             return p;
         }
+    if (held) *held += n * sizeof(float);
     return rank_realloc(R, NULL, n * sizeof(float), "activations");
 }
 
-static float *block_get(WpRank *R, size_t n) { return pool_get(R, R->dev->free, &R->dev->nfree, n); }
+static float *block_get(WpRank *R, size_t n) { return pool_get(R, R->dev->free, &R->dev->nfree, n, NULL); }
 
 static void block_put(WpRank *R, float *p, size_t n) {
     WpCompute *D = R->dev;
@@ -52,7 +54,7 @@ void *step_slot_take(WpRank *R, int kind, int chunk, int mb, size_t *tag) {
              : kind == SLOT_KEEP ? wp_keep_floats(&R->cfg, k, R->recompute)
              : (size_t)R->cfg.mbs * R->cfg.seq * R->cfg.hidden;
     *tag = n;
-    return in_host_pool(R, kind) ? pool_get(R, R->dev->hfree, &R->dev->nhfree, n) : block_get(R, n);
+    return in_host_pool(R, kind) ? pool_get(R, R->dev->hfree, &R->dev->nhfree, n, &R->dev->hbytes) : block_get(R, n);
 }
 
 void step_slot_give(WpRank *R, int kind, void *p, size_t tag) {

@@ -5,10 +5,13 @@ weights cast to bf16 per step: what bench_step's bf16 working copy is), fused q/
 projections as in runtime/cuda, F.scaled_dot_product_attention (causal; flash attention on these
 GPUs), the loss on bf16 logits computed by F.cross_entropy in fp32, fused AdamW, the layers under
 torch.compile where it works (eager if it fails, said on the line). Prints the line format of
-bench_step.cu, with the same model-FLOPs formula (see there) and peak table.
+bench_step.cu, with the same model-FLOPs formula (see there) and peak table, and the step's peak
+of allocated memory. --checkpoint runs each layer under activation checkpointing
+(torch.utils.checkpoint, non-reentrant): its input kept, its activations recomputed in the
+backward, as the trainers' --recompute does (tests/gpu/run.sh's long-sequence step compares them).
 
 Run (on a machine with a GPU and PyTorch):
-    python3 tests/gpu/bench_torch.py [--seq N]... [--layers N] [--steps N] [--warmup N] [--peak-tflops X] [--no-compile]
+    python3 tests/gpu/bench_torch.py [--seq N]... [--layers N] [--steps N] [--warmup N] [--peak-tflops X] [--no-compile] [--checkpoint]
 Without PyTorch or without a CUDA device it says so and exits 0."""
 import argparse
 import sys
@@ -20,7 +23,7 @@ PEAKS = [("H100 PCIe", 756), ("H100 NVL", 835), ("H100", 989), ("H200", 989), ("
 H, HEADS, HD, FFN, VOCAB, EPS, THETA = 2048, 16, 128, 5632, 32000, 1e-5, 10000.0
 
 
-def build(torch, layers, seq):
+def build(torch, layers, seq, checkpoint=False):
     nn, F = torch.nn, torch.nn.functional
 
     class RMSNorm(nn.Module):
@@ -69,7 +72,10 @@ def build(torch, layers, seq):
         def forward(self, tok, tgt):
             x = self.embed(tok)
             for layer in self.layers:
-                x = layer(x)
+                if checkpoint:
+                    x = torch.utils.checkpoint.checkpoint(layer, x, use_reentrant=False)
+                else:
+                    x = layer(x)
             logits = self.head(self.norm(x))
             return F.cross_entropy(logits.float().view(-1, VOCAB), tgt.view(-1))
 
@@ -86,9 +92,9 @@ def model_flops(layers, seq):
     return 6.0 * n_mm * seq + 12.0 * layers * seq * seq * H / 2.0
 
 
-def bench(torch, seq, layers, steps, warmup, peak, compile_, device):
+def bench(torch, seq, layers, steps, warmup, peak, compile_, device, checkpoint=False):
     torch.manual_seed(0)
-    model = build(torch, layers, seq)
+    model = build(torch, layers, seq, checkpoint)
     how = "eager"
     if compile_:
         try:
@@ -120,7 +126,8 @@ def bench(torch, seq, layers, steps, warmup, peak, compile_, device):
         if how != "torch.compile":
             raise
         print(f"bench_torch: torch.compile failed at run time ({type(e).__name__}: {e}); eager instead", file=sys.stderr)
-        return bench(torch, seq, layers, steps, warmup, peak, False, device)
+        return bench(torch, seq, layers, steps, warmup, peak, False, device, checkpoint)
+    torch.cuda.reset_peak_memory_stats()
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     e0.record()
     for _ in range(steps):
@@ -131,7 +138,9 @@ def bench(torch, seq, layers, steps, warmup, peak, compile_, device):
     flops = model_flops(layers, seq)
     mfu = f"{100.0 * flops / step_s / (peak * 1e12):.1f}%" if peak else "n/a "
     print(f"bench pytorch seq {seq}: step {step_s:.4f} s, {seq / step_s:.0f} tokens/s, MFU {mfu} (model "
-          f"{flops:.3g} FLOP/step, peak {peak:.0f} TFLOP/s bf16, {device}; loss {loss.item():.4f}; {how})", flush=True)
+          f"{flops:.3g} FLOP/step, peak {peak:.0f} TFLOP/s bf16, {device}; loss {loss.item():.4f}; {how}"
+          f"{', activation checkpointing' if checkpoint else ''}; {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB allocated at most)",
+          flush=True)
     del model, opt
     torch.cuda.empty_cache()
 
@@ -144,9 +153,11 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--peak-tflops", type=float, default=0.0)
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--checkpoint", action="store_true", help="each layer under activation checkpointing")
     a = ap.parse_args()
     try:
         import torch
+        import torch.utils.checkpoint
     except ImportError:
         print("bench_torch: PyTorch is not importable here; nothing run")
         return 0
@@ -159,7 +170,7 @@ def main():
         print(f"bench_torch: no peak known for {device}: MFU not computed (give --peak-tflops)")
     for seq in a.seq or [4096, 16384]:
         try:
-            bench(torch, seq, a.layers, a.steps, a.warmup, peak, not a.no_compile, device)
+            bench(torch, seq, a.layers, a.steps, a.warmup, peak, not a.no_compile, device, a.checkpoint)
         except torch.cuda.OutOfMemoryError:
             print(f"bench pytorch seq {seq}: skipped, out of memory")
             torch.cuda.empty_cache()

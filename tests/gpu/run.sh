@@ -17,7 +17,10 @@
 #      and fsdp on 2). Everything here is built with MPI (the NCCL layer bootstraps over it):
 #      without Open MPI it says so and runs only steps 2 and 4;
 #   4. build/gpu/bench_step and, when python3 imports torch, tests/gpu/bench_torch.py: their
-#      figures side by side; build/gpu/bench_attention, the attention kernels alone.
+#      figures side by side; build/gpu/bench_attention, the attention kernels alone;
+#   5. long sequences: the emitted program at 32k, 64k, 128k tokens, without and with
+#      --offload-activations, its reservation against the plan's and nvidia-smi's, its step against
+#      bench_torch.py --checkpoint's (skipped when the steps before leave too little time).
 # Exit status: 0 when everything run passed (or no GPU), 1 otherwise.
 #
 # Dependencies the device machine may lack (Jansson, Lua 5.4, Penlight, OpenBLAS, Open MPI): put
@@ -251,6 +254,62 @@ if [ -x build/gpu/bench_step ]; then
     fi
 else
     say "bench: build/gpu/bench_step was not built (tests/gpu/bench_step.cu missing?)"
+fi
+# ---- 5. long sequences on one GPU: the memory plan against nvidia-smi, the step against PyTorch's ----
+# bench_step's model shape at 4 layers (H 2048, 16 heads of 128, FFN 5632, vocabulary 32000:
+# 0.34 B parameters, about 5 GiB of training state; bench_torch.py --layers 4 is the same model),
+# the emitted CUDA program on one rank (fsdp, one micro-batch of S tokens, bf16, --recompute; MPI
+# comm, one process), at 32k, 64k and 128k tokens, without and with --offload-activations: the
+# start-up line's reservation beside the plan's device peak and nvidia-smi's most used memory while
+# it ran (sampled every 0.2 s; it also counts the CUDA context, cuBLAS's and cuDNN's own), and the
+# second step's time (the first warms up) beside PyTorch's with activation checkpointing
+# (bench_torch.py --checkpoint: each layer recomputed in the backward, as --recompute does).
+# About 2 minutes; skipped, and said, when the steps before left under 150 s of the 8 minutes.
+long_seqs=(32768 65536 131072)
+if [ $have_mpi = 1 ] && [ -x build/wpgen ] && [ -n "$first_obj" ] && [ $((SECONDS - t_start)) -lt 330 ]; then
+    mem_gb=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1 | awk '{ printf "%.1f", $1 * 1048576 / 1e9 }')
+    printf '{"version":1,"name":"gpu-long","device_types":{"gpu":{"peak_tflops_bf16":989,"mem_gb":%s,"hbm_GBps":4800}},"nodes":[{"name":"n0","devices":1,"type":"gpu","intra":{"type":"NVL","bw_GBps":100,"lat_us":2}}]}\n' \
+        "$mem_gb" >"$tmp/glong.json"
+    printf '{"architectures":["LlamaForCausalLM"],"model_type":"llama","hidden_size":2048,"num_hidden_layers":4,"num_attention_heads":16,"num_key_value_heads":16,"intermediate_size":5632,"vocab_size":32000,"rms_norm_eps":1e-5,"rope_theta":10000.0,"tie_word_embeddings":false,"max_position_embeddings":131072}\n' \
+        >"$tmp/long-model.json"
+    say "long: bench_step's shape at 4 layers, fsdp on 1 rank, --recompute, bf16; GiB (reserved: the start-up line; nvidia-smi: most used while it ran)"
+    for S in "${long_seqs[@]}"; do
+        for off in no yes; do
+            label=long-$S-off$off d=$tmp/long-$S-$off
+            lflags=(-t "$tmp/glong.json" -m "$tmp/long-model.json" -s fsdp --micro-batches 1 --micro-batch-size 1 --seq "$S" --recompute "${prec[@]}")
+            [ $off = yes ] && lflags+=(--offload-activations)
+            planned=$(build/wpgen plan "${lflags[@]}" --json 2>/dev/null | python3 -c 'import json,sys; print("%.3f" % (json.load(sys.stdin)["peak_mem_bytes"] / 2**30))' 2>/dev/null)
+            if ! build/wpgen emit "${lflags[@]}" --backend cuda --comm mpi -o "$d" >"$tmp/$label.emit.out" 2>&1; then
+                fail "$label: emit: $(tail -2 "$tmp/$label.emit.out")"; continue; fi
+            mkdir -p "$d/obj/runtime" && cp -r "$first_obj" "$d/obj/runtime/" && touch "$d"/obj/runtime/cuda/*.o
+            lmk=(make -s -j"$jobs" -C "$d" CUDA_ARCH="-gencode arch=compute_$cap,code=sm_$cap")
+            [ -d "$fe_inc" ] && lmk+=(CUDNN_FRONTEND_INCLUDE="$fe_inc")
+            if ! "${lmk[@]}" >"$tmp/$label.make.out" 2>&1; then fail "$label: make: $(grep -m3 -i error "$tmp/$label.make.out")"; continue; fi
+            ( while :; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; sleep 0.2; done ) >"$tmp/$label.smi" 2>/dev/null &
+            smi_pid=$!
+            timeout 90 "${mpirun[@]}" -np 1 "$d/train" --synthetic --steps 2 --seed 5 --lr 2e-3 --warmup 1 >"$tmp/$label.run.out" 2>&1
+            rc=$?
+            kill "$smi_pid" 2>/dev/null; wait "$smi_pid" 2>/dev/null
+            if [ $rc != 0 ]; then fail "$label: train (exit $rc): $(tail -3 "$tmp/$label.run.out")"; continue; fi
+            reserved=$(sed -n 's/.*: reserved \([0-9.]*\) GiB.*/\1/p' "$tmp/$label.run.out" | head -1)
+            used=$(sort -n "$tmp/$label.smi" | tail -1 | awk '{ printf "%.3f", $1 / 1024 }')
+            step=$(grep '^step *2/2' "$tmp/$label.run.out" | awk -F'|' '{ print $5 "," $6 }' | tr -s ' ')
+            say "  $S tokens, offload $off: plan ${planned:-?}, reserved ${reserved:-?}, nvidia-smi ${used:-?}; step 2:$step"
+        done
+    done
+    if [ -f tests/gpu/bench_torch.py ] && python3 -c 'import torch' 2>/dev/null; then
+        lt=()
+        for S in "${long_seqs[@]}"; do lt+=(--seq "$S"); done
+        timeout 150 python3 tests/gpu/bench_torch.py --layers 4 --steps 1 --warmup 1 --no-compile --checkpoint "${lt[@]}" >"$tmp/torch-long.out" 2>&1 ||
+            fail "bench_torch.py --checkpoint failed: $(tail -3 "$tmp/torch-long.out")"
+        sed 's/^/  /' "$tmp/torch-long.out" | tee -a "$out"
+    else
+        say "  (PyTorch not importable: no checkpointed PyTorch step to compare)"
+    fi
+elif [ $have_mpi = 1 ] && [ -n "$first_obj" ]; then
+    say "long: skipped, $((SECONDS - t_start)) s of the 8 minutes gone (it needs about 150 s)"
+else
+    say "long: skipped (needs Open MPI, wpgen and a CUDA program built in step 3)"
 fi
 say "gpu: done in $((SECONDS - t_start)) s, $([ $failed = 0 ] && echo "everything passed" || echo "FAILURES above")"
 exit $failed
