@@ -196,20 +196,29 @@ static int run_local(Verifier *V, int r, int opi) {
     case OP_FWD:
         if (need_weights(V, r, opi, op)) return -1;
         if (V->fwd[cm]) return verr(V, r, opi, "micro-batch %d already went forward through chunk %d", mb, c);
-        if (c > 0 && !keep_take(V, r, key_make(K_ACT, c, mb)))
+        /* the input is held until the operation ends, beside the stash and the output it writes
+         * (train/step_ops.c frees it after the call): add the outputs, then take the input */
+        if (c > 0 && !keyset_has(&s->keep, key_make(K_ACT, c, mb)))
             return verr(V, r, opi, "the input of chunk %d for micro-batch %d is not on this rank", c, mb);
         keep_add(V, r, key_make(K_STASH, c, mb));
         if (!last) keep_add(V, r, key_make(K_ACT, c + 1, mb));
+        if (c > 0) keep_take(V, r, key_make(K_ACT, c, mb));
         V->fwd[cm]++;
         return 0;
     case OP_BWD: case OP_BWD_B:
         if (need_weights(V, r, opi, op)) return -1;
-        if (!keep_take(V, r, key_make(K_STASH, c, mb)))
+        if (!keyset_has(&s->keep, key_make(K_STASH, c, mb)))
             return verr(V, r, opi, "micro-batch %d has not gone forward through chunk %d on this rank (or went backward already)", mb, c);
-        if (!last && !keep_take(V, r, key_make(K_GRAD, c + 1, mb)))
+        if (!last && !keyset_has(&s->keep, key_make(K_GRAD, c + 1, mb)))
             return verr(V, r, opi, "the gradient of chunk %d's output for micro-batch %d is not on this rank", c, mb);
+        /* the stash and the incoming gradient are held until the operation ends, beside the
+         * gradient it writes (train/step_ops.c frees them after the call); BWD_B's stash stays
+         * on, inside its B-to-W keep (K_STASHW counts it), so it moves there first */
+        if (op->kind == OP_BWD_B) { keep_take(V, r, key_make(K_STASH, c, mb)); keep_add(V, r, key_make(K_STASHW, c, mb)); }
         if (c > 0) keep_add(V, r, key_make(K_GRAD, c, mb));
-        if (op->kind == OP_BWD_B) { keep_add(V, r, key_make(K_STASHW, c, mb)); return 0; }
+        if (!last) keep_take(V, r, key_make(K_GRAD, c + 1, mb));
+        if (op->kind == OP_BWD_B) return 0;
+        keep_take(V, r, key_make(K_STASH, c, mb));
         if (add_grad(V, r, opi, op->buf2, c, mb)) return -1;
         V->bwd[cm]++;
         return 0;
