@@ -522,7 +522,7 @@ size_t plan_workspace_bytes(const Plan *p, const uint8_t *computes) {
         for (int c = 0; c < p->nchunks; c++) {
             if (computes && !computes[c]) continue;
             WpChunk k = chunk_of(p, c);
-            size_t b = wp_workspace_part_bytes(&p->model, &k, p->recompute, (WpWorkspacePart)part, p->precision);
+            size_t b = wp_workspace_slot_bytes(&p->model, &k, p->recompute, (WpWorkspacePart)part, p->precision);
             if (b > most) most = b;
         }
         n += most;

@@ -150,9 +150,9 @@ double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model,
             WpChunk ends[2] = { light_chunk(&tr, model, C, 0), light_chunk(&tr, model, C, C - 1) };
             ws = 0;
             for (int part = 0; part < WP_WS_NPARTS; part++) {
-                double most = (double)wp_workspace_part_bytes(model, &mid, o->recompute, (WpWorkspacePart)part, prec);
+                double most = (double)wp_workspace_slot_bytes(model, &mid, o->recompute, (WpWorkspacePart)part, prec);
                 for (int e = 0; e < 2; e++) {
-                    double x = (double)wp_workspace_part_bytes(model, &ends[e], o->recompute, (WpWorkspacePart)part, prec);
+                    double x = (double)wp_workspace_slot_bytes(model, &ends[e], o->recompute, (WpWorkspacePart)part, prec);
                     if (x > most) most = x;
                 }
                 ws += most;
@@ -667,7 +667,7 @@ static int groups_rounds_choice(const Traits *tr, const Topology *topo, const Wp
     for (int part = 0; part < WP_WS_NPARTS; part++) {   /* plan_workspace_bytes */
         size_t most = 0;
         for (int k = 0; k < C; k++) {
-            size_t b = wp_workspace_part_bytes(model, &ch[k], o->recompute, (WpWorkspacePart)part, o->precision);
+            size_t b = wp_workspace_slot_bytes(model, &ch[k], o->recompute, (WpWorkspacePart)part, o->precision);
             if (b > most) most = b;
         }
         ws += most;

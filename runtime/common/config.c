@@ -262,9 +262,54 @@ size_t wp_workspace_part_floats(const WpConfig *c, const WpChunk *k, int recompu
     return 0;
 }
 
+/* Which part's storage each part lives in: its own, or that of a part whose life never overlaps
+ * its own in any call of the CPU and CUDA models (model.c, model_cuda.cu; both run a chunk's
+ * operations in one order, the GPU's on one stream). The one table of the sharing: the CPU
+ * scratch, the CUDA workspace (layout_cuda.h) and the planner's sums all follow it.
+ *   datt in dxn's: datt [T, heads*hd] is written by o_proj's backward, after the post-attention
+ *     norm's backward has read the MLP's dxn for the last time, and read by attention's backward,
+ *     before dxn = dqkv Wqkv^T writes dxn again (the B half of the split backward likewise; the W
+ *     half and the forward use neither).
+ *   dgu in dqkv's: dgu [tile, 2F] lives inside the MLP's tile loop, dqkv [T, (heads+2kv)*hd] from
+ *     attention's backward to qkv's product, which follows the loop (the W half has no dqkv).
+ *   logits in dqkv's: the LM head's block runs before (backward) or after (forward) every layer
+ *     of its chunk, never inside one.
+ * The recompute stash keeps its own allocation (model.c: a run without recompute never touches
+ * it), so it shares nothing. */
+static const WpWorkspacePart ws_home[WP_WS_NPARTS] = {
+    [WP_WS_XN] = WP_WS_XN, [WP_WS_H] = WP_WS_H, [WP_WS_DH] = WP_WS_DH, [WP_WS_DGU] = WP_WS_DQKV,
+    [WP_WS_DXN] = WP_WS_DXN, [WP_WS_DRES] = WP_WS_DRES, [WP_WS_DATT] = WP_WS_DXN,
+    [WP_WS_DQKV] = WP_WS_DQKV, [WP_WS_ROPE] = WP_WS_ROPE, [WP_WS_LOGITS] = WP_WS_DQKV,
+    [WP_WS_RESTASH] = WP_WS_RESTASH,
+};
+
+WpWorkspacePart wp_workspace_part_home(WpWorkspacePart part) {
+    return ws_home[part];
+}
+
+size_t wp_workspace_slot_floats(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part) {
+    size_t most = 0;
+    if (ws_home[part] != part) return 0;
+    for (int p = 0; p < WP_WS_NPARTS; p++) {
+        size_t n = ws_home[p] == part ? wp_workspace_part_floats(c, k, recompute, (WpWorkspacePart)p) : 0;
+        if (n > most) most = n;
+    }
+    return most;
+}
+
+size_t wp_workspace_slot_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part, WpDtype act_dtype) {
+    size_t most = 0;
+    if (ws_home[part] != part) return 0;
+    for (int p = 0; p < WP_WS_NPARTS; p++) {
+        size_t n = ws_home[p] == part ? wp_workspace_part_bytes(c, k, recompute, (WpWorkspacePart)p, act_dtype) : 0;
+        if (n > most) most = n;
+    }
+    return most;
+}
+
 size_t wp_workspace_floats(const WpConfig *c, const WpChunk *k, int recompute) {
     size_t n = 0;
-    for (int p = 0; p < WP_WS_NPARTS; p++) n += wp_workspace_part_floats(c, k, recompute, (WpWorkspacePart)p);
+    for (int p = 0; p < WP_WS_NPARTS; p++) n += wp_workspace_slot_floats(c, k, recompute, (WpWorkspacePart)p);
     return n;
 }
 
@@ -280,7 +325,7 @@ size_t wp_workspace_part_bytes(const WpConfig *c, const WpChunk *k, int recomput
 
 size_t wp_workspace_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtype act_dtype) {
     size_t n = 0;
-    for (int p = 0; p < WP_WS_NPARTS; p++) n += wp_workspace_part_bytes(c, k, recompute, (WpWorkspacePart)p, act_dtype);
+    for (int p = 0; p < WP_WS_NPARTS; p++) n += wp_workspace_slot_bytes(c, k, recompute, (WpWorkspacePart)p, act_dtype);
     return n;
 }
 

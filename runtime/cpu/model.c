@@ -176,7 +176,7 @@ static size_t scratch_restash_floats(const WpConfig *c, const WpChunk *big) {
 static size_t scratch_block_floats(const WpConfig *c, const WpChunk *big, int nthreads) {
     size_t total = (attention_work_floats(c->mbs, c->seq, c->heads, c->kv_heads, c->head_dim, nthreads) + 15) / 16 * 16;
     for (int i = 0; i < WP_WS_NPARTS; i++)
-        if (i != WP_WS_RESTASH) total += (wp_workspace_part_floats(c, big, 0, (WpWorkspacePart)i) + 15) / 16 * 16;
+        if (i != WP_WS_RESTASH) total += (wp_workspace_slot_floats(c, big, 0, (WpWorkspacePart)i) + 15) / 16 * 16;
     return total;
 }
 
@@ -218,12 +218,15 @@ WpScratch *wp_scratch_new(const WpConfig *c, int max_layers) {
     };
     s->block = aligned_alloc(64, scratch_block_floats(c, &big, s->nthreads) * sizeof(float));
     if (!s->block) { free(s->restash); free(s); return NULL; }
+    /* one slot per home part (config.c's ws_home), then each sharer pointed at its home's */
     size_t off = 0;
     for (int i = 0; i < WP_WS_NPARTS; i++)
-        if (part[i]) {
+        if (part[i] && wp_workspace_part_home((WpWorkspacePart)i) == (WpWorkspacePart)i) {
             *part[i] = s->block + off;
-            off += (wp_workspace_part_floats(c, &big, 0, (WpWorkspacePart)i) + 15) / 16 * 16;
+            off += (wp_workspace_slot_floats(c, &big, 0, (WpWorkspacePart)i) + 15) / 16 * 16;
         }
+    for (int i = 0; i < WP_WS_NPARTS; i++)
+        if (part[i]) *part[i] = *part[wp_workspace_part_home((WpWorkspacePart)i)];
     s->attn_work = s->block + off;
     if (max_layers > 0) {
         s->sin_t = s->cos_t + (size_t)c->seq * (c->head_dim / 2);

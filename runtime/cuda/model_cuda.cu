@@ -5,7 +5,8 @@
  *
  * Memory, reserved once by wc_model_new and never inside a step:
  *  - the workspace (layout_cuda.h's wc_workspace): the parts of common/config.c's WpWorkspacePart
- *    at their bf16 sizes (wp_workspace_part_bytes(..., WP_BF16)), each rounded up to 256 bytes for
+ *    at their bf16 sizes (wp_workspace_slot_bytes(..., WP_BF16): parts whose lives never overlap
+ *    share one slot, config.c's ws_home), each rounded up to 256 bytes for
  *    alignment; the recompute stash (one layer's stash) among them when recompute is set; then
  *  - a reduction area: the row-range partial sums of the norms' weight gradients, the per-token
  *    losses of one LM-head block and the partial sums of wc_sumsq (WC_NORM_SPLITS * H floats,
@@ -184,7 +185,7 @@ WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recom
     }
     if (wc_lt_new(&m->lt, WC_LT_WORK_BYTES, err, errlen)) { free(m); return NULL; }
     WcWorkspace ws = wc_workspace(c, max_layers, has_head, recompute);
-    size_t total = ws.off[WC_WS_NPARTS];
+    size_t total = ws.total;
     if (cudaMalloc((void **)&m->block, total) != cudaSuccess) {
         snprintf(err, errlen, "CUDA model: cudaMalloc of the workspace (%zu bytes) failed", total);
         cudaGetLastError();
