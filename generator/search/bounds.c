@@ -194,9 +194,11 @@ double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model,
             bufs = 2 * big * (double)(wp_dtype_bytes(prec) + wp_dtype_bytes(o->grad_precision));
         /* bf16 gradients: a gathering plan's whole-chunk gradient and the ring's travelling ones are bf16
          * buffers on every rank of a pipeline of several, so each rank has the fp32 staging
-         * gradient of the largest chunk (plan_grad_stage_bytes) */
-        if ((tr.gathers || (tr.ring && !tr.ends)) && npipe > 1 && o->grad_precision == WP_BF16)
-            bufs += big * sizeof(float);
+         * gradient of the largest segment (plan_grad_stage_bytes; of these light chunks, no more) */
+        if ((tr.gathers || (tr.ring && !tr.ends)) && npipe > 1 && o->grad_precision == WP_BF16) {
+            size_t s0 = wp_grad_stage_floats(model, &k0), sl = wp_grad_stage_floats(model, &kl);
+            bufs += (double)(s0 > sl ? s0 : sl) * sizeof(float);
+        }
         double b = masters + acts + keep + ws + bufs;
         if (tr.ring && tr.ring_rounds && !tr.ends) {
             /* rank 0 of the ring: owner of chunk 0 (its masters, AdamW state and fp32 gradient)

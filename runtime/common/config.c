@@ -329,6 +329,38 @@ size_t wp_workspace_bytes(const WpConfig *c, const WpChunk *k, int recompute, Wp
     return n;
 }
 
+/* A tied chunk holding both ends has no head tensor of its own: its head is the embedding. */
+static int grad_one_segment(const WpConfig *c, const WpChunk *k) {
+    return k->first && k->last && !wp_chunk_has_head(c, k);
+}
+
+int wp_grad_nsegments(const WpConfig *c, const WpChunk *k) {
+    return grad_one_segment(c, k) ? 1 : k->last + k->nlayers + k->first;
+}
+
+WpGradSegment wp_grad_segment(const WpConfig *c, const WpChunk *k, int i) {
+    size_t V = (size_t)c->vocab, H = (size_t)c->hidden;
+    size_t emb = k->first ? V * H : 0, head = H + (wp_chunk_has_head(c, k) ? V * H : 0);
+    WpGradSegment g = { 0, k->nparams };
+    if (grad_one_segment(c, k)) return g;
+    if (k->last && i == 0) { g.off = k->nparams - head; g.n = head; return g; }
+    i -= k->last;
+    if (i < k->nlayers) {   /* from the last layer */
+        g.n = wp_layer_nparams(c);
+        g.off = emb + (size_t)(k->nlayers - 1 - i) * g.n;
+        return g;
+    }
+    g.n = emb;   /* the embedding */
+    return g;
+}
+
+size_t wp_grad_stage_floats(const WpConfig *c, const WpChunk *k) {
+    size_t most = 0;
+    for (int i = 0; i < wp_grad_nsegments(c, k); i++)
+        if (wp_grad_segment(c, k, i).n > most) most = wp_grad_segment(c, k, i).n;
+    return most;
+}
+
 double wp_chunk_fwd_flops(const WpConfig *c, const WpChunk *k) {
     double T = (double)c->mbs * c->seq, H = c->hidden, F = c->ffn, V = c->vocab;
     double q = (double)c->heads * c->head_dim, kv = (double)c->kv_heads * c->head_dim;

@@ -203,6 +203,19 @@ size_t wp_workspace_slot_bytes(const WpConfig *c, const WpChunk *k, int recomput
 size_t wp_workspace_floats(const WpConfig *c, const WpChunk *k, int recompute);
 size_t wp_workspace_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtype act);
 
+/* The segments a backward sums a bf16 weight gradient in, one at a time: fp32 sums of one
+ * segment's elements (a stage of wp_grad_stage_floats) rounded to bf16 once, when the backward
+ * leaves the segment, as a whole chunk's were (model.c, "a bf16 gradient"). In the order the
+ * backward visits them: on the last chunk the final norm and the LM head, each layer from the
+ * last, on the first chunk the embedding; a tied chunk holding both ends is one segment (its head
+ * adds into the embedding's gradient before the layers, its embedding after). Segment i of
+ * wp_grad_nsegments, in elements from the chunk's parameters' start. */
+typedef struct WpGradSegment { size_t off, n; } WpGradSegment;
+int wp_grad_nsegments(const WpConfig *c, const WpChunk *k);
+WpGradSegment wp_grad_segment(const WpConfig *c, const WpChunk *k, int i);
+/* The largest segment of the chunk, in elements: the fp32 stage a bf16 gradient needs. */
+size_t wp_grad_stage_floats(const WpConfig *c, const WpChunk *k);
+
 /* Forward FLOPs of one chunk on one micro-batch (matrix products and attention). */
 double wp_chunk_fwd_flops(const WpConfig *c, const WpChunk *k);
 
