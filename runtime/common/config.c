@@ -266,10 +266,14 @@ size_t wp_workspace_part_floats(const WpConfig *c, const WpChunk *k, int recompu
  * its own in any call of the CPU and CUDA models (model.c, model_cuda.cu; both run a chunk's
  * operations in one order, the GPU's on one stream). The one table of the sharing: the CPU
  * scratch, the CUDA workspace (layout_cuda.h) and the planner's sums all follow it.
- *   datt in dxn's: datt [T, heads*hd] is written by o_proj's backward, after the post-attention
- *     norm's backward has read the MLP's dxn for the last time, and read by attention's backward,
- *     before dxn = dqkv Wqkv^T writes dxn again (the B half of the split backward likewise; the W
- *     half and the forward use neither).
+ *   dxn in xn's: a norm's output xn is read last by the product whose input gradient dxn is
+ *     (a tile's gate/up, qkv's, a block's LM head), which computes its weight gradient from xn
+ *     before it writes dxn over it (matmul.c, kernels.h); the MLP's and the head's tile by tile
+ *     over their own rows. The split backward's B half reads no xn, its W half no dxn.
+ *   datt in xn's: datt [T, heads*hd] is written by o_proj's backward, after the post-attention
+ *     norm's backward has read dxn for the last time, and read by attention's backward, before
+ *     the input norm's output xn is recomputed for qkv's product (the B half likewise; the W
+ *     half and the forward have no datt).
  *   dgu in dqkv's: dgu [tile, 2F] lives inside the MLP's tile loop, dqkv [T, (heads+2kv)*hd] from
  *     attention's backward to qkv's product, which follows the loop (the W half has no dqkv).
  *   logits in dqkv's: the LM head's block runs before (backward) or after (forward) every layer
@@ -278,7 +282,7 @@ size_t wp_workspace_part_floats(const WpConfig *c, const WpChunk *k, int recompu
  * it), so it shares nothing. */
 static const WpWorkspacePart ws_home[WP_WS_NPARTS] = {
     [WP_WS_XN] = WP_WS_XN, [WP_WS_H] = WP_WS_H, [WP_WS_DH] = WP_WS_DH, [WP_WS_DGU] = WP_WS_DQKV,
-    [WP_WS_DXN] = WP_WS_DXN, [WP_WS_DRES] = WP_WS_DRES, [WP_WS_DATT] = WP_WS_DXN,
+    [WP_WS_DXN] = WP_WS_XN, [WP_WS_DRES] = WP_WS_DRES, [WP_WS_DATT] = WP_WS_XN,
     [WP_WS_DQKV] = WP_WS_DQKV, [WP_WS_ROPE] = WP_WS_ROPE, [WP_WS_LOGITS] = WP_WS_DQKV,
     [WP_WS_RESTASH] = WP_WS_RESTASH,
 };

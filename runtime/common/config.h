@@ -195,8 +195,8 @@ size_t wp_workspace_part_bytes(const WpConfig *c, const WpChunk *k, int recomput
 /* Parts whose lives never overlap share storage (config.c's table ws_home, which says why each
  * may): a part's home is the part whose storage it uses, itself when it has its own. A slot is a
  * home's storage, the largest of the parts living there (0 for a part that lives in another's);
- * wp_workspace_floats and wp_workspace_bytes are the sums over the slots. Shared today: datt in
- * dxn's, dgu and the logits block in dqkv's (llama2-7b at 131,072 tokens: 1.2 GiB less). */
+ * wp_workspace_floats and wp_workspace_bytes are the sums over the slots. Shared today: dxn and
+ * datt in xn's, dgu and the logits block in dqkv's (llama2-7b at 131,072 tokens: 2.2 GiB less). */
 WpWorkspacePart wp_workspace_part_home(WpWorkspacePart part);
 size_t wp_workspace_slot_floats(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part);
 size_t wp_workspace_slot_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part, WpDtype act);

@@ -344,8 +344,9 @@ static void layer_backward(WcModel *m, const LayerParams<const uint16_t> &p, con
         wc_gemm_run(&m->lt, mlp_gemm(m, n, WC_MM_DOWN_DX), m->dres + r, p.wdown, NULL, m->dh, s);
         wc_gemm_run(&m->lt, mlp_gemm(m, n, WC_MM_DOWN_DW), m->dres + r, m->h, NULL, dp.wdown, s);
         wc_swiglu_backward(m->dgu, m->dh, gu, n, F, s);
-        wc_gemm_run(&m->lt, mlp_gemm(m, n, WC_MM_GU_DX), m->dgu, p.wgu, NULL, m->dxn + r, s);
+        /* dW first: dxn is written over xn (config.c's ws_home) */
         wc_gemm_run(&m->lt, mlp_gemm(m, n, WC_MM_GU_DW), m->dgu, m->xn + r, NULL, dp.wgu, s);
+        wc_gemm_run(&m->lt, mlp_gemm(m, n, WC_MM_GU_DX), m->dgu, p.wgu, NULL, m->dxn + r, s);
     }
     wc_rmsnorm_backward(m->dres, 1, dp.ln2, m->dxn, st.x2, p.ln2, st.rstd2, T, H, m->norm_partials, s);
     /* attention: x2 = x + att Wo^T */
@@ -355,8 +356,8 @@ static void layer_backward(WcModel *m, const LayerParams<const uint16_t> &p, con
                           c->head_dim, s);
     wc_rope_backward(m->dqkv, m->cos_t, m->sin_t, T, c->seq, c->heads, c->kv_heads, c->head_dim, s);
     wc_rmsnorm_recompute(m->xn, st.x, p.ln1, st.rstd1, T, H, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_QKV_DW], m->dqkv, m->xn, NULL, dp.wqkv, s);   /* dW first, as above */
     wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_QKV_DX], m->dqkv, p.wqkv, NULL, m->dxn, s);
-    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_QKV_DW], m->dqkv, m->xn, NULL, dp.wqkv, s);
     wc_rmsnorm_backward(m->dres, 1, dp.ln1, m->dxn, st.x, p.ln1, st.rstd1, T, H, m->norm_partials, s);
 }
 
@@ -393,8 +394,8 @@ static void head_backward(WcModel *m, const WpChunk *k, const uint16_t *params, 
         const uint16_t *xn = m->xn + (size_t)t0 * H;
         wc_gemm_run(&m->lt, &mm[WC_HEAD_F], xn, w, NULL, m->logits, s);   /* as in forward */
         wc_ce_backward(m->logits, lse + t0, targets + t0, n, V, loss_scale, s);
+        wc_gemm_run(&m->lt, &mm[WC_HEAD_DW], m->logits, xn, NULL, dw, s);   /* dW first: dxn over xn */
         wc_gemm_run(&m->lt, &mm[WC_HEAD_DX], m->logits, w, NULL, m->dxn + (size_t)t0 * H, s);
-        wc_gemm_run(&m->lt, &mm[WC_HEAD_DW], m->logits, xn, NULL, dw, s);
     }
     wc_rmsnorm_backward(m->dres, 0, dwf, m->dxn, xf, wf, rstdf, T, H, m->norm_partials, s);
 }
