@@ -111,7 +111,8 @@ struct WpScratch {
     void (*progress)(void *);   /* called between layers: lets posted transfers move */
     void *progress_ud;
     float *restash;          /* recompute: one layer's stash, refilled before its backward */
-    /* the workspace, one buffer per part of config.c's WpWorkspacePart */
+    /* the workspace, one buffer per part of config.c's WpWorkspacePart; parts whose lives never
+     * overlap point into one (config.c's ws_home: dxn and datt are xn's, dgu and logits dqkv's) */
     float *xn;               /* [T, H] a norm's output */
     float *h;                /* [T, F] silu(gate) * up */
     float *dh;               /* [T, F] */
