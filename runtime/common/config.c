@@ -262,8 +262,8 @@ size_t wp_workspace_part_floats(const WpConfig *c, const WpChunk *k, int recompu
     return 0;
 }
 
-/* Which part's storage each part lives in: its own, or that of a part whose life never overlaps
- * its own in any call of the CPU and CUDA models (model.c, model_cuda.cu; both run a chunk's
+/* The parts that live in another part's storage (the rest have their own), each in that of a
+ * part whose life never overlaps its own in any call of the CPU and CUDA models (model.c, model_cuda.cu; both run a chunk's
  * operations in one order, the GPU's on one stream). The one table of the sharing: the CPU
  * scratch, the CUDA workspace (layout_cuda.h) and the planner's sums all follow it.
  *   dxn in xn's: a norm's output xn is read last by the product whose input gradient dxn is
@@ -280,22 +280,22 @@ size_t wp_workspace_part_floats(const WpConfig *c, const WpChunk *k, int recompu
  *     of its chunk, never inside one.
  * The recompute stash keeps its own allocation (model.c: a run without recompute never touches
  * it), so it shares nothing. */
-static const WpWorkspacePart ws_home[WP_WS_NPARTS] = {
-    [WP_WS_XN] = WP_WS_XN, [WP_WS_H] = WP_WS_H, [WP_WS_DH] = WP_WS_DH, [WP_WS_DGU] = WP_WS_DQKV,
-    [WP_WS_DXN] = WP_WS_XN, [WP_WS_DRES] = WP_WS_DRES, [WP_WS_DATT] = WP_WS_XN,
-    [WP_WS_DQKV] = WP_WS_DQKV, [WP_WS_ROPE] = WP_WS_ROPE, [WP_WS_LOGITS] = WP_WS_DQKV,
-    [WP_WS_RESTASH] = WP_WS_RESTASH,
+static const struct { WpWorkspacePart part, home; } ws_home[] = {
+    { WP_WS_DXN, WP_WS_XN }, { WP_WS_DATT, WP_WS_XN }, { WP_WS_DGU, WP_WS_DQKV }, { WP_WS_LOGITS, WP_WS_DQKV },
 };
 
+/* A part not in the table (a part added later included) has storage of its own. */
 WpWorkspacePart wp_workspace_part_home(WpWorkspacePart part) {
-    return ws_home[part];
+    for (size_t i = 0; i < sizeof ws_home / sizeof ws_home[0]; i++)
+        if (ws_home[i].part == part) return ws_home[i].home;
+    return part;
 }
 
 size_t wp_workspace_slot_floats(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part) {
     size_t most = 0;
-    if (ws_home[part] != part) return 0;
+    if (wp_workspace_part_home(part) != part) return 0;
     for (int p = 0; p < WP_WS_NPARTS; p++) {
-        size_t n = ws_home[p] == part ? wp_workspace_part_floats(c, k, recompute, (WpWorkspacePart)p) : 0;
+        size_t n = wp_workspace_part_home((WpWorkspacePart)p) == part ? wp_workspace_part_floats(c, k, recompute, (WpWorkspacePart)p) : 0;
         if (n > most) most = n;
     }
     return most;
@@ -303,9 +303,9 @@ size_t wp_workspace_slot_floats(const WpConfig *c, const WpChunk *k, int recompu
 
 size_t wp_workspace_slot_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part, WpDtype act_dtype) {
     size_t most = 0;
-    if (ws_home[part] != part) return 0;
+    if (wp_workspace_part_home(part) != part) return 0;
     for (int p = 0; p < WP_WS_NPARTS; p++) {
-        size_t n = ws_home[p] == part ? wp_workspace_part_bytes(c, k, recompute, (WpWorkspacePart)p, act_dtype) : 0;
+        size_t n = wp_workspace_part_home((WpWorkspacePart)p) == part ? wp_workspace_part_bytes(c, k, recompute, (WpWorkspacePart)p, act_dtype) : 0;
         if (n > most) most = n;
     }
     return most;
