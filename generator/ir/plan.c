@@ -534,9 +534,11 @@ size_t plan_grad_stage_bytes(const Plan *p, int rank) {
     int bf16_grads = 0;
     for (int b = 0; b < rk->nbufs; b++) bf16_grads |= rk->bufs[b].kind == BUF_D && rk->bufs[b].dtype == WP_BF16;
     if (!bf16_grads) return 0;
-    size_t most = 0;
-    for (int c = 0; c < p->nchunks; c++)
-        if (plan_chunk_params(p, c) > most) most = plan_chunk_params(p, c);
+    size_t most = 0;   /* the largest segment of any chunk's gradient (config.h's wp_grad_segment) */
+    for (int c = 0; c < p->nchunks; c++) {
+        WpChunk k = chunk_of(p, c);
+        if (wp_grad_stage_floats(&p->model, &k) > most) most = wp_grad_stage_floats(&p->model, &k);
+    }
     return most * sizeof(float);
 }
 
@@ -547,7 +549,7 @@ size_t plan_workspace_bytes(const Plan *p, const uint8_t *computes) {
         for (int c = 0; c < p->nchunks; c++) {
             if (computes && !computes[c]) continue;
             WpChunk k = chunk_of(p, c);
-            size_t b = wp_workspace_part_bytes(&p->model, &k, p->recompute, (WpWorkspacePart)part, p->precision);
+            size_t b = wp_workspace_slot_bytes(&p->model, &k, p->recompute, (WpWorkspacePart)part, p->precision);
             if (b > most) most = b;
         }
         n += most;

@@ -241,8 +241,9 @@ size_t plan_mem_total(const PlanMem *m);
  * of config.c's workspace the largest over those chunks, at the plan's precision. */
 size_t plan_workspace_bytes(const Plan *p, const uint8_t *computes);
 /* The fp32 staging gradient of a rank with a bf16 gradient buffer: a backward sums a bf16
- * gradient in fp32 and rounds it once, through an fp32 array of the largest chunk (the CUDA
- * backend's, cuda_mem.h); 0 where every gradient buffer is fp32. Part of the workspace. */
+ * gradient in fp32 and rounds it once, one segment at a time (a layer's, the head's, the
+ * embedding's: config.h's wp_grad_segment) through an fp32 array of the largest segment (the CPU
+ * and CUDA backends', cuda_mem.h); 0 where every gradient buffer is fp32. Part of the workspace. */
 size_t plan_grad_stage_bytes(const Plan *p, int rank);
 /* The device area a rank's W and D transfers need in another format than their buffers' own (a
  * buffer whose working format, a master's copy or else its own, is not what the plan carries:

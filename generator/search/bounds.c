@@ -159,9 +159,9 @@ double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model,
             WpChunk ends[2] = { light_chunk(&tr, model, C, 0), light_chunk(&tr, model, C, C - 1) };
             ws = 0;
             for (int part = 0; part < WP_WS_NPARTS; part++) {
-                double most = (double)wp_workspace_part_bytes(model, &mid, o->recompute, (WpWorkspacePart)part, prec);
+                double most = (double)wp_workspace_slot_bytes(model, &mid, o->recompute, (WpWorkspacePart)part, prec);
                 for (int e = 0; e < 2; e++) {
-                    double x = (double)wp_workspace_part_bytes(model, &ends[e], o->recompute, (WpWorkspacePart)part, prec);
+                    double x = (double)wp_workspace_slot_bytes(model, &ends[e], o->recompute, (WpWorkspacePart)part, prec);
                     if (x > most) most = x;
                 }
                 ws += most;
@@ -203,9 +203,11 @@ double bound_mem(const Traits *trp, const Topology *topo, const WpConfig *model,
             bufs = 2 * big * (double)(wp_dtype_bytes(prec) + wp_dtype_bytes(o->grad_precision));
         /* bf16 gradients: a gathering plan's whole-chunk gradient and the ring's travelling ones are bf16
          * buffers on every rank of a pipeline of several, so each rank has the fp32 staging
-         * gradient of the largest chunk (plan_grad_stage_bytes) */
-        if ((tr.gathers || (tr.ring && !tr.ends)) && npipe > 1 && o->grad_precision == WP_BF16)
-            bufs += big * sizeof(float);
+         * gradient of the largest segment (plan_grad_stage_bytes; of these light chunks, no more) */
+        if ((tr.gathers || (tr.ring && !tr.ends)) && npipe > 1 && o->grad_precision == WP_BF16) {
+            size_t s0 = wp_grad_stage_floats(model, &k0), sl = wp_grad_stage_floats(model, &kl);
+            bufs += (double)(s0 > sl ? s0 : sl) * sizeof(float);
+        }
         double b = masters + acts + keep + ws + bufs;
         if (tr.ring && tr.ring_rounds && !tr.ends) {
             /* rank 0 of the ring: owner of chunk 0 (its masters, AdamW state and fp32 gradient)
@@ -685,7 +687,7 @@ static int groups_rounds_choice(const Traits *tr, const Topology *topo, const Wp
     for (int part = 0; part < WP_WS_NPARTS; part++) {   /* plan_workspace_bytes */
         size_t most = 0;
         for (int k = 0; k < C; k++) {
-            size_t b = wp_workspace_part_bytes(model, &ch[k], o->recompute, (WpWorkspacePart)part, o->precision);
+            size_t b = wp_workspace_slot_bytes(model, &ch[k], o->recompute, (WpWorkspacePart)part, o->precision);
             if (b > most) most = b;
         }
         ws += most;

@@ -270,9 +270,58 @@ size_t wp_workspace_part_floats(const WpConfig *c, const WpChunk *k, int recompu
     return 0;
 }
 
+/* The parts that live in another part's storage (the rest have their own), each in that of a
+ * part whose life never overlaps its own in any call of the CPU and CUDA models (model.c, model_cuda.cu; both run a chunk's
+ * operations in one order, the GPU's on one stream). The one table of the sharing: the CPU
+ * scratch, the CUDA workspace (layout_cuda.h) and the planner's sums all follow it.
+ *   dxn in xn's: a norm's output xn is read last by the product whose input gradient dxn is
+ *     (a tile's gate/up, qkv's, a block's LM head), which computes its weight gradient from xn
+ *     before it writes dxn over it (matmul.c, kernels.h); the MLP's and the head's tile by tile
+ *     over their own rows. The split backward's B half reads no xn, its W half no dxn.
+ *   datt in xn's: datt [T, heads*hd] is written by o_proj's backward, after the post-attention
+ *     norm's backward has read dxn for the last time, and read by attention's backward, before
+ *     the input norm's output xn is recomputed for qkv's product (the B half likewise; the W
+ *     half and the forward have no datt).
+ *   dgu in dqkv's: dgu [tile, 2F] lives inside the MLP's tile loop, dqkv [T, (heads+2kv)*hd] from
+ *     attention's backward to qkv's product, which follows the loop (the W half has no dqkv).
+ *   logits in dqkv's: the LM head's block runs before (backward) or after (forward) every layer
+ *     of its chunk, never inside one.
+ * The recompute stash keeps its own allocation (model.c: a run without recompute never touches
+ * it), so it shares nothing. */
+static const struct { WpWorkspacePart part, home; } ws_home[] = {
+    { WP_WS_DXN, WP_WS_XN }, { WP_WS_DATT, WP_WS_XN }, { WP_WS_DGU, WP_WS_DQKV }, { WP_WS_LOGITS, WP_WS_DQKV },
+};
+
+/* A part not in the table (a part added later included) has storage of its own. */
+WpWorkspacePart wp_workspace_part_home(WpWorkspacePart part) {
+    for (size_t i = 0; i < sizeof ws_home / sizeof ws_home[0]; i++)
+        if (ws_home[i].part == part) return ws_home[i].home;
+    return part;
+}
+
+size_t wp_workspace_slot_floats(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part) {
+    size_t most = 0;
+    if (wp_workspace_part_home(part) != part) return 0;
+    for (int p = 0; p < WP_WS_NPARTS; p++) {
+        size_t n = wp_workspace_part_home((WpWorkspacePart)p) == part ? wp_workspace_part_floats(c, k, recompute, (WpWorkspacePart)p) : 0;
+        if (n > most) most = n;
+    }
+    return most;
+}
+
+size_t wp_workspace_slot_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part, WpDtype act_dtype) {
+    size_t most = 0;
+    if (wp_workspace_part_home(part) != part) return 0;
+    for (int p = 0; p < WP_WS_NPARTS; p++) {
+        size_t n = wp_workspace_part_home((WpWorkspacePart)p) == part ? wp_workspace_part_bytes(c, k, recompute, (WpWorkspacePart)p, act_dtype) : 0;
+        if (n > most) most = n;
+    }
+    return most;
+}
+
 size_t wp_workspace_floats(const WpConfig *c, const WpChunk *k, int recompute) {
     size_t n = 0;
-    for (int p = 0; p < WP_WS_NPARTS; p++) n += wp_workspace_part_floats(c, k, recompute, (WpWorkspacePart)p);
+    for (int p = 0; p < WP_WS_NPARTS; p++) n += wp_workspace_slot_floats(c, k, recompute, (WpWorkspacePart)p);
     return n;
 }
 
@@ -291,8 +340,40 @@ size_t wp_workspace_part_bytes(const WpConfig *c, const WpChunk *k, int recomput
 
 size_t wp_workspace_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtype act_dtype) {
     size_t n = 0;
-    for (int p = 0; p < WP_WS_NPARTS; p++) n += wp_workspace_part_bytes(c, k, recompute, (WpWorkspacePart)p, act_dtype);
+    for (int p = 0; p < WP_WS_NPARTS; p++) n += wp_workspace_slot_bytes(c, k, recompute, (WpWorkspacePart)p, act_dtype);
     return n;
+}
+
+/* A tied chunk holding both ends has no head tensor of its own: its head is the embedding. */
+static int grad_one_segment(const WpConfig *c, const WpChunk *k) {
+    return k->first && k->last && !wp_chunk_has_head(c, k);
+}
+
+int wp_grad_nsegments(const WpConfig *c, const WpChunk *k) {
+    return grad_one_segment(c, k) ? 1 : k->last + k->nlayers + k->first;
+}
+
+WpGradSegment wp_grad_segment(const WpConfig *c, const WpChunk *k, int i) {
+    size_t V = (size_t)c->vocab, H = (size_t)c->hidden;
+    size_t emb = k->first ? V * H : 0, head = H + (wp_chunk_has_head(c, k) ? V * H : 0);
+    WpGradSegment g = { 0, k->nparams };
+    if (grad_one_segment(c, k)) return g;
+    if (k->last && i == 0) { g.off = k->nparams - head; g.n = head; return g; }
+    i -= k->last;
+    if (i < k->nlayers) {   /* from the last layer */
+        g.n = wp_layer_nparams(c);
+        g.off = emb + (size_t)(k->nlayers - 1 - i) * g.n;
+        return g;
+    }
+    g.n = emb;   /* the embedding */
+    return g;
+}
+
+size_t wp_grad_stage_floats(const WpConfig *c, const WpChunk *k) {
+    size_t most = 0;
+    for (int i = 0; i < wp_grad_nsegments(c, k); i++)
+        if (wp_grad_segment(c, k, i).n > most) most = wp_grad_segment(c, k, i).n;
+    return most;
 }
 
 double wp_chunk_fwd_flops(const WpConfig *c, const WpChunk *k) {

@@ -228,11 +228,31 @@ typedef enum {
 } WpWorkspacePart;
 size_t wp_workspace_part_floats(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part);
 /* The same part in bytes when activations are stored as act (RoPE tables and logits stay fp32,
- * the recompute stash wp_layer_restash_bytes). wp_workspace_bytes is the sum
- * over the parts. */
+ * the recompute stash wp_layer_restash_bytes). */
 size_t wp_workspace_part_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part, WpDtype act);
+/* Parts whose lives never overlap share storage (config.c's table ws_home, which says why each
+ * may): a part's home is the part whose storage it uses, itself when it has its own. A slot is a
+ * home's storage, the largest of the parts living there (0 for a part that lives in another's);
+ * wp_workspace_floats and wp_workspace_bytes are the sums over the slots. Shared today: dxn and
+ * datt in xn's, dgu and the logits block in dqkv's (llama2-7b at 131,072 tokens: 2.2 GiB less). */
+WpWorkspacePart wp_workspace_part_home(WpWorkspacePart part);
+size_t wp_workspace_slot_floats(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part);
+size_t wp_workspace_slot_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part, WpDtype act);
 size_t wp_workspace_floats(const WpConfig *c, const WpChunk *k, int recompute);
 size_t wp_workspace_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpDtype act);
+
+/* The segments a backward sums a bf16 weight gradient in, one at a time: fp32 sums of one
+ * segment's elements (a stage of wp_grad_stage_floats) rounded to bf16 once, when the backward
+ * leaves the segment, as a whole chunk's were (model.c, "a bf16 gradient"). In the order the
+ * backward visits them: on the last chunk the final norm and the LM head, each layer from the
+ * last, on the first chunk the embedding; a tied chunk holding both ends is one segment (its head
+ * adds into the embedding's gradient before the layers, its embedding after). Segment i of
+ * wp_grad_nsegments, in elements from the chunk's parameters' start. */
+typedef struct WpGradSegment { size_t off, n; } WpGradSegment;
+int wp_grad_nsegments(const WpConfig *c, const WpChunk *k);
+WpGradSegment wp_grad_segment(const WpConfig *c, const WpChunk *k, int i);
+/* The largest segment of the chunk, in elements: the fp32 stage a bf16 gradient needs. */
+size_t wp_grad_stage_floats(const WpConfig *c, const WpChunk *k);
 
 /* Forward FLOPs of one chunk on one micro-batch (matrix products and attention). */
 double wp_chunk_fwd_flops(const WpConfig *c, const WpChunk *k);

@@ -73,9 +73,12 @@ void compute_setup(WpRank *R) {
     size_t maxp = 1;
     for (int c = 0; c < R->plan->nchunks; c++)
         if (R->chunks[c].nparams > maxp) maxp = R->chunks[c].nparams;
+    size_t stage = 1;   /* a bf16 gradient's fp32 sums: the largest segment of any chunk's (the plan's) */
+    for (int c = 0; c < R->plan->nchunks; c++)
+        if (wp_grad_stage_floats(&R->cfg, &R->chunks[c]) > stage) stage = wp_grad_stage_floats(&R->cfg, &R->chunks[c]);
     if (R->plan->precision == WP_BF16 || R->plan->grad_precision == WP_BF16) {
         D->wstage = rank_calloc(R, maxp, sizeof(float), "the bf16 weights' fp32 copy");
-        D->gstage = rank_calloc(R, maxp, sizeof(float), "the bf16 gradients' fp32 copy");
+        D->gstage = rank_calloc(R, stage, sizeof(float), "the bf16 gradients' fp32 segment");
     }
     size_t T = (size_t)R->cfg.mbs * R->cfg.seq;
     D->tokens = rank_realloc(R, NULL, T * sizeof(int), "a micro-batch's tokens");

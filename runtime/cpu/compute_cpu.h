@@ -21,7 +21,8 @@ typedef struct Pending { int kind; float *p; size_t n; float *dst; int dst_buf; 
 
 struct WpCompute {
     float **buf;                  /* [nbufs]: fp32 arrays, or WpBf16 arrays (cast) where the buffer's dtype is bf16 */
-    float *wstage, *gstage;       /* the largest chunk in fp32: weights and gradient of a bf16 buffer while computed */
+    float *wstage, *gstage;       /* fp32: the largest chunk's bf16 weights, the largest segment of a bf16
+                                     gradient (config.h's wp_grad_stage_floats) while computed */
     float **adam_m, **adam_v;     /* per buffer: AdamW moments of masters, NULL elsewhere */
     WpScratch *scratch;
     int *tokens, *targets;        /* one micro-batch */

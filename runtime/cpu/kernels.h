@@ -59,7 +59,9 @@ enum {
 /* y[T, N] = x[T, K] W[N, K]^T (a torch Linear's weight layout), through BLAS. */
 void matmul_forward(float *y, const float *x, const float *w, int T, int K, int N, int accumulate,
                     int flags);
-/* dx[T, K] (= or +=) dy W; dW[N, K] += dy^T x. dx may be NULL, and so may dw (then x too). */
+/* dx[T, K] (= or +=) dy W; dW[N, K] += dy^T x. dx may be NULL, and so may dw (then x too). dW is
+ * computed first, so dx may be x itself (not +=): the workspace keeps a norm's output and its
+ * gradient in one buffer (config.c's ws_home). */
 void matmul_backward(float *dx, float *dw, const float *dy, const float *x, const float *w,
                      int T, int K, int N, int accumulate_dx, int flags);
 /* Whether the BLAS has a bf16 GEMM (OpenBLAS's cblas_sbgemm, looked up at run time) and uses it

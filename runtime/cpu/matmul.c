@@ -142,41 +142,42 @@ void matmul_backward(float *dx, float *dw, const float *dy, const float *x, cons
                      int T, int K, int N, int accumulate_dx, int flags) {
     MatmulSbgemm *bf = bf16_gemm(flags, T, K, N);
     WpBf16 *dyh = bf_work, *wh = bf_work + (size_t)T * N, *xh = wh + (size_t)N * K;
-    /* dx = dy W: [T, N] x [N, K], by rows of dx */
-    if (dx) {
-        #pragma omp parallel num_threads(team(T))
+    /* dW += dy^T x: [N, T] x [T, K], by rows of dW (columns of dy); none for the split
+     * backward's input half (model.c, wp_chunk_backward_input). First, so that dx may be written
+     * over x (kernels.h) */
+    if (dw) {
+        #pragma omp parallel num_threads(team(N))
         {
-            if (bf) { to_bf16_team(dyh, dy, (size_t)T * N); to_bf16_team(wh, w, (size_t)N * K); }
+            if (bf) { to_bf16_team(dyh, dy, (size_t)T * N); to_bf16_team(xh, x, (size_t)T * K); }
             int r0, r1;
-            slab(T, &r0, &r1);
+            slab(N, &r0, &r1);
             if (r1 > r0) {
                 if (bf)
-                    bf(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, K, N, 1.0f, dyh + (size_t)r0 * N, N,
-                       wh, K, accumulate_dx ? 1.0f : 0.0f, dx + (size_t)r0 * K, K);
+                    bf(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, K, T, 1.0f, dyh + r0, N, xh, K, 1.0f,
+                       dw + (size_t)r0 * K, K);
                 else
-                    sgemm(CblasNoTrans, CblasNoTrans, r1 - r0, K, N, dy + (size_t)r0 * N, N, w, K,
-                          accumulate_dx ? 1.0f : 0.0f, dx + (size_t)r0 * K, K);
-                if (flags & MM_BF16_OUT) wp_bf16_round_serial(dx + (size_t)r0 * K, (size_t)(r1 - r0) * K);
+                    sgemm(CblasTrans, CblasNoTrans, r1 - r0, K, T, dy + r0, N, x, K, 1.0f, dw + (size_t)r0 * K, K);
             }
         }
     }
-    /* dW += dy^T x: [N, T] x [T, K], by rows of dW (columns of dy); none for the split
-     * backward's input half (model.c, wp_chunk_backward_input) */
-    if (!dw) return;
-    #pragma omp parallel num_threads(team(N))
+    /* dx = dy W: [T, N] x [N, K], by rows of dx */
+    if (!dx) return;
+    #pragma omp parallel num_threads(team(T))
     {
         if (bf) {
-            if (!dx) to_bf16_team(dyh, dy, (size_t)T * N);
-            to_bf16_team(xh, x, (size_t)T * K);
+            if (!dw) to_bf16_team(dyh, dy, (size_t)T * N);
+            to_bf16_team(wh, w, (size_t)N * K);
         }
         int r0, r1;
-        slab(N, &r0, &r1);
+        slab(T, &r0, &r1);
         if (r1 > r0) {
             if (bf)
-                bf(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, K, T, 1.0f, dyh + r0, N, xh, K, 1.0f,
-                   dw + (size_t)r0 * K, K);
+                bf(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, K, N, 1.0f, dyh + (size_t)r0 * N, N,
+                   wh, K, accumulate_dx ? 1.0f : 0.0f, dx + (size_t)r0 * K, K);
             else
-                sgemm(CblasTrans, CblasNoTrans, r1 - r0, K, T, dy + r0, N, x, K, 1.0f, dw + (size_t)r0 * K, K);
+                sgemm(CblasNoTrans, CblasNoTrans, r1 - r0, K, N, dy + (size_t)r0 * N, N, w, K,
+                      accumulate_dx ? 1.0f : 0.0f, dx + (size_t)r0 * K, K);
+            if (flags & MM_BF16_OUT) wp_bf16_round_serial(dx + (size_t)r0 * K, (size_t)(r1 - r0) * K);
         }
     }
 }

@@ -121,7 +121,8 @@ struct WpScratch {
     void *progress_ud;
     float *restash;          /* recompute: one layer's stash, refilled before its backward */
     float *stage;            /* offload: [T, H] twice, then the head's xf | rstdf | lse (config.c) */
-    /* the workspace, one buffer per part of config.c's WpWorkspacePart */
+    /* the workspace, one buffer per part of config.c's WpWorkspacePart; parts whose lives never
+     * overlap point into one (config.c's ws_home: dxn and datt are xn's, dgu and logits dqkv's) */
     float *xn;               /* [T, H] a norm's output */
     float *h;                /* [T, F] silu(gate) * up */
     float *dh;               /* [T, F] */
@@ -136,6 +137,11 @@ struct WpScratch {
     float *block;            /* the one allocation all of the above but restash point into */
     WpBf16 *mm_work;         /* bf16 mode with a bf16 GEMM: its operands' 16-bit copies */
     size_t mm_work_elems;
+    /* a bf16 weight gradient (wp_scratch_set_grad_bf16): g16, summed one segment (gseg; n 0:
+     * none open) at a time in the fp32 gstage */
+    WpBf16 *g16;
+    float *gstage;
+    WpGradSegment gseg;
 };
 
 /* Pointers into one layer's parameters. */
@@ -186,7 +192,7 @@ static size_t scratch_restash_floats(const WpConfig *c, const WpChunk *big) {
 static size_t scratch_block_floats(const WpConfig *c, const WpChunk *big, int nthreads) {
     size_t total = (attention_work_floats(c->mbs, c->seq, c->heads, c->kv_heads, c->head_dim, nthreads) + 15) / 16 * 16;
     for (int i = 0; i < WP_WS_NPARTS; i++)
-        if (i != WP_WS_RESTASH) total += (wp_workspace_part_floats(c, big, 0, (WpWorkspacePart)i) + 15) / 16 * 16;
+        if (i != WP_WS_RESTASH) total += (wp_workspace_slot_floats(c, big, 0, (WpWorkspacePart)i) + 15) / 16 * 16;
     return total;
 }
 
@@ -228,12 +234,15 @@ WpScratch *wp_scratch_new(const WpConfig *c, int max_layers) {
     };
     s->block = aligned_alloc(64, scratch_block_floats(c, &big, s->nthreads) * sizeof(float));
     if (!s->block) { free(s->restash); free(s); return NULL; }
+    /* one slot per home part (config.c's ws_home), then each sharer pointed at its home's */
     size_t off = 0;
     for (int i = 0; i < WP_WS_NPARTS; i++)
-        if (part[i]) {
+        if (part[i] && wp_workspace_part_home((WpWorkspacePart)i) == (WpWorkspacePart)i) {
             *part[i] = s->block + off;
-            off += (wp_workspace_part_floats(c, &big, 0, (WpWorkspacePart)i) + 15) / 16 * 16;
+            off += (wp_workspace_slot_floats(c, &big, 0, (WpWorkspacePart)i) + 15) / 16 * 16;
         }
+    for (int i = 0; i < WP_WS_NPARTS; i++)
+        if (part[i]) *part[i] = *part[wp_workspace_part_home((WpWorkspacePart)i)];
     s->attn_work = s->block + off;
     if (max_layers > 0) {
         s->sin_t = s->cos_t + (size_t)c->seq * (c->head_dim / 2);
@@ -400,16 +409,53 @@ static void layer_backward(const WpConfig *c, const LayerParams *p, LayerParams 
     store_bf16(s, s->dres, (size_t)T * H);
 }
 
-/* Where the last chunk's head parameters are. */
-static float *head_weight(const WpConfig *c, const WpChunk *k, float *p) {
-    if (!wp_chunk_has_head(c, k)) return p;   /* tied, one chunk: the embedding, at its start */
-    return p + k->nparams - (size_t)c->vocab * c->hidden;
+/* Where the last chunk's head parameters are, and the first layer's, in elements. */
+static size_t head_weight_off(const WpConfig *c, const WpChunk *k) {
+    if (!wp_chunk_has_head(c, k)) return 0;   /* tied, one chunk: the embedding, at its start */
+    return k->nparams - (size_t)c->vocab * c->hidden;
 }
-static float *final_norm(const WpConfig *c, const WpChunk *k, float *p) {
-    return p + k->nparams - (size_t)c->hidden - (wp_chunk_has_head(c, k) ? (size_t)c->vocab * c->hidden : 0);
+static size_t final_norm_off(const WpConfig *c, const WpChunk *k) {
+    return k->nparams - (size_t)c->hidden - (wp_chunk_has_head(c, k) ? (size_t)c->vocab * c->hidden : 0);
 }
-static float *first_layer(const WpConfig *c, const WpChunk *k, float *p) {
-    return p + (k->first ? (size_t)c->vocab * c->hidden : 0);
+static size_t first_layer_off(const WpConfig *c, const WpChunk *k) {
+    return k->first ? (size_t)c->vocab * c->hidden : 0;
+}
+static float *head_weight(const WpConfig *c, const WpChunk *k, float *p) { return p + head_weight_off(c, k); }
+static float *final_norm(const WpConfig *c, const WpChunk *k, float *p) { return p + final_norm_off(c, k); }
+static float *first_layer(const WpConfig *c, const WpChunk *k, float *p) { return p + first_layer_off(c, k); }
+
+/* ---- a bf16 gradient ----
+ * With wp_scratch_set_grad_bf16 the backward adds into a stage of one segment of the chunk's
+ * parameters at a time (config.h's wp_grad_segment: the head's, one layer's, the embedding's):
+ * the segment's bf16 values widened, the backward's sums added in fp32, rounded back once when it
+ * moves on. Each element is widened, summed and rounded as when the whole chunk was staged, so the
+ * bits are the same; the stage is the largest segment, not the chunk. Without it, dparams. */
+
+/* The open segment rounded into the bf16 gradient. */
+static void grad_store(WpScratch *s) {
+    if (s->g16 && s->gseg.n) wp_f32_to_bf16_array(s->g16 + s->gseg.off, s->gstage, s->gseg.n);
+    s->gseg.n = 0;
+}
+
+/* The fp32 gradient of the chunk's parameters from offset off on (off begins a tensor): dparams's,
+ * or the stage of the segment holding off, opened (the open one stored) when off is outside it. */
+static float *grad_at(WpScratch *s, const WpChunk *k, float *dparams, size_t off) {
+    if (!s->g16) return dparams + off;
+    if (!s->gseg.n || off < s->gseg.off || off >= s->gseg.off + s->gseg.n) {
+        grad_store(s);
+        for (int i = 0; i < wp_grad_nsegments(&s->cfg, k); i++) {
+            WpGradSegment g = wp_grad_segment(&s->cfg, k, i);
+            if (off >= g.off && off < g.off + g.n) { s->gseg = g; break; }
+        }
+        wp_bf16_to_f32_array(s->gstage, s->g16 + s->gseg.off, s->gseg.n);
+    }
+    return s->gstage + (off - s->gseg.off);
+}
+
+void wp_scratch_set_grad_bf16(WpScratch *s, WpBf16 *g, float *stage) {
+    s->g16 = g;
+    s->gstage = stage;
+    s->gseg.n = 0;
 }
 
 /* The LM head's forward from xf (the last layer's output): its norm, then block by block the
@@ -440,7 +486,7 @@ static void head_block_dlogits(const WpConfig *c, const float *xn_blk, const flo
 /* The head's backward: leaves dL/dxf in s->dres. */
 static void head_backward(const WpConfig *c, const WpChunk *k, const float *params,
                           const int *targets, const float *xf, const float *rstdf, const float *lse,
-                          float *dparams, float loss_scale, WpScratch *s) {
+                          float *dw, float *dwf, float loss_scale, WpScratch *s) {
     int T = c->mbs * c->seq, H = c->hidden, V = c->vocab, B = s->ce_block;
     float *pp = (float *)params, *w = head_weight(c, k, pp), *wf = final_norm(c, k, pp);
     rmsnorm_recompute(s->xn, xf, wf, rstdf, T, H);
@@ -449,11 +495,10 @@ static void head_backward(const WpConfig *c, const WpChunk *k, const float *para
         int n = T - t0 < B ? T - t0 : B;
         const float *xn = s->xn + (size_t)t0 * H;
         head_block_dlogits(c, xn, w, lse + t0, targets + t0, n, loss_scale, s);   /* logits as in forward */
-        matmul_backward(s->dxn + (size_t)t0 * H, head_weight(c, k, dparams), s->logits, xn, w, n, H, V,
-                        0, mm_flags(s));
+        matmul_backward(s->dxn + (size_t)t0 * H, dw, s->logits, xn, w, n, H, V, 0, mm_flags(s));
     }
     memset(s->dres, 0, (size_t)T * H * sizeof(float));
-    rmsnorm_backward(s->dres, final_norm(c, k, dparams), s->dxn, xf, wf, rstdf, T, H);
+    rmsnorm_backward(s->dres, dwf, s->dxn, xf, wf, rstdf, T, H);
     store_bf16(s, s->dres, (size_t)T * H);
 }
 
@@ -515,23 +560,25 @@ void wp_chunk_backward(const WpConfig *c, const WpChunk *k, const float *params,
     if (k->last) {
         float *head = st + sl.xf;
         if (off) offload_copy(head = stage_head(s), st + sl.xf, T * H + 2 * T);   /* copy in */
-        head_backward(c, k, params, targets, head, head + T * H, head + T * H + T, dparams, loss_scale, s);
+        float *dwf = grad_at(s, k, dparams, final_norm_off(c, k)), *dw = grad_at(s, k, dparams, head_weight_off(c, k));
+        head_backward(c, k, params, targets, head, head + T * H, head + T * H + T, dw, dwf, loss_scale, s);
     } else {
         memcpy(s->dres, dx_out, T * H * sizeof(float));
         store_bf16(s, s->dres, T * H);   /* dL/dy: bf16 already when the sender is */
     }
-    float *lp = first_layer(c, k, pp), *dlp = first_layer(c, k, dparams);
+    float *lp = first_layer(c, k, pp);
     for (int i = k->nlayers - 1; i >= 0; i--) {
         LayerParams p = layer_params(c, lp + (size_t)i * wp_layer_nparams(c));
-        LayerParams dp = layer_params(c, dlp + (size_t)i * wp_layer_nparams(c));
+        LayerParams dp = layer_params(c, grad_at(s, k, dparams, first_layer_off(c, k) + (size_t)i * wp_layer_nparams(c)));
         LayerStash ls = chunk_layer_stash(c, &sl, st, i, recompute, s);
         if (off) offload_copy(ls.x = stage_x(s, i), st + (size_t)i * sl.layer, T * H);   /* copy in */
         if (recompute) layer_forward(c, &p, &ls, NULL, s);   /* this layer's stash again, the same bits */
         layer_backward(c, &p, &dp, &ls, s);
         progress(s);
     }
-    if (k->first) embedding_backward(dparams, s->dres, tokens, (int)T, (int)H);
+    if (k->first) embedding_backward(grad_at(s, k, dparams, 0), s->dres, tokens, (int)T, (int)H);
     else memcpy(dx_in, s->dres, T * H * sizeof(float));
+    grad_store(s);
 }
 
 /* ---- the split backward (zero-bubble schedules: BWD_B, then BWD_W) ----
@@ -657,7 +704,7 @@ static void head_backward_input(const WpConfig *c, const WpChunk *k, const float
 /* head_backward's weight half: dlogits recomputed block by block with the kept weight. */
 static void head_backward_weights(const WpConfig *c, const WpChunk *k, const int *targets, const float *xf,
                                   const float *rstdf, const float *lse, const float *keep, const WpKeepLayout *kl,
-                                  float *dparams, float loss_scale, WpScratch *s) {
+                                  float *dw, float *dwf, float loss_scale, WpScratch *s) {
     int T = c->mbs * c->seq, H = c->hidden, V = c->vocab, B = s->ce_block;
     const float *w = keep + kl->whead;
     rmsnorm_recompute(s->xn, xf, keep + kl->lnf, rstdf, T, H);
@@ -666,9 +713,9 @@ static void head_backward_weights(const WpConfig *c, const WpChunk *k, const int
         int n = T - t0 < B ? T - t0 : B;
         const float *xn = s->xn + (size_t)t0 * H;
         head_block_dlogits(c, xn, w, lse + t0, targets + t0, n, loss_scale, s);
-        matmul_backward(NULL, head_weight(c, k, dparams), s->logits, xn, NULL, n, H, V, 0, mm_flags(s));
+        matmul_backward(NULL, dw, s->logits, xn, NULL, n, H, V, 0, mm_flags(s));
     }
-    sum_add(final_norm(c, k, dparams), keep + kl->dlnf, H);
+    sum_add(dwf, keep + kl->dlnf, H);
 }
 
 /* With recompute, the chunk's full stash (wp_chunk_stash_layout(c, k, 0)) from the kept one
@@ -732,15 +779,17 @@ void wp_chunk_backward_weights(const WpConfig *c, const WpChunk *k, const int *t
     const float *st = recompute ? keep + kl.restash : stash;   /* the full stash either way */
     WpChunkStashLayout sl = wp_chunk_stash_layout(c, k, 0);
     size_t lkeep = wp_layer_keep_layout(c).end;
-    if (k->last)
-        head_backward_weights(c, k, targets, st + sl.xf, st + sl.rstdf, st + sl.lse, keep, &kl, dparams, loss_scale, s);
-    float *dlp = first_layer(c, k, dparams);
+    if (k->last) {
+        float *dwf = grad_at(s, k, dparams, final_norm_off(c, k)), *dw = grad_at(s, k, dparams, head_weight_off(c, k));
+        head_backward_weights(c, k, targets, st + sl.xf, st + sl.rstdf, st + sl.lse, keep, &kl, dw, dwf, loss_scale, s);
+    }
     for (int i = k->nlayers - 1; i >= 0; i--) {
-        LayerParams dp = layer_params(c, dlp + (size_t)i * wp_layer_nparams(c));
+        LayerParams dp = layer_params(c, grad_at(s, k, dparams, first_layer_off(c, k) + (size_t)i * wp_layer_nparams(c)));
         LayerStash ls = layer_stash(c, (float *)st + (size_t)i * sl.layer);
         LayerKeep kp = layer_keep(c, (float *)keep + kl.layers + (size_t)i * lkeep);
         layer_backward_weights(c, &dp, &ls, &kp, s);
         progress(s);
     }
-    if (k->first) embedding_backward(dparams, keep + kl.dx, tokens, (int)T, (int)H);
+    if (k->first) embedding_backward(grad_at(s, k, dparams, 0), keep + kl.dx, tokens, (int)T, (int)H);
+    grad_store(s);
 }

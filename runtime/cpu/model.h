@@ -36,6 +36,12 @@ void wp_scratch_set_progress(WpScratch *s, void (*fn)(void *), void *ud);
  * before a chunk runs with recompute = WP_RECOMPUTE_OFFLOAD, whose stash is then host memory
  * (model.c, "offload"). Returns 0, or -1 when out of memory. */
 int wp_scratch_set_offload(WpScratch *s);
+/* A weight gradient kept in bf16 (g: the chunk's k->nparams values; the caller clears it where a
+ * sum starts): wp_chunk_backward and wp_chunk_backward_weights then take dparams NULL and add into
+ * g one segment at a time (config.h's wp_grad_segment), summed in fp32 in stage
+ * (wp_grad_stage_floats floats of the largest chunk) and rounded once per call, as a whole fp32
+ * copy of the chunk's gradient would be. g NULL: dparams again. */
+void wp_scratch_set_grad_bf16(WpScratch *s, WpBf16 *g, float *stage);
 
 /* Forward of chunk k on one micro-batch of G sequences of S tokens.
  *   tokens  [G*S]   inputs (first chunk only; may be NULL otherwise)

@@ -84,12 +84,6 @@ static void load_f32(WpRank *R, int b, float *out, size_t n) {
     else memcpy(out, R->dev->buf[b], n * sizeof(float));
 }
 
-/* n fp32 values into buffer b at its format (rounded to bf16 there). */
-static void store_f32(WpRank *R, int b, const float *in, size_t n) {
-    if (buf_dtype(R, b) == WP_BF16) wp_f32_to_bf16_array((WpBf16 *)R->dev->buf[b], in, n);
-    else memcpy(R->dev->buf[b], in, n * sizeof(float));
-}
-
 /* The working weights of buffer w (n elements) as the model reads them: fp32 values, bf16-valued
  * in a bf16 plan (a bf16 buffer widened, an fp32 master rounded: its working copy). */
 static const float *working_weights(WpRank *R, int w, size_t n) {
@@ -181,18 +175,21 @@ void step_span_end(WpRank *R, StepSpan s, const char *cat, const char *name) {
     trace_event(R, cat, name, s.t0, comm_now(R->comm));
 }
 
-/* A bf16 gradient is summed in fp32 in the staging copy. */
+/* A bf16 gradient is summed by the model one segment at a time in the fp32 stage
+ * (wp_scratch_set_grad_bf16): NULL here. */
 float *step_grad_open(WpRank *R, int d, size_t n, int first) {
     WpCompute *D = R->dev;
-    int g16 = buf_dtype(R, d) == WP_BF16;
-    float *grad = g16 ? D->gstage : D->buf[d];
-    if (first) memset(grad, 0, n * sizeof(float));
-    else if (g16) load_f32(R, d, grad, n);
-    return grad;
+    if (buf_dtype(R, d) == WP_BF16) {
+        if (first) memset(D->buf[d], 0, n * sizeof(WpBf16));
+        wp_scratch_set_grad_bf16(D->scratch, (WpBf16 *)D->buf[d], D->gstage);
+        return NULL;
+    }
+    if (first) memset(D->buf[d], 0, n * sizeof(float));
+    return D->buf[d];
 }
 
 void step_grad_close(WpRank *R, int d, float *grad, size_t n) {
-    if (buf_dtype(R, d) == WP_BF16) store_f32(R, d, grad, n);
+    if (buf_dtype(R, d) == WP_BF16) wp_scratch_set_grad_bf16(R->dev->scratch, NULL, NULL);
 }
 
 void step_forward(WpRank *R, const WpChunk *k, int w, const int *tokens, const int *targets, const void *x_in,

@@ -36,6 +36,7 @@ int cm_plan(CudaMemPlan *m, const WpPlanDesc *P, int rank, const WpChunk *chunks
     size_t stash = 0, keep = 0;
     for (int k = 0; k < P->nchunks; k++) {
         if (chunks[k].nparams > m->max_params) m->max_params = chunks[k].nparams;
+        if (wp_grad_stage_floats(c, &chunks[k]) > m->stage_floats) m->stage_floats = wp_grad_stage_floats(c, &chunks[k]);
         size_t s = wp_stash_bytes(c, &chunks[k], recompute, WP_BF16);
         if (s > stash) stash = s;
         if (me->max_keeps > 0) {
@@ -82,7 +83,7 @@ int cm_plan(CudaMemPlan *m, const WpPlanDesc *P, int rank, const WpChunk *chunks
     m->keep_bytes = (keep + CM_ALIGN - 1) / CM_ALIGN * CM_ALIGN;
     m->keeps = m->nkeeps ? take(m, &m->b_acts, m->keep_bytes * (size_t)m->nkeeps) : SIZE_MAX;
 
-    m->gstage = bf16_grads ? take(m, &m->b_staging, m->max_params * sizeof(float)) : SIZE_MAX;
+    m->gstage = bf16_grads ? take(m, &m->b_staging, m->stage_floats * sizeof(float)) : SIZE_MAX;
     /* transfers in another format than their buffers': what wpgen counted for the buffers that move so */
     m->xfer_bytes = me->xfer_bytes;
     m->xfer = take(m, &m->b_staging, me->xfer_bytes);

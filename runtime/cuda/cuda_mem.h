@@ -34,11 +34,12 @@ typedef struct CudaMemPlan {
     int stashes_host;                           /* offload (config.h's WP_RECOMPUTE_OFFLOAD): the
                                                  * nstashes slots are pinned host memory, not the pool's */
     size_t keeps, keep_bytes; int nkeeps;       /* 0 slots without a split backward */
-    size_t gstage;                              /* fp32 [max_params], or SIZE_MAX */
+    size_t gstage;                              /* fp32 [stage_floats], or SIZE_MAX */
     size_t xfer, xfer_bytes;                    /* transfer copies in another format */
     size_t tokens, targets; int ntok;           /* int32 [ntok][T] each: the micro-batches read lately */
     size_t loss, sumsq;                         /* one double each */
     size_t max_params;                          /* the largest chunk's parameters */
+    size_t stage_floats;                        /* a bf16 gradient's largest segment (wp_grad_stage_floats) */
     /* bytes by part, for the start-up line (they sum to total) */
     size_t b_buffers, b_masters, b_acts, b_staging, total;
 } CudaMemPlan;

@@ -144,11 +144,13 @@ enum { WC_WS_NORM = WP_WS_NPARTS, WC_WS_LOSSES, WC_WS_SUMSQ, WC_WS_NPARTS };
 #define WC_WS_ALIGN ((size_t)256)
 
 /* Byte offsets of the parts of the one workspace allocation of a model serving chunks of at most
- * max_layers layers (with the LM head if has_head): part i is [off[i], off[i + 1]), off[WC_WS_NPARTS]
- * the total. Each config.c part at wp_workspace_part_bytes(..., WP_BF16) (bf16 activations, fp32
- * RoPE tables and logits, the recompute stash as one layer's stash), each rounded up to WC_WS_ALIGN. */
+ * max_layers layers (with the LM head if has_head): part i is [off[i], off[i] + room[i]), total the
+ * allocation. Each config.c slot (wp_workspace_slot_bytes(..., WP_BF16): bf16 activations, fp32
+ * RoPE tables and logits, the recompute stash as one layer's stash) rounded up to WC_WS_ALIGN,
+ * and a part that shares its home's storage (wp_workspace_part_home) at its home's offset; the
+ * reductions' parts after them. */
 typedef struct WcWorkspace {
-    size_t off[WC_WS_NPARTS + 1];
+    size_t off[WC_WS_NPARTS], room[WC_WS_NPARTS], total;
 } WcWorkspace;
 
 static inline size_t wc_round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
@@ -160,14 +162,21 @@ static inline WcWorkspace wc_workspace(const WpConfig *c, int max_layers, int ha
     size_t p = 0;
     for (int i = 0; i < WC_WS_NPARTS; i++) {
         size_t bytes;
-        if (i < WP_WS_NPARTS) bytes = wp_workspace_part_bytes(c, &big, recompute, (WpWorkspacePart)i, WP_BF16);
+        if (i < WP_WS_NPARTS && wp_workspace_part_home((WpWorkspacePart)i) != (WpWorkspacePart)i) continue;
+        if (i < WP_WS_NPARTS) bytes = wp_workspace_slot_bytes(c, &big, recompute, (WpWorkspacePart)i, WP_BF16);
         else if (i == WC_WS_NORM) bytes = (size_t)WC_NORM_SPLITS * c->hidden * sizeof(float);
         else if (i == WC_WS_LOSSES) bytes = has_head ? (size_t)wp_ce_block_tokens(c) * sizeof(double) : 0;
         else bytes = (size_t)WC_SUMSQ_BLOCKS * sizeof(double);
         w.off[i] = p;
-        p += wc_round_up(bytes, WC_WS_ALIGN);
+        w.room[i] = wc_round_up(bytes, WC_WS_ALIGN);
+        p += w.room[i];
     }
-    w.off[WC_WS_NPARTS] = p;
+    for (int i = 0; i < WP_WS_NPARTS; i++) {
+        int home = (int)wp_workspace_part_home((WpWorkspacePart)i);
+        w.off[i] = w.off[home];
+        w.room[i] = w.room[home];
+    }
+    w.total = p;
     return w;
 }
 

@@ -5,7 +5,8 @@
  *
  * Memory, reserved once by wc_model_new and never inside a step:
  *  - the workspace (layout_cuda.h's wc_workspace): the parts of common/config.c's WpWorkspacePart
- *    at their bf16 sizes (wp_workspace_part_bytes(..., WP_BF16)), each rounded up to 256 bytes for
+ *    at their bf16 sizes (wp_workspace_slot_bytes(..., WP_BF16): parts whose lives never overlap
+ *    share one slot, config.c's ws_home), each rounded up to 256 bytes for
  *    alignment; the recompute stash (one layer's stash) among them when recompute is set; then
  *  - a reduction area: the row-range partial sums of the norms' weight gradients, the per-token
  *    losses of one LM-head block and the partial sums of wc_sumsq (WC_NORM_SPLITS * H floats,
@@ -63,6 +64,11 @@ struct WcModel {
     float *norm_partials;         /* [WC_NORM_SPLITS * H] */
     double *losses;               /* [ce_block] */
     double *sumsq_partials;       /* [WC_SUMSQ_BLOCKS] */
+    /* a bf16 weight gradient (wc_model_set_grad_bf16): g16, summed one segment (gseg; n 0: none
+     * open) at a time in the fp32 gstage, as cpu/model.c's */
+    uint16_t *g16;
+    float *gstage;
+    WpGradSegment gseg;
 };
 
 /* Pointers into one layer's parameters (bf16 working weights, or their fp32 gradients). */
@@ -75,14 +81,46 @@ static LayerParams<E> layer_params(const WpConfig *c, E *p) {
     return LayerParams<E>{ p + o.ln1, p + o.wqkv, p + o.wo, p + o.ln2, p + o.wgu, p + o.wdown };
 }
 
-template <typename E> static E *first_layer(const WpConfig *c, const WpChunk *k, E *p) {
-    return p + (k->first ? (size_t)c->vocab * c->hidden : 0);
+static size_t first_layer_off(const WpConfig *c, const WpChunk *k) {
+    return k->first ? (size_t)c->vocab * c->hidden : 0;
 }
-template <typename E> static E *head_weight(const WpConfig *c, const WpChunk *k, E *p) {
-    return !wp_chunk_has_head(c, k) ? p : p + k->nparams - (size_t)c->vocab * c->hidden;   /* tied, one chunk: the embedding */
+static size_t head_weight_off(const WpConfig *c, const WpChunk *k) {
+    return !wp_chunk_has_head(c, k) ? 0 : k->nparams - (size_t)c->vocab * c->hidden;   /* tied, one chunk: the embedding */
 }
-template <typename E> static E *final_norm(const WpConfig *c, const WpChunk *k, E *p) {
-    return p + k->nparams - (size_t)c->hidden - (wp_chunk_has_head(c, k) ? (size_t)c->vocab * c->hidden : 0);
+static size_t final_norm_off(const WpConfig *c, const WpChunk *k) {
+    return k->nparams - (size_t)c->hidden - (wp_chunk_has_head(c, k) ? (size_t)c->vocab * c->hidden : 0);
+}
+template <typename E> static E *first_layer(const WpConfig *c, const WpChunk *k, E *p) { return p + first_layer_off(c, k); }
+template <typename E> static E *head_weight(const WpConfig *c, const WpChunk *k, E *p) { return p + head_weight_off(c, k); }
+template <typename E> static E *final_norm(const WpConfig *c, const WpChunk *k, E *p) { return p + final_norm_off(c, k); }
+
+/* ---- a bf16 gradient (cpu/model.c's "a bf16 gradient": the same segments, the same bits) ---- */
+
+/* The open segment rounded into the bf16 gradient, on the model's stream. */
+static void grad_store(WcModel *m) {
+    if (m->g16 && m->gseg.n) wc_convert_f32_to_bf16(m->g16 + m->gseg.off, m->gstage, m->gseg.n, m->stream);
+    m->gseg.n = 0;
+}
+
+/* The fp32 gradient of the chunk's parameters from offset off on (off begins a tensor): dparams's,
+ * or the stage of the segment holding off, opened (the open one stored) when off is outside it. */
+static float *grad_at(WcModel *m, const WpChunk *k, float *dparams, size_t off) {
+    if (!m->g16) return dparams + off;
+    if (!m->gseg.n || off < m->gseg.off || off >= m->gseg.off + m->gseg.n) {
+        grad_store(m);
+        for (int i = 0; i < wp_grad_nsegments(&m->cfg, k); i++) {
+            WpGradSegment g = wp_grad_segment(&m->cfg, k, i);
+            if (off >= g.off && off < g.off + g.n) { m->gseg = g; break; }
+        }
+        wc_convert_bf16_to_f32(m->gstage, m->g16 + m->gseg.off, m->gseg.n, m->stream);
+    }
+    return m->gstage + (off - m->gseg.off);
+}
+
+void wc_model_set_grad_bf16(WcModel *m, uint16_t *g, float *stage) {
+    m->g16 = g;
+    m->gstage = stage;
+    m->gseg.n = 0;
 }
 
 /* Pointers into one layer's part of the stash (layout_cuda.h's wc_layer_stash). */
@@ -187,7 +225,7 @@ WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recom
     }
     if (wc_lt_new(&m->lt, WC_LT_WORK_BYTES, err, errlen)) { free(m); return NULL; }
     WcWorkspace ws = wc_workspace(c, max_layers, has_head, recompute);
-    size_t total = ws.off[WC_WS_NPARTS];
+    size_t total = ws.total;
     if (cudaMalloc((void **)&m->block, total) != cudaSuccess) {
         snprintf(err, errlen, "CUDA model: cudaMalloc of the workspace (%zu bytes) failed", total);
         cudaGetLastError();
@@ -354,8 +392,9 @@ static void layer_backward(WcModel *m, const LayerParams<const uint16_t> &p, con
         wc_gemm_run(&m->lt, mlp_gemm(m, n, WC_MM_DOWN_DX), m->dres + r, p.wdown, NULL, m->dh, s);
         wc_gemm_run(&m->lt, mlp_gemm(m, n, WC_MM_DOWN_DW), m->dres + r, m->h, NULL, dp.wdown, s);
         wc_swiglu_backward(m->dgu, m->dh, gu, n, F, s);
-        wc_gemm_run(&m->lt, mlp_gemm(m, n, WC_MM_GU_DX), m->dgu, p.wgu, NULL, m->dxn + r, s);
+        /* dW first: dxn is written over xn (config.c's ws_home) */
         wc_gemm_run(&m->lt, mlp_gemm(m, n, WC_MM_GU_DW), m->dgu, m->xn + r, NULL, dp.wgu, s);
+        wc_gemm_run(&m->lt, mlp_gemm(m, n, WC_MM_GU_DX), m->dgu, p.wgu, NULL, m->dxn + r, s);
     }
     wc_rmsnorm_backward(m->dres, 1, dp.ln2, m->dxn, st.x2, p.ln2, st.rstd2, T, H, m->norm_partials, s);
     /* attention: x2 = x + att Wo^T */
@@ -365,8 +404,8 @@ static void layer_backward(WcModel *m, const LayerParams<const uint16_t> &p, con
                           c->head_dim, s);
     wc_rope_backward(m->dqkv, m->cos_t, m->sin_t, T, c->seq, c->heads, c->kv_heads, c->head_dim, s);
     wc_rmsnorm_recompute(m->xn, st.x, p.ln1, st.rstd1, T, H, s);
+    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_QKV_DW], m->dqkv, m->xn, NULL, dp.wqkv, s);   /* dW first, as above */
     wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_QKV_DX], m->dqkv, p.wqkv, NULL, m->dxn, s);
-    wc_gemm_run(&m->lt, &m->layer_mm[WC_MM_QKV_DW], m->dqkv, m->xn, NULL, dp.wqkv, s);
     wc_rmsnorm_backward(m->dres, 1, dp.ln1, m->dxn, st.x, p.ln1, st.rstd1, T, H, m->norm_partials, s);
 }
 
@@ -390,7 +429,7 @@ static void head_forward(WcModel *m, const WpChunk *k, const uint16_t *params, c
 
 /* The head's backward: leaves dL/dxf in m->dres. */
 static void head_backward(WcModel *m, const WpChunk *k, const uint16_t *params, const int *targets,
-                          const uint16_t *xf, const float *rstdf, const float *lse, float *dparams,
+                          const uint16_t *xf, const float *rstdf, const float *lse, float *dw, float *dwf,
                           float loss_scale) {
     const WpConfig *c = &m->cfg;
     int T = c->mbs * c->seq, H = c->hidden, V = c->vocab, B = m->ce_block;
@@ -403,10 +442,10 @@ static void head_backward(WcModel *m, const WpChunk *k, const uint16_t *params, 
         const uint16_t *xn = m->xn + (size_t)t0 * H;
         wc_gemm_run(&m->lt, &mm[WC_HEAD_F], xn, w, NULL, m->logits, s);   /* as in forward */
         wc_ce_backward(m->logits, lse + t0, targets + t0, n, V, loss_scale, s);
+        wc_gemm_run(&m->lt, &mm[WC_HEAD_DW], m->logits, xn, NULL, dw, s);   /* dW first: dxn over xn */
         wc_gemm_run(&m->lt, &mm[WC_HEAD_DX], m->logits, w, NULL, m->dxn + (size_t)t0 * H, s);
-        wc_gemm_run(&m->lt, &mm[WC_HEAD_DW], m->logits, xn, NULL, head_weight(c, k, dparams), s);
     }
-    wc_rmsnorm_backward(m->dres, 0, final_norm(c, k, dparams), m->dxn, xf, wf, rstdf, T, H, m->norm_partials, s);
+    wc_rmsnorm_backward(m->dres, 0, dwf, m->dxn, xf, wf, rstdf, T, H, m->norm_partials, s);
 }
 
 /* The forward after the chunk's input is in st (layer 0's x), st laid out as
@@ -475,16 +514,16 @@ void wc_chunk_backward(WcModel *m, const WpChunk *k, const uint16_t *params, con
         CUDA_CHECK(cudaMemcpyAsync(stage_head(m), st + cs.xf, cs.total - cs.xf, cudaMemcpyDefault, m->stream));
     if (off && L > 0) offload_copy(m, stage_x(m, L - 1), st + (size_t)(L - 1) * cs.layer, xb, m->copied[(L - 1) & 1]);
     const char *head = off ? stage_head(m) : st + cs.xf;
-    if (k->last)
+    if (k->last) {
+        float *dwf = grad_at(m, k, dparams, final_norm_off(c, k)), *dw = grad_at(m, k, dparams, head_weight_off(c, k));
         head_backward(m, k, params, targets, (const uint16_t *)head, (const float *)(head + 2 * T * H),
-                      (const float *)(head + 2 * T * H + 4 * T), dparams, loss_scale);
-    else
+                      (const float *)(head + 2 * T * H + 4 * T), dw, dwf, loss_scale);
+    } else
         copy_d2d(m->dres, dx_out, T * H * sizeof(uint16_t), m->stream);   /* bf16 already: no rounding */
     const uint16_t *lp = first_layer(c, k, params);
-    float *dlp = first_layer(c, k, dparams);
     for (int i = k->nlayers - 1; i >= 0; i--) {
         LayerParams<const uint16_t> p = layer_params(c, lp + (size_t)i * np);
-        LayerParams<float> dp = layer_params(c, dlp + (size_t)i * np);
+        LayerParams<float> dp = layer_params(c, grad_at(m, k, dparams, first_layer_off(c, k) + (size_t)i * np));
         LayerStash ls = chunk_layer_stash(m, cs, st, i);
         if (off) {
             offload_wait(m, m->copied[i & 1]);   /* layer i's input is in */
@@ -494,8 +533,9 @@ void wc_chunk_backward(WcModel *m, const WpChunk *k, const uint16_t *params, con
         if (m->recompute) layer_forward(m, p, ls, NULL);   /* this layer's stash again, the same bits */
         layer_backward(m, p, dp, ls);
     }
-    if (k->first) wc_embedding_backward(dparams, m->dres, tokens, (int)T, (int)H, c->vocab, m->stream);
+    if (k->first) wc_embedding_backward(grad_at(m, k, dparams, 0), m->dres, tokens, (int)T, (int)H, c->vocab, m->stream);
     else copy_d2d(dx_in, m->dres, T * H * sizeof(uint16_t), m->stream);
+    grad_store(m);
 }
 
 /* ---- the split backward (zero-bubble schedules: BWD_B, then BWD_W) ----
@@ -602,7 +642,7 @@ static void head_backward_input(WcModel *m, const WpChunk *k, const uint16_t *pa
 /* head_backward's weight half: each block's dlogits recomputed with the kept weight. */
 static void head_backward_weights(WcModel *m, const WpChunk *k, const int *targets, const uint16_t *xf,
                                   const float *rstdf, const float *lse, const char *keep, const WcChunkKeep &kl,
-                                  float *dparams, float loss_scale) {
+                                  float *dw, float *dwf, float loss_scale) {
     const WpConfig *c = &m->cfg;
     int T = c->mbs * c->seq, H = c->hidden, V = c->vocab, B = m->ce_block;
     cudaStream_t s = m->stream;
@@ -614,9 +654,9 @@ static void head_backward_weights(WcModel *m, const WpChunk *k, const int *targe
         const uint16_t *xn = m->xn + (size_t)t0 * H;
         wc_gemm_run(&m->lt, &mm[WC_HEAD_F], xn, w, NULL, m->logits, s);
         wc_ce_backward(m->logits, lse + t0, targets + t0, n, V, loss_scale, s);
-        wc_gemm_run(&m->lt, &mm[WC_HEAD_DW], m->logits, xn, NULL, head_weight(c, k, dparams), s);
+        wc_gemm_run(&m->lt, &mm[WC_HEAD_DW], m->logits, xn, NULL, dw, s);
     }
-    wc_acc_launch(final_norm(c, k, dparams), WP_FP32, keep + kl.dlnf, WP_FP32, (size_t)H, 0, s);
+    wc_acc_launch(dwf, WP_FP32, keep + kl.dlnf, WP_FP32, (size_t)H, 0, s);
 }
 
 /* With recompute, the chunk's full stash (wc_chunk_stash(c, k, 0)) from the kept one
@@ -677,17 +717,20 @@ void wc_chunk_backward_weights(WcModel *m, const WpChunk *k, const int *tokens, 
     char *kp = (char *)keep;   /* read only in W */
     char *st = m->recompute ? kp + kl.restash : (char *)stash;
     WcChunkStash cs = wc_chunk_stash(c, k, 0);
-    if (k->last)
+    if (k->last) {
+        float *dwf = grad_at(m, k, dparams, final_norm_off(c, k)), *dw = grad_at(m, k, dparams, head_weight_off(c, k));
         head_backward_weights(m, k, targets, (const uint16_t *)(st + cs.xf), (const float *)(st + cs.rstdf),
-                              (const float *)(st + cs.lse), kp, kl, dparams, loss_scale);
-    float *dlp = first_layer(c, k, dparams);
+                              (const float *)(st + cs.lse), kp, kl, dw, dwf, loss_scale);
+    }
     for (int i = k->nlayers - 1; i >= 0; i--) {
-        LayerParams<float> dp = layer_params(c, dlp + (size_t)i * np);
+        LayerParams<float> dp = layer_params(c, grad_at(m, k, dparams, first_layer_off(c, k) + (size_t)i * np));
         LayerStash ls = layer_stash(c, st + (size_t)i * cs.layer);
         layer_backward_weights(m, dp, ls, layer_keep(kl, kp, i));
     }
     if (k->first)
-        wc_embedding_backward(dparams, (const uint16_t *)(kp + kl.dx), tokens, (int)T, (int)H, c->vocab, m->stream);
+        wc_embedding_backward(grad_at(m, k, dparams, 0), (const uint16_t *)(kp + kl.dx), tokens, (int)T, (int)H,
+                              c->vocab, m->stream);
+    grad_store(m);
 }
 
 /* ---- element-wise ---- */

@@ -85,6 +85,13 @@ void wc_chunk_backward_input(WcModel *m, const WpChunk *k, const uint16_t *param
 void wc_chunk_backward_weights(WcModel *m, const WpChunk *k, const int *tokens, const int *targets,
                                const void *stash, const void *keep, float *dparams, float loss_scale);
 
+/* A weight gradient kept in bf16 (g: the chunk's k->nparams values on the device; the caller
+ * clears it where a sum starts): wc_chunk_backward and wc_chunk_backward_weights then take dparams
+ * NULL and add into g one segment at a time (config.h's wp_grad_segment), summed in fp32 in stage
+ * (device, wp_grad_stage_floats floats of the largest chunk) and rounded once per call, as
+ * cpu/model.h's wp_scratch_set_grad_bf16. g NULL: dparams again. */
+void wc_model_set_grad_bf16(WcModel *m, uint16_t *g, float *stage);
+
 /* ---- element-wise, on the model's stream ---- */
 
 /* dst = src rounded to bf16 (to nearest even), or widened. */

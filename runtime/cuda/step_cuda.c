@@ -212,18 +212,19 @@ void step_span_end(WpRank *R, StepSpan s, const char *cat, const char *name) {
     if (s.event) cuda_span_end(R, (cudaEvent_t)s.event, cat, name);
 }
 
-/* A bf16 gradient is summed in fp32 in the staging gradient. */
+/* A bf16 gradient is summed by the model one segment at a time in the fp32 staging gradient
+ * (wc_model_set_grad_bf16): NULL here. */
 float *step_grad_open(WpRank *R, int d, size_t n, int first) {
     WpCompute *D = R->dev;
     int g16 = R->me->bufs[d].dtype == WP_BF16;
-    float *grad = g16 ? D->gstage : D->buf[d];
-    if (first) CUDA_CHECK(cudaMemsetAsync(grad, 0, n * sizeof(float), D->stream));
-    else if (g16) wc_bf16_to_f32(D->model, grad, D->buf[d], n);
-    return grad;
+    if (first) CUDA_CHECK(cudaMemsetAsync(D->buf[d], 0, n * (g16 ? sizeof(uint16_t) : sizeof(float)), D->stream));
+    if (!g16) return (float *)D->buf[d];
+    wc_model_set_grad_bf16(D->model, (uint16_t *)D->buf[d], D->gstage);
+    return NULL;
 }
 
 void step_grad_close(WpRank *R, int d, float *grad, size_t n) {
-    if (R->me->bufs[d].dtype == WP_BF16) wc_f32_to_bf16(R->dev->model, R->dev->buf[d], grad, n);
+    if (R->me->bufs[d].dtype == WP_BF16) wc_model_set_grad_bf16(R->dev->model, NULL, NULL);
 }
 
 void step_forward(WpRank *R, const WpChunk *k, int w, const int *tokens, const int *targets, const void *x_in,

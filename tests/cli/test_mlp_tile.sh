@@ -4,7 +4,9 @@
 # shown in the plan summary and plan --json, recorded in plan.json and the emitted plan_desc.c, in
 # the plan's hash only where it splits the tokens; the workspace holds no [T, F] buffer (llama2-7b
 # at 131,072 tokens: 32.74 GiB of workspace before tiling, 16.12 after, the recompute stash also
-# without its unused x), and the simulator prices small tiles slower.
+# without its unused x; 14.92 with datt in dxn's storage and dgu in dqkv's, config.c's ws_home;
+# 12.17 with the bf16 gradient staged by layer, not by chunk; 11.17 with dxn over xn),
+# and the simulator prices small tiles slower.
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
@@ -29,11 +31,15 @@ a, b, c = (json.load(open(f)) for f in sys.argv[1:])
 assert (a['mlp_tile_tokens'], b['mlp_tile_tokens'], c['mlp_tile_tokens']) == (4096, 1024, 100000)
 wa, wb, wc = (d['peak_mem_breakdown']['workspace'] for d in (a, b, c))
 GiB = 1 << 30
-# 32.74 GiB before tiling; each token fewer in a tile saves 3 [t, F] bf16 (h, dh, gu in the
-# recompute stash) and a [t, 2F] (dgu): 6F bf16 elements, F = 11008
-assert abs(wa / GiB - 16.12) < 0.01, wa / GiB
-assert wa - wb == (4096 - 1024) * 6 * 11008 * 2, wa - wb
-assert wc - wa == (100000 - 4096) * 6 * 11008 * 2, wc - wa
+# 32.74 GiB before tiling, 16.12 with tiles, 14.92 with datt [T, H] in dxn's storage and dgu in
+# dqkv's, 12.17 with the fp32 stage of a bf16 gradient one layer's (0.75 GiB), not the first
+# chunk's (3.5), 11.17 with dxn written over xn (both [T, H]); each token fewer in a tile saves 2 [t, F] bf16 (h, dh) and a [t, 2F] (gu in the
+# recompute stash): 4F bf16 elements, F = 11008. dgu [t, 2F] lives in dqkv's [T, 3H] slot, which
+# grows only once the tile's dgu is the larger (100,000 tokens: 4.1 GiB against 3 GiB)
+F, T, H = 11008, 131072, 4096
+assert abs(wa / GiB - 11.17) < 0.01, wa / GiB
+assert wa - wb == (4096 - 1024) * 4 * F * 2, wa - wb
+assert wc - wa == (100000 - 4096) * 4 * F * 2 + (100000 * 2 * F - T * 3 * H) * 2, wc - wa
 EOF
 
 # plan.json and plan_desc.c carry it; the hash changes only where the tile splits the tokens

@@ -143,6 +143,11 @@ static void test_keep(void) {
 
 /* ---- the workspace ---- */
 
+/* The slot a workspace part lives in: its home's (config.c's ws_home), the reductions' their own. */
+static int slot_of(int i) {
+    return i < WP_WS_NPARTS ? (int)wp_workspace_part_home((WpWorkspacePart)i) : i;
+}
+
 static void test_workspace(void) {
     for (int ci = 0; ci < 5; ci++) {
         const WpConfig *c = &configs[ci];
@@ -152,44 +157,56 @@ static void test_workspace(void) {
                     WcWorkspace w = wc_workspace(c, nl, head, rec);
                     WpChunk big = wp_chunk_make(c, 0, 0, nl, 1, head);
                     for (int i = 0; i < WC_WS_NPARTS; i++) {
-                        size_t have = w.off[i + 1] - w.off[i], need;
-                        if (i < WP_WS_NPARTS) need = wp_workspace_part_bytes(c, &big, rec, (WpWorkspacePart)i, WP_BF16);
+                        size_t have = w.room[i], need;
+                        if (i < WP_WS_NPARTS) need = wp_workspace_slot_bytes(c, &big, rec, (WpWorkspacePart)i, WP_BF16);
                         else if (i == WC_WS_NORM) need = (size_t)WC_NORM_SPLITS * c->hidden * sizeof(float);
                         else if (i == WC_WS_LOSSES) need = head ? (size_t)wp_ce_block_tokens(c) * sizeof(double) : 0;
                         else need = (size_t)WC_SUMSQ_BLOCKS * sizeof(double);
                         CHECK(w.off[i] % WC_WS_ALIGN == 0, "config %d: part %d at %zu", ci, i, w.off[i]);
-                        CHECK(w.off[i + 1] >= w.off[i] && have >= need && have < need + WC_WS_ALIGN,
+                        int shares = i < WP_WS_NPARTS && wp_workspace_part_home((WpWorkspacePart)i) != (WpWorkspacePart)i;
+                        CHECK(w.off[i] + have <= w.total && have >= need && (shares || have < need + WC_WS_ALIGN),
                               "config %d (%d layers, head %d, recompute %d): part %d has %zu bytes for %zu",
                               ci, nl, head, rec, i, have, need);
+                        if (i < WP_WS_NPARTS)   /* a sharer's own need fits its home's slot */
+                            CHECK(have >= wp_workspace_part_bytes(c, &big, rec, (WpWorkspacePart)i, WP_BF16),
+                                  "config %d: part %d has %zu bytes for its own %zu", ci, i, have,
+                                  wp_workspace_part_bytes(c, &big, rec, (WpWorkspacePart)i, WP_BF16));
+                        /* parts of different slots never overlap; a slot's parts begin together */
+                        for (int j = 0; j < i; j++) {
+                            if (slot_of(i) == slot_of(j)) CHECK(w.off[i] == w.off[j], "config %d: parts %d and %d share a slot", ci, i, j);
+                            else if (w.room[i] && w.room[j])
+                                CHECK(w.off[i] + w.room[i] <= w.off[j] || w.off[j] + w.room[j] <= w.off[i],
+                                      "config %d: parts %d and %d overlap", ci, i, j);
+                        }
                     }
                     /* what the GPU writes there: the full stash of the largest chunk, fp32 logits of
                      * a block, both RoPE tables, the activations the kernels write */
                     size_t T = (size_t)c->mbs * c->seq;
                     if (rec && nl) {
                         size_t one = wc_layer_restash(c).end;
-                        CHECK(w.off[WP_WS_RESTASH + 1] - w.off[WP_WS_RESTASH] >= one &&
-                              w.off[WP_WS_RESTASH + 1] - w.off[WP_WS_RESTASH] < one + WC_WS_ALIGN,
+                        CHECK(w.room[WP_WS_RESTASH] >= one &&
+                              w.room[WP_WS_RESTASH] < one + WC_WS_ALIGN,
                               "config %d: the recompute stash holds one layer's stash (%zu bytes), %zu", ci, one,
-                              w.off[WP_WS_RESTASH + 1] - w.off[WP_WS_RESTASH]);
+                              w.room[WP_WS_RESTASH]);
                     }
                     if (head)
-                        CHECK(w.off[WP_WS_LOGITS + 1] - w.off[WP_WS_LOGITS] >=
+                        CHECK(w.room[WP_WS_LOGITS] >=
                               (size_t)wp_ce_block_tokens(c) * c->vocab * sizeof(float), "config %d: logits", ci);
                     if (nl) {
-                        CHECK(w.off[WP_WS_ROPE + 1] - w.off[WP_WS_ROPE] >= 2 * (size_t)c->seq * (c->head_dim / 2) * 4,
+                        CHECK(w.room[WP_WS_ROPE] >= 2 * (size_t)c->seq * (c->head_dim / 2) * 4,
                               "config %d: rope tables", ci);
                         /* the MLP's temporaries hold one tile of tokens (config 3: 4096 of 65536) */
                         size_t tile = (size_t)wp_mlp_tile_tokens(c);
-                        CHECK(w.off[WP_WS_DGU + 1] - w.off[WP_WS_DGU] >= 2 * tile * 2 * c->ffn &&
-                              w.off[WP_WS_H + 1] - w.off[WP_WS_H] >= 2 * tile * c->ffn &&
-                              w.off[WP_WS_DH + 1] - w.off[WP_WS_DH] >= 2 * tile * c->ffn, "config %d: h, dh, dgu", ci);
-                        CHECK(w.off[WP_WS_DQKV + 1] - w.off[WP_WS_DQKV] >=
+                        CHECK(w.room[WP_WS_DGU] >= 2 * tile * 2 * c->ffn &&
+                              w.room[WP_WS_H] >= 2 * tile * c->ffn &&
+                              w.room[WP_WS_DH] >= 2 * tile * c->ffn, "config %d: h, dh, dgu", ci);
+                        CHECK(w.room[WP_WS_DQKV] >=
                               2 * T * (c->heads + 2 * c->kv_heads) * c->head_dim, "config %d: dqkv", ci);
                     }
                     if (nl || head)
-                        CHECK(w.off[WP_WS_DXN + 1] - w.off[WP_WS_DXN] >= 2 * T * c->hidden &&
-                              w.off[WP_WS_XN + 1] - w.off[WP_WS_XN] >= 2 * T * c->hidden, "config %d: xn, dxn", ci);
-                    CHECK(w.off[WP_WS_DRES + 1] - w.off[WP_WS_DRES] >= 2 * T * c->hidden, "config %d: dres", ci);
+                        CHECK(w.room[WP_WS_DXN] >= 2 * T * c->hidden &&
+                              w.room[WP_WS_XN] >= 2 * T * c->hidden, "config %d: xn, dxn", ci);
+                    CHECK(w.room[WP_WS_DRES] >= 2 * T * c->hidden, "config %d: dres", ci);
                 }
     }
 }

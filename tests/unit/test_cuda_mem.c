@@ -88,7 +88,7 @@ static void check_rank(const Plan *p, const Desc *d, int r, const char *what) {
                m.nstashes, m.stash_bytes, rk->mem.host);
     if (m.nkeeps) rg[n++] = (Range){ m.keeps, m.keep_bytes * (size_t)m.nkeeps };
     CHECK((m.nkeeps > 0) == (m.keeps != SIZE_MAX), "%s rank %d: keep slots iff the plan holds keeps", what, r);
-    if (m.gstage != SIZE_MAX) rg[n++] = (Range){ m.gstage, m.max_params * 4 };
+    if (m.gstage != SIZE_MAX) rg[n++] = (Range){ m.gstage, m.stage_floats * 4 };
     rg[n++] = (Range){ m.xfer, m.xfer_bytes };
     rg[n++] = (Range){ m.tokens, (size_t)m.ntok * p->model.seq * p->model.mbs * 4 };
     rg[n++] = (Range){ m.targets, (size_t)m.ntok * p->model.seq * p->model.mbs * 4 };
@@ -113,6 +113,11 @@ static void check_rank(const Plan *p, const Desc *d, int r, const char *what) {
     int bf16_grads = 0;
     for (int b = 0; b < me->nbufs; b++) bf16_grads |= me->bufs[b].kind == WP_BUF_D && me->bufs[b].dtype == WP_BF16;
     CHECK((m.gstage != SIZE_MAX) == bf16_grads, "%s rank %d: an fp32 staging gradient iff a bf16 gradient buffer", what, r);
+    /* the stage is the largest segment of a chunk's gradient (a layer's, the head's, the
+     * embedding's), as the plan counts it, not a whole chunk */
+    CHECK(!bf16_grads || m.stage_floats * sizeof(float) == plan_grad_stage_bytes(p, r),
+          "%s rank %d: staging gradient of %zu floats, the plan counts %zu bytes", what, r, m.stage_floats,
+          plan_grad_stage_bytes(p, r));
     /* transfer copies: every turn's fit, taken as step_cuda.c's carried_ptr takes them (each
      * operand of a W or D transfer whose buffer works in another format, at the carried format,
      * rounded up; a shard at its largest size), and none where no such operand moves */

@@ -241,12 +241,13 @@ static void test_handmade(void) {
         /* memory by hand: rank 0 holds the master (12 bytes per element with AdamW's m and v, and
          * its working copy), its fp32 gradient and P-1 incoming gradients, one micro-batch's
          * stash, and the workspace of the one chunk (config.c's parts, logits block included),
-         * with bf16 gradients the fp32 staging gradient of the chunk; no buffer moves in another
+         * with bf16 gradients the fp32 staging gradient of the chunk's largest segment (a layer's,
+         * the head's, the embedding's: config.h's wp_grad_segment); no buffer moves in another
          * format than it works in (the bf16 gradients are sent and received as they are) */
         WpConfig *c = &p->model;
         size_t N = (size_t)n;
         size_t stash = wp_stash_bytes(c, &k, 0, prec);
-        size_t ws = wp_workspace_bytes(c, &k, 0, prec) + (grad == WP_BF16 ? 4 * N : 0);
+        size_t ws = wp_workspace_bytes(c, &k, 0, prec) + (grad == WP_BF16 ? 4 * wp_grad_stage_floats(c, &k) : 0);
         size_t copy = prec == WP_BF16 ? 2 * N : 0;
         size_t want0 = 12 * N + copy + 4 * N + (size_t)(P - 1) * N * (size_t)g + stash + ws;
         CHECK(p->ranks[0].peak_mem == want0, "rank 0 memory %zu, by hand %zu", p->ranks[0].peak_mem, want0);
