@@ -35,7 +35,7 @@ typedef struct Args {
     int search_seconds;     /* compare, -s auto: no new candidate after this long (once one fits); 0: no limit */
     int set_micro_batches, set_replicas, set_chunks;   /* given on the command line (auto keeps them) */
     long global_batch, global_batch_tokens;   /* --global-batch B, --global-batch-tokens T (0: not given);
-                                                 load_inputs derives micro_batches from them (train/batch.h) */
+                                                 load_inputs derives micro_batches from them (common/batch.h) */
     double tokens;          /* --tokens: the training budget the prediction is turned into (budget.c); 0: none */
     double gpu_hour_price;  /* --gpu-hour-price: per device and hour; < 0: none */
     int context_parallel, set_context_parallel;   /* --context-parallel C (0: not given, 1) */

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <jansson.h>
 #include "cli/cli.h"
-#include "train/batch.h"
+#include "common/batch.h"
 #include "util/xalloc.h"
 #include "cost/trust.h"
 

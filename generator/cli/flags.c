@@ -14,7 +14,7 @@
 #include "common/modelcfg.h"
 #include "common/precision.h"
 #include "lua/sandbox.h"
-#include "train/batch.h"
+#include "common/batch.h"
 
 /* Limits no real run reaches: past them a plan would take minutes or all memory to build
  * (--micro-batches 100000 per rank took 48 s), so they are refused at once. */

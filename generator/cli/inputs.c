@@ -7,7 +7,7 @@
 #include "common/modelcfg.h"
 #include "cli/cli.h"
 #include "plan/make_plan.h"
-#include "train/batch.h"
+#include "common/batch.h"
 
 int bad(const char *fmt, const char *a, const char *b) {
     fprintf(stderr, "wpgen: ");
@@ -76,7 +76,7 @@ int load_inputs(Args *a, Topology *topo, WpConfig *model, char *name, size_t nam
     if (a->mbs) model->mbs = a->mbs;
     if (a->mlp_tile) model->mlp_tile = a->mlp_tile;
     if (model_check(model, err, sizeof err)) { topology_free(topo); return bad("%s%s", err, ""); }
-    /* --global-batch: the micro-batches per rank, by the one rule every tool uses (train/batch.h) */
+    /* --global-batch: the micro-batches per rank, by the one rule every tool uses (common/batch.h) */
     long seqs;
     int per = a->micro_batches;
     if (wp_batch_split(a->global_batch, a->global_batch_tokens, model->seq, topo->ndevices, model->mbs,

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <jansson.h>
 #include "cli/cli.h"
-#include "train/batch.h"
+#include "common/batch.h"
 
 void human_bytes(double b, char *out, size_t len) {
     const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB" };

@@ -13,7 +13,7 @@
 #include "common/step.h"
 #include "lua/bridge.h"
 #include "emit/backends.h"
-#include "train/batch.h"
+#include "common/batch.h"
 
 /* ---- the plan's hash: FNV-1a 64 over every field that defines it, never over struct padding ---- */
 
@@ -119,7 +119,7 @@ void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const cha
     lua_set_int(L, "nturns", p->nturns);
     lua_set_int(L, "micro_batches", p->micro_batches);
     lua_set_int(L, "total_mbs", p->total_mbs);
-    char gb[96];   /* in the words every tool prints it with (train/batch.h) */
+    char gb[96];   /* in the words every tool prints it with (common/batch.h) */
     wp_batch_describe((long)p->total_mbs * p->model.mbs, p->model.seq, gb, sizeof gb);
     lua_set_str(L, "global_batch", gb);
     lua_set_int(L, "recompute", p->recompute);

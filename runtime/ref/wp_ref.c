@@ -40,7 +40,7 @@
 #include "cpu/threads.h"
 #include "common/modelcfg.h"
 #include "train/trainflags.h"
-#include "train/batch.h"
+#include "common/batch.h"
 
 static const char usage_head[] =
     "usage: wp-ref -m MODEL (--data FILE | --synthetic) [options]\n"
@@ -344,7 +344,7 @@ int main(int argc, char **argv) {
     if (o.seq) c->seq = o.seq;
     if (o.mbs) c->mbs = o.mbs;
     if (model_check(c, err, sizeof err)) die(2, "%s", err);
-    /* --global-batch: the micro-batches, by the rule every tool uses (train/batch.h; wp-ref is one device) */
+    /* --global-batch: the micro-batches, by the rule every tool uses (common/batch.h; wp-ref is one device) */
     long gb;
     int per = 1;
     if (wp_batch_split(o.global_batch, o.global_batch_tokens, c->seq, 1, c->mbs, 1 << 20, &gb, &per, err, sizeof err))

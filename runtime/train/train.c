@@ -20,7 +20,7 @@
 #include "train/saver.h"
 #include "train/step_backend.h"
 #include "train/trainflags.h"
-#include "train/batch.h"
+#include "common/batch.h"
 
 static const char usage_head[] =
     "usage: mpirun -np P ./train (--data FILE | --synthetic) [options]\n"

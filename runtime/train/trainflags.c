@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "train/trainflags.h"
-#include "train/batch.h"
+#include "common/batch.h"
 #include "common/hash64.h"
 #include "common/settings.h"
 #include "train/checkpoint.h"

@@ -12,7 +12,7 @@ typedef struct TrainFlags {
     const char *model;                /* -m (wp-ref only) */
     int seq, mbs, micro_batches;      /* wp-ref only; 0: the model's default */
     long global_batch, global_batch_tokens;   /* --global-batch B, --global-batch-tokens T (0: not given):
-                                       * wp-ref's micro-batches, train's check of its plan (train/batch.h) */
+                                       * wp-ref's micro-batches, train's check of its plan (common/batch.h) */
     const char *data;
     int synthetic;
     int no_shuffle;                   /* --no-shuffle: the data's sequences in file order */

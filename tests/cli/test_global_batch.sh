@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One global batch in every tool (train/batch.h): --global-batch B (or --global-batch-tokens T)
+# One global batch in every tool (common/batch.h): --global-batch B (or --global-batch-tokens T)
 # gives wpgen's plan, sim and compare their micro-batches per rank (B / (devices x micro-batch
 # size)), the same whatever the strategy, replicas or context parallelism; a B that does not split
 # is refused (exit 2) with the nearest valid values, and so is a --micro-batches that disagrees;

@@ -1,7 +1,7 @@
 /* The global batch's one rule (batch.h): sequences or tokens per step into micro-batches per
  * device, and the words every tool prints it with. */
 #include <stdio.h>
-#include "train/batch.h"
+#include "common/batch.h"
 
 void wp_batch_describe(long sequences, long seq, char *out, size_t len) {
     snprintf(out, len, "global batch %ld sequence%s, %ld tokens", sequences, sequences == 1 ? "" : "s", sequences * seq);
