@@ -22,7 +22,6 @@ script did not write, two logs of one name), one line naming the file; 3 no writ
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 
 import plot   # scripts/plot.py: the log reader and the Python cache, shared
@@ -52,18 +51,8 @@ def summary_writer():
         return SummaryWriter
     except ImportError:
         pass
-    print(f"{PROG}: tensorboardX missing: installing it from PyPI into {cache}", file=sys.stderr)
-    os.makedirs(cache, exist_ok=True)
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                        "--target", cache, "tensorboardX"], capture_output=True, text=True)
-    if r.returncode != 0:
-        last = (r.stderr.strip().splitlines() or ["no output"])[-1]
-        fail(3, f"no TensorBoard writer: torch.utils.tensorboard and tensorboardX are missing, and pip could not "
-                f"install tensorboardX into {cache}: {last}")
-    if cache not in sys.path:
-        sys.path.insert(0, cache)
-    import importlib
-    importlib.invalidate_caches()
+    plot.pip_into_cache("tensorboardX", PROG, "no TensorBoard writer: torch.utils.tensorboard and tensorboardX are "
+                        f"missing, and pip could not install tensorboardX into {cache}")
     from tensorboardX import SummaryWriter
     return SummaryWriter
 

@@ -35,6 +35,24 @@ def cache_dir():
     return os.environ.get("WPGEN_PYTHON_CACHE") or default
 
 
+def pip_into_cache(package, prog, failure):
+    """Installs package from PyPI into cache_dir() and puts the cache on sys.path; on failure,
+    prog's one line "failure: pip's last line", exit 3."""
+    cache = cache_dir()
+    print(f"{prog}: {package} missing: installing it from PyPI into {cache}", file=sys.stderr)
+    os.makedirs(cache, exist_ok=True)
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                        "--target", cache, package], capture_output=True, text=True)
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        print(f"{prog}: {failure}: {last}", file=sys.stderr)
+        sys.exit(3)
+    if cache not in sys.path:
+        sys.path.insert(0, cache)
+    import importlib
+    importlib.invalidate_caches()
+
+
 def import_pyplot():
     """matplotlib.pyplot on the Agg backend (no display), installing matplotlib if missing."""
     cache = cache_dir()
@@ -43,17 +61,7 @@ def import_pyplot():
     try:
         import matplotlib
     except ImportError:
-        print(f"{PROG}: matplotlib missing: installing it from PyPI into {cache}", file=sys.stderr)
-        os.makedirs(cache, exist_ok=True)
-        r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                            "--target", cache, "matplotlib"], capture_output=True, text=True)
-        if r.returncode != 0:
-            last = (r.stderr.strip().splitlines() or ["no output"])[-1]
-            fail(3, f"matplotlib is missing and pip could not install it into {cache}: {last}")
-        if cache not in sys.path:
-            sys.path.insert(0, cache)
-        import importlib
-        importlib.invalidate_caches()
+        pip_into_cache("matplotlib", PROG, f"matplotlib is missing and pip could not install it into {cache}")
         import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -299,24 +299,26 @@ WpWorkspacePart wp_workspace_part_home(WpWorkspacePart part) {
     return part;
 }
 
-size_t wp_workspace_slot_floats(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part) {
+/* A slot holds its part and the parts that live in it (ws_home): the largest of them, counted as
+ * elements (bytes = 0) or as bytes at act_dtype. */
+static size_t slot_size(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part, int bytes, WpDtype act_dtype) {
     size_t most = 0;
     if (wp_workspace_part_home(part) != part) return 0;
     for (int p = 0; p < WP_WS_NPARTS; p++) {
-        size_t n = wp_workspace_part_home((WpWorkspacePart)p) == part ? wp_workspace_part_floats(c, k, recompute, (WpWorkspacePart)p) : 0;
+        if (wp_workspace_part_home((WpWorkspacePart)p) != part) continue;
+        size_t n = bytes ? wp_workspace_part_bytes(c, k, recompute, (WpWorkspacePart)p, act_dtype)
+                         : wp_workspace_part_floats(c, k, recompute, (WpWorkspacePart)p);
         if (n > most) most = n;
     }
     return most;
 }
 
+size_t wp_workspace_slot_floats(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part) {
+    return slot_size(c, k, recompute, part, 0, WP_FP32);
+}
+
 size_t wp_workspace_slot_bytes(const WpConfig *c, const WpChunk *k, int recompute, WpWorkspacePart part, WpDtype act_dtype) {
-    size_t most = 0;
-    if (wp_workspace_part_home(part) != part) return 0;
-    for (int p = 0; p < WP_WS_NPARTS; p++) {
-        size_t n = wp_workspace_part_home((WpWorkspacePart)p) == part ? wp_workspace_part_bytes(c, k, recompute, (WpWorkspacePart)p, act_dtype) : 0;
-        if (n > most) most = n;
-    }
-    return most;
+    return slot_size(c, k, recompute, part, 1, act_dtype);
 }
 
 size_t wp_workspace_floats(const WpConfig *c, const WpChunk *k, int recompute) {
