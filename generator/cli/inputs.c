@@ -84,11 +84,8 @@ int load_inputs(Args *a, Topology *topo, WpConfig *model, char *name, size_t nam
         topology_free(topo);
         return bad("%s%s", err, "");
     }
-    if (seqs && a->set_micro_batches && per != a->micro_batches) {
-        snprintf(err, sizeof err, "--micro-batches %d and %s %ld disagree: %ld sequences on %d devices of %d "
-                 "sequence%s a micro-batch are %d micro-batches per rank; give one of them", a->micro_batches,
-                 a->global_batch ? "--global-batch" : "--global-batch-tokens", a->global_batch ? seqs : seqs * model->seq, seqs,
-                 topo->ndevices, model->mbs, model->mbs == 1 ? "" : "s", per);
+    if (wp_batch_agree(a->set_micro_batches ? a->micro_batches : 0, a->global_batch, a->global_batch_tokens, seqs,
+                       topo->ndevices, model->mbs, per, err, sizeof err)) {
         topology_free(topo);
         return bad("%s%s", err, "");
     }

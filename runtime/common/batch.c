@@ -45,3 +45,12 @@ int wp_batch_split(long B, long T, int seq, int devices, int mbs, int max_per, l
     *per_device = (int)(B / unit);
     return 0;
 }
+
+int wp_batch_agree(int given, long B, long T, long sequences, int devices, int mbs, int per_device,
+                   char *err, size_t errlen) {
+    if (!sequences || given <= 0 || given == per_device) return 0;
+    snprintf(err, errlen, "--micro-batches %d and %s %ld disagree: %ld sequences on %d device%s of %d sequence%s a "
+             "micro-batch are %d micro-batches per rank; give one of them", given, B > 0 ? "--global-batch" : "--global-batch-tokens",
+             B > 0 ? B : T, sequences, devices, devices == 1 ? "" : "s", mbs, mbs == 1 ? "" : "s", per_device);
+    return -1;
+}

@@ -24,4 +24,10 @@ void wp_batch_describe(long sequences, long seq, char *out, size_t len);
 int wp_batch_split(long B, long T, int seq, int devices, int mbs, int max_per, long *sequences, int *per_device,
                    char *err, size_t errlen);
 
+/* A --micro-batches given (given > 0) beside the global batch (B or T as given, sequences as
+ * wp_batch_split found them) must agree with the per_device it gave: 0, or -1 with one line in
+ * err naming both flags. */
+int wp_batch_agree(int given, long B, long T, long sequences, int devices, int mbs, int per_device,
+                   char *err, size_t errlen);
+
 #endif

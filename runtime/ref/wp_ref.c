@@ -349,10 +349,8 @@ int main(int argc, char **argv) {
     int per = 1;
     if (wp_batch_split(o.global_batch, o.global_batch_tokens, c->seq, 1, c->mbs, 1 << 20, &gb, &per, err, sizeof err))
         die(2, "%s", err);
-    if (gb && o.micro_batches && o.micro_batches != per)
-        die(2, "--micro-batches %d and %s %ld disagree: %ld sequences of %d a micro-batch are %d micro-batches; give one of them",
-            o.micro_batches, o.global_batch ? "--global-batch" : "--global-batch-tokens",
-            o.global_batch ? gb : gb * c->seq, gb, c->mbs, per);
+    if (wp_batch_agree(o.micro_batches, o.global_batch, o.global_batch_tokens, gb, 1, c->mbs, per, err, sizeof err))
+        die(2, "%s", err);
     if (!o.micro_batches) o.micro_batches = per;
     if (o.save && ckpt_claim(o.save, c, err, sizeof err)) die(2, "--save %s", err);
     const int S = c->seq, G = c->mbs, M = o.micro_batches;
