@@ -7,6 +7,10 @@ build=${1:-build}
 cd "$(dirname "$0")/.."
 passed=0; failed=0; failures=()
 logdir=$build/test-logs; mkdir -p "$logdir"
+# the emitted runtime's objects, shared by the tests that build emitted folders (tests/make_emitted.sh)
+export WPGEN_TEST_OBJCACHE=$PWD/$build/test-objcache
+case $build in /*) WPGEN_TEST_OBJCACHE=$build/test-objcache ;; esac
+rm -rf "$WPGEN_TEST_OBJCACHE"
 run_one() {   # name, command...
     local name=$1; shift
     if [ -n "${TESTS:-}" ]; then

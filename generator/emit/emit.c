@@ -627,6 +627,7 @@ static int emit_into(const Plan *p, const EmitInfo *info, const char *final, con
     if (rc == 0 && interrupt_pending()) rc = errmsg(err, errlen, "interrupted");
     if (rc == 0) rc = manifest_write(tmp, &fresh, err, errlen);
     if (rc == 0 && exists) rc = manifest_claim(final, &fresh, &keep, err, errlen);
+    if (rc == 0 && exists) rc = manifest_carry_build(final, tmp, &fresh, &keep, err, errlen);
     names_free(&fresh);
     if (rc == 0) rc = move_entries(&keep, final, tmp, err, errlen);
     if (rc) {

@@ -16,12 +16,14 @@
  * carries no header; it was listed by wpgen itself). A copied plan.json does not make a user's
  * Makefile or README wpgen's. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "emit/manifest.h"
 #include "common/errmsg.h"
 #include "common/hash64.h"
@@ -244,6 +246,13 @@ static int proven(const char *dir, const char *rel, const Listed *L) {
     return (L->version == 0 || i >= 0) && manifest_generated(full);
 }
 
+/* Is rel's first n characters + ext (obj/X.o's source X.c, or X.cu for the CUDA backend's) a file
+ * the earlier or the new emission wrote? The path into src. */
+static int source_listed(const Listed *L, const Names *fresh, const char *rel, size_t n, const char *ext, char *src) {
+    if (snprintf(src, PATHLEN, "%.*s%s", (int)n, rel, ext) >= PATHLEN) return 0;
+    return (L && names_has(&L->names, src, 0)) || names_has(fresh, src, 0);
+}
+
 /* obj/ as the Makefile builds it: every file an object (ELF) or dependency file of a source the
  * earlier or the new emission wrote (obj/X.o for X.c). The first one that is not, into *bad. */
 static int obj_is_ours(const char *dir, const Listed *L, const Names *fresh, char *bad, size_t badlen, char *err,
@@ -256,8 +265,7 @@ static int obj_is_ours(const char *dir, const Listed *L, const Names *fresh, cha
         size_t len = strlen(rel);
         char src[PATHLEN], full[PATHLEN];
         int obj = len > 2 && !strcmp(rel + len - 2, ".o"), dep = len > 2 && !strcmp(rel + len - 2, ".d");
-        ours = (obj || dep) && snprintf(src, sizeof src, "%.*s.c", (int)(len - 2), rel) < PATHLEN &&
-               (names_has(&L->names, src, 0) || names_has(fresh, src, 0));
+        ours = (obj || dep) && (source_listed(L, fresh, rel, len - 2, ".c", src) || source_listed(L, fresh, rel, len - 2, ".cu", src));
         if (ours && obj) ours = join_path(full, dir, under.v[i], err, errlen) == 0 && is_elf(full);
         if (!ours) snprintf(bad, badlen, "%s", under.v[i]);
     }
@@ -330,5 +338,53 @@ int manifest_claim(const char *dir, const Names *fresh, Names *keep, char *err, 
     if (d) closedir(d);
     listed_free(&L);
     names_free(&under);
+    return rc;
+}
+
+/* ---- what a build made, carried into the new emission ---- */
+
+/* The new emission's files that are byte for byte the earlier one's get the earlier one's times
+ * (so make sees them unchanged), and the objects of sources the new emission no longer writes
+ * leave obj/ (so obj/ stays what obj_is_ours accepts). Then obj/ and train, if there, join keep:
+ * moved into the new emission like the user's entries, and back if it cannot go in. A source
+ * that changed is newer than its object, and make compiles it again; the Makefile names no plan,
+ * so for the same backends it is unchanged and every runtime object stays built. */
+int manifest_carry_build(const char *dir, const char *tmp, const Names *fresh, Names *keep, char *err, size_t errlen) {
+    Listed L;
+    if (read_manifest(dir, &L, err, errlen)) return -1;
+    int rc = 0;
+    for (size_t i = 0; i < fresh->n && L.version == 2; i++) {
+        long j = names_find(&L.names, fresh->v[i], 0);
+        char was[PATHLEN], now[PATHLEN];
+        struct stat a, b;
+        uint64_t h;
+        if (j < 0 || !L.hashes[j] || join_path(was, dir, fresh->v[i], err, errlen) || join_path(now, tmp, fresh->v[i], err, errlen))
+            continue;
+        /* manifest_claim proved the earlier file is as listed; the new one must hash the same */
+        if (lstat(was, &a) || lstat(now, &b) || !S_ISREG(a.st_mode) || a.st_size != b.st_size) continue;
+        if (manifest_hash_file(now, &h) || h != L.hashes[j]) continue;
+        struct timespec t[2] = { a.st_atim, a.st_mtim };
+        if (utimensat(AT_FDCWD, now, t, AT_SYMLINK_NOFOLLOW)) { rc = errmsg(err, errlen, "%s: %s", now, strerror(errno)); break; }
+    }
+    Names under = { 0 };
+    char path[PATHLEN];
+    struct stat st;
+    if (rc == 0 && join_path(path, dir, "obj", err, errlen) == 0 && lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        if (list_tree(dir, "obj", &under, err, errlen)) rc = -1;
+        for (size_t i = 0; i < under.n && rc == 0; i++) {
+            const char *rel = under.v[i] + 4;
+            size_t len = strlen(rel);
+            char src[PATHLEN], full[PATHLEN];
+            if (source_listed(NULL, fresh, rel, len - 2, ".c", src) || source_listed(NULL, fresh, rel, len - 2, ".cu", src)) continue;
+            if (join_path(full, dir, under.v[i], err, errlen)) rc = -1;
+            else if (unlink(full)) rc = errmsg(err, errlen, "%s: %s", full, strerror(errno));
+        }
+        if (rc == 0 && names_add(keep, "obj")) rc = errmsg(err, errlen, "out of memory");
+    }
+    if (rc == 0 && join_path(path, dir, "train", err, errlen) == 0 && lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+        names_add(keep, "train"))
+        rc = errmsg(err, errlen, "out of memory");
+    names_free(&under);
+    listed_free(&L);
     return rc;
 }

@@ -28,6 +28,12 @@ int manifest_write(const char *tmp, Names *files, char *err, size_t errlen);
  * writes: 0, or -1 with err set and nothing changed. */
 int manifest_claim(const char *dir, const Names *fresh, Names *keep, char *err, size_t errlen);
 
+/* After manifest_claim accepted dir: what a build made there is carried into the new emission in
+ * tmp, whose files are fresh, so that make rebuilds only what changed: files equal to the earlier
+ * emission's keep its times, obj/ (less the objects of sources no longer written) and train are
+ * added to keep. 0, or -1 with err set. */
+int manifest_carry_build(const char *dir, const char *tmp, const Names *fresh, Names *keep, char *err, size_t errlen);
+
 /* The hash a manifest lists for a file: FNV-1a over its bytes, 64 bits. 0 and *h, or -1 (unreadable,
  * or not a regular file). wpgen export proves its files with it too (generator/export). */
 int manifest_hash_file(const char *path, uint64_t *h);

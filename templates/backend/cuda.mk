@@ -14,7 +14,7 @@ CFLAGS += -I$(CUDA_HOME)/include
 LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++ -lpthread -ldl
 OBJ += $(patsubst %.cu,obj/%.o,$(wildcard runtime/cuda/*.cu))
 
-obj/runtime/cuda/%.o: runtime/cuda/%.cu $(wildcard runtime/*/*.h)
+obj/runtime/cuda/%.o: runtime/cuda/%.cu $(RTHDR) $(BUILD)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -I. -Iruntime -c $< -o $@
 
@@ -35,6 +35,6 @@ CUDNN_FLAGS := -DWP_HAVE_CUDNN -DNV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING -DCUDNN_F
                -I$(CUDNN_FRONTEND_INCLUDE) -I$(CUDNN_INCLUDE) $(if $(CUDNN_LIBDIR),-DWP_CUDNN_LIBDIR='"$(CUDNN_LIBDIR)"')
 endif
 endif
-obj/runtime/cuda/attention_cudnn.o: runtime/cuda/attention_cudnn.cu $(wildcard runtime/*/*.h)
+obj/runtime/cuda/attention_cudnn.o: runtime/cuda/attention_cudnn.cu $(RTHDR) $(BUILD)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) $(CUDNN_FLAGS) -I. -Iruntime -c $< -o $@

@@ -88,8 +88,10 @@ mkdir -p "$tmp/re/obj" "$tmp/re/ckpt" && echo trace >"$tmp/re/trace.json" && ech
 "$wpgen" emit -t topologies/cpu-2x2.json -m tiny -s weipipe-interleave -o "$tmp/re" >/dev/null 2>"$tmp/err" && ok || bad "re-emit: $(cat "$tmp/err")"
 [ "$(cat "$tmp/re/trace.json" 2>/dev/null)" = trace ] && [ "$(cat "$tmp/re/ckpt/step_3.bin" 2>/dev/null)" = ck ] && ok ||
     bad "re-emitting removed the user's files: $(ls "$tmp/re")"
-[ -f "$tmp/re/rank_003.c" ] && [ ! -e "$tmp/re/rank_004.c" ] && [ ! -e "$tmp/re/obj" ] && ok || bad "re-emit left stale files: $(ls "$tmp/re")"
-rm -rf "$tmp/re/trace.json" "$tmp/re/ckpt"
+# (make's obj/ is kept for the next build, less the objects of the ranks no longer emitted)
+[ -f "$tmp/re/rank_003.c" ] && [ ! -e "$tmp/re/rank_004.c" ] && [ -d "$tmp/re/obj" ] && [ ! -e "$tmp/re/obj/rank_004.o" ] && ok ||
+    bad "re-emit left stale files: $(ls "$tmp/re") obj: $(ls "$tmp/re/obj" 2>&1)"
+rm -rf "$tmp/re/trace.json" "$tmp/re/ckpt" "$tmp/re/obj"
 diff -r "$tmp/re" "$tmp/a" >/dev/null && ok || bad "a re-emission differs from a fresh one"
 # ... and refuses, naming it, a user's file it would replace or remove; nothing changes
 echo mine >"$tmp/re/rank_005.c"; cp -r "$tmp/re" "$tmp/re.before"

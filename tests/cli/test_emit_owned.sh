@@ -42,10 +42,25 @@ refused "a/rank_001.c was changed after wpgen wrote it" "$tmp/a"
 echo '# my change' >>"$tmp/a/runtime/backend/cpu.mk"; sed -i '$d' "$tmp/a/rank_001.c"
 refused "a/runtime/backend/cpu.mk was changed after wpgen wrote it" "$tmp/a"
 sed -i '$d' "$tmp/a/runtime/backend/cpu.mk"
-# as wpgen wrote it, built by make: replaced, the user's notes kept
+# as wpgen wrote it, built by make: replaced, the user's notes kept, and what make built carried
+# over (manifest_carry_build): the same emission again leaves nothing for make to do
 make -s -j2 -C "$tmp/a" >/dev/null 2>&1 || bad "make"
-"${emit[@]}" -o "$tmp/a" >"$tmp/out" 2>&1 && [ "$(cat "$tmp/a/notes.txt")" = mine ] && [ ! -e "$tmp/a/train" ] && [ ! -e "$tmp/a/obj" ] &&
+"${emit[@]}" -o "$tmp/a" >"$tmp/out" 2>&1 && [ "$(cat "$tmp/a/notes.txt")" = mine ] && [ -x "$tmp/a/train" ] && [ -d "$tmp/a/obj" ] &&
     ok || bad "re-emit over a built emission: $(head -2 "$tmp/out"); $(ls "$tmp/a" | tr '\n' ' ')"
+make -q -C "$tmp/a" >/dev/null 2>&1 && ok || bad "the same emission again: make has work to do: $(make -n -C "$tmp/a" 2>&1 | head -3)"
+# another plan on the same backends: make compiles the ranks and the plan's tables, not the runtime
+"${emit[@]}" --micro-batches 3 -o "$tmp/a" >/dev/null 2>&1 || bad "re-emit with 3 micro-batches"
+make -n -C "$tmp/a" >"$tmp/out" 2>&1
+grep -q "rank_000.c" "$tmp/out" && grep -q "plan_desc.c" "$tmp/out" && ! grep -q -- " -c runtime/" "$tmp/out" && ok ||
+    bad "another plan: make would run $(grep -c -- ' -c ' "$tmp/out") compiles: $(grep -o 'runtime/[a-z_/]*\.c' "$tmp/out" | head -3 | tr '\n' ' ')"
+make -s -j2 -C "$tmp/a" >/dev/null 2>&1 && grep -q '"micro_batches_per_rank": 3' "$tmp/a/plan.json" &&
+    mpirun --oversubscribe $([ "$(id -u)" = 0 ] && echo --allow-run-as-root) -np 4 "$tmp/a/train" --synthetic --steps 1 --log "$tmp/a/log" >"$tmp/out" 2>&1 &&
+    ok || bad "the rebuilt program does not run: $(tail -3 "$tmp/out")"
+# fewer ranks: the objects of the ranks no longer emitted leave obj/ (or the next emit would refuse them)
+"$wpgen" emit -t "$(printf '{"version":1,"name":"two","device_types":{"cpu":{"peak_tflops_fp32":0.05,"mem_gb":4,"hbm_GBps":10}},"nodes":[{"name":"n0","devices":2,"type":"cpu","intra":{"type":"SHM","bw_GBps":5,"lat_us":1}}]}' >"$tmp/two.json"; echo "$tmp/two.json")" \
+    -m tiny -s weipipe-interleave -o "$tmp/a" >"$tmp/out" 2>&1 && [ -e "$tmp/a/obj/rank_001.o" ] && [ ! -e "$tmp/a/obj/rank_002.o" ] &&
+    "${emit[@]}" -o "$tmp/a" >"$tmp/out" 2>&1 && ok || bad "fewer ranks: $(head -2 "$tmp/out"); $(ls "$tmp/a/obj" | tr '\n' ' ')"
+rm "$tmp/a/log"
 # a user's file among make's objects is refused, the objects and it kept
 make -s -j2 -C "$tmp/a" >/dev/null 2>&1 || bad "make"
 echo mine >"$tmp/a/obj/runtime/notes.o"
@@ -77,6 +92,12 @@ mkdir "$tmp/real"; ln -s real "$tmp/link"
 "${emit[@]}" -o "$tmp/link" >"$tmp/out" 2>&1 && [ -L "$tmp/link" ] && [ -f "$tmp/real/plan.json" ] && ok ||
     bad "emit -o a link to a folder: $(head -2 "$tmp/out"); $(ls -l "$tmp" | tr '\n' ' ')"
 "${emit[@]}" -o "$tmp/link/" >"$tmp/out" 2>&1 && [ -L "$tmp/link" ] && ok || bad "emit again -o link/: $(head -2 "$tmp/out")"
+
+# the CUDA backend's objects are built from .cu sources: make's, kept
+"$wpgen" emit -t topologies/cpu-2x2.json -m tiny --backend cuda -o "$tmp/g" >/dev/null 2>&1 || bad "emit --backend cuda"
+mkdir -p "$tmp/g/obj/runtime/cuda" && cp "$tmp/a/obj/main.o" "$tmp/g/obj/runtime/cuda/adamw_cuda.o"
+"$wpgen" emit -t topologies/cpu-2x2.json -m tiny --backend cuda -o "$tmp/g" >"$tmp/out" 2>&1 && [ -f "$tmp/g/obj/runtime/cuda/adamw_cuda.o" ] &&
+    ok || bad "re-emit over a CUDA build: $(head -2 "$tmp/out")"
 
 # a backend's formats are checked when it is emitted, not when its program starts
 "$wpgen" emit -t topologies/cpu-2x2.json -m tiny --backend cuda --precision fp32 -o "$tmp/f" >"$tmp/out" 2>&1

@@ -68,7 +68,7 @@ ref=("$build/wp-ref" "${shape[@]}" --synthetic --seed 3 --steps 2)
 
 # the emitted train: its plan's batch, from --global-batch; the same losses as wp-ref's
 d=$tmp/plan
-"$wpgen" emit -t $t4 "${shape[@]}" -s weipipe-interleave --global-batch 16 -o "$d" >/dev/null && make -s -j2 -C "$d" >/dev/null 2>&1 &&
+"$wpgen" emit -t $t4 "${shape[@]}" -s weipipe-interleave --global-batch 16 -o "$d" >/dev/null && bash tests/make_emitted.sh "$d" >/dev/null 2>&1 &&
     ok || { bad "emit --global-batch 16 or its build"; echo "$pass passed, $fail failed"; exit 1; }
 train=("${mpirun[@]}" -np 4 "$d/train" --synthetic --seed 3 --steps 2)
 "${train[@]}" --global-batch 16 --log "$tmp/train.jsonl" >"$tmp/train.out" 2>&1 &&

@@ -77,12 +77,14 @@ for k in 1 2 3 4; do
     WP_SAVE_DELAY_MS=300 start_job "$tmp/k2$k.out" "${long[@]}" --save "$tmp/k2$k/ckpt.json" --save-every 1
     # wait for the checkpoint of step k to be committed, then for the next save's temporaries
     for i in $(seq 2000); do s=$(ckpt_step "$tmp/k2$k/ckpt.json"); [ -n "$s" ] && [ "$s" -ge $k ] && break; sleep 0.02; done
+    # the victim found before the temporaries appear: looking it up takes a pgrep and reads of
+    # /proc, which on a loaded machine can outlast the 300 ms the temporaries stay
+    rv=$(rank_pid $job "$v")
     for i in $(seq 2000); do
         ls "$tmp/k2$k" | grep -q '\.tmp\.' && break
         kill -0 $job 2>/dev/null || break
         sleep 0.005
     done
-    rv=$(rank_pid $job "$v")
     [ -n "$rv" ] && kill -9 "$rv"
     end_job
     resume_and_compare "rank $v killed during save $k" "$tmp/k2$k/ckpt.json" "$tmp/r2$k"

@@ -39,7 +39,7 @@ same_ckpt "$tmp/a/checkpoint.json" "$tmp/c/checkpoint.json" && ok || bad "resume
 # run straight through, up to the order in which the ends' gradients are summed
 rd=$tmp/rplan
 "$build/wpgen" emit -t topologies/cpu-2x2.json -m "$model" --micro-batch-size 2 -s weipipe-interleave --micro-batches 2 \
-    --replicate-ends -o "$rd" >/dev/null && make -s -j2 -C "$rd" >/dev/null 2>&1 || bad "emit --replicate-ends"
+    --replicate-ends -o "$rd" >/dev/null && bash tests/make_emitted.sh "$rd" >/dev/null 2>&1 || bad "emit --replicate-ends"
 rtrain=("${mpirun[@]}" -np 4 "$rd/train")
 mkdir -p "$tmp/f" "$tmp/g"
 "${rtrain[@]}" "${common[@]}" --seed 5 --stop-at 2 --save "$tmp/f/checkpoint.json" >"$tmp/out" 2>&1 || bad "replicated ends, 2 steps: $(tail -2 "$tmp/out")"

@@ -15,7 +15,7 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 # weipipe-interleave on cpu-2x2 with the tiny8 model, emitted into DIR and built
 emit_tiny8() {   # DIR
     "$build/wpgen" emit -t topologies/cpu-2x2.json -m "$model" --micro-batch-size 2 -s weipipe-interleave --micro-batches 2 \
-        -o "$1" >/dev/null && make -s -j2 -C "$1" >/dev/null 2>&1
+        -o "$1" >/dev/null && bash tests/make_emitted.sh "$1" >/dev/null 2>&1
 }
 
 # corpus_and_tokenizer DIR FIELD: the GPL's paragraphs (a text every Debian system has) as a JSONL

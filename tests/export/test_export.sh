@@ -54,7 +54,7 @@ python3 -c 'import json,sys; c=json.load(open("tests/data/tiny8/config.json")); 
 mpirun=(mpirun --oversubscribe); [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
 mkdir -p "$tmp/ckt"
 if "$build/wpgen" emit -t topologies/cpu-2x2.json -m "$tmp/tied.json" --micro-batch-size 2 -s weipipe-interleave -o "$tmp/tiedp" >"$tmp/out" 2>&1 &&
-    make -s -j2 -C "$tmp/tiedp" >"$tmp/out" 2>&1 &&
+    bash tests/make_emitted.sh "$tmp/tiedp" >"$tmp/out" 2>&1 &&
     "${mpirun[@]}" -np 4 "$tmp/tiedp/train" --synthetic --steps 3 --save "$tmp/ckt/checkpoint.json" >"$tmp/out" 2>&1 &&
     "$tmp/dump" "$tmp/tied.safetensors" "$tmp/ckt/checkpoint.json" >"$tmp/out" 2>&1 &&
     "$build/wpgen" export "$tmp/ckt" -o "$tmp/tiedx" --dtype fp32 >"$tmp/out" 2>&1; then

@@ -83,7 +83,7 @@ if command -v mpirun >/dev/null; then
     mpirun=(mpirun --oversubscribe); [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
     for o in on off; do
         "$wpgen" emit -t topologies/cpu-2x2.json -m tiny -s fsdp --fsdp-variant full-shard --fsdp-overlap $o --micro-batches 2 \
-            -o "$tmp/run-$o" >/dev/null 2>"$tmp/e" && make -s -C "$tmp/run-$o" >/dev/null 2>&1 &&
+            -o "$tmp/run-$o" >/dev/null 2>"$tmp/e" && bash tests/make_emitted.sh "$tmp/run-$o" >/dev/null 2>&1 &&
             (cd "$tmp/run-$o" && OMP_NUM_THREADS=1 timeout 300 "${mpirun[@]}" -np 4 ./train --synthetic --steps 3 --trace trace.json >out 2>&1) &&
             ok || bad "run overlap $o: $(tail -3 "$tmp/run-$o/out" 2>/dev/null; head -3 "$tmp/e")"
     done

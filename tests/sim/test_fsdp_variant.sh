@@ -40,7 +40,7 @@ if command -v mpirun >/dev/null; then
     mpirun=(mpirun --oversubscribe); [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
     for v in gather-once full-shard; do
         "$wpgen" emit -t topologies/cpu-2x2.json -m tiny -s fsdp --fsdp-variant $v --micro-batches 2 -o "$tmp/$v" >/dev/null 2>"$tmp/e" &&
-            make -s -C "$tmp/$v" >/dev/null 2>&1 &&
+            bash tests/make_emitted.sh "$tmp/$v" >/dev/null 2>&1 &&
             (cd "$tmp/$v" && OMP_NUM_THREADS=1 timeout 300 "${mpirun[@]}" -np 4 ./train --synthetic --steps 3 >out 2>&1) && ok || bad "run $v: $(tail -3 "$tmp/$v/out" 2>/dev/null)"
     done
     python3 - "$tmp/gather-once/out" "$tmp/full-shard/out" <<'EOF' && ok || bad "full-shard's losses differ from gather-once's"

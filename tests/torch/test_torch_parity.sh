@@ -35,7 +35,7 @@ for s in weipipe-interleave 1f1b; do
     d=$tmp/$s
     mkdir -p "$d/init" "$d/s1"
     if "$build/wpgen" emit -t topologies/cpu-2x2.json -m "$tmp/tied.json" --micro-batch-size $G -s $s --micro-batches 1 \
-            -o "$d/pipe" >"$tmp/out" 2>&1 && make -s -j2 -C "$d/pipe" >"$tmp/out" 2>&1 &&
+            -o "$d/pipe" >"$tmp/out" 2>&1 && bash tests/make_emitted.sh "$d/pipe" >"$tmp/out" 2>&1 &&
         OMP_NUM_THREADS=1 "${mpirun[@]}" -np 4 "$d/pipe/train" --data "$tmp/text" --steps 0 --save "$d/init/checkpoint.json" >"$tmp/out" 2>&1 &&
         OMP_NUM_THREADS=1 "${mpirun[@]}" -np 4 "$d/pipe/train" --data "$tmp/text" --no-shuffle --steps 1 --beta1 0 --clip 0 --warmup 0 \
             --save "$d/s1/checkpoint.json" --log "$d/s1/log" >"$tmp/out" 2>&1; then
