@@ -45,6 +45,12 @@
  * result is the same bits as without offload. The split backward's B half copies each layer's
  * input from the stash into the keep's rebuilt stash, as it does without offload.
  *
+ * Context parallelism (cpu/model_cp.c): a member of a group runs these chunks on its S/C tokens of
+ * each sequence (its scratch made for them), with RoPE at the tokens' own positions
+ * (wp_scratch_set_positions) and each layer's attention replaced by the ring round the group
+ * (wp_scratch_set_attention's hook, in attend_forward and attend_backward); everything else is per
+ * token and unchanged. Without a hook the calls are the ones they always were, the same bits.
+ *
  * The zero-bubble schedules split backward in two (wp_chunk_backward_input, then
  * wp_chunk_backward_weights; model.h lists what the first keeps for the second): the same
  * operations as wp_chunk_backward in the same order, the weight products' dW halves moved to the
@@ -273,6 +279,7 @@ int wp_scratch_set_precision(WpScratch *s, WpDtype dtype) {
 }
 
 WpDtype wp_scratch_precision(const WpScratch *s) { return s->dtype; }
+const WpConfig *wp_scratch_config(const WpScratch *s) { return &s->cfg; }
 
 void wp_scratch_set_ce_block(WpScratch *s, int tokens) {
     int most = wp_ce_block_tokens(&s->cfg);

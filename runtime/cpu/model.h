@@ -16,6 +16,8 @@ WpScratch *wp_scratch_new(const WpConfig *c, int max_layers);
  * trainer's memory check counts for it (common/hostmem.h). */
 size_t wp_scratch_bytes(const WpConfig *c, int max_layers);
 void wp_scratch_free(WpScratch *s);
+/* The shape the scratch was made for. */
+const WpConfig *wp_scratch_config(const WpScratch *s);
 /* The precision the chunks computed with this scratch use; WP_FP32 from wp_scratch_new. WP_BF16:
  * the tensors a bf16 GPU implementation stores as bf16 are rounded to bf16 where they are stored
  * (model.c's table), in fp32 containers: params, x_in, dx_out, stash, x_out and dx_in stay float

@@ -162,6 +162,12 @@ WpCpRing *wp_cp_ring_new(const WpConfig *c, Comm *comm, int g, int member, WpScr
         errmsg(err, errlen, "context-parallel member %d: expected 0 to %d (%d members)", member, C - 1, C);
         return NULL;
     }
+    const WpConfig *sc = wp_scratch_config(s);
+    if (sc->seq != c->seq / C || sc->mbs != c->mbs) {
+        errmsg(err, errlen, "the scratch holds %d sequences of %d tokens; a member of %d computes %d of %d "
+               "(wp_cp_member_config)", sc->mbs, sc->seq, C, c->mbs, c->seq / C);
+        return NULL;
+    }
     WpCpRing *r = calloc(1, sizeof *r);
     if (!r) { errmsg(err, errlen, "out of memory for the ring"); return NULL; }
     r->c = *c;

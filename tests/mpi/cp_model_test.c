@@ -4,7 +4,9 @@
  * every rank also runs alone as the reference). The model is tests/data/tiny8/config.json
  * (8 layers, 4 query heads over 2 kv heads), as two chunks (layers 0-3 with the embedding, 4-7
  * with the head), 2 sequences of S tokens (argument 1; a multiple of 2C), some targets ignored
- * (-100). Compared, without and with recompute:
+ * (-100). Compared, with the stash kept, recomputed, offloaded, and with the split backward of the
+ * zero-bubble schedules (recompute runs each layer's ring forward again before its backward; the
+ * split backward runs the ring's backward in its input half):
  *   - the first chunk's output rows and the input gradient the second chunk returns for them
  *     (each member its rows, at the sequence positions cp_layout_positions gives);
  *   - the loss, summed over the members (comm_allreduce_double);
@@ -66,19 +68,32 @@ static void take_rows(float *dst, const float *src, int S, int member, int width
 }
 
 typedef struct {
-    float *p[NCHUNK], *g[NCHUNK], *stash[NCHUNK], *x, *dx;
+    float *p[NCHUNK], *g[NCHUNK], *stash[NCHUNK], *keep[NCHUNK], *x, *dx;
     double loss;
 } Run;
 
+/* How a run stores and splits its work: the stash kept, recomputed, offloaded, or (split) the
+ * zero-bubble schedules' backward in its two halves. */
+enum { KEEP, RECOMPUTE, OFFLOAD, SPLIT, NMODES };
+static const char *const mode_names[NMODES] = { "kept stash", "recompute", "offload", "split backward" };
+
 /* Forward and backward of both chunks on the tokens given (the whole micro-batch, or a member's). */
-static void run(const WpConfig *c, const WpChunk *k, WpScratch *s, const int *tok, const int *tgt, int recompute,
+static void run(const WpConfig *c, const WpChunk *k, WpScratch *s, const int *tok, const int *tgt, int mode,
                 float loss_scale, Run *r) {
+    int rc = mode == RECOMPUTE ? WP_RECOMPUTE : mode == OFFLOAD ? WP_RECOMPUTE_OFFLOAD : WP_KEEP_ALL;
     r->loss = 0;
     for (int i = 0; i < NCHUNK; i++) memset(r->g[i], 0, k[i].nparams * sizeof(float));
-    wp_chunk_forward(c, &k[0], r->p[0], tok, NULL, NULL, r->x, r->stash[0], recompute, s, NULL);
-    wp_chunk_forward(c, &k[1], r->p[1], NULL, tgt, r->x, NULL, r->stash[1], recompute, s, &r->loss);
-    wp_chunk_backward(c, &k[1], r->p[1], NULL, tgt, r->stash[1], recompute, NULL, r->dx, r->g[1], loss_scale, s);
-    wp_chunk_backward(c, &k[0], r->p[0], tok, NULL, r->stash[0], recompute, r->dx, NULL, r->g[0], loss_scale, s);
+    wp_chunk_forward(c, &k[0], r->p[0], tok, NULL, NULL, r->x, r->stash[0], rc, s, NULL);
+    wp_chunk_forward(c, &k[1], r->p[1], NULL, tgt, r->x, NULL, r->stash[1], rc, s, &r->loss);
+    if (mode == SPLIT) {
+        wp_chunk_backward_input(c, &k[1], r->p[1], tgt, r->stash[1], rc, NULL, r->dx, r->keep[1], loss_scale, s);
+        wp_chunk_backward_input(c, &k[0], r->p[0], NULL, r->stash[0], rc, r->dx, NULL, r->keep[0], loss_scale, s);
+        wp_chunk_backward_weights(c, &k[1], NULL, tgt, r->stash[1], rc, r->keep[1], r->g[1], loss_scale, s);
+        wp_chunk_backward_weights(c, &k[0], tok, NULL, r->stash[0], rc, r->keep[0], r->g[0], loss_scale, s);
+        return;
+    }
+    wp_chunk_backward(c, &k[1], r->p[1], NULL, tgt, r->stash[1], rc, NULL, r->dx, r->g[1], loss_scale, s);
+    wp_chunk_backward(c, &k[0], r->p[0], tok, NULL, r->stash[0], rc, r->dx, NULL, r->g[0], loss_scale, s);
 }
 
 static void run_alloc(const WpConfig *c, const WpChunk *k, Run *r) {
@@ -86,8 +101,9 @@ static void run_alloc(const WpConfig *c, const WpChunk *k, Run *r) {
     for (int i = 0; i < NCHUNK; i++) {
         r->p[i] = malloc(k[i].nparams * sizeof(float));
         r->g[i] = malloc(k[i].nparams * sizeof(float));
-        size_t ns = wp_stash_floats(c, &k[i], 0), nr = wp_stash_floats(c, &k[i], 1);
+        size_t ns = wp_stash_floats(c, &k[i], WP_KEEP_ALL), nr = wp_stash_floats(c, &k[i], WP_RECOMPUTE_OFFLOAD);
         r->stash[i] = malloc((ns > nr ? ns : nr) * sizeof(float));
+        r->keep[i] = malloc(wp_keep_floats(c, &k[i], WP_KEEP_ALL) * sizeof(float));
         wp_chunk_init(c, &k[i], r->p[i], 7);
     }
     r->x = malloc(TH * sizeof(float));
@@ -134,6 +150,18 @@ int main(int argc, char **argv) {
     run_alloc(&whole, k, &ref);
     run_alloc(&mc, k, &cp);
     WpScratch *sw = wp_scratch_new(&whole, 4), *sc = wp_scratch_new(&mc, 4);
+    CHECK(sw && sc && !wp_scratch_set_offload(sw) && !wp_scratch_set_offload(sc), "the scratches");
+    /* what the ring refuses, before anything is attached */
+    if (C > 1) {
+        CHECK(!wp_cp_ring_new(&c, comm, group, R, sw, err, sizeof err) && strstr(err, "wp_cp_member_config"),
+              "a scratch of the whole sequences: %s", err);
+        WpConfig odd = c;
+        odd.seq = S + 2;
+        CHECK(!wp_cp_ring_new(&odd, comm, group, R, sc, err, sizeof err) && strstr(err, "does not split"),
+              "S + 2 tokens: %s", err);
+    }
+    CHECK(!wp_cp_ring_new(&c, comm, group, C, sc, err, sizeof err) && strstr(err, "expected 0 to"),
+          "member C: %s", err);
     WpCpRing *ring = wp_cp_ring_new(&c, comm, group, R, sc, err, sizeof err);
     CHECK(ring, "wp_cp_ring_new: %s", err);
     if (!ring) return 1;
@@ -141,21 +169,21 @@ int main(int argc, char **argv) {
 
     double bound = 2.0 * S * c.layers / 16777216.0, worst = 0;
     float *rows = malloc((size_t)G * n * H * sizeof(float));
-    for (int recompute = 0; recompute <= 1; recompute++) {
-        run(&whole, k, sw, tok, tgt, recompute, scale, &ref);
-        run(&mc, k, sc, ltok, ltgt, recompute, scale, &cp);
+    for (int mode = 0; mode < NMODES; mode++) {
+        run(&whole, k, sw, tok, tgt, mode, scale, &ref);
+        run(&mc, k, sc, ltok, ltgt, mode, scale, &cp);
         double d;
         take_rows(rows, ref.x, S, R, H);
         d = rel_diff(comm, cp.x, rows, (size_t)G * n * H);
-        CHECK(d <= bound, "recompute %d: the first chunk's output: %.3g of its largest, bound %.3g", recompute, d, bound);
+        CHECK(d <= bound, "%s: the first chunk's output: %.3g of its largest, bound %.3g", mode_names[mode], d, bound);
         worst = d > worst ? d : worst;
         take_rows(rows, ref.dx, S, R, H);
         d = rel_diff(comm, cp.dx, rows, (size_t)G * n * H);
-        CHECK(d <= bound, "recompute %d: the input gradient of the last chunk: %.3g of its largest, bound %.3g", recompute, d, bound);
+        CHECK(d <= bound, "%s: the input gradient of the last chunk: %.3g of its largest, bound %.3g", mode_names[mode], d, bound);
         worst = d > worst ? d : worst;
         double loss = cp.loss;
         comm_allreduce_double(comm, &loss, 1);
-        CHECK(fabs(loss - ref.loss) <= bound * fabs(ref.loss), "recompute %d: loss sum %.9g, one process %.9g", recompute, loss, ref.loss);
+        CHECK(fabs(loss - ref.loss) <= bound * fabs(ref.loss), "%s: loss sum %.9g, one process %.9g", mode_names[mode], loss, ref.loss);
         for (int i = 0; i < NCHUNK; i++) {
             comm_allreduce(comm, group, cp.g[i], k[i].nparams, WP_FP32, &(CommInfo){ -1, "gradient" });
             comm_turn_posted(comm);
@@ -166,7 +194,7 @@ int main(int argc, char **argv) {
             for (int j = 0; j < nt; j++) {
                 size_t len = tw[j].rows * tw[j].cols;
                 d = rel_diff(comm, cp.g[i] + tw[j].offset, ref.g[i] + tw[j].offset, len);
-                CHECK(d <= bound, "recompute %d: gradient of %s: %.3g of its largest, bound %.3g", recompute, tw[j].name, d, bound);
+                CHECK(d <= bound, "%s: gradient of %s: %.3g of its largest, bound %.3g", mode_names[mode], tw[j].name, d, bound);
                 worst = d > worst ? d : worst;
             }
             free(tw);
