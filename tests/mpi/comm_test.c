@@ -1,12 +1,13 @@
 /* Tests of the communication layer (runtime/common/comm.h) under mpirun, on any number of ranks:
  * ring send/receive with several transfers in flight per turn, every collective on the world and
- * on sub-groups (reversed, strided, singleton) with uneven shards, the ring shift (comm_ring_shift)
- * on each group, post-compute-wait overlap, the emulated link delay, the blocking calls, counters and trace events, and the same operations on
- * bf16 elements. Values are small integers, so every sum is exact and checked with ==, except
- * where a test of bf16 rounding says otherwise. Under WP_COMM_MAX_ELEMS=N (test_comm.sh runs it
- * so) every operation longer than N elements goes in pieces: the same checks hold, and an
- * operation is counted and traced once, whole (test_whole); the emulated link is left out there
- * (a piece per few elements would post tens of thousands of delayed sends).
+ * on sub-groups (reversed, strided, singleton) with uneven shards, the ring shift
+ * (comm_ring_shift) on each group, post-compute-wait overlap, the emulated link delay, the
+ * blocking calls, counters and trace events, and the same operations on bf16 elements. Values
+ * are small integers, so every sum is exact and checked with ==, except where a test of bf16
+ * rounding says otherwise. Under WP_COMM_MAX_ELEMS=N (test_comm.sh runs it so) every operation
+ * longer than N elements goes in pieces: the same checks hold, and an operation is counted and
+ * traced once, whole (test_whole); the emulated link is left out there (a piece per few elements
+ * would post tens of thousands of delayed sends).
  *
  * `comm_test MODE` with MODE timeout-send, timeout-allreduce, mismatch, truncate, bad-peer or
  * mpi-fail runs one failure on 2 ranks instead; tests/mpi/test_comm.sh checks that it aborts the
