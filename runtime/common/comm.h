@@ -1,9 +1,9 @@
 /* The communication layer of the emitted training step: point-to-point transfers and collectives
  * over groups of ranks for the plan IR's SEND/RECV/BCAST/REDUCE/ALLREDUCE/ALLGATHER/REDUCE_SCATTER
- * (and the ring attention's shift round a group), all non-blocking, plus the few blocking calls a trainer needs around the step (barrier, scalar
- * sums, checkpoint gather/scatter). Implementations: runtime/mpi/ (MPI, host buffers) and
- * runtime/nccl/ (NCCL on device buffers, bootstrapped over MPI), both with the blocking calls
- * and the world of runtime/hostmpi/.
+ * (and ring attention's shift round a group), all non-blocking, plus the few blocking calls a
+ * trainer needs around the step (barrier, scalar sums, checkpoint gather/scatter).
+ * Implementations: runtime/mpi/ (MPI, host buffers) and runtime/nccl/ (NCCL on device buffers,
+ * bootstrapped over MPI), both with the blocking calls and the world of runtime/hostmpi/.
  *
  * How emitted code uses it, one turn:
  *
