@@ -1,9 +1,9 @@
 /* The communication layer of the emitted training step: point-to-point transfers and collectives
- * over groups of ranks for the plan IR's SEND/RECV/BCAST/REDUCE/ALLREDUCE/ALLGATHER/REDUCE_SCATTER,
- * all non-blocking, plus the few blocking calls a trainer needs around the step (barrier, scalar
- * sums, checkpoint gather/scatter). Implementations: runtime/mpi/ (MPI, host buffers) and
- * runtime/nccl/ (NCCL on device buffers, bootstrapped over MPI), both with the blocking calls
- * and the world of runtime/hostmpi/.
+ * over groups of ranks for the plan IR's SEND/RECV/BCAST/REDUCE/ALLREDUCE/ALLGATHER/REDUCE_SCATTER
+ * (and ring attention's shift round a group), all non-blocking, plus the few blocking calls a
+ * trainer needs around the step (barrier, scalar sums, checkpoint gather/scatter).
+ * Implementations: runtime/mpi/ (MPI, host buffers) and runtime/nccl/ (NCCL on device buffers,
+ * bootstrapped over MPI), both with the blocking calls and the world of runtime/hostmpi/.
  *
  * How emitted code uses it, one turn:
  *
@@ -128,6 +128,13 @@ void comm_allgather(Comm *c, int g, const void *shard, void *full, size_t n, WpD
 /* The sum over the group of `full` (n elements, each member's own); member i gets shard i of the
  * sum in `shard`. full and shard must not overlap. */
 void comm_reduce_scatter(Comm *c, int g, const void *full, void *shard, size_t n, WpDtype dt, const CommInfo *info);
+
+/* One step of a ring round group g (context parallelism's ring attention, cpu/model_cp.c): member i
+ * sends `send` to member i + 1 and receives `recv` from member i - 1 (modulo the group's size; the
+ * members in comm_add_group's order), n elements each: comm_send and comm_recv to and from those
+ * members' world ranks, posted, counted, traced and matched as those are. send and recv must not
+ * overlap. */
+void comm_ring_shift(Comm *c, int g, const void *send, void *recv, size_t n, WpDtype dt, const CommInfo *info);
 
 /* Every operation of the turn has been posted: a device layer issues them together here (NCCL:
  * the turn's group ends). A host layer has started them already and does nothing. */

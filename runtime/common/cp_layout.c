@@ -1,4 +1,5 @@
-/* Context parallelism's balanced causal layout (cp_layout.h): the checks and the positions. */
+/* Context parallelism's balanced causal layout (cp_layout.h): the checks, the positions, a member's
+ * tokens. */
 #include "common/cp_layout.h"
 #include "common/errmsg.h"
 
@@ -27,4 +28,13 @@ void cp_layout_positions(int *pos, int S, int C, int member) {
         int c = cp_layout_chunk(C, member, half);
         for (int j = 0; j < L; j++) pos[half * L + j] = c * L + j;
     }
+}
+
+void cp_layout_take(int *dst, const int *src, int G, int S, int C, int member) {
+    int n = S / C, L = cp_chunk_len(S, C);
+    for (int g = 0; g < G; g++)
+        for (int half = 0; half < 2; half++) {
+            int c = cp_layout_chunk(C, member, half);
+            for (int j = 0; j < L; j++) dst[(size_t)g * n + half * L + j] = src[(size_t)g * S + c * L + j];
+        }
 }

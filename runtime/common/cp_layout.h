@@ -30,6 +30,10 @@ static inline int cp_layout_chunk(int C, int member, int half) {
  * then half 1), ascending: the RoPE positions, and where its tokens sit in the sequence. */
 void cp_layout_positions(int *pos, int S, int C, int member);
 
+/* member's tokens (or targets) of G sequences of S: dst [G * S/C] from src [G * S], each sequence's
+ * in member's order (cp_layout_positions): what the member reads of a micro-batch. */
+void cp_layout_take(int *dst, const int *src, int G, int S, int C, int member);
+
 /* What queries of chunk qc do with keys and values of chunk kc: */
 typedef enum {
     CP_SKIP,   /* kc lies after qc: the causal mask hides it all */

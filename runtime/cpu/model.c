@@ -45,6 +45,12 @@
  * result is the same bits as without offload. The split backward's B half copies each layer's
  * input from the stash into the keep's rebuilt stash, as it does without offload.
  *
+ * Context parallelism (cpu/model_cp.c): a member of a group runs these chunks on its S/C tokens of
+ * each sequence (its scratch made for them), with RoPE at the tokens' own positions
+ * (wp_scratch_set_positions) and each layer's attention replaced by the ring round the group
+ * (wp_scratch_set_attention's hook, in attend_forward and attend_backward); everything else is per
+ * token and unchanged. Without a hook the calls are the ones they always were, the same bits.
+ *
  * The zero-bubble schedules split backward in two (wp_chunk_backward_input, then
  * wp_chunk_backward_weights; model.h lists what the first keeps for the second): the same
  * operations as wp_chunk_backward in the same order, the weight products' dW halves moved to the
@@ -119,6 +125,7 @@ struct WpScratch {
     WpDtype dtype;           /* WP_BF16: the rounding points of the header apply */
     void (*progress)(void *);   /* called between layers: lets posted transfers move */
     void *progress_ud;
+    WpAttentionHook attn;    /* forward NULL: attention over the whole sequence (attention.c) */
     float *restash;          /* recompute: one layer's stash, refilled before its backward */
     float *stage;            /* offload: [T, H] twice, then the head's xf | rstdf | lse (config.c) */
     /* the workspace, one buffer per part of config.c's WpWorkspacePart; parts whose lives never
@@ -272,6 +279,7 @@ int wp_scratch_set_precision(WpScratch *s, WpDtype dtype) {
 }
 
 WpDtype wp_scratch_precision(const WpScratch *s) { return s->dtype; }
+const WpConfig *wp_scratch_config(const WpScratch *s) { return &s->cfg; }
 
 void wp_scratch_set_ce_block(WpScratch *s, int tokens) {
     int most = wp_ce_block_tokens(&s->cfg);
@@ -281,6 +289,31 @@ void wp_scratch_set_ce_block(WpScratch *s, int tokens) {
 void wp_scratch_set_progress(WpScratch *s, void (*fn)(void *), void *ud) {
     s->progress = fn;
     s->progress_ud = ud;
+}
+
+void wp_scratch_set_attention(WpScratch *s, const WpAttentionHook *h) {
+    s->attn = h ? *h : (WpAttentionHook){ 0 };
+}
+
+int wp_scratch_set_positions(WpScratch *s, const int *pos, int S) {
+    const WpConfig *c = &s->cfg;
+    if (s->max_layers <= 0) return 0;   /* no layers: no RoPE */
+    if (!pos) {
+        wp_rope_tables(s->cos_t, s->sin_t, c->seq, c->head_dim, c->rope_theta, &c->rope_scaling);
+        return 0;
+    }
+    /* the whole sequence's tables (so the same bits as a run on it), then the rows of pos */
+    int half = c->head_dim / 2;
+    float *ct = malloc(2 * (size_t)S * half * sizeof(float));
+    if (!ct) return -1;
+    float *st = ct + (size_t)S * half;
+    wp_rope_tables(ct, st, S, c->head_dim, c->rope_theta, &c->rope_scaling);
+    for (int j = 0; j < c->seq; j++) {
+        memcpy(s->cos_t + (size_t)j * half, ct + (size_t)pos[j] * half, (size_t)half * sizeof(float));
+        memcpy(s->sin_t + (size_t)j * half, st + (size_t)pos[j] * half, (size_t)half * sizeof(float));
+    }
+    free(ct);
+    return 0;
 }
 
 static void progress(const WpScratch *s) {
@@ -340,20 +373,35 @@ static void check_call(const WpConfig *c, const WpChunk *k, const WpScratch *s) 
     matmul_set_bf16_work(s->mm_work, s->mm_work_elems);
 }
 
+/* A layer's attention: over the whole sequence, or the scratch's hook (context parallelism's
+ * ring, cpu/model_cp.c), which sees the same tensors: att and lse from the rotated qkv; in
+ * backward dqkv written from datt. */
+static void attend_forward(const WpConfig *c, const LayerStash *st, WpScratch *s) {
+    int bf16 = s->dtype == WP_BF16;
+    if (s->attn.forward) s->attn.forward(s->attn.ud, st->att, st->lse, st->qkv, bf16);
+    else attention_forward(st->att, st->lse, st->qkv, c->mbs, c->seq, c->heads, c->kv_heads, c->head_dim,
+                           s->attn_work, s->nthreads, bf16);
+}
+
+static void attend_backward(const WpConfig *c, const LayerStash *st, WpScratch *s) {
+    int bf16 = s->dtype == WP_BF16;
+    if (s->attn.backward) s->attn.backward(s->attn.ud, s->dqkv, s->datt, st->att, st->lse, st->qkv, bf16);
+    else attention_backward(s->dqkv, s->datt, st->att, st->lse, st->qkv, c->mbs, c->seq, c->heads,
+                            c->kv_heads, c->head_dim, s->attn_work, s->nthreads, bf16);
+}
+
 /* y: the layer's output; NULL when only the stash is wanted (recompute before the layer's
  * backward), which skips the MLP's down product. */
 static void layer_forward(const WpConfig *c, const LayerParams *p, const LayerStash *st, float *y,
                           WpScratch *s) {
     int T = c->mbs * c->seq, H = c->hidden, F = c->ffn, hd = c->head_dim;
     int qd = c->heads * hd, width = (c->heads + 2 * c->kv_heads) * hd, mm = mm_flags(s);
-    int bf16 = s->dtype == WP_BF16;
     rmsnorm_forward(s->xn, st->rstd1, st->x, p->ln1, T, H, c->eps);
     store_bf16(s, s->xn, (size_t)T * H);
     matmul_forward(st->qkv, s->xn, p->wqkv, T, H, width, 0, mm);
     rope_forward(st->qkv, s->cos_t, s->sin_t, T, c->seq, c->heads, c->kv_heads, hd);
     store_bf16(s, st->qkv, (size_t)T * width);
-    attention_forward(st->att, st->lse, st->qkv, c->mbs, c->seq, c->heads, c->kv_heads, hd,
-                      s->attn_work, s->nthreads, bf16);
+    attend_forward(c, st, s);
     memcpy(st->x2, st->x, (size_t)T * H * sizeof(float));
     matmul_forward(st->x2, st->att, p->wo, T, qd, H, 1, mm);        /* x2 = x + att Wo^T */
     rmsnorm_forward(s->xn, st->rstd2, st->x2, p->ln2, T, H, c->eps);
@@ -377,7 +425,6 @@ static void layer_backward(const WpConfig *c, const LayerParams *p, LayerParams 
                            const LayerStash *st, WpScratch *s) {
     int T = c->mbs * c->seq, H = c->hidden, F = c->ffn, hd = c->head_dim;
     int qd = c->heads * hd, width = (c->heads + 2 * c->kv_heads) * hd, mm = mm_flags(s);
-    int bf16 = s->dtype == WP_BF16;
     /* MLP: y = x2 + h Wdown^T, h = silu(g) * u, gu = rmsnorm(x2) Wgu^T; tile by tile, the
      * weight gradients summed over the tiles (gu recomputed per tile with recompute) */
     rmsnorm_recompute(s->xn, st->x2, p->ln2, st->rstd2, T, H);
@@ -398,8 +445,7 @@ static void layer_backward(const WpConfig *c, const LayerParams *p, LayerParams 
     store_bf16(s, s->dres, (size_t)T * H);
     /* attention: x2 = x + att Wo^T */
     matmul_backward(s->datt, dp->wo, s->dres, st->att, p->wo, T, qd, H, 0, mm);
-    attention_backward(s->dqkv, s->datt, st->att, st->lse, st->qkv, c->mbs, c->seq, c->heads,
-                       c->kv_heads, hd, s->attn_work, s->nthreads, bf16);
+    attend_backward(c, st, s);
     rope_backward(s->dqkv, s->cos_t, s->sin_t, T, c->seq, c->heads, c->kv_heads, hd);
     store_bf16(s, s->dqkv, (size_t)T * width);
     rmsnorm_recompute(s->xn, st->x, p->ln1, st->rstd1, T, H);
@@ -624,7 +670,6 @@ static void layer_backward_input(const WpConfig *c, const LayerParams *p, const 
                                  const LayerKeep *kp, WpScratch *s) {
     int T = c->mbs * c->seq, H = c->hidden, F = c->ffn, hd = c->head_dim;
     int qd = c->heads * hd, width = (c->heads + 2 * c->kv_heads) * hd, mm = mm_flags(s);
-    int bf16 = s->dtype == WP_BF16;
     memcpy(kp->ln1, p->ln1, (size_t)H * sizeof(float));
     memcpy(kp->ln2, p->ln2, (size_t)H * sizeof(float));
     memcpy(kp->dy, s->dres, (size_t)T * H * sizeof(float));
@@ -642,8 +687,7 @@ static void layer_backward_input(const WpConfig *c, const LayerParams *p, const 
     store_bf16(s, s->dres, (size_t)T * H);
     memcpy(kp->dx2, s->dres, (size_t)T * H * sizeof(float));
     matmul_backward(s->datt, NULL, s->dres, NULL, p->wo, T, qd, H, 0, mm);
-    attention_backward(s->dqkv, s->datt, st->att, st->lse, st->qkv, c->mbs, c->seq, c->heads,
-                       c->kv_heads, hd, s->attn_work, s->nthreads, bf16);
+    attend_backward(c, st, s);
     rope_backward(s->dqkv, s->cos_t, s->sin_t, T, c->seq, c->heads, c->kv_heads, hd);
     store_bf16(s, s->dqkv, (size_t)T * width);
     matmul_backward(s->dxn, NULL, s->dqkv, NULL, p->wqkv, T, H, width, 0, mm);

@@ -16,6 +16,8 @@ WpScratch *wp_scratch_new(const WpConfig *c, int max_layers);
  * trainer's memory check counts for it (common/hostmem.h). */
 size_t wp_scratch_bytes(const WpConfig *c, int max_layers);
 void wp_scratch_free(WpScratch *s);
+/* The shape the scratch was made for. */
+const WpConfig *wp_scratch_config(const WpScratch *s);
 /* The precision the chunks computed with this scratch use; WP_FP32 from wp_scratch_new. WP_BF16:
  * the tensors a bf16 GPU implementation stores as bf16 are rounded to bf16 where they are stored
  * (model.c's table), in fp32 containers: params, x_in, dx_out, stash, x_out and dx_in stay float
@@ -32,6 +34,21 @@ void wp_scratch_set_ce_block(WpScratch *s, int tokens);
  * transfers only move inside its own calls (MPI without a progress thread) overlaps them with
  * compute for real. NULL: none. */
 void wp_scratch_set_progress(WpScratch *s, void (*fn)(void *), void *ud);
+/* Context parallelism (cpu/model_cp.h sets both): a layer's attention computed by the hook instead
+ * of over the scratch's whole sequence, from the same tensors (att [T, heads*hd] and lse
+ * [G, heads, S] from the rotated qkv; backward dqkv written from datt); bf16: the scratch's
+ * precision is WP_BF16. NULL: attention.c's again. */
+typedef struct WpAttentionHook {
+    void (*forward)(void *ud, float *att, float *lse, const float *qkv, int bf16);
+    void (*backward)(void *ud, float *dqkv, const float *datt, const float *att, const float *lse,
+                     const float *qkv, int bf16);
+    void *ud;
+} WpAttentionHook;
+void wp_scratch_set_attention(WpScratch *s, const WpAttentionHook *h);
+/* RoPE at positions pos[0 .. seq) of a sequence of S tokens (the scratch's seq tokens of each
+ * sequence are those): the rows of the S-token tables, the same bits. NULL: 0 .. seq, as made.
+ * Returns 0, or -1 when out of memory. */
+int wp_scratch_set_positions(WpScratch *s, const int *pos, int S);
 /* Allocates the staging of offload (config.c's WP_WS_OFFLOAD, for the largest chunk): needed
  * before a chunk runs with recompute = WP_RECOMPUTE_OFFLOAD, whose stash is then host memory
  * (model.c, "offload"). Returns 0, or -1 when out of memory. */

@@ -514,6 +514,13 @@ void comm_recv(Comm *c, void *buf, size_t n, WpDtype dt, int peer, const CommInf
 }
 
 
+/* A send to the next member and a receive from the previous one (comm.h). */
+void comm_ring_shift(Comm *c, int g, const void *send, void *recv, size_t n, WpDtype dt, const CommInfo *info) {
+    const CommGroup *gr = hm_member(&c->groups, COMM_SEND, g, info);
+    comm_send(c, send, n, dt, gr->ranks[(gr->me + 1) % gr->n], info);
+    comm_recv(c, recv, n, dt, gr->ranks[(gr->me + gr->n - 1) % gr->n], info);
+}
+
 /* The MPI call of one piece of a collective: `at`, `len` elements at the piece's place in the
  * operation's buffer (and `to` in a reduce's result, NULL where it is in place). */
 typedef void (*PieceFn)(Comm *c, int g, char *at, char *to, int len, WpDtype dt, int root, MPI_Request *req);

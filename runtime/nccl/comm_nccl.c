@@ -383,6 +383,13 @@ void comm_recv(Comm *c, void *buf, size_t n, WpDtype dt, int peer, const CommInf
     pthread_mutex_unlock(&c->lock);
 }
 
+/* A send to the next member and a receive from the previous one (comm.h). */
+void comm_ring_shift(Comm *c, int g, const void *send, void *recv, size_t n, WpDtype dt, const CommInfo *info) {
+    const CommGroup *gr = hm_member(&c->book.groups, COMM_SEND, g, info);
+    comm_send(c, send, n, dt, gr->ranks[(gr->me + 1) % gr->n], info);
+    comm_recv(c, recv, n, dt, gr->ranks[(gr->me + gr->n - 1) % gr->n], info);
+}
+
 void comm_bcast(Comm *c, int g, void *buf, size_t n, WpDtype dt, int root, const CommInfo *info) {
     hm_member(&c->book.groups, COMM_BCAST, g, info);
     int r = hm_root(&c->book.groups, COMM_BCAST, g, root, info);

@@ -1,12 +1,13 @@
 /* Tests of the communication layer (runtime/common/comm.h) under mpirun, on any number of ranks:
  * ring send/receive with several transfers in flight per turn, every collective on the world and
- * on sub-groups (reversed, strided, singleton) with uneven shards, post-compute-wait overlap, the
- * emulated link delay, the blocking calls, counters and trace events, and the same operations on
- * bf16 elements. Values are small integers, so every sum is exact and checked with ==, except
- * where a test of bf16 rounding says otherwise. Under WP_COMM_MAX_ELEMS=N (test_comm.sh runs it
- * so) every operation longer than N elements goes in pieces: the same checks hold, and an
- * operation is counted and traced once, whole (test_whole); the emulated link is left out there
- * (a piece per few elements would post tens of thousands of delayed sends).
+ * on sub-groups (reversed, strided, singleton) with uneven shards, the ring shift
+ * (comm_ring_shift) on each group, post-compute-wait overlap, the emulated link delay, the
+ * blocking calls, counters and trace events, and the same operations on bf16 elements. Values
+ * are small integers, so every sum is exact and checked with ==, except where a test of bf16
+ * rounding says otherwise. Under WP_COMM_MAX_ELEMS=N (test_comm.sh runs it so) every operation
+ * longer than N elements goes in pieces: the same checks hold, and an operation is counted and
+ * traced once, whole (test_whole); the emulated link is left out there (a piece per few elements
+ * would post tens of thousands of delayed sends).
  *
  * `comm_test MODE` with MODE timeout-send, timeout-allreduce, mismatch, truncate, bad-peer or
  * mpi-fail runs one failure on 2 ranks instead; tests/mpi/test_comm.sh checks that it aborts the
@@ -251,6 +252,33 @@ static void test_collectives(Comm *c) {
     for (int s = 0; s < 6; s++) test_collectives_n(c, sizes[s], 100 + s);
     CHECK(comm_shard_len(10, 4, 0) == 2 && comm_shard_len(10, 4, 1) == 3 && comm_shard_offset(10, 4, 3) == 7,
           "rank %d: shards of 10 over 4: expected 2,3,2,3 from 0,2,5,7", R);
+}
+
+/* comm_ring_shift on every group this rank is in, posted together as one turn: member i gets what
+ * member i - 1 sent, in the group's own order (the reversed and out-of-order groups), a singleton
+ * its own; a size per group, so that a shift matched with another group's would fail its check. */
+static void test_ring_shift(Comm *c) {
+    float *out[MAXG], *in[MAXG], *want = alloc(1000 + MAXG);
+    for (int g = 0; g < ng; g++) {
+        out[g] = alloc(1000 + g); in[g] = alloc(1000 + g);
+        if (member(g) < 0) continue;
+        fill(out[g], 1000 + g, R, 60 + g);
+        for (int i = 0; i < 1000 + g; i++) in[g][i] = -1;
+        comm_ring_shift(c, g, out[g], in[g], 1000 + g, WP_FP32, &(CommInfo){ 200, "ring shift" });
+    }
+    comm_turn_posted(c);
+    comm_wait_turn(c);
+    for (int g = 0; g < ng; g++) {
+        int me = member(g);
+        if (me >= 0) {
+            fill(want, 1000 + g, granks[g][(me + gn[g] - 1) % gn[g]], 60 + g);
+            char what[48];
+            snprintf(what, sizeof what, "ring shift on group %d", g);
+            check_buf(in[g], want, 1000 + g, what);
+        }
+        free(out[g]); free(in[g]);
+    }
+    free(want);
 }
 
 /* --- Overlap, emulated links, traces ------------------------------------------------------- */
@@ -536,6 +564,7 @@ int main(int argc, char **argv) {
     declare_groups(c);
     test_ring(c);
     test_collectives(c);
+    test_ring_shift(c);
     test_overlap(c);
     test_bf16(c);
     if (!getenv("WP_COMM_MAX_ELEMS")) test_link_delay(c);
