@@ -5,7 +5,8 @@
  * counts its blocks in flight in the workspace. And the mutation test of the new kind: every RING
  * of every strategy's plan dropped, duplicated, moved one turn later, given other bytes (the low
  * or the high 32 bits), other steps or another micro-batch, and one put into a plan with C = 1:
- * each is rejected, with the rule's words. Runs from the repository root. */
+ * each is rejected, with the rule's words. And that the simulator costs the ring from the RINGs.
+ * Runs from the repository root. */
 #include <stdint.h>
 #include "check.h"
 #include "plan_fixture.h"
@@ -14,6 +15,7 @@
 #include "common/modelcfg.h"
 #include "util/xalloc.h"
 #include "common/step.h"   /* WP_XFER_ALIGN */
+#include "sim/sim.h"
 
 static int turn_of(const PlanRank *rk, int nturns, int i) {
     int t = 0;
@@ -175,6 +177,34 @@ static void no_ring_at_c1(void) {
     topology_free(&t);
 }
 
+/* The simulator and the traffic count cost the ring from the RINGs: the same verified plan with
+ * every RING made 1000 times larger moves exactly the difference more inside the node (every
+ * member's: C x) and takes longer (a verifier would refuse it; sim_run takes it as it is). */
+static void costed_from_rings(void) {
+    Topology t; WpConfig m;
+    Plan *p = make("topologies/cpu-1x4.json", "tiny", "1f1b", 2, 0, 0, &t, &m);
+    if (!p) { topology_free(&t); return; }
+    char err[512];
+    SimResult a = { 0 }, b = { 0 };
+    CHECK(sim_run(p, NULL, &a, err, sizeof err) == 0, "sim: %s", err);
+    double more = 0;
+    for (int r = 0; r < p->nranks; r++)
+        for (int i = 0; i < p->ranks[r].nops; i++) {
+            Op *op = &p->ranks[r].ops[i];
+            if (op->kind != OP_RING) continue;
+            more += 2 * 999.0 * (double)op_ring_bytes(op);
+            op_set_ring_bytes(op, 1000 * op_ring_bytes(op));
+        }
+    CHECK(sim_run(p, NULL, &b, err, sizeof err) == 0, "sim: %s", err);
+    CHECK(b.bytes_intra - a.bytes_intra == more && b.bytes_inter == a.bytes_inter,
+          "the RINGs 1000 times larger: %.0f more bytes inside the node, expected %.0f", b.bytes_intra - a.bytes_intra, more);
+    CHECK(b.step_time > 2 * a.step_time, "the RINGs 1000 times larger: a step of %g s, against %g", b.step_time, a.step_time);
+    sim_result_free(&a);
+    sim_result_free(&b);
+    plan_free(p);
+    topology_free(&t);
+}
+
 int main(void) {
     fixture_init();
     static const char *strategies[] = { "weipipe-interleave", "1f1b", "fsdp", "zb1", "tawpipe" };
@@ -188,6 +218,7 @@ int main(void) {
      * replica 1 alone must still be caught */
     mutations("topologies/cpu-2x2.json", "1f1b", 2);
     no_ring_at_c1();
+    costed_from_rings();
     fixture_done();
     return check_summary("test_cp_ring");
 }
