@@ -235,6 +235,8 @@ static int interp_run(const Plan *p, double (*ref)[IW], double *maxdiff) {
                         double *d = me->bufs[op->buf2].v;
                         for (int e = 0; e < IW; e++) d[e] = (no->first ? 0 : d[e]) + st.gy * st.x * interp_ramp(e);
                     }
+                    /* a RING (context parallelism) changes no value of the toy: it moves K/V blocks among the
+                     * members of a group, which this interpreter runs as the one rank they stand for */
                 }
                 /* deliver */
                 for (int i = t0; i < t1 && rc == 0; i++) {

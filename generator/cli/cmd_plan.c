@@ -51,7 +51,7 @@ int cmd_plan(Args *a, int emit) {
             else if (wp_cp(&p->model) > 1) {
                 char c[16];
                 snprintf(c, sizeof c, "%d", wp_cp(&p->model));
-                rc = bad("emit: --context-parallel %s: context-parallel plans cannot be emitted yet: the runtime's ring attention is not built (plan, sim and compare cost them: docs/context-parallel.md)%s", c, "");
+                rc = bad("emit: --context-parallel %s: context-parallel plans cannot be emitted yet: the train loop does not run the ring yet (the CPU model does) (plan, sim and compare cost them: docs/context-parallel.md)%s", c, "");
             }
             else if (!fits && !a->force) {
                 /* a program that would run out of memory: nothing is written, unless asked */

@@ -144,10 +144,12 @@ void cost_compute_features(const WpConfig *m, int chunk, int layer0, int nlayers
     case OP_BWD_B: mm_bwd = 1; bwd_rest = 1; fwd = recompute != 0; break;
     case OP_BWD_W: mm_bwd = 1; break;
     /* not compute: a transfer is costed on its links (sim/collective.c), a local operation by its
-     * row's mem_passes (sim/sim.c). No default: a new kind is a -Wswitch error until it is costed. */
+     * row's mem_passes (sim/sim.c), a RING by its steps and bytes on the node's link, overlapped
+     * with the compute it rides (sim/sim.c cp_overlap). No default: a new kind is a -Wswitch
+     * error until it is costed. */
     case OP_SEND: case OP_RECV: case OP_BCAST: case OP_REDUCE: case OP_ALLREDUCE: case OP_ALLGATHER:
     case OP_REDUCE_SCATTER: case OP_TIE_ALLREDUCE: case OP_ACC: case OP_COPY: case OP_TIE: case OP_OPT:
-    case OP_FREE: case OP__COUNT: return;
+    case OP_FREE: case OP_RING: case OP__COUNT: return;
     }
     int last = chunk == nchunks - 1, again = last && kind != OP_FWD;
     double T = (double)wp_rank_tokens(m);

@@ -303,8 +303,14 @@ local FORMS = {
     FREE_HELD = { call = "wp_free(R, {buf});",
                   why = "{letter}{held} not needed again this step",
                   token = "free {letter}{held}" },
+    -- a RING rides the compute call after it (op_table.h OPF_RIDES): the model's ring attention
+    -- moves its K/V blocks inside that call, so it has no call of its own, only its comment. (emit
+    -- refuses context-parallel plans until the runtime's ring attention is built: cmd_plan.c.)
+    RING = { call = "/* ring R{chunk}.{mb} */",
+             why = "chunk {chunk}'s K/V blocks for micro-batch {mb} round the context-parallel group, inside the next call",
+             token = "ring{chunk}.{mb}" },
 }
-M.FORMS = FORMS   -- for tests/unit/test_optable.c: a form for every kind, whose call is the runtime's
+M.FORMS = FORMS   -- for tests/unit/test_optable.c: a form for every kind, whose call is the runtime's (a RING's: a comment)
 
 local PHRASES = {
     -- what a transfer or collective carries: W3, D3, W3[1/4] (shard 1 of 4)
@@ -337,7 +343,9 @@ local USE = {
     FWD = "for FWD", BWD = "for BWD", BWD_B = "for BWD_B", BWD_W = "for BWD_W", SEND = "to pass on", RECV = "for RECV",
     BCAST = "to broadcast", REDUCE = "to reduce", ALLREDUCE = "to all-reduce", ALLGATHER = "to all-gather",
     REDUCE_SCATTER = "to reduce-scatter", ACC = "for ACC", COPY = "to copy", TIE = "to tie", TIE_ALLREDUCE = "to tie", OPT = "for OPT", FREE = "unused, freed",
+    RING = "for RING",   -- (never said: a RING reads no buffer)
 }
+M.USE = USE   -- for tests/unit/test_optable.c: words for every kind
 
 -- ---- the strategy lines the operations came from ----
 

@@ -247,7 +247,7 @@ void emit_rank_holds(const Plan *p, int r, int *max_acts, int *max_stashes, int 
              * is a -Wswitch error until it says what it holds. */
             case OP_SEND: case OP_RECV: case OP_BCAST: case OP_REDUCE: case OP_ALLREDUCE: case OP_ALLGATHER:
             case OP_REDUCE_SCATTER: case OP_TIE_ALLREDUCE: case OP_ACC: case OP_COPY: case OP_TIE: case OP_OPT:
-            case OP_FREE: case OP__COUNT: break;
+            case OP_FREE: case OP_RING: case OP__COUNT: break;
             }
         }
         hold(&h, -sent, 0, 0);   /* the wait: what was sent has left */

@@ -352,7 +352,7 @@ static void explain(const Plan *p, int r, int *src, int *use, int *held, int *la
         for (int i = t0; i < t1; i++) {
             const Op *o = &rk->ops[i];
             if (!op_is_compute(o->kind)) continue;
-            if (o->kind != OP_BWD_W) src[i] = last[o->buf];
+            if (o->kind != OP_BWD_W && o->buf >= 0) src[i] = last[o->buf];   /* (a RING names no buffer) */
             if (o->buf2 >= 0) { last[o->buf2] = i; cont[o->buf2] = o->chunk; }
         }
         for (int i = t0; i < t1; i++) {
@@ -376,7 +376,7 @@ static void explain(const Plan *p, int r, int *src, int *use, int *held, int *la
              * file's switches over kinds: a new kind is a -Wswitch error until it is written. */
             case OP_FWD: case OP_BWD: case OP_BWD_B: case OP_BWD_W: case OP_SEND: case OP_RECV: case OP_BCAST:
             case OP_REDUCE: case OP_ALLREDUCE: case OP_ALLGATHER: case OP_REDUCE_SCATTER: case OP_TIE_ALLREDUCE:
-            case OP__COUNT: break;
+            case OP_RING: case OP__COUNT: break;
             }
         }
     }
@@ -393,7 +393,7 @@ static void explain(const Plan *p, int r, int *src, int *use, int *held, int *la
             case OP_FREE: next[o->buf] = i; break;
             case OP_FWD: case OP_BWD: case OP_BWD_B: case OP_BWD_W: case OP_SEND: case OP_RECV: case OP_BCAST:
             case OP_REDUCE: case OP_ALLREDUCE: case OP_ALLGATHER: case OP_REDUCE_SCATTER: case OP_TIE_ALLREDUCE:
-            case OP__COUNT: break;
+            case OP_RING: case OP__COUNT: break;
             }
         }
         for (int i = t1 - 1; i >= t0; i--) {
@@ -412,7 +412,7 @@ static void explain(const Plan *p, int r, int *src, int *use, int *held, int *la
             const Op *o = &rk->ops[i];
             if (!op_is_compute(o->kind)) continue;
             if (o->buf2 >= 0) next[o->buf2] = i;
-            if (o->kind != OP_BWD_W) next[o->buf] = i;
+            if (o->kind != OP_BWD_W && o->buf >= 0) next[o->buf] = i;
         }
     }
 }
@@ -642,6 +642,10 @@ static int form_of(const Ctx *c) {
     case OP_TIE: return FM_TIE;
     case OP_OPT: return o->buf >= 0 && c->rk->bufs[o->buf].nshards > 1 ? FM_OPT_SHARD : FM_OPT;
     case OP_FREE: return c->held >= 0 ? FM_FREE_HELD : FM_FREE;
+    /* the ring attention of the compute after it: a comment, its blocks moved inside that call
+     * (emit.lua FORMS.RING). Context-parallel plans are refused before emitting for now (cmd_plan.c:
+     * the train loop does not run the ring yet) */
+    case OP_RING: return FM_RING;
     case OP__COUNT: break;
     }
     /* not a kind: the verifier refuses what it has no rule for, so this is the emitter's own bug */

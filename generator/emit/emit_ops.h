@@ -29,7 +29,8 @@ void text_free(Text *t);
     X(BCAST_ROOT, BCAST) X(BCAST, BCAST) X(REDUCE_ROOT, REDUCE) X(REDUCE, REDUCE)                   \
     X(ALLREDUCE, ALLREDUCE) X(ALLGATHER, ALLGATHER) X(REDUCE_SCATTER, REDUCE_SCATTER)               \
     X(TIE_ALLREDUCE, TIE_ALLREDUCE) X(ACC_FIRST, ACC) X(ACC, ACC) X(COPY, COPY) X(TIE, TIE)         \
-    X(OPT_SHARD, OPT) X(OPT, OPT) X(FREE, FREE) X(FREE_HELD, FREE)
+    X(OPT_SHARD, OPT) X(OPT, OPT) X(FREE, FREE) X(FREE_HELD, FREE)                                \
+    X(RING, RING)
 
 typedef struct OpText OpText;
 

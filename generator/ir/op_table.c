@@ -20,6 +20,15 @@
     X(BWD_W, .phase = OP_PHASE_COMPUTE, .label = "Bw", .flags = OPF_CHUNK | OPF_MB, \
         .operand = { OPND_NONE, OPND_D }, .use = { 0, USE_ADD }, .role = { NULL, "gradient" }, \
         .fwd_units = 1, .format = "chunk $c mb $m into $B") \
+    /* context parallelism: the ring attention of the compute listed right after it, which it rides \
+       (OPF_RIDES): its K and V blocks (forward) or K, V, dK and dV (backward) passed round the group \
+       while that compute runs, ring_steps steps of all the chunk's layers, op_ring_bytes a member \
+       sends. One per FWD, BWD or BWD_B, not one per layer and step: those are (C-1) x layers of \
+       one shape, so a row per step would multiply a plan of 8,192 GPUs by 7 x 32 (cp8, llama2-7b) \
+       for nothing the verifier or the simulator could use; the C core adds them after the \
+       strategy (plan_add_rings), the verifier proves each against the compute it serves. */ \
+    X(RING, .phase = OP_PHASE_COMPUTE, .label = "R", .flags = OPF_CHUNK | OPF_MB | OPF_RIDES, \
+        .format = "chunk $c mb $m: $s steps, $y bytes") \
     /* ---- transfers: posted when the turn starts, complete before its local operations ---- */ \
     X(SEND, .phase = OP_PHASE_TRANSFER, .p2p = P2P_SEND, .carries = CARRY_WHAT, .flags = OPF_PASS_D, \
         .operand = { OPND_WHAT }, .use = { R }, .format = "$w $x to rank $p") \

@@ -77,13 +77,17 @@ enum {
                            train/loop.c), so the simulator times it there too (sim/sim.c, step_end) */
     OPF_FP32 = 64,      /* its gradient operands are fp32 buffers: the tied sums, which must round alike on both
                            ends (the owners' gradients, which OPT reads, are: plan.h's rule) */
+    OPF_RIDES = 128,    /* a compute-phase operation of no work of its own that runs inside the compute operation
+                           listed right after it (RING: that compute's ring attention): the simulator times the
+                           two together, the longer of the compute and what this moves (sim/sim.c cp_overlap) */
 };
 
 typedef struct OpInfo {
     const char *name;       /* "FWD", as plans, schedules and traces print it (op_names[] is this column) */
     const char *label;      /* compute: short label of pictures ("F", "Bb"); NULL for others */
     const char *format;     /* op_format's text after the name: $c chunk, $m mb, $b buf, $B buf2, $g group,
-                             * $p peer or root, $w what, $x what a transfer moves (its buffer, or A/G's chunk and mb) */
+                             * $p peer or root, $w what, $x what a transfer moves (its buffer, or A/G's chunk and mb),
+                             * $s a RING's steps, $y its bytes */
     uint8_t phase;          /* OpPhase */
     uint8_t p2p;            /* OpP2P */
     uint8_t coll;           /* OpColl */
@@ -106,6 +110,7 @@ static inline int op_is_compute(int kind) { return op_table[kind].phase == OP_PH
 static inline int op_is_transfer(int kind) { return op_table[kind].phase == OP_PHASE_TRANSFER; }
 static inline int op_is_local(int kind) { return op_table[kind].phase == OP_PHASE_LOCAL; }
 static inline int op_at_step_end(int kind) { return (op_table[kind].flags & OPF_STEP_END) != 0; }
+static inline int op_rides(int kind) { return (op_table[kind].flags & OPF_RIDES) != 0; }
 
 /* How op, on rank, uses its operand k (0: buf, 1: buf2): its row's use, or the root's at the root
  * of a rooted collective; 0 when the operand is absent. */

@@ -195,8 +195,9 @@ int plan_add_op(Plan *p, int rank, int turn, const Op *op, char *err, size_t err
     if (op->buf >= r->nbufs || op->buf2 >= r->nbufs)
         return errmsg(err, errlen, "rank %d turn %d: %s: no such buffer", rank, turn, op_names[op->kind]);
     if (op->chunk >= p->nchunks) return errmsg(err, errlen, "rank %d turn %d: %s: no chunk %d", rank, turn, op_names[op->kind], op->chunk);
-    if (op->peer >= p->nranks) return errmsg(err, errlen, "rank %d turn %d: %s: no rank %d", rank, turn, op_names[op->kind], op->peer);
-    if (op->group >= p->ngroups) return errmsg(err, errlen, "rank %d turn %d: %s: no group %d", rank, turn, op_names[op->kind], op->group);
+    /* (a RING holds its bytes where the others name a rank and a group) */
+    if (op->kind != OP_RING && op->peer >= p->nranks) return errmsg(err, errlen, "rank %d turn %d: %s: no rank %d", rank, turn, op_names[op->kind], op->peer);
+    if (op->kind != OP_RING && op->group >= p->ngroups) return errmsg(err, errlen, "rank %d turn %d: %s: no group %d", rank, turn, op_names[op->kind], op->group);
     int cap = r->capops;
     r->ops = grow(r->ops, &r->capops, r->nops + 1, sizeof *r->ops);
     if (r->capops != cap) {
@@ -365,6 +366,12 @@ static void put_int(Text *t, int v) {
     put(t, q, (size_t)(e - q));
 }
 
+static void put_u64(Text *t, uint64_t v) {
+    char b[24], *e = b + sizeof b, *q = e;
+    do *--q = (char)('0' + v % 10); while (v /= 10);
+    put(t, q, (size_t)(e - q));
+}
+
 /* The row's name, a space, then its format with the $-fields filled in. */
 int op_format(const Plan *p, int rank, const Op *op, char *out, size_t len) {
     Text t;
@@ -385,6 +392,8 @@ int op_format(const Plan *p, int rank, const Op *op, char *out, size_t len) {
             case 'B': put_str(&t, bufname(p, rank, op->buf2)); break;
             case 'g': put_int(&t, op->group); break;
             case 'p': put_int(&t, op->peer); break;
+            case 's': put_int(&t, op->ring_steps); break;
+            case 'y': put_u64(&t, op_ring_bytes(op)); break;
             case 'w': put_str(&t, op->what <= WHAT_G ? what_names[op->what] : "?"); break;
             case 'x':
                 if (!op_moves_activation(op)) put_str(&t, bufname(p, rank, op->buf));
@@ -466,7 +475,7 @@ size_t plan_carried_bytes(const Plan *p, int what, int chunk, int nshards) {
 double cp_ring_bytes(const WpConfig *m, WpDtype prec, int nlayers, int kind, int recompute, double *steps) {
     int C = wp_cp(m);
     *steps = 0;
-    if (C == 1 || !op_is_compute(kind)) return 0;
+    if (C == 1 || !op_is_compute(kind) || op_rides(kind)) return 0;
     /* forward passes (K, V) and input-gradient passes (K, V, dK, dV): BWD_W computes no attention */
     double fwd = kind == OP_FWD ? 1 : kind == OP_BWD_W ? 0 : recompute ? op_info(kind)->recompute_units : 0;
     double bwd = kind == OP_BWD || kind == OP_BWD_B;
@@ -478,8 +487,53 @@ double cp_ring_bytes(const WpConfig *m, WpDtype prec, int nlayers, int kind, int
 
 double plan_cp_ring_bytes(const Plan *p, const Op *op, double *steps) {
     *steps = 0;
-    if (!op_is_compute(op->kind)) return 0;
+    if (!op_is_compute(op->kind) || op->chunk < 0 || op->chunk >= p->nchunks) return 0;
     return cp_ring_bytes(&p->model, p->precision, p->chunks[op->chunk].nlayers, op->kind, p->recompute, steps);
+}
+
+int plan_add_rings(Plan *p, char *err, size_t errlen) {
+    if (!p->finished) return errmsg(err, errlen, "plan_add_rings: the plan is not finished");
+    if (wp_cp(&p->model) == 1) return 0;
+    for (int r = 0; r < p->nranks; r++) {
+        PlanRank *rk = &p->ranks[r];
+        int n = 0;
+        for (int i = 0; i < rk->nops; i++) {
+            double steps;
+            n += plan_cp_ring_bytes(p, &rk->ops[i], &steps) > 0;
+        }
+        if (!n) continue;
+        Op *ops = xmalloc((size_t)(rk->nops + n) * sizeof *ops);
+        int k = 0, t = 0;
+        for (int i = 0; i < rk->nops; i++) {
+            /* a turn starts where its first operation now is: after the rings inserted before it */
+            while (t < p->nturns && rk->turn_start[t] == i) rk->turn_start[t++] = k;
+            const Op *op = &rk->ops[i];
+            double steps, bytes = plan_cp_ring_bytes(p, op, &steps);
+            if (bytes > 0) {
+                if (steps > UINT16_MAX) {
+                    free(ops);
+                    return errmsg(err, errlen, "rank %d: %s of chunk %d: its ring attention takes %.0f steps, more than a RING holds (%d): fewer layers a chunk or a smaller --context-parallel",
+                                  r, op_names[op->kind], op->chunk, steps, UINT16_MAX);
+                }
+                Op ring = { .kind = OP_RING, .what = WHAT_NONE, .buf = -1, .buf2 = -1, .ring_steps = (uint16_t)steps,
+                            .chunk = op->chunk, .mb = op->mb };
+                op_set_ring_bytes(&ring, (uint64_t)bytes);
+                ops[k++] = ring;
+            }
+            ops[k++] = *op;
+        }
+        while (t <= p->nturns) rk->turn_start[t++] = k;
+        free(rk->ops);
+        rk->ops = ops;
+        rk->nops = rk->capops = k;
+    }
+    return 0;
+}
+
+size_t plan_ring_buffer_bytes(const Plan *p, const Op *ring) {
+    if (ring->chunk < 0 || ring->chunk >= p->nchunks) return 0;
+    WpChunk k = chunk_of(p, ring->chunk);
+    return wp_workspace_slot_bytes(&p->model, &k, p->recompute, WP_WS_KV_RING, p->precision);
 }
 
 double plan_cp_gather_bytes(const Plan *p, double bytes) {
@@ -542,10 +596,11 @@ size_t plan_grad_stage_bytes(const Plan *p, int rank) {
     return most * sizeof(float);
 }
 
-size_t plan_workspace_bytes(const Plan *p, const uint8_t *computes) {
+size_t plan_workspace_bytes(const Plan *p, const uint8_t *computes, int ring) {
     size_t n = 0;
     for (int part = 0; part < WP_WS_NPARTS; part++) {
         size_t most = 0;
+        if (part == WP_WS_KV_RING && !ring) continue;
         for (int c = 0; c < p->nchunks; c++) {
             if (computes && !computes[c]) continue;
             WpChunk k = chunk_of(p, c);

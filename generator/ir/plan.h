@@ -32,6 +32,9 @@ typedef enum {
                            mirror's part of buf2 (the last chunk's) both become their sum */
     OP_TIE_ALLREDUCE,   /* tied embeddings on two ranks: the embedding's part of buf (chunk 0's complete
                            gradient on one member, the last chunk's on the other) summed over group */
+    OP_RING,            /* context parallelism: the ring attention of the FWD, BWD or BWD_B of chunk mb listed
+                           right after it, ring_steps block steps and op_ring_bytes bytes round the group
+                           (make_plan adds it, never a strategy: op_table.c's row says why one per compute) */
     OP__COUNT
 } OpKind;
 
@@ -44,13 +47,26 @@ typedef struct Op {
     uint8_t kind;       /* OpKind */
     uint8_t what;       /* OpWhat, for SEND/RECV */
     int16_t buf, buf2;  /* buffer indices on this rank, -1 if none */
-    int32_t chunk;      /* FWD/BWD/OPT; A/G transfers: the chunk whose input (A) or input gradient (G) */
+    uint16_t ring_steps;    /* RING: its block steps, all its layers (what was padding: Op stays 28 bytes) */
+    int32_t chunk;      /* FWD/BWD/OPT/RING; A/G transfers: the chunk whose input (A) or input gradient (G) */
     int32_t mb;         /* global micro-batch, -1 if none */
-    int32_t peer;       /* SEND/RECV: the other rank; collectives: the root (rank), -1 if none */
-    int32_t group;      /* collectives: group index, -1 if none */
+    union {
+        struct {
+            int32_t peer;   /* SEND/RECV: the other rank; collectives: the root (rank), -1 if none */
+            int32_t group;  /* collectives: group index, -1 if none */
+        };
+        uint32_t ring_bytes[2]; /* RING, which names no rank or group (its peers are the members of its
+                                 * own group): the bytes one member sends round it, low and high 32 bits
+                                 * (op_ring_bytes) */
+    };
     uint32_t srcloc;    /* the strategy line that added it: (i + 1) << 20 | line, i indexing Plan.sources;
                            0: not known (a plan built in C). Not part of plan_hash. */
 } Op;
+
+/* A RING's bytes (Op.ring_bytes), and setting them. */
+static inline uint64_t op_ring_bytes(const Op *op) { return (uint64_t)op->ring_bytes[1] << 32 | op->ring_bytes[0]; }
+static inline void op_set_ring_bytes(Op *op, uint64_t n) { op->ring_bytes[0] = (uint32_t)n; op->ring_bytes[1] = (uint32_t)(n >> 32); }
+_Static_assert(sizeof(Op) == 28, "an Op is 28 bytes: a plan of 8,192 GPUs holds millions");
 
 typedef enum { BUF_W, BUF_D } BufKind;
 
@@ -222,11 +238,19 @@ WpDtype plan_carried_dtype(const Plan *p, int what);
 size_t plan_carried_bytes(const Plan *p, int what, int chunk, int nshards);
 
 /* Context parallelism (docs/context-parallel.md): what one member of a group of C moves inside its
- * group beside the group plan's operations. The ring attention of a compute operation: per layer
- * C-1 steps, each passing a block of S/C tokens' K and V (a forward pass) or K, V, dK and dV (a
- * backward's input-gradient pass) at the precision; *steps the steps, the bytes one member sends
- * (and receives) in all. 0 for other operations and where cp is 1. */
+ * group beside the group plan's operations. The ring attention a compute operation needs: per
+ * layer C-1 steps, each passing a block of S/C tokens' K and V (a forward pass) or K, V, dK and dV
+ * (a backward's input-gradient pass) at the precision; *steps the steps, the bytes one member
+ * sends (and receives) in all. 0 for other operations and where cp is 1. The plan holds it as the
+ * RING listed right before the operation (plan_add_rings), which the verifier checks against this. */
 double plan_cp_ring_bytes(const Plan *p, const Op *op, double *steps);
+/* After the strategy (make_plan): a RING before every compute operation of a plan with cp > 1 that
+ * plan_cp_ring_bytes says needs one, of that many steps and bytes, in the same turn; the plan is
+ * finished. 0, or -1 with a message (a ring of more steps than a RING holds). */
+int plan_add_rings(Plan *p, char *err, size_t errlen);
+/* The blocks in flight of a RING's ring on its member (config.c's WP_WS_KV_RING part, at the
+ * plan's precision), which the verifier counts in the workspace of a rank that holds the RING. */
+size_t plan_ring_buffer_bytes(const Plan *p, const Op *ring);
 /* The same for a compute operation of kind on nlayers layers of model m (the search's bounds). */
 double cp_ring_bytes(const WpConfig *m, WpDtype prec, int nlayers, int kind, int recompute, double *steps);
 /* The all-gather (a W) or reduce-scatter (a D) inside the group that a W or D transfer or
@@ -238,8 +262,10 @@ double plan_cp_gather_bytes(const Plan *p, double bytes);
 size_t plan_buf_mem(const PlanBuf *b, PlanMem *m);
 size_t plan_mem_total(const PlanMem *m);
 /* The workspace of a rank that computes the chunks computes[c] != 0 (NULL: every chunk): per part
- * of config.c's workspace the largest over those chunks, at the plan's precision. */
-size_t plan_workspace_bytes(const Plan *p, const uint8_t *computes);
+ * of config.c's workspace the largest over those chunks, at the plan's precision; ring 0 leaves out
+ * the ring attention's part (WP_WS_KV_RING), which the verifier counts from the RINGs
+ * (plan_ring_buffer_bytes). */
+size_t plan_workspace_bytes(const Plan *p, const uint8_t *computes, int ring);
 /* The fp32 staging gradient of a rank with a bf16 gradient buffer: a backward sums a bf16
  * gradient in fp32 and rounds it once, one segment at a time (a layer's, the head's, the
  * embedding's: config.h's wp_grad_segment) through an fp32 array of the largest segment (the CPU

@@ -52,6 +52,7 @@ void op_table_push_lua(lua_State *L) {
         set_bool(L, "master", (in->flags & OPF_MASTER) != 0);
         set_bool(L, "pass_d", (in->flags & OPF_PASS_D) != 0);
         set_bool(L, "fp32", (in->flags & OPF_FP32) != 0);
+        set_bool(L, "rides", (in->flags & OPF_RIDES) != 0);
         lua_set_num(L, "fwd_units", in->fwd_units);
         lua_set_num(L, "recompute_units", in->recompute_units);
         lua_set_num(L, "mem_passes", in->mem_passes);

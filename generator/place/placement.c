@@ -530,7 +530,7 @@ int placement_lua_solve(lua_State *L) {
     }
     lua_createtable(L, 0, 5);
     lua_pushnumber(L, device); lua_setfield(L, -2, "device");
-    lua_pushnumber(L, (double)plan_workspace_bytes(p, NULL));
+    lua_pushnumber(L, (double)plan_workspace_bytes(p, NULL, 1));   /* the ring's part too: it holds a RING wherever cp > 1 */
     lua_setfield(L, -2, "workspace");
     lua_pushnumber(L, (double)plan_act_bytes(p)); lua_setfield(L, -2, "act");
     lua_createtable(L, p->nchunks, 1);

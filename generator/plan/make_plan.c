@@ -1,7 +1,9 @@
 /* A strategy run into a verified plan (make_plan.h). A context-parallel plan (--context-parallel
  * C) is planned over the groups: the strategy sees a topology of groups (topology_groups) and a
  * model whose sizes are one member's share of each micro-batch (WpConfig.cp), and knows nothing
- * else of it; docs/context-parallel.md says what each group operation stands for. */
+ * else of it; docs/context-parallel.md says what each group operation stands for. The ring
+ * attention's K/V blocks are added after the strategy, one RING before each FWD, BWD and BWD_B
+ * (plan_add_rings), and verified with the plan. */
 #include <stdio.h>
 #include <stdlib.h>
 #include "plan/make_plan.h"
@@ -42,6 +44,9 @@ int make_plan(const char *strategy, const Topology *topo, const WpConfig *model,
         return EXIT_BAD_PLAN_INPUT;
     }
     (*out)->own_topo = groups;
+    /* the ring attention each compute of a group needs, as RINGs beside it: the C core's, so that
+     * no strategy knows of it, and the verifier proves them as the rest */
+    if (plan_add_rings(*out, err, errlen)) { plan_free(*out); *out = NULL; return EXIT_BAD_PLAN_INPUT; }
     char e2[4096];
     if (plan_verify(*out, e2, sizeof e2)) {
         snprintf(err, errlen, "plan rejected: %.4000s", e2);

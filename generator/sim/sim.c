@@ -69,15 +69,23 @@ void sim_op_features(const Plan *p, int rank, const Op *op, const OpNote *note, 
 }
 
 /* Context parallelism (docs/context-parallel.md): a group rank stands for each of its C members.
- * A member's ring attention (plan_cp_ring_bytes) moves on its own port of the node's link, the
- * group's being C of them, while it computes the blocks it has: a compute operation takes the
- * longer of its compute and its ring. */
+ * A member's ring attention, the RING listed right before a compute operation (the verifier
+ * proves it is there, of the steps and bytes that compute needs), moves on its own port of the
+ * node's link, the group's being C of them, while it computes the blocks it has: the compute
+ * takes the longer of its compute and its ring, and the RING, which rides it (OPF_RIDES), no time
+ * of its own. */
+static const Op *ring_of(const Plan *p, int r, const Op *op) {
+    const PlanRank *rk = &p->ranks[r];
+    if (!op_is_compute(op->kind) || op_rides(op->kind) || op <= rk->ops || op >= rk->ops + rk->nops) return NULL;
+    return op[-1].kind == OP_RING ? &op[-1] : NULL;
+}
+
 static double cp_overlap(const Plan *p, const Topology *t, int r, const Op *op, double compute) {
-    double steps, bytes = plan_cp_ring_bytes(p, op, &steps);
-    if (bytes <= 0) return compute;
+    const Op *ring = ring_of(p, r, op);
+    if (!ring || op_ring_bytes(ring) == 0) return compute;
     const Link *l = &t->nodes[p->ranks[r].node].intra;
-    double ring = steps * l->lat + bytes / (l->bw / wp_cp(&p->model));
-    return ring > compute ? ring : compute;
+    double ring_s = ring->ring_steps * l->lat + (double)op_ring_bytes(ring) / (l->bw / wp_cp(&p->model));
+    return ring_s > compute ? ring_s : compute;
 }
 
 /* The all-gather or reduce-scatter inside the group that a W or D transfer or collective adds
@@ -209,6 +217,7 @@ static int share_start(Sim *S, int r, int i, int local) {
     for (; i < t1; i++) {
         const Op *op = &rk->ops[i];
         if (local ? !local_in_turn(op->kind) : !op_is_compute(op->kind)) continue;
+        if (op_rides(op->kind)) { S->tpost[r][i] = S->tstart[r][i] = S->tend[r][i] = S->now; continue; }   /* in the next one's time */
         double d = local && S->o->free_local ? 0 : op_seconds(S, r, op, &rk->notes[i]);
         if (!local && S->o->unit_fwd_s > 0) d = S->o->unit_fwd_s * compute_units(S->p, op->kind);
         S->tpost[r][i] = S->tstart[r][i] = S->now;

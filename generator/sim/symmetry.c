@@ -43,6 +43,7 @@ static int same_rank(const Plan *p, const Topology *t, const SimSym *s, int r) {
         const Op *x = &a->ops[i], *y = &b->ops[i];
         if (x->kind != y->kind || x->what != y->what || x->buf != y->buf || x->buf2 != y->buf2 || x->chunk != y->chunk) return 0;
         if (a->notes[i].chunk != b->notes[i].chunk || a->notes[i].nshards != b->notes[i].nshards) return 0;
+        if (x->kind == OP_RING && (x->ring_steps != y->ring_steps || op_ring_bytes(x) != op_ring_bytes(y))) return 0;
         const OpInfo *in = op_info(x->kind);
         if (in->p2p) {
             if (x->peer < 0 || y->peer != s->sigma[x->peer] || p->ranks[x->peer].replica != a->replica) return 0;

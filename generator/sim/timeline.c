@@ -53,7 +53,10 @@ int sim_write_trace(const Plan *p, const SimResult *r, const char *path) {
         op_label(p, s->rank, s->op, label, sizeof label);
         int phase = op_info(op->kind)->phase, comm = phase == OP_PHASE_TRANSFER;
         int tid = 0;
-        if (comm) tid = 2 + (s->op - p->ranks[s->rank].turn_start[s->turn]);
+        if (comm) {   /* its index among the turn's operations other than RINGs (which ride a compute) */
+            tid = 2 + (s->op - p->ranks[s->rank].turn_start[s->turn]);
+            for (int k = p->ranks[s->rank].turn_start[s->turn]; k < s->op; k++) tid -= op_rides(p->ranks[s->rank].ops[k].kind);
+        }
         if (s->t1 <= s->t0 && !comm) continue;
         const char *cat = trace_cat[phase];
         char received[64] = "";   /* a CPU rank's compute: what arrived meanwhile (its core copied it) */

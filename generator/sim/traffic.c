@@ -21,8 +21,7 @@ double plan_cp_traffic(const Plan *p) {
         for (int i = 0; i < rk->nops; i++) {
             const Op *op = &rk->ops[i];
             const OpInfo *in = op_info(op->kind);
-            double steps;
-            n += C * plan_cp_ring_bytes(p, op, &steps);   /* every member's ring */
+            if (op->kind == OP_RING) n += C * (double)op_ring_bytes(op);   /* every member's ring */
             int what = plan_op_carries(p, r, op);
             if (what != WHAT_W && what != WHAT_D) continue;
             /* a transfer once (at its sender), a collective once per member group */

@@ -13,6 +13,8 @@
  *     reverse order;
  *   - every chunk's gradient collects each micro-batch exactly once and reaches the owners'
  *     master weights before OPT; every master is updated exactly once;
+ *   - with context parallelism (C > 1), every FWD, BWD and BWD_B whose chunk has layers has its
+ *     ring attention, a RING right before it of the steps and bytes it needs; with C = 1 none;
  *   - nothing is left behind at the end of the step, and the peak memory is accounted (by
  *     what holds it: PlanMem).
  * What each operation is (its phase, its operands and how it uses them) comes from its row of
@@ -185,6 +187,53 @@ static int add_grad(Verifier *V, int r, int opi, int b, int c, int mb) {
     return 0;
 }
 
+/* ---- context parallelism: the ring attention ---- */
+
+/* What the ring of a compute operation moves, in words, for the messages. */
+static const char *ring_blocks(const Plan *p, int kind) {
+    if (kind == OP_FWD) return "K and V";
+    return p->recompute ? "K and V (its recomputed forward), then K, V, dK and dV" : "K, V, dK and dV";
+}
+
+/* A RING: only in a plan with context parallelism, listed right before the FWD, BWD or BWD_B of
+ * its chunk and micro-batch, and of the steps and bytes that operation's ring attention takes
+ * (plan_cp_ring_bytes: per layer of the chunk C-1 steps, blocks of S/C tokens). */
+static int check_ring(Verifier *V, int r, int opi) {
+    const Plan *p = V->p;
+    const PlanRank *rk = &p->ranks[r];
+    const Op *op = &rk->ops[opi];
+    int C = wp_cp(&p->model);
+    if (C == 1)
+        return verr(V, r, opi, "a plan without context parallelism (C = 1) has no ring attention: a rank holds every key and value of its sequences");
+    const Op *next = opi + 1 < rk->turn_start[V->rs[r].turn + 1] ? &rk->ops[opi + 1] : NULL;
+    double steps, need = next ? plan_cp_ring_bytes(p, next, &steps) : 0;
+    if (!next || need <= 0 || next->chunk != op->chunk || next->mb != op->mb) {
+        char d[96];
+        if (next) op_format(p, r, next, d, sizeof d);
+        return verr(V, r, opi, "a RING is the ring attention of the FWD, BWD or BWD_B listed right after it in its turn, "
+                    "of chunk %d micro-batch %d; %s%s", op->chunk, op->mb, next ? "the next is " : "it is the turn's last",
+                    next ? d : "");
+    }
+    if ((double)op_ring_bytes(op) != need || op->ring_steps != steps)
+        return verr(V, r, opi, "moves %llu bytes in %u steps; the %s of chunk %d needs %.0f bytes in %.0f steps: "
+                    "%d layers x (C-1 = %d) steps of %s blocks of a member's %zu tokens (S/C of each sequence)",
+                    (unsigned long long)op_ring_bytes(op), op->ring_steps, op_names[next->kind], op->chunk, need, steps,
+                    p->chunks[op->chunk].nlayers, C - 1, ring_blocks(p, next->kind), wp_rank_tokens(&p->model));
+    return 0;
+}
+
+/* A compute operation whose attention spans the group: its RING right before it (which
+ * check_ring, run before it, has checked against it). */
+static int need_ring(Verifier *V, int r, int opi) {
+    const Plan *p = V->p;
+    const PlanRank *rk = &p->ranks[r];
+    double steps, need = plan_cp_ring_bytes(p, &rk->ops[opi], &steps);
+    if (need <= 0 || (opi > rk->turn_start[V->rs[r].turn] && rk->ops[opi - 1].kind == OP_RING)) return 0;
+    return verr(V, r, opi, "its ring attention is not in the plan: a RING of %.0f bytes in %.0f steps (%s blocks round "
+                "the group of C = %d) must be listed right before it", need, steps, ring_blocks(p, rk->ops[opi].kind),
+                wp_cp(&p->model));
+}
+
 static int run_local(Verifier *V, int r, int opi) {
     Plan *p = V->p;
     const Op *op = &p->ranks[r].ops[opi];
@@ -193,8 +242,10 @@ static int run_local(Verifier *V, int r, int opi) {
     size_t cm = (size_t)c * V->M + (size_t)mb;
     char d1[96], d2[96];
     switch ((OpKind)op->kind) {
+    case OP_RING:
+        return check_ring(V, r, opi);
     case OP_FWD:
-        if (need_weights(V, r, opi, op)) return -1;
+        if (need_ring(V, r, opi) || need_weights(V, r, opi, op)) return -1;
         if (V->fwd[cm]) return verr(V, r, opi, "micro-batch %d already went forward through chunk %d", mb, c);
         /* the input is held until the operation ends, beside the stash and the output it writes
          * (train/step_ops.c frees it after the call): add the outputs, then take the input */
@@ -206,7 +257,7 @@ static int run_local(Verifier *V, int r, int opi) {
         V->fwd[cm]++;
         return 0;
     case OP_BWD: case OP_BWD_B:
-        if (need_weights(V, r, opi, op)) return -1;
+        if (need_ring(V, r, opi) || need_weights(V, r, opi, op)) return -1;
         if (!keyset_has(&s->keep, key_make(K_STASH, c, mb)))
             return verr(V, r, opi, "micro-batch %d has not gone forward through chunk %d on this rank (or went backward already)", mb, c);
         if (!last && !keyset_has(&s->keep, key_make(K_GRAD, c + 1, mb)))
@@ -512,7 +563,8 @@ static int check_end(Verifier *V) {
  * (config.c's: the logits block only where the LM head runs) with, where gradients are bf16,
  * the fp32 staging gradient, and the room for transfers in another format than their buffers'
  * (both as the CUDA backend reserves them); by what holds it. A context-parallel plan's rank is
- * a group: its figures are one member's. */
+ * a group: its figures are one member's, the ring attention's blocks in flight counted from its
+ * RINGs (config.c's WP_WS_KV_RING part). */
 static void account_memory(Verifier *V) {
     Plan *p = V->p;
     p->peak_mem = 0;
@@ -521,10 +573,13 @@ static void account_memory(Verifier *V) {
     for (int r = 0; r < p->nranks; r++) {
         PlanRank *rk = &p->ranks[r];
         memset(computes, 0, (size_t)p->nchunks);
-        for (int i = 0; i < rk->nops; i++)
+        size_t ring = 0;   /* the blocks in flight of its RINGs' rings, one at a time */
+        for (int i = 0; i < rk->nops; i++) {
             if (op_is_compute(rk->ops[i].kind)) computes[rk->ops[i].chunk] = 1;
-        PlanMem m = { .acts = V->rs[r].act_peak, .host = V->rs[r].host_peak, .workspace = plan_workspace_bytes(p, computes) + plan_grad_stage_bytes(p, r)
-                                                                      + plan_rank_xfer_bytes(p, r, WP_XFER_ALIGN) };
+            if (rk->ops[i].kind == OP_RING && plan_ring_buffer_bytes(p, &rk->ops[i]) > ring) ring = plan_ring_buffer_bytes(p, &rk->ops[i]);
+        }
+        PlanMem m = { .acts = V->rs[r].act_peak, .host = V->rs[r].host_peak, .workspace = plan_workspace_bytes(p, computes, 0) + ring
+                                                                      + plan_grad_stage_bytes(p, r) + plan_rank_xfer_bytes(p, r, WP_XFER_ALIGN) };
         for (int b = 0; b < rk->nbufs; b++) plan_buf_mem(&rk->bufs[b], &m);
         /* a context-parallel group keeps its buffers sharded over its members, each holding
          * the 1/C it passes on and, for a master, updates (docs/context-parallel.md); a member

@@ -209,7 +209,7 @@ static int complete(Verifier *V, int g, Coll *c, int last_rank, int last_op) {
             break;
         /* point-to-point, compute and local operations are no collective's */
         case OP_FWD: case OP_BWD: case OP_BWD_B: case OP_BWD_W: case OP_SEND: case OP_RECV:
-        case OP_ACC: case OP_COPY: case OP_TIE: case OP_OPT: case OP_FREE: case OP__COUNT:
+        case OP_ACC: case OP_COPY: case OP_TIE: case OP_OPT: case OP_FREE: case OP_RING: case OP__COUNT:
             val_clear(&sum);
             return verr(V, r, opi, "%s has no rule among the collectives", op_names[c->kind]);
         }

@@ -44,6 +44,7 @@ static int same_work(Verifier *V, int r, int r0, int q, int32_t *inv) {
         const Op *x = &a->ops[i], *y = &b->ops[i];
         if (x->kind != y->kind || x->what != y->what || x->buf != y->buf || x->buf2 != y->buf2 || x->chunk != y->chunk) return 0;
         if ((x->mb >= 0 || y->mb >= 0) && !map_mb(V, q, x->mb, y->mb, inv)) return 0;
+        if (x->kind == OP_RING && (x->ring_steps != y->ring_steps || op_ring_bytes(x) != op_ring_bytes(y))) return 0;
         const OpInfo *in = op_info(x->kind);
         if (in->p2p) {
             if (x->peer < 0 || x->peer >= p->nranks || p->ranks[x->peer].replica != 0) return 0;

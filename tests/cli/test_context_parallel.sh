@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # --context-parallel C (issue 41, docs/context-parallel.md): refused, exit 2 naming the flag, where
 # C does not divide a node's devices or an island's, or the sequence does not split into 2C equal
-# chunks; emit refuses any C > 1 (the runtime's ring attention is not built); a plan over groups
+# chunks; emit refuses any C > 1 (the train loop does not run the ring yet); a plan over groups
 # records context_parallel, and a member's activations fall by C and its masters are a 1/C shard
 # (against the same plan on a cluster of the groups' count of devices: the bytes between nodes alike).
 set -uo pipefail
@@ -18,7 +18,7 @@ expect 2 "--context-parallel 4: the sequence (--seq 100) does not split into 2C 
 expect 2 '--context-parallel: expected an integer in [1, ' -- plan -t topologies/cpu-1x4.json -m tiny --context-parallel 0
 expect 2 "--context-parallel 2: does not divide" -- compare -t topologies/cpu-uneven.json -m tiny --context-parallel 2
 mkdir -p "$tmp/keep"; echo mine >"$tmp/keep/notes.txt"
-expect 2 "emit: --context-parallel 2: context-parallel plans cannot be emitted yet: the runtime's ring attention is not built" \
+expect 2 "emit: --context-parallel 2: context-parallel plans cannot be emitted yet: the train loop does not run the ring yet (the CPU model does)" \
     -- emit -t topologies/cpu-1x4.json -m tiny -s weipipe-interleave --context-parallel 2 -o "$tmp/keep"
 [ "$(ls "$tmp/keep")" = notes.txt ] && ok || bad "emit refused but wrote: $(ls "$tmp/keep")"
 

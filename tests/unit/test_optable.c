@@ -7,7 +7,8 @@
  * And that no kind is half added: every kind has its simulator cost (compute by cost.c's
  * features, a local operation that touches data by its row's memory passes, a transfer by what
  * it carries), its emitter forms (emit_ops.h OP_FORMS) with their words in emit.lua, and each
- * form's call is a function of the runtime (runtime/common/step.h). The verifier's rules and the
+ * form's call is a function of the runtime (runtime/common/step.h), or, for a kind that rides the
+ * compute after it (RING: its blocks move inside that call), one C comment. The verifier's rules and the
  * emitter's and simulator's switches over kinds have no default, so the compiler (-Werror=switch)
  * lists those. Runs from the repository root (or with WPGEN_HOME set), as test_emit. */
 #include <stdlib.h>
@@ -34,9 +35,13 @@ static void check_rows(void) {
         CHECK(op_names[k] == in->name, "%s: op_names[] is not the table's name column", in->name);
         CHECK(in->format && in->format[0], "%s: no format", in->name);
         CHECK(in->phase < OP_PHASE__COUNT, "%s: phase %d", in->name, in->phase);
-        int compute = in->phase == OP_PHASE_COMPUTE, transfer = in->phase == OP_PHASE_TRANSFER;
-        CHECK(compute == (in->fwd_units > 0), "%s: work %g in phase %s", in->name, in->fwd_units, op_phase_names[in->phase]);
-        CHECK(!compute || (in->label && (in->label[0] == 'F' || in->label[0] == 'B')), "%s: compute needs a label", in->name);
+        int compute = in->phase == OP_PHASE_COMPUTE, transfer = in->phase == OP_PHASE_TRANSFER, rides = (in->flags & OPF_RIDES) != 0;
+        CHECK((compute && !rides) == (in->fwd_units > 0), "%s: work %g in phase %s", in->name, in->fwd_units, op_phase_names[in->phase]);
+        CHECK(!compute || (in->label && (rides || in->label[0] == 'F' || in->label[0] == 'B')), "%s: compute needs a label", in->name);
+        /* one that rides the compute after it (RING): no work, no buffers, that compute's chunk and micro-batch */
+        CHECK(!rides || (compute && in->recompute_units == 0 && in->operand[0] == OPND_NONE && in->operand[1] == OPND_NONE &&
+                         (in->flags & OPF_CHUNK) && (in->flags & OPF_MB)),
+              "%s: rides a compute: a compute-phase row of no work and no buffers, naming a chunk and a micro-batch", in->name);
         CHECK(in->mem_passes == 0 || in->phase == OP_PHASE_LOCAL, "%s: memory passes outside the local phase", in->name);
         CHECK(transfer == ((in->p2p != P2P_NONE) + (in->coll != COLL_NONE) == 1), "%s: a transfer is a send, a receive or one collective", in->name);
         CHECK(transfer == (in->carries != CARRY_NONE), "%s: transfers, and only they, carry something", in->name);
@@ -85,6 +90,8 @@ static void check_format(void) {
         { { .kind = OP_OPT, .buf = 0, .buf2 = 1, .chunk = 6 }, "OPT chunk 6 w0 with d1" },
         { { .kind = OP_FREE, .buf = 1, .buf2 = -1 }, "FREE d1" },
         { { .kind = OP_FREE, .buf = -1, .buf2 = -1 }, "FREE -" },
+        { { .kind = OP_RING, .buf = -1, .buf2 = -1, .ring_steps = 14, .chunk = 1, .mb = 2, .ring_bytes = { 2, 3 } },
+          "RING chunk 1 mb 2: 14 steps, 12884901890 bytes" },   /* 3 << 32 | 2: both words */
     };
     char out[128];
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -153,7 +160,8 @@ static void check_lua(void) {
         "assert(ops.ACC.phase == 'local' and ops.ACC.mem_passes == 3 and ops.ACC.distinct and ops.ACC.buf.add)\n"
         "assert(ops.OPT.master and ops.OPT.chunk and ops.FREE.buf.kind == 'any' and ops.FREE.buf2 == nil)\n"
         "assert(ops.TIE_ALLREDUCE.coll == 'allreduce' and ops.TIE_ALLREDUCE.carries == 'tied' and ops.TIE_ALLREDUCE.fp32)\n"
-        "assert(ops.TIE.fp32 and not ops.ACC.fp32)\n";
+        "assert(ops.TIE.fp32 and not ops.ACC.fp32)\n"
+        "assert(ops.RING.rides and ops.RING.phase == 'compute' and ops.RING.chunk and ops.RING.mb and not ops.FWD.rides)\n";
     int rc = luaL_loadstring(L, script);
     if (rc == LUA_OK) { lua_pushinteger(L, OP__COUNT); rc = lua_pcall(L, 1, 0, 0); }
     CHECK(rc == LUA_OK, "the table in Lua: %s", rc == LUA_OK ? "" : lua_tostring(L, -1));
@@ -169,7 +177,8 @@ static void check_costs(void) {
         const OpInfo *in = op_info(k);
         double f[COST__COUNT];
         cost_compute_features(&m, 1, 0, 2, 3, k, 0, WP_FP32, 0, f);
-        int compute = in->phase == OP_PHASE_COMPUTE;
+        int compute = in->phase == OP_PHASE_COMPUTE && !(in->flags & OPF_RIDES);
+        /* (a RING is costed by its steps and bytes, overlapped with the compute it rides: test_cp_ring) */
         CHECK(compute == (f[COST_OPS] == 1 && f[COST_MM_FLOPS] > 0),
               "%s: %s, and cost/costs.c gives it %g matrix FLOPs in %g operations", in->name, op_phase_names[in->phase],
               f[COST_MM_FLOPS], f[COST_OPS]);
@@ -220,7 +229,13 @@ static void check_forms(void) {
             else lua_pushnil(L);
             const char *call = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
             CHECK(call != NULL, "emit.lua FORMS.%s: no call (the form of %s)", forms[i].name, op_names[forms[i].kind]);
-            if (call) {
+            if (call && (op_info(forms[i].kind)->flags & OPF_RIDES)) {
+                /* it moves inside the compute call after it: its "call" is a comment, no function */
+                size_t n = strlen(call);
+                CHECK(n >= 4 && !strncmp(call, "/*", 2) && strstr(call + 2, "*/") == call + n - 2,
+                      "emit.lua FORMS.%s: %s rides the compute after it, so its call is one C comment, not \"%s\"",
+                      forms[i].name, op_names[forms[i].kind], call);
+            } else if (call) {
                 /* "wp_NAME(R, ..." is "void wp_NAME(WpRank *R, ..." in step.h */
                 size_t n = strcspn(call, "(");
                 char decl[128];
@@ -230,6 +245,15 @@ static void check_forms(void) {
                       forms[i].name, call, decl);
             }
             lua_pop(L, 2);
+        }
+        lua_pop(L, 1);
+        /* and its words as the next use of a value (op_text().uses, which emit_ops.c reads for every kind) */
+        lua_getfield(L, -1, "USE");
+        CHECK(lua_istable(L, -1), "emit.lua: no M.USE");
+        for (int k = 0; lua_istable(L, -1) && k < OP__COUNT; k++) {
+            lua_getfield(L, -1, op_names[k]);
+            CHECK(lua_type(L, -1) == LUA_TSTRING, "emit.lua USE.%s: missing (its words as the next use of a value)", op_names[k]);
+            lua_pop(L, 1);
         }
         lua_pop(L, 1);
     }

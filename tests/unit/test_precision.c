@@ -163,7 +163,7 @@ static void test_workspace(void) {
                 CHECK((logits > 0) == (r == p->nranks - 1), "1f1b rank %d: logits %zu", r, logits);
             }
             /* every chunk at once: each part at its largest, the logits block included */
-            size_t all = plan_workspace_bytes(p, NULL), most = 0;
+            size_t all = plan_workspace_bytes(p, NULL, 1), most = 0;
             for (int c = 0; c < p->nchunks; c++) {
                 WpChunk ch = wp_chunk_make(&m, c, p->chunks[c].layer0, p->chunks[c].nlayers, c == 0, c == p->nchunks - 1);
                 if (wp_workspace_bytes(&m, &ch, recompute, settings[k][0]) > most) most = wp_workspace_bytes(&m, &ch, recompute, settings[k][0]);
