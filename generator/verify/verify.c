@@ -247,13 +247,13 @@ static int run_local(Verifier *V, int r, int opi) {
     case OP_FWD:
         if (need_ring(V, r, opi) || need_weights(V, r, opi, op)) return -1;
         if (V->fwd[cm]) return verr(V, r, opi, "micro-batch %d already went forward through chunk %d", mb, c);
-        /* the input is held until the operation ends, beside the stash and the output it writes
-         * (train/step_ops.c frees it after the call): add the outputs, then take the input */
+        /* the input is held beside the stash the operation fills; the output is written in the
+         * input's storage (train/step_ops.c, wp_fwd): add the stash, take the input, add the output */
         if (c > 0 && !keyset_has(&s->keep, key_make(K_ACT, c, mb)))
             return verr(V, r, opi, "the input of chunk %d for micro-batch %d is not on this rank", c, mb);
         keep_add(V, r, key_make(K_STASH, c, mb));
-        if (!last) keep_add(V, r, key_make(K_ACT, c + 1, mb));
         if (c > 0) keep_take(V, r, key_make(K_ACT, c, mb));
+        if (!last) keep_add(V, r, key_make(K_ACT, c + 1, mb));
         V->fwd[cm]++;
         return 0;
     case OP_BWD: case OP_BWD_B:
@@ -262,12 +262,13 @@ static int run_local(Verifier *V, int r, int opi) {
             return verr(V, r, opi, "micro-batch %d has not gone forward through chunk %d on this rank (or went backward already)", mb, c);
         if (!last && !keyset_has(&s->keep, key_make(K_GRAD, c + 1, mb)))
             return verr(V, r, opi, "the gradient of chunk %d's output for micro-batch %d is not on this rank", c, mb);
-        /* the stash and the incoming gradient are held until the operation ends, beside the
-         * gradient it writes (train/step_ops.c frees them after the call); BWD_B's stash stays
-         * on, inside its B-to-W keep (K_STASHW counts it), so it moves there first */
+        /* the stash is held until the operation ends, beside the gradient it writes; that
+         * gradient is written in the incoming one's storage (train/step_ops.c, grad_in_place), so
+         * the incoming goes first. BWD_B's stash stays on, inside its B-to-W keep (K_STASHW counts
+         * it), so it moves there first */
         if (op->kind == OP_BWD_B) { keep_take(V, r, key_make(K_STASH, c, mb)); keep_add(V, r, key_make(K_STASHW, c, mb)); }
-        if (c > 0) keep_add(V, r, key_make(K_GRAD, c, mb));
         if (!last) keep_take(V, r, key_make(K_GRAD, c + 1, mb));
+        if (c > 0) keep_add(V, r, key_make(K_GRAD, c, mb));
         if (op->kind == OP_BWD_B) return 0;
         keep_take(V, r, key_make(K_STASH, c, mb));
         if (add_grad(V, r, opi, op->buf2, c, mb)) return -1;

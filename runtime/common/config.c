@@ -255,7 +255,9 @@ size_t wp_workspace_part_floats(const WpConfig *c, const WpChunk *k, int recompu
     case WP_WS_DH:      return layers ? tile * F : 0;
     case WP_WS_DGU:     return layers ? 2 * tile * F : 0;
     case WP_WS_DXN:     return layers || head ? T * H : 0;
-    case WP_WS_DRES:    return T * H;   /* also carries dx_out to dx_in of a chunk without layers */
+    /* the backward carries dres in the gradient it writes, or (first chunk) in the one it was
+     * given (cpu/model.h, wp_chunk_backward's dx_in): its own only on a chunk holding both ends */
+    case WP_WS_DRES:    return k->first && k->last ? T * H : 0;
     case WP_WS_DATT:    return layers ? T * qd : 0;
     case WP_WS_DQKV:    return layers ? T * width : 0;
     case WP_WS_ROPE:    return layers ? 2 * ((size_t)c->seq / wp_cp(c)) * (c->head_dim / 2) : 0;   /* a rank's positions */

@@ -593,6 +593,24 @@ void wp_chunk_forward(const WpConfig *c, const WpChunk *k, const float *params,
     chunk_forward(c, k, params, targets, stash, recompute, x_out, s, loss_sum);
 }
 
+/* The buffer a backward carries the residual stream's gradient in (dres): dx_in, where the caller
+ * gives one (the gradient it writes: a chunk's output; on the first chunk, storage the caller
+ * lends, its own input gradient's buffer in train/step_ops.c), else the scratch's own, which
+ * config.c counts only for a chunk holding both ends (WP_WS_DRES). dx_in may be dx_out itself:
+ * dx_out is read once, first. Copies dL/dy in (not last) and returns the scratch's own pointer,
+ * for dres_end. */
+static float *dres_begin(WpScratch *s, const WpChunk *k, const float *dx_out, float *dx_in, size_t TH) {
+    float *own = s->dres;
+    if (dx_in) s->dres = dx_in;
+    if (!k->last) {
+        if (s->dres != dx_out) memcpy(s->dres, dx_out, TH * sizeof(float));
+        store_bf16(s, s->dres, TH);   /* dL/dy: bf16 already when the sender is */
+    }
+    return own;
+}
+
+static void dres_end(WpScratch *s, float *own) { s->dres = own; }
+
 void wp_chunk_backward(const WpConfig *c, const WpChunk *k, const float *params,
                        const int *tokens, const int *targets,
                        const float *stash, int recompute, const float *dx_out, float *dx_in,
@@ -603,14 +621,12 @@ void wp_chunk_backward(const WpConfig *c, const WpChunk *k, const float *params,
     WpChunkStashLayout sl = wp_chunk_stash_layout(c, k, recompute);
     float *pp = (float *)params;
     int off = recompute == WP_RECOMPUTE_OFFLOAD;
+    float *own = dres_begin(s, k, dx_out, dx_in, T * H);
     if (k->last) {
         float *head = st + sl.xf;
         if (off) offload_copy(head = stage_head(s), st + sl.xf, T * H + 2 * T);   /* copy in */
         float *dwf = grad_at(s, k, dparams, final_norm_off(c, k)), *dw = grad_at(s, k, dparams, head_weight_off(c, k));
         head_backward(c, k, params, targets, head, head + T * H, head + T * H + T, dw, dwf, loss_scale, s);
-    } else {
-        memcpy(s->dres, dx_out, T * H * sizeof(float));
-        store_bf16(s, s->dres, T * H);   /* dL/dy: bf16 already when the sender is */
     }
     float *lp = first_layer(c, k, pp);
     for (int i = k->nlayers - 1; i >= 0; i--) {
@@ -623,7 +639,7 @@ void wp_chunk_backward(const WpConfig *c, const WpChunk *k, const float *params,
         progress(s);
     }
     if (k->first) embedding_backward(grad_at(s, k, dparams, 0), s->dres, tokens, (int)T, (int)H);
-    else memcpy(dx_in, s->dres, T * H * sizeof(float));
+    dres_end(s, own);   /* not first: dL/dx is in dx_in already */
     grad_store(s);
 }
 
@@ -796,12 +812,9 @@ void wp_chunk_backward_input(const WpConfig *c, const WpChunk *k, const float *p
         restash_chunk(c, k, params, stash, st, s);
     }
     size_t lkeep = wp_layer_keep_layout(c).end;
-    if (k->last) {
+    float *own = dres_begin(s, k, dx_out, dx_in, T * H);
+    if (k->last)
         head_backward_input(c, k, params, targets, st + sl.xf, st + sl.rstdf, st + sl.lse, keep, &kl, loss_scale, s);
-    } else {
-        memcpy(s->dres, dx_out, T * H * sizeof(float));
-        store_bf16(s, s->dres, T * H);   /* dL/dy: bf16 already when the sender is */
-    }
     float *lp = first_layer(c, k, (float *)params);
     for (int i = k->nlayers - 1; i >= 0; i--) {
         LayerParams p = layer_params(c, lp + (size_t)i * wp_layer_nparams(c));
@@ -811,7 +824,7 @@ void wp_chunk_backward_input(const WpConfig *c, const WpChunk *k, const float *p
         progress(s);
     }
     if (k->first) memcpy(keep + kl.dx, s->dres, T * H * sizeof(float));
-    else memcpy(dx_in, s->dres, T * H * sizeof(float));
+    dres_end(s, own);   /* not first: dL/dx is in dx_in already */
 }
 
 void wp_chunk_backward_weights(const WpConfig *c, const WpChunk *k, const int *tokens, const int *targets,

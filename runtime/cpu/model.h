@@ -65,7 +65,8 @@ void wp_scratch_set_grad_bf16(WpScratch *s, WpBf16 *g, float *stage);
  *   targets [G*S]   next tokens (last chunk only)
  *   x_in    [G*S*H] the chunk's input (not first)      x_out [G*S*H] its output (not last)
  *   stash   wp_stash_floats(c, k, recompute) floats: what backward needs, the chunk's input
- *           included (so x_in may be reused as soon as forward returns)
+ *           included (so x_in may be reused as soon as forward returns; x_out may be x_in itself:
+ *           x_in is read once, first, and train/step_ops.c writes the output in the input's storage)
  * The last chunk adds the sum of the token losses to *loss_sum. */
 void wp_chunk_forward(const WpConfig *c, const WpChunk *k, const float *params,
                       const int *tokens, const int *targets, const float *x_in, float *x_out,
@@ -74,7 +75,10 @@ void wp_chunk_forward(const WpConfig *c, const WpChunk *k, const float *params,
 /* Backward of chunk k on the micro-batch whose forward filled stash.
  *   dx_out [G*S*H]  gradient of the loss w.r.t. x_out (not last; the last chunk starts from
  *                   the loss itself, each token's loss weighted by loss_scale, 1/tokens of the step)
- *   dx_in  [G*S*H]  written: gradient w.r.t. x_in (not first)
+ *   dx_in  [G*S*H]  written: gradient w.r.t. x_in (not first). It may be dx_out itself (in place:
+ *                   dx_out is read once, first). On the first chunk, optional storage the call
+ *                   may use (its content is then lost), so that the scratch's own residual-stream
+ *                   gradient (config.c's WP_WS_DRES) is needed only by a chunk holding both ends.
  *   dparams         accumulated (+=): the gradient of the chunk's parameters */
 void wp_chunk_backward(const WpConfig *c, const WpChunk *k, const float *params,
                        const int *tokens, const int *targets,

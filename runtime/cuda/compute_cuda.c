@@ -66,7 +66,8 @@ void compute_setup(WpRank *R) {
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     char err[512] = "";
-    D->model = wc_model_new(&R->cfg, maxl, 1, R->recompute, D->stream, err, sizeof err);
+    /* chunks partition the model: one chunk holds both ends only when it is the only one */
+    D->model = wc_model_new(&R->cfg, maxl, 1, P->nchunks == 1, R->recompute, D->stream, err, sizeof err);
     if (!D->model)
         comm_abort(R->comm, COMPUTE_NO_DEVICE_STATUS, "device %d (%s): the model's workspace: %s (%.2f GiB free of %.2f)",
                    D->device, D->device_name, err, gib(free_b), gib(total_b));

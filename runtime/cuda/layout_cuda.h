@@ -144,7 +144,7 @@ enum { WC_WS_NORM = WP_WS_NPARTS, WC_WS_LOSSES, WC_WS_SUMSQ, WC_WS_NPARTS };
 #define WC_WS_ALIGN ((size_t)256)
 
 /* Byte offsets of the parts of the one workspace allocation of a model serving chunks of at most
- * max_layers layers (with the LM head if has_head): part i is [off[i], off[i] + room[i]), total the
+ * max_layers layers (with the LM head if has_head; whole: one chunk holds both ends): part i is [off[i], off[i] + room[i]), total the
  * allocation. Each config.c slot (wp_workspace_slot_bytes(..., WP_BF16): bf16 activations, fp32
  * RoPE tables and logits, the recompute stash as one layer's stash) rounded up to WC_WS_ALIGN,
  * and a part that shares its home's storage (wp_workspace_part_home) at its home's offset; the
@@ -155,9 +155,10 @@ typedef struct WcWorkspace {
 
 static inline size_t wc_round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-static inline WcWorkspace wc_workspace(const WpConfig *c, int max_layers, int has_head, int recompute) {
-    /* the largest chunk this model serves: every part at its largest */
-    WpChunk big = wp_chunk_make(c, 0, 0, max_layers, 1, has_head);
+static inline WcWorkspace wc_workspace(const WpConfig *c, int max_layers, int has_head, int whole, int recompute) {
+    /* the largest chunk this model serves: every part at its largest (a chunk holding both ends,
+     * whole, has the residual stream's gradient of its own: config.c's WP_WS_DRES) */
+    WpChunk big = wp_chunk_make(c, 0, 0, max_layers, whole, has_head);
     WcWorkspace w;
     size_t p = 0;
     for (int i = 0; i < WC_WS_NPARTS; i++) {

@@ -199,7 +199,7 @@ static int plan_products(WcModel *m, char *err, size_t errlen) {
     return 0;
 }
 
-WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recompute, void *stream,
+WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int whole, int recompute, void *stream,
                       char *err, size_t errlen) {
     size_t T = (size_t)c->mbs * c->seq, H = (size_t)c->hidden;
     if (wc_stash_misaligned(c)) {
@@ -224,7 +224,7 @@ WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recom
         return NULL;
     }
     if (wc_lt_new(&m->lt, WC_LT_WORK_BYTES, err, errlen)) { free(m); return NULL; }
-    WcWorkspace ws = wc_workspace(c, max_layers, has_head, recompute);
+    WcWorkspace ws = wc_workspace(c, max_layers, has_head, whole, recompute);
     size_t total = ws.total;
     if (cudaMalloc((void **)&m->block, total) != cudaSuccess) {
         snprintf(err, errlen, "CUDA model: cudaMalloc of the workspace (%zu bytes) failed", total);
@@ -500,6 +500,17 @@ void wc_chunk_forward(WcModel *m, const WpChunk *k, const uint16_t *params, cons
     chunk_forward(m, k, params, targets, st, x_out, loss_sum);
 }
 
+/* cpu/model.c's dres_begin, on the device: the residual stream's gradient is carried in dx_in where
+ * the caller gives one (on the first chunk, storage it lends), else in the workspace's own dres,
+ * which config.c counts only for a chunk holding both ends; dx_in may be dx_out itself. */
+static uint16_t *dres_begin(WcModel *m, const WpChunk *k, const uint16_t *dx_out, uint16_t *dx_in, size_t TH) {
+    uint16_t *own = m->dres;
+    if (dx_in) m->dres = dx_in;
+    if (!k->last && m->dres != dx_out)
+        copy_d2d(m->dres, dx_out, TH * sizeof(uint16_t), m->stream);   /* bf16 already: no rounding */
+    return own;
+}
+
 void wc_chunk_backward(WcModel *m, const WpChunk *k, const uint16_t *params, const int *tokens,
                        const int *targets, const void *stash, const uint16_t *dx_out,
                        uint16_t *dx_in, float *dparams, float loss_scale) {
@@ -514,12 +525,12 @@ void wc_chunk_backward(WcModel *m, const WpChunk *k, const uint16_t *params, con
         CUDA_CHECK(cudaMemcpyAsync(stage_head(m), st + cs.xf, cs.total - cs.xf, cudaMemcpyDefault, m->stream));
     if (off && L > 0) offload_copy(m, stage_x(m, L - 1), st + (size_t)(L - 1) * cs.layer, xb, m->copied[(L - 1) & 1]);
     const char *head = off ? stage_head(m) : st + cs.xf;
+    uint16_t *own = dres_begin(m, k, dx_out, dx_in, T * H);
     if (k->last) {
         float *dwf = grad_at(m, k, dparams, final_norm_off(c, k)), *dw = grad_at(m, k, dparams, head_weight_off(c, k));
         head_backward(m, k, params, targets, (const uint16_t *)head, (const float *)(head + 2 * T * H),
                       (const float *)(head + 2 * T * H + 4 * T), dw, dwf, loss_scale);
-    } else
-        copy_d2d(m->dres, dx_out, T * H * sizeof(uint16_t), m->stream);   /* bf16 already: no rounding */
+    }
     const uint16_t *lp = first_layer(c, k, params);
     for (int i = k->nlayers - 1; i >= 0; i--) {
         LayerParams<const uint16_t> p = layer_params(c, lp + (size_t)i * np);
@@ -534,7 +545,7 @@ void wc_chunk_backward(WcModel *m, const WpChunk *k, const uint16_t *params, con
         layer_backward(m, p, dp, ls);
     }
     if (k->first) wc_embedding_backward(grad_at(m, k, dparams, 0), m->dres, tokens, (int)T, (int)H, c->vocab, m->stream);
-    else copy_d2d(dx_in, m->dres, T * H * sizeof(uint16_t), m->stream);
+    m->dres = own;   /* not first: dL/dx is in dx_in already */
     grad_store(m);
 }
 
@@ -693,11 +704,10 @@ void wc_chunk_backward_input(WcModel *m, const WpChunk *k, const uint16_t *param
         restash_chunk(m, k, params, (const char *)stash, st);
     }
     WcChunkStash cs = wc_chunk_stash(c, k, 0);
+    uint16_t *own = dres_begin(m, k, dx_out, dx_in, T * H);
     if (k->last)
         head_backward_input(m, k, params, targets, (const uint16_t *)(st + cs.xf), (const float *)(st + cs.rstdf),
                             (const float *)(st + cs.lse), kp, kl, loss_scale);
-    else
-        copy_d2d(m->dres, dx_out, T * H * sizeof(uint16_t), m->stream);   /* bf16 already: no rounding */
     const uint16_t *lp = first_layer(c, k, params);
     for (int i = k->nlayers - 1; i >= 0; i--) {
         LayerParams<const uint16_t> p = layer_params(c, lp + (size_t)i * np);
@@ -705,7 +715,7 @@ void wc_chunk_backward_input(WcModel *m, const WpChunk *k, const uint16_t *param
         layer_backward_input(m, p, ls, layer_keep(kl, kp, i));
     }
     if (k->first) copy_d2d(kp + kl.dx, m->dres, T * H * sizeof(uint16_t), m->stream);
-    else copy_d2d(dx_in, m->dres, T * H * sizeof(uint16_t), m->stream);
+    m->dres = own;   /* not first: dL/dx is in dx_in already */
 }
 
 void wc_chunk_backward_weights(WcModel *m, const WpChunk *k, const int *tokens, const int *targets,

@@ -33,10 +33,11 @@ extern "C" {
 
 typedef struct WcModel WcModel;
 
-/* On the current device, for chunks of at most max_layers layers (with the LM head if has_head),
+/* On the current device, for chunks of at most max_layers layers (with the LM head if has_head;
+ * whole: a chunk holds both ends, the whole model, and needs the workspace's own dres),
  * computing on `stream` (a cudaStream_t). Reserves the workspace, the RoPE tables and the
  * cuBLASLt handle and work area. NULL on failure, with the reason in err. */
-WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int recompute, void *stream,
+WcModel *wc_model_new(const WpConfig *c, int max_layers, int has_head, int whole, int recompute, void *stream,
                       char *err, size_t errlen);
 void wc_model_free(WcModel *m);
 /* Device bytes wc_model_new reserved (for the start-up line), cuDNN's attention workspace included. */

@@ -46,6 +46,22 @@ static void *slot_get(WpRank *R, int kind, int chunk, int mb) {
     return R->slots[i].p;
 }
 
+/* The backward's input gradient slot becomes its output's (the model works in place: cpu/model.h,
+ * wp_chunk_backward's dx_in), so the two are never held at once; on the first chunk, which writes
+ * no input gradient, the slot is lent to the call as its working storage and freed after it.
+ * Only a chunk holding both ends (the whole model) uses the workspace's own (config.c's WP_WS_DRES).
+ * Returns dx for the call; *lent is set when the slot must be released after it. */
+static void *grad_in_place(WpRank *R, const WpChunk *k, int chunk, int mb, int *lent) {
+    *lent = 0;
+    if (k->last) return k->first ? NULL : slot_new(R, SLOT_GRAD, chunk, mb);
+    int i = slot_find(R, SLOT_GRAD, chunk + 1, mb);
+    if (i < 0) comm_abort(R->comm, 1, "turn %d: the %s of chunk %d for micro-batch %d is not here", R->turn,
+                          step_slot_names[SLOT_GRAD], chunk + 1, mb);
+    if (k->first) *lent = 1;
+    else R->slots[i].chunk = chunk;   /* the same storage, now the gradient of chunk's input */
+    return R->slots[i].p;
+}
+
 static void slot_release(WpRank *R, int kind, int chunk, int mb) {
     int i = slot_find(R, kind, chunk, mb);
     if (i < 0) return;
@@ -138,11 +154,20 @@ void wp_fwd(WpRank *R, int chunk, int mb, int w) {
     StepSpan t0 = span_start(R);
     const int *tokens = NULL, *targets = NULL;
     if (k->first || k->last) step_batch(R, mb, &tokens, &targets);
-    const void *x_in = k->first ? NULL : slot_get(R, SLOT_ACT, chunk, mb);
     void *stash = slot_new(R, SLOT_STASH, chunk, mb);
-    void *x_out = k->last ? NULL : slot_new(R, SLOT_ACT, chunk + 1, mb);
+    /* the output is written in the input's storage (the model reads its input once, first:
+     * cpu/model.h), so the two are never held at once; the stash keeps the input's copy */
+    void *x_in = NULL, *x_out = NULL;
+    if (!k->first) {
+        int i = slot_find(R, SLOT_ACT, chunk, mb);
+        if (i < 0) comm_abort(R->comm, 1, "turn %d: the %s of chunk %d for micro-batch %d is not here", R->turn,
+                              step_slot_names[SLOT_ACT], chunk, mb);
+        x_in = R->slots[i].p;
+        if (!k->last) { x_out = x_in; R->slots[i].chunk = chunk + 1; }
+    } else if (!k->last)
+        x_out = slot_new(R, SLOT_ACT, chunk + 1, mb);
     step_forward(R, k, w, tokens, targets, x_in, x_out, stash);
-    if (!k->first) slot_release(R, SLOT_ACT, chunk, mb);   /* the stash kept a copy */
+    if (!k->first && k->last) slot_release(R, SLOT_ACT, chunk, mb);
     span_end(R, t0, "forward", "F", chunk, mb);
 }
 
@@ -153,13 +178,14 @@ void wp_bwd(WpRank *R, int chunk, int mb, int w, int d, int first) {
     const int *tokens = NULL, *targets = NULL;
     if (k->first || k->last) step_batch(R, mb, &tokens, &targets);
     const void *stash = slot_get(R, SLOT_STASH, chunk, mb);
-    const void *dy = k->last ? NULL : slot_get(R, SLOT_GRAD, chunk + 1, mb);
-    void *dx = k->first ? NULL : slot_new(R, SLOT_GRAD, chunk, mb);
+    int lent;
+    void *dx = grad_in_place(R, k, chunk, mb, &lent);
+    const void *dy = k->last ? NULL : dx;
     float *grad = step_grad_open(R, d, k->nparams, first);
     step_backward(R, k, w, tokens, targets, stash, dy, dx, grad);
     step_grad_close(R, d, grad, k->nparams);
     slot_release(R, SLOT_STASH, chunk, mb);
-    if (!k->last) slot_release(R, SLOT_GRAD, chunk + 1, mb);
+    if (lent) slot_release(R, SLOT_GRAD, chunk + 1, mb);
     span_end(R, t0, "backward", "B", chunk, mb);
 }
 
@@ -173,11 +199,12 @@ void wp_bwd_b(WpRank *R, int chunk, int mb, int w) {
     const int *tokens = NULL, *targets = NULL;
     if (k->last) step_batch(R, mb, &tokens, &targets);
     void *stash = slot_get(R, SLOT_STASH, chunk, mb);
-    const void *dy = k->last ? NULL : slot_get(R, SLOT_GRAD, chunk + 1, mb);
-    void *dx = k->first ? NULL : slot_new(R, SLOT_GRAD, chunk, mb);
+    int lent;
+    void *dx = grad_in_place(R, k, chunk, mb, &lent);
+    const void *dy = k->last ? NULL : dx;
     void *keep = slot_new(R, SLOT_KEEP, chunk, mb);
     step_backward_input(R, k, w, targets, stash, dy, dx, keep);
-    if (!k->last) slot_release(R, SLOT_GRAD, chunk + 1, mb);
+    if (lent) slot_release(R, SLOT_GRAD, chunk + 1, mb);
     span_end(R, t0, "backward", "Bb", chunk, mb);
 }
 

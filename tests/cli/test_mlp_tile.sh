@@ -33,11 +33,12 @@ wa, wb, wc = (d['peak_mem_breakdown']['workspace'] for d in (a, b, c))
 GiB = 1 << 30
 # 32.74 GiB before tiling, 16.12 with tiles, 14.92 with datt [T, H] in dxn's storage and dgu in
 # dqkv's, 12.17 with the fp32 stage of a bf16 gradient one layer's (0.75 GiB), not the first
-# chunk's (3.5), 11.17 with dxn written over xn (both [T, H]); each token fewer in a tile saves 2 [t, F] bf16 (h, dh) and a [t, 2F] (gu in the
+# chunk's (3.5), 11.17 with dxn written over xn (both [T, H]), 10.17 with the residual stream's
+# gradient carried in the chunk's input gradient (WP_WS_DRES only on a whole-model chunk); each token fewer in a tile saves 2 [t, F] bf16 (h, dh) and a [t, 2F] (gu in the
 # recompute stash): 4F bf16 elements, F = 11008. dgu [t, 2F] lives in dqkv's [T, 3H] slot, which
 # grows only once the tile's dgu is the larger (100,000 tokens: 4.1 GiB against 3 GiB)
 F, T, H = 11008, 131072, 4096
-assert abs(wa / GiB - 11.17) < 0.01, wa / GiB
+assert abs(wa / GiB - 10.17) < 0.01, wa / GiB
 assert wa - wb == (4096 - 1024) * 4 * F * 2, wa - wb
 assert wc - wa == (100000 - 4096) * 4 * F * 2 + (100000 * 2 * F - T * 3 * H) * 2, wc - wa
 EOF

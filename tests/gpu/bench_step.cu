@@ -87,7 +87,7 @@ static int bench(int seq, int layers, int steps, int warmup, double peak, const 
     cudaStream_t s;
     CUDA_CHECK(cudaStreamCreate(&s));
     char err[256];
-    WcModel *m = wc_model_new(&c, layers, 1, 0, s, err, sizeof err);
+    WcModel *m = wc_model_new(&c, layers, 1, 1, 0, s, err, sizeof err);
     if (!m) { fprintf(stderr, "bench_step: %s\n", err); exit(1); }
     float *w, *g, *m1, *m2;
     uint16_t *w16;

@@ -694,7 +694,7 @@ static ChunkRun run_gpu(const WpConfig *c, const std::vector<WpChunk> &ks, const
     size_t TH = (size_t)c->mbs * c->seq * c->hidden;
     int n = (int)ks.size();
     char err[256];
-    WcModel *m = wc_model_new(c, most_layers(ks), 1, recompute, stream, err, sizeof err);
+    WcModel *m = wc_model_new(c, most_layers(ks), 1, 1, recompute, stream, err, sizeof err);
     if (!m) { fprintf(stderr, "test_kernels: %s\n", err); exit(1); }
     if (wc_model_set_ce_block(m, ce_block, err, sizeof err)) { fprintf(stderr, "test_kernels: %s\n", err); exit(1); }
     int *dtok = up(tok), *dtgt = up(tgt);

@@ -153,9 +153,10 @@ static void test_workspace(void) {
         const WpConfig *c = &configs[ci];
         for (int nl = 0; nl <= 2; nl++)
             for (int head = 0; head <= 1; head++)
-                for (int rec = 0; rec <= WP_RECOMPUTE_OFFLOAD; rec++) {   /* config.h's modes */
-                    WcWorkspace w = wc_workspace(c, nl, head, rec);
-                    WpChunk big = wp_chunk_make(c, 0, 0, nl, 1, head);
+                for (int rec = 0; rec <= WP_RECOMPUTE_OFFLOAD; rec++)   /* config.h's modes */
+                for (int whole = 0; whole <= 1; whole++) {
+                    WcWorkspace w = wc_workspace(c, nl, head, whole, rec);
+                    WpChunk big = wp_chunk_make(c, 0, 0, nl, whole, head);
                     for (int i = 0; i < WC_WS_NPARTS; i++) {
                         size_t have = w.room[i], need;
                         if (i < WP_WS_NPARTS) need = wp_workspace_slot_bytes(c, &big, rec, (WpWorkspacePart)i, WP_BF16);
