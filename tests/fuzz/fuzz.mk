@@ -19,7 +19,7 @@ FUZZ_FLAGS   := -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefine
 # What each harness exercises.
 FUZZ_SRC_topology    := generator/input/topology.c
 FUZZ_SRC_modelcfg    := runtime/common/modelcfg.c runtime/common/config.c
-FUZZ_SRC_safetensors := runtime/train/safetensors.c runtime/common/settings.c
+FUZZ_SRC_safetensors := runtime/train/safetensors.c runtime/common/settings.c runtime/common/durable.c
 FUZZ_SRC_shard       := runtime/train/data.c
 FUZZ_SRC_dataspec    := runtime/train/data.c
 FUZZ_SRC_manifest    := runtime/train/checkpoint.c runtime/train/safetensors.c runtime/common/settings.c runtime/common/config.c \
