@@ -14,7 +14,7 @@ same_ckpt() {   # A B: the same manifest and byte-identical shards
     local a b
     while read -r a b; do cmp -s "$a" "$b" || return 1; done < <(paste <(ckpt_shards "$1") <(ckpt_shards "$2"))
 }
-# Shared by the functions below: checkpoint.c's content hash of a shard (hash_bytes over its rank,
+# Shared by the functions below: ckpt_shard.c's content hash of a shard (hash_bytes over its rank,
 # state, and each slice's name, offset and arrays), and the rewrite of a shard under the name of
 # its new content, the manifest naming it so.
 _ckpt_py='

@@ -30,10 +30,24 @@ static int rebuild(CalibRun *r, char *err, size_t errlen) {
     const char *prec = json_string_value(json_object_get(pj, "precision")), *gprec = json_string_value(json_object_get(pj, "grad_precision"));
     json_t *mbr = json_object_get(pj, "micro_batches_per_rank"), *rep = json_object_get(pj, "replicas");
     json_t *chunks = json_object_get(pj, "chunks");
-    const char *missing = !json_is_object(model) ? "model" : !strategy ? "strategy" : !hash ? "plan_hash" : !prec ? "precision"
-                          : !gprec ? "grad_precision" : !json_is_integer(mbr) ? "micro_batches_per_rank"
-                          : !json_is_integer(rep) ? "replicas" : !json_is_array(chunks) ? "chunks" : NULL;
-    if (missing) { snprintf(err, errlen, "%s: %s: missing or of the wrong type (not a plan.json of wpgen emit?)", r->plan_path, missing); goto done; }
+    /* what is read of plan.json, each of its type (wpgen emit writes them all) */
+    static const struct { const char *key; json_type type; const char *what; } need[] = {
+        { "model", JSON_OBJECT, "an object (not a plan.json of wpgen emit?)" },
+        { "strategy", JSON_STRING, "a string (not a plan.json of wpgen emit?)" },
+        { "plan_hash", JSON_STRING, "a string (not a plan.json of wpgen emit?)" },
+        { "precision", JSON_STRING, "a string (not a plan.json of wpgen emit?)" },
+        { "grad_precision", JSON_STRING, "a string (not a plan.json of wpgen emit?)" },
+        { "micro_batches_per_rank", JSON_INTEGER, "an integer (not a plan.json of wpgen emit?)" },
+        { "replicas", JSON_INTEGER, "an integer (not a plan.json of wpgen emit?)" },
+        { "chunks", JSON_ARRAY, "an array (not a plan.json of wpgen emit?)" },
+    };
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
+        json_t *v = json_object_get(pj, need[i].key);
+        if (!v || json_typeof(v) != need[i].type) {
+            wp_json_expected(err, errlen, r->plan_path, need[i].key, need[i].what, v);
+            goto done;
+        }
+    }
     /* plan.json's model is a config.json's keys and the run's name and shape, read here */
     json_t *cfg = json_deep_copy(model);
     json_object_del(cfg, "name");
@@ -64,13 +78,17 @@ static int rebuild(CalibRun *r, char *err, size_t errlen) {
     /* the strategy's options its notes record, as its declaration says (from_notes) */
     decl_from_notes(strategy_decl(strategy), json_string_value(json_object_get(pj, "notes")), &o);
     if (wp_dtype_parse(prec, &o.precision) || wp_dtype_parse(gprec, &o.grad_precision)) {
-        snprintf(err, errlen, "%s: precision: expected fp32 or bf16", r->plan_path);
+        const char *key = wp_dtype_parse(prec, &o.precision) ? "precision" : "grad_precision";
+        wp_json_expected(err, errlen, r->plan_path, key, "fp32 or bf16", json_object_get(pj, key));
         goto done;
     }
     /* the weights' format on the wire: absent from plan.json files written before --weight-wire */
     const char *wire = json_string_value(json_object_get(pj, "weight_wire"));
     WpDtype wd;
-    if (wire && wp_dtype_parse(wire, &wd)) { snprintf(err, errlen, "%s: weight_wire: expected fp32 or bf16", r->plan_path); goto done; }
+    if (wire && wp_dtype_parse(wire, &wd)) {
+        wp_json_expected(err, errlen, r->plan_path, "weight_wire", "fp32 or bf16", json_object_get(pj, "weight_wire"));
+        goto done;
+    }
     o.weight_wire = wire;
     /* the chunks option: the strategy's default, or as many as the plan has (less the replicated ones) */
     int replicated = 0;
@@ -455,19 +473,25 @@ int calibrate_load_links(const char *path, Calibration *cal, char *err, size_t e
     if (!root) return -1;
     json_t *ver = json_object_get(root, "version"), *kind = json_object_get(root, "kind"), *p2p = json_object_get(root, "p2p");
     int rc = 0;
-    if (!json_is_integer(ver) || json_integer_value(ver) != 1) rc = -1, snprintf(err, errlen, "%s: version: expected 1", path);
+    if (!json_is_integer(ver) || json_integer_value(ver) != 1) rc = wp_json_expected(err, errlen, path, "version", "1", ver);
     else if (!json_is_string(kind) || strcmp(json_string_value(kind), "wpgen-linkbench"))
-        rc = -1, snprintf(err, errlen, "%s: kind: expected \"wpgen-linkbench\" (the output of scripts/linkbench.sh)", path);
-    else if (!json_is_array(p2p) || json_array_size(p2p) == 0) rc = -1, snprintf(err, errlen, "%s: p2p: expected a non-empty array", path);
+        rc = wp_json_expected(err, errlen, path, "kind", "\"wpgen-linkbench\" (the output of scripts/linkbench.sh)", kind);
+    else if (!json_is_array(p2p) || json_array_size(p2p) == 0) rc = wp_json_expected(err, errlen, path, "p2p", "a non-empty array", p2p);
     size_t n = rc ? 0 : json_array_size(p2p);
     double *b[2], *t[2];
     int m[2] = { 0 };
     for (int k = 0; k < 2; k++) b[k] = xcalloc(n + 1, sizeof(double)), t[k] = xcalloc(n + 1, sizeof(double));
     for (size_t i = 0; i < n && !rc; i++) {
         json_t *e = json_array_get(p2p, i), *sh = json_object_get(e, "same_host"), *by = json_object_get(e, "bytes"), *s = json_object_get(e, "seconds");
-        if (!json_is_boolean(sh)) { rc = -1, snprintf(err, errlen, "%s: p2p[%zu].same_host: expected true or false", path, i); break; }
-        if (!json_is_number(by) || json_number_value(by) <= 0) { rc = -1, snprintf(err, errlen, "%s: p2p[%zu].bytes: expected a positive number", path, i); break; }
-        if (!json_is_number(s) || json_number_value(s) <= 0) { rc = -1, snprintf(err, errlen, "%s: p2p[%zu].seconds: expected a positive number", path, i); break; }
+        char jpath[64];
+        const char *bad = !json_is_boolean(sh) ? "same_host" : !json_is_number(by) || json_number_value(by) <= 0 ? "bytes"
+                          : !json_is_number(s) || json_number_value(s) <= 0 ? "seconds" : NULL;
+        if (bad) {
+            snprintf(jpath, sizeof jpath, "p2p[%zu].%s", i, bad);
+            rc = wp_json_expected(err, errlen, path, jpath, !strcmp(bad, "same_host") ? "true or false" : "a positive number",
+                                  json_object_get(e, bad));
+            break;
+        }
         int k = json_is_true(sh) ? 0 : 1;
         b[k][m[k]] = json_number_value(by); t[k][m[k]++] = json_number_value(s);
     }

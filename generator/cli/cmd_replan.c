@@ -25,23 +25,12 @@
 #include "cli/cli.h"
 #include "input/topology.h"
 #include "lua/declare.h"
+#include "common/jsonfile.h"
 
 /* A JSON object's string member, or `otherwise`. */
 static const char *str_or(json_t *obj, const char *key, const char *otherwise) {
     const char *s = json_string_value(json_object_get(obj, key));
     return s ? s : otherwise;
-}
-
-static const char *json_kind(const json_t *v) {
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE: case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
 }
 
 /* The names --without gives: commas between them (spaces around them too). */
@@ -238,8 +227,10 @@ int cmd_replan(int argc, char **argv) {
     for (int i = 0; i < nc; i++) {
         json_t *v = json_array_get(cmd, (size_t)i);
         if (!json_is_string(v)) {
-            fprintf(stderr, "wpgen replan: %s: \"command\"[%d]: expected a string (a word of the command that emitted it), got %s\n",
-                    path, i, json_kind(v));
+            char jpath[32], msg[4608];
+            snprintf(jpath, sizeof jpath, "\"command\"[%d]", i);
+            wp_json_expected(msg, sizeof msg, path, jpath, "a string (a word of the command that emitted it)", v);
+            fprintf(stderr, "wpgen replan: %s\n", msg);
             goto done;
         }
         cmdw[i] = (char *)json_string_value(v);

@@ -5,7 +5,6 @@
  * and seconds. */
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 #include <jansson.h>
 #include "cost/calib.h"
 #include "common/errmsg.h"
+#include "common/jsonfile.h"
 #include "util/interrupt.h"
 
 /* Sanity bounds, far beyond any real device (as the topology's): a zero or absurd rate would make
@@ -25,48 +25,16 @@ static const double KNEE_RANGE[2] = { 0, 1e15 };
 
 typedef struct Ctx { const char *file; char *err; size_t errlen; } Ctx;
 
-static int fail(Ctx *cx, const char *fmt, ...) {
-    if (cx->err && cx->errlen) {
-        int n = snprintf(cx->err, cx->errlen, "%s: ", cx->file);
-        if (n >= 0 && (size_t)n < cx->errlen) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(cx->err + n, cx->errlen - n, fmt, ap);
-            va_end(ap);
-        }
-        errmsg_one_line(cx->err);
-    }
-    return -1;
-}
+/* A message in the form of every JSON loader's (common/jsonfile.h): "FILE: ...", one line. */
+#define fail(cx, ...) wp_json_fail((cx)->err, (cx)->errlen, (cx)->file, __VA_ARGS__)
 
+/* The one message form of every JSON loader (common/jsonfile.h): "FILE: JPATH: expected WHAT, got <v>". */
 static int expected(Ctx *cx, const char *jpath, const char *what, const json_t *v) {
-    char got[64];
-    if (!v) snprintf(got, sizeof got, "nothing");
-    else if (json_is_object(v)) snprintf(got, sizeof got, "an object");
-    else if (json_is_array(v)) snprintf(got, sizeof got, "an array");
-    else {
-        char *s = json_dumps(v, JSON_ENCODE_ANY);
-        snprintf(got, sizeof got, "%.40s", s ? s : "a value");
-        free(s);
-    }
-    return fail(cx, "%s: expected %s, got %s", jpath, what, got);
+    return wp_json_expected(cx->err, cx->errlen, cx->file, jpath, what, v);
 }
 
 static int check_keys(Ctx *cx, const json_t *obj, const char *jpath, const char *const *allowed) {
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
-        int ok = 0;
-        for (int i = 0; allowed[i]; i++) ok |= !strcmp(key, allowed[i]);
-        if (ok) continue;
-        char list[256] = "";
-        for (int i = 0; allowed[i]; i++) {
-            size_t l = strlen(list);
-            snprintf(list + l, sizeof list - l, "%s%s", i ? ", " : "", allowed[i]);
-        }
-        return fail(cx, "%s: expected only the keys %s, got \"%.40s\"", jpath, list, key);
-    }
-    return 0;
+    return wp_json_check_keys(cx->err, cx->errlen, cx->file, obj, jpath, allowed);
 }
 
 /* A required number within range, times unit into *out. */

@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include <unistd.h>
 #include "emit/outdir.h"
 #include "common/errmsg.h"
+#include "common/durable.h"
 
 int outdir_final(const char *arg, char *final, size_t len, char *err, size_t errlen) {
     size_t n = strlen(arg);
@@ -83,8 +83,7 @@ static int remove_marked(const char *dir, const char *marker) {
 int outdir_sweep_stale(const char *final, const char *marker, const char *who) {
     char parent[PATH_MAX];
     const char *slash = strrchr(final, '/'), *base = slash ? slash + 1 : final;
-    if (slash == final) snprintf(parent, sizeof parent, "/");
-    else snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - final) : 1, slash ? final : ".");
+    wp_dir_of(final, parent, sizeof parent);
     size_t blen = strlen(base);
     DIR *d = opendir(parent);
     if (!d) return 0;
@@ -92,14 +91,10 @@ int outdir_sweep_stale(const char *final, const char *marker, const char *who) {
     struct dirent *e;
     while ((e = readdir(d))) {
         const char *name = e->d_name, *tail = name + blen;
-        if (strncmp(name, base, blen) || strncmp(tail, ".tmp-", 5)) continue;
-        char *end;
-        errno = 0;
-        long pid = strtol(tail + 5, &end, 10);
-        /* only a process that is gone: kill(pid, 0) fails with ESRCH (EPERM: it runs, as another user) */
-        if (end == tail + 5 || *end || errno || pid <= 0 || pid > INT_MAX || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 ||
-            errno != ESRCH)
-            continue;
+        size_t at;
+        long pid = strncmp(name, base, blen) ? 0 : wp_tmp_pid(tail, WP_TMP_DASH, &at);
+        /* only a process that is gone, named right after BASE */
+        if (!pid || at != 0 || pid == (long)getpid() || !wp_pid_gone(pid)) continue;
         char path[PATH_MAX];
         if (snprintf(path, sizeof path, "%s/%s", parent, name) >= (int)sizeof path) continue;
         if (remove_marked(path, marker) == 0) {

@@ -36,6 +36,7 @@
 #include <jansson.h>
 #include "export/export.h"
 #include "export/special_tokens.h"
+#include "common/durable.h"
 #include "emit/manifest.h"
 #include "emit/outdir.h"
 #include "util/interrupt.h"
@@ -221,12 +222,10 @@ static int join(char *out, const char *dir, const char *name, char *err, size_t 
 static int write_text(const char *path, const char *text, char *err, size_t errlen) {
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
-    size_t n = strlen(text), done = 0;
-    while (done < n) {
-        ssize_t k = write(fd, text + done, n - done);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) { int e = k < 0 ? errno : EIO; close(fd); return errmsg(err, errlen, "%s: write failed: %s", path, strerror(e)); }
-        done += (size_t)k;
+    if (wp_write_all(fd, text, strlen(text))) {
+        int e = errno;
+        close(fd);
+        return errmsg(err, errlen, "%s: write failed: %s", path, strerror(e));
     }
     if (fsync(fd) || close(fd)) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
     return 0;
@@ -245,13 +244,7 @@ static int copy_file(const char *from, const char *to, char *err, size_t errlen)
         if (k < 0 && errno == EINTR) continue;
         if (k < 0) { rc = errmsg(err, errlen, "%s: %s", from, strerror(errno)); break; }
         if (k == 0) break;
-        for (ssize_t d = 0; d < k;) {
-            ssize_t w = write(out, buf + d, (size_t)(k - d));
-            if (w < 0 && errno == EINTR) continue;
-            if (w <= 0) { rc = errmsg(err, errlen, "%s: write failed: %s", to, strerror(w < 0 ? errno : EIO)); break; }
-            d += w;
-        }
-        if (rc) break;
+        if (wp_write_all(out, buf, (size_t)k)) { rc = errmsg(err, errlen, "%s: write failed: %s", to, strerror(errno)); break; }
     }
     close(in);
     if (fsync(out) && rc == 0) rc = errmsg(err, errlen, "%s: %s", to, strerror(errno));
@@ -558,7 +551,7 @@ int export_checkpoint(const ExportOptions *opt, ExportReport *rep, char *err, si
     if (check_out(out, &exists, err, errlen)) return EXPORT_BAD_INPUT;
 
     char tmp[PATHLEN], marker[PATHLEN];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-%ld", out, (long)getpid()) >= sizeof tmp || join(marker, tmp, BUILDING, err, errlen))
+    if (wp_tmp_path(tmp, sizeof tmp, out, WP_TMP_DASH) || join(marker, tmp, BUILDING, err, errlen))
         return errmsg(err, errlen, "-o %s: path too long", out), EXPORT_BAD_INPUT;
     /* the special-token ids, from the config or the tokenizer beside it (refused before anything is written) */
     SpecialIds ids;
@@ -583,8 +576,7 @@ int export_checkpoint(const ExportOptions *opt, ExportReport *rep, char *err, si
     if (rc == 0 && unlink(marker)) rc = errmsg(err, errlen, "%s: %s", marker, strerror(errno));
     if (rc == 0 && interrupt_pending()) rc = errmsg(err, errlen, "interrupted");
     if (rc == 0) {
-        int fd = open(tmp, O_RDONLY | O_DIRECTORY);
-        if (fd >= 0) { fsync(fd); close(fd); }
+        wp_fsync_dir(tmp);   /* its files' names, before the rename that publishes them */
         if (!exists) {
             if (rename(tmp, out)) rc = errmsg(err, errlen, "rename %s to %s: %s", tmp, out, strerror(errno));
         } else if (renameat2(AT_FDCWD, tmp, AT_FDCWD, out, RENAME_EXCHANGE)) {

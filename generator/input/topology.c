@@ -12,7 +12,6 @@
 #include <ctype.h>
 #include <assert.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +21,7 @@
 #include "common/hash64.h"
 #include "input/topology.h"
 #include "common/errmsg.h"
+#include "common/jsonfile.h"
 
 #define GIGA 1e9
 #define TERA 1e12
@@ -105,38 +105,12 @@ typedef struct Ctx {
     NameIndex type_names, node_names;
 } Ctx;
 
-static int fail(Ctx *cx, const char *fmt, ...) {
-    if (cx->err && cx->errlen) {
-        int n = snprintf(cx->err, cx->errlen, "%s: ", cx->file);
-        if (n >= 0 && (size_t)n < cx->errlen) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(cx->err + n, cx->errlen - n, fmt, ap);
-            va_end(ap);
-        }
-        errmsg_one_line(cx->err);   /* names and keys from the file are quoted raw */
-    }
-    return -1;
-}
+/* A message in the form of every JSON loader's (common/jsonfile.h): "FILE: ...", one line. */
+#define fail(cx, ...) wp_json_fail((cx)->err, (cx)->errlen, (cx)->file, __VA_ARGS__)
 
-/* What a value is, for "got ...": scalars as they are written in JSON (strings quoted, so that
- * "8" and 8 are told apart), containers by kind, a missing value as "nothing". */
-static void describe(const json_t *v, char *buf, size_t n) {
-    if (!v) { snprintf(buf, n, "nothing"); return; }
-    if (json_is_object(v)) { snprintf(buf, n, json_object_size(v) ? "an object" : "an empty object"); return; }
-    if (json_is_array(v)) { snprintf(buf, n, json_array_size(v) ? "an array" : "an empty array"); return; }
-    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(10));
-    if (!s) { snprintf(buf, n, "a value"); return; }
-    if (strlen(s) > 40) snprintf(buf, n, "%.37s...", s);
-    else snprintf(buf, n, "%s", s);
-    free(s);
-}
-
-/* The one message shape: "JPATH: expected EXPECTED, got <v>". */
+/* The one message form of every JSON loader (common/jsonfile.h): "FILE: JPATH: expected WHAT, got <v>". */
 static int expected(Ctx *cx, const char *jpath, const char *what, const json_t *v) {
-    char got[64];
-    describe(v, got, sizeof got);
-    return fail(cx, "%s: expected %s, got %s", jpath, what, got);
+    return wp_json_expected(cx->err, cx->errlen, cx->file, jpath, what, v);
 }
 
 static void join_path(char *out, size_t n, const char *parent, const char *key) {
@@ -147,23 +121,7 @@ static void join_path(char *out, size_t n, const char *parent, const char *key) 
 
 /* Rejects any key of obj not in allowed (NULL-terminated), naming the first one found. */
 static int check_keys(Ctx *cx, const json_t *obj, const char *jpath, const char *const *allowed) {
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
-        int ok = 0;
-        for (int i = 0; allowed[i]; i++) ok |= strcmp(key, allowed[i]) == 0;
-        if (ok) continue;
-        char list[256] = "", quoted[64];
-        for (int i = 0; allowed[i]; i++) {
-            size_t len = strlen(list);
-            snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", allowed[i]);
-        }
-        json_t *k = json_string(key);
-        describe(k, quoted, sizeof quoted);
-        json_decref(k);
-        return fail(cx, "%s: expected only the keys %s, got %s", jpath[0] ? jpath : "top level", list, quoted);
-    }
-    return 0;
+    return wp_json_check_keys(cx->err, cx->errlen, cx->file, obj, jpath, allowed);
 }
 
 /* Field readers. Each takes the parent object and its path, and reports the field's own path.

@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include "util/interrupt.h"
+#include "common/durable.h"
 
 static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
 #define NSIGS ((int)(sizeof sigs / sizeof sigs[0]))
@@ -49,7 +50,7 @@ FILE *interrupt_fopen(const char *path, char *tmp, size_t len) {
         tmp[0] = 0;
         return fopen(path, "w");
     }
-    if ((size_t)snprintf(tmp, len, "%s.tmp-%ld", path, (long)getpid()) >= len || strlen(tmp) >= sizeof tmp_file) {
+    if (wp_tmp_path(tmp, len, path, WP_TMP_DASH) || strlen(tmp) >= sizeof tmp_file) {
         errno = ENAMETOOLONG;
         return NULL;
     }

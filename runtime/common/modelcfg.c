@@ -16,6 +16,7 @@
 #include <jansson.h>
 #include "common/modelcfg.h"
 #include "common/errmsg.h"
+#include "common/jsonfile.h"
 
 /* LLaMA-2's FFN sizing: 2/3 of 4H, rounded up to a multiple of 256 (4096 -> 11008).
  * floor(8H/3) rounds up to the same multiple of 256 as 8H/3 itself: they could differ only if
@@ -53,22 +54,9 @@ const ModelPreset *model_presets(int *n) {
     return presets;
 }
 
-/* A JSON value as written (strings quoted), for "got ..."; "nothing" when missing. */
-static void describe(const json_t *v, char *buf, size_t n) {
-    if (!v) { snprintf(buf, n, "nothing"); return; }
-    if (json_is_object(v)) { snprintf(buf, n, "an object"); return; }
-    if (json_is_array(v)) { snprintf(buf, n, "an array"); return; }
-    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(10));
-    if (!s) { snprintf(buf, n, "a value"); return; }
-    if (strlen(s) > 40) snprintf(buf, n, "%.37s...", s);
-    else snprintf(buf, n, "%s", s);
-    free(s);
-}
-
+/* The one message form of every JSON loader (common/jsonfile.h). */
 static int expected(const char *file, const char *key, const char *what, const json_t *v, char *err, size_t errlen) {
-    char got[64];
-    describe(v, got, sizeof got);
-    return errmsg(err, errlen, "%s: %s: expected %s, got %s", file, key, what, got);
+    return wp_json_expected(err, errlen, file, key, what, v);
 }
 
 /* Every key of a config.json that wpgen knows, written once: read into the shape (with the range

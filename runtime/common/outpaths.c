@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "common/outpaths.h"
+#include "common/durable.h"
 
 typedef struct {
     int exists, regular;
@@ -125,8 +126,7 @@ int wp_out_open(WpOutFile *o, const char *path) {
         o->f = fopen(path, "w");
         return o->f ? 0 : -1;
     }
-    snprintf(o->tmp, sizeof o->tmp, "%s.tmp-%ld", path, (long)getpid());
-    int fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = wp_tmp_path(o->tmp, sizeof o->tmp, path, WP_TMP_DASH) ? -1 : wp_tmp_open(o->tmp, 1);
     if (fd < 0) { o->tmp[0] = 0; return -1; }
     if (!(o->f = fdopen(fd, "w"))) { close(fd); unlink(o->tmp); o->tmp[0] = 0; return -1; }
     return 0;

@@ -60,6 +60,23 @@ static inline float wp_bf16_to_f32(WpBf16 h) {
     return f;
 }
 
+/* An IEEE half (fp16) widened to the float of the same value: infinities and NaNs kept,
+ * subnormal halves made normal floats. For checkpoints saved in F16 (train/ckpt_load.c). */
+static inline float wp_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
+    if (exp == 0x1f) u = sign | 0x7f800000u | (man << 13);            /* inf, nan */
+    else if (exp != 0) u = sign | ((exp + 112) << 23) | (man << 13);   /* normal */
+    else if (man == 0) u = sign;                                       /* zero */
+    else {                                                             /* subnormal */
+        int e = -1;
+        do { man <<= 1; e++; } while (!(man & 0x400));
+        u = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ff) << 13);
+    }
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
 /* f rounded to the nearest bf16 value, as a float. */
 static inline float wp_bf16_round(float f) {
     uint32_t u;

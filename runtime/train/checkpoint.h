@@ -1,7 +1,7 @@
 /* Checkpoints, sharded by owner. A checkpoint is named by the path of its manifest, PATH
  * (--save PATH, --resume PATH; conventionally DIR/checkpoint.json), and consists of:
  *   PATH                   the manifest (JSON): the training state (step, seed, data position,
- *                          batch shape: state_to_json/state_from_json), every tensor's shape, and
+ *                          batch shape: ckpt_manifest.c's state_fields), every tensor's shape, and
  *                          for each shard its file and the slices it holds;
  *   DIR/STEM.shard.STEP.RANK.HASH.safetensors   one per process that owns masters: a safetensors
  *                          file with the Hugging Face names of the tensors it holds slices of (the

@@ -16,6 +16,7 @@
 #include "train/safetensors.h"
 #include "common/settings.h"
 #include "common/errmsg.h"
+#include "common/durable.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -226,43 +227,6 @@ static char *writer_header(WpStWriter *w, size_t *len) {
     return out;
 }
 
-/* Writes all n bytes: write() takes at most about 2 GiB a call on Linux and may write fewer than
- * asked, so it goes in calls of at most 1 GiB until every byte is written (offsets and sizes are
- * 64-bit throughout: a tensor or file past 4 GiB is written whole). */
-static int write_all(int fd, const void *buf, size_t n) {
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t k = write(fd, p, n > (1u << 30) ? (1u << 30) : n);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        if (k == 0) {   /* nothing written and no error: never retry forever */
-            errno = EIO;
-            return -1;
-        }
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-/* fsync the directory holding path, so that the rename itself survives a crash. */
-static int fsync_dir_of(const char *path) {
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return -1;
-    int rc = fsync(fd);
-    /* Some file systems refuse fsync on directories; the data itself is already durable. */
-    if (rc != 0 && (errno == EINVAL || errno == EROFS)) rc = 0;
-    close(fd);
-    return rc;
-}
-
 /* WP_SAVE_DELAY_MS=N, a test hook (docs/training.md, checkpoints): every file written here keeps its
  * temporary N more milliseconds before the rename, so that a test can kill a process in the middle
  * of a save, or see training go on while one is written, on a model whose files take no time. */
@@ -290,41 +254,45 @@ int wp_st_commit(WpStWriter *w, const char *path, char *err, size_t errlen) {
         return -1;
     }
     char tmp[4200];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp) {
+    if (wp_tmp_path(tmp, sizeof tmp, path, WP_TMP_DOT)) {
         errmsg(err, errlen, "%s: path too long", path);
         free(header);
         wp_st_writer_free(w);
         return -1;
     }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = wp_tmp_open(tmp, 0);
     if (fd < 0) {
         errmsg(err, errlen, "%s: cannot create %s: %s", path, tmp, strerror(errno));
         free(header);
         wp_st_writer_free(w);
         return -1;
     }
+    /* offsets and sizes are 64-bit throughout: a tensor or file past 4 GiB is written whole */
     const char *step = "write";
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-    int rc = write_all(fd, len8, 8);
-    if (rc == 0) rc = write_all(fd, header, hlen);
+    int rc = wp_write_all(fd, len8, 8);
+    if (rc == 0) rc = wp_write_all(fd, header, hlen);
     char srcerr[256] = "";
     for (int i = 0; i < w->n && rc == 0; i++) {
         StEntry *e = &w->tensors[i];
         const void *data = e->src ? e->src(e->ud, e->name, e->bytes, srcerr, sizeof srcerr) : e->data;
         if (!data && e->bytes) { step = "read"; rc = -1; break; }
-        rc = write_all(fd, data, e->bytes);
+        rc = wp_write_all(fd, data, e->bytes);
     }
-    if (rc == 0) { step = "fsync"; rc = fsync(fd); }
-    hold_for_tests();
     int saved = errno;
-    if (close(fd) != 0 && rc == 0) { step = "close"; rc = -1; saved = errno; }
-    if (rc == 0) { step = "rename"; rc = rename(tmp, path); saved = errno; }
-    if (rc != 0) {
+    if (rc == 0) {
+        hold_for_tests();
+        rc = wp_tmp_place(fd, tmp, path, &step);   /* fsync, close, rename; the temporary removed if not */
+        saved = errno;
+    } else {
+        close(fd);
         unlink(tmp);
+    }
+    if (rc != 0) {
         if (srcerr[0]) errmsg(err, errlen, "%s", srcerr);   /* a source failed: its own line */
         else errmsg(err, errlen, "%s: %s failed: %s", path, step, strerror(saved));
-    } else if (fsync_dir_of(path) != 0) {
+    } else if (wp_fsync_dir_of(path) != 0) {
         /* The file is in place and complete; only the durability of the rename is unsure. */
         errmsg(err, errlen, "%s: fsync of the directory failed: %s", path, strerror(errno));
         rc = -1;

@@ -37,7 +37,7 @@ refused() {
 
 # H4: a word that is not a string (it read an argument never set: exit 139, the survivors left)
 with_command "$tmp/int" '[1]'
-refused 2 '"command"[0]: expected a string (a word of the command that emitted it), got an integer' -- "$tmp/int" --without n1 -o "$tmp/new"
+refused 2 '"command"[0]: expected a string (a word of the command that emitted it), got 1' -- "$tmp/int" --without n1 -o "$tmp/new"
 with_command "$tmp/null" '["emit", "-m", "tiny", null]'
 refused 2 '"command"[3]: expected a string (a word of the command that emitted it), got null' -- "$tmp/null" --without n1 -o "$tmp/new"
 with_command "$tmp/arr" '["emit", ["-m"], "tiny"]'

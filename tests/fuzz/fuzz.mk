@@ -17,13 +17,14 @@ FUZZ_PYTHON  ?= python3
 FUZZ_FLAGS   := -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
                 -Igenerator -Iruntime -Itests
 # What each harness exercises.
-FUZZ_SRC_topology    := generator/input/topology.c
-FUZZ_SRC_modelcfg    := runtime/common/modelcfg.c runtime/common/config.c
-FUZZ_SRC_safetensors := runtime/train/safetensors.c runtime/common/settings.c
+FUZZ_SRC_topology    := generator/input/topology.c runtime/common/jsonfile.c
+FUZZ_SRC_modelcfg    := runtime/common/modelcfg.c runtime/common/config.c runtime/common/jsonfile.c
+FUZZ_SRC_safetensors := runtime/train/safetensors.c runtime/common/settings.c runtime/common/durable.c
 FUZZ_SRC_shard       := runtime/train/data.c
 FUZZ_SRC_dataspec    := runtime/train/data.c
-FUZZ_SRC_manifest    := runtime/train/checkpoint.c runtime/train/safetensors.c runtime/common/settings.c runtime/common/config.c \
-                        runtime/common/optim.c runtime/common/modelcfg.c
+FUZZ_SRC_manifest    := $(wildcard runtime/train/ckpt_*.c) runtime/train/checkpoint.c runtime/common/durable.c \
+                        runtime/train/safetensors.c runtime/common/settings.c runtime/common/config.c \
+                        runtime/common/optim.c runtime/common/modelcfg.c runtime/common/jsonfile.c
 # How each target runs (data: the Python harness).
 FUZZ_RUN_data        := $(FUZZ_PYTHON) tests/fuzz/fuzz_data.py
 # The shipped topologies seed the topology target too.

@@ -1,6 +1,7 @@
-/* libFuzzer harness: the checkpoint manifest reader (runtime/train/checkpoint.c). Once per process
- * a tiny model's checkpoint is saved in a folder of its own (the manifest checkpoint.json and its
- * shard); each input replaces the manifest, and is read as a resume reads it: the state alone
+/* libFuzzer harness: the checkpoint manifest reader (runtime/train/ckpt_manifest.c and
+ * ckpt_load.c). Once per process a tiny model's checkpoint is saved in a folder of its own (the
+ * manifest checkpoint.json and its shard); each input replaces the manifest, and is read as a
+ * resume reads it: the state alone
  * (ckpt_read_state), the files it names (ckpt_input_files: each one in the folder, never a path
  * out of it), and the tensors (ckpt_load, weights and AdamW's moments). Each either succeeds with
  * a state in range or is refused with one line naming the manifest or a file in its folder. The

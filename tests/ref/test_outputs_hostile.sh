@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A trainer's outputs against what the run reads and owns, as a careless or hostile user gives
 # them (issue 38: H1-H3 and two of its low ones), wp-ref standing for every trainer
-# (runtime/train/trainflags.c's check_paths, checkpoint.c's run id):
+# (runtime/train/trainflags.c's check_paths, ckpt_owner.c's run id):
 # - the data are the files a --data/--val-data spec expands to (a directory, a glob, a comma list;
 #   and beside them the files `wpgen data` wrote), not the spec's string;
 # - a checkpoint's names (its kept steps DIR/STEM.STEP.json of any step, its lock) are its own:

@@ -111,7 +111,7 @@ static void test_hf_config(void) {
 /* Bad configs: each written to tmpdir/NAME.json; the message follows "PATH: ". */
 static const struct { const char *name, *json, *message; } bad[] = {
     { "malformed", "{'hidden_size': 64,", "line 1, column 19: malformed JSON: string or '}' expected near end of file" },
-    { "array", "[]", "top level: expected an object, got an array" },
+    { "array", "[]", "top level: expected an object, got an empty array" },
     { "no-hidden", "{'intermediate_size': 176, 'num_hidden_layers': 2, 'num_attention_heads': 4, 'vocab_size': 256}",
       "hidden_size: expected an integer in [1, 1048576], got nothing" },
     { "hidden-string", "{'hidden_size': '64', 'intermediate_size': 176, 'num_hidden_layers': 2, 'num_attention_heads': 4, 'vocab_size': 256}",
