@@ -249,20 +249,22 @@ static void test_activations(void) {
     wp_fwd(R, 1, 0, 0);
     wp_send_act(R, WP_ACT, 2, 0, 2);
     wp_turn_end(R);
-    EXPECT("a middle chunk's forward: no batch; its input given back once the stash holds it; what it sent, after the wait",
+    EXPECT("a middle chunk's forward: no batch; its output written in its input's storage (the stash holds the "
+           "input); what it sent, after the wait",
            "take act c1 mb0 =1;act_recv 1 n8 bf16;recv 1 n8 bf16 from0 A1 t1;posted;wait;turn_done;"
-           "take stash c1 mb0 =2;take act c2 mb0 =3;fwd c1 w0 tok0 in1 out3 stash2;give act 1;"
-           "act_send 3 n8 bf16;send 3 n8 bf16 to2 A2 t1;");
+           "take stash c1 mb0 =2;fwd c1 w0 tok0 in1 out1 stash2;"
+           "act_send 1 n8 bf16;send 1 n8 bf16 to2 A2 t1;");
     logbuf[0] = 0;
     wp_turn_begin(R, 2);
     wp_recv_act(R, WP_GRAD, 2, 0, 2);
     wp_turn_wait(R);
-    EXPECT("the sent activation is given back after the next wait", "take grad c2 mb0 =4;act_recv 4 n8 bf16;recv 4 n8 bf16 from2 G2 t2;wait;turn_done;give act 3;");
+    EXPECT("the sent activation is given back after the next wait", "take grad c2 mb0 =3;act_recv 3 n8 bf16;recv 3 n8 bf16 from2 G2 t2;wait;turn_done;give act 1;");
     logbuf[0] = 0;
     wp_bwd(R, 1, 0, 0, 2, 1);
-    EXPECT("a backward: its gradient sum opened before, closed after; stash and dy given back",
-           "take grad c1 mb0 =5;grad_open b2 n12 first1;bwd c1 w0 tok0 stash2 dy4 dx5 grad202;grad_close b2 n12 202;"
-           "give stash 2;give grad 4;");
+    EXPECT("a backward: its gradient sum opened before, closed after; its input gradient written in dy's storage, "
+           "which it keeps; the stash given back",
+           "grad_open b2 n12 first1;bwd c1 w0 tok0 stash2 dy3 dx3 grad202;grad_close b2 n12 202;"
+           "give stash 2;");
     EXPECT_ABORT(wp_send_act(R, WP_ACT, 1, 3, 0), "turn 2: the activation of chunk 1 for micro-batch 3 is not here",
                  "a send of an activation that is not here");
     step_ops_free(R);
