@@ -461,6 +461,6 @@ void runcfg_keys(FILE *f) {
         if (k->kind == RK_FLAG) snprintf(to, sizeof to, "emit %s", k->flag);
         else if (k->flag) snprintf(to, sizeof to, "train %s%s%s", k->flag, k->env ? ", slurm " : "", k->env ? k->env : "");
         else snprintf(to, sizeof to, "%s", k->env ? k->env : "");
-        fprintf(f, "  %-26s %-38s %s: %s\n", k->path, to, expected(k), k->help ? k->help : cli_flag("emit", k->flag)->help);
+        fprintf(f, "  %-26s %-42s %s: %s\n", k->path, to, expected(k), k->help ? k->help : cli_flag("emit", k->flag)->help);
     }
 }
