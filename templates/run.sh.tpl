@@ -24,4 +24,4 @@ ${P.header_hash}
 ranks=${P.nranks}
 # wpgen run's train flags and WPGEN_MPIRUN_FLAGS (empty: emitted by wpgen emit), and where it ran
 run_args=(${P.run_args_sh}) run_mpirun_flags=${P.run_mpirun_flags_sh}
-run_cwd=${P.cwd_sh}
+run_cwd=${P.run_cwd_sh}

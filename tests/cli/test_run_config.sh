@@ -70,6 +70,16 @@ variant option 'plan.options={"rounds": 2}'; refused option "plan.options.rounds
 variant missing '-out'; refused missing "out: missing: expected a string"
 variant notrain '-train'; refused notrain "train: missing: expected an object"
 variant both 'train.data="x.bin"'; refused both "train: exactly one of --data SPEC and --synthetic is needed"
+variant slurmresume 'launch="slurm"' 'train.resume="ck/checkpoint.json"'; refused slurmresume 'train.resume: launch "slurm": job.sbatch resumes'
+
+# launch slurm (dry run): train.save, save_every and log become job.sbatch's variables, not flags
+variant slurm 'launch="slurm"' 'train.save="ck/checkpoint.json"' 'train.save_every=2' 'mpirun_flags="--mca btl self,tcp"'
+"$wpgen" run "$tmp/slurm.json" --dry-run >"$tmp/dry" 2>&1
+rc=$?
+[ $rc = 0 ] && grep -qF "  WPGEN_CHECKPOINT=ck/checkpoint.json WPGEN_SAVE_EVERY=2 WPGEN_LOG=out/run-cpu-train.jsonl 'WPGEN_MPIRUN_FLAGS=--mca btl self,tcp' sbatch --chdir=$ws bad-out/x/job.sbatch --synthetic --steps 3 --lr 0.003 --warmup 1 --seed 7" "$tmp/dry" &&
+    ! grep -q "sbatch .*--save" "$tmp/dry" && ok || bad "launch slurm --dry-run: exit $rc: $(cat "$tmp/dry")"
+variant none 'launch="none"' '-train'
+"$wpgen" run "$tmp/none.json" --dry-run >"$tmp/dry" 2>&1 && grep -q 'launch "none": nothing is started' "$tmp/dry" && ok || bad "launch none: $(cat "$tmp/dry")"
 "$wpgen" run "$tmp/nothere.json" >"$tmp/err" 2>&1
 [ $? = 2 ] && grep -qF "$tmp/nothere.json" "$tmp/err" && ok || bad "a missing file: $(cat "$tmp/err")"
 listing | cmp -s - "$tmp/empty" && ok || bad "the refusals wrote: $(listing | tr '\n' ' ')"
