@@ -401,12 +401,18 @@ int runcfg_load(const char *path, RunConfig *rc) {
         }
     }
     rc->out = json_string_value(at(root, "out"));
-    /* the plan's flags as wpgen emit reads them (which checks how they go together) */
+    /* the plan's flags as wpgen emit reads them (which checks how they go together), and the
+     * model and topology they name, loaded (a dry run says what would fail) */
     Args a;
-    if (args_parse(emit.n, emit.v, &a)) {
-        fprintf(stderr, "wpgen run: %s: the plan's keys, as wpgen emit's flags above, were refused\n", path);
+    Topology topo;
+    WpConfig model;
+    char name[256];
+    if (args_parse(emit.n, emit.v, &a) || load_inputs(&a, &topo, &model, name, sizeof name)) {
+        fprintf(stderr, "wpgen run: %s: refused as wpgen emit's flags (the line above names the flag: model, topology "
+                "or a key of plan)\n", path);
         goto bad;
     }
+    topology_free(&topo);
     if (train.n && check_train(path, &train)) goto bad;
     /* launch slurm: job.sbatch sets the flags of its variables itself */
     Words sb = { 0 };

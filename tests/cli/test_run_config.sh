@@ -70,6 +70,10 @@ variant option 'plan.options={"rounds": 2}'; refused option "plan.options.rounds
 variant missing '-out'; refused missing "out: missing: expected a string"
 variant notrain '-train'; refused notrain "train: missing: expected an object"
 variant both 'train.data="x.bin"'; refused both "train: exactly one of --data SPEC and --synthetic is needed"
+# what only the flags together, or the files they name, can refuse: wpgen emit's line, then the file
+variant batch 'plan.global_batch=15'; refused batch "refused as wpgen emit's flags"
+grep -q "^wpgen: --global-batch 15: expected a multiple of 8 sequences" "$tmp/err" && ok || bad "global_batch 15: $(cat "$tmp/err")"
+variant nomodel 'model="nope/config.json"'; refused nomodel "refused as wpgen emit's flags"
 variant slurmresume 'launch="slurm"' 'train.resume="ck/checkpoint.json"'; refused slurmresume 'train.resume: launch "slurm": job.sbatch resumes'
 
 # launch slurm (dry run): train.save, save_every and log become job.sbatch's variables, not flags
