@@ -24,8 +24,8 @@ static void usage(FILE *f) {
         "file and the flags it resolved to, which OUT/run.sh runs when given none), builds it (make -C OUT)\n"
         "and launches it as \"launch\" says: mpirun (OUT/run.sh, the default), slurm (sbatch OUT/job.sbatch)\n"
         "or none. --dry-run prints the commands and runs none, writing nothing. Paths in the file are from\n"
-        "the directory wpgen run runs in, as on the command line. docs/run-config.md has the keys and an\n"
-        "example (examples/run-cpu.json).\n"
+        "the directory wpgen run runs in, as on the command line. A run's record, OUT/run.json, runs its\n"
+        "config again, from where it ran. docs/run-config.md has the keys and an example (examples/run-cpu.json).\n"
         "Exit status: 2 bad input (the file, the JSON path and what was expected; nothing written), 1 emit or\n"
         "make failed, else the launch's: train's (README's table) or sbatch's.\n");
 }

@@ -351,6 +351,17 @@ int runcfg_load(const char *path, RunConfig *rc) {
         fprintf(stderr, "wpgen run: %s:%d:%d: %s\n", path, je.line, je.column, je.text);
         return EXIT_BAD_INPUT;
     }
+    /* a run's record (OUT/run.json, cmd_run.c): its "config", from the folder it ran in */
+    json_t *cfg = json_object_get(rc->root, "config"), *cwd = json_object_get(rc->root, "cwd"),
+           *gen = json_object_get(rc->root, "generated_by");
+    if (json_is_object(cfg) && json_is_string(cwd) && json_is_string(gen) && !strncmp(json_string_value(gen), "wpgen ", 6)) {
+        if (chdir(json_string_value(cwd)))
+            return refuse(path, "cwd", "cannot enter %s, where the run ran (its paths are from there): %s", json_string_value(cwd), strerror(errno));
+        fprintf(stderr, "wpgen run: %s is the record of a run: its config, from %s\n", path, json_string_value(cwd));
+        json_incref(cfg);
+        json_decref(rc->root);
+        rc->root = cfg;
+    }
     const json_t *root = rc->root;
     if (!json_is_object(root)) return refuse(path, "(the file)", "expected an object of keys (docs/run-config.md), got %s%s", type_name(root), "");
     if (check_keys(path, root, NULL)) return EXIT_BAD_INPUT;

@@ -124,6 +124,12 @@ a=$(losses "$tmp/run.jsonl") h=$(losses hand.jsonl)
 cmp -s <(python3 -c 'import json; print(json.load(open("hand/plan.json"))["plan_hash"])') \
        <(python3 -c 'import json; print(json.load(open("out/run-cpu/plan.json"))["plan_hash"])') && ok || bad "the plans differ"
 
+# wpgen run OUT/run.json, from anywhere: the record's config, from where it ran (dry run)
+(cd / && "$wpgen" run "$ws/$o/run.json" --dry-run) >"$tmp/dry" 2>&1
+rc=$?
+[ $rc = 0 ] && grep -qF "is the record of a run: its config, from $ws" "$tmp/dry" && grep -qF "wpgen run: the commands it would run, from $ws:" "$tmp/dry" &&
+    grep -q "^  wpgen emit .*-o out/run-cpu" "$tmp/dry" && ok || bad "wpgen run OUT/run.json: exit $rc: $(cat "$tmp/dry")"
+
 # bash OUT/run.sh alone, from another folder: the recorded flags, the same losses
 rm -f out/run-cpu-train.jsonl
 (cd / && bash "$ws/$o/run.sh") >"$tmp/again" 2>&1
