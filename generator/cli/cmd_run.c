@@ -142,7 +142,8 @@ int cmd_run(int argc, char **argv) {
 
     printf("wpgen run: %s, from %s:\n", dry ? "the commands it would run" : "running", cwd);
     put_command(stdout, NULL, 0, rc.emit_argv, rc.emit_argc);
-    printf("    (and %s/run.json; %s/run.sh without flags runs train with:", rc.out, rc.out);
+    printf("    (and %s/run.json", rc.out);
+    if (rc.ntrain) printf("; %s/run.sh without flags runs train with:", rc.out);
     for (int i = 0; i < rc.ntrain; i++) { fputc(' ', stdout); put_word(stdout, rc.train[i]); }
     printf(")\n");
     put_command(stdout, NULL, 0, make, 5);
@@ -172,7 +173,7 @@ int cmd_run(int argc, char **argv) {
         st = EXIT_FAILED;
     }
     if (st || !nlaunch) {
-        if (!st) printf("wpgen run: built %s/train; %s trains it with the recorded flags\n", rc.out, runsh);
+        if (!st) printf("wpgen run: built %s/train; %s%s trains it\n", rc.out, runsh, rc.ntrain ? " (the recorded flags)" : " TRAIN-FLAGS");
         free(launch);
         runcfg_free(&rc);
         return st;
