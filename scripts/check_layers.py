@@ -5,7 +5,8 @@ tests/cli/test_layers.sh; docs/architecture.md draws the same order).
 Each folder of generator/ and of runtime/ is a stage; a stage includes only the stages below it in
 LAYERS (and itself). What the generator may take from the runtime is RUNTIME_FOR_GENERATOR: the
 model's shape and presets, the step's interface and shared helpers (runtime/common), and the
-checkpoint reader that `wpgen export` links (runtime/train/checkpoint.h, safetensors.h). Inside
+checkpoint reader that `wpgen export` links (runtime/train/checkpoint.h, safetensors.h), and the
+trainers' flag parser that `wpgen run` checks a run file's training keys with (trainflags.h). Inside
 a folder, no two modules (x.c with x.h) need each other, directly or round a longer circle: a .c
 file does not include the header of a module whose .c file includes its own (a header may
 include another's for its types). Prints every include against the order and every circle, and
@@ -24,7 +25,7 @@ LAYERS = {
     'runtime': ['common', 'train', 'cpu', 'cuda', 'hostmpi', 'mpi', 'nccl', 'ref'],
 }
 # runtime headers a generator file may include (folder/ for a whole folder)
-RUNTIME_FOR_GENERATOR = ['common/', 'train/checkpoint.h', 'train/safetensors.h']
+RUNTIME_FOR_GENERATOR = ['common/', 'train/checkpoint.h', 'train/safetensors.h', 'train/trainflags.h']
 SOURCES = ('.c', '.h', '.cu', '.cuh')
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

@@ -18,5 +18,10 @@ ${P.header_hash}
 #      script and then its process group); a later one ends the ranks at once. mpirun's own
 #      answer to SIGTERM would kill the ranks a second later, the step and its save lost;
 #   4. exits with the trainer's status (README's table: 0 done, 2 bad input, 4 stopped by a signal).
+# Emitted by `wpgen run` (run.json beside this file records it), `./run.sh` without flags runs
+# train with the flags that run resolved to, from the directory it ran in (run_args below).
 # Under Slurm use job.sbatch instead.
 ranks=${P.nranks}
+# wpgen run's train flags and WPGEN_MPIRUN_FLAGS (empty: emitted by wpgen emit), and where it ran
+run_args=(${P.run_args_sh}) run_mpirun_flags=${P.run_mpirun_flags_sh}
+run_cwd=${P.run_cwd_sh}

@@ -43,6 +43,12 @@ typedef struct Args {
     const Calibration *calib;  /* loaded by main.c; NULL: the cost table's defaults */
     int argc;               /* the command line, for plan.json's "command" (wpgen replan reads it) */
     char **argv;
+    /* wpgen run (cmd_run.c): emit prints the plan's summary too, and records the run in the folder */
+    int summary;
+    const char *run_json;   /* OUT/run.json's text; NULL: not a run */
+    int ntrain_args;        /* train's flags, run.sh's when given none */
+    char **train_args;
+    const char *run_mpirun_flags;   /* WPGEN_MPIRUN_FLAGS' default then; NULL: none */
 } Args;
 
 /* flags.c: wpgen's own flags of plan, emit, sim and compare */
@@ -152,6 +158,33 @@ int cmd_probe(int argc, char **argv);       /* its own flags (cmd_probe.c) */
 int cmd_export(int argc, char **argv);      /* its own flags (cmd_export.c) */
 int cmd_data(int argc, char **argv);        /* runs scripts/tokenize_data.py (cmd_data.c) */
 int cmd_replan(int argc, char **argv);      /* the old plan's command again, for another topology (cmd_replan.c) */
+int cmd_run(int argc, char **argv);         /* a run configuration file: plan, emit, build, launch (cmd_run.c) */
+
+/* runcfg.c: wpgen run's configuration file (docs/run-config.md), read through one table of its
+ * keys, each the flag of wpgen emit or of train it stands for, and resolved into their words. */
+typedef struct RunConfig {
+    const char *path;       /* the file as given */
+    json_t *root;           /* as read */
+    int emit_argc;          /* "wpgen" "emit" FLAGS... -o OUT: what args_parse reads */
+    char **emit_argv;
+    int ntrain;             /* train's flags (run.sh's) */
+    char **train;
+    int nsbatch;            /* launch slurm: those job.sbatch does not set from its variables */
+    char **sbatch;
+    int nenv;               /* launch slurm: job.sbatch's variables, NAME=VALUE */
+    char **env;
+    const char *out, *launch, *mpirun_flags;   /* launch: "mpirun", "slurm" or "none" */
+    const char *outputs[4]; /* train.save, log, trace: their folders run makes before the launch */
+    int noutputs;
+    char *record;           /* OUT/run.json's text: the file, where it ran, and what it resolved to */
+} RunConfig;
+/* Reads and checks path: every key known, of its type and in its range (the flags' own checks:
+ * flags.c's table for the plan, train's parser for the training), the required ones there.
+ * 0, or EXIT_BAD_INPUT said on stderr naming the file and the JSON path. Writes nothing. */
+int runcfg_load(const char *path, RunConfig *rc);
+void runcfg_free(RunConfig *rc);
+/* The keys, their flags and types, as docs/run-config.md lists them (wpgen run --keys). */
+void runcfg_keys(FILE *f);
 /* wpgen's commands, as main runs them */
 int wpgen_main(int argc, char **argv);
 

@@ -61,7 +61,10 @@ int cmd_plan(Args *a, int emit) {
             }
             else {
                 EmitInfo info = { .model_name = name, .topo_name = topo.name, .topo_path = a->topo, .backend = a->backend, .comm = a->comm,
-                                  .bytes_intra = intra, .bytes_inter = inter, .argc = a->argc - 1, .argv = a->argv + 1 };
+                                  .bytes_intra = intra, .bytes_inter = inter, .argc = a->argc - 1, .argv = a->argv + 1,
+                                  .run_json = a->run_json, .ntrain_args = a->ntrain_args, .train_args = a->train_args,
+                                  .run_mpirun_flags = a->run_mpirun_flags };
+                if (a->summary) print_summary(p, name, intra, inter, fits);   /* wpgen run */
                 /* the prediction goes into every file's summary; a plan the simulator cannot run
                  * is still emitted, without one */
                 SimOptions so = { .calib = a->calib };

@@ -1,8 +1,8 @@
 /* wpgen's command line: parses the flags (their table: flags.c) and hands them to the command
  * (args_parse, args_run: replan runs emit through them too), one file each: list
  * (cmd_list.c), plan and emit (cmd_plan.c), sim and compare (cmd_sim.c), calibrate, probe, export,
- * data and replan (cmd_calibrate.c, cmd_probe.c, cmd_export.c, cmd_data.c, cmd_replan.c: their own
- * flags); what commands share is
+ * data, replan and run (cmd_calibrate.c, cmd_probe.c, cmd_export.c, cmd_data.c, cmd_replan.c,
+ * cmd_run.c: their own flags); what commands share is
  * declared in cli.h. Exit status: 0 done; 1 the plan was rejected or does not fit; 2 bad input. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +34,8 @@ static void usage(FILE *f) {
         "       wpgen export CHECKPOINT -o DIR [--dtype bf16|fp32] [--max-shard-size SIZE]   (for transformers)\n"
         "       wpgen replan OLD_DIR {-t TOPO.json | --without NODE,...} -o NEW_DIR [FLAG [VALUE] ...]   (OLD_DIR's\n"
         "                  plan again for another cluster, the same global batch: the survivors of a lost node)\n"
+        "       wpgen run RUN.json [--dry-run]   (one file of the plan's and train's flags: plan, emit, build,\n"
+        "                  launch; wpgen run --help, docs/run-config.md)\n"
         "       wpgen data --tokenizer tokenizer.json -o DIR [--val-fraction F] [--text-field NAME] [--eot TOKEN]\n"
         "                  [--shard-tokens N] [--width auto|uint16|uint32] INPUT...   (text or JSONL into token\n"
         "                  shards DIR/train-NNNNN.bin, DIR/val-NNNNN.bin for train --data; wpgen data --help)\n"
@@ -268,6 +270,7 @@ int wpgen_main(int argc, char **argv) {
     if (!strcmp(cmd, "export")) return cmd_export(argc, argv);
     if (!strcmp(cmd, "data")) return cmd_data(argc, argv);
     if (!strcmp(cmd, "replan")) return cmd_replan(argc, argv);
+    if (!strcmp(cmd, "run")) return cmd_run(argc, argv);
     if (strcmp(cmd, "plan") && strcmp(cmd, "emit") && strcmp(cmd, "sim") && strcmp(cmd, "compare")) {
         fprintf(stderr, "wpgen: unknown command \"%s\"\n", cmd);
         usage(stderr);

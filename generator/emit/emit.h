@@ -21,6 +21,12 @@ typedef struct EmitInfo {
     double step_time_s, bubble_ratio;   /* the simulator's prediction; step_time_s 0: none */
     int argc;                   /* the command that made the plan (argv[1] on: "emit", flags), into */
     char *const *argv;          /* plan.json's "command" for wpgen replan; argc 0: none */
+    /* wpgen run (generator/cli/cmd_run.c): run.json's text, written into the folder (NULL: none),
+     * and train's flags, which run.sh runs with when given none, from the folder wpgen ran in */
+    const char *run_json;
+    int ntrain_args;
+    char *const *train_args;
+    const char *run_mpirun_flags;   /* WPGEN_MPIRUN_FLAGS' default then; NULL: none */
 } EmitInfo;
 
 /* 64-bit FNV-1a over everything that defines the plan (model, chunks, owners, buffers, ops). */

@@ -130,6 +130,13 @@ void emit_push_plan(lua_State *L, const Plan *p, const EmitInfo *info, const cha
     lua_set_num(L, "bytes_inter", info->bytes_inter);
     lua_set_num(L, "step_time_s", info->step_time_s);
     lua_set_num(L, "bubble_ratio", info->bubble_ratio);
+    if (info->run_json) {   /* wpgen run: run.json, and run.sh's flags when given none */
+        lua_set_str(L, "run_json", info->run_json);
+        lua_set_str(L, "run_mpirun_flags", info->run_mpirun_flags ? info->run_mpirun_flags : "");
+        lua_createtable(L, info->ntrain_args, 0);
+        for (int i = 0; i < info->ntrain_args; i++) { lua_pushstring(L, info->train_args[i]); lua_rawseti(L, -2, i + 1); }
+        lua_setfield(L, -2, "run_args");
+    }
     lua_set_num(L, "peak_mem", (double)p->peak_mem);
     lua_set_int(L, "peak_rank", p->peak_rank);
     long nops = 0;
