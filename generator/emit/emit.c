@@ -4,14 +4,15 @@
  * emit.lua gives once, rendered in C (emit_ops.c). This file drives them (ranks in parallel, a Lua
  * state per thread), writes what they return and plan.json (emit_data.c), copies the runtime's
  * sources, and makes the whole thing appear at once: everything goes into DIR.tmp-PID, which is
- * renamed over DIR at the end, so a failure leaves DIR as it was. Over an earlier emission, the
- * user's files in DIR (a trace, checkpoints) are moved into the new one first: see MANIFEST. */
+ * renamed over DIR at the end, so a failure leaves DIR as it was; each file and folder is flushed
+ * to disk first (common/durable.h), so the emitted folder is on disk when emit returns. Over an
+ * earlier emission, the user's files in DIR (a trace, checkpoints) are moved into the new one
+ * first: see MANIFEST. */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <ftw.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@
 #include "util/interrupt.h"
 #include "util/settings.h"
 #include "emit/backends.h"
+#include "common/durable.h"
 #include "common/errmsg.h"
 #include "emit/emit_data.h"
 #include "emit/emit_ops.h"
@@ -46,25 +48,30 @@ static int rm_tree(const char *path) {
     return nftw(path, rm_entry, 32, FTW_DEPTH | FTW_PHYS);
 }
 
+static int sync_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb; (void)ftw;
+    return flag == FTW_DP && wp_fsync_dir(path) ? -1 : 0;
+}
+
+/* The folders of a tree this emitter made flushed (its files are, as written), so that their
+ * names are on the disk before the rename that publishes the tree. */
+static int sync_tree(const char *path, char *err, size_t errlen) {
+    if (nftw(path, sync_entry, 32, FTW_DEPTH | FTW_PHYS)) return errmsg(err, errlen, "%s: fsync failed: %s", path, strerror(errno));
+    return 0;
+}
+
 static int join_path(char *out, const char *dir, const char *name, char *err, size_t errlen) {
     if (snprintf(out, PATHLEN, "%s/%s", dir, name) >= PATHLEN) return errmsg(err, errlen, "%s/%s: path too long", dir, name);
     return 0;
 }
 
-/* dir/name made of n parts, one after the other. */
+/* dir/name made of n parts, one after the other, flushed to disk (durable.h's wp_write_new): the
+ * folder's rename at the end publishes files that are already on the disk. */
 static int write_parts(const char *dir, const char *name, int n, const char *const *data, const size_t *len,
                        char *err, size_t errlen) {
     char path[PATHLEN];
     if (join_path(path, dir, name, err, errlen)) return -1;
-    FILE *f = fopen(path, "wb");
-    if (!f) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
-    for (int i = 0; i < n; i++)
-        if (len[i] && fwrite(data[i], 1, len[i], f) != len[i]) {
-            int e = errno;
-            fclose(f);
-            return errmsg(err, errlen, "%s: %s", path, strerror(e));
-        }
-    if (fclose(f)) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    if (wp_write_new(path, 0, 0666, n, (const void *const *)data, len, NULL)) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
     return 0;
 }
 
@@ -92,19 +99,10 @@ static int safe_name(const char *s) {
 }
 
 static int copy_file(const char *from, const char *to, char *err, size_t errlen) {
-    FILE *in = fopen(from, "rb");
-    if (!in) return errmsg(err, errlen, "%s: %s", from, strerror(errno));
-    FILE *out = fopen(to, "wb");
-    if (!out) { int e = errno; fclose(in); return errmsg(err, errlen, "%s: %s", to, strerror(e)); }
-    char buf[1 << 16];
-    size_t n;
-    int rc = 0;
-    while (rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0)
-        if (fwrite(buf, 1, n, out) != n) rc = errmsg(err, errlen, "%s: %s", to, strerror(errno));
-    if (rc == 0 && ferror(in)) rc = errmsg(err, errlen, "%s: read error", from);
-    fclose(in);
-    if (fclose(out) && rc == 0) rc = errmsg(err, errlen, "%s: %s", to, strerror(errno));
-    return rc;
+    const char *step = "";
+    if (wp_copy_new(from, to, 0, 0666, &step) == 0) return 0;
+    if (!strcmp(step, "read")) return errmsg(err, errlen, "%s: read error", from);
+    return errmsg(err, errlen, "%s: %s", strcmp(step, "open") ? to : from, strerror(errno));
 }
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -285,6 +283,7 @@ static int write_json(const Job *job, char *err, size_t errlen) {
     int rc = emit_json_head(f, p, job->info, job->hash);
     for (int r = 0; r < p->nranks && rc == 0; r++) rc = emit_json_rank(f, p, r);
     if (rc == 0) rc = emit_json_tail(f);
+    if (rc == 0 && (fflush(f) || fsync(fileno(f)))) rc = -1;   /* on the disk, as write_parts' files */
     if (rc) errmsg(err, errlen, "%s: %s", path, strerror(errno));
     if (fclose(f) && rc == 0) rc = errmsg(err, errlen, "%s: %s", path, strerror(errno));
     return rc;
@@ -447,30 +446,30 @@ static int worker_count(int nranks) {
     return (int)n;
 }
 
-static int write_text(FILE *f, const char *path, const char *data, size_t len, char *err, size_t errlen) {
-    if (len && fwrite(data, 1, len, f) != len) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
-    return 0;
-}
-
-/* schedule.txt, in rank order, from what the workers kept. */
+/* schedule.txt, in rank order, from what the workers kept: the header, then each rank's lines and
+ * a blank line. */
 static int write_schedule(lua_State *L, int M, Job *job, char *err, size_t errlen) {
     const Plan *p = job->p;
-    char path[PATHLEN];
     lua_pushcfunction(L, l_schedule_header);
     lua_pushvalue(L, M);
     if (lua_pcall_traceback(L, 1, 1, err, errlen)) return -1;
-    size_t len;
-    const char *head = lua_tolstring(L, -1, &len);
-    if (join_path(path, job->dir, "schedule.txt", err, errlen)) return -1;
-    FILE *f = fopen(path, "wb");
-    if (!f) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
-    int rc = write_text(f, path, head, len, err, errlen);
-    lua_pop(L, 1);
-    for (int r = 0; r < p->nranks && rc == 0; r++) {
-        rc = write_text(f, path, job->sched[r], job->schedlen[r], err, errlen);
-        if (rc == 0 && fputc('\n', f) == EOF) rc = errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    int n = 1 + 2 * p->nranks;
+    const char **part = malloc((size_t)n * sizeof *part);
+    size_t *len = malloc((size_t)n * sizeof *len);
+    int rc = part && len ? 0 : errmsg(err, errlen, "out of memory");
+    if (rc == 0) {
+        part[0] = lua_tolstring(L, -1, &len[0]);
+        for (int r = 0; r < p->nranks; r++) {
+            part[1 + 2 * r] = job->sched[r];
+            len[1 + 2 * r] = job->schedlen[r];
+            part[2 + 2 * r] = "\n";
+            len[2 + 2 * r] = 1;
+        }
+        rc = write_parts(job->dir, "schedule.txt", n, part, len, err, errlen);
     }
-    if (fclose(f) && rc == 0) rc = errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    lua_pop(L, 1);
+    free(part);
+    free(len);
     return rc;
 }
 
@@ -537,41 +536,32 @@ static int emit_into(const Plan *p, const EmitInfo *info, const char *final, con
                      char *err, size_t errlen);
 
 /* An emit killed with SIGKILL (nothing can catch it) leaves its DIR.tmp-PID, or its DIR.old-PID
- * while the new output moved in: removed by the next emit into DIR, once that process is gone and
- * the folder is provably an emission's (wpgen's header on its plan.json or a rank file at its
- * top, or empty: killed before it wrote). */
-static void sweep_leftovers(const char *final) {
-    char parent[PATHLEN];
-    const char *slash = strrchr(final, '/'), *base = slash ? slash + 1 : final;
-    if (slash == final) snprintf(parent, sizeof parent, "/");
-    else snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - final) : 1, slash ? final : ".");
-    size_t blen = strlen(base);
-    DIR *d = opendir(parent);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        const char *n = e->d_name, *tail = n + blen;
-        if (strncmp(n, base, blen) || (strncmp(tail, ".tmp-", 5) && strncmp(tail, ".old-", 5))) continue;
-        char *end;
-        long pid = strtol(tail + 5, &end, 10);
-        if (end == tail + 5 || *end || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
-        char path[PATHLEN], probe[PATHLEN];
-        if (snprintf(path, sizeof path, "%s/%s", parent, n) >= PATHLEN) continue;
-        DIR *sub = opendir(path);
-        if (!sub) continue;
-        int ours = 0, empty = 1;
-        struct dirent *f;
-        while ((f = readdir(sub))) {
-            if (!strcmp(f->d_name, ".") || !strcmp(f->d_name, "..")) continue;
-            empty = 0;
-            if (strcmp(f->d_name, "plan.json") && strncmp(f->d_name, "rank_", 5)) continue;
-            ours = snprintf(probe, sizeof probe, "%s/%s", path, f->d_name) < PATHLEN && manifest_generated(probe);
-            break;
-        }
-        closedir(sub);
-        if ((ours || empty) && rm_tree(path) == 0) fprintf(stderr, "wpgen: removed %s, left by an emit that was killed\n", path);
+ * while the new output moved in: removed by the next emit into DIR (outdir_sweep: once that
+ * process is gone), when the folder is provably an emission's (wpgen's header on its plan.json or
+ * a rank file at its top, or empty: killed before it wrote). */
+static int remove_leftover(const char *path, long pid, void *ctx) {
+    (void)pid; (void)ctx;
+    char probe[PATHLEN];
+    DIR *sub = opendir(path);
+    if (!sub) return 0;
+    int ours = 0, empty = 1;
+    struct dirent *f;
+    while ((f = readdir(sub))) {
+        if (!strcmp(f->d_name, ".") || !strcmp(f->d_name, "..")) continue;
+        empty = 0;
+        if (strcmp(f->d_name, "plan.json") && strncmp(f->d_name, "rank_", 5)) continue;
+        ours = snprintf(probe, sizeof probe, "%s/%s", path, f->d_name) < PATHLEN && manifest_generated(probe);
+        break;
     }
-    closedir(d);
+    closedir(sub);
+    if (!(ours || empty) || rm_tree(path)) return 0;
+    fprintf(stderr, "wpgen: removed %s, left by an emit that was killed\n", path);
+    return 1;
+}
+
+static void sweep_leftovers(const char *final) {
+    static const char *const marks[] = { ".tmp" WP_TMP_DASH, OUTDIR_ASIDE, NULL };
+    outdir_sweep(final, marks, remove_leftover, NULL);
 }
 
 int emit_plan(const Plan *p, const EmitInfo *info, const char *dir, char *err, size_t errlen) {
@@ -585,8 +575,8 @@ int emit_plan(const Plan *p, const EmitInfo *info, const char *dir, char *err, s
      * rule wpgen export shares): DIR.tmp-PID is the real folder's sibling */
     char final[PATHLEN - 32], tmp[PATHLEN + 32], old[PATHLEN + 32];
     if (outdir_final(dir, final, sizeof final, err, errlen)) return -1;
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", final, (long)getpid());
-    snprintf(old, sizeof old, "%s.old-%ld", final, (long)getpid());
+    if (wp_tmp_path(tmp, sizeof tmp, final, WP_TMP_DASH) || wp_pid_path(old, sizeof old, final, OUTDIR_ASIDE))
+        return errmsg(err, errlen, "%s: path too long", final);
 
     int exists;
     if (check_target(final, &exists, err, errlen)) return -1;
@@ -626,10 +616,13 @@ static int emit_into(const Plan *p, const EmitInfo *info, const char *final, con
     Names fresh = { 0 }, keep = { 0 };
     if (rc == 0 && interrupt_pending()) rc = errmsg(err, errlen, "interrupted");
     if (rc == 0) rc = manifest_write(tmp, &fresh, err, errlen);
+    if (rc == 0) rc = sync_tree(tmp, err, errlen);
     if (rc == 0 && exists) rc = manifest_claim(final, &fresh, &keep, err, errlen);
     if (rc == 0 && exists) rc = manifest_carry_build(final, tmp, &fresh, &keep, err, errlen);
     names_free(&fresh);
     if (rc == 0) rc = move_entries(&keep, final, tmp, err, errlen);
+    /* the names moved in, flushed; never a failure here: the user's entries are in tmp now */
+    if (rc == 0 && keep.n && wp_fsync_dir(tmp)) fprintf(stderr, "wpgen: warning: %s: fsync failed: %s\n", tmp, strerror(errno));
     if (rc) {
         names_free(&keep);
         rm_tree(tmp);
@@ -654,6 +647,7 @@ static int emit_into(const Plan *p, const EmitInfo *info, const char *final, con
         return errmsg(err, errlen, "cannot rename %s to %s: %s", tmp, final, strerror(e));
     }
     names_free(&keep);
+    if (wp_fsync_dir_of(final)) fprintf(stderr, "wpgen: warning: %s: fsync of the directory failed: %s\n", final, strerror(errno));
     if (exists && rm_tree(old)) fprintf(stderr, "wpgen: warning: could not remove %s: %s\n", old, strerror(errno));
     return 0;
 }

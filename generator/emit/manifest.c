@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "emit/manifest.h"
+#include "common/durable.h"
 #include "common/errmsg.h"
 #include "common/hash64.h"
 
@@ -154,20 +155,26 @@ static int is_elf(const char *path) {
 int manifest_write(const char *tmp, Names *files, char *err, size_t errlen) {
     if (list_tree(tmp, "", files, err, errlen)) return -1;
     names_sort(files);
-    char path[PATHLEN], full[PATHLEN];
-    if (join_path(path, tmp, MANIFEST, err, errlen)) return -1;
-    FILE *f = fopen(path, "wb");
-    if (!f) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
-    int bad = fprintf(f, "# The files wpgen emit wrote here: emitting again replaces them (and obj/ and train, which make\n"
-                         "# builds) if they are as wpgen wrote them, and keeps anything else.\n%s\n", VERSION_LINE) < 0;
-    for (size_t i = 0; i < files->n && !bad; i++) {
+    static const char head[] = "# The files wpgen emit wrote here: emitting again replaces them (and obj/ and train, which make\n"
+                               "# builds) if they are as wpgen wrote them, and keeps anything else.\n";
+    size_t cap = sizeof head + sizeof VERSION_LINE + 1, at = 0;
+    for (size_t i = 0; i < files->n; i++) cap += 18 + strlen(files->v[i]);
+    char path[PATHLEN], full[PATHLEN], *text = malloc(cap);
+    if (!text) return errmsg(err, errlen, "out of memory");
+    at += (size_t)snprintf(text + at, cap - at, "%s%s\n", head, VERSION_LINE);
+    int rc = 0;
+    for (size_t i = 0; i < files->n && rc == 0; i++) {
         uint64_t h;
-        if (join_path(full, tmp, files->v[i], err, errlen)) { fclose(f); return -1; }
-        if (manifest_hash_file(full, &h)) { fclose(f); return errmsg(err, errlen, "%s: cannot read it back: %s", full, strerror(errno)); }
-        bad = fprintf(f, "%016llx %s\n", (unsigned long long)h, files->v[i]) < 0;
+        if (join_path(full, tmp, files->v[i], err, errlen)) rc = -1;
+        else if (manifest_hash_file(full, &h)) rc = errmsg(err, errlen, "%s: cannot read it back: %s", full, strerror(errno));
+        else at += (size_t)snprintf(text + at, cap - at, "%016llx %s\n", (unsigned long long)h, files->v[i]);
     }
-    if (fclose(f) || bad) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
-    return 0;
+    /* flushed to disk like the files it lists (durable.h); the folder's rename publishes it */
+    const void *data = text;
+    if (rc == 0 && join_path(path, tmp, MANIFEST, err, errlen)) rc = -1;
+    if (rc == 0 && wp_write_new(path, 0, 0666, 1, &data, &at, NULL)) rc = errmsg(err, errlen, "%s: %s", path, strerror(errno));
+    free(text);
+    return rc;
 }
 
 /* An earlier emission's manifest: its paths (sorted) and, for version 2, each one's hash

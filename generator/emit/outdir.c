@@ -80,7 +80,7 @@ static int remove_marked(const char *dir, const char *marker) {
     return rmdir(dir);
 }
 
-int outdir_sweep_stale(const char *final, const char *marker, const char *who) {
+int outdir_sweep(const char *final, const char *const *marks, OutdirLeftover rm, void *ctx) {
     char parent[PATH_MAX];
     const char *slash = strrchr(final, '/'), *base = slash ? slash + 1 : final;
     wp_dir_of(final, parent, sizeof parent);
@@ -91,18 +91,33 @@ int outdir_sweep_stale(const char *final, const char *marker, const char *who) {
     struct dirent *e;
     while ((e = readdir(d))) {
         const char *name = e->d_name, *tail = name + blen;
-        size_t at;
-        long pid = strncmp(name, base, blen) ? 0 : wp_tmp_pid(tail, WP_TMP_DASH, &at);
-        /* only a process that is gone, named right after BASE */
-        if (!pid || at != 0 || pid == (long)getpid() || !wp_pid_gone(pid)) continue;
-        char path[PATH_MAX];
-        if (snprintf(path, sizeof path, "%s/%s", parent, name) >= (int)sizeof path) continue;
-        if (remove_marked(path, marker) == 0) {
-            fprintf(stderr, "%s: removed %s, left by a run that was killed (process %ld is gone; %s inside proves it ours)\n",
-                    who, path, pid, marker);
-            removed++;
+        if (strncmp(name, base, blen)) continue;
+        for (const char *const *m = marks; *m; m++) {
+            size_t at;
+            long pid = wp_pid_name(tail, *m, &at);
+            /* only a process that is gone, named right after BASE */
+            if (!pid || at != 0 || pid == (long)getpid() || !wp_pid_gone(pid)) continue;
+            char path[PATH_MAX];
+            if (snprintf(path, sizeof path, "%s/%s", parent, name) < (int)sizeof path) removed += rm(path, pid, ctx);
+            break;
         }
     }
     closedir(d);
     return removed;
+}
+
+typedef struct { const char *marker, *who; } Marked;
+
+static int remove_stale(const char *path, long pid, void *ctx) {
+    const Marked *m = ctx;
+    if (remove_marked(path, m->marker)) return 0;
+    fprintf(stderr, "%s: removed %s, left by a run that was killed (process %ld is gone; %s inside proves it ours)\n",
+            m->who, path, pid, m->marker);
+    return 1;
+}
+
+int outdir_sweep_stale(const char *final, const char *marker, const char *who) {
+    static const char *const tmp[] = { ".tmp" WP_TMP_DASH, NULL };
+    Marked m = { marker, who };
+    return outdir_sweep(final, tmp, remove_stale, &m);
 }

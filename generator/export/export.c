@@ -218,38 +218,25 @@ static int join(char *out, const char *dir, const char *name, char *err, size_t 
     return 0;
 }
 
+/* What a wp_write_new or wp_copy_new of path (from from) that failed at step says. */
+static int file_error(const char *from, const char *path, const char *step, char *err, size_t errlen) {
+    if (!strcmp(step, "open") || !strcmp(step, "read")) return errmsg(err, errlen, "%s: %s", from, strerror(errno));
+    if (!strcmp(step, "write")) return errmsg(err, errlen, "%s: write failed: %s", path, strerror(errno));
+    return errmsg(err, errlen, "%s: %s", path, strerror(errno));
+}
+
 /* text into a new file path, flushed to disk. */
 static int write_text(const char *path, const char *text, char *err, size_t errlen) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
-    if (wp_write_all(fd, text, strlen(text))) {
-        int e = errno;
-        close(fd);
-        return errmsg(err, errlen, "%s: write failed: %s", path, strerror(e));
-    }
-    if (fsync(fd) || close(fd)) return errmsg(err, errlen, "%s: %s", path, strerror(errno));
-    return 0;
+    const char *step = "";
+    const void *data = text;
+    size_t len = strlen(text);
+    return wp_write_new(path, 1, 0644, 1, &data, &len, &step) ? file_error(NULL, path, step, err, errlen) : 0;
 }
 
 /* A copy of the regular file from into the new file to. */
 static int copy_file(const char *from, const char *to, char *err, size_t errlen) {
-    int in = open(from, O_RDONLY | O_CLOEXEC);
-    if (in < 0) return errmsg(err, errlen, "%s: %s", from, strerror(errno));
-    int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (out < 0) { close(in); return errmsg(err, errlen, "%s: %s", to, strerror(errno)); }
-    char buf[1 << 16];
-    int rc = 0;
-    for (;;) {
-        ssize_t k = read(in, buf, sizeof buf);
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) { rc = errmsg(err, errlen, "%s: %s", from, strerror(errno)); break; }
-        if (k == 0) break;
-        if (wp_write_all(out, buf, (size_t)k)) { rc = errmsg(err, errlen, "%s: write failed: %s", to, strerror(errno)); break; }
-    }
-    close(in);
-    if (fsync(out) && rc == 0) rc = errmsg(err, errlen, "%s: %s", to, strerror(errno));
-    if (close(out) && rc == 0) rc = errmsg(err, errlen, "%s: %s", to, strerror(errno));
-    return rc;
+    const char *step = "";
+    return wp_copy_new(from, to, 1, 0644, &step) ? file_error(from, to, step, err, errlen) : 0;
 }
 
 /* The files an export lists (its .wpgen-export), each with its hash. */

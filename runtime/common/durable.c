@@ -53,10 +53,16 @@ int wp_fsync_dir_of(const char *path) {
     return wp_fsync_dir(dir);
 }
 
-int wp_tmp_path(char *out, size_t outlen, const char *path, const char *sep) {
-    if ((size_t)snprintf(out, outlen, "%s.tmp%s%ld", path, sep, (long)getpid()) < outlen) return 0;
+int wp_pid_path(char *out, size_t outlen, const char *path, const char *mark) {
+    if ((size_t)snprintf(out, outlen, "%s%s%ld", path, mark, (long)getpid()) < outlen) return 0;
     errno = ENAMETOOLONG;
     return -1;
+}
+
+int wp_tmp_path(char *out, size_t outlen, const char *path, const char *sep) {
+    char mark[16];
+    snprintf(mark, sizeof mark, ".tmp%s", sep);
+    return wp_pid_path(out, outlen, path, mark);
 }
 
 int wp_tmp_open(const char *tmp, int excl) {
@@ -73,6 +79,44 @@ int wp_tmp_place(int fd, const char *tmp, const char *path, const char **step) {
     if (step) *step = what;
     errno = saved;
     return -1;
+}
+
+/* The end of a file wp_write_new or wp_copy_new made: flushed, closed; 0 or -1 with *step. */
+static int close_new(int fd, int rc, const char **step) {
+    int saved = errno;
+    if (rc == 0 && fsync(fd) != 0) { rc = -1; saved = errno; if (step) *step = "fsync"; }
+    if (close(fd) != 0 && rc == 0) { rc = -1; saved = errno; if (step) *step = "close"; }
+    errno = saved;
+    return rc;
+}
+
+int wp_write_new(const char *path, int excl, int mode, int n, const void *const *data, const size_t *len, const char **step) {
+    int fd = open(path, O_WRONLY | O_CREAT | (excl ? O_EXCL : O_TRUNC) | O_CLOEXEC, mode);
+    if (fd < 0) { if (step) *step = "create"; return -1; }
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++)
+        if (wp_write_all(fd, data[i], len[i]) != 0) { rc = -1; if (step) *step = "write"; }
+    return close_new(fd, rc, step);
+}
+
+int wp_copy_new(const char *from, const char *path, int excl, int mode, const char **step) {
+    int in = open(from, O_RDONLY | O_CLOEXEC);
+    if (in < 0) { if (step) *step = "open"; return -1; }
+    int fd = open(path, O_WRONLY | O_CREAT | (excl ? O_EXCL : O_TRUNC) | O_CLOEXEC, mode);
+    if (fd < 0) { int saved = errno; close(in); errno = saved; if (step) *step = "create"; return -1; }
+    char buf[1 << 16];
+    int rc = 0;
+    for (;;) {
+        ssize_t k = read(in, buf, sizeof buf);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) { rc = -1; if (step) *step = "read"; break; }
+        if (k == 0) break;
+        if (wp_write_all(fd, buf, (size_t)k) != 0) { rc = -1; if (step) *step = "write"; break; }
+    }
+    int saved = errno;
+    close(in);
+    errno = saved;
+    return close_new(fd, rc, step);
 }
 
 int wp_write_text_atomic(const char *path, const char *text, char *err, size_t errlen) {
@@ -94,6 +138,10 @@ int wp_write_text_atomic(const char *path, const char *text, char *err, size_t e
 long wp_tmp_pid(const char *name, const char *sep, size_t *target_len) {
     char mark[16];
     snprintf(mark, sizeof mark, ".tmp%s", sep);
+    return wp_pid_name(name, mark, target_len);
+}
+
+long wp_pid_name(const char *name, const char *mark, size_t *target_len) {
     const char *t = strstr(name, mark);
     if (!t) return 0;
     const char *d = t + strlen(mark);

@@ -46,6 +46,25 @@ int wp_tmp_place(int fd, const char *tmp, const char *path, const char **step);
  * durability unsure). */
 int wp_write_text_atomic(const char *path, const char *text, char *err, size_t errlen);
 
+/* A new file path (excl 1: never one that is there; excl 0: one there is truncated), mode as given
+ * (less the umask), made of the n parts data[i] of len[i] bytes and flushed to disk: how a file
+ * inside a folder that is itself a temporary (emit's DIR.tmp-PID, export's) is written, the
+ * folder's rename publishing it. 0, or -1 with errno set and *step naming what failed ("create",
+ * "write", "fsync", "close"), the file left as far as it got (its folder is removed whole). */
+int wp_write_new(const char *path, int excl, int mode, int n, const void *const *data, const size_t *len, const char **step);
+
+/* The file from copied into path as wp_write_new writes one: 0, or -1 with errno set and *step
+ * "open" or "read" (of from), or one of wp_write_new's (of path). */
+int wp_copy_new(const char *from, const char *path, int excl, int mode, const char **step);
+
+/* PATH + mark + PID (mark e.g. ".old-": where a folder steps aside while its replacement moves in)
+ * into out: 0, or -1 (too long). wp_tmp_path is this with mark ".tmp" + sep. */
+int wp_pid_path(char *out, size_t outlen, const char *path, const char *mark);
+
+/* name TARGET + mark + PID? Its PID (> 0, <= INT_MAX) and TARGET's length in *target_len, found
+ * at the first mark in name; 0 if name is not one. wp_tmp_pid is this with mark ".tmp" + sep. */
+long wp_pid_name(const char *name, const char *mark, size_t *target_len);
+
 /* name a temporary TARGET.tmp + sep + PID? Its PID (> 0, <= INT_MAX) and TARGET's length in
  * *target_len, found at the first ".tmp" + sep of name; 0 if name is not one. */
 long wp_tmp_pid(const char *name, const char *sep, size_t *target_len);

@@ -51,6 +51,9 @@ static void test_names(void) {
     CHECK(wp_tmp_pid("x.tmp.12a", WP_TMP_DOT, NULL) == 0 && wp_tmp_pid("x.tmp.", WP_TMP_DOT, NULL) == 0 &&
           wp_tmp_pid("x.tmp.0", WP_TMP_DOT, NULL) == 0 && wp_tmp_pid("x.tmp.99999999999", WP_TMP_DOT, NULL) == 0 &&
           wp_tmp_pid("x.tmp.-5", WP_TMP_DOT, NULL) == 0, "not a process id: never a temporary");
+    CHECK(wp_pid_path(tmp, sizeof tmp, "out", ".old-") == 0 && !strncmp(tmp, "out.old-", 8) &&
+          wp_pid_name(tmp, ".old-", &at) == (long)getpid() && at == 3, "aside: %s", tmp);
+    CHECK(wp_pid_name("out.old-7", ".tmp" WP_TMP_DASH, NULL) == 0, "a temporary's mark is not the aside one");
     CHECK(!wp_pid_gone((long)getpid()), "this process runs");
     char dir[16];
     wp_dir_of("a", dir, sizeof dir);
@@ -59,6 +62,35 @@ static void test_names(void) {
     CHECK(!strcmp(dir, "/"), "%s", dir);
     wp_dir_of("x/y/a", dir, sizeof dir);
     CHECK(!strcmp(dir, "x/y"), "%s", dir);
+}
+
+/* The files of a folder that is itself a temporary: written from parts, created new or truncated,
+ * copied; each failure names its step. */
+static void test_write_new(void) {
+    const char *step = "";
+    char p[300], q[300];
+    snprintf(p, sizeof p, "%s", tmp_path("new.txt"));
+    snprintf(q, sizeof q, "%s", tmp_path("copy.txt"));
+    const void *parts[3] = { "ab", "", "cd\n" };
+    size_t len[3] = { 2, 0, 3 };
+    CHECK(wp_write_new(p, 1, 0644, 3, parts, len, &step) == 0, "%s", step);
+    char *text = tmp_slurp(p, NULL);
+    CHECK(text && !strcmp(text, "abcd\n"), "the parts in order: %s", text ? text : "(none)");
+    free(text);
+    CHECK(wp_write_new(p, 1, 0644, 1, parts, len, &step) == -1 && errno == EEXIST && !strcmp(step, "create"),
+          "excl: never a file that is there (%s)", step);
+    CHECK(wp_write_new(p, 0, 0644, 1, parts, len, &step) == 0, "truncated: %s", step);
+    text = tmp_slurp(p, NULL);
+    CHECK(text && !strcmp(text, "ab"), "truncated: %s", text ? text : "(none)");
+    free(text);
+    CHECK(wp_copy_new(p, q, 1, 0644, &step) == 0, "%s", step);
+    text = tmp_slurp(q, NULL);
+    CHECK(text && !strcmp(text, "ab"), "copied: %s", text ? text : "(none)");
+    free(text);
+    CHECK(wp_copy_new(tmp_path("absent"), q, 0, 0644, &step) == -1 && errno == ENOENT && !strcmp(step, "open"), "%s", step);
+    snprintf(q, sizeof q, "%s", tmp_path("dircopy"));
+    CHECK(wp_copy_new(tmp_path("."), q, 0, 0644, &step) == -1 && errno == EISDIR && !strcmp(step, "read"),
+          "a folder is read as nothing: %s", step);
 }
 
 static void test_expected(void) {
@@ -89,6 +121,7 @@ int main(void) {
     tmp_dir_make("durable");
     test_write_text();
     test_names();
+    test_write_new();
     test_expected();
     tmp_dir_remove();
     return check_summary("test_durable");
