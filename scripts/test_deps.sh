@@ -6,7 +6,8 @@
 # - transformers 4.44.2, the last that runs on Debian's torch 1.13, in a venv at BUILD/pyexport
 #   over the system's site packages (tests/export);
 # - Hugging Face tokenizers, where `wpgen data` looks for it (scripts/tokenize_data.py: installed,
-#   or in wpgen's cache), for tests/e2e/test_data.sh.
+#   or in wpgen's cache), for tests/e2e/test_data.sh;
+# - strace (tests/cli/test_emit_durable.sh).
 # Each is probed first and installed only when missing, saying so. Exit 1, naming what failed,
 # when one cannot be installed: the suite would otherwise fail later, further from the cause.
 # usage: scripts/test_deps.sh BUILD_DIR
@@ -31,6 +32,12 @@ if [ $fail = 0 ] && ! "$build/pyexport/bin/python" -c 'import torch, transformer
         "$build/pyexport/bin/pip" install -q --disable-pip-version-check "transformers==4.44.2" >/dev/null 2>&1 &&
         "$build/pyexport/bin/python" -c 'import torch, transformers' 2>/dev/null ||
         { echo "test deps: could not install transformers 4.44.2 into $build/pyexport"; fail=1; }
+fi
+# strace, with which tests/cli/test_emit_durable.sh sees emit's fsyncs
+if ! command -v strace >/dev/null; then
+    echo "test deps: installing strace with apt-get (tests/cli/test_emit_durable.sh)"
+    $sudo apt-get install -y -q strace >/dev/null 2>&1 || { $sudo apt-get update -q >/dev/null 2>&1; $sudo apt-get install -y -q strace >/dev/null 2>&1; }
+    command -v strace >/dev/null || { echo "test deps: strace is still missing (apt-get install strace)"; fail=1; }
 fi
 # the tokenizers package: wpgen data's own lookup, which installs it into its cache when missing
 if ! PYTHONPATH="$PWD/scripts" python3 -c 'import tokenize_data; tokenize_data.import_tokenizers()' >/dev/null 2>"$build/test-deps.err"; then

@@ -6,8 +6,11 @@ set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
 . tests/check.sh
-if ! command -v strace >/dev/null || ! strace -o /dev/null true 2>/dev/null; then
-    echo "emit durable: skipped (no strace that can trace here)"; exit 0
+# strace is a test dependency (scripts/test_deps.sh installs it): missing, this fails; a machine
+# that forbids tracing (ptrace) is the one case it cannot check, and says so
+command -v strace >/dev/null || { echo "FAIL: strace is missing (scripts/test_deps.sh installs it)"; echo "0 passed, 1 failed"; exit 1; }
+if ! strace -o /dev/null true 2>/dev/null; then
+    echo "emit durable: skipped (this machine forbids ptrace, so strace cannot trace)"; exit 0
 fi
 out=$tmp/out
 strace -f -y -o "$tmp/trace" -e trace=fsync,rename "$wpgen" emit -t topologies/cpu-4x2.json -m tiny -o "$out" >/dev/null 2>"$tmp/err" \
