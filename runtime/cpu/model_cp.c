@@ -37,6 +37,9 @@
 #include "common/cp_layout.h"
 #include "common/errmsg.h"
 
+/* One block of a ring step (ring_blocks): its query and key rows, the row of its lse. */
+typedef struct RingBlock { size_t qrow, krow, lrow; int diag; } RingBlock;
+
 struct WpCpRing {
     WpConfig c;          /* the whole model's shape, c.cp = C */
     Comm *comm;
@@ -47,6 +50,7 @@ struct WpCpRing {
     float *bo, *bl;      /* one block's output [L, qd] and lse [heads, L] */
     float *work;         /* attention_block_work_floats(L, L, ...) */
     int *pos;            /* [n] the member's positions */
+    RingBlock *blocks;   /* [4 G] one ring step's blocks (ring_blocks) */
 };
 
 WpConfig wp_cp_member_config(const WpConfig *c) {
@@ -76,29 +80,43 @@ static void shift(WpCpRing *r, const float *send, float *recv, const char *label
     comm_turn_posted(r->comm);
 }
 
+/* The blocks a member computes at ring step t, against the K/V block of member src: per sequence
+ * g, each of its two chunks (a) against each of src's (b) that is causal (cp_layout_block); the
+ * rows of its queries and of the keys in the member's [G * n] rows, and whether the block is on
+ * the diagonal (masked). At most 4 per sequence; forward and backward walk the same list. */
+static int ring_blocks(const WpCpRing *r, int src, RingBlock *out) {
+    int nb = 0;
+    for (int g = 0; g < r->G; g++)
+        for (int a = 0; a < 2; a++)
+            for (int b = 0; b < 2; b++) {
+                CpBlock blk = cp_layout_block(cp_layout_chunk(r->C, r->me, a), cp_layout_chunk(r->C, src, b));
+                if (blk == CP_SKIP) continue;
+                out[nb++] = (RingBlock){ (size_t)g * r->n + (size_t)a * r->L, (size_t)g * r->n + (size_t)b * r->L,
+                                         (size_t)g * r->c.heads * r->n + (size_t)a * r->L, blk == CP_DIAG };
+            }
+    return nb;
+}
+
 static void ring_forward(void *ud, float *att, float *lse, const float *qkv, int bf16) {
     WpCpRing *r = ud;
     fp32_only(bf16);
     const WpConfig *c = &r->c;
     int C = r->C, n = r->n, L = r->L, H = c->heads, cur = 0;
+    RingBlock *blocks = r->blocks;
     pack_kv(r, r->kv[0], qkv);
     memset(att, 0, (size_t)r->G * n * r->qd * sizeof(float));
     for (size_t i = 0; i < (size_t)r->G * H * n; i++) lse[i] = -INFINITY;   /* no keys yet */
     for (int t = 0; t < C; t++) {
         if (t < C - 1) shift(r, r->kv[cur], r->kv[cur ^ 1], "ring K/V");
-        int src = cp_ring_source(C, r->me, t);
-        for (int g = 0; g < r->G; g++)
-            for (int a = 0; a < 2; a++)
-                for (int b = 0; b < 2; b++) {
-                    CpBlock blk = cp_layout_block(cp_layout_chunk(C, r->me, a), cp_layout_chunk(C, src, b));
-                    if (blk == CP_SKIP) continue;
-                    size_t qrow = (size_t)g * n + (size_t)a * L, krow = (size_t)g * n + (size_t)b * L;
-                    attention_block_forward(r->bo, r->bl, L, qkv + qrow * r->width, r->width,
-                                            r->kv[cur] + krow * r->kvw, r->kvw, L, L, H, c->kv_heads,
-                                            c->head_dim, blk == CP_DIAG, r->work, r->nthreads);
-                    attention_block_merge(att + qrow * r->qd, lse + (size_t)g * H * n + (size_t)a * L, n,
-                                          r->bo, r->bl, L, L, H, c->head_dim, r->nthreads);
-                }
+        int nb = ring_blocks(r, cp_ring_source(C, r->me, t), blocks);
+        for (int i = 0; i < nb; i++) {
+            const RingBlock *k = &blocks[i];
+            attention_block_forward(r->bo, r->bl, L, qkv + k->qrow * r->width, r->width,
+                                    r->kv[cur] + k->krow * r->kvw, r->kvw, L, L, H, c->kv_heads,
+                                    c->head_dim, k->diag, r->work, r->nthreads);
+            attention_block_merge(att + k->qrow * r->qd, lse + k->lrow, n, r->bo, r->bl, L, L, H, c->head_dim,
+                                  r->nthreads);
+        }
         if (t < C - 1) {
             comm_wait_turn(r->comm);
             cur ^= 1;
@@ -112,25 +130,21 @@ static void ring_backward(void *ud, float *dqkv, const float *datt, const float 
     fp32_only(bf16);
     const WpConfig *c = &r->c;
     int C = r->C, n = r->n, L = r->L, H = c->heads, cur = 0;
+    RingBlock *blocks = r->blocks;
     size_t rows = (size_t)r->G * n;
     memset(dqkv, 0, rows * r->width * sizeof(float));   /* dQ adds into its columns */
     pack_kv(r, r->kv[0], qkv);
     memset(r->dkv[0], 0, rows * r->kvw * sizeof(float));
     for (int t = 0; t < C; t++) {
         if (t < C - 1) shift(r, r->kv[cur], r->kv[cur ^ 1], "ring K/V");
-        int src = cp_ring_source(C, r->me, t);
-        for (int g = 0; g < r->G; g++)
-            for (int a = 0; a < 2; a++)
-                for (int b = 0; b < 2; b++) {
-                    CpBlock blk = cp_layout_block(cp_layout_chunk(C, r->me, a), cp_layout_chunk(C, src, b));
-                    if (blk == CP_SKIP) continue;
-                    size_t qrow = (size_t)g * n + (size_t)a * L, krow = (size_t)g * n + (size_t)b * L;
-                    attention_block_backward(dqkv + qrow * r->width, r->width, r->dkv[cur] + krow * r->kvw, r->kvw,
-                                             datt + qrow * r->qd, att + qrow * r->qd,
-                                             lse + (size_t)g * H * n + (size_t)a * L, n,
-                                             qkv + qrow * r->width, r->width, r->kv[cur] + krow * r->kvw, r->kvw,
-                                             L, L, H, c->kv_heads, c->head_dim, blk == CP_DIAG, r->work, r->nthreads);
-                }
+        int nb = ring_blocks(r, cp_ring_source(C, r->me, t), blocks);
+        for (int i = 0; i < nb; i++) {
+            const RingBlock *k = &blocks[i];
+            attention_block_backward(dqkv + k->qrow * r->width, r->width, r->dkv[cur] + k->krow * r->kvw, r->kvw,
+                                     datt + k->qrow * r->qd, att + k->qrow * r->qd, lse + k->lrow, n,
+                                     qkv + k->qrow * r->width, r->width, r->kv[cur] + k->krow * r->kvw, r->kvw,
+                                     L, L, H, c->kv_heads, c->head_dim, k->diag, r->work, r->nthreads);
+        }
         if (C > 1) {   /* the accumulator on to the next holder; after the last step, home */
             shift(r, r->dkv[cur], r->dkv[cur ^ 1], "ring dK/dV");
             comm_wait_turn(r->comm);
@@ -151,6 +165,7 @@ void wp_cp_ring_free(WpCpRing *r) {
     free(r->bo);
     free(r->work);
     free(r->pos);
+    free(r->blocks);
     free(r);
 }
 
@@ -188,7 +203,8 @@ WpCpRing *wp_cp_ring_new(const WpConfig *c, Comm *comm, int g, int member, WpScr
     r->bo = malloc(((size_t)r->L * r->qd + (size_t)c->heads * r->L) * sizeof(float));
     r->work = malloc(attention_block_work_floats(r->L, r->L, c->heads, c->kv_heads, c->head_dim, r->nthreads) * sizeof(float));
     r->pos = malloc((size_t)r->n * sizeof *r->pos);
-    if (!r->kv[0] || !r->bo || !r->work || !r->pos) {
+    r->blocks = malloc(4 * (size_t)r->G * sizeof *r->blocks);
+    if (!r->kv[0] || !r->bo || !r->work || !r->pos || !r->blocks) {
         wp_cp_ring_free(r);
         errmsg(err, errlen, "out of memory for the ring");
         return NULL;

@@ -9,14 +9,8 @@
 # and a bad WP_COMM_MAX_ELEMS refused as bad input. Usage: tests/mpi/test_comm.sh BUILD_DIR (run from the repo root).
 set -u
 build=${1:-build}
-bin=$build/tests-mpi/comm_test
-[ -x "$bin" ] || { echo "missing $bin: run make first"; exit 1; }
-
-mpi=(mpirun --oversubscribe)
-[ "$(id -u)" = 0 ] && mpi+=(--allow-run-as-root)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failed=0
+prog=comm_test
+. "$(dirname "${BASH_SOURCE[0]}")/mpi_setup.sh"
 
 for p in 1 2 3 4; do
     if timeout 60 "${mpi[@]}" -np $p "$bin" >"$tmp/out" 2>&1; then

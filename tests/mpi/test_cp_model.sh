@@ -8,14 +8,8 @@
 # (run from the repo root).
 set -u
 build=${1:-build}
-bin=$build/tests-mpi/cp_model_test
-[ -x "$bin" ] || { echo "missing $bin: run make first"; exit 1; }
-
-mpi=(mpirun --oversubscribe)
-[ "$(id -u)" = 0 ] && mpi+=(--allow-run-as-root)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failed=0
+prog=cp_model_test
+. "$(dirname "${BASH_SOURCE[0]}")/mpi_setup.sh"
 export OMP_NUM_THREADS=1   # C ranks on the machine's few cores
 
 for run in "2 32" "4 32" "4 64"; do

@@ -5,8 +5,6 @@
 set -u
 build=${1:-build}
 cd "$(dirname "$0")/../.."
-bin=$build/tests-mpi/nic_test
-[ -x "$bin" ] || { echo "missing $bin: run make first"; exit 1; }
-mpi=(mpirun --oversubscribe)
-[ "$(id -u)" = 0 ] && mpi+=(--allow-run-as-root)
+prog=nic_test
+. "$(dirname "${BASH_SOURCE[0]}")/mpi_setup.sh"
 timeout 120 "${mpi[@]}" -np 4 "$bin"

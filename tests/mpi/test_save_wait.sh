@@ -5,13 +5,8 @@
 # 6 s against a 2 s communication timeout (margins for a loaded machine: save_wait_test.c). Usage: tests/mpi/test_save_wait.sh BUILD_DIR.
 set -u
 build=${1:-build}
-bin=$build/tests-mpi/save_wait_test
-[ -x "$bin" ] || { echo "missing $bin: run make first"; exit 1; }
-mpi=(mpirun --oversubscribe)
-[ "$(id -u)" = 0 ] && mpi+=(--allow-run-as-root)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failed=0
+prog=save_wait_test
+. "$(dirname "${BASH_SOURCE[0]}")/mpi_setup.sh"
 
 # save: every rank gets the status, after the 6 s
 WP_COMM_TIMEOUT=2 timeout 60 "${mpi[@]}" -x WP_COMM_TIMEOUT -np 3 "$bin" save >"$tmp/out" 2>&1
