@@ -7,7 +7,8 @@
 #   over the system's site packages (tests/export);
 # - Hugging Face tokenizers, where `wpgen data` looks for it (scripts/tokenize_data.py: installed,
 #   or in wpgen's cache), for tests/e2e/test_data.sh;
-# - strace (tests/cli/test_emit_durable.sh).
+# - strace (tests/cli/test_emit_durable.sh);
+# - a TensorBoard writer, where logs_to_tensorboard.py looks for one (tests/ref/test_tensorboard.sh).
 # Each is probed first and installed only when missing, saying so. Exit 1, naming what failed,
 # when one cannot be installed: the suite would otherwise fail later, further from the cause.
 # usage: scripts/test_deps.sh BUILD_DIR
@@ -43,6 +44,11 @@ fi
 if ! PYTHONPATH="$PWD/scripts" python3 -c 'import tokenize_data; tokenize_data.import_tokenizers()' >/dev/null 2>"$build/test-deps.err"; then
     echo "test deps: the tokenizers package could not be installed: $(tail -1 "$build/test-deps.err")"; fail=1
 fi
+# a TensorBoard writer (torch.utils.tensorboard, else tensorboardX in wpgen's cache), by
+# logs_to_tensorboard.py's own lookup, for tests/ref/test_tensorboard.sh
+if ! PYTHONPATH="$PWD/scripts" python3 -c 'import logs_to_tensorboard as t; t.summary_writer()' >/dev/null 2>"$build/test-deps.err"; then
+    echo "test deps: no TensorBoard writer could be installed: $(tail -1 "$build/test-deps.err")"; fail=1
+fi
 rm -f "$build/test-deps.err"
-[ $fail = 0 ] && echo "test deps: PyTorch $($py -c 'import torch; print(torch.__version__)'), transformers in $build/pyexport, tokenizers"
+[ $fail = 0 ] && echo "test deps: PyTorch $($py -c 'import torch; print(torch.__version__)'), transformers in $build/pyexport, tokenizers, a TensorBoard writer"
 exit $fail
