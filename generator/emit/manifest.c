@@ -253,11 +253,17 @@ static int proven(const char *dir, const char *rel, const Listed *L) {
     return (L->version == 0 || i >= 0) && manifest_generated(full);
 }
 
-/* Is rel's first n characters + ext (obj/X.o's source X.c, or X.cu for the CUDA backend's) a file
- * the earlier or the new emission wrote? The path into src. */
-static int source_listed(const Listed *L, const Names *fresh, const char *rel, size_t n, const char *ext, char *src) {
-    if (snprintf(src, PATHLEN, "%.*s%s", (int)n, rel, ext) >= PATHLEN) return 0;
-    return (L && names_has(&L->names, src, 0)) || names_has(fresh, src, 0);
+/* Is the source of obj/rel (rel less its ".o" or ".d": X.c, or X.cu for the CUDA backend's) a file
+ * the earlier emission (L, if given) or the new one (fresh) wrote? */
+static int source_listed(const Listed *L, const Names *fresh, const char *rel) {
+    static const char *const ext[] = { ".c", ".cu" };
+    size_t n = strlen(rel);
+    char src[PATHLEN];
+    for (int e = 0; e < 2 && n > 2; e++)
+        if (snprintf(src, sizeof src, "%.*s%s", (int)(n - 2), rel, ext[e]) < (int)sizeof src &&
+            ((L && names_has(&L->names, src, 0)) || names_has(fresh, src, 0)))
+            return 1;
+    return 0;
 }
 
 /* obj/ as the Makefile builds it: every file an object (ELF) or dependency file of a source the
@@ -270,9 +276,9 @@ static int obj_is_ours(const char *dir, const Listed *L, const Names *fresh, cha
     for (size_t i = 0; i < under.n && ours; i++) {
         const char *rel = under.v[i] + 4;   /* past "obj/" */
         size_t len = strlen(rel);
-        char src[PATHLEN], full[PATHLEN];
+        char full[PATHLEN];
         int obj = len > 2 && !strcmp(rel + len - 2, ".o"), dep = len > 2 && !strcmp(rel + len - 2, ".d");
-        ours = (obj || dep) && (source_listed(L, fresh, rel, len - 2, ".c", src) || source_listed(L, fresh, rel, len - 2, ".cu", src));
+        ours = (obj || dep) && source_listed(L, fresh, rel);
         if (ours && obj) ours = join_path(full, dir, under.v[i], err, errlen) == 0 && is_elf(full);
         if (!ours) snprintf(bad, badlen, "%s", under.v[i]);
     }
@@ -357,32 +363,31 @@ int manifest_claim(const char *dir, const Names *fresh, Names *keep, char *err, 
  * that changed is newer than its object, and make compiles it again; the Makefile names no plan,
  * so for the same backends it is unchanged and every runtime object stays built. */
 int manifest_carry_build(const char *dir, const char *tmp, const Names *fresh, Names *keep, char *err, size_t errlen) {
-    Listed L;
+    /* the earlier manifest and the new one (manifest_write's: its files' hashes, not read again) */
+    Listed L, N;
     if (read_manifest(dir, &L, err, errlen)) return -1;
+    if (read_manifest(tmp, &N, err, errlen)) { listed_free(&L); return -1; }
     int rc = 0;
-    for (size_t i = 0; i < fresh->n && L.version == 2; i++) {
-        long j = names_find(&L.names, fresh->v[i], 0);
+    for (size_t i = 0; i < N.names.n && L.version == 2; i++) {
+        long j = names_find(&L.names, N.names.v[i], 0);
         char was[PATHLEN], now[PATHLEN];
-        struct stat a, b;
-        uint64_t h;
-        if (j < 0 || !L.hashes[j] || join_path(was, dir, fresh->v[i], err, errlen) || join_path(now, tmp, fresh->v[i], err, errlen))
+        struct stat a;
+        /* manifest_claim proved the earlier file is as listed: equal hashes, equal bytes */
+        if (j < 0 || !L.hashes[j] || L.hashes[j] != N.hashes[i] || join_path(was, dir, N.names.v[i], err, errlen) ||
+            join_path(now, tmp, N.names.v[i], err, errlen) || lstat(was, &a) || !S_ISREG(a.st_mode))
             continue;
-        /* manifest_claim proved the earlier file is as listed; the new one must hash the same */
-        if (lstat(was, &a) || lstat(now, &b) || !S_ISREG(a.st_mode) || a.st_size != b.st_size) continue;
-        if (manifest_hash_file(now, &h) || h != L.hashes[j]) continue;
         struct timespec t[2] = { a.st_atim, a.st_mtim };
         if (utimensat(AT_FDCWD, now, t, AT_SYMLINK_NOFOLLOW)) { rc = errmsg(err, errlen, "%s: %s", now, strerror(errno)); break; }
     }
+    listed_free(&N);
     Names under = { 0 };
     char path[PATHLEN];
     struct stat st;
     if (rc == 0 && join_path(path, dir, "obj", err, errlen) == 0 && lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         if (list_tree(dir, "obj", &under, err, errlen)) rc = -1;
         for (size_t i = 0; i < under.n && rc == 0; i++) {
-            const char *rel = under.v[i] + 4;
-            size_t len = strlen(rel);
-            char src[PATHLEN], full[PATHLEN];
-            if (source_listed(NULL, fresh, rel, len - 2, ".c", src) || source_listed(NULL, fresh, rel, len - 2, ".cu", src)) continue;
+            char full[PATHLEN];
+            if (source_listed(NULL, fresh, under.v[i] + 4)) continue;   /* past "obj/" */
             if (join_path(full, dir, under.v[i], err, errlen)) rc = -1;
             else if (unlink(full)) rc = errmsg(err, errlen, "%s: %s", full, strerror(errno));
         }

@@ -38,12 +38,16 @@ static int slot_find(const WpRank *R, int kind, int chunk, int mb) {
     return -1;
 }
 
-/* aborts if missing */
-static void *slot_get(WpRank *R, int kind, int chunk, int mb) {
+/* slot_find's index; aborts if missing */
+static int slot_at(WpRank *R, int kind, int chunk, int mb) {
     int i = slot_find(R, kind, chunk, mb);
     if (i < 0) comm_abort(R->comm, 1, "turn %d: the %s of chunk %d for micro-batch %d is not here", R->turn,
                           step_slot_names[kind], chunk, mb);
-    return R->slots[i].p;
+    return i;
+}
+
+static void *slot_get(WpRank *R, int kind, int chunk, int mb) {
+    return R->slots[slot_at(R, kind, chunk, mb)].p;
 }
 
 /* The backward's input gradient slot becomes its output's (the model works in place: cpu/model.h,
@@ -54,9 +58,7 @@ static void *slot_get(WpRank *R, int kind, int chunk, int mb) {
 static void *grad_in_place(WpRank *R, const WpChunk *k, int chunk, int mb, int *lent) {
     *lent = 0;
     if (k->last) return k->first ? NULL : slot_new(R, SLOT_GRAD, chunk, mb);
-    int i = slot_find(R, SLOT_GRAD, chunk + 1, mb);
-    if (i < 0) comm_abort(R->comm, 1, "turn %d: the %s of chunk %d for micro-batch %d is not here", R->turn,
-                          step_slot_names[SLOT_GRAD], chunk + 1, mb);
+    int i = slot_at(R, SLOT_GRAD, chunk + 1, mb);
     if (k->first) *lent = 1;
     else R->slots[i].chunk = chunk;   /* the same storage, now the gradient of chunk's input */
     return R->slots[i].p;
@@ -159,9 +161,7 @@ void wp_fwd(WpRank *R, int chunk, int mb, int w) {
      * cpu/model.h), so the two are never held at once; the stash keeps the input's copy */
     void *x_in = NULL, *x_out = NULL;
     if (!k->first) {
-        int i = slot_find(R, SLOT_ACT, chunk, mb);
-        if (i < 0) comm_abort(R->comm, 1, "turn %d: the %s of chunk %d for micro-batch %d is not here", R->turn,
-                              step_slot_names[SLOT_ACT], chunk, mb);
+        int i = slot_at(R, SLOT_ACT, chunk, mb);
         x_in = R->slots[i].p;
         if (!k->last) { x_out = x_in; R->slots[i].chunk = chunk + 1; }
     } else if (!k->last)
